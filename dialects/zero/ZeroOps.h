@@ -1,0 +1,33 @@
+//===- ZeroOps.h - zero dialect ----------------------------------*- C++ -*-===//
+#ifndef ZCC_DIALECTS_ZERO_ZEROOPS_H
+#define ZCC_DIALECTS_ZERO_ZEROOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "zero/ZeroDialect.h.inc"
+#include "zero/ZeroEnums.h.inc"
+
+#define GET_OP_CLASSES
+#include "zero/ZeroOps.h.inc"
+
+namespace zcc::zero {
+
+/// Returns the NumPy broadcast of |lhs| and |rhs|, or failure if a pair of
+/// dimensions is neither equal nor 1.
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+
+/// Returns true if |from| broadcasts to exactly |to| (ONNX Expand accepts a
+/// target shape that is itself broadcast against the input; callers pass the
+/// final shape).
+bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
+
+} // namespace zcc::zero
+
+#endif // ZCC_DIALECTS_ZERO_ZEROOPS_H

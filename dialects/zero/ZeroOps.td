@@ -1,0 +1,299 @@
+//===- ZeroOps.td - zero dialect operations ----------------*- tablegen -*-===//
+//
+// Compute ops follow ONNX/NumPy semantics where they overlap (broadcasting,
+// Gather, MatMul batch dims) so that the importer is a direct translation, and
+// carry only static attributes: every shape is known after import.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_OPS_TD
+#define ZERO_OPS_TD
+
+include "ZeroDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Zero_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Zero_Dialect, mnemonic, traits>;
+
+def Zero_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def Zero_BoolTensor : RankedTensorOf<[I1]>;
+def Zero_IndexTensor : RankedTensorOf<[I32, I64]>;
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+def Zero_GlobalOp : Zero_Op<"global", [Symbol]> {
+  let summary = "module-level training state";
+  let description = [{
+    A named tensor of the training state: a parameter, a frozen buffer, or
+    (after later passes) a gradient, master weight or optimizer moment. The
+    optional initial value holds the imported initializer.
+
+    ```mlir
+    zero.global @fc1.weight param trainable : tensor<128x64xf32> = dense_resource<w> : tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Zero_GlobalRole:$role,
+                       UnitAttr:$trainable, TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<ElementsAttr>:$initial_value);
+  let assemblyFormat = [{
+    $sym_name $role (`trainable` $trainable^)? attr-dict `:` $type
+    (`=` $initial_value^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Zero_LoadOp : Zero_Op<"load", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "read a global";
+  let arguments = (ins FlatSymbolRefAttr:$global);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$global attr-dict `:` type($result)";
+}
+
+def Zero_StoreOp : Zero_Op<"store", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "write a global";
+  let arguments = (ins AnyRankedTensor:$value, FlatSymbolRefAttr:$global);
+  let assemblyFormat = "$value `,` $global attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants, casts and shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Zero_ConstantOp : Zero_Op<"constant", [ConstantLike, Pure,
+    DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "constant tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def Zero_CastOp : Zero_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "element type conversion (ONNX Cast)";
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasFolder = 1;
+}
+
+def Zero_ReshapeOp : Zero_Op<"reshape", [Pure]> {
+  let summary = "reinterpret the shape; element count unchanged";
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Zero_TransposeOp : Zero_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "permute dimensions: result dim i is input dim permutation[i]";
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input $permutation attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
+def Zero_ExpandOp : Zero_Op<"expand", [Pure]> {
+  let summary = "broadcast to the result shape (NumPy rules, ONNX Expand)";
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Zero_SliceOp : Zero_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "strided slice with static, normalized bounds";
+  let description = [{
+    For every dimension d: elements start[d], start[d]+stride[d], ... below
+    limit[d]. Bounds are non-negative and within the dimension, strides >= 1
+    (the importer normalizes ONNX's negative and clamped indices).
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$start,
+                       DenseI64ArrayAttr:$limit, DenseI64ArrayAttr:$stride);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $start `:` $limit `:` $stride `]` attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasFolder = 1;
+}
+
+def Zero_ConcatOp : Zero_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "concatenate along an axis";
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let hasFolder = 1;
+}
+
+def Zero_SplitOp : Zero_Op<"split", [Pure, InferTypeOpAdaptor]> {
+  let summary = "split along an axis into pieces of the given sizes";
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($results)";
+}
+
+def Zero_GatherOp : Zero_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "take slices along an axis at integer indices (ONNX Gather; embedding lookup)";
+  let arguments = (ins AnyRankedTensor:$input, Zero_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `[` $indices `]` attr-dict `:` functional-type(operands, $result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Zero_UnaryOp<string mnemonic, Type ty, list<Trait> traits = []>
+    : Zero_Op<mnemonic, traits # [Pure, SameOperandsAndResultType]> {
+  let arguments = (ins ty:$input);
+  let results = (outs ty:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Zero_NegOp : Zero_UnaryOp<"neg", Zero_FloatTensor> { let summary = "-x"; }
+def Zero_AbsOp : Zero_UnaryOp<"abs", Zero_FloatTensor> { let summary = "|x|"; }
+def Zero_ExpOp : Zero_UnaryOp<"exp", Zero_FloatTensor> { let summary = "e^x"; }
+def Zero_LogOp : Zero_UnaryOp<"log", Zero_FloatTensor> { let summary = "ln x"; }
+def Zero_SqrtOp : Zero_UnaryOp<"sqrt", Zero_FloatTensor> { let summary = "sqrt(x)"; }
+def Zero_RsqrtOp : Zero_UnaryOp<"rsqrt", Zero_FloatTensor> { let summary = "1/sqrt(x)"; }
+def Zero_ReciprocalOp : Zero_UnaryOp<"reciprocal", Zero_FloatTensor> { let summary = "1/x"; }
+def Zero_TanhOp : Zero_UnaryOp<"tanh", Zero_FloatTensor> { let summary = "tanh(x)"; }
+def Zero_ErfOp : Zero_UnaryOp<"erf", Zero_FloatTensor> { let summary = "erf(x)"; }
+def Zero_SigmoidOp : Zero_UnaryOp<"sigmoid", Zero_FloatTensor> { let summary = "1/(1+e^-x)"; }
+def Zero_ReluOp : Zero_UnaryOp<"relu", Zero_FloatTensor> { let summary = "max(x, 0)"; }
+def Zero_SiluOp : Zero_UnaryOp<"silu", Zero_FloatTensor> { let summary = "x*sigmoid(x) (SwiGLU's gate)"; }
+def Zero_CosOp : Zero_UnaryOp<"cos", Zero_FloatTensor> { let summary = "cos(x)"; }
+def Zero_SinOp : Zero_UnaryOp<"sin", Zero_FloatTensor> { let summary = "sin(x)"; }
+def Zero_NotOp : Zero_UnaryOp<"not", Zero_BoolTensor> { let summary = "logical not"; }
+
+def Zero_GeluOp : Zero_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU, exact (erf) or tanh-approximated";
+  let arguments = (ins Zero_FloatTensor:$input, Zero_GeluApprox:$approximate);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input $approximate attr-dict `:` type($result)";
+}
+
+// Binary ops broadcast their operands with NumPy rules; both operands have
+// the same element type (the importer inserts casts where ONNX allowed none).
+class Zero_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : Zero_Op<mnemonic, traits # [Pure, InferTypeOpAdaptor]> {
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
+}
+
+def Zero_AddOp : Zero_BinaryOp<"add", [Commutative]> { let summary = "a + b"; let hasFolder = 1; }
+def Zero_SubOp : Zero_BinaryOp<"sub"> { let summary = "a - b"; let hasFolder = 1; }
+def Zero_MulOp : Zero_BinaryOp<"mul", [Commutative]> { let summary = "a * b"; let hasFolder = 1; }
+def Zero_DivOp : Zero_BinaryOp<"div"> { let summary = "a / b"; let hasFolder = 1; }
+def Zero_PowOp : Zero_BinaryOp<"pow"> { let summary = "a ^ b"; }
+def Zero_MaxOp : Zero_BinaryOp<"max", [Commutative]> { let summary = "max(a, b)"; }
+def Zero_MinOp : Zero_BinaryOp<"min", [Commutative]> { let summary = "min(a, b)"; }
+def Zero_AndOp : Zero_BinaryOp<"and", [Commutative]> { let summary = "logical and (i1)"; }
+def Zero_OrOp : Zero_BinaryOp<"or", [Commutative]> { let summary = "logical or (i1)"; }
+
+def Zero_CmpOp : Zero_Op<"cmp", [Pure, InferTypeOpAdaptor]> {
+  let summary = "elementwise comparison with broadcasting; i1 result";
+  let arguments = (ins Zero_CmpPredicate:$predicate, AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs Zero_BoolTensor:$result);
+  let assemblyFormat = "$predicate $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
+}
+
+def Zero_WhereOp : Zero_Op<"where", [Pure, InferTypeOpAdaptor]> {
+  let summary = "select lhs where condition is true, else rhs (broadcasting)";
+  let arguments = (ins Zero_BoolTensor:$condition, AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$condition `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions, reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+def Zero_MatmulOp : Zero_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "batched matrix product with broadcast batch dimensions";
+  let description = [{
+    Operands have rank >= 2; the last two dims are the matrix (optionally
+    transposed), leading dims broadcast as in NumPy's matmul.
+  }];
+  let arguments = (ins Zero_FloatTensor:$lhs, Zero_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
+}
+
+def Zero_ReduceOp : Zero_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
+  let summary = "reduce over axes (sum, mean, max, min, prod)";
+  let arguments = (ins Zero_ReduceKind:$kind, AnyRankedTensor:$input,
+                       DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$kind $input $axes attr-dict `:` type($input) `->` type($result)";
+}
+
+def Zero_SoftmaxOp : Zero_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "softmax along an axis";
+  let arguments = (ins Zero_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Zero_LogSoftmaxOp : Zero_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "log-softmax along an axis";
+  let arguments = (ins Zero_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Zero_LayerNormOp : Zero_Op<"layer_norm", [Pure]> {
+  let summary = "layer normalization over the trailing dims from `axis`";
+  let description = [{
+    y = (x - mean) / sqrt(var + epsilon) * scale + bias, statistics over dims
+    [axis, rank); scale and bias have the shape of those dims.
+  }];
+  let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$scale,
+                       Optional<Zero_FloatTensor>:$bias, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Zero_RmsNormOp : Zero_Op<"rms_norm", [Pure]> {
+  let summary = "RMS normalization over the trailing dims from `axis` (Llama)";
+  let description = [{ y = x / sqrt(mean(x^2) + epsilon) * scale. }];
+  let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$scale,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+def Zero_CrossEntropyOp : Zero_Op<"cross_entropy", [Pure]> {
+  let summary = "mean cross-entropy of logits against integer labels";
+  let description = [{
+    logits [N..., C] against labels [N...]; positions whose label equals
+    ignore_index are left out of the sum and of the count (PyTorch
+    F.cross_entropy with reduction='mean'). The result is a scalar.
+  }];
+  let arguments = (ins Zero_FloatTensor:$logits, Zero_IndexTensor:$labels, I64Attr:$ignore_index);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+#endif // ZERO_OPS_TD

@@ -1,0 +1,42 @@
+//===- OnnxImporter.h - ONNX to zero dialect ---------------------*- C++ -*-===//
+#ifndef ZCC_IMPORT_ONNXIMPORTER_H
+#define ZCC_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+#include <string>
+
+namespace zcc {
+
+struct OnnxImportOptions {
+  /// Binds the leading dimension of every graph input that leaves it symbolic.
+  std::optional<int64_t> microBatch;
+  /// Full static shapes for named graph inputs (--input-shape NAME=AxB).
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Float initializers whose names match `trainable` (default: all) and do not
+  /// match `frozen` become trainable parameters; the others are frozen buffers.
+  std::string trainableRegex;
+  std::string frozenRegex;
+  /// Constant subgraphs whose results have at most this many elements are
+  /// evaluated at import; larger ones are imported as ops on constants.
+  int64_t maxFoldElements = int64_t(1) << 22;
+};
+
+/// Imports the ONNX model at |path| (binary .onnx, or the ONNX text format for
+/// .onnxtxt/.onnxtext/.txt) into a module holding `zero.global`s for its float
+/// initializers and `func.func @forward` for its graph. Errors are reported as
+/// MLIR diagnostics naming the file, node and what to do; returns null then.
+mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(llvm::StringRef path,
+                                                 const OnnxImportOptions &options,
+                                                 mlir::MLIRContext *context);
+
+/// The ONNX op types (default domain) that the importer accepts.
+llvm::ArrayRef<llvm::StringRef> supportedOnnxOps();
+
+} // namespace zcc
+
+#endif // ZCC_IMPORT_ONNXIMPORTER_H

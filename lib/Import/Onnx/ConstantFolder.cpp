@@ -1,0 +1,702 @@
+//===- ConstantFolder.cpp - evaluate ONNX nodes on constants --------------===//
+//
+// PyTorch exports compute masks, positions and shapes with dozens of small
+// nodes (Shape, Range, CumSum, GatherND, Where, ...). Once the batch dimension
+// is bound every one of them is constant, and this evaluator computes them at
+// import so that only the real dataflow reaches the zero dialect.
+//
+//===----------------------------------------------------------------------===//
+#include "HostTensor.h"
+#include "OnnxUtils.h"
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+using namespace zcc::onnx_import;
+using llvm::ArrayRef;
+using llvm::SmallVector;
+
+bool zcc::onnx_import::isFloatType(int32_t t) {
+  return t == kFloat || t == kDouble || t == kFloat16 || t == kBfloat16;
+}
+
+const char *zcc::onnx_import::onnxTypeName(int32_t t) {
+  switch (t) {
+  case kFloat: return "float";
+  case kUint8: return "uint8";
+  case kInt8: return "int8";
+  case kUint16: return "uint16";
+  case kInt16: return "int16";
+  case kInt32: return "int32";
+  case kInt64: return "int64";
+  case kString: return "string";
+  case kBool: return "bool";
+  case kFloat16: return "float16";
+  case kDouble: return "double";
+  case kUint32: return "uint32";
+  case kUint64: return "uint64";
+  case kBfloat16: return "bfloat16";
+  default: return "unknown";
+  }
+}
+
+HostTensor::HostTensor(int32_t type, ArrayRef<int64_t> shape) : type(type), shape(shape) {
+  if (isFloat())
+    f.assign(numel(), 0.0);
+  else
+    i.assign(numel(), 0);
+}
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+void HostTensor::set(int64_t k, double v) {
+  if (isFloat())
+    f[k] = v;
+  else
+    i[k] = type == kBool ? (v != 0) : (int64_t)v;
+}
+
+std::vector<int64_t> HostTensor::toInts() const {
+  if (!isFloat())
+    return i;
+  std::vector<int64_t> out(f.size());
+  for (size_t k = 0; k < f.size(); ++k)
+    out[k] = (int64_t)f[k];
+  return out;
+}
+
+HostTensor HostTensor::cast(int32_t newType) const {
+  HostTensor out(newType, shape);
+  for (int64_t k = 0, n = numel(); k < n; ++k) {
+    if (isFloat() && out.isFloat())
+      out.f[k] = newType == kFloat ? (double)(float)f[k] : f[k];
+    else if (isFloat())
+      out.i[k] = newType == kBool ? (f[k] != 0) : (int64_t)f[k];
+    else if (out.isFloat())
+      out.f[k] = (double)i[k];
+    else
+      out.i[k] = newType == kBool ? (i[k] != 0) : i[k];
+  }
+  return out;
+}
+
+bool zcc::onnx_import::normalizeAxis(int64_t &axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return false;
+  if (axis < 0)
+    axis += rank;
+  return true;
+}
+
+bool zcc::onnx_import::broadcastShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
+                                      llvm::SmallVectorImpl<int64_t> &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t k = 0; k < rank; ++k) {
+    int64_t x = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
+    int64_t y = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
+    if (x != y && x != 1 && y != 1)
+      return false;
+    out[k] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+/// Row-major strides of |shape|.
+static SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (int64_t k = (int64_t)shape.size() - 2; k >= 0; --k)
+    s[k] = s[k + 1] * shape[k + 1];
+  return s;
+}
+
+/// For each element of |outShape|, the flat index of the element of a tensor
+/// of |inShape| that broadcasts to it.
+static std::vector<int64_t> broadcastIndex(ArrayRef<int64_t> inShape,
+                                           ArrayRef<int64_t> outShape) {
+  int64_t n = 1;
+  for (int64_t d : outShape)
+    n *= d;
+  std::vector<int64_t> idx(n);
+  SmallVector<int64_t> inStrides = stridesOf(inShape);
+  size_t lead = outShape.size() - inShape.size();
+  SmallVector<int64_t> coord(outShape.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < inShape.size(); ++d)
+      flat += (inShape[d] == 1 ? 0 : coord[lead + d]) * inStrides[d];
+    idx[k] = flat;
+    for (int64_t d = (int64_t)outShape.size() - 1; d >= 0; --d) {
+      if (++coord[d] < outShape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return idx;
+}
+
+namespace {
+/// Shorthand for the evaluator's error path.
+struct Folder {
+  const onnx::NodeProto &node;
+  int64_t opset;
+  ArrayRef<const HostTensor *> in;
+  std::vector<HostTensor> &out;
+  std::string &error;
+
+  FoldStatus fail(const std::string &msg) {
+    error = msg;
+    return FoldStatus::Error;
+  }
+  const HostTensor *input(size_t k) const { return k < in.size() ? in[k] : nullptr; }
+
+  FoldStatus elementwise(int32_t resultType,
+                         const std::function<double(double, double)> &fn) {
+    const HostTensor &a = *in[0], &b = *in[1];
+    SmallVector<int64_t> shape;
+    if (!broadcastShape(a.shape, b.shape, shape))
+      return fail("operand shapes do not broadcast");
+    HostTensor r(resultType, shape);
+    auto ia = broadcastIndex(a.shape, shape), ib = broadcastIndex(b.shape, shape);
+    bool ints = !a.isFloat() && !b.isFloat();
+    for (int64_t k = 0, n = r.numel(); k < n; ++k) {
+      if (ints && !r.isFloat() && resultType != kBool) {
+        // Exact int64 arithmetic for shape computations.
+        r.i[k] = (int64_t)fn((double)a.i[ia[k]], (double)b.i[ib[k]]);
+        continue;
+      }
+      r.set(k, fn(a.getF(ia[k]), b.getF(ib[k])));
+    }
+    if (r.type == kFloat)
+      for (double &v : r.f)
+        v = (double)(float)v;
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+
+  FoldStatus intBinary(const std::function<int64_t(int64_t, int64_t)> &fn) {
+    const HostTensor &a = *in[0], &b = *in[1];
+    SmallVector<int64_t> shape;
+    if (!broadcastShape(a.shape, b.shape, shape))
+      return fail("operand shapes do not broadcast");
+    HostTensor r(a.type, shape);
+    auto ia = broadcastIndex(a.shape, shape), ib = broadcastIndex(b.shape, shape);
+    for (int64_t k = 0, n = r.numel(); k < n; ++k)
+      r.i[k] = fn(a.i[ia[k]], b.i[ib[k]]);
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+
+  FoldStatus unary(const std::function<double(double)> &fn) {
+    HostTensor r = *in[0];
+    for (int64_t k = 0, n = r.numel(); k < n; ++k)
+      r.set(k, fn(r.getF(k)));
+    if (r.type == kFloat)
+      for (double &v : r.f)
+        v = (double)(float)v;
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+
+  /// Copies the elements of |src| at flat indices |idx| into a new tensor.
+  HostTensor gatherFlat(const HostTensor &src, ArrayRef<int64_t> shape,
+                        const std::vector<int64_t> &idx) {
+    HostTensor r(src.type, shape);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (src.isFloat())
+        r.f[k] = src.f[idx[k]];
+      else
+        r.i[k] = src.i[idx[k]];
+    }
+    return r;
+  }
+
+  HostTensor transpose(const HostTensor &x, ArrayRef<int64_t> perm) {
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(x.shape[p]);
+    SmallVector<int64_t> inStrides = stridesOf(x.shape);
+    std::vector<int64_t> idx(x.numel());
+    SmallVector<int64_t> coord(shape.size(), 0);
+    for (size_t k = 0; k < idx.size(); ++k) {
+      int64_t flat = 0;
+      for (size_t d = 0; d < shape.size(); ++d)
+        flat += coord[d] * inStrides[perm[d]];
+      idx[k] = flat;
+      for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+        if (++coord[d] < shape[d])
+          break;
+        coord[d] = 0;
+      }
+    }
+    return gatherFlat(x, shape, idx);
+  }
+
+  /// Slices |x| along |axis| to [start, start+size).
+  HostTensor sliceAxis(const HostTensor &x, int64_t axis, int64_t start, int64_t size) {
+    SmallVector<int64_t> shape(x.shape);
+    shape[axis] = size;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= x.shape[d];
+    for (int64_t d = axis + 1; d < x.rank(); ++d)
+      inner *= x.shape[d];
+    std::vector<int64_t> idx;
+    idx.reserve(outer * size * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t s = 0; s < size; ++s)
+        for (int64_t n = 0; n < inner; ++n)
+          idx.push_back((o * x.shape[axis] + start + s) * inner + n);
+    return gatherFlat(x, shape, idx);
+  }
+
+  FoldStatus run();
+};
+} // namespace
+
+bool zcc::onnx_import::computeSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
+                                    ArrayRef<int64_t> ends, const std::vector<int64_t> *axes,
+                                    const std::vector<int64_t> *steps, SliceParams &p,
+                                    std::string &error) {
+  int64_t rank = shape.size();
+  p.start.assign(rank, 0);
+  p.step.assign(rank, 1);
+  p.count.assign(shape.begin(), shape.end());
+  if (starts.size() != ends.size() || (axes && axes->size() != starts.size()) ||
+      (steps && steps->size() != starts.size())) {
+    error = "starts, ends, axes and steps must have the same length";
+    return false;
+  }
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t axis = axes ? (*axes)[k] : (int64_t)k;
+    if (!normalizeAxis(axis, rank)) {
+      error = "slice axis " + std::to_string(axes ? (*axes)[k] : k) + " is out of range";
+      return false;
+    }
+    int64_t dim = shape[axis], step = steps ? (*steps)[k] : 1;
+    if (step == 0) {
+      error = "slice step must not be 0";
+      return false;
+    }
+    int64_t s = starts[k], e = ends[k];
+    if (s < 0)
+      s += dim;
+    if (e < 0 && e > INT64_MIN / 2)
+      e += dim;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      p.count[axis] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      p.count[axis] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    p.start[axis] = s;
+    p.step[axis] = step;
+  }
+  return true;
+}
+
+FoldStatus Folder::run() {
+  const std::string &op = node.op_type();
+  for (const HostTensor *t : in)
+    if (t && t->type == kString)
+      return FoldStatus::NotFoldable;
+
+  if (op == "Identity") {
+    out.push_back(*in[0]);
+    return FoldStatus::Folded;
+  }
+  if (op == "Cast") {
+    out.push_back(in[0]->cast(attrInt(node, "to", kFloat)));
+    return FoldStatus::Folded;
+  }
+  if (op == "CastLike") {
+    out.push_back(in[0]->cast(in[1]->type));
+    return FoldStatus::Folded;
+  }
+  if (op == "Add") return elementwise(in[0]->type, [](double a, double b) { return a + b; });
+  if (op == "Sub") return elementwise(in[0]->type, [](double a, double b) { return a - b; });
+  if (op == "Mul") return elementwise(in[0]->type, [](double a, double b) { return a * b; });
+  if (op == "Div") {
+    if (!in[0]->isFloat()) // integer division truncates toward zero in ONNX
+      return intBinary([](int64_t a, int64_t b) { return b ? a / b : 0; });
+    return elementwise(in[0]->type, [](double a, double b) { return a / b; });
+  }
+  if (op == "Pow") return elementwise(in[0]->type, [](double a, double b) { return std::pow(a, b); });
+  if ((op == "Max" || op == "Min") && in.size() == 2)
+    return elementwise(in[0]->type, op == "Max" ? [](double a, double b) { return std::max(a, b); }
+                                                : [](double a, double b) { return std::min(a, b); });
+  if (op == "Equal") return elementwise(kBool, [](double a, double b) { return a == b ? 1.0 : 0.0; });
+  if (op == "Less") return elementwise(kBool, [](double a, double b) { return a < b ? 1.0 : 0.0; });
+  if (op == "LessOrEqual") return elementwise(kBool, [](double a, double b) { return a <= b ? 1.0 : 0.0; });
+  if (op == "Greater") return elementwise(kBool, [](double a, double b) { return a > b ? 1.0 : 0.0; });
+  if (op == "GreaterOrEqual") return elementwise(kBool, [](double a, double b) { return a >= b ? 1.0 : 0.0; });
+  if (op == "And") return elementwise(kBool, [](double a, double b) { return (a != 0 && b != 0) ? 1.0 : 0.0; });
+  if (op == "Or") return elementwise(kBool, [](double a, double b) { return (a != 0 || b != 0) ? 1.0 : 0.0; });
+  if (op == "Xor") return elementwise(kBool, [](double a, double b) { return ((a != 0) != (b != 0)) ? 1.0 : 0.0; });
+  if (op == "Not") return unary([](double a) { return a != 0 ? 0.0 : 1.0; });
+  if (op == "Neg") return unary([](double a) { return -a; });
+  if (op == "Abs") return unary([](double a) { return std::fabs(a); });
+  if (op == "Sqrt") return unary([](double a) { return std::sqrt(a); });
+  if (op == "Exp") return unary([](double a) { return std::exp(a); });
+  if (op == "Log") return unary([](double a) { return std::log(a); });
+  if (op == "Cos") return unary([](double a) { return std::cos(a); });
+  if (op == "Sin") return unary([](double a) { return std::sin(a); });
+  if (op == "Reciprocal") return unary([](double a) { return 1.0 / a; });
+  if (op == "Floor") return unary([](double a) { return std::floor(a); });
+  if (op == "Ceil") return unary([](double a) { return std::ceil(a); });
+
+  if (op == "Where") {
+    const HostTensor &c = *in[0], &a = *in[1], &b = *in[2];
+    SmallVector<int64_t> s1, shape;
+    if (!broadcastShape(a.shape, b.shape, s1) || !broadcastShape(c.shape, s1, shape))
+      return fail("operand shapes do not broadcast");
+    HostTensor r(a.type, shape);
+    auto ic = broadcastIndex(c.shape, shape), ia = broadcastIndex(a.shape, shape),
+         ib = broadcastIndex(b.shape, shape);
+    for (int64_t k = 0, n = r.numel(); k < n; ++k) {
+      const HostTensor &src = c.i[ic[k]] ? a : b;
+      int64_t j = c.i[ic[k]] ? ia[k] : ib[k];
+      if (r.isFloat())
+        r.f[k] = src.f[j];
+      else
+        r.i[k] = src.i[j];
+    }
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+
+  if (op == "Reshape") {
+    std::vector<int64_t> target = in[1]->toInts();
+    bool allowZero = attrInt(node, "allowzero", 0);
+    int64_t known = 1, inferAt = -1;
+    for (size_t d = 0; d < target.size(); ++d) {
+      if (target[d] == 0 && !allowZero) {
+        if ((int64_t)d >= in[0]->rank())
+          return fail("Reshape copies dimension " + std::to_string(d) +
+                      " (0 in the target shape) that the input does not have");
+        target[d] = in[0]->shape[d];
+      }
+      if (target[d] == -1) {
+        if (inferAt >= 0)
+          return fail("Reshape target shape has more than one -1");
+        inferAt = d;
+        continue;
+      }
+      known *= target[d];
+    }
+    if (inferAt >= 0)
+      target[inferAt] = known ? in[0]->numel() / known : 0;
+    HostTensor r = *in[0];
+    r.shape.assign(target.begin(), target.end());
+    if (r.numel() != in[0]->numel())
+      return fail("Reshape changes the element count");
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "Squeeze" || op == "Unsqueeze") {
+    std::vector<int64_t> axes;
+    if (auto a = attrInts(node, "axes"))
+      axes = *a;
+    else if (input(1))
+      axes = input(1)->toInts();
+    HostTensor r = *in[0];
+    if (op == "Squeeze") {
+      SmallVector<bool> drop(r.rank(), false);
+      if (axes.empty())
+        for (int64_t d = 0; d < r.rank(); ++d)
+          drop[d] = r.shape[d] == 1;
+      for (int64_t a : axes) {
+        if (!normalizeAxis(a, r.rank()) || r.shape[a] != 1)
+          return fail("Squeeze axis is out of range or not of size 1");
+        drop[a] = true;
+      }
+      SmallVector<int64_t> shape;
+      for (int64_t d = 0; d < r.rank(); ++d)
+        if (!drop[d])
+          shape.push_back(r.shape[d]);
+      r.shape = shape;
+    } else {
+      int64_t rank = r.rank() + axes.size();
+      SmallVector<bool> ins(rank, false);
+      for (int64_t a : axes) {
+        if (!normalizeAxis(a, rank) || ins[a])
+          return fail("Unsqueeze axes are out of range or repeated");
+        ins[a] = true;
+      }
+      SmallVector<int64_t> shape;
+      for (int64_t d = 0, j = 0; d < rank; ++d)
+        shape.push_back(ins[d] ? 1 : r.shape[j++]);
+      r.shape = shape;
+    }
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "Flatten") {
+    int64_t axis = attrInt(node, "axis", 1);
+    if (axis < 0)
+      axis += in[0]->rank();
+    if (axis < 0 || axis > in[0]->rank())
+      return fail("Flatten axis is out of range");
+    int64_t a = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      a *= in[0]->shape[d];
+    HostTensor r = *in[0];
+    r.shape = {a, a ? r.numel() / a : 0};
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "Shape") {
+    int64_t rank = in[0]->rank();
+    int64_t start = attrInt(node, "start", 0), end = attrInt(node, "end", rank);
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, start, rank);
+    HostTensor r(kInt64, {end - start});
+    for (int64_t d = start; d < end; ++d)
+      r.i[d - start] = in[0]->shape[d];
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "Size") {
+    HostTensor r(kInt64, {});
+    r.i[0] = in[0]->numel();
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "ConstantOfShape") {
+    std::vector<int64_t> shape = in[0]->toInts();
+    HostTensor value(kFloat, {});
+    if (const auto *a = findAttr(node, "value"))
+      if (!toHostTensor(a->t(), value, error))
+        return FoldStatus::Error;
+    HostTensor r(value.type, SmallVector<int64_t>(shape.begin(), shape.end()));
+    for (int64_t k = 0, n = r.numel(); k < n; ++k)
+      r.set(k, value.getF(0));
+    if (!value.isFloat())
+      std::fill(r.i.begin(), r.i.end(), value.i[0]);
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "Range") {
+    const HostTensor &s = *in[0], &l = *in[1], &d = *in[2];
+    double start = s.getF(0), limit = l.getF(0), delta = d.getF(0);
+    if (delta == 0)
+      return fail("Range delta must not be 0");
+    int64_t n = std::max<int64_t>((int64_t)std::ceil((limit - start) / delta), 0);
+    HostTensor r(s.type, {n});
+    for (int64_t k = 0; k < n; ++k) {
+      if (r.isFloat())
+        r.f[k] = start + k * delta;
+      else
+        r.i[k] = s.i[0] + k * d.i[0];
+    }
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "CumSum") {
+    HostTensor r = *in[0];
+    int64_t axis = in[1]->getI(0);
+    if (!normalizeAxis(axis, r.rank()))
+      return fail("CumSum axis is out of range");
+    bool exclusive = attrInt(node, "exclusive", 0), reverse = attrInt(node, "reverse", 0);
+    int64_t dim = r.shape[axis], inner = 1, outer = 1;
+    for (int64_t d = axis + 1; d < r.rank(); ++d) inner *= r.shape[d];
+    for (int64_t d = 0; d < axis; ++d) outer *= r.shape[d];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t n = 0; n < inner; ++n) {
+        double acc = 0;
+        for (int64_t j = 0; j < dim; ++j) {
+          int64_t jj = reverse ? dim - 1 - j : j;
+          int64_t k = (o * dim + jj) * inner + n;
+          double v = in[0]->getF(k);
+          if (exclusive) { r.set(k, acc); acc += v; }
+          else { acc += v; r.set(k, acc); }
+        }
+      }
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "Concat") {
+    int64_t axis = attrInt(node, "axis", 0);
+    if (!normalizeAxis(axis, in[0]->rank()))
+      return fail("Concat axis is out of range");
+    SmallVector<int64_t> shape(in[0]->shape);
+    shape[axis] = 0;
+    for (const HostTensor *t : in) {
+      if (t->rank() != (int64_t)shape.size())
+        return fail("Concat inputs have different ranks");
+      shape[axis] += t->shape[axis];
+    }
+    HostTensor r(in[0]->type, shape);
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+    int64_t k = 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (const HostTensor *t : in) {
+        int64_t chunk = t->numel() / std::max<int64_t>(outer, 1);
+        for (int64_t j = 0; j < chunk; ++j, ++k) {
+          int64_t src = o * chunk + j;
+          if (r.isFloat()) r.f[k] = t->getF(src);
+          else r.i[k] = t->getI(src);
+        }
+      }
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  if (op == "Transpose") {
+    SmallVector<int64_t> perm;
+    if (auto p = attrInts(node, "perm"))
+      perm.assign(p->begin(), p->end());
+    else
+      for (int64_t d = in[0]->rank() - 1; d >= 0; --d) perm.push_back(d);
+    if ((int64_t)perm.size() != in[0]->rank())
+      return fail("Transpose perm does not match the input rank");
+    out.push_back(transpose(*in[0], perm));
+    return FoldStatus::Folded;
+  }
+  if (op == "Expand") {
+    std::vector<int64_t> target = in[1]->toInts();
+    SmallVector<int64_t> shape;
+    if (!broadcastShape(in[0]->shape, SmallVector<int64_t>(target.begin(), target.end()), shape))
+      return fail("Expand target shape does not broadcast with the input");
+    out.push_back(gatherFlat(*in[0], shape, broadcastIndex(in[0]->shape, shape)));
+    return FoldStatus::Folded;
+  }
+  if (op == "Gather") {
+    const HostTensor &x = *in[0];
+    int64_t axis = attrInt(node, "axis", 0);
+    if (!normalizeAxis(axis, x.rank()))
+      return fail("Gather axis is out of range");
+    std::vector<int64_t> idx = in[1]->toInts();
+    SmallVector<int64_t> shape(x.shape.begin(), x.shape.begin() + axis);
+    shape.append(in[1]->shape.begin(), in[1]->shape.end());
+    shape.append(x.shape.begin() + axis + 1, x.shape.end());
+    int64_t outer = 1, inner = 1, dim = x.shape[axis];
+    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
+    for (int64_t d = axis + 1; d < x.rank(); ++d) inner *= x.shape[d];
+    std::vector<int64_t> flat;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j : idx) {
+        if (j < 0) j += dim;
+        if (j < 0 || j >= dim)
+          return fail("Gather index " + std::to_string(j) + " is out of range for dimension " +
+                      std::to_string(dim));
+        for (int64_t n = 0; n < inner; ++n)
+          flat.push_back((o * dim + j) * inner + n);
+      }
+    out.push_back(gatherFlat(x, shape, flat));
+    return FoldStatus::Folded;
+  }
+  if (op == "GatherElements") {
+    const HostTensor &x = *in[0], &ind = *in[1];
+    int64_t axis = attrInt(node, "axis", 0);
+    if (!normalizeAxis(axis, x.rank()) || ind.rank() != x.rank())
+      return fail("GatherElements axis or index rank is invalid");
+    SmallVector<int64_t> xs = stridesOf(x.shape), is = stridesOf(ind.shape);
+    std::vector<int64_t> flat(ind.numel());
+    for (int64_t k = 0; k < ind.numel(); ++k) {
+      int64_t rem = k, pos = 0;
+      for (int64_t d = 0; d < ind.rank(); ++d) {
+        int64_t c = rem / is[d];
+        rem %= is[d];
+        if (d == axis) {
+          c = ind.getI(k);
+          if (c < 0) c += x.shape[d];
+          if (c < 0 || c >= x.shape[d])
+            return fail("GatherElements index is out of range");
+        }
+        pos += c * xs[d];
+      }
+      flat[k] = pos;
+    }
+    out.push_back(gatherFlat(x, ind.shape, flat));
+    return FoldStatus::Folded;
+  }
+  if (op == "GatherND") {
+    const HostTensor &x = *in[0], &ind = *in[1];
+    if (attrInt(node, "batch_dims", 0) != 0)
+      return FoldStatus::NotFoldable;
+    int64_t q = ind.shape.back();
+    if (ind.rank() < 1 || q > x.rank())
+      return fail("GatherND index depth exceeds the data rank");
+    SmallVector<int64_t> shape(ind.shape.begin(), ind.shape.end() - 1);
+    shape.append(x.shape.begin() + q, x.shape.end());
+    SmallVector<int64_t> xs = stridesOf(x.shape);
+    int64_t inner = 1;
+    for (int64_t d = q; d < x.rank(); ++d) inner *= x.shape[d];
+    std::vector<int64_t> flat;
+    for (int64_t t = 0, n = ind.numel() / std::max<int64_t>(q, 1); t < n; ++t) {
+      int64_t base = 0;
+      for (int64_t d = 0; d < q; ++d) {
+        int64_t c = ind.getI(t * q + d);
+        if (c < 0) c += x.shape[d];
+        if (c < 0 || c >= x.shape[d])
+          return fail("GatherND index is out of range");
+        base += c * xs[d];
+      }
+      for (int64_t j = 0; j < inner; ++j)
+        flat.push_back(base + j);
+    }
+    out.push_back(gatherFlat(x, shape, flat));
+    return FoldStatus::Folded;
+  }
+  if (op == "Slice") {
+    const HostTensor &x = *in[0];
+    std::vector<int64_t> starts = in[1]->toInts(), ends = in[2]->toInts(), axes, steps;
+    if (input(3)) axes = input(3)->toInts();
+    if (input(4)) steps = input(4)->toInts();
+    SliceParams p;
+    if (!computeSlice(x.shape, starts, ends, input(3) ? &axes : nullptr,
+                      input(4) ? &steps : nullptr, p, error))
+      return FoldStatus::Error;
+    SmallVector<int64_t> xs = stridesOf(x.shape);
+    HostTensor shapeOnly(kInt64, p.count);
+    std::vector<int64_t> flat(shapeOnly.numel());
+    SmallVector<int64_t> cs = stridesOf(p.count);
+    for (size_t k = 0; k < flat.size(); ++k) {
+      int64_t rem = k, pos = 0;
+      for (int64_t d = 0; d < x.rank(); ++d) {
+        int64_t c = rem / cs[d];
+        rem %= cs[d];
+        pos += (p.start[d] + c * p.step[d]) * xs[d];
+      }
+      flat[k] = pos;
+    }
+    out.push_back(gatherFlat(x, p.count, flat));
+    return FoldStatus::Folded;
+  }
+  if (op == "Trilu") {
+    HostTensor r = *in[0];
+    if (r.rank() < 2)
+      return fail("Trilu needs rank >= 2");
+    int64_t kk = input(1) ? input(1)->getI(0) : 0;
+    bool upper = attrInt(node, "upper", 1);
+    int64_t rows = r.shape[r.rank() - 2], cols = r.shape.back();
+    for (int64_t k = 0, n = r.numel(); k < n; ++k) {
+      int64_t c = k % cols, row = (k / cols) % rows;
+      bool keep = upper ? (c - row >= kk) : (c - row <= kk);
+      if (!keep)
+        r.set(k, 0);
+    }
+    out.push_back(std::move(r));
+    return FoldStatus::Folded;
+  }
+  return FoldStatus::NotFoldable;
+}
+
+FoldStatus zcc::onnx_import::foldNode(const onnx::NodeProto &node, int64_t opset,
+                                      ArrayRef<const HostTensor *> inputs,
+                                      std::vector<HostTensor> &outputs, std::string &error) {
+  Folder folder{node, opset, inputs, outputs, error};
+  return folder.run();
+}

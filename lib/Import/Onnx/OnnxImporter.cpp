@@ -1,0 +1,655 @@
+//===- OnnxImporter.cpp - ONNX to zero dialect ----------------------------===//
+//
+// Translates an ONNX ModelProto into the zero dialect:
+//  - float initializers become `zero.global`s (trainable or frozen by regex),
+//    other initializers become import-time constants;
+//  - graph inputs get static shapes (--micro-batch, --input-shape);
+//  - every node whose inputs are all known at import is evaluated on the host
+//    (ConstantFolder.cpp), so shape computation disappears;
+//  - the remaining nodes become zero ops located at their ONNX node.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Import/OnnxImporter.h"
+
+#include "OnnxImporterImpl.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+
+#include "onnx/defs/parser.h"
+#include <google/protobuf/io/coded_stream.h>
+
+#include <memory>
+
+using namespace mlir;
+using namespace zcc;
+using namespace zcc::onnx_import;
+namespace zero = zcc::zero;
+
+
+//===----------------------------------------------------------------------===//
+// Supported ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct OpInfo {
+  StringRef name;
+  int minInputs, maxInputs;
+};
+} // namespace
+
+// Input arity of every supported op; checked before a node is folded or
+// emitted so that a malformed node is an error, never an out-of-range read.
+static const OpInfo kOps[] = {
+    {"Abs", 1, 1}, {"Add", 2, 2}, {"And", 2, 2}, {"Cast", 1, 1}, {"CastLike", 2, 2},
+    {"Ceil", 1, 1}, {"Concat", 1, 1 << 20}, {"Constant", 0, 0}, {"ConstantOfShape", 1, 1},
+    {"Cos", 1, 1}, {"CumSum", 2, 2}, {"Div", 2, 2}, {"Dropout", 1, 3}, {"Equal", 2, 2},
+    {"Erf", 1, 1}, {"Exp", 1, 1}, {"Expand", 2, 2}, {"Flatten", 1, 1}, {"Floor", 1, 1},
+    {"Gather", 2, 2}, {"GatherElements", 2, 2}, {"GatherND", 2, 2}, {"Gelu", 1, 1},
+    {"Gemm", 2, 3}, {"Greater", 2, 2}, {"GreaterOrEqual", 2, 2}, {"Identity", 1, 1},
+    {"LayerNormalization", 2, 3}, {"Less", 2, 2}, {"LessOrEqual", 2, 2}, {"Log", 1, 1},
+    {"LogSoftmax", 1, 1}, {"MatMul", 2, 2}, {"Max", 1, 1 << 20}, {"Min", 1, 1 << 20},
+    {"Mul", 2, 2}, {"Neg", 1, 1}, {"Not", 1, 1}, {"Or", 2, 2}, {"Pow", 2, 2},
+    {"Range", 3, 3}, {"Reciprocal", 1, 1}, {"ReduceMax", 1, 2}, {"ReduceMean", 1, 2},
+    {"ReduceMin", 1, 2}, {"ReduceProd", 1, 2}, {"ReduceSum", 1, 2}, {"Relu", 1, 1},
+    {"Reshape", 2, 2}, {"SequenceAt", 2, 2}, {"Shape", 1, 1}, {"Sigmoid", 1, 1},
+    {"Sin", 1, 1}, {"Size", 1, 1}, {"Slice", 3, 5}, {"Softmax", 1, 1}, {"Split", 1, 2},
+    {"SplitToSequence", 1, 2}, {"Sqrt", 1, 1}, {"Squeeze", 1, 2}, {"Sub", 2, 2},
+    {"Tanh", 1, 1}, {"Transpose", 1, 1}, {"Trilu", 1, 2}, {"Unsqueeze", 1, 2},
+    {"Where", 3, 3}, {"Xor", 2, 2},
+};
+
+ArrayRef<StringRef> zcc::supportedOnnxOps() {
+  static SmallVector<StringRef> names = [] {
+    SmallVector<StringRef> n;
+    for (const OpInfo &op : kOps)
+      n.push_back(op.name);
+    return n;
+  }();
+  return names;
+}
+
+static const OpInfo *findOp(StringRef name) {
+  for (const OpInfo &op : kOps)
+    if (op.name == name)
+      return &op;
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Types and constants
+//===----------------------------------------------------------------------===//
+
+Type OnnxImporter::elementType(int32_t t) {
+  switch (t) {
+  case kFloat: return builder.getF32Type();
+  case kDouble: return builder.getF64Type();
+  case kFloat16: return builder.getF16Type();
+  case kBfloat16: return builder.getBF16Type();
+  case kInt64: case kUint64: return builder.getI64Type();
+  case kInt32: case kUint32: return builder.getI32Type();
+  case kInt16: case kUint16: return builder.getI16Type();
+  case kInt8: case kUint8: return builder.getI8Type();
+  case kBool: return builder.getI1Type();
+  default: return {};
+  }
+}
+
+static int32_t onnxTypeOf(Type t) {
+  if (t.isF32()) return kFloat;
+  if (t.isF64()) return kDouble;
+  if (t.isF16()) return kFloat16;
+  if (t.isBF16()) return kBfloat16;
+  if (t.isInteger(64)) return kInt64;
+  if (t.isInteger(32)) return kInt32;
+  if (t.isInteger(16)) return kInt16;
+  if (t.isInteger(8)) return kInt8;
+  if (t.isInteger(1)) return kBool;
+  return kUndefined;
+}
+
+DenseElementsAttr OnnxImporter::toAttr(const HostTensor &t) {
+  auto type = RankedTensorType::get(t.shape, elementType(t.type));
+  int64_t n = t.numel();
+  bool splat = n > 0;
+  for (int64_t k = 1; k < n && splat; ++k)
+    splat = t.isFloat() ? t.f[k] == t.f[0] : t.i[k] == t.i[0];
+  int64_t count = splat ? 1 : n;
+  if (t.type == kBool) {
+    SmallVector<bool> v;
+    for (int64_t k = 0; k < count; ++k)
+      v.push_back(t.i[k] != 0);
+    return splat ? DenseElementsAttr::get(type, v[0]) : DenseElementsAttr::get(type, v);
+  }
+  if (t.isFloat()) {
+    auto ft = cast<FloatType>(type.getElementType());
+    SmallVector<APFloat> v;
+    for (int64_t k = 0; k < count; ++k) {
+      APFloat x(t.f[k]);
+      bool lost;
+      x.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      v.push_back(x);
+    }
+    return splat ? DenseElementsAttr::get(type, v[0]) : DenseElementsAttr::get(type, v);
+  }
+  unsigned width = type.getElementType().getIntOrFloatBitWidth();
+  SmallVector<APInt> v;
+  for (int64_t k = 0; k < count; ++k)
+    v.push_back(APInt(width, (uint64_t)t.i[k], /*isSigned=*/true, /*implicitTrunc=*/true));
+  return splat ? DenseElementsAttr::get(type, v[0]) : DenseElementsAttr::get(type, v);
+}
+
+Value OnnxImporter::materialize(Entry &e, Location loc) {
+  if (!e.value)
+    e.value = zero::ConstantOp::create(builder, loc, toAttr(*e.constant));
+  return e.value;
+}
+
+//===----------------------------------------------------------------------===//
+// Initializers and inputs
+//===----------------------------------------------------------------------===//
+
+bool OnnxImporter::readExternalData(const onnx::TensorProto &t, std::string &bytes) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v;
+      if (!llvm::to_integer(kv.value(), v, 10) || v < 0) {
+        fileError() << "initializer '" << t.name() << "': external data " << kv.key()
+                    << " '" << kv.value() << "' is not a non-negative integer";
+        return false;
+      }
+      (kv.key() == "offset" ? offset : length) = v;
+    }
+  }
+  auto refuse = [&](StringRef why) {
+    fileError() << "initializer '" << t.name() << "': external data location '" << location
+                << "' " << why
+                << "; external data must be a relative path to a regular file inside the "
+                   "model's folder";
+    return false;
+  };
+  if (location.empty())
+    return refuse("is empty");
+  if (llvm::sys::path::is_absolute(location))
+    return refuse("is absolute");
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location);
+       it != e; ++it)
+    if (*it == "..")
+      return refuse("leaves the model's folder ('..')");
+  // Refuse links anywhere below the model's folder: they could point outside.
+  SmallString<256> dir = llvm::sys::path::parent_path(path);
+  if (dir.empty())
+    dir = ".";
+  SmallString<256> file = dir;
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location);
+       it != e; ++it) {
+    if (*it == ".")
+      continue;
+    llvm::sys::path::append(file, *it);
+    llvm::sys::fs::file_status st;
+    if (llvm::sys::fs::status(file, st, /*follow=*/false))
+      return refuse("does not exist");
+    if (st.type() == llvm::sys::fs::file_type::symlink_file)
+      return refuse("is or passes through a symbolic link");
+  }
+  if (!llvm::sys::fs::is_regular_file(file))
+    return refuse("is not a regular file");
+  auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    fileError() << "initializer '" << t.name() << "': cannot read external data file '"
+                << file << "': " << buffer.getError().message();
+    return false;
+  }
+  int64_t size = (*buffer)->getBufferSize();
+  int64_t numel = 1;
+  for (int64_t d : t.dims())
+    numel *= d;
+  int64_t need = numel * elementSize(t.data_type());
+  if (length < 0)
+    length = need;
+  if (length != need || offset > size || length > size - offset) {
+    fileError() << "initializer '" << t.name() << "': external data in '" << location
+                << "' (offset " << offset << ", length " << length << ", file size " << size
+                << ") does not hold the " << need << " bytes its shape and type need";
+    return false;
+  }
+  bytes.assign((*buffer)->getBufferStart() + offset, length);
+  return true;
+}
+
+LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
+  llvm::Regex trainable(options.trainableRegex.empty() ? ".*" : options.trainableRegex);
+  llvm::Regex frozen(options.frozenRegex);
+  std::string regexError;
+  if (!trainable.isValid(regexError))
+    return fileError() << "--trainable: invalid regular expression '"
+                       << options.trainableRegex << "': " << regexError;
+  if (!options.frozenRegex.empty() && !frozen.isValid(regexError))
+    return fileError() << "--frozen: invalid regular expression '" << options.frozenRegex
+                       << "': " << regexError;
+
+  for (const onnx::TensorProto &t : graph.initializer()) {
+    if (t.name().empty())
+      return fileError() << "an initializer has no name";
+    if (values.count(t.name()))
+      return fileError() << "initializer '" << t.name() << "' is defined twice";
+    Type et = elementType(t.data_type());
+    if (!et)
+      return fileError() << "initializer '" << t.name() << "' has unsupported element type "
+                         << onnxTypeName(t.data_type());
+    std::string bytes, error;
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      if (!readExternalData(t, bytes))
+        return failure();
+    } else if (!tensorBytes(t, bytes, error)) {
+      return fileError() << error;
+    }
+    SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+    if (!isFloatType(t.data_type())) {
+      // Integer initializers (shape constants, token-type ids) are constants.
+      auto host = std::make_shared<HostTensor>();
+      if (!decodeHostTensor(t.data_type(), shape, bytes, *host, error))
+        return fileError() << "initializer '" << t.name() << "': " << error;
+      values[t.name()] = Entry{host, Value(), t.data_type()};
+      continue;
+    }
+    bool isTrainable = trainable.match(t.name()) &&
+                       !(!options.frozenRegex.empty() && frozen.match(t.name()));
+    (isTrainable ? numTrainable : numFrozen)++;
+    auto type = RankedTensorType::get(shape, et);
+    auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+        ArrayRef<char>(bytes.data(), bytes.size()), alignof(uint64_t));
+    std::string key = t.name();
+    for (char &c : key)
+      if (!llvm::isAlnum(c) && c != '_' && c != '.')
+        c = '_';
+    auto init = DenseResourceElementsAttr::get(type, key, std::move(blob));
+    builder.setInsertionPointToEnd(module.getBody());
+    auto global = zero::GlobalOp::create(
+        builder, FileLineColLoc::get(ctx, path, 0, 0), t.name(),
+        isTrainable ? zero::GlobalRole::param : zero::GlobalRole::buffer, isTrainable,
+        type, cast<ElementsAttr>(init));
+    globals[t.name()] = global;
+    values[t.name()] = Entry{nullptr, Value(), t.data_type()};
+  }
+  return success();
+}
+
+LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::FuncOp &func) {
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    if (values.count(in.name()))
+      continue; // an initializer listed as an input (IR version < 4)
+    if (!in.type().has_tensor_type())
+      return fileError() << "graph input '" << in.name() << "' is not a tensor";
+    const auto &tt = in.type().tensor_type();
+    Type et = elementType(tt.elem_type());
+    if (!et)
+      return fileError() << "graph input '" << in.name() << "' has unsupported element type "
+                         << onnxTypeName(tt.elem_type());
+    SmallVector<int64_t> shape;
+    auto bound = options.inputShapes.find(in.name());
+    if (bound != options.inputShapes.end()) {
+      shape = bound->second;
+      if (tt.has_shape() && tt.shape().dim_size() != (int)shape.size())
+        return fileError() << "--input-shape " << in.name() << ": the input has rank "
+                           << tt.shape().dim_size() << ", but " << shape.size()
+                           << " dimensions were given";
+      for (int d = 0; tt.has_shape() && d < tt.shape().dim_size(); ++d) {
+        const auto &dim = tt.shape().dim(d);
+        if (dim.has_dim_value() && dim.dim_value() > 0 && dim.dim_value() != shape[d])
+          return fileError() << "--input-shape " << in.name() << ": dimension " << d
+                             << " is fixed to " << dim.dim_value() << " in the model, not "
+                             << shape[d];
+      }
+    } else {
+      if (!tt.has_shape())
+        return fileError() << "graph input '" << in.name()
+                           << "' has no shape; give one with --input-shape " << in.name()
+                           << "=AxBx...";
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const auto &dim = tt.shape().dim(d);
+        if (dim.has_dim_value() && dim.dim_value() > 0) {
+          if (d == 0 && options.microBatch && *options.microBatch != dim.dim_value())
+            return fileError() << "--micro-batch " << *options.microBatch
+                               << ": graph input '" << in.name()
+                               << "' has a fixed leading dimension of " << dim.dim_value();
+          shape.push_back(dim.dim_value());
+          continue;
+        }
+        if (d == 0 && options.microBatch) {
+          shape.push_back(*options.microBatch);
+          continue;
+        }
+        std::string sym = dim.has_dim_param() ? dim.dim_param() : "?";
+        InFlightDiagnostic diag = fileError();
+        diag << "graph input '" << in.name() << "' has a symbolic dimension " << d << " ('"
+             << sym << "'); bind it with ";
+        if (d == 0)
+          diag << "--micro-batch N or ";
+        diag << "--input-shape " << in.name() << "=";
+        for (int k = 0; k < tt.shape().dim_size(); ++k) {
+          const auto &dk = tt.shape().dim(k);
+          diag << (k ? "x" : "")
+               << (dk.has_dim_value() && dk.dim_value() > 0 ? std::to_string(dk.dim_value())
+                                                            : std::string("N"));
+        }
+        return diag;
+      }
+    }
+    for (int64_t d : shape)
+      if (d <= 0)
+        return fileError() << "graph input '" << in.name()
+                           << "': dimensions must be positive";
+    argTypes.push_back(RankedTensorType::get(shape, et));
+    argNames.push_back(in.name());
+  }
+
+  SmallVector<Type> resultTypes; // patched once the outputs are known
+  builder.setInsertionPointToEnd(module.getBody());
+  func = func::FuncOp::create(builder, FileLineColLoc::get(ctx, path, 0, 0), "forward",
+                              builder.getFunctionType(argTypes, resultTypes));
+  body = func.addEntryBlock();
+  for (auto [k, name] : llvm::enumerate(argNames)) {
+    func.setArgAttr(k, "zero.input", builder.getStringAttr(name));
+    const auto *info = &graph.input(0);
+    for (const auto &in : graph.input())
+      if (in.name() == name)
+        info = &in;
+    values[name] = Entry{nullptr, body->getArgument(k), info->type().tensor_type().elem_type()};
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Nodes
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
+  const std::string &op = node.op_type();
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    return nodeError(node) << "unsupported op '" << op << "' of domain '" << node.domain()
+                           << "' (opset " << opset
+                           << " of the default domain); zcc imports only ops of the "
+                              "default ONNX domain: re-export without custom ops";
+  }
+  const OpInfo *info = findOp(op);
+  if (!info)
+    return nodeError(node) << "unsupported op '" << op << "' (domain 'ai.onnx', opset "
+                           << opset << "); supported ops: "
+                           << llvm::join(supportedOnnxOps(), ", ");
+  if (node.input_size() < info->minInputs || node.input_size() > info->maxInputs)
+    return nodeError(node) << "has " << node.input_size() << " inputs; " << op << " takes "
+                           << info->minInputs
+                           << (info->maxInputs == info->minInputs
+                                   ? std::string()
+                                   : " to " + std::to_string(std::min(info->maxInputs, 99)))
+                           << (info->maxInputs > 99 ? " or more" : "");
+  if (node.output_size() < 1)
+    return nodeError(node) << "has no outputs";
+
+  // Sequence ops work on lists of entries.
+  if (op == "SequenceAt") {
+    auto seq = sequences.find(node.input(0));
+    if (seq == sequences.end())
+      return nodeError(node) << "input '" << node.input(0) << "' is not a known sequence";
+    auto pos = values.find(node.input(1));
+    if (pos == values.end() || !pos->second.constant || pos->second.constant->numel() != 1)
+      return nodeError(node) << "the position must be a constant scalar";
+    int64_t k = pos->second.constant->getI(0), n = seq->second.size();
+    if (k < 0)
+      k += n;
+    if (k < 0 || k >= n)
+      return nodeError(node) << "position " << pos->second.constant->getI(0)
+                             << " is out of range for a sequence of " << n;
+    values[node.output(0)] = seq->second[k];
+    return success();
+  }
+
+  SmallVector<Entry *> inputs;
+  bool allConstant = true;
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    auto it = values.find(name);
+    if (it == values.end())
+      return nodeError(node) << "input '" << name
+                             << "' is not produced by any earlier node, initializer or "
+                                "graph input (the graph must be topologically sorted)";
+    inputs.push_back(&it->second);
+    allConstant &= it->second.constant != nullptr;
+  }
+
+  // Shape and Size need only the static type.
+  if ((op == "Shape" || op == "Size") && !inputs[0]->constant) {
+    auto type = cast<RankedTensorType>(inputs[0]->value.getType());
+    HostTensor shapeOnly;
+    shapeOnly.type = kFloat;
+    shapeOnly.shape.assign(type.getShape().begin(), type.getShape().end());
+    std::vector<HostTensor> out;
+    std::string error;
+    if (op == "Size") {
+      HostTensor r(kInt64, {});
+      r.i[0] = type.getNumElements();
+      out.push_back(r);
+    } else {
+      HostTensor fake(kInt64, {0});
+      fake.shape = shapeOnly.shape; // Shape reads only .shape
+      const HostTensor *in[] = {&fake};
+      // The evaluator does not touch the (absent) data for Shape.
+      if (foldNode(node, opset, in, out, error) != FoldStatus::Folded)
+        return nodeError(node) << error;
+    }
+    values[node.output(0)] =
+        Entry{std::make_shared<HostTensor>(std::move(out[0])), Value(), kInt64};
+    return success();
+  }
+
+  if (op == "Constant") {
+    auto host = std::make_shared<HostTensor>();
+    std::string error;
+    if (node.attribute_size() != 1)
+      return nodeError(node) << "needs exactly one value attribute";
+    const auto &a = node.attribute(0);
+    if (a.name() == "value") {
+      if (!toHostTensor(a.t(), *host, error))
+        return nodeError(node) << error;
+    } else if (a.name() == "value_float" || a.name() == "value_int") {
+      *host = HostTensor(a.name() == "value_float" ? kFloat : kInt64, {});
+      host->set(0, a.name() == "value_float" ? (double)a.f() : (double)a.i());
+    } else if (a.name() == "value_floats") {
+      *host = HostTensor(kFloat, {(int64_t)a.floats_size()});
+      for (int k = 0; k < a.floats_size(); ++k)
+        host->f[k] = a.floats(k);
+    } else if (a.name() == "value_ints") {
+      *host = HostTensor(kInt64, {(int64_t)a.ints_size()});
+      for (int k = 0; k < a.ints_size(); ++k)
+        host->i[k] = a.ints(k);
+    } else {
+      return nodeError(node) << "attribute '" << a.name() << "' is not supported";
+    }
+    values[node.output(0)] = Entry{host, Value(), host->type};
+    return success();
+  }
+
+  if (allConstant) {
+    SmallVector<const HostTensor *> in;
+    for (Entry *e : inputs)
+      in.push_back(e ? e->constant.get() : nullptr);
+    std::vector<HostTensor> out;
+    std::string error;
+    // Broadcasts that grow a tensor past a small size stay ops, so that a
+    // [batch, 1, T, T] mask is not spelled out in the IR.
+    int64_t largestIn = 0;
+    for (const HostTensor *t : in)
+      if (t)
+        largestIn = std::max(largestIn, t->numel());
+    FoldStatus status = foldNode(node, opset, in, out, error);
+    if (status == FoldStatus::Error)
+      return nodeError(node) << error;
+    bool small = status == FoldStatus::Folded;
+    for (const HostTensor &t : out)
+      small &= t.numel() <= options.maxFoldElements &&
+               !(op == "Expand" && t.numel() > (1 << 16) && t.numel() > largestIn);
+    if (small) {
+      if ((int)out.size() < node.output_size())
+        return nodeError(node) << "produces " << out.size() << " outputs, the node names "
+                               << node.output_size();
+      for (int k = 0; k < node.output_size(); ++k)
+        values[node.output(k)] =
+            Entry{std::make_shared<HostTensor>(std::move(out[k])), Value(), out[k].type};
+      return success();
+    }
+  }
+
+  SmallVector<Value> results;
+  if (failed(emitNode(node, inputs, results)))
+    return failure();
+  if (op == "SplitToSequence") {
+    std::vector<Entry> seq;
+    for (Value v : results)
+      seq.push_back(Entry{nullptr, v, onnxTypeOf(cast<RankedTensorType>(v.getType()).getElementType())});
+    sequences[node.output(0)] = std::move(seq);
+    return success();
+  }
+  for (auto [k, v] : llvm::enumerate(results)) {
+    if ((int)k >= node.output_size())
+      break;
+    if (node.output(k).empty())
+      continue;
+    values[node.output(k)] =
+        Entry{nullptr, v, onnxTypeOf(cast<RankedTensorType>(v.getType()).getElementType())};
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Model
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
+  ctx->loadDialect<zero::ZeroDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(FileLineColLoc::get(ctx, path, 0, 0));
+  module = *owned;
+
+  bool haveDefault = false;
+  for (const auto &os : model.opset_import()) {
+    if (os.domain().empty() || os.domain() == "ai.onnx") {
+      opset = os.version();
+      haveDefault = true;
+    }
+  }
+  if (!model.has_graph() || !haveDefault) {
+    fileError() << "not an ONNX model: "
+                << (model.has_graph() ? "no opset of the default domain"
+                                      : "it has no graph")
+                << " (is this an ONNX file? export with torch.onnx.export)";
+    return nullptr;
+  }
+  if (opset < 13 || opset > 21) {
+    fileError() << "ONNX opset " << opset
+                << " is not supported; zcc imports opsets 13 to 21 (re-export with "
+                   "torch.onnx.export(..., opset_version=18))";
+    return nullptr;
+  }
+  const onnx::GraphProto &graph = model.graph();
+  module->setAttr("zero.source", builder.getStringAttr(llvm::sys::path::filename(path)));
+  module->setAttr("zero.opset", builder.getI64IntegerAttr(opset));
+
+  func::FuncOp func;
+  if (failed(importInitializers(graph)) || failed(importInputs(graph, func)))
+    return nullptr;
+  module->setAttr("zero.trainable_count", builder.getI64IntegerAttr(numTrainable));
+  module->setAttr("zero.frozen_count", builder.getI64IntegerAttr(numFrozen));
+
+  // Loads of globals sit at the top of the function.
+  builder.setInsertionPointToStart(body);
+  for (auto &it : globals) {
+    zero::GlobalOp g = it.second;
+    values[it.first()].value = zero::LoadOp::create(
+        builder, g.getLoc(), g.getTensorType(), FlatSymbolRefAttr::get(g.getSymNameAttr()));
+  }
+  builder.setInsertionPointToEnd(body);
+
+  for (const onnx::NodeProto &node : graph.node()) {
+    if (failed(importNode(node)))
+      return nullptr;
+    ++nodeIndex;
+  }
+
+  SmallVector<Value> outputs;
+  SmallVector<Type> outputTypes;
+  for (const onnx::ValueInfoProto &out : graph.output()) {
+    auto it = values.find(out.name());
+    if (it == values.end()) {
+      fileError() << "graph output '" << out.name() << "' is not produced by any node";
+      return nullptr;
+    }
+    outputs.push_back(materialize(it->second, FileLineColLoc::get(ctx, path, 0, 0)));
+    outputTypes.push_back(outputs.back().getType());
+  }
+  func::ReturnOp::create(builder, FileLineColLoc::get(ctx, path, 0, 0), outputs);
+  func.setFunctionType(builder.getFunctionType(func.getArgumentTypes(), outputTypes));
+  for (auto [k, out] : llvm::enumerate(graph.output()))
+    func.setResultAttr(k, "zero.output", builder.getStringAttr(out.name()));
+
+  if (failed(verify(*owned)))
+    return nullptr;
+  return owned;
+}
+
+OwningOpRef<ModuleOp> zcc::importOnnxFile(StringRef path, const OnnxImportOptions &options,
+                                          MLIRContext *ctx) {
+  Location fileLoc = FileLineColLoc::get(ctx, path, 0, 0);
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/true);
+  if (!buffer) {
+    emitError(fileLoc) << "cannot read the model: " << buffer.getError().message();
+    return nullptr;
+  }
+  StringRef data = (*buffer)->getBuffer();
+  if (data.empty()) {
+    emitError(fileLoc) << "the model file is empty";
+    return nullptr;
+  }
+  onnx::ModelProto model;
+  StringRef ext = llvm::sys::path::extension(path);
+  if (ext == ".onnxtxt" || ext == ".onnxtext" || ext == ".txt") {
+    auto status = onnx::OnnxParser::Parse(model, data.data());
+    if (!status.IsOK()) {
+      emitError(fileLoc) << "cannot parse the ONNX text format: " << status.ErrorMessage();
+      return nullptr;
+    }
+  } else {
+    google::protobuf::io::CodedInputStream stream(
+        reinterpret_cast<const uint8_t *>(data.data()), (int)std::min<size_t>(data.size(), INT32_MAX));
+    stream.SetTotalBytesLimit(INT32_MAX);
+    if (data.size() > (size_t)INT32_MAX || !model.ParseFromCodedStream(&stream) ||
+        !stream.ConsumedEntireMessage()) {
+      emitError(fileLoc) << "not a valid ONNX protobuf (truncated or corrupt file?); "
+                            "ONNX text files need the extension .onnxtxt";
+      return nullptr;
+    }
+  }
+  OnnxImporter importer(ctx, path, options);
+  return importer.run(model);
+}
+

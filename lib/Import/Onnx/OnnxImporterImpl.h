@@ -1,0 +1,86 @@
+//===- OnnxImporterImpl.h - the ONNX importer's state ------------*- C++ -*-===//
+//
+// Shared by OnnxImporter.cpp (model, initializers, inputs, folding) and
+// OnnxOps.cpp (translation of each ONNX op into zero ops).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZCC_LIB_IMPORT_ONNX_ONNXIMPORTERIMPL_H
+#define ZCC_LIB_IMPORT_ONNX_ONNXIMPORTERIMPL_H
+
+#include "HostTensor.h"
+#include "OnnxUtils.h"
+#include "zcc/Import/OnnxImporter.h"
+#include "zero/ZeroOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include <memory>
+
+namespace zcc::onnx_import {
+using namespace mlir;
+
+/// A value of the ONNX graph during import: known on the host, or an SSA
+/// value of the function being built.
+struct Entry {
+  std::shared_ptr<HostTensor> constant;
+  Value value;
+  int32_t onnxType = kUndefined;
+};
+
+class OnnxImporter {
+public:
+  OnnxImporter(MLIRContext *ctx, StringRef path, const OnnxImportOptions &options)
+      : ctx(ctx), builder(ctx), path(path.str()), options(options) {}
+
+  OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
+
+  // Diagnostics.
+  InFlightDiagnostic fileError() {
+    return emitError(FileLineColLoc::get(ctx, path, 0, 0));
+  }
+  InFlightDiagnostic nodeError(const onnx::NodeProto &node) {
+    // The tools print the node name and op type from the location.
+    return emitError(nodeLoc(node));
+  }
+  std::string nodeName(const onnx::NodeProto &node) {
+    return node.name().empty() ? "#" + std::to_string(nodeIndex) : node.name();
+  }
+  Location nodeLoc(const onnx::NodeProto &node) {
+    return NameLoc::get(StringAttr::get(ctx, nodeName(node) + ":" + node.op_type()),
+                        FileLineColLoc::get(ctx, path, 0, 0));
+  }
+
+  // Types and constants.
+  Type elementType(int32_t onnxType);
+  DenseElementsAttr toAttr(const HostTensor &t);
+  Value materialize(Entry &e, Location loc);
+
+  // Model parts.
+  LogicalResult importInitializers(const onnx::GraphProto &graph);
+  LogicalResult importInputs(const onnx::GraphProto &graph, func::FuncOp &func);
+  LogicalResult importNode(const onnx::NodeProto &node);
+  LogicalResult emitNode(const onnx::NodeProto &node, SmallVectorImpl<Entry *> &inputs,
+                         SmallVectorImpl<Value> &results);
+  bool readExternalData(const onnx::TensorProto &t, std::string &bytes);
+
+  MLIRContext *ctx;
+  OpBuilder builder;
+  std::string path;
+  const OnnxImportOptions &options;
+  ModuleOp module;
+  Block *body = nullptr;
+  int64_t opset = 0;
+  int64_t nodeIndex = 0;
+  llvm::StringMap<Entry> values;
+  llvm::StringMap<std::vector<Entry>> sequences;
+  llvm::StringMap<zero::GlobalOp> globals;
+  llvm::StringMap<Value> loads;
+  unsigned numTrainable = 0, numFrozen = 0;
+};
+
+
+} // namespace zcc::onnx_import
+
+#endif // ZCC_LIB_IMPORT_ONNX_ONNXIMPORTERIMPL_H

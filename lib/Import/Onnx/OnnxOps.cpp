@@ -1,0 +1,634 @@
+//===- OnnxOps.cpp - ONNX ops to zero ops ---------------------------------===//
+//
+// One case per ONNX op whose result is not known at import. Attributes and
+// constant inputs (axes, shapes, split sizes) are read here and become static
+// attributes of the zero ops; a dynamic value where zcc needs a static one is
+// an error that says so.
+//
+//===----------------------------------------------------------------------===//
+#include "OnnxImporterImpl.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace zcc;
+using namespace zcc::onnx_import;
+namespace zero = zcc::zero;
+
+namespace {
+/// Translation context of one node.
+struct NodeEmitter {
+  OnnxImporter &imp;
+  const onnx::NodeProto &node;
+  SmallVectorImpl<Entry *> &inputs;
+  SmallVectorImpl<Value> &results;
+  Location loc;
+  OpBuilder &b;
+
+  InFlightDiagnostic error() { return imp.nodeError(node); }
+  bool has(size_t k) const { return k < inputs.size() && inputs[k]; }
+  Value in(size_t k) { return imp.materialize(*inputs[k], loc); }
+  RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+  /// The constant integer contents of input |k|, or failure with a message
+  /// naming |what|.
+  FailureOr<std::vector<int64_t>> constInts(size_t k, StringRef what) {
+    if (!has(k) || !inputs[k]->constant) {
+      error() << what << " (input " << k << ") must be known at compile time; zcc "
+              << "compiles static shapes (bind symbolic dimensions with --micro-batch "
+              << "or --input-shape)";
+      return failure();
+    }
+    return inputs[k]->constant->toInts();
+  }
+
+  /// Axes from the `axes` attribute (older opsets) or input |k| (newer ones).
+  FailureOr<std::optional<std::vector<int64_t>>> axesFrom(size_t k) {
+    if (auto a = attrInts(node, "axes"))
+      return std::optional<std::vector<int64_t>>(*a);
+    if (has(k)) {
+      auto v = constInts(k, "axes");
+      if (failed(v))
+        return failure();
+      return std::optional<std::vector<int64_t>>(*v);
+    }
+    return std::optional<std::vector<int64_t>>();
+  }
+
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    auto t = RankedTensorType::get(shape, typeOf(v).getElementType());
+    if (t == v.getType())
+      return v;
+    return zero::ReshapeOp::create(b, loc, t, v);
+  }
+
+  LogicalResult requireFloat(Value v) {
+    if (!isa<FloatType>(typeOf(v).getElementType()))
+      return error() << "operates on floating-point tensors only, got " << v.getType();
+    return success();
+  }
+
+  template <typename OpTy> LogicalResult binary() {
+    Value l = in(0), r = in(1);
+    if (typeOf(l).getElementType() != typeOf(r).getElementType()) {
+      // ONNX Pow allows an exponent of another type: convert it.
+      if (node.op_type() != "Pow")
+        return error() << "operand element types differ: " << l.getType() << " and "
+                       << r.getType();
+      r = zero::CastOp::create(
+          b, loc, RankedTensorType::get(typeOf(r).getShape(), typeOf(l).getElementType()), r);
+    }
+    if (failed(zcc::zero::broadcastShapes(typeOf(l).getShape(), typeOf(r).getShape())))
+      return error() << "operand shapes " << l.getType() << " and " << r.getType()
+                     << " do not broadcast";
+    results.push_back(OpTy::create(b, loc, l, r));
+    return success();
+  }
+
+  template <typename OpTy> LogicalResult variadic() {
+    Value acc = in(0);
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      Value r = in(k);
+      if (failed(zcc::zero::broadcastShapes(typeOf(acc).getShape(), typeOf(r).getShape())) ||
+          typeOf(acc).getElementType() != typeOf(r).getElementType())
+        return error() << "operands " << acc.getType() << " and " << r.getType()
+                       << " do not broadcast";
+      acc = OpTy::create(b, loc, acc, r);
+    }
+    results.push_back(acc);
+    return success();
+  }
+
+  LogicalResult compare(zero::CmpPredicate pred) {
+    Value l = in(0), r = in(1);
+    if (typeOf(l).getElementType() != typeOf(r).getElementType() ||
+        failed(zcc::zero::broadcastShapes(typeOf(l).getShape(), typeOf(r).getShape())))
+      return error() << "operands " << l.getType() << " and " << r.getType()
+                     << " must have one element type and broadcast";
+    results.push_back(zero::CmpOp::create(b, loc, pred, l, r));
+    return success();
+  }
+
+  template <typename OpTy> LogicalResult floatUnary() {
+    Value x = in(0);
+    if (failed(requireFloat(x)))
+      return failure();
+    results.push_back(OpTy::create(b, loc, x));
+    return success();
+  }
+
+  LogicalResult reduce(zero::ReduceKind kind);
+  LogicalResult matmul();
+  LogicalResult gemm();
+  LogicalResult slice();
+  LogicalResult split(bool toSequence);
+  LogicalResult layerNorm();
+  LogicalResult run();
+};
+} // namespace
+
+LogicalResult NodeEmitter::reduce(zero::ReduceKind kind) {
+  Value x = in(0);
+  int64_t rank = typeOf(x).getRank();
+  // ReduceSum takes axes as an input from opset 13, the others from opset 18.
+  auto axesOr = axesFrom(1);
+  if (failed(axesOr))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (*axesOr && !(*axesOr)->empty()) {
+    for (int64_t a : **axesOr) {
+      if (!normalizeAxis(a, rank))
+        return error() << "axis " << a << " is out of range for rank " << rank;
+      if (!llvm::is_contained(axes, a))
+        axes.push_back(a);
+    }
+    llvm::sort(axes);
+  } else if (attrInt(node, "noop_with_empty_axes", 0)) {
+    results.push_back(x);
+    return success();
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  results.push_back(
+      zero::ReduceOp::create(b, loc, kind, x, axes, attrInt(node, "keepdims", 1) != 0));
+  return success();
+}
+
+LogicalResult NodeEmitter::matmul() {
+  Value l = in(0), r = in(1);
+  if (failed(requireFloat(l)) || failed(requireFloat(r)))
+    return failure();
+  // NumPy matmul: a 1-D operand is a row (lhs) or column (rhs) vector whose
+  // unit dimension is removed from the result.
+  bool lhsVec = typeOf(l).getRank() == 1, rhsVec = typeOf(r).getRank() == 1;
+  if (lhsVec)
+    l = reshape(l, {1, typeOf(l).getDimSize(0)});
+  if (rhsVec)
+    r = reshape(r, {typeOf(r).getDimSize(0), 1});
+  SmallVector<Type> inferred;
+  if (failed(zero::MatmulOp::inferReturnTypes(
+          b.getContext(), loc, zero::MatmulOp::Adaptor(ValueRange{l, r}), inferred)))
+    return failure();
+  Value y = zero::MatmulOp::create(b, loc, l, r, false, false);
+  SmallVector<int64_t> shape(typeOf(y).getShape());
+  if (rhsVec)
+    shape.erase(shape.end() - 1);
+  if (lhsVec)
+    shape.erase(shape.end() - 1 - (rhsVec ? 0 : 1));
+  results.push_back(reshape(y, shape));
+  return success();
+}
+
+LogicalResult NodeEmitter::gemm() {
+  Value a = in(0), bm = in(1);
+  if (typeOf(a).getRank() != 2 || typeOf(bm).getRank() != 2)
+    return error() << "A and B must be matrices, got " << a.getType() << " and "
+                   << bm.getType();
+  bool ta = attrInt(node, "transA", 0), tb = attrInt(node, "transB", 0);
+  int64_t k1 = typeOf(a).getDimSize(ta ? 0 : 1), k2 = typeOf(bm).getDimSize(tb ? 1 : 0);
+  if (k1 != k2)
+    return error() << "inner dimensions differ: " << a.getType() << " x " << bm.getType();
+  Value y = zero::MatmulOp::create(b, loc, a, bm, ta, tb);
+  Type et = typeOf(y).getElementType();
+  auto scalar = [&](float v) {
+    return zero::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, et),
+                                       b.getFloatAttr(et, v).getValue()));
+  };
+  float alpha = attrFloat(node, "alpha", 1.0f), beta = attrFloat(node, "beta", 1.0f);
+  if (alpha != 1.0f)
+    y = zero::MulOp::create(b, loc, y, scalar(alpha));
+  if (has(2) && beta != 0.0f) {
+    Value c = in(2);
+    if (failed(zcc::zero::broadcastShapes(typeOf(c).getShape(), typeOf(y).getShape())) ||
+        !zcc::zero::isBroadcastableTo(typeOf(c).getShape(), typeOf(y).getShape()))
+      return error() << "C " << c.getType() << " does not broadcast to " << y.getType();
+    if (beta != 1.0f)
+      c = zero::MulOp::create(b, loc, c, scalar(beta));
+    y = zero::AddOp::create(b, loc, y, c);
+  }
+  results.push_back(y);
+  return success();
+}
+
+LogicalResult NodeEmitter::slice() {
+  Value x = in(0);
+  auto starts = constInts(1, "starts"), ends = constInts(2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  std::optional<std::vector<int64_t>> axes, steps;
+  if (has(3)) {
+    auto v = constInts(3, "axes");
+    if (failed(v))
+      return failure();
+    axes = *v;
+  }
+  if (has(4)) {
+    auto v = constInts(4, "steps");
+    if (failed(v))
+      return failure();
+    steps = *v;
+  }
+  SliceParams p;
+  std::string msg;
+  if (!computeSlice(typeOf(x).getShape(), *starts, *ends, axes ? &*axes : nullptr,
+                    steps ? &*steps : nullptr, p, msg))
+    return error() << msg;
+  SmallVector<int64_t> limit;
+  for (size_t d = 0; d < p.start.size(); ++d) {
+    if (p.step[d] < 0)
+      return error() << "negative steps are supported only on constant tensors";
+    limit.push_back(p.start[d] + (p.count[d] ? (p.count[d] - 1) * p.step[d] + 1 : 0));
+  }
+  results.push_back(zero::SliceOp::create(b, loc, x, b.getDenseI64ArrayAttr(p.start),
+                                          b.getDenseI64ArrayAttr(limit),
+                                          b.getDenseI64ArrayAttr(p.step)));
+  return success();
+}
+
+LogicalResult NodeEmitter::split(bool toSequence) {
+  Value x = in(0);
+  auto type = typeOf(x);
+  int64_t axis = attrInt(node, "axis", 0);
+  if (!normalizeAxis(axis, type.getRank()))
+    return error() << "axis " << attrInt(node, "axis", 0) << " is out of range for rank "
+                   << type.getRank();
+  int64_t dim = type.getDimSize(axis);
+  SmallVector<int64_t> sizes;
+  bool scalarChunk = false;
+  if (has(1)) {
+    auto v = constInts(1, "split");
+    if (failed(v))
+      return failure();
+    scalarChunk = toSequence && inputs[1]->constant->rank() == 0;
+    if (scalarChunk) {
+      int64_t chunk = (*v)[0];
+      if (chunk <= 0)
+        return error() << "split size must be positive";
+      for (int64_t s = 0; s < dim; s += chunk)
+        sizes.push_back(std::min(chunk, dim - s));
+    } else {
+      sizes.assign(v->begin(), v->end());
+    }
+  } else if (auto a = attrInts(node, "split")) {
+    sizes.assign(a->begin(), a->end());
+  } else {
+    int64_t n = toSequence ? dim : attrInt(node, "num_outputs", node.output_size());
+    if (n <= 0)
+      return error() << "cannot split into " << n << " parts";
+    int64_t chunk = (dim + n - 1) / n;
+    for (int64_t s = 0; s < dim; s += chunk)
+      sizes.push_back(std::min(chunk, dim - s));
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes)
+    total += s;
+  if (total != dim)
+    return error() << "split sizes add up to " << total << ", the axis has " << dim;
+  if (!toSequence && (int64_t)sizes.size() != node.output_size())
+    return error() << "splits into " << sizes.size() << " parts but names "
+                   << node.output_size() << " outputs";
+  auto op = zero::SplitOp::create(b, loc, x, b.getI64IntegerAttr(axis),
+                                  b.getDenseI64ArrayAttr(sizes));
+  bool squeeze = toSequence && !has(1) && !attrInt(node, "keepdims", 1);
+  for (Value v : op.getResults()) {
+    if (squeeze) {
+      SmallVector<int64_t> shape(typeOf(v).getShape());
+      shape.erase(shape.begin() + axis);
+      v = reshape(v, shape);
+    }
+    results.push_back(v);
+  }
+  return success();
+}
+
+LogicalResult NodeEmitter::layerNorm() {
+  if (node.output_size() > 1)
+    for (int k = 1; k < node.output_size(); ++k)
+      if (!node.output(k).empty())
+        return error() << "the Mean and InvStdDev outputs are not supported";
+  Value x = in(0), scale = in(1);
+  if (failed(requireFloat(x)))
+    return failure();
+  int64_t rank = typeOf(x).getRank(), axis = attrInt(node, "axis", -1);
+  if (!normalizeAxis(axis, rank))
+    return error() << "axis " << attrInt(node, "axis", -1) << " is out of range for rank "
+                   << rank;
+  ArrayRef<int64_t> normShape = typeOf(x).getShape().drop_front(axis);
+  auto fit = [&](Value p) -> FailureOr<Value> {
+    // Scale and bias may be given in a broadcastable shape: expand them.
+    if (!zcc::zero::isBroadcastableTo(typeOf(p).getShape(), normShape) &&
+        !(typeOf(p).getNumElements() == RankedTensorType::get(normShape, b.getF32Type())
+                                            .getNumElements()))
+      return error() << "scale/bias " << p.getType() << " do not match the normalized shape";
+    if (typeOf(p).getNumElements() ==
+        RankedTensorType::get(normShape, b.getF32Type()).getNumElements())
+      return reshape(p, normShape);
+    return Value(zero::ExpandOp::create(
+        b, loc, RankedTensorType::get(normShape, typeOf(p).getElementType()), p));
+  };
+  auto s = fit(scale);
+  if (failed(s))
+    return failure();
+  Value bias;
+  if (has(2)) {
+    auto bb = fit(in(2));
+    if (failed(bb))
+      return failure();
+    bias = *bb;
+  }
+  results.push_back(zero::LayerNormOp::create(
+      b, loc, x.getType(), x, *s, bias, b.getI64IntegerAttr(axis),
+      b.getF64FloatAttr(attrFloat(node, "epsilon", 1e-5f))));
+  return success();
+}
+
+LogicalResult NodeEmitter::run() {
+  const std::string &op = node.op_type();
+  using K = zero::CmpPredicate;
+
+  if (op == "Add") return binary<zero::AddOp>();
+  if (op == "Sub") return binary<zero::SubOp>();
+  if (op == "Mul") return binary<zero::MulOp>();
+  if (op == "Div") return binary<zero::DivOp>();
+  if (op == "Pow") return binary<zero::PowOp>();
+  if (op == "And") return binary<zero::AndOp>();
+  if (op == "Or") return binary<zero::OrOp>();
+  if (op == "Max") return variadic<zero::MaxOp>();
+  if (op == "Min") return variadic<zero::MinOp>();
+  if (op == "Equal") return compare(K::eq);
+  if (op == "Less") return compare(K::lt);
+  if (op == "LessOrEqual") return compare(K::le);
+  if (op == "Greater") return compare(K::gt);
+  if (op == "GreaterOrEqual") return compare(K::ge);
+  if (op == "Neg") return floatUnary<zero::NegOp>();
+  if (op == "Abs") return floatUnary<zero::AbsOp>();
+  if (op == "Exp") return floatUnary<zero::ExpOp>();
+  if (op == "Log") return floatUnary<zero::LogOp>();
+  if (op == "Sqrt") return floatUnary<zero::SqrtOp>();
+  if (op == "Reciprocal") return floatUnary<zero::ReciprocalOp>();
+  if (op == "Tanh") return floatUnary<zero::TanhOp>();
+  if (op == "Erf") return floatUnary<zero::ErfOp>();
+  if (op == "Sigmoid") return floatUnary<zero::SigmoidOp>();
+  if (op == "Relu") return floatUnary<zero::ReluOp>();
+  if (op == "Cos") return floatUnary<zero::CosOp>();
+  if (op == "Sin") return floatUnary<zero::SinOp>();
+  if (op == "Softmax" || op == "LogSoftmax") {
+    Value x = in(0);
+    if (failed(requireFloat(x)))
+      return failure();
+    int64_t axis = attrInt(node, "axis", -1);
+    if (!normalizeAxis(axis, typeOf(x).getRank()))
+      return error() << "axis " << attrInt(node, "axis", -1) << " is out of range";
+    if (op == "Softmax")
+      results.push_back(zero::SoftmaxOp::create(b, loc, x, b.getI64IntegerAttr(axis)));
+    else
+      results.push_back(zero::LogSoftmaxOp::create(b, loc, x, b.getI64IntegerAttr(axis)));
+    return success();
+  }
+  if (op == "Not") {
+    Value x = in(0);
+    if (!typeOf(x).getElementType().isInteger(1))
+      return error() << "expects a bool tensor, got " << x.getType();
+    results.push_back(zero::NotOp::create(b, loc, x));
+    return success();
+  }
+  if (op == "Gelu") {
+    Value x = in(0);
+    if (failed(requireFloat(x)))
+      return failure();
+    std::string approx = attrString(node, "approximate", "none");
+    if (approx != "none" && approx != "tanh")
+      return error() << "unknown approximate '" << approx << "' (none or tanh)";
+    results.push_back(zero::GeluOp::create(
+        b, loc, x, approx == "tanh" ? zero::GeluApprox::tanh : zero::GeluApprox::none));
+    return success();
+  }
+  if (op == "Where") {
+    Value c = in(0), l = in(1), r = in(2);
+    if (!typeOf(c).getElementType().isInteger(1))
+      return error() << "condition must be bool, got " << c.getType();
+    SmallVector<Type> inferred;
+    if (failed(zero::WhereOp::inferReturnTypes(b.getContext(), loc,
+                                               zero::WhereOp::Adaptor(ValueRange{c, l, r}),
+                                               inferred)))
+      return failure();
+    results.push_back(zero::WhereOp::create(b, loc, c, l, r));
+    return success();
+  }
+  if (op == "Identity") {
+    results.push_back(in(0));
+    return success();
+  }
+  if (op == "Dropout") {
+    // Exported graphs carry Dropout with ratio 0 or in inference mode.
+    if (node.output_size() > 1 && !node.output(1).empty())
+      return error() << "the mask output of Dropout is not supported";
+    double ratio = has(1) && inputs[1]->constant ? inputs[1]->constant->getF(0)
+                                                 : attrFloat(node, "ratio", 0.5f);
+    bool training = has(2) && inputs[2]->constant && inputs[2]->constant->getI(0);
+    if (training && ratio > 0)
+      return error() << "dropout in training mode (ratio " << ratio
+                     << ") is not supported yet; export with dropout 0";
+    results.push_back(in(0));
+    return success();
+  }
+  if (op == "Cast" || op == "CastLike") {
+    Value x = in(0);
+    Type et = op == "Cast" ? imp.elementType(attrInt(node, "to", kFloat))
+                           : typeOf(in(1)).getElementType();
+    if (!et)
+      return error() << "unsupported target type "
+                     << onnxTypeName(attrInt(node, "to", kUndefined));
+    auto t = RankedTensorType::get(typeOf(x).getShape(), et);
+    results.push_back(t == x.getType() ? x : Value(zero::CastOp::create(b, loc, t, x)));
+    return success();
+  }
+  if (op == "Reshape") {
+    Value x = in(0);
+    auto target = constInts(1, "the target shape");
+    if (failed(target))
+      return failure();
+    HostTensor fake;
+    fake.type = kInt64;
+    fake.shape.assign(typeOf(x).getShape().begin(), typeOf(x).getShape().end());
+    std::vector<int64_t> shape = *target;
+    bool allowZero = attrInt(node, "allowzero", 0);
+    int64_t known = 1, inferAt = -1;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 0 && !allowZero) {
+        if ((int64_t)d >= typeOf(x).getRank())
+          return error() << "target dimension " << d << " copies a missing input dimension";
+        shape[d] = typeOf(x).getDimSize(d);
+      }
+      if (shape[d] == -1) {
+        if (inferAt >= 0)
+          return error() << "the target shape has more than one -1";
+        inferAt = d;
+        continue;
+      }
+      if (shape[d] < 0)
+        return error() << "invalid target dimension " << shape[d];
+      known *= shape[d];
+    }
+    int64_t numel = typeOf(x).getNumElements();
+    if (inferAt >= 0) {
+      if (known == 0 || numel % known)
+        return error() << "cannot infer the -1 dimension reshaping " << x.getType();
+      shape[inferAt] = numel / known;
+    }
+    auto t = RankedTensorType::get(SmallVector<int64_t>(shape.begin(), shape.end()),
+                                   typeOf(x).getElementType());
+    if (t.getNumElements() != numel)
+      return error() << "cannot reshape " << x.getType() << " to " << t;
+    results.push_back(reshape(x, t.getShape()));
+    return success();
+  }
+  if (op == "Flatten") {
+    Value x = in(0);
+    int64_t rank = typeOf(x).getRank(), axis = attrInt(node, "axis", 1);
+    if (axis < 0)
+      axis += rank;
+    if (axis < 0 || axis > rank)
+      return error() << "axis is out of range";
+    int64_t a = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      a *= typeOf(x).getDimSize(d);
+    results.push_back(reshape(x, {a, typeOf(x).getNumElements() / std::max<int64_t>(a, 1)}));
+    return success();
+  }
+  if (op == "Squeeze" || op == "Unsqueeze") {
+    Value x = in(0);
+    auto axesOr = axesFrom(1);
+    if (failed(axesOr))
+      return failure();
+    std::vector<int64_t> axes = *axesOr ? **axesOr : std::vector<int64_t>();
+    SmallVector<int64_t> shape;
+    int64_t rank = typeOf(x).getRank();
+    if (op == "Squeeze") {
+      SmallVector<bool> drop(rank, false);
+      if (axes.empty())
+        for (int64_t d = 0; d < rank; ++d)
+          drop[d] = typeOf(x).getDimSize(d) == 1;
+      for (int64_t a : axes) {
+        if (!normalizeAxis(a, rank) || typeOf(x).getDimSize(a) != 1)
+          return error() << "cannot squeeze axis " << a << " of " << x.getType();
+        drop[a] = true;
+      }
+      for (int64_t d = 0; d < rank; ++d)
+        if (!drop[d])
+          shape.push_back(typeOf(x).getDimSize(d));
+    } else {
+      int64_t outRank = rank + axes.size();
+      SmallVector<bool> ins(outRank, false);
+      for (int64_t a : axes) {
+        if (!normalizeAxis(a, outRank) || ins[a])
+          return error() << "unsqueeze axes are out of range or repeated";
+        ins[a] = true;
+      }
+      for (int64_t d = 0, j = 0; d < outRank; ++d)
+        shape.push_back(ins[d] ? 1 : typeOf(x).getDimSize(j++));
+    }
+    results.push_back(reshape(x, shape));
+    return success();
+  }
+  if (op == "Transpose") {
+    Value x = in(0);
+    SmallVector<int64_t> perm;
+    if (auto p = attrInts(node, "perm"))
+      perm.assign(p->begin(), p->end());
+    else
+      for (int64_t d = typeOf(x).getRank() - 1; d >= 0; --d)
+        perm.push_back(d);
+    SmallVector<Type> inferred;
+    auto attr = b.getDenseI64ArrayAttr(perm);
+    zero::TransposeOp::Properties props;
+    props.permutation = attr;
+    if (failed(zero::TransposeOp::inferReturnTypes(
+            b.getContext(), loc, zero::TransposeOp::Adaptor(ValueRange{x}, nullptr, props),
+            inferred)))
+      return failure();
+    results.push_back(zero::TransposeOp::create(b, loc, x, attr));
+    return success();
+  }
+  if (op == "Concat") {
+    SmallVector<Value> xs;
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (has(k))
+        xs.push_back(in(k));
+    int64_t axis = attrInt(node, "axis", 0);
+    int64_t rank = typeOf(xs[0]).getRank();
+    if (!normalizeAxis(axis, rank))
+      return error() << "axis " << attrInt(node, "axis", 0) << " is out of range";
+    SmallVector<Type> inferred;
+    zero::ConcatOp::Properties props;
+    props.axis = b.getI64IntegerAttr(axis);
+    if (failed(zero::ConcatOp::inferReturnTypes(
+            b.getContext(), loc, zero::ConcatOp::Adaptor(xs, nullptr, props), inferred)))
+      return failure();
+    results.push_back(zero::ConcatOp::create(b, loc, xs, b.getI64IntegerAttr(axis)));
+    return success();
+  }
+  if (op == "Split") return split(false);
+  if (op == "SplitToSequence") return split(true);
+  if (op == "Slice") return slice();
+  if (op == "Gather") {
+    Value x = in(0), idx = in(1);
+    int64_t axis = attrInt(node, "axis", 0);
+    if (!normalizeAxis(axis, typeOf(x).getRank()))
+      return error() << "axis is out of range";
+    Type it = typeOf(idx).getElementType();
+    if (!it.isInteger(64) && !it.isInteger(32))
+      return error() << "indices must be int32 or int64, got " << idx.getType();
+    if (inputs[1]->constant) {
+      // Constant indices are normalized here; runtime indices are checked by the runtime.
+      int64_t dim = typeOf(x).getDimSize(axis);
+      HostTensor norm = *inputs[1]->constant;
+      for (int64_t &j : norm.i) {
+        if (j < -dim || j >= dim)
+          return error() << "index " << j << " is out of range for dimension " << dim;
+        j = j < 0 ? j + dim : j;
+      }
+      idx = zero::ConstantOp::create(b, loc, imp.toAttr(norm));
+    }
+    results.push_back(zero::GatherOp::create(b, loc, x, idx, b.getI64IntegerAttr(axis)));
+    return success();
+  }
+  if (op == "Expand") {
+    Value x = in(0);
+    auto target = constInts(1, "the target shape");
+    if (failed(target))
+      return failure();
+    auto shape = zcc::zero::broadcastShapes(
+        typeOf(x).getShape(), SmallVector<int64_t>(target->begin(), target->end()));
+    if (failed(shape))
+      return error() << "cannot expand " << x.getType() << " to the shape of "
+                     << target->size() << " dimensions given";
+    auto t = RankedTensorType::get(*shape, typeOf(x).getElementType());
+    results.push_back(t == x.getType() ? x : Value(zero::ExpandOp::create(b, loc, t, x)));
+    return success();
+  }
+  if (op == "MatMul") return matmul();
+  if (op == "Gemm") return gemm();
+  if (op == "LayerNormalization") return layerNorm();
+  if (op == "ReduceMean") return reduce(zero::ReduceKind::mean);
+  if (op == "ReduceSum") return reduce(zero::ReduceKind::sum);
+  if (op == "ReduceMax") return reduce(zero::ReduceKind::max);
+  if (op == "ReduceMin") return reduce(zero::ReduceKind::min);
+  if (op == "ReduceProd") return reduce(zero::ReduceKind::prod);
+
+  // The rest (Shape, Range, CumSum, GatherND, ...) only exist as constants.
+  return error() << "needs inputs known at compile time, but '"
+                 << node.input(0) << "' depends on the graph inputs or parameters";
+}
+
+LogicalResult OnnxImporter::emitNode(const onnx::NodeProto &node,
+                                     SmallVectorImpl<Entry *> &inputs,
+                                     SmallVectorImpl<Value> &results) {
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (!inputs[k] && k == 0)
+      return nodeError(node) << "the first input must not be omitted";
+  NodeEmitter emitter{*this, node, inputs, results, nodeLoc(node), builder};
+  return emitter.run();
+}

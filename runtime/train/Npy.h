@@ -1,0 +1,48 @@
+//===- Npy.h - strict .npy reading and writing -------------------*- C++ -*-===//
+//
+// The data contract of `zrun` (DESIGN.md §6) is NumPy's .npy format. The
+// reader is strict: unknown dtypes, big-endian data, Fortran order, truncated
+// or oversized files are errors that name the file and the problem; nothing
+// is guessed.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_TRAIN_NPY_H
+#define ZRT_TRAIN_NPY_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+enum class DType { F32, F64, F16, BF16, I64, I32, U16, U8, Bool };
+
+/// Size in bytes of one element of |dtype|.
+size_t dtypeSize(DType dtype);
+/// NumPy's name ("float32", "int64", ...).
+const char *dtypeName(DType dtype);
+
+struct NpyArray {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<char> data; // little-endian, C order
+
+  int64_t numel() const;
+};
+
+/// Parses .npy |bytes|; on failure returns false and sets |error| (without
+/// the file name, which the caller adds).
+bool parseNpy(const std::string &bytes, NpyArray &out, std::string &error);
+
+/// Reads the .npy file at |path|; |error| names the file.
+bool readNpy(const std::string &path, NpyArray &out, std::string &error);
+
+/// Serializes |array| as .npy version 1.0.
+std::string serializeNpy(const NpyArray &array);
+
+/// Writes |array| to |path| atomically (temporary file, then rename).
+bool writeNpy(const std::string &path, const NpyArray &array, std::string &error);
+
+} // namespace zrt
+
+#endif // ZRT_TRAIN_NPY_H

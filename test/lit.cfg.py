@@ -1,0 +1,25 @@
+# lit configuration of zcc's compiler tests.
+import os
+import lit.formats
+
+config.name = "zcc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".onnxtxt", ".test"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.zcc_obj_root, "test")
+
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+config.environment["PATH"] = os.pathsep.join(
+    [config.zcc_tools_dir + "/zcc", config.zcc_tools_dir + "/zcc-opt",
+     config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+
+# The reference models beside the checkout (../shared/models) and ours.
+shared = os.path.normpath(os.path.join(config.zcc_src_root, "..", "shared", "models"))
+config.substitutions.append(("%shared_models", shared))
+config.substitutions.append(("%examples", os.path.join(config.zcc_src_root, "examples")))
+if os.path.isdir(shared):
+    config.available_features.add("shared-models")
+if config.zcc_sanitized:
+    config.available_features.add("asan")
+    config.environment["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"

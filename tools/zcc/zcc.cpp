@@ -1,0 +1,193 @@
+//===- zcc.cpp - the zcc compiler driver ----------------------------------===//
+//
+// zcc MODEL.onnx|MODEL.onnxtxt -o OUT [options]: imports the model, runs the
+// pipeline and writes the result. MLIR's pass-manager options
+// (--mlir-print-ir-after-all, --mlir-print-ir-before=PASS, --mlir-timing, ...)
+// apply to zcc's own pipeline.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Import/OnnxImporter.h"
+#include "zcc/Transforms/Passes.h"
+#include "zero/ZeroOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory zccCategory("zcc options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.onnx|MODEL.onnxtxt"),
+                                      cl::Required, cl::cat(zccCategory));
+static cl::opt<std::string> outputFile("o", cl::desc("output file ('-' for stdout)"),
+                                       cl::value_desc("OUT"), cl::init("-"),
+                                       cl::cat(zccCategory));
+enum class EmitKind { Plan, Mlir, Report };
+static cl::opt<EmitKind> emit(
+    "emit", cl::desc("what to write"), cl::init(EmitKind::Plan),
+    cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan (default)"),
+               clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after the pipeline"),
+               clEnumValN(EmitKind::Report, "report",
+                          "per-rank memory/communication/FLOP table")),
+    cl::cat(zccCategory));
+static cl::opt<int64_t> microBatch(
+    "micro-batch", cl::desc("bind the leading (batch) dimension of the graph inputs, per rank"),
+    cl::value_desc("N"), cl::init(0), cl::cat(zccCategory));
+static cl::list<std::string> inputShapes(
+    "input-shape", cl::desc("static shape of a graph input, e.g. input_ids=4x1024 (repeatable)"),
+    cl::value_desc("NAME=AxB"), cl::cat(zccCategory));
+static cl::opt<std::string> trainable(
+    "trainable", cl::desc("float initializers whose name matches REGEX train (default: all)"),
+    cl::value_desc("REGEX"), cl::cat(zccCategory));
+static cl::opt<std::string> frozen(
+    "frozen", cl::desc("float initializers whose name matches REGEX stay frozen"),
+    cl::value_desc("REGEX"), cl::cat(zccCategory));
+
+/// Splits "NAME=4x1024" into the name and dimensions.
+static LogicalResult parseInputShape(StringRef spec, std::string &name,
+                                     SmallVectorImpl<int64_t> &dims) {
+  auto [n, shape] = spec.rsplit('=');
+  if (n.empty() || shape.empty())
+    return failure();
+  name = n.str();
+  SmallVector<StringRef> parts;
+  shape.split(parts, 'x');
+  for (StringRef p : parts) {
+    int64_t d;
+    if (p.getAsInteger(10, d) || d <= 0)
+      return failure();
+    dims.push_back(d);
+  }
+  return success();
+}
+
+/// Renders a diagnostic location as "FILE: node 'NAME' (OP)" where known.
+static std::string describeLocation(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    auto [node, op] = name.getName().strref().rsplit(':');
+    std::string file = describeLocation(name.getChildLoc());
+    std::string where = "node '" + node.str() + "'" + (op.empty() ? "" : " (" + op.str() + ")");
+    return file.empty() ? where : file + ": " + where;
+  }
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    if (file.getLine() == 0)
+      return file.getFilename().str();
+    return (file.getFilename().strref() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  }
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (auto s = describeLocation(l); !s.empty())
+        return s;
+  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    return describeLocation(callsite.getCallee());
+  return "";
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  cl::HideUnrelatedOptions({&zccCategory, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
+      "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
+      "MLIR's IR dump options also apply: --mlir-print-ir-after-all,\n"
+      "--mlir-print-ir-before=PASS, --mlir-print-ir-after=PASS, --mlir-timing,\n"
+      "--mlir-elide-resource-strings-if-larger=N (see --help-hidden).\n");
+
+  MLIRContext context;
+  context.loadDialect<zcc::zero::ZeroDialect, func::FuncDialect>();
+  // One line per diagnostic: "zcc: error: FILE: node 'N' (Op): message".
+  context.getDiagEngine().registerHandler([](Diagnostic &diag) {
+    llvm::raw_ostream &os = llvm::errs();
+    os << "zcc: ";
+    switch (diag.getSeverity()) {
+    case DiagnosticSeverity::Error: llvm::WithColor(os, llvm::HighlightColor::Error) << "error: "; break;
+    case DiagnosticSeverity::Warning: llvm::WithColor(os, llvm::HighlightColor::Warning) << "warning: "; break;
+    case DiagnosticSeverity::Remark: llvm::WithColor(os, llvm::HighlightColor::Remark) << "remark: "; break;
+    case DiagnosticSeverity::Note: llvm::WithColor(os, llvm::HighlightColor::Note) << "note: "; break;
+    }
+    std::string where = describeLocation(diag.getLocation());
+    if (!where.empty())
+      os << where << ": ";
+    os << diag << "\n";
+    for (Diagnostic &note : diag.getNotes())
+      os << "zcc: note: " << note << "\n";
+    return success();
+  });
+
+  if (emit != EmitKind::Mlir) {
+    llvm::errs() << "zcc: error: --emit=" << (emit == EmitKind::Plan ? "plan" : "report")
+                 << " is not available in this version; use --emit=mlir to inspect the "
+                    "imported training step\n";
+    return 2;
+  }
+
+  zcc::OnnxImportOptions options;
+  if (microBatch.getNumOccurrences()) {
+    if (microBatch <= 0) {
+      llvm::errs() << "zcc: error: --micro-batch must be a positive integer, got "
+                   << microBatch << "\n";
+      return 2;
+    }
+    options.microBatch = microBatch;
+  }
+  for (const std::string &spec : inputShapes) {
+    std::string name;
+    SmallVector<int64_t> dims;
+    if (failed(parseInputShape(spec, name, dims))) {
+      llvm::errs() << "zcc: error: --input-shape '" << spec
+                   << "': expected NAME=AxBx... with positive dimensions, e.g. "
+                      "input_ids=4x1024\n";
+      return 2;
+    }
+    options.inputShapes[name] = dims;
+  }
+  options.trainableRegex = trainable;
+  options.frozenRegex = frozen;
+
+  OwningOpRef<ModuleOp> module = zcc::importOnnxFile(inputFile, options, &context);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  DefaultTimingManager tm;
+  applyDefaultTimingManagerCLOptions(tm);
+  TimingScope timing = tm.getRootScope();
+  pm.enableTiming(timing);
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(zcc::createZeroRecognizePatterns());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  if (failed(pm.run(*module)))
+    return 1;
+
+  std::string errorMessage;
+  auto output = openOutputFile(outputFile, &errorMessage);
+  if (!output) {
+    llvm::errs() << "zcc: error: -o " << outputFile << ": " << errorMessage << "\n";
+    return 1;
+  }
+  module->print(output->os(), OpPrintingFlags());
+  output->os() << "\n";
+  output->keep();
+  return 0;
+}
