@@ -53,6 +53,15 @@ static std::string shapeStr(ArrayRef<int64_t> shape) {
   return s;
 }
 
+static std::string listStr(ArrayRef<int64_t> values) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleaveComma(values, os);
+  os << "]";
+  return s;
+}
+
 static RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
@@ -188,7 +197,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   SmallVector<int64_t> shape;
   for (int64_t p : perm) {
     if (p < 0 || p >= type.getRank() || seen[p])
-      return emitOptionalError(loc, "permutation ", shapeStr(perm),
+      return emitOptionalError(loc, "permutation ", listStr(perm),
                                " is not a permutation of 0..", type.getRank() - 1);
     seen[p] = true;
     shape.push_back(type.getDimSize(p));
@@ -457,13 +466,57 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+namespace {
+/// matmul(transpose(a, swap last two), b) -> matmul(a, b) {transpose_lhs}, and
+/// the same for the rhs: PyTorch exports nn.Linear as MatMul(x, Transpose(W)),
+/// and the GEMM reads W transposed for free.
+struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static Value swappedInput(Value v) {
+    auto t = v.getDefiningOp<TransposeOp>();
+    if (!t)
+      return {};
+    ArrayRef<int64_t> perm = t.getPermutation();
+    int64_t r = perm.size();
+    for (int64_t d = 0; d < r - 2; ++d)
+      if (perm[d] != d)
+        return {};
+    if (r < 2 || perm[r - 2] != r - 1 || perm[r - 1] != r - 2)
+      return {};
+    return t.getInput();
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op, PatternRewriter &rewriter) const override {
+    Value lhs = swappedInput(op.getLhs()), rhs = swappedInput(op.getRhs());
+    if (!lhs && !rhs)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      if (lhs) {
+        op.getLhsMutable().assign(lhs);
+        op.setTransposeLhs(!op.getTransposeLhs());
+      }
+      if (rhs) {
+        op.getRhsMutable().assign(rhs);
+        op.setTransposeRhs(!op.getTransposeRhs());
+      }
+    });
+    return success();
+  }
+};
+} // namespace
+
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
+  results.add<FoldTransposeIntoMatmul>(context);
+}
+
 LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto type = tensorOf(adaptor.getInput());
   SmallVector<bool> reduced(type.getRank(), false);
   for (int64_t axis : adaptor.getAxes()) {
     if (axis < 0 || axis >= type.getRank() || reduced[axis])
-      return emitOptionalError(loc, "axes ", shapeStr(adaptor.getAxes()),
+      return emitOptionalError(loc, "axes ", listStr(adaptor.getAxes()),
                                " must be distinct and in [0, ", type.getRank(), ")");
     reduced[axis] = true;
   }

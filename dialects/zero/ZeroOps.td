@@ -52,14 +52,16 @@ def Zero_GlobalOp : Zero_Op<"global", [Symbol]> {
   }];
 }
 
-def Zero_LoadOp : Zero_Op<"load", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Zero_LoadOp : Zero_Op<"load", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                                    MemoryEffects<[MemRead]>]> {
   let summary = "read a global";
   let arguments = (ins FlatSymbolRefAttr:$global);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$global attr-dict `:` type($result)";
 }
 
-def Zero_StoreOp : Zero_Op<"store", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Zero_StoreOp : Zero_Op<"store", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                                      MemoryEffects<[MemWrite]>]> {
   let summary = "write a global";
   let arguments = (ins AnyRankedTensor:$value, FlatSymbolRefAttr:$global);
   let assemblyFormat = "$value `,` $global attr-dict `:` type($value)";
@@ -232,6 +234,7 @@ def Zero_MatmulOp : Zero_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
+  let hasCanonicalizer = 1;
 }
 
 def Zero_ReduceOp : Zero_Op<"reduce", [Pure, InferTypeOpAdaptor]> {

@@ -285,6 +285,7 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
         isTrainable ? zero::GlobalRole::param : zero::GlobalRole::buffer, isTrainable,
         type, cast<ElementsAttr>(init));
     globals[t.name()] = global;
+    globalOrder.push_back(t.name());
     values[t.name()] = Entry{nullptr, Value(), t.data_type()};
   }
   return success();
@@ -582,9 +583,9 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
 
   // Loads of globals sit at the top of the function.
   builder.setInsertionPointToStart(body);
-  for (auto &it : globals) {
-    zero::GlobalOp g = it.second;
-    values[it.first()].value = zero::LoadOp::create(
+  for (const std::string &name : globalOrder) {
+    zero::GlobalOp g = globals[name];
+    values[name].value = zero::LoadOp::create(
         builder, g.getLoc(), g.getTensorType(), FlatSymbolRefAttr::get(g.getSymNameAttr()));
   }
   builder.setInsertionPointToEnd(body);

@@ -76,6 +76,7 @@ public:
   llvm::StringMap<Entry> values;
   llvm::StringMap<std::vector<Entry>> sequences;
   llvm::StringMap<zero::GlobalOp> globals;
+  SmallVector<std::string> globalOrder; // initializer order, for readable IR
   llvm::StringMap<Value> loads;
   unsigned numTrainable = 0, numFrozen = 0;
 };

@@ -1,0 +1,284 @@
+// RUN: zcc-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{initial value type 'tensor<3xf32>' does not match the global's type 'tensor<4xf32>'}}
+zero.global @w param : tensor<4xf32> = dense<1.0> : tensor<3xf32>
+
+// -----
+
+// expected-error @+1 {{a trainable global must have a floating-point type}}
+zero.global @i param trainable : tensor<4xi64>
+
+// -----
+
+func.func @load_unknown() {
+  // expected-error @+1 {{refers to 'nope', which is not a zero.global}}
+  %0 = zero.load @nope : tensor<4xf32>
+  return
+}
+
+// -----
+
+zero.global @w param : tensor<4xf32>
+func.func @load_type() {
+  // expected-error @+1 {{type 'tensor<5xf32>' does not match global 'w' of type 'tensor<4xf32>'}}
+  %0 = zero.load @w : tensor<5xf32>
+  return
+}
+
+// -----
+
+zero.global @w param : tensor<4xf32>
+func.func @store_type(%x: tensor<4xf16>) {
+  // expected-error @+1 {{type 'tensor<4xf16>' does not match global 'w' of type 'tensor<4xf32>'}}
+  zero.store %x, @w : tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{cannot reshape [2x3] (6 elements) to [7] (7 elements)}}
+  %0 = zero.reshape %x : tensor<2x3xf32> -> tensor<7xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_type(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{element type changes from 'f32' to 'f16'}}
+  %0 = zero.reshape %x : tensor<2x3xf32> -> tensor<6xf16>
+  return
+}
+
+// -----
+
+func.func @transpose_rank(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{permutation has 3 entries for a tensor of rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.transpose %x [0, 1, 2] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{permutation [0, 0] is not a permutation of 0..1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.transpose %x [0, 0] : tensor<2x3xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_result(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<3x2xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.transpose %x [1, 0] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @expand_shape(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{cannot broadcast [2x3] to [2x4]}}
+  %0 = zero.expand %x : tensor<2x3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @expand_type(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{element type changes from 'f32' to 'i64'}}
+  %0 = zero.expand %x : tensor<2x3xf32> -> tensor<2x2x3xi64>
+  return
+}
+
+// -----
+
+func.func @slice_entries(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{start, limit and stride need one entry per dimension (2)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.slice %x[[0] : [2] : [1]] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_stride(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{stride of dimension 1 must be >= 1, got 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.slice %x[[0, 0] : [2, 3] : [1, 0]] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_bounds(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{bounds [1, 4) of dimension 1 are outside [0, 3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.slice %x[[0, 1] : [2, 4] : [1, 1]] : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_axis(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.concat %x, %x {axis = 2 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @concat_shapes(%x: tensor<2x3xf32>, %y: tensor<3x3xf32>) {
+  // expected-error @+2 {{input shapes [2x3] and [3x3] differ outside axis 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.concat %x, %y {axis = 1 : i64} : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{split sizes add up to 2 but dimension 1 has 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = zero.split %x {axis = 1 : i64, sizes = array<i64: 1, 1>} : tensor<2x3xf32> -> tensor<2x1xf32>, tensor<2x1xf32>
+  return
+}
+
+// -----
+
+func.func @gather_axis(%x: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.gather %x[%i] {axis = 2 : i64} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @gather_index_type(%x: tensor<2x3xf32>, %i: tensor<4xf32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = zero.gather %x[%i] {axis = 0 : i64} : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast(%x: tensor<2x3xf32>, %y: tensor<4xf32>) {
+  // expected-error @+2 {{operand shapes [2x3] and [4] are not broadcast-compatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.add %x, %y : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @element_types(%x: tensor<2x3xf32>, %y: tensor<3xf16>) {
+  // expected-error @+2 {{operand element types differ: 'f32' vs 'f16'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.mul %x, %y : (tensor<2x3xf32>, tensor<3xf16>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @where_condition(%c: tensor<4xi1>, %x: tensor<2x3xf32>) {
+  // expected-error @+2 {{condition shape [4] does not broadcast with [2x3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.where %c, %x, %x : (tensor<4xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @unary_int(%x: tensor<2x3xi64>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of floating-point values}}
+  %0 = zero.exp %x : tensor<2x3xi64>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%x: tensor<3xf32>, %y: tensor<3x4xf32>) {
+  // expected-error @+2 {{operands must have rank >= 2, got 1 and 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.matmul %x, %y : (tensor<3xf32>, tensor<3x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_k(%x: tensor<2x3xf32>, %y: tensor<4x5xf32>) {
+  // expected-error @+2 {{contraction dimensions differ: [2x3] x [4x5] (3 vs 4)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.matmul %x, %y : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%x: tensor<2x2x3xf32>, %y: tensor<5x3x4xf32>) {
+  // expected-error @+2 {{batch dimensions of [2x2x3] and [5x3x4] do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.matmul %x, %y : (tensor<2x2x3xf32>, tensor<5x3x4xf32>) -> tensor<2x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_axes(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{axes [1, 1] must be distinct and in [0, 2)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = zero.reduce sum %x [1, 1] {keepdims = false} : tensor<2x3xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_axis(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis 2 must be in [0, 2)}}
+  %0 = zero.softmax %x {axis = 2 : i64} : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_scale(%x: tensor<2x3xf32>, %s: tensor<2xf32>) {
+  // expected-error @+1 {{scale has type 'tensor<2xf32>', expected shape [3] of 'f32'}}
+  %0 = zero.layer_norm %x, %s {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_result(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{result type must equal the input type}}
+  %0 = zero.layer_norm %x, %s {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_eps(%x: tensor<2x3xf32>, %s: tensor<3xf32>) {
+  // expected-error @+1 {{epsilon must be non-negative}}
+  %0 = zero.rms_norm %x, %s {axis = 1 : i64, epsilon = -1.0 : f64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_labels(%x: tensor<2x3xf32>, %l: tensor<3xi64>) {
+  // expected-error @+1 {{labels [3] must have the shape of the logits [2x3] without the class axis}}
+  %0 = zero.cross_entropy %x, %l {ignore_index = -100 : i64} : (tensor<2x3xf32>, tensor<3xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_result(%x: tensor<2x3xf32>, %l: tensor<2xi64>) {
+  // expected-error @+1 {{result must be a scalar tensor}}
+  %0 = zero.cross_entropy %x, %l {ignore_index = -100 : i64} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
