@@ -3,7 +3,7 @@ import os
 import lit.formats
 
 config.name = "zcc"
-config.test_format = lit.formats.ShTest(execute_external=False)
+config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".mlir", ".onnxtxt", ".test"]
 config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
@@ -23,3 +23,10 @@ if os.path.isdir(shared):
 if config.zcc_sanitized:
     config.available_features.add("asan")
     config.environment["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+
+# Debian's python3 with python3-onnx and python3-numpy writes test models.
+config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(
+    ("%op_histogram", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "op_histogram.py")))
+config.substitutions.append(
+    ("%check_trainable", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_trainable.py")))

@@ -27,6 +27,23 @@ using namespace mlir;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory zccCategory("zcc options");
+static cl::OptionCategory irCategory("IR inspection (MLIR's options, applied to zcc's pipeline)");
+
+/// libLLVM registers hundreds of backend options; --help shows zcc's own and
+/// the MLIR options that inspect the pipeline (--help-hidden shows all).
+static void selectHelpOptions() {
+  auto &options = cl::getRegisteredOptions();
+  for (llvm::StringRef name :
+       {"mlir-print-ir-after-all", "mlir-print-ir-before-all", "mlir-print-ir-after",
+        "mlir-print-ir-before", "mlir-print-ir-after-change", "mlir-print-ir-after-failure",
+        "mlir-print-ir-module-scope", "mlir-print-ir-tree-dir", "mlir-timing",
+        "mlir-timing-display", "mlir-elide-elementsattrs-if-larger",
+        "mlir-elide-resource-strings-if-larger", "mlir-print-debuginfo",
+        "mlir-pass-statistics"})
+    if (cl::Option *option = options.lookup(name))
+      option->addCategory(irCategory);
+  cl::HideUnrelatedOptions({&zccCategory, &irCategory});
+}
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.onnx|MODEL.onnxtxt"),
                                       cl::Required, cl::cat(zccCategory));
@@ -36,10 +53,10 @@ static cl::opt<std::string> outputFile("o", cl::desc("output file ('-' for stdou
 enum class EmitKind { Plan, Mlir, Report };
 static cl::opt<EmitKind> emit(
     "emit", cl::desc("what to write"), cl::init(EmitKind::Plan),
-    cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan (default)"),
+    cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan (default; not available yet)"),
                clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after the pipeline"),
                clEnumValN(EmitKind::Report, "report",
-                          "per-rank memory/communication/FLOP table")),
+                          "per-rank memory/communication/FLOP table (not available yet)")),
     cl::cat(zccCategory));
 static cl::opt<int64_t> microBatch(
     "micro-batch", cl::desc("bind the leading (batch) dimension of the graph inputs, per rank"),
@@ -98,18 +115,20 @@ static std::string describeLocation(Location loc) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // Passes are registered so that --mlir-print-ir-before=PASS can name them.
+  registerTransformsPasses();
+  zcc::registerZeroPasses();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  cl::HideUnrelatedOptions({&zccCategory, &cl::getGeneralCategory()});
+  selectHelpOptions();
   cl::ParseCommandLineOptions(
       argc, argv,
       "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
       "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
-      "MLIR's IR dump options also apply: --mlir-print-ir-after-all,\n"
-      "--mlir-print-ir-before=PASS, --mlir-print-ir-after=PASS, --mlir-timing,\n"
-      "--mlir-elide-resource-strings-if-larger=N (see --help-hidden).\n");
+      "Passes of the pipeline (for --mlir-print-ir-before/after=PASS): canonicalize,\n"
+      "zero-recognize-patterns, cse. --help-hidden lists every LLVM/MLIR option.\n");
 
   MLIRContext context;
   context.loadDialect<zcc::zero::ZeroDialect, func::FuncDialect>();
