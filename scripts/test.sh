@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every test of zcc, as CI does: installs what is missing (Debian
+# packages), builds the compiler and runtime, and runs
+#   1. the full suite (lit tests of the compiler, runtime unit tests);
+#   2. the runtime alone, configured without LLVM (ZCC_BUILD_COMPILER=OFF);
+#   3. the full suite again under AddressSanitizer + UBSan, which is where the
+#      malformed-model tests prove that bad input never corrupts memory.
+# Build trees: build/, build-runtime/, build-asan/ (reused between runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+scripts/setup.sh
+
+echo "== build (Release) and test"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== runtime alone, without LLVM"
+cmake -S . -B build-runtime -G Ninja -DCMAKE_BUILD_TYPE=Release -DZCC_BUILD_COMPILER=OFF >/dev/null
+cmake --build build-runtime -j "$jobs"
+ctest --test-dir build-runtime --output-on-failure -j "$jobs"
+
+echo "== AddressSanitizer + UBSan"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZCC_ENABLE_SANITIZERS=ON >/dev/null
+cmake --build build-asan -j "$jobs"
+ctest --test-dir build-asan --output-on-failure -j "$jobs"
