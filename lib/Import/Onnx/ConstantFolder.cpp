@@ -9,6 +9,8 @@
 #include "HostTensor.h"
 #include "OnnxUtils.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -284,22 +286,40 @@ bool zcc::onnx_import::computeSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> s
       error = "slice step must not be 0";
       return false;
     }
-    int64_t s = starts[k], e = ends[k];
+    // Clamp first so that adding dim cannot overflow.
+    int64_t s = std::clamp<int64_t>(starts[k], -dim - 1, dim + 1);
+    int64_t e = std::clamp<int64_t>(ends[k], -dim - 1, dim + 1);
     if (s < 0)
       s += dim;
-    if (e < 0 && e > INT64_MIN / 2)
+    if (e < 0)
       e += dim;
     if (step > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      p.count[axis] = e > s ? (e - s + step - 1) / step : 0;
+      p.count[axis] = e > s ? 1 + (e - s - 1) / step : 0;
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      p.count[axis] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+      int64_t stride = step == INT64_MIN ? INT64_MAX : -step;
+      p.count[axis] = s > e ? 1 + (s - e - 1) / stride : 0;
     }
     p.start[axis] = s;
     p.step[axis] = step;
+  }
+  return true;
+}
+
+/// Largest tensor the evaluator creates (elements); larger results of shape
+/// computation are almost certainly a malformed model.
+static constexpr int64_t kMaxElements = int64_t(1) << 28;
+
+/// Checks that |shape| is a valid tensor shape of at most kMaxElements.
+static bool validShape(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > kMaxElements / d))
+      return false;
+    n *= d;
   }
   return true;
 }
@@ -309,6 +329,30 @@ FoldStatus Folder::run() {
   for (const HostTensor *t : in)
     if (t && t->type == kString)
       return FoldStatus::NotFoldable;
+  // Scalar-like inputs (axes, positions, Range bounds) must hold a value.
+  auto needScalar = [&](size_t k, const char *what) {
+    if (input(k) && input(k)->numel() < 1) {
+      error = std::string(what) + " (input " + std::to_string(k) + ") is empty";
+      return false;
+    }
+    return true;
+  };
+  // ONNX requires one element type across these inputs; a model that breaks
+  // the rule is reported rather than evaluated.
+  static const char *sameType[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less",
+                                   "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or",
+                                   "Xor", "Concat", "Range"};
+  if (llvm::is_contained(sameType, op))
+    for (const HostTensor *t : in)
+      if (t && t->type != in[0]->type)
+        return fail(std::string("inputs of ") + op + " must have one element type, got " +
+                    onnxTypeName(in[0]->type) + " and " + onnxTypeName(t->type));
+  if (op == "CumSum" && !needScalar(1, "the axis"))
+    return FoldStatus::Error;
+  if (op == "Range" && !(needScalar(0, "start") && needScalar(1, "limit") && needScalar(2, "delta")))
+    return FoldStatus::Error;
+  if (op == "Trilu" && !needScalar(1, "k"))
+    return FoldStatus::Error;
 
   if (op == "Identity") {
     out.push_back(*in[0]);
@@ -326,6 +370,8 @@ FoldStatus Folder::run() {
   if (op == "Sub") return elementwise(in[0]->type, [](double a, double b) { return a - b; });
   if (op == "Mul") return elementwise(in[0]->type, [](double a, double b) { return a * b; });
   if (op == "Div") {
+    if (in[0]->type != in[1]->type)
+      return fail("operand types differ");
     if (!in[0]->isFloat()) // integer division truncates toward zero in ONNX
       return intBinary([](int64_t a, int64_t b) { return b ? a / b : 0; });
     return elementwise(in[0]->type, [](double a, double b) { return a / b; });
@@ -356,6 +402,8 @@ FoldStatus Folder::run() {
 
   if (op == "Where") {
     const HostTensor &c = *in[0], &a = *in[1], &b = *in[2];
+    if (c.type != kBool || a.type != b.type)
+      return fail("Where needs a bool condition and two values of one type");
     SmallVector<int64_t> s1, shape;
     if (!broadcastShape(a.shape, b.shape, s1) || !broadcastShape(c.shape, s1, shape))
       return fail("operand shapes do not broadcast");
@@ -391,13 +439,15 @@ FoldStatus Folder::run() {
         inferAt = d;
         continue;
       }
+      if (target[d] < 0)
+        return fail("invalid Reshape target dimension " + std::to_string(target[d]));
       known *= target[d];
     }
     if (inferAt >= 0)
       target[inferAt] = known ? in[0]->numel() / known : 0;
     HostTensor r = *in[0];
     r.shape.assign(target.begin(), target.end());
-    if (r.numel() != in[0]->numel())
+    if (!validShape(r.shape) || r.numel() != in[0]->numel())
       return fail("Reshape changes the element count");
     out.push_back(std::move(r));
     return FoldStatus::Folded;
@@ -475,10 +525,14 @@ FoldStatus Folder::run() {
   }
   if (op == "ConstantOfShape") {
     std::vector<int64_t> shape = in[0]->toInts();
+    if (!validShape(shape))
+      return fail("ConstantOfShape needs a non-negative shape of at most 2^28 elements");
     HostTensor value(kFloat, {});
     if (const auto *a = findAttr(node, "value"))
       if (!toHostTensor(a->t(), value, error))
         return FoldStatus::Error;
+    if (value.numel() != 1)
+      return fail("ConstantOfShape's value must hold one element");
     HostTensor r(value.type, SmallVector<int64_t>(shape.begin(), shape.end()));
     for (int64_t k = 0, n = r.numel(); k < n; ++k)
       r.set(k, value.getF(0));
@@ -492,13 +546,16 @@ FoldStatus Folder::run() {
     double start = s.getF(0), limit = l.getF(0), delta = d.getF(0);
     if (delta == 0)
       return fail("Range delta must not be 0");
-    int64_t n = std::max<int64_t>((int64_t)std::ceil((limit - start) / delta), 0);
+    double count = std::ceil((limit - start) / delta);
+    if (!(count < (double)kMaxElements))
+      return fail("Range would produce more than 2^28 elements");
+    int64_t n = std::max<int64_t>((int64_t)count, 0);
     HostTensor r(s.type, {n});
     for (int64_t k = 0; k < n; ++k) {
       if (r.isFloat())
         r.f[k] = start + k * delta;
       else
-        r.i[k] = s.i[0] + k * d.i[0];
+        r.i[k] = s.getI(0) + k * d.getI(0);
     }
     out.push_back(std::move(r));
     return FoldStatus::Folded;
@@ -533,8 +590,11 @@ FoldStatus Folder::run() {
     SmallVector<int64_t> shape(in[0]->shape);
     shape[axis] = 0;
     for (const HostTensor *t : in) {
-      if (t->rank() != (int64_t)shape.size())
-        return fail("Concat inputs have different ranks");
+      if (!t || t->rank() != (int64_t)shape.size() || t->isFloat() != in[0]->isFloat())
+        return fail("Concat inputs differ in rank or type");
+      for (int64_t d = 0; d < t->rank(); ++d)
+        if (d != axis && t->shape[d] != shape[d])
+          return fail("Concat input shapes differ outside the axis");
       shape[axis] += t->shape[axis];
     }
     HostTensor r(in[0]->type, shape);
@@ -559,15 +619,24 @@ FoldStatus Folder::run() {
       perm.assign(p->begin(), p->end());
     else
       for (int64_t d = in[0]->rank() - 1; d >= 0; --d) perm.push_back(d);
+    SmallVector<bool> seen(in[0]->rank(), false);
     if ((int64_t)perm.size() != in[0]->rank())
       return fail("Transpose perm does not match the input rank");
+    for (int64_t p : perm) {
+      if (p < 0 || p >= in[0]->rank() || seen[p])
+        return fail("Transpose perm is not a permutation");
+      seen[p] = true;
+    }
     out.push_back(transpose(*in[0], perm));
     return FoldStatus::Folded;
   }
   if (op == "Expand") {
     std::vector<int64_t> target = in[1]->toInts();
     SmallVector<int64_t> shape;
-    if (!broadcastShape(in[0]->shape, SmallVector<int64_t>(target.begin(), target.end()), shape))
+    if (!validShape(target))
+      return fail("Expand target shape is invalid");
+    if (!broadcastShape(in[0]->shape, SmallVector<int64_t>(target.begin(), target.end()), shape) ||
+        !validShape(shape))
       return fail("Expand target shape does not broadcast with the input");
     out.push_back(gatherFlat(*in[0], shape, broadcastIndex(in[0]->shape, shape)));
     return FoldStatus::Folded;
@@ -626,8 +695,10 @@ FoldStatus Folder::run() {
     const HostTensor &x = *in[0], &ind = *in[1];
     if (attrInt(node, "batch_dims", 0) != 0)
       return FoldStatus::NotFoldable;
+    if (ind.rank() < 1)
+      return fail("GatherND indices need rank >= 1");
     int64_t q = ind.shape.back();
-    if (ind.rank() < 1 || q > x.rank())
+    if (q < 1 || q > x.rank())
       return fail("GatherND index depth exceeds the data rank");
     SmallVector<int64_t> shape(ind.shape.begin(), ind.shape.end() - 1);
     shape.append(x.shape.begin() + q, x.shape.end());

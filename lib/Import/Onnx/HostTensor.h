@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cstdint>
 #include <string>
@@ -79,6 +80,21 @@ struct SliceParams {
 bool computeSlice(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> starts,
                   llvm::ArrayRef<int64_t> ends, const std::vector<int64_t> *axes,
                   const std::vector<int64_t> *steps, SliceParams &out, std::string &error);
+
+/// Largest element count zcc accepts for any tensor (2^48): far beyond any
+/// real model, small enough that byte counts cannot overflow int64.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 48;
+
+/// Element count of |shape|, or -1 if a dimension is negative or the count
+/// exceeds kMaxTensorElements (malformed models must not overflow).
+inline int64_t checkedNumel(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || llvm::MulOverflow(n, d, n) || n > kMaxTensorElements)
+      return -1;
+  }
+  return n;
+}
 
 /// Normalizes a possibly negative |axis| against |rank|; false if out of range.
 bool normalizeAxis(int64_t &axis, int64_t rank);

@@ -216,9 +216,12 @@ bool OnnxImporter::readExternalData(const onnx::TensorProto &t, std::string &byt
     return false;
   }
   int64_t size = (*buffer)->getBufferSize();
-  int64_t numel = 1;
-  for (int64_t d : t.dims())
-    numel *= d;
+  int64_t numel = checkedNumel(SmallVector<int64_t>(t.dims().begin(), t.dims().end()));
+  if (numel < 0) {
+    fileError() << "initializer '" << t.name()
+                << "' has a negative or impossibly large dimension";
+    return false;
+  }
   int64_t need = numel * elementSize(t.data_type());
   if (length < 0)
     length = need;
@@ -358,6 +361,8 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
       if (d <= 0)
         return fileError() << "graph input '" << in.name()
                            << "': dimensions must be positive";
+    if (checkedNumel(shape) < 0)
+      return fileError() << "graph input '" << in.name() << "' is impossibly large";
     argTypes.push_back(RankedTensorType::get(shape, et));
     argNames.push_back(in.name());
   }
@@ -404,6 +409,9 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
                            << (info->maxInputs > 99 ? " or more" : "");
   if (node.output_size() < 1)
     return nodeError(node) << "has no outputs";
+  for (int k = 0; k < info->minInputs; ++k)
+    if (node.input(k).empty())
+      return nodeError(node) << "required input " << k << " is missing";
 
   // Sequence ops work on lists of entries.
   if (op == "SequenceAt") {

@@ -185,6 +185,10 @@ LogicalResult NodeEmitter::gemm() {
   if (typeOf(a).getRank() != 2 || typeOf(bm).getRank() != 2)
     return error() << "A and B must be matrices, got " << a.getType() << " and "
                    << bm.getType();
+  if (failed(requireFloat(a)) || failed(requireFloat(bm)))
+    return failure();
+  if (typeOf(a).getElementType() != typeOf(bm).getElementType())
+    return error() << "A and B element types differ: " << a.getType() << " and " << bm.getType();
   bool ta = attrInt(node, "transA", 0), tb = attrInt(node, "transB", 0);
   int64_t k1 = typeOf(a).getDimSize(ta ? 0 : 1), k2 = typeOf(bm).getDimSize(tb ? 1 : 0);
   if (k1 != k2)
@@ -201,7 +205,7 @@ LogicalResult NodeEmitter::gemm() {
     y = zero::MulOp::create(b, loc, y, scalar(alpha));
   if (has(2) && beta != 0.0f) {
     Value c = in(2);
-    if (failed(zcc::zero::broadcastShapes(typeOf(c).getShape(), typeOf(y).getShape())) ||
+    if (typeOf(c).getElementType() != et ||
         !zcc::zero::isBroadcastableTo(typeOf(c).getShape(), typeOf(y).getShape()))
       return error() << "C " << c.getType() << " does not broadcast to " << y.getType();
     if (beta != 1.0f)
@@ -282,8 +286,11 @@ LogicalResult NodeEmitter::split(bool toSequence) {
       sizes.push_back(std::min(chunk, dim - s));
   }
   int64_t total = 0;
-  for (int64_t s : sizes)
+  for (int64_t s : sizes) {
+    if (s < 0)
+      return error() << "split sizes must be non-negative, got " << s;
     total += s;
+  }
   if (total != dim)
     return error() << "split sizes add up to " << total << ", the axis has " << dim;
   if (!toSequence && (int64_t)sizes.size() != node.output_size())
@@ -470,7 +477,8 @@ LogicalResult NodeEmitter::run() {
       }
       if (shape[d] < 0)
         return error() << "invalid target dimension " << shape[d];
-      known *= shape[d];
+      if (llvm::MulOverflow(known, shape[d], known) || known > kMaxTensorElements)
+        return error() << "the target shape is impossibly large";
     }
     int64_t numel = typeOf(x).getNumElements();
     if (inferAt >= 0) {
@@ -600,11 +608,16 @@ LogicalResult NodeEmitter::run() {
     auto target = constInts(1, "the target shape");
     if (failed(target))
       return failure();
+    for (int64_t d : *target)
+      if (d < 0)
+        return error() << "invalid target dimension " << d;
     auto shape = zcc::zero::broadcastShapes(
         typeOf(x).getShape(), SmallVector<int64_t>(target->begin(), target->end()));
     if (failed(shape))
       return error() << "cannot expand " << x.getType() << " to the shape of "
                      << target->size() << " dimensions given";
+    if (checkedNumel(*shape) < 0)
+      return error() << "the expanded tensor would be impossibly large";
     auto t = RankedTensorType::get(*shape, typeOf(x).getElementType());
     results.push_back(t == x.getType() ? x : Value(zero::ExpandOp::create(b, loc, t, x)));
     return success();

@@ -54,13 +54,10 @@ int64_t zcc::onnx_import::elementSize(int32_t t) {
 
 bool zcc::onnx_import::tensorBytes(const onnx::TensorProto &t, std::string &bytes,
                                    std::string &error) {
-  int64_t numel = 1;
-  for (int64_t d : t.dims()) {
-    if (d < 0) {
-      error = "negative dimension in tensor '" + t.name() + "'";
-      return false;
-    }
-    numel *= d;
+  int64_t numel = checkedNumel(llvm::SmallVector<int64_t>(t.dims().begin(), t.dims().end()));
+  if (numel < 0) {
+    error = "tensor '" + t.name() + "' has a negative or impossibly large dimension";
+    return false;
   }
   int64_t esize = elementSize(t.data_type());
   if (!esize) {
