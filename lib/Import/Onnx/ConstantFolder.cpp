@@ -262,6 +262,105 @@ struct Folder {
 };
 } // namespace
 
+bool zcc::onnx_import::inferViewShape(const onnx::NodeProto &node, ArrayRef<int64_t> in,
+                                      const std::vector<int64_t> *arg,
+                                      llvm::SmallVectorImpl<int64_t> &out, std::string &error) {
+  const std::string &op = node.op_type();
+  int64_t rank = in.size();
+  out.clear();
+  if (op == "Reshape") {
+    if (!arg) {
+      error = "Reshape needs a target shape";
+      return false;
+    }
+    bool allowZero = attrInt(node, "allowzero", 0);
+    int64_t known = 1, inferAt = -1;
+    for (size_t d = 0; d < arg->size(); ++d) {
+      int64_t t = (*arg)[d];
+      if (t == 0 && !allowZero) {
+        if ((int64_t)d >= rank) {
+          error = "target dimension " + std::to_string(d) + " is 0 (copy) but the input has rank " +
+                  std::to_string(rank);
+          return false;
+        }
+        t = in[d];
+      }
+      if (t == -1) {
+        if (inferAt >= 0) {
+          error = "the target shape has more than one -1";
+          return false;
+        }
+        inferAt = d;
+      } else if (t < 0 || llvm::MulOverflow(known, t, known) || known > kMaxTensorElements) {
+        error = "invalid target dimension " + std::to_string((*arg)[d]);
+        return false;
+      }
+      out.push_back(t);
+    }
+    int64_t numel = checkedNumel(in);
+    if (inferAt >= 0) {
+      if (known == 0 || numel % known) {
+        error = "cannot infer the -1 dimension";
+        return false;
+      }
+      out[inferAt] = numel / known;
+    }
+    if (checkedNumel(out) != numel) {
+      error = "the target shape changes the element count";
+      return false;
+    }
+    return true;
+  }
+  if (op == "Flatten") {
+    int64_t axis = attrInt(node, "axis", 1);
+    if (axis < 0)
+      axis += rank;
+    if (axis < 0 || axis > rank) {
+      error = "axis " + std::to_string(attrInt(node, "axis", 1)) + " is out of range";
+      return false;
+    }
+    int64_t lead = checkedNumel(in.take_front(axis));
+    out.push_back(lead);
+    out.push_back(checkedNumel(in.drop_front(axis)));
+    return true;
+  }
+  // Squeeze / Unsqueeze: axes from the attribute (opset < 13) or the input.
+  std::vector<int64_t> axes;
+  if (auto a = attrInts(node, "axes"))
+    axes = *a;
+  else if (arg)
+    axes = *arg;
+  if (op == "Squeeze") {
+    SmallVector<bool> drop(rank, false);
+    if (axes.empty())
+      for (int64_t d = 0; d < rank; ++d)
+        drop[d] = in[d] == 1;
+    for (int64_t a : axes) {
+      if (!normalizeAxis(a, rank) || in[a] != 1) {
+        error = "cannot squeeze axis " + std::to_string(a) + ": out of range or not of size 1";
+        return false;
+      }
+      drop[a] = true;
+    }
+    for (int64_t d = 0; d < rank; ++d)
+      if (!drop[d])
+        out.push_back(in[d]);
+    return true;
+  }
+  int64_t outRank = rank + axes.size();
+  SmallVector<bool> inserted(outRank, false);
+  for (int64_t a : axes) {
+    if (!normalizeAxis(a, outRank) || inserted[a]) {
+      error = "unsqueeze axes are out of range or repeated";
+      return false;
+    }
+    inserted[a] = true;
+  }
+  for (int64_t d = 0, j = 0; d < outRank; ++d)
+    out.push_back(inserted[d] ? 1 : in[j++]);
+  return true;
+}
+
 bool zcc::onnx_import::computeSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> starts,
                                     ArrayRef<int64_t> ends, const std::vector<int64_t> *axes,
                                     const std::vector<int64_t> *steps, SliceParams &p,
@@ -422,85 +521,15 @@ FoldStatus Folder::run() {
     return FoldStatus::Folded;
   }
 
-  if (op == "Reshape") {
-    std::vector<int64_t> target = in[1]->toInts();
-    bool allowZero = attrInt(node, "allowzero", 0);
-    int64_t known = 1, inferAt = -1;
-    for (size_t d = 0; d < target.size(); ++d) {
-      if (target[d] == 0 && !allowZero) {
-        if ((int64_t)d >= in[0]->rank())
-          return fail("Reshape copies dimension " + std::to_string(d) +
-                      " (0 in the target shape) that the input does not have");
-        target[d] = in[0]->shape[d];
-      }
-      if (target[d] == -1) {
-        if (inferAt >= 0)
-          return fail("Reshape target shape has more than one -1");
-        inferAt = d;
-        continue;
-      }
-      if (target[d] < 0)
-        return fail("invalid Reshape target dimension " + std::to_string(target[d]));
-      known *= target[d];
-    }
-    if (inferAt >= 0)
-      target[inferAt] = known ? in[0]->numel() / known : 0;
+  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") {
+    std::vector<int64_t> arg;
+    if (input(1))
+      arg = input(1)->toInts();
+    SmallVector<int64_t> shape;
+    if (!inferViewShape(node, in[0]->shape, input(1) ? &arg : nullptr, shape, error))
+      return FoldStatus::Error;
     HostTensor r = *in[0];
-    r.shape.assign(target.begin(), target.end());
-    if (!validShape(r.shape) || r.numel() != in[0]->numel())
-      return fail("Reshape changes the element count");
-    out.push_back(std::move(r));
-    return FoldStatus::Folded;
-  }
-  if (op == "Squeeze" || op == "Unsqueeze") {
-    std::vector<int64_t> axes;
-    if (auto a = attrInts(node, "axes"))
-      axes = *a;
-    else if (input(1))
-      axes = input(1)->toInts();
-    HostTensor r = *in[0];
-    if (op == "Squeeze") {
-      SmallVector<bool> drop(r.rank(), false);
-      if (axes.empty())
-        for (int64_t d = 0; d < r.rank(); ++d)
-          drop[d] = r.shape[d] == 1;
-      for (int64_t a : axes) {
-        if (!normalizeAxis(a, r.rank()) || r.shape[a] != 1)
-          return fail("Squeeze axis is out of range or not of size 1");
-        drop[a] = true;
-      }
-      SmallVector<int64_t> shape;
-      for (int64_t d = 0; d < r.rank(); ++d)
-        if (!drop[d])
-          shape.push_back(r.shape[d]);
-      r.shape = shape;
-    } else {
-      int64_t rank = r.rank() + axes.size();
-      SmallVector<bool> ins(rank, false);
-      for (int64_t a : axes) {
-        if (!normalizeAxis(a, rank) || ins[a])
-          return fail("Unsqueeze axes are out of range or repeated");
-        ins[a] = true;
-      }
-      SmallVector<int64_t> shape;
-      for (int64_t d = 0, j = 0; d < rank; ++d)
-        shape.push_back(ins[d] ? 1 : r.shape[j++]);
-      r.shape = shape;
-    }
-    out.push_back(std::move(r));
-    return FoldStatus::Folded;
-  }
-  if (op == "Flatten") {
-    int64_t axis = attrInt(node, "axis", 1);
-    if (axis < 0)
-      axis += in[0]->rank();
-    if (axis < 0 || axis > in[0]->rank())
-      return fail("Flatten axis is out of range");
-    int64_t a = 1;
-    for (int64_t d = 0; d < axis; ++d)
-      a *= in[0]->shape[d];
-    HostTensor r = *in[0];
-    r.shape = {a, a ? r.numel() / a : 0};
+    r.shape = shape;
     out.push_back(std::move(r));
     return FoldStatus::Folded;
   }

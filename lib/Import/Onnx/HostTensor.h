@@ -71,6 +71,13 @@ FoldStatus foldNode(const onnx::NodeProto &node, int64_t opset,
 bool broadcastShape(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
                     llvm::SmallVectorImpl<int64_t> &out);
 
+/// Result shape of the view ops Reshape, Flatten, Squeeze and Unsqueeze of a
+/// tensor of shape |in|; |arg| is the constant second input (target shape or
+/// axes) if the node has one. False with |error| set on an invalid node.
+bool inferViewShape(const onnx::NodeProto &node, llvm::ArrayRef<int64_t> in,
+                    const std::vector<int64_t> *arg, llvm::SmallVectorImpl<int64_t> &out,
+                    std::string &error);
+
 /// Normalized ONNX Slice parameters for one tensor: per-dimension start, step
 /// and element count (ONNX clamping rules applied; steps may be negative).
 struct SliceParams {

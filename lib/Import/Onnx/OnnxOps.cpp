@@ -452,92 +452,19 @@ LogicalResult NodeEmitter::run() {
     results.push_back(t == x.getType() ? x : Value(zero::CastOp::create(b, loc, t, x)));
     return success();
   }
-  if (op == "Reshape") {
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
     Value x = in(0);
-    auto target = constInts(1, "the target shape");
-    if (failed(target))
-      return failure();
-    HostTensor fake;
-    fake.type = kInt64;
-    fake.shape.assign(typeOf(x).getShape().begin(), typeOf(x).getShape().end());
-    std::vector<int64_t> shape = *target;
-    bool allowZero = attrInt(node, "allowzero", 0);
-    int64_t known = 1, inferAt = -1;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] == 0 && !allowZero) {
-        if ((int64_t)d >= typeOf(x).getRank())
-          return error() << "target dimension " << d << " copies a missing input dimension";
-        shape[d] = typeOf(x).getDimSize(d);
-      }
-      if (shape[d] == -1) {
-        if (inferAt >= 0)
-          return error() << "the target shape has more than one -1";
-        inferAt = d;
-        continue;
-      }
-      if (shape[d] < 0)
-        return error() << "invalid target dimension " << shape[d];
-      if (llvm::MulOverflow(known, shape[d], known) || known > kMaxTensorElements)
-        return error() << "the target shape is impossibly large";
+    std::optional<std::vector<int64_t>> arg;
+    if (has(1)) {
+      auto v = constInts(1, op == "Reshape" ? "the target shape" : "axes");
+      if (failed(v))
+        return failure();
+      arg = *v;
     }
-    int64_t numel = typeOf(x).getNumElements();
-    if (inferAt >= 0) {
-      if (known == 0 || numel % known)
-        return error() << "cannot infer the -1 dimension reshaping " << x.getType();
-      shape[inferAt] = numel / known;
-    }
-    auto t = RankedTensorType::get(SmallVector<int64_t>(shape.begin(), shape.end()),
-                                   typeOf(x).getElementType());
-    if (t.getNumElements() != numel)
-      return error() << "cannot reshape " << x.getType() << " to " << t;
-    results.push_back(reshape(x, t.getShape()));
-    return success();
-  }
-  if (op == "Flatten") {
-    Value x = in(0);
-    int64_t rank = typeOf(x).getRank(), axis = attrInt(node, "axis", 1);
-    if (axis < 0)
-      axis += rank;
-    if (axis < 0 || axis > rank)
-      return error() << "axis is out of range";
-    int64_t a = 1;
-    for (int64_t d = 0; d < axis; ++d)
-      a *= typeOf(x).getDimSize(d);
-    results.push_back(reshape(x, {a, typeOf(x).getNumElements() / std::max<int64_t>(a, 1)}));
-    return success();
-  }
-  if (op == "Squeeze" || op == "Unsqueeze") {
-    Value x = in(0);
-    auto axesOr = axesFrom(1);
-    if (failed(axesOr))
-      return failure();
-    std::vector<int64_t> axes = *axesOr ? **axesOr : std::vector<int64_t>();
     SmallVector<int64_t> shape;
-    int64_t rank = typeOf(x).getRank();
-    if (op == "Squeeze") {
-      SmallVector<bool> drop(rank, false);
-      if (axes.empty())
-        for (int64_t d = 0; d < rank; ++d)
-          drop[d] = typeOf(x).getDimSize(d) == 1;
-      for (int64_t a : axes) {
-        if (!normalizeAxis(a, rank) || typeOf(x).getDimSize(a) != 1)
-          return error() << "cannot squeeze axis " << a << " of " << x.getType();
-        drop[a] = true;
-      }
-      for (int64_t d = 0; d < rank; ++d)
-        if (!drop[d])
-          shape.push_back(typeOf(x).getDimSize(d));
-    } else {
-      int64_t outRank = rank + axes.size();
-      SmallVector<bool> ins(outRank, false);
-      for (int64_t a : axes) {
-        if (!normalizeAxis(a, outRank) || ins[a])
-          return error() << "unsqueeze axes are out of range or repeated";
-        ins[a] = true;
-      }
-      for (int64_t d = 0, j = 0; d < outRank; ++d)
-        shape.push_back(ins[d] ? 1 : typeOf(x).getDimSize(j++));
-    }
+    std::string msg;
+    if (!inferViewShape(node, typeOf(x).getShape(), arg ? &*arg : nullptr, shape, msg))
+      return error() << msg << " (input " << x.getType() << ")";
     results.push_back(reshape(x, shape));
     return success();
   }
