@@ -6,10 +6,10 @@
 #   scripts/setup.sh --runtime  only what the runtime half needs (no LLVM)
 set -euo pipefail
 
-runtime_pkgs=(cmake ninja-build g++ ccache libgtest-dev)
+runtime_pkgs=(cmake ninja-build g++ ccache libgtest-dev libprotobuf-dev protobuf-compiler libopenblas-dev)
 compiler_pkgs=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools   # MLIR/LLVM 22, FileCheck, lit
-  libonnx-dev libprotobuf-dev protobuf-compiler            # ONNX import
+  libonnx-dev                                              # ONNX import
   python3 python3-onnx python3-numpy                       # tests write ONNX models and .npy files
 )
 

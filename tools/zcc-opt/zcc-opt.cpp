@@ -3,14 +3,16 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "zcc/Conversion/Passes.h"
 #include "zcc/Transforms/Passes.h"
 #include "zero/ZeroOps.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<zcc::zero::ZeroDialect, mlir::func::FuncDialect>();
+  registry.insert<zcc::zero::ZeroDialect, zcc::zrt::ZrtDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses(); // canonicalize, cse, symbol-dce, ...
   zcc::registerZeroPasses();
+  zcc::registerConversionPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "zcc optimizer driver\n", registry));
 }

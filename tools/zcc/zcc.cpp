@@ -6,7 +6,9 @@
 // apply to zcc's own pipeline.
 //
 //===----------------------------------------------------------------------===//
+#include "zcc/Conversion/Passes.h"
 #include "zcc/Import/OnnxImporter.h"
+#include "zcc/Target/Plan.h"
 #include "zcc/Transforms/Passes.h"
 #include "zero/ZeroOps.h"
 
@@ -21,6 +23,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/WithColor.h"
 
 using namespace mlir;
@@ -53,11 +56,15 @@ static cl::opt<std::string> outputFile("o", cl::desc("output file ('-' for stdou
 enum class EmitKind { Plan, Mlir, Report };
 static cl::opt<EmitKind> emit(
     "emit", cl::desc("what to write"), cl::init(EmitKind::Plan),
-    cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan (default; not available yet)"),
-               clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after the pipeline"),
-               clEnumValN(EmitKind::Report, "report",
-                          "per-rank memory/communication/FLOP table (not available yet)")),
+    cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan, for zrun (default)"),
+               clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after import"),
+               clEnumValN(EmitKind::Report, "report", "per-rank memory table of the plan")),
     cl::cat(zccCategory));
+static cl::opt<std::string> lossKind(
+    "loss", cl::desc("cross-entropy: the logits output becomes the mean cross-entropy against "
+                     "a new int64 input 'labels' (ignore_index -100); none: the graph's "
+                     "scalar output is the loss"),
+    cl::value_desc("cross-entropy|none"), cl::init("none"), cl::cat(zccCategory));
 static cl::opt<int64_t> microBatch(
     "micro-batch", cl::desc("bind the leading (batch) dimension of the graph inputs, per rank"),
     cl::value_desc("N"), cl::init(0), cl::cat(zccCategory));
@@ -118,6 +125,7 @@ int main(int argc, char **argv) {
   // Passes are registered so that --mlir-print-ir-before=PASS can name them.
   registerTransformsPasses();
   zcc::registerZeroPasses();
+  zcc::registerConversionPasses();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -128,10 +136,11 @@ int main(int argc, char **argv) {
       "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
       "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
       "Passes of the pipeline (for --mlir-print-ir-before/after=PASS): canonicalize,\n"
-      "zero-recognize-patterns, cse. --help-hidden lists every LLVM/MLIR option.\n");
+      "zero-recognize-patterns, cse, zero-attach-loss, zero-plan-memory,\n"
+      "convert-zero-to-zrt. --help-hidden lists every LLVM/MLIR option.\n");
 
   MLIRContext context;
-  context.loadDialect<zcc::zero::ZeroDialect, func::FuncDialect>();
+  context.loadDialect<zcc::zero::ZeroDialect, zcc::zrt::ZrtDialect, func::FuncDialect>();
   // One line per diagnostic: "zcc: error: FILE: node 'N' (Op): message".
   context.getDiagEngine().registerHandler([](Diagnostic &diag) {
     llvm::raw_ostream &os = llvm::errs();
@@ -151,10 +160,14 @@ int main(int argc, char **argv) {
     return success();
   });
 
-  if (emit != EmitKind::Mlir) {
-    llvm::errs() << "zcc: error: --emit=" << (emit == EmitKind::Plan ? "plan" : "report")
-                 << " is not available in this version; use --emit=mlir to inspect the "
-                    "imported training step\n";
+  if (lossKind != "none" && lossKind != "cross-entropy") {
+    llvm::errs() << "zcc: error: --loss '" << lossKind
+                 << "': expected cross-entropy or none\n";
+    return 2;
+  }
+  if (emit == EmitKind::Plan && outputFile == "-" &&
+      llvm::sys::Process::StandardOutIsDisplayed()) {
+    llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
     return 2;
   }
 
@@ -196,6 +209,16 @@ int main(int argc, char **argv) {
   pm.addPass(zcc::createZeroRecognizePatterns());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // The loss is attached only when asked for (or needed by a plan).
+  if (lossKind != "none" || emit != EmitKind::Mlir) {
+    zcc::ZeroAttachLossOptions lossOptions;
+    lossOptions.loss = lossKind;
+    pm.addPass(zcc::createZeroAttachLoss(lossOptions));
+  }
+  if (emit != EmitKind::Mlir) {
+    pm.addPass(zcc::createZeroPlanMemory());
+    pm.addPass(zcc::createConvertZeroToZrt());
+  }
   if (failed(pm.run(*module)))
     return 1;
 
@@ -205,8 +228,20 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: -o " << outputFile << ": " << errorMessage << "\n";
     return 1;
   }
-  module->print(output->os(), OpPrintingFlags());
-  output->os() << "\n";
+  switch (emit) {
+  case EmitKind::Mlir:
+    module->print(output->os(), OpPrintingFlags());
+    output->os() << "\n";
+    break;
+  case EmitKind::Plan:
+    if (failed(zcc::writePlan(*module, output->os())))
+      return 1;
+    break;
+  case EmitKind::Report:
+    if (failed(zcc::printReport(*module, output->os())))
+      return 1;
+    break;
+  }
   output->keep();
   return 0;
 }

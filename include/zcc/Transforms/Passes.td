@@ -25,4 +25,45 @@ def ZeroRecognizePatterns : Pass<"zero-recognize-patterns", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect"];
 }
 
+def ZeroAttachLoss : Pass<"zero-attach-loss", "mlir::ModuleOp"> {
+  let summary = "Make @forward return the training loss";
+  let description = [{
+    With `loss=cross-entropy`, the first non-scalar floating-point result of
+    `@forward` is taken as the logits [N..., C]; a new int64 argument `labels`
+    of shape [N...] is added, and the mean cross-entropy with ignore_index -100
+    (PyTorch's F.cross_entropy) becomes the first result, named "loss". The
+    logits stay a result. With `loss=none`, the graph's scalar floating-point
+    output must exist and is marked as the loss.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"none\"",
+           "cross-entropy or none">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "label value left out of the mean">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect"];
+}
+
+def ZeroPlanMemory : Pass<"zero-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Place every tensor of @forward in an arena at a static offset";
+  let description = [{
+    Liveness-based static memory planning. Globals are laid out in the state
+    arena, constants in the constant arena, function arguments in the input
+    arena; every other value gets an offset in the device arena, reusing the
+    space of values that are dead (best fit, 64-byte aligned). Reshapes are
+    views of their operand. An elementwise op writes in place into an operand
+    that dies at that op and has the result's type.
+
+    Offsets are recorded as `zero.offsets` (one per result) on each op,
+    `zero.offset` on globals and arguments, and the arena sizes as module
+    attributes `zero.<arena>_arena_bytes`; the device arena size is the exact
+    per-rank peak of activations and temporaries.
+  }];
+  let options = [
+    Option<"inPlace", "in-place", "bool", /*default=*/"true",
+           "let elementwise ops overwrite a dying operand">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect"];
+}
+
 #endif // ZCC_TRANSFORMS_PASSES_TD

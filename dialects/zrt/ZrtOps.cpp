@@ -1,0 +1,55 @@
+//===- ZrtOps.cpp - the plan dialect --------------------------------------===//
+#include "zrt/ZrtOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace zcc::zrt;
+
+#include "zrt/ZrtDialect.cpp.inc"
+#include "zrt/ZrtEnums.cpp.inc"
+
+void ZrtDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "zrt/ZrtOps.cpp.inc"
+      >();
+}
+
+LogicalResult BufferOp::verify() {
+  if (getOffset() < 0)
+    return emitOpError("offset must be non-negative, got ") << getOffset();
+  bool hasData = getArena() == Arena::state || getArena() == Arena::constant;
+  if (getInitialValue() && !hasData)
+    return emitOpError("only state and constant buffers have initial values");
+  if (getInitialValue() && getInitialValue()->getType() != getType())
+    return emitOpError("initial value type ")
+           << getInitialValue()->getType() << " does not match " << getType();
+  if (getView() && getInitialValue())
+    return emitOpError("a view has no initial value");
+  if (getTrainable() && getArena() != Arena::state)
+    return emitOpError("only state buffers can be trainable");
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a kernel name");
+  return success();
+}
+
+LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  for (ArrayAttr list : {getInputs(), getOutputs()})
+    for (Attribute a : list) {
+      auto sym = cast<FlatSymbolRefAttr>(a);
+      if (!symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, sym.getAttr()))
+        return emitOpError("refers to ") << sym << ", which is not a zrt.buffer";
+    }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "zrt/ZrtOps.cpp.inc"

@@ -1,0 +1,84 @@
+//===- ZrtOps.td - the plan dialect ------------------------*- tablegen -*-===//
+//
+// zrt mirrors plan.proto: buffers at static offsets in arenas, and programs
+// that are straight-line lists of runtime instructions over them. It is what
+// convert-zero-to-zrt produces and what the plan writer serializes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_OPS_TD
+#define ZRT_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+
+def Zrt_Dialect : Dialect {
+  let name = "zrt";
+  let cppNamespace = "::zcc::zrt";
+  let summary = "Runtime plan dialect: buffers, programs and instructions";
+}
+
+class Zrt_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Zrt_Dialect, mnemonic, traits>;
+
+def Zrt_Arena : I32EnumAttr<"Arena", "memory arena of a buffer", [
+    I32EnumAttrCase<"device", 1>,
+    I32EnumAttrCase<"state", 2>,
+    I32EnumAttrCase<"constant", 3>,
+    I32EnumAttrCase<"input", 4>,
+    I32EnumAttrCase<"host", 5>
+  ]> {
+  let cppNamespace = "::zcc::zrt";
+}
+
+def Zrt_BufferOp : Zrt_Op<"buffer", [Symbol]> {
+  let summary = "a tensor at a static offset of an arena";
+  let description = [{
+    Views (`view`) share storage: they name the bytes of an owning buffer at
+    the same offset with another shape. Owning state and constant buffers
+    carry their initial contents.
+
+    ```mlir
+    zrt.buffer @t3 device [8192] : tensor<16x128xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Zrt_Arena:$arena, I64Attr:$offset,
+                       TypeAttrOf<AnyRankedTensor>:$type,
+                       OptionalAttr<ElementsAttr>:$initial_value, UnitAttr:$trainable,
+                       UnitAttr:$view);
+  let assemblyFormat = [{
+    $sym_name $arena `[` $offset `]` (`trainable` $trainable^)? (`view` $view^)? attr-dict
+    `:` $type (`=` $initial_value^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def Zrt_ProgramOp : Zrt_Op<"program", [Symbol, NoTerminator, SingleBlock]> {
+  let summary = "a straight-line program (eval, micro_step, apply, init)";
+  let description = [{
+    `inputs` maps graph input names to the buffers the trainer fills;
+    `outputs` maps output names (the loss is "loss") to result buffers.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, DictionaryAttr:$inputs,
+                       DictionaryAttr:$outputs);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name `inputs` $inputs `outputs` $outputs $body attr-dict";
+}
+
+def Zrt_KernelOp : Zrt_Op<"kernel", [HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "launch a library kernel on buffers";
+  let description = [{
+    One runtime instruction. `name` selects the kernel (runtime/cpu/Kernels.h
+    documents each kernel's operands and `ints`/`floats` attributes).
+  }];
+  let arguments = (ins StrAttr:$name, FlatSymbolRefArrayAttr:$inputs,
+                       FlatSymbolRefArrayAttr:$outputs,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$ints,
+                       DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats);
+  let assemblyFormat = "$name $inputs `->` $outputs attr-dict";
+  let hasVerifier = 1;
+}
+
+#endif // ZRT_OPS_TD

@@ -1,0 +1,20 @@
+//===- Plan.h - zrt module -> plan file, and the memory report ---*- C++ -*-===//
+#ifndef ZCC_TARGET_PLAN_H
+#define ZCC_TARGET_PLAN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace zcc {
+
+/// Serializes a module produced by convert-zero-to-zrt as plan.proto bytes.
+mlir::LogicalResult writePlan(mlir::ModuleOp module, llvm::raw_ostream &os);
+
+/// Prints the per-rank memory table of a module produced by
+/// convert-zero-to-zrt: parameters, frozen buffers, constants, inputs,
+/// activations and the peak, each in bytes and MiB.
+mlir::LogicalResult printReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
+} // namespace zcc
+
+#endif // ZCC_TARGET_PLAN_H

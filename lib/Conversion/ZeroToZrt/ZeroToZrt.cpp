@@ -1,0 +1,272 @@
+//===- ZeroToZrt.cpp - planned zero module -> runtime buffers and kernels -===//
+//
+// Kernel ABI (the runtime's side is runtime/cpu/Kernels.h):
+//   binary  add sub mul div pow max min and or   (a, b) -> c, NumPy broadcast
+//   cmp     ints = [predicate]                    (a, b) -> bool c
+//   where                                         (cond, a, b) -> c
+//   unary   neg abs exp log sqrt rsqrt reciprocal tanh erf sigmoid relu silu
+//           cos sin not; gelu ints = [0 exact | 1 tanh]
+//   cast, expand                                  (x) -> y, shapes/types from buffers
+//   transpose ints = permutation; slice ints = start ++ stride
+//   concat / split ints = [axis]; gather ints = [axis] (data, indices) -> y
+//   matmul  ints = [transpose_lhs, transpose_rhs]
+//   reduce  ints = [kind, keepdims, axes...]      (kind: sum mean max min prod)
+//   softmax / log_softmax ints = [axis]
+//   layer_norm ints = [axis], floats = [epsilon]  (x, scale[, bias]) -> y
+//   rms_norm   ints = [axis], floats = [epsilon]  (x, scale) -> y
+//   cross_entropy ints = [ignore_index]           (logits, labels) -> f32 scalar
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Analysis/MemoryPlan.h"
+#include "zcc/Conversion/Passes.h"
+#include "zero/ZeroOps.h"
+#include "zrt/ZrtOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace zcc {
+#define GEN_PASS_DEF_CONVERTZEROTOZRT
+#include "zcc/Conversion/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+using namespace zcc;
+namespace zero = zcc::zero;
+
+namespace {
+struct KernelSpec {
+  std::string name;
+  SmallVector<int64_t> ints;
+  SmallVector<double> floats;
+};
+
+/// The runtime kernel that computes |op|, or failure for an op without one.
+FailureOr<KernelSpec> kernelFor(Operation *op) {
+  auto simple = [](StringRef name) { return KernelSpec{name.str(), {}, {}}; };
+  return llvm::TypeSwitch<Operation *, FailureOr<KernelSpec>>(op)
+      .Case([&](zero::AddOp) { return simple("add"); })
+      .Case([&](zero::SubOp) { return simple("sub"); })
+      .Case([&](zero::MulOp) { return simple("mul"); })
+      .Case([&](zero::DivOp) { return simple("div"); })
+      .Case([&](zero::PowOp) { return simple("pow"); })
+      .Case([&](zero::MaxOp) { return simple("max"); })
+      .Case([&](zero::MinOp) { return simple("min"); })
+      .Case([&](zero::AndOp) { return simple("and"); })
+      .Case([&](zero::OrOp) { return simple("or"); })
+      .Case([&](zero::CmpOp c) {
+        return KernelSpec{"cmp", {(int64_t)c.getPredicate()}, {}};
+      })
+      .Case([&](zero::WhereOp) { return simple("where"); })
+      .Case([&](zero::NegOp) { return simple("neg"); })
+      .Case([&](zero::AbsOp) { return simple("abs"); })
+      .Case([&](zero::ExpOp) { return simple("exp"); })
+      .Case([&](zero::LogOp) { return simple("log"); })
+      .Case([&](zero::SqrtOp) { return simple("sqrt"); })
+      .Case([&](zero::RsqrtOp) { return simple("rsqrt"); })
+      .Case([&](zero::ReciprocalOp) { return simple("reciprocal"); })
+      .Case([&](zero::TanhOp) { return simple("tanh"); })
+      .Case([&](zero::ErfOp) { return simple("erf"); })
+      .Case([&](zero::SigmoidOp) { return simple("sigmoid"); })
+      .Case([&](zero::ReluOp) { return simple("relu"); })
+      .Case([&](zero::SiluOp) { return simple("silu"); })
+      .Case([&](zero::CosOp) { return simple("cos"); })
+      .Case([&](zero::SinOp) { return simple("sin"); })
+      .Case([&](zero::NotOp) { return simple("not"); })
+      .Case([&](zero::GeluOp g) {
+        return KernelSpec{"gelu", {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
+      })
+      .Case([&](zero::CastOp) { return simple("cast"); })
+      .Case([&](zero::ExpandOp) { return simple("expand"); })
+      .Case([&](zero::TransposeOp t) {
+        return KernelSpec{"transpose", SmallVector<int64_t>(t.getPermutation()), {}};
+      })
+      .Case([&](zero::SliceOp s) {
+        SmallVector<int64_t> ints(s.getStart());
+        llvm::append_range(ints, s.getStride());
+        return KernelSpec{"slice", ints, {}};
+      })
+      .Case([&](zero::ConcatOp c) {
+        int64_t rank = cast<RankedTensorType>(c.getType()).getRank();
+        return KernelSpec{"concat", {(c.getAxis() + rank) % rank}, {}};
+      })
+      .Case([&](zero::SplitOp s) {
+        int64_t rank = cast<RankedTensorType>(s.getInput().getType()).getRank();
+        return KernelSpec{"split", {(s.getAxis() + rank) % rank}, {}};
+      })
+      .Case([&](zero::GatherOp g) {
+        int64_t rank = cast<RankedTensorType>(g.getInput().getType()).getRank();
+        return KernelSpec{"gather", {(g.getAxis() + rank) % rank}, {}};
+      })
+      .Case([&](zero::MatmulOp m) {
+        return KernelSpec{"matmul", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+      })
+      .Case([&](zero::ReduceOp r) {
+        SmallVector<int64_t> ints{(int64_t)r.getKind(), r.getKeepdims()};
+        llvm::append_range(ints, r.getAxes());
+        return KernelSpec{"reduce", ints, {}};
+      })
+      .Case([&](zero::SoftmaxOp s) { return KernelSpec{"softmax", {s.getAxis()}, {}}; })
+      .Case([&](zero::LogSoftmaxOp s) { return KernelSpec{"log_softmax", {s.getAxis()}, {}}; })
+      .Case([&](zero::LayerNormOp l) {
+        return KernelSpec{"layer_norm", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+      })
+      .Case([&](zero::RmsNormOp l) {
+        return KernelSpec{"rms_norm", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+      })
+      .Case([&](zero::CrossEntropyOp c) {
+        return KernelSpec{"cross_entropy", {c.getIgnoreIndex()}, {}};
+      })
+      .Default([&](Operation *op) -> FailureOr<KernelSpec> {
+        return op->emitError("no runtime kernel for '") << op->getName() << "' yet";
+      });
+}
+
+struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPass> {
+  ModuleOp module;
+  llvm::StringSet<> usedNames;
+  DenseMap<Value, FlatSymbolRefAttr> bufferOf;
+
+  /// A symbol name not yet used in the module.
+  std::string uniqueName(StringRef base) {
+    std::string name = base.str();
+    for (int k = 1; usedNames.contains(name); ++k)
+      name = (base + "." + Twine(k)).str();
+    usedNames.insert(name);
+    return name;
+  }
+
+  FlatSymbolRefAttr createBuffer(OpBuilder &b, Location loc, StringRef base, Placement p,
+                                 Type type, ElementsAttr init = {}, bool view = false) {
+    std::string name = uniqueName(base);
+    auto arena = p.arena == ArenaKind::Device     ? zrt::Arena::device
+                 : p.arena == ArenaKind::State    ? zrt::Arena::state
+                 : p.arena == ArenaKind::Constant ? zrt::Arena::constant
+                                                  : zrt::Arena::input;
+    zrt::BufferOp::create(b, loc, name, arena, p.offset, cast<RankedTensorType>(type), init,
+                          /*trainable=*/false, view);
+    return FlatSymbolRefAttr::get(b.getContext(), name);
+  }
+
+  LogicalResult placed(Value v, Placement &p) {
+    auto placement = getPlacement(v);
+    if (!placement) {
+      Location loc = v.getDefiningOp() ? v.getDefiningOp()->getLoc() : v.getLoc();
+      return emitError(loc, "value has no memory placement; run zero-plan-memory first");
+    }
+    p = *placement;
+    return success();
+  }
+
+  void runOnOperation() override {
+    module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>("forward");
+    auto sizes = getArenaSizes(module);
+    if (!func || !sizes) {
+      module.emitError("convert-zero-to-zrt needs @forward planned by zero-plan-memory");
+      return signalPassFailure();
+    }
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToEnd(module.getBody());
+    for (auto global : module.getOps<zero::GlobalOp>())
+      usedNames.insert(global.getSymName());
+
+    // State buffers keep the globals' names.
+    DenseMap<StringAttr, FlatSymbolRefAttr> globalBuffer;
+    SmallVector<Operation *> toErase;
+    for (auto global : llvm::make_early_inc_range(module.getOps<zero::GlobalOp>())) {
+      auto off = global->getAttrOfType<IntegerAttr>("zero.offset");
+      if (!off) {
+        global.emitError("global has no memory placement; run zero-plan-memory first");
+        return signalPassFailure();
+      }
+      std::string name = global.getSymName().str();
+      OpBuilder gb(global);
+      zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt", zrt::Arena::state,
+                            off.getInt(), global.getTensorType(),
+                            global.getInitialValueAttr(), global.getTrainable(),
+                            /*view=*/false);
+      globalBuffer[global.getSymNameAttr()] = FlatSymbolRefAttr::get(b.getContext(), name);
+      toErase.push_back(global);
+    }
+
+    Block &block = func.getBody().front();
+    NamedAttrList inputs, outputs;
+    for (BlockArgument arg : block.getArguments()) {
+      Placement p;
+      if (failed(placed(arg, p)))
+        return signalPassFailure();
+      auto nameAttr = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "zero.input");
+      std::string graphName = nameAttr ? nameAttr.str() : "arg" + std::to_string(arg.getArgNumber());
+      bufferOf[arg] = createBuffer(b, func.getLoc(), "in." + graphName, p, arg.getType());
+      inputs.append(graphName, bufferOf[arg]);
+    }
+
+    // Buffers for every value, then the program.
+    auto program = zrt::ProgramOp::create(b, func.getLoc(), "eval", b.getDictionaryAttr({}),
+                                          b.getDictionaryAttr({}));
+    Block *body = new Block();
+    program.getBody().push_back(body);
+    int64_t counter = 0;
+    for (Operation &op : block) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+          auto name = func.getResultAttrOfType<StringAttr>(k, "zero.output");
+          outputs.append(name ? name.str() : "out" + std::to_string(k), bufferOf[v]);
+        }
+        continue;
+      }
+      if (auto load = dyn_cast<zero::LoadOp>(op)) {
+        bufferOf[load] = globalBuffer.lookup(load.getGlobalAttr().getAttr());
+        continue;
+      }
+      b.setInsertionPoint(program);
+      for (Value result : op.getResults()) {
+        Placement p;
+        if (failed(placed(result, p)))
+          return signalPassFailure();
+        ElementsAttr init;
+        std::string base = "t" + std::to_string(counter++);
+        if (auto constant = dyn_cast<zero::ConstantOp>(op)) {
+          init = constant.getValue();
+          base = "c" + std::to_string(counter - 1);
+        } else if (isa<zero::ReshapeOp>(op)) {
+          base = "v" + std::to_string(counter - 1);
+        }
+        bufferOf[result] = createBuffer(b, op.getLoc(), base, p, result.getType(), init,
+                                        /*view=*/isa<zero::ReshapeOp>(op));
+      }
+      if (isa<zero::ConstantOp, zero::ReshapeOp>(op))
+        continue; // data or a view: no instruction
+      auto spec = kernelFor(&op);
+      if (failed(spec))
+        return signalPassFailure();
+      SmallVector<Attribute> ins, outs;
+      for (Value v : op.getOperands())
+        ins.push_back(bufferOf[v]);
+      for (Value v : op.getResults())
+        outs.push_back(bufferOf[v]);
+      OpBuilder pb = OpBuilder::atBlockEnd(body);
+      zrt::KernelOp::create(pb, op.getLoc(), spec->name, b.getArrayAttr(ins),
+                            b.getArrayAttr(outs), spec->ints, spec->floats);
+    }
+    program.setInputsAttr(inputs.getDictionary(&getContext()));
+    program.setOutputsAttr(outputs.getDictionary(&getContext()));
+
+    // Drop the zero module; rename the state buffers to the globals' names.
+    func.erase();
+    for (Operation *op : toErase)
+      op->erase();
+    for (auto buffer : module.getOps<zrt::BufferOp>())
+      if (buffer.getSymName().ends_with(".__zrt"))
+        buffer.setSymName(buffer.getSymName().drop_back(strlen(".__zrt")));
+    for (StringRef arena : {"device", "state", "constant", "input"}) {
+      std::string from = ("zero." + arena + "_arena_bytes").str();
+      module->setAttr(("zrt." + arena + "_arena_bytes").str(), module->getAttr(from));
+      module->removeAttr(from);
+    }
+  }
+};
+} // namespace

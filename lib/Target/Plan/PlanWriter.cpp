@@ -1,0 +1,134 @@
+//===- PlanWriter.cpp - zrt module -> plan.proto --------------------------===//
+#include "zcc/Target/Plan.h"
+#include "zrt/ZrtOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include "plan/plan.pb.h"
+
+using namespace mlir;
+using namespace zcc;
+
+namespace zplan = ::zrt::plan;
+
+static FailureOr<zplan::DType> dtypeOf(Type t, Location loc) {
+  if (t.isF32()) return zplan::F32;
+  if (t.isF64()) return zplan::F64;
+  if (t.isF16()) return zplan::F16;
+  if (t.isBF16()) return zplan::BF16;
+  if (t.isInteger(64)) return zplan::I64;
+  if (t.isInteger(32)) return zplan::I32;
+  if (t.isInteger(1)) return zplan::BOOL;
+  return emitError(loc, "the plan format has no element type ") << t;
+}
+
+/// The little-endian contents of |attr|, one element after another (i1 as
+/// one byte each, splats expanded).
+static FailureOr<std::string> elementBytes(ElementsAttr attr, Location loc) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return emitError(loc, "the weights of this tensor are missing (elided resource?)");
+    ArrayRef<char> data = blob->getData();
+    return std::string(data.data(), data.size());
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return emitError(loc, "unsupported constant attribute ") << attr;
+  std::string bytes;
+  if (type.getElementType().isInteger(1)) {
+    for (bool v : dense.getValues<bool>())
+      bytes.push_back(v ? 1 : 0);
+    return bytes;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    for (int64_t k = 0; k < type.getNumElements(); ++k)
+      bytes.append(raw.data(), raw.size());
+    return bytes;
+  }
+  return std::string(raw.data(), raw.size());
+}
+
+LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
+  zplan::Plan plan;
+  plan.set_version(1);
+  plan.set_world_size(1);
+  plan.set_zero_stage(0);
+  if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
+    plan.set_source(source.str());
+  auto arenaBytes = [&](StringRef arena) -> int64_t {
+    auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + arena + "_arena_bytes").str());
+    return attr ? attr.getInt() : -1;
+  };
+  plan.set_device_arena_bytes(arenaBytes("device"));
+  plan.set_state_arena_bytes(arenaBytes("state"));
+  plan.set_constant_arena_bytes(arenaBytes("constant"));
+  plan.set_input_arena_bytes(arenaBytes("input"));
+  if (plan.device_arena_bytes() < 0 || plan.state_arena_bytes() < 0)
+    return module.emitError("the module has no arena sizes; run convert-zero-to-zrt first");
+
+  llvm::DenseMap<StringAttr, int> index;
+  for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
+    index[buffer.getSymNameAttr()] = plan.buffers_size();
+    zplan::Buffer *pb = plan.add_buffers();
+    pb->set_name(buffer.getSymName().str());
+    pb->set_arena(static_cast<zplan::Arena>(buffer.getArena()));
+    pb->set_offset(buffer.getOffset());
+    auto type = cast<RankedTensorType>(buffer.getType());
+    auto dtype = dtypeOf(type.getElementType(), buffer.getLoc());
+    if (failed(dtype))
+      return failure();
+    pb->set_dtype(*dtype);
+    for (int64_t d : type.getShape())
+      pb->add_shape(d);
+    pb->set_trainable(buffer.getTrainable());
+    pb->set_view(buffer.getView());
+    if (auto init = buffer.getInitialValueAttr()) {
+      auto bytes = elementBytes(init, buffer.getLoc());
+      if (failed(bytes))
+        return failure();
+      pb->set_initial_data(std::move(*bytes));
+    }
+  }
+
+  for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
+    zplan::Program *pp = plan.add_programs();
+    pp->set_name(program.getSymName().str());
+    for (auto [dict, list] : {std::pair{program.getInputs(), pp->mutable_inputs()},
+                              {program.getOutputs(), pp->mutable_outputs()}})
+      for (NamedAttribute named : dict) {
+        zplan::NamedBuffer *nb = list->Add();
+        nb->set_name(named.getName().str());
+        nb->set_buffer(index.lookup(cast<FlatSymbolRefAttr>(named.getValue()).getAttr()));
+      }
+    for (auto kernel : program.getOps<zcc::zrt::KernelOp>()) {
+      zplan::Kernel *pk = pp->add_instructions()->mutable_kernel();
+      pk->set_name(kernel.getName().str());
+      for (Attribute a : kernel.getInputs())
+        pk->add_inputs(index.lookup(cast<FlatSymbolRefAttr>(a).getAttr()));
+      for (Attribute a : kernel.getOutputs())
+        pk->add_outputs(index.lookup(cast<FlatSymbolRefAttr>(a).getAttr()));
+      for (int64_t v : kernel.getInts())
+        pk->add_ints(v);
+      for (double v : kernel.getFloats())
+        pk->add_floats(v);
+      std::string where;
+      llvm::raw_string_ostream ws(where);
+      if (auto name = dyn_cast<NameLoc>(kernel.getLoc()))
+        ws << name.getName().strref();
+      else
+        kernel.getLoc().print(ws);
+      pk->set_location(where);
+    }
+  }
+  std::string bytes;
+  if (!plan.SerializeToString(&bytes))
+    return module.emitError("cannot serialize the plan");
+  os.write(bytes.data(), bytes.size());
+  return success();
+}

@@ -1,0 +1,169 @@
+//===- PlanMemory.cpp - static, liveness-based placement ------------------===//
+//
+// Every tensor of @forward gets an arena and an offset. The device arena is
+// planned like a register allocator over a straight-line program: a value is
+// live from its definition to its last use (through views), and its bytes
+// are reused once it is dead. The recorded device arena size is therefore
+// the exact peak that the runtime allocates.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Analysis/MemoryPlan.h"
+#include "zcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <map>
+
+namespace zcc {
+#define GEN_PASS_DEF_ZEROPLANMEMORY
+#include "zcc/Transforms/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+using namespace zcc;
+using namespace zcc::zero;
+
+namespace {
+
+/// A first-fit-by-best-gap allocator over one arena: live blocks are kept
+/// sorted by offset; a new block goes into the smallest gap that fits, or at
+/// the end.
+class ArenaAllocator {
+public:
+  int64_t allocate(int64_t bytes) {
+    bytes = alignArena(std::max<int64_t>(bytes, 1));
+    int64_t bestOffset = -1, bestGap = INT64_MAX, cursor = 0;
+    for (auto [offset, size] : live) {
+      int64_t gap = offset - cursor;
+      if (gap >= bytes && gap < bestGap) {
+        bestGap = gap;
+        bestOffset = cursor;
+      }
+      cursor = std::max(cursor, offset + size);
+    }
+    if (bestOffset < 0)
+      bestOffset = cursor;
+    live[bestOffset] = bytes;
+    peak = std::max(peak, bestOffset + bytes);
+    return bestOffset;
+  }
+  void release(int64_t offset) { live.erase(offset); }
+  int64_t getPeak() const { return peak; }
+
+private:
+  std::map<int64_t, int64_t> live; // offset -> size
+  int64_t peak = 0;
+};
+
+/// Elementwise ops whose kernels may write into an operand of the result's
+/// shape: each output element depends only on the same input element.
+bool isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, NegOp, AbsOp, ExpOp,
+             LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp,
+             CosOp, SinOp, NotOp, GeluOp, WhereOp>(op);
+}
+
+struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
+  using ZeroPlanMemoryBase::ZeroPlanMemoryBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Builder b(&getContext());
+
+    // State: every global, in declaration order.
+    int64_t stateBytes = 0;
+    for (auto global : module.getOps<GlobalOp>()) {
+      global->setAttr("zero.offset", b.getI64IntegerAttr(stateBytes));
+      stateBytes += alignArena(storageBytes(global.getType()));
+    }
+
+    auto func = module.lookupSymbol<func::FuncOp>("forward");
+    if (!func) {
+      module.emitError("zero-plan-memory: the module has no @forward function");
+      return signalPassFailure();
+    }
+    if (!func.getBody().hasOneBlock()) {
+      func.emitError("zero-plan-memory expects a single-block function");
+      return signalPassFailure();
+    }
+    Block &block = func.getBody().front();
+
+    // Inputs: the arguments, in order.
+    int64_t inputBytes = 0;
+    for (BlockArgument arg : block.getArguments()) {
+      func.setArgAttr(arg.getArgNumber(), "zero.offset", b.getI64IntegerAttr(inputBytes));
+      inputBytes += alignArena(storageBytes(arg.getType()));
+    }
+
+    // Program order and last uses (through views; results live to the end).
+    DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : block)
+      index[&op] = n++;
+    DenseMap<Value, int64_t> lastUse;
+    for (Operation &op : block)
+      for (Value operand : op.getOperands()) {
+        Value root = storageRoot(operand);
+        int64_t at = isa<func::ReturnOp>(op) ? n : index[&op];
+        lastUse[root] = std::max(lastUse.lookup(root), at);
+      }
+
+    int64_t constantBytes = 0;
+    ArenaAllocator device;
+    DenseMap<Value, int64_t> deviceOffset; // roots in the device arena
+    for (Operation &op : block) {
+      if (isa<func::ReturnOp, ReshapeOp, LoadOp, StoreOp>(op))
+        continue;
+      int64_t i = index[&op];
+      if (auto constant = dyn_cast<ConstantOp>(op)) {
+        op.setAttr("zero.offsets", b.getDenseI64ArrayAttr({constantBytes}));
+        constantBytes += alignArena(storageBytes(constant.getType()));
+        continue;
+      }
+
+      // In place: an operand that dies here and has the result's type.
+      SmallVector<int64_t> offsets;
+      Value donor;
+      if (inPlace && op.getNumResults() == 1 && isElementwise(&op)) {
+        for (Value operand : op.getOperands()) {
+          Value root = storageRoot(operand);
+          if (operand.getType() == op.getResult(0).getType() && deviceOffset.count(root) &&
+              lastUse.lookup(root) == i) {
+            donor = root;
+            break;
+          }
+        }
+      }
+      for (Value result : op.getResults()) {
+        int64_t offset;
+        if (donor) {
+          offset = deviceOffset[donor];
+          deviceOffset.erase(donor); // the block now belongs to the result
+          donor = Value();
+        } else {
+          offset = device.allocate(storageBytes(result.getType()));
+        }
+        deviceOffset[result] = offset;
+        offsets.push_back(offset);
+        if (!lastUse.count(result))
+          lastUse[result] = i; // unused result: dead right after its op
+      }
+      op.setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
+
+      // Release what dies here (after the op has read its inputs).
+      for (Value root : llvm::to_vector(llvm::make_first_range(deviceOffset)))
+        if (lastUse.lookup(root) == i) {
+          device.release(deviceOffset[root]);
+          deviceOffset.erase(root);
+        }
+    }
+
+    module->setAttr("zero.device_arena_bytes", b.getI64IntegerAttr(device.getPeak()));
+    module->setAttr("zero.state_arena_bytes", b.getI64IntegerAttr(stateBytes));
+    module->setAttr("zero.constant_arena_bytes", b.getI64IntegerAttr(constantBytes));
+    module->setAttr("zero.input_arena_bytes", b.getI64IntegerAttr(inputBytes));
+  }
+};
+} // namespace

@@ -1,0 +1,859 @@
+//===- Kernels.cpp - the CPU kernel library -------------------------------===//
+//
+// Straightforward fp32 kernels that favour clarity and exactness over speed:
+// reductions accumulate in double, softmax and cross-entropy subtract the
+// maximum, GEMMs go to OpenBLAS (multithreaded). Broadcasting is done with
+// per-operand strides that are 0 along broadcast dimensions.
+//
+//===----------------------------------------------------------------------===//
+#include "cpu/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+using namespace zrt;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+std::string shapeStr(const Shape &s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t k = 0; k < s.size(); ++k)
+    os << (k ? "x" : "") << s[k];
+  os << "]";
+  return os.str();
+}
+
+std::string describe(const TensorRef &t) {
+  return std::string(dtypeName(t.dtype)) + shapeStr(t.shape);
+}
+
+bool broadcastShape(const Shape &a, const Shape &b, Shape &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t k = 0; k < rank; ++k) {
+    int64_t x = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
+    int64_t y = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
+    if (x != y && x != 1 && y != 1)
+      return false;
+    out[k] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+/// Element strides of |in| seen from |out|'s index space (0 where broadcast).
+std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  int64_t stride = 1;
+  for (int64_t k = (int64_t)in.size() - 1; k >= 0; --k) {
+    size_t o = out.size() - in.size() + k;
+    strides[o] = in[k] == 1 ? 0 : stride;
+    stride *= in[k];
+  }
+  return strides;
+}
+
+/// Calls fn(outIndex, offsets...) for every element of |out|, with the flat
+/// offsets of each broadcast operand.
+template <size_t N, typename Fn>
+void forEachBroadcast(const Shape &out, const std::array<Shape, N> &ins, Fn fn) {
+  int64_t n = 1;
+  for (int64_t d : out)
+    n *= d;
+  std::array<std::vector<int64_t>, N> strides;
+  bool same = true;
+  for (size_t i = 0; i < N; ++i) {
+    strides[i] = broadcastStrides(ins[i], out);
+    same &= ins[i] == out;
+  }
+  std::array<int64_t, N> off{};
+  if (same) { // fast path: no broadcasting
+    for (int64_t k = 0; k < n; ++k) {
+      off.fill(k);
+      fn(k, off);
+    }
+    return;
+  }
+  std::vector<int64_t> coord(out.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    fn(k, off);
+    for (int64_t d = (int64_t)out.size() - 1; d >= 0; --d) {
+      for (size_t i = 0; i < N; ++i)
+        off[i] += strides[i][d];
+      if (++coord[d] < out[d])
+        break;
+      for (size_t i = 0; i < N; ++i)
+        off[i] -= strides[i][d] * coord[d];
+      coord[d] = 0;
+    }
+  }
+}
+
+int64_t numelOf(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Checks
+//===----------------------------------------------------------------------===//
+
+std::string arity(const KernelCall &c, size_t nin, size_t nout) {
+  if (c.in.size() != nin || c.out.size() != nout) {
+    std::ostringstream os;
+    os << "expects " << nin << " inputs and " << nout << " outputs, got " << c.in.size()
+       << " and " << c.out.size();
+    return os.str();
+  }
+  return "";
+}
+
+std::string checkBinary(const KernelCall &c, std::initializer_list<DType> dtypes,
+                        bool boolResult) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  const TensorRef &a = c.in[0], &b = c.in[1], &o = c.out[0];
+  if (a.dtype != b.dtype || std::find(dtypes.begin(), dtypes.end(), a.dtype) == dtypes.end())
+    return "unsupported operand types " + describe(a) + ", " + describe(b);
+  if (o.dtype != (boolResult ? DType::Bool : a.dtype))
+    return "wrong result type " + describe(o);
+  Shape s;
+  if (!broadcastShape(a.shape, b.shape, s) || s != o.shape)
+    return "shapes " + describe(a) + " and " + describe(b) + " do not broadcast to " +
+           describe(o);
+  return "";
+}
+
+std::string checkUnary(const KernelCall &c, DType dtype) {
+  if (auto e = arity(c, 1, 1); !e.empty())
+    return e;
+  if (c.in[0].dtype != dtype || c.out[0].dtype != dtype || c.in[0].shape != c.out[0].shape)
+    return "expects " + std::string(dtypeName(dtype)) + " in and out of one shape, got " +
+           describe(c.in[0]) + " -> " + describe(c.out[0]);
+  return "";
+}
+
+std::string checkInts(const KernelCall &c, size_t n) {
+  if (c.ints.size() != n)
+    return "expects " + std::to_string(n) + " integer attributes, got " +
+           std::to_string(c.ints.size());
+  return "";
+}
+
+bool validAxis(int64_t axis, size_t rank) { return axis >= 0 && axis < (int64_t)rank; }
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+template <typename T, typename R, typename Fn> void binaryLoop(const KernelCall &c, Fn fn) {
+  const T *a = c.in[0].as<T>(), *b = c.in[1].as<T>();
+  R *o = c.out[0].as<R>();
+  forEachBroadcast<2>(c.out[0].shape, {c.in[0].shape, c.in[1].shape},
+                      [&](int64_t k, const std::array<int64_t, 2> &off) {
+                        o[k] = fn(a[off[0]], b[off[1]]);
+                      });
+}
+
+#define ZRT_ARITH(NAME, EXPR)                                                              \
+  std::string check_##NAME(const KernelCall &c) {                                          \
+    return checkBinary(c, {DType::F32, DType::I64}, false);                                \
+  }                                                                                        \
+  Status run_##NAME(const KernelCall &c) {                                                 \
+    if (c.in[0].dtype == DType::F32)                                                       \
+      binaryLoop<float, float>(c, [](float x, float y) { return EXPR; });                  \
+    else                                                                                   \
+      binaryLoop<int64_t, int64_t>(c, [](int64_t x, int64_t y) { return EXPR; });          \
+    return Status::ok();                                                                   \
+  }
+ZRT_ARITH(add, x + y)
+ZRT_ARITH(sub, x - y)
+ZRT_ARITH(mul, x * y)
+ZRT_ARITH(max, std::max(x, y))
+ZRT_ARITH(min, std::min(x, y))
+#undef ZRT_ARITH
+
+std::string check_div(const KernelCall &c) { return checkBinary(c, {DType::F32}, false); }
+Status run_div(const KernelCall &c) {
+  binaryLoop<float, float>(c, [](float x, float y) { return x / y; });
+  return Status::ok();
+}
+std::string check_pow(const KernelCall &c) { return checkBinary(c, {DType::F32}, false); }
+Status run_pow(const KernelCall &c) {
+  binaryLoop<float, float>(c, [](float x, float y) { return std::pow(x, y); });
+  return Status::ok();
+}
+std::string check_logic(const KernelCall &c) { return checkBinary(c, {DType::Bool}, false); }
+Status run_and(const KernelCall &c) {
+  binaryLoop<uint8_t, uint8_t>(c, [](uint8_t x, uint8_t y) -> uint8_t { return x && y; });
+  return Status::ok();
+}
+Status run_or(const KernelCall &c) {
+  binaryLoop<uint8_t, uint8_t>(c, [](uint8_t x, uint8_t y) -> uint8_t { return x || y; });
+  return Status::ok();
+}
+
+std::string check_cmp(const KernelCall &c) {
+  if (auto e = checkInts(c, 1); !e.empty())
+    return e;
+  if (c.ints[0] < 0 || c.ints[0] > 5)
+    return "unknown predicate " + std::to_string(c.ints[0]);
+  return checkBinary(c, {DType::F32, DType::I64}, true);
+}
+template <typename T> void cmpLoop(const KernelCall &c) {
+  int64_t p = c.ints[0];
+  binaryLoop<T, uint8_t>(c, [p](T x, T y) -> uint8_t {
+    switch (p) {
+    case 0: return x == y;
+    case 1: return x != y;
+    case 2: return x < y;
+    case 3: return x <= y;
+    case 4: return x > y;
+    default: return x >= y;
+    }
+  });
+}
+Status run_cmp(const KernelCall &c) {
+  if (c.in[0].dtype == DType::F32)
+    cmpLoop<float>(c);
+  else
+    cmpLoop<int64_t>(c);
+  return Status::ok();
+}
+
+std::string check_where(const KernelCall &c) {
+  if (auto e = arity(c, 3, 1); !e.empty())
+    return e;
+  const TensorRef &cond = c.in[0], &a = c.in[1], &b = c.in[2], &o = c.out[0];
+  if (cond.dtype != DType::Bool || a.dtype != b.dtype || o.dtype != a.dtype ||
+      dtypeSize(a.dtype) == 0)
+    return "expects a bool condition and two values of the result type";
+  Shape s1, s;
+  if (!broadcastShape(a.shape, b.shape, s1) || !broadcastShape(cond.shape, s1, s) ||
+      s != o.shape)
+    return "shapes do not broadcast to " + describe(o);
+  return "";
+}
+Status run_where(const KernelCall &c) {
+  const uint8_t *cond = c.in[0].as<uint8_t>();
+  size_t es = dtypeSize(c.out[0].dtype);
+  const char *a = c.in[1].data, *b = c.in[2].data;
+  char *o = c.out[0].data;
+  forEachBroadcast<3>(c.out[0].shape, {c.in[0].shape, c.in[1].shape, c.in[2].shape},
+                      [&](int64_t k, const std::array<int64_t, 3> &off) {
+                        const char *src = cond[off[0]] ? a + off[1] * es : b + off[2] * es;
+                        std::memmove(o + k * es, src, es);
+                      });
+  return Status::ok();
+}
+
+template <typename Fn> Status unaryF32(const KernelCall &c, Fn fn) {
+  const float *x = c.in[0].as<float>();
+  float *y = c.out[0].as<float>();
+  for (int64_t k = 0, n = c.out[0].numel(); k < n; ++k)
+    y[k] = fn(x[k]);
+  return Status::ok();
+}
+
+std::string check_f32(const KernelCall &c) { return checkUnary(c, DType::F32); }
+#define ZRT_UNARY(NAME, EXPR)                                                              \
+  Status run_##NAME(const KernelCall &c) {                                                 \
+    return unaryF32(c, [](float x) -> float { return EXPR; });                             \
+  }
+ZRT_UNARY(neg, -x)
+ZRT_UNARY(abs, std::fabs(x))
+ZRT_UNARY(exp, std::exp(x))
+ZRT_UNARY(log, std::log(x))
+ZRT_UNARY(sqrt, std::sqrt(x))
+ZRT_UNARY(rsqrt, 1.0f / std::sqrt(x))
+ZRT_UNARY(reciprocal, 1.0f / x)
+ZRT_UNARY(tanh, std::tanh(x))
+ZRT_UNARY(erf, std::erf(x))
+ZRT_UNARY(sigmoid, 1.0f / (1.0f + std::exp(-x)))
+ZRT_UNARY(relu, x > 0 ? x : 0.0f)
+ZRT_UNARY(silu, x / (1.0f + std::exp(-x)))
+ZRT_UNARY(cos, std::cos(x))
+ZRT_UNARY(sin, std::sin(x))
+#undef ZRT_UNARY
+
+std::string check_not(const KernelCall &c) { return checkUnary(c, DType::Bool); }
+Status run_not(const KernelCall &c) {
+  const uint8_t *x = c.in[0].as<uint8_t>();
+  uint8_t *y = c.out[0].as<uint8_t>();
+  for (int64_t k = 0, n = c.out[0].numel(); k < n; ++k)
+    y[k] = !x[k];
+  return Status::ok();
+}
+
+std::string check_gelu(const KernelCall &c) {
+  if (auto e = checkInts(c, 1); !e.empty())
+    return e;
+  if (c.ints[0] != 0 && c.ints[0] != 1)
+    return "approximation must be 0 (exact) or 1 (tanh)";
+  return checkUnary(c, DType::F32);
+}
+Status run_gelu(const KernelCall &c) {
+  if (c.ints[0] == 1) // GPT-2's gelu_new, PyTorch's approximate='tanh'
+    return unaryF32(c, [](float x) {
+      const float k = 0.7978845608028654f; // sqrt(2/pi)
+      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+    });
+  return unaryF32(c, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+bool castable(DType d) {
+  return d == DType::F32 || d == DType::F64 || d == DType::I64 || d == DType::I32 ||
+         d == DType::Bool;
+}
+std::string check_cast(const KernelCall &c) {
+  if (auto e = arity(c, 1, 1); !e.empty())
+    return e;
+  if (c.in[0].shape != c.out[0].shape || !castable(c.in[0].dtype) || !castable(c.out[0].dtype))
+    return "cannot cast " + describe(c.in[0]) + " to " + describe(c.out[0]);
+  return "";
+}
+double loadAsDouble(const TensorRef &t, int64_t k) {
+  switch (t.dtype) {
+  case DType::F32: return t.as<float>()[k];
+  case DType::F64: return t.as<double>()[k];
+  case DType::I64: return (double)t.as<int64_t>()[k];
+  case DType::I32: return t.as<int32_t>()[k];
+  case DType::Bool: return t.as<uint8_t>()[k];
+  default: return 0;
+  }
+}
+Status run_cast(const KernelCall &c) {
+  const TensorRef &x = c.in[0], &y = c.out[0];
+  for (int64_t k = 0, n = y.numel(); k < n; ++k) {
+    if (x.dtype == DType::I64 && y.dtype == DType::I64) {
+      y.as<int64_t>()[k] = x.as<int64_t>()[k];
+      continue;
+    }
+    double v = loadAsDouble(x, k);
+    switch (y.dtype) {
+    case DType::F32: y.as<float>()[k] = (float)v; break;
+    case DType::F64: y.as<double>()[k] = v; break;
+    case DType::I64: y.as<int64_t>()[k] = x.dtype == DType::I32 ? x.as<int32_t>()[k] : (int64_t)v; break;
+    case DType::I32: y.as<int32_t>()[k] = (int32_t)v; break;
+    case DType::Bool: y.as<uint8_t>()[k] = v != 0; break;
+    default: break;
+    }
+  }
+  return Status::ok();
+}
+
+std::string check_expand(const KernelCall &c) {
+  if (auto e = arity(c, 1, 1); !e.empty())
+    return e;
+  Shape s;
+  if (c.in[0].dtype != c.out[0].dtype || !broadcastShape(c.in[0].shape, c.out[0].shape, s) ||
+      s != c.out[0].shape)
+    return "cannot broadcast " + describe(c.in[0]) + " to " + describe(c.out[0]);
+  return "";
+}
+Status run_expand(const KernelCall &c) {
+  size_t es = dtypeSize(c.out[0].dtype);
+  const char *x = c.in[0].data;
+  char *y = c.out[0].data;
+  forEachBroadcast<1>(c.out[0].shape, {c.in[0].shape},
+                      [&](int64_t k, const std::array<int64_t, 1> &off) {
+                        std::memcpy(y + k * es, x + off[0] * es, es);
+                      });
+  return Status::ok();
+}
+
+std::string check_transpose(const KernelCall &c) {
+  if (auto e = arity(c, 1, 1); !e.empty())
+    return e;
+  const Shape &in = c.in[0].shape;
+  if (c.ints.size() != in.size() || c.in[0].dtype != c.out[0].dtype)
+    return "permutation and operand ranks or types differ";
+  std::vector<bool> seen(in.size(), false);
+  Shape expected;
+  for (int64_t p : c.ints) {
+    if (!validAxis(p, in.size()) || seen[p])
+      return "not a permutation";
+    seen[p] = true;
+    expected.push_back(in[p]);
+  }
+  if (expected != c.out[0].shape)
+    return "result " + describe(c.out[0]) + " is not the permuted input";
+  return "";
+}
+Status run_transpose(const KernelCall &c) {
+  const Shape &in = c.in[0].shape, &out = c.out[0].shape;
+  size_t es = dtypeSize(c.out[0].dtype);
+  std::vector<int64_t> inStrides(in.size(), 1), strides(out.size());
+  for (int64_t d = (int64_t)in.size() - 2; d >= 0; --d)
+    inStrides[d] = inStrides[d + 1] * in[d + 1];
+  for (size_t d = 0; d < out.size(); ++d)
+    strides[d] = inStrides[c.ints[d]];
+  std::vector<int64_t> coord(out.size(), 0);
+  const char *x = c.in[0].data;
+  char *y = c.out[0].data;
+  int64_t off = 0;
+  for (int64_t k = 0, n = numelOf(out); k < n; ++k) {
+    std::memcpy(y + k * es, x + off * es, es);
+    for (int64_t d = (int64_t)out.size() - 1; d >= 0; --d) {
+      off += strides[d];
+      if (++coord[d] < out[d])
+        break;
+      off -= strides[d] * coord[d];
+      coord[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+std::string check_slice(const KernelCall &c) {
+  if (auto e = arity(c, 1, 1); !e.empty())
+    return e;
+  const Shape &in = c.in[0].shape, &out = c.out[0].shape;
+  if (c.ints.size() != 2 * in.size() || out.size() != in.size() ||
+      c.in[0].dtype != c.out[0].dtype)
+    return "expects start and stride per dimension";
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t start = c.ints[d], stride = c.ints[in.size() + d];
+    if (stride < 1 || start < 0 || (out[d] > 0 && start + (out[d] - 1) * stride >= in[d]) ||
+        start > in[d])
+      return "slice of dimension " + std::to_string(d) + " is out of bounds";
+  }
+  return "";
+}
+Status run_slice(const KernelCall &c) {
+  const Shape &in = c.in[0].shape, &out = c.out[0].shape;
+  size_t es = dtypeSize(c.out[0].dtype), rank = in.size();
+  std::vector<int64_t> inStrides(rank, 1);
+  for (int64_t d = (int64_t)rank - 2; d >= 0; --d)
+    inStrides[d] = inStrides[d + 1] * in[d + 1];
+  int64_t base = 0;
+  std::vector<int64_t> step(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    base += c.ints[d] * inStrides[d];
+    step[d] = c.ints[rank + d] * inStrides[d];
+  }
+  std::vector<int64_t> coord(rank, 0);
+  int64_t off = base;
+  for (int64_t k = 0, n = numelOf(out); k < n; ++k) {
+    std::memcpy(c.out[0].data + k * es, c.in[0].data + off * es, es);
+    for (int64_t d = (int64_t)rank - 1; d >= 0; --d) {
+      off += step[d];
+      if (++coord[d] < out[d])
+        break;
+      off -= step[d] * coord[d];
+      coord[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+/// Shared by concat and split: |parts| stacked along |axis| form |whole|.
+std::string checkStacked(const std::vector<TensorRef> &parts, const TensorRef &whole,
+                         const std::vector<int64_t> &ints) {
+  if (ints.size() != 1 || !validAxis(ints[0], whole.shape.size()))
+    return "expects a valid axis";
+  int64_t axis = ints[0], total = 0;
+  for (const TensorRef &p : parts) {
+    if (p.dtype != whole.dtype || p.shape.size() != whole.shape.size())
+      return "pieces differ in type or rank from " + describe(whole);
+    for (size_t d = 0; d < p.shape.size(); ++d)
+      if ((int64_t)d != axis && p.shape[d] != whole.shape[d])
+        return "piece " + describe(p) + " does not fit " + describe(whole);
+    total += p.shape[axis];
+  }
+  if (total != whole.shape[axis])
+    return "pieces do not add up along the axis";
+  return "";
+}
+/// Copies between the stacked pieces and the whole, in either direction.
+void copyStacked(const std::vector<TensorRef> &parts, const TensorRef &whole, int64_t axis,
+                 bool toWhole) {
+  size_t es = dtypeSize(whole.dtype);
+  int64_t outer = 1, inner = es;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= whole.shape[d];
+  for (size_t d = axis + 1; d < whole.shape.size(); ++d)
+    inner *= whole.shape[d];
+  int64_t wholeRow = whole.shape[axis] * inner;
+  int64_t at = 0;
+  for (const TensorRef &p : parts) {
+    int64_t row = p.shape[axis] * inner;
+    for (int64_t o = 0; o < outer; ++o) {
+      char *w = whole.data + o * wholeRow + at;
+      char *q = p.data + o * row;
+      if (toWhole)
+        std::memcpy(w, q, row);
+      else
+        std::memcpy(q, w, row);
+    }
+    at += row;
+  }
+}
+std::string check_concat(const KernelCall &c) {
+  if (c.in.empty() || c.out.size() != 1)
+    return "expects inputs and one output";
+  return checkStacked(c.in, c.out[0], c.ints);
+}
+Status run_concat(const KernelCall &c) {
+  copyStacked(c.in, c.out[0], c.ints[0], true);
+  return Status::ok();
+}
+std::string check_split(const KernelCall &c) {
+  if (c.in.size() != 1 || c.out.empty())
+    return "expects one input and outputs";
+  return checkStacked(c.out, c.in[0], c.ints);
+}
+Status run_split(const KernelCall &c) {
+  copyStacked(c.out, c.in[0], c.ints[0], false);
+  return Status::ok();
+}
+
+std::string check_gather(const KernelCall &c) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  const TensorRef &x = c.in[0], &idx = c.in[1], &y = c.out[0];
+  if (c.ints.size() != 1 || !validAxis(c.ints[0], x.shape.size()))
+    return "expects a valid axis";
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+    return "indices must be int64 or int32, got " + describe(idx);
+  int64_t axis = c.ints[0];
+  Shape expected(x.shape.begin(), x.shape.begin() + axis);
+  expected.insert(expected.end(), idx.shape.begin(), idx.shape.end());
+  expected.insert(expected.end(), x.shape.begin() + axis + 1, x.shape.end());
+  if (y.dtype != x.dtype || y.shape != expected)
+    return "result " + describe(y) + " should be " + shapeStr(expected);
+  return "";
+}
+Status run_gather(const KernelCall &c) {
+  const TensorRef &x = c.in[0], &idx = c.in[1], &y = c.out[0];
+  int64_t axis = c.ints[0], dim = x.shape[axis];
+  size_t es = dtypeSize(x.dtype);
+  int64_t outer = 1, inner = es;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (size_t d = axis + 1; d < x.shape.size(); ++d)
+    inner *= x.shape[d];
+  int64_t n = idx.numel();
+  char *out = y.data;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t j = idx.dtype == DType::I64 ? idx.as<int64_t>()[k] : idx.as<int32_t>()[k];
+      if (j < -dim || j >= dim)
+        return errorf("index ", j, " is out of range for a dimension of size ", dim,
+                      " (e.g. a token id >= the vocabulary size)");
+      if (j < 0)
+        j += dim;
+      std::memcpy(out, x.data + (o * dim + j) * inner, inner);
+      out += inner;
+    }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul and reductions
+//===----------------------------------------------------------------------===//
+
+std::string check_matmul(const KernelCall &c) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  if (auto e = checkInts(c, 2); !e.empty())
+    return e;
+  const TensorRef &a = c.in[0], &b = c.in[1], &o = c.out[0];
+  if (a.dtype != DType::F32 || b.dtype != DType::F32 || o.dtype != DType::F32)
+    return "supports float32 only";
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    return "operands need rank >= 2";
+  bool ta = c.ints[0], tb = c.ints[1];
+  size_t ra = a.shape.size(), rb = b.shape.size();
+  int64_t m = a.shape[ra - (ta ? 1 : 2)], k = a.shape[ra - (ta ? 2 : 1)];
+  int64_t k2 = b.shape[rb - (tb ? 1 : 2)], n = b.shape[rb - (tb ? 2 : 1)];
+  Shape batch;
+  if (k != k2 || !broadcastShape(Shape(a.shape.begin(), a.shape.end() - 2),
+                                 Shape(b.shape.begin(), b.shape.end() - 2), batch))
+    return "operands " + describe(a) + " and " + describe(b) + " do not multiply";
+  batch.push_back(m);
+  batch.push_back(n);
+  if (o.shape != batch)
+    return "result " + describe(o) + " should be " + shapeStr(batch);
+  return "";
+}
+Status run_matmul(const KernelCall &c) {
+  const TensorRef &a = c.in[0], &b = c.in[1], &o = c.out[0];
+  bool ta = c.ints[0], tb = c.ints[1];
+  size_t ra = a.shape.size(), rb = b.shape.size(), ro = o.shape.size();
+  int64_t m = o.shape[ro - 2], n = o.shape[ro - 1], k = a.shape[ra - (ta ? 2 : 1)];
+  Shape batch(o.shape.begin(), o.shape.end() - 2);
+  Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  int64_t aMat = a.shape[ra - 2] * a.shape[ra - 1], bMat = b.shape[rb - 2] * b.shape[rb - 1];
+  int lda = (int)a.shape[ra - 1], ldb = (int)b.shape[rb - 1];
+  const float *pa = a.as<float>(), *pb = b.as<float>();
+  float *po = o.as<float>();
+  forEachBroadcast<2>(batch, {ba, bb}, [&](int64_t i, const std::array<int64_t, 2> &off) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, 1.0f, pa + off[0] * aMat, lda, pb + off[1] * bMat, ldb,
+                0.0f, po + i * m * n, (int)n);
+  });
+  return Status::ok();
+}
+
+std::string check_reduce(const KernelCall &c) {
+  if (auto e = arity(c, 1, 1); !e.empty())
+    return e;
+  const TensorRef &x = c.in[0], &y = c.out[0];
+  if (c.ints.size() < 2 || c.ints[0] < 0 || c.ints[0] > 4)
+    return "expects [kind, keepdims, axes...]";
+  if (x.dtype != DType::F32 || y.dtype != DType::F32)
+    return "supports float32 only";
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (size_t i = 2; i < c.ints.size(); ++i) {
+    if (!validAxis(c.ints[i], x.shape.size()) || reduced[c.ints[i]])
+      return "invalid axes";
+    reduced[c.ints[i]] = true;
+  }
+  Shape expected;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    if (!reduced[d])
+      expected.push_back(x.shape[d]);
+    else if (c.ints[1])
+      expected.push_back(1);
+  if (y.shape != expected)
+    return "result " + describe(y) + " should be " + shapeStr(expected);
+  return "";
+}
+Status run_reduce(const KernelCall &c) {
+  const TensorRef &x = c.in[0], &y = c.out[0];
+  int64_t kind = c.ints[0];
+  // Map each input element to its output element (reduced dims stride 0).
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (size_t i = 2; i < c.ints.size(); ++i)
+    reduced[c.ints[i]] = true;
+  Shape kept;
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    kept.push_back(reduced[d] ? 1 : x.shape[d]);
+  int64_t n = y.numel(), count = x.numel() / std::max<int64_t>(n, 1);
+  std::vector<double> acc(n, kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1.0 : 0.0);
+  const float *px = x.as<float>();
+  // Iterate the input in the index space of x, with kept's strides.
+  forEachBroadcast<1>(x.shape, {kept}, [&](int64_t k, const std::array<int64_t, 1> &off) {
+    double v = px[k];
+    double &a = acc[off[0]];
+    switch (kind) {
+    case 0: case 1: a += v; break;
+    case 2: a = std::max(a, v); break;
+    case 3: a = std::min(a, v); break;
+    default: a *= v; break;
+    }
+  });
+  float *py = y.as<float>();
+  for (int64_t k = 0; k < n; ++k)
+    py[k] = (float)(kind == 1 ? acc[k] / count : acc[k]);
+  return Status::ok();
+}
+
+/// outer x dim x inner decomposition around |axis|.
+void around(const Shape &s, int64_t axis, int64_t &outer, int64_t &dim, int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  dim = s[axis];
+  for (size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+}
+
+std::string check_softmax(const KernelCall &c) {
+  if (auto e = checkUnary(c, DType::F32); !e.empty())
+    return e;
+  if (c.ints.size() != 1 || !validAxis(c.ints[0], c.in[0].shape.size()))
+    return "expects a valid axis";
+  return "";
+}
+Status softmaxImpl(const KernelCall &c, bool log) {
+  int64_t outer, dim, inner;
+  around(c.in[0].shape, c.ints[0], outer, dim, inner);
+  const float *x = c.in[0].as<float>();
+  float *y = c.out[0].as<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *xr = x + o * dim * inner + i;
+      float *yr = y + o * dim * inner + i;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < dim; ++j)
+        mx = std::max(mx, xr[j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < dim; ++j)
+        sum += std::exp((double)xr[j * inner] - mx);
+      double lse = std::log(sum);
+      for (int64_t j = 0; j < dim; ++j) {
+        double z = (double)xr[j * inner] - mx;
+        yr[j * inner] = (float)(log ? z - lse : std::exp(z) / sum);
+      }
+    }
+  return Status::ok();
+}
+Status run_softmax(const KernelCall &c) { return softmaxImpl(c, false); }
+Status run_log_softmax(const KernelCall &c) { return softmaxImpl(c, true); }
+
+std::string checkNorm(const KernelCall &c, bool allowBias) {
+  size_t nin = c.in.size();
+  if (nin < 2 || nin > (allowBias ? 3u : 2u) || c.out.size() != 1)
+    return "wrong number of operands";
+  const TensorRef &x = c.in[0];
+  if (c.ints.size() != 1 || !validAxis(c.ints[0], x.shape.size()) || c.floats.size() != 1 ||
+      !(c.floats[0] >= 0))
+    return "expects [axis] and [epsilon >= 0]";
+  if (x.dtype != DType::F32 || c.out[0].dtype != DType::F32 || c.out[0].shape != x.shape)
+    return "expects float32 in and out of one shape";
+  Shape normShape(x.shape.begin() + c.ints[0], x.shape.end());
+  for (size_t i = 1; i < nin; ++i)
+    if (c.in[i].dtype != DType::F32 || c.in[i].shape != normShape)
+      return "scale/bias " + describe(c.in[i]) + " should be float32" + shapeStr(normShape);
+  return "";
+}
+std::string check_layer_norm(const KernelCall &c) { return checkNorm(c, true); }
+std::string check_rms_norm(const KernelCall &c) { return checkNorm(c, false); }
+Status normImpl(const KernelCall &c, bool rms) {
+  const TensorRef &x = c.in[0];
+  int64_t axis = c.ints[0], rows = 1, cols = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    rows *= x.shape[d];
+  for (size_t d = axis; d < x.shape.size(); ++d)
+    cols *= x.shape[d];
+  double eps = c.floats[0];
+  const float *px = x.as<float>(), *w = c.in[1].as<float>();
+  const float *bias = c.in.size() > 2 ? c.in[2].as<float>() : nullptr;
+  float *py = c.out[0].as<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = px + r * cols;
+    float *yr = py + r * cols;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < cols; ++j)
+        mean += xr[j];
+      mean /= cols;
+    }
+    for (int64_t j = 0; j < cols; ++j)
+      var += (xr[j] - mean) * (xr[j] - mean);
+    var /= cols;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < cols; ++j) {
+      double v = (xr[j] - mean) * rstd * w[j];
+      yr[j] = (float)(bias ? v + bias[j] : v);
+    }
+  }
+  return Status::ok();
+}
+Status run_layer_norm(const KernelCall &c) { return normImpl(c, false); }
+Status run_rms_norm(const KernelCall &c) { return normImpl(c, true); }
+
+std::string check_cross_entropy(const KernelCall &c) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  if (auto e = checkInts(c, 1); !e.empty())
+    return e;
+  const TensorRef &logits = c.in[0], &labels = c.in[1], &loss = c.out[0];
+  if (logits.dtype != DType::F32 || labels.dtype != DType::I64 || loss.dtype != DType::F32 ||
+      !loss.shape.empty() || logits.shape.empty() ||
+      labels.shape != Shape(logits.shape.begin(), logits.shape.end() - 1))
+    return "expects float32 logits [N..., C], int64 labels [N...] and a float32 scalar";
+  return "";
+}
+Status run_cross_entropy(const KernelCall &c) {
+  const TensorRef &logits = c.in[0], &labels = c.in[1];
+  int64_t classes = logits.shape.back(), rows = labels.numel(), ignore = c.ints[0];
+  const float *x = logits.as<float>();
+  const int64_t *y = labels.as<int64_t>();
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (y[r] == ignore)
+      continue;
+    if (y[r] < 0 || y[r] >= classes)
+      return errorf("label ", y[r], " at position ", r, " is out of range for ", classes,
+                    " classes (use ", ignore, " to ignore a position)");
+    const float *xr = x + r * classes;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < classes; ++j)
+      mx = std::max(mx, xr[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < classes; ++j)
+      sum += std::exp((double)xr[j] - mx);
+    total += std::log(sum) + mx - xr[y[r]];
+    ++count;
+  }
+  // PyTorch: the mean over no positions is NaN.
+  *c.out[0].as<float>() = count ? (float)(total / count) : NAN;
+  return Status::ok();
+}
+
+const KernelInfo kKernels[] = {
+    {"add", check_add, run_add},
+    {"sub", check_sub, run_sub},
+    {"mul", check_mul, run_mul},
+    {"div", check_div, run_div},
+    {"pow", check_pow, run_pow},
+    {"max", check_max, run_max},
+    {"min", check_min, run_min},
+    {"and", check_logic, run_and},
+    {"or", check_logic, run_or},
+    {"cmp", check_cmp, run_cmp},
+    {"where", check_where, run_where},
+    {"neg", check_f32, run_neg},
+    {"abs", check_f32, run_abs},
+    {"exp", check_f32, run_exp},
+    {"log", check_f32, run_log},
+    {"sqrt", check_f32, run_sqrt},
+    {"rsqrt", check_f32, run_rsqrt},
+    {"reciprocal", check_f32, run_reciprocal},
+    {"tanh", check_f32, run_tanh},
+    {"erf", check_f32, run_erf},
+    {"sigmoid", check_f32, run_sigmoid},
+    {"relu", check_f32, run_relu},
+    {"silu", check_f32, run_silu},
+    {"cos", check_f32, run_cos},
+    {"sin", check_f32, run_sin},
+    {"not", check_not, run_not},
+    {"gelu", check_gelu, run_gelu},
+    {"cast", check_cast, run_cast},
+    {"expand", check_expand, run_expand},
+    {"transpose", check_transpose, run_transpose},
+    {"slice", check_slice, run_slice},
+    {"concat", check_concat, run_concat},
+    {"split", check_split, run_split},
+    {"gather", check_gather, run_gather},
+    {"matmul", check_matmul, run_matmul},
+    {"reduce", check_reduce, run_reduce},
+    {"softmax", check_softmax, run_softmax},
+    {"log_softmax", check_softmax, run_log_softmax},
+    {"layer_norm", check_layer_norm, run_layer_norm},
+    {"rms_norm", check_rms_norm, run_rms_norm},
+    {"cross_entropy", check_cross_entropy, run_cross_entropy},
+};
+
+} // namespace
+
+const KernelInfo *zrt::findKernel(const std::string &name) {
+  for (const KernelInfo &k : kKernels)
+    if (name == k.name)
+      return &k;
+  return nullptr;
+}
+
+std::string zrt::kernelNames() {
+  std::string names;
+  for (const KernelInfo &k : kKernels)
+    names += (names.empty() ? "" : ", ") + std::string(k.name);
+  return names;
+}

@@ -1,0 +1,78 @@
+//===- Kernels.h - the CPU kernel library ------------------------*- C++ -*-===//
+//
+// Every plan instruction names a kernel of this library. A kernel has two
+// halves: `check` validates the operands' dtypes and shapes and the integer
+// and float attributes before anything runs (the plan validator calls it for
+// every instruction), and `run` computes. The ABI, per kernel:
+//
+//   add sub mul div pow max min   (a, b) -> c       f32 (add sub mul max min: also i64)
+//   and or                        (a, b) -> c       bool; NumPy broadcasting for all binaries
+//   cmp      ints [pred]          (a, b) -> bool    pred: eq ne lt le gt ge = 0..5; f32/i64
+//   where                         (cond, a, b) -> c broadcast
+//   neg abs exp log sqrt rsqrt reciprocal tanh erf sigmoid relu silu cos sin   f32 -> f32
+//   not                           bool -> bool
+//   gelu     ints [tanh?]         f32 -> f32
+//   cast                          x -> y            between f32 f64 i64 i32 bool
+//   expand                        x -> y            broadcast to y's shape
+//   transpose ints = perm         x -> y            y.dim(i) = x.dim(perm[i])
+//   slice    ints = start ++ stride                 y's shape gives the counts
+//   concat   ints [axis]          (x...) -> y
+//   split    ints [axis]          x -> (y...)
+//   gather   ints [axis]          (data, indices i64/i32) -> y   (ONNX Gather)
+//   matmul   ints [ta, tb]        (a, b) -> c       batched, broadcast batch dims; OpenBLAS
+//   reduce   ints [kind, keepdims, axes...]         kind: sum mean max min prod = 0..4
+//   softmax / log_softmax ints [axis]
+//   layer_norm ints [axis] floats [eps]   (x, scale[, bias]) -> y
+//   rms_norm   ints [axis] floats [eps]   (x, scale) -> y
+//   cross_entropy ints [ignore_index]     (logits [N..,C], labels i64 [N..]) -> f32 []
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_CPU_KERNELS_H
+#define ZRT_CPU_KERNELS_H
+
+#include "support/Status.h"
+#include "train/Npy.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// A tensor the kernels see: a typed, row-major view of arena memory.
+struct TensorRef {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  char *data = nullptr;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  template <typename T> T *as() const { return reinterpret_cast<T *>(data); }
+};
+
+struct KernelCall {
+  std::vector<TensorRef> in, out;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+};
+
+struct KernelInfo {
+  const char *name;
+  /// Empty if the call is well-formed, else what is wrong.
+  std::string (*check)(const KernelCall &call);
+  Status (*run)(const KernelCall &call);
+};
+
+/// The kernel named |name|, or null.
+const KernelInfo *findKernel(const std::string &name);
+
+/// All kernel names, for messages.
+std::string kernelNames();
+
+} // namespace zrt
+
+#endif // ZRT_CPU_KERNELS_H

@@ -1,0 +1,165 @@
+//===- PlanLoader.cpp - read and validate a plan --------------------------===//
+#include "plan/PlanLoader.h"
+
+#include "cpu/Kernels.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+using namespace zrt;
+
+bool zrt::toDType(int d, DType &out) {
+  switch (d) {
+  case plan::F32: out = DType::F32; return true;
+  case plan::F64: out = DType::F64; return true;
+  case plan::F16: out = DType::F16; return true;
+  case plan::BF16: out = DType::BF16; return true;
+  case plan::I64: out = DType::I64; return true;
+  case plan::I32: out = DType::I32; return true;
+  case plan::BOOL: out = DType::Bool; return true;
+  default: return false;
+  }
+}
+
+/// Largest arena a plan may ask for (1 TiB): a guard against corrupt sizes.
+static constexpr int64_t kMaxArenaBytes = int64_t(1) << 40;
+
+static int64_t arenaSize(const plan::Plan &p, int arena) {
+  switch (arena) {
+  case plan::DEVICE: return p.device_arena_bytes();
+  case plan::STATE: return p.state_arena_bytes();
+  case plan::CONSTANT: return p.constant_arena_bytes();
+  case plan::INPUT: return p.input_arena_bytes();
+  case plan::HOST: return p.host_arena_bytes();
+  default: return -1;
+  }
+}
+
+Status zrt::validatePlan(const plan::Plan &p) {
+  if (p.version() != kPlanVersion)
+    return errorf("plan format version ", p.version(), " is not supported (this zrun reads ",
+                  "version ", kPlanVersion, "); recompile the model with this zcc");
+  if (p.world_size() != 1)
+    return errorf("the plan is for world size ", p.world_size(),
+                  "; this runtime runs world size 1 (ZeRO across ranks comes next)");
+  for (int a = plan::DEVICE; a <= plan::HOST; ++a)
+    if (arenaSize(p, a) < 0 || arenaSize(p, a) > kMaxArenaBytes)
+      return errorf("arena ", plan::Arena_Name(static_cast<plan::Arena>(a)), " has an invalid size ",
+                    arenaSize(p, a));
+
+  // Buffers: type, shape, bounds, data.
+  std::vector<int64_t> bytesOf(p.buffers_size());
+  for (int i = 0; i < p.buffers_size(); ++i) {
+    const plan::Buffer &b = p.buffers(i);
+    auto where = [&] {
+      std::ostringstream os;
+      os << "buffer " << i << " ('" << b.name() << "')";
+      return os.str();
+    };
+    DType dtype;
+    if (!toDType(b.dtype(), dtype))
+      return errorf(where(), " has an unknown element type ", b.dtype());
+    int64_t n = 1;
+    for (int64_t d : b.shape()) {
+      if (d < 0 || (d > 0 && n > kMaxArenaBytes / d))
+        return errorf(where(), " has an invalid shape");
+      n *= d;
+    }
+    int64_t bytes = n * (int64_t)dtypeSize(dtype);
+    bytesOf[i] = bytes;
+    int64_t size = arenaSize(p, b.arena());
+    if (size < 0)
+      return errorf(where(), " is in an unknown arena ", b.arena());
+    if (b.offset() < 0 || b.offset() > size || bytes > size - b.offset())
+      return errorf(where(), ": bytes [", b.offset(), ", ", b.offset() + bytes,
+                    ") are outside its ", plan::Arena_Name(b.arena()), " arena of ", size,
+                    " bytes");
+    bool hasData = (b.arena() == plan::STATE || b.arena() == plan::CONSTANT) && !b.view();
+    if (hasData && (int64_t)b.initial_data().size() != bytes)
+      return errorf(where(), " needs ", bytes, " bytes of initial data, the plan has ",
+                    b.initial_data().size());
+    if (!hasData && !b.initial_data().empty())
+      return errorf(where(), b.view() ? " is a view, which has no initial data" : " is in the ",
+                    b.view() ? "" : plan::Arena_Name(b.arena()),
+                    b.view() ? "" : " arena, which has no initial data");
+  }
+
+  // Programs.
+  std::set<std::string> programNames;
+  for (const plan::Program &prog : p.programs()) {
+    if (!programNames.insert(prog.name()).second)
+      return errorf("program '", prog.name(), "' is defined twice");
+    auto checkIndex = [&](int index, const std::string &what) -> Status {
+      if (index < 0 || index >= p.buffers_size())
+        return errorf("program '", prog.name(), "': ", what, " refers to buffer ", index,
+                      ", but the plan has ", p.buffers_size());
+      return Status::ok();
+    };
+    for (const plan::NamedBuffer &nb : prog.inputs()) {
+      ZRT_RETURN_IF_ERROR(checkIndex(nb.buffer(), "input '" + nb.name() + "'"));
+      if (p.buffers(nb.buffer()).arena() != plan::INPUT)
+        return errorf("program '", prog.name(), "': input '", nb.name(),
+                      "' is not in the input arena");
+    }
+    for (const plan::NamedBuffer &nb : prog.outputs())
+      ZRT_RETURN_IF_ERROR(checkIndex(nb.buffer(), "output '" + nb.name() + "'"));
+    for (int i = 0; i < prog.instructions_size(); ++i) {
+      const plan::Instruction &inst = prog.instructions(i);
+      std::ostringstream where;
+      where << "program '" << prog.name() << "', instruction " << i;
+      if (!inst.has_kernel())
+        return errorf(where.str(), ": unknown instruction kind");
+      const plan::Kernel &k = inst.kernel();
+      if (!k.location().empty())
+        where << " (" << k.location() << ")";
+      const KernelInfo *info = findKernel(k.name());
+      if (!info)
+        return errorf(where.str(), ": unknown kernel '", k.name(), "' (known: ", kernelNames(),
+                      ")");
+      KernelCall call;
+      for (auto [list, dst] : {std::pair{&k.inputs(), &call.in}, {&k.outputs(), &call.out}})
+        for (int index : *list) {
+          ZRT_RETURN_IF_ERROR(checkIndex(index, where.str() + " operand"));
+          const plan::Buffer &b = p.buffers(index);
+          TensorRef t;
+          toDType(b.dtype(), t.dtype);
+          t.shape.assign(b.shape().begin(), b.shape().end());
+          dst->push_back(t);
+        }
+      for (int index : k.outputs()) {
+        int arena = p.buffers(index).arena();
+        if (arena == plan::CONSTANT || arena == plan::INPUT)
+          return errorf(where.str(), ": kernel '", k.name(), "' writes buffer ", index,
+                        ", which is read-only (", plan::Arena_Name(p.buffers(index).arena()), ")");
+      }
+      call.ints.assign(k.ints().begin(), k.ints().end());
+      call.floats.assign(k.floats().begin(), k.floats().end());
+      std::string problem = info->check(call);
+      if (!problem.empty())
+        return errorf(where.str(), ": kernel '", k.name(), "' ", problem);
+    }
+  }
+  return Status::ok();
+}
+
+Status zrt::parsePlan(const std::string &bytes, plan::Plan &out) {
+  if (bytes.empty())
+    return Status::error("the plan file is empty");
+  if (!out.ParseFromString(bytes))
+    return Status::error("not a valid plan (corrupt or truncated file?); compile one with "
+                         "zcc MODEL.onnx -o MODEL.zplan");
+  return validatePlan(out);
+}
+
+Status zrt::loadPlan(const std::string &path, plan::Plan &out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return errorf(path, ": cannot open the plan");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Status s = parsePlan(ss.str(), out);
+  if (!s)
+    return errorf(path, ": ", s.message());
+  return Status::ok();
+}

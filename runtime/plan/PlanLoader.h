@@ -1,0 +1,39 @@
+//===- PlanLoader.h - read and validate a plan -------------------*- C++ -*-===//
+//
+// The runtime validates the whole plan before it runs anything (as IREE's
+// bytecode verifier does): every buffer inside its arena, its initial data of
+// the right size, every instruction a known kernel whose operands pass the
+// kernel's check, every program input and output a valid buffer. A plan that
+// loads is safe to run: no out-of-bounds access is possible afterwards, except
+// for data-dependent indices, which the kernels check themselves.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_PLAN_PLANLOADER_H
+#define ZRT_PLAN_PLANLOADER_H
+
+#include "plan/plan.pb.h"
+#include "train/Npy.h"
+#include "support/Status.h"
+
+#include <string>
+
+namespace zrt {
+
+/// The plan format version this runtime reads.
+constexpr int kPlanVersion = 1;
+
+/// Parses |bytes| as a plan and validates it.
+Status parsePlan(const std::string &bytes, plan::Plan &out);
+
+/// Reads, parses and validates the plan file at |path|; errors name the file.
+Status loadPlan(const std::string &path, plan::Plan &out);
+
+/// Validates a parsed plan (see the file comment).
+Status validatePlan(const plan::Plan &plan);
+
+/// Element type of a plan dtype, or false if the dtype is unknown.
+bool toDType(int planDType, DType &out);
+
+} // namespace zrt
+
+#endif // ZRT_PLAN_PLANLOADER_H
