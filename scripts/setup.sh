@@ -10,7 +10,7 @@ runtime_pkgs=(cmake ninja-build g++ ccache libgtest-dev libprotobuf-dev protobuf
 compiler_pkgs=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools   # MLIR/LLVM 22, FileCheck, lit
   libonnx-dev                                              # ONNX import
-  python3 python3-onnx python3-numpy                       # tests write ONNX models and .npy files
+  python3 python3-onnx python3-numpy python3-protobuf      # tests write models, .npy files, plans
 )
 
 pkgs=("${runtime_pkgs[@]}")

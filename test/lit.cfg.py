@@ -12,6 +12,7 @@ config.test_exec_root = os.path.join(config.zcc_obj_root, "test")
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 config.environment["PATH"] = os.pathsep.join(
     [config.zcc_tools_dir + "/zcc", config.zcc_tools_dir + "/zcc-opt",
+     os.path.join(config.zcc_obj_root, "runtime"),
      config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 
 # The reference models beside the checkout (../shared/models) and ours.
@@ -30,3 +31,6 @@ config.substitutions.append(
     ("%op_histogram", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "op_histogram.py")))
 config.substitutions.append(
     ("%check_trainable", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_trainable.py")))
+config.substitutions.append(
+    ("%check_loss", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_loss.py")))
+config.substitutions.append(("%zrun_path", os.path.join(config.zcc_obj_root, "runtime", "zrun")))
