@@ -34,3 +34,4 @@ config.substitutions.append(
 config.substitutions.append(
     ("%check_loss", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_loss.py")))
 config.substitutions.append(("%zrun_path", os.path.join(config.zcc_obj_root, "runtime", "zrun")))
+config.substitutions.append(("%zcc_src", config.zcc_src_root))

@@ -1,0 +1,80 @@
+"""Derives malformed plans from a valid one; each exercises one check of the
+plan validator (runtime/plan/PlanLoader.cpp).
+
+    make_bad_plans.py GOOD.zplan OUTDIR
+Writes OUTDIR/NAME.zplan for every case and OUTDIR/expected-errors.txt with
+'NAME: text the error must contain' lines. Needs plan_pb2 on PYTHONPATH
+(protoc --python_out=DIR runtime/plan/plan.proto).
+"""
+import os, sys
+import plan_pb2
+
+good = plan_pb2.Plan()
+good.ParseFromString(open(sys.argv[1], "rb").read())
+out = sys.argv[2]
+os.makedirs(out, exist_ok=True)
+expected = []
+
+
+def case(name, error, mutate=None, raw=None):
+    if raw is None:
+        p = plan_pb2.Plan()
+        p.CopyFrom(good)
+        mutate(p)
+        raw = p.SerializeToString()
+    with open(os.path.join(out, name + ".zplan"), "wb") as f:
+        f.write(raw)
+    expected.append(f"{name}: {error}")
+
+
+def kernel(p, name):
+    for inst in p.programs[0].instructions:
+        if inst.kernel.name == name:
+            return inst.kernel
+    raise KeyError(name)
+
+
+def buffer_named(p, prefix):
+    for b in p.buffers:
+        if b.name.startswith(prefix):
+            return b
+    raise KeyError(prefix)
+
+
+data = good.SerializeToString()
+case("empty", "the plan file is empty", raw=b"")
+case("truncated", "not a valid plan", raw=data[: len(data) // 2])
+case("garbage", "not a valid plan", raw=bytes(range(256)) * 4)
+case("version", "plan format version 7 is not supported", lambda p: setattr(p, "version", 7))
+case("world-size", "the plan is for world size 8", lambda p: setattr(p, "world_size", 8))
+case("arena-size", "arena DEVICE has an invalid size", lambda p: setattr(p, "device_arena_bytes", -5))
+case("offset-out-of-arena", "are outside its DEVICE arena",
+     lambda p: setattr(buffer_named(p, "t"), "offset", p.device_arena_bytes))
+case("negative-offset", "are outside its", lambda p: setattr(buffer_named(p, "t"), "offset", -64))
+case("huge-shape", "has an invalid shape",
+     lambda p: buffer_named(p, "t").shape.extend([1 << 40, 1 << 40]))
+case("bad-dtype", "has an unknown element type", lambda p: setattr(buffer_named(p, "t"), "dtype", 42))
+case("bad-arena", "is in an unknown arena", lambda p: setattr(buffer_named(p, "t"), "arena", 9))
+case("short-weights", "needs 48 bytes of initial data, the plan has 47",
+     lambda p: setattr(buffer_named(p, "w"), "initial_data", buffer_named(p, "w").initial_data[:-1]))
+case("data-on-device", "arena, which has no initial data",
+     lambda p: setattr(buffer_named(p, "t"), "initial_data", b"\0" * 4))
+case("unknown-kernel", "unknown kernel 'fused_magic'", lambda p: setattr(kernel(p, "relu"), "name", "fused_magic"))
+case("operand-index", "refers to buffer 999", lambda p: kernel(p, "matmul").inputs.__setitem__(0, 999))
+case("kernel-arity", "kernel 'relu' expects 1 inputs and 1 outputs", lambda p: kernel(p, "relu").inputs.append(0))
+case("kernel-shape", "kernel 'matmul' operands", lambda p: kernel(p, "matmul").ints.__setitem__(1, 1))
+case("kernel-attrs", "kernel 'matmul' expects 2 integer attributes", lambda p: kernel(p, "matmul").ints.append(1))
+case("write-input", "which is read-only (INPUT)",
+     lambda p: kernel(p, "relu").outputs.__setitem__(0, kernel(p, "matmul").inputs[0]))
+case("input-index", "input 'labels' refers to buffer -3", lambda p: setattr(p.programs[0].inputs[0], "buffer", -3))
+case("input-arena", "input 'labels' is not in the input arena",
+     lambda p: setattr(p.programs[0].inputs[0], "buffer", kernel(p, "relu").outputs[0]))
+case("output-index", "output 'logits' refers to buffer 12345", lambda p: setattr(p.programs[0].outputs[0], "buffer", 12345))
+case("duplicate-program", "program 'eval' is defined twice", lambda p: p.programs.append(p.programs[0]))
+case("no-instruction-kind", "unknown instruction kind", lambda p: p.programs[0].instructions.add())
+case("view-with-data", "is a view, which has no initial data",
+     lambda p: (setattr(buffer_named(p, "w"), "view", True)))
+
+with open(os.path.join(out, "expected-errors.txt"), "w") as f:
+    f.write("\n".join(expected) + "\n")
+print(len(expected), "malformed plans written")
