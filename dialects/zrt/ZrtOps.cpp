@@ -20,8 +20,9 @@ void ZrtDialect::initialize() {
 }
 
 LogicalResult BufferOp::verify() {
-  if (getOffset() < 0)
-    return emitOpError("offset must be non-negative, got ") << getOffset();
+  // I64Attr's accessor is unsigned: read the signed value.
+  if (getOffsetAttr().getInt() < 0)
+    return emitOpError("offset must be non-negative, got ") << getOffsetAttr().getInt();
   bool hasData = getArena() == Arena::state || getArena() == Arena::constant;
   if (getInitialValue() && !hasData)
     return emitOpError("only state and constant buffers have initial values");

@@ -78,7 +78,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     zplan::Buffer *pb = plan.add_buffers();
     pb->set_name(buffer.getSymName().str());
     pb->set_arena(static_cast<zplan::Arena>(buffer.getArena()));
-    pb->set_offset(buffer.getOffset());
+    pb->set_offset(buffer.getOffsetAttr().getInt());
     auto type = cast<RankedTensorType>(buffer.getType());
     auto dtype = dtypeOf(type.getElementType(), buffer.getLoc());
     if (failed(dtype))
