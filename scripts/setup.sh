@@ -11,6 +11,7 @@ compiler_pkgs=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools   # MLIR/LLVM 22, FileCheck, lit
   libonnx-dev                                              # ONNX import
   python3 python3-onnx python3-numpy python3-protobuf      # tests write models, .npy files, plans
+  clang libclang-rt-14-dev                                 # libFuzzer (scripts/fuzz.sh)
 )
 
 pkgs=("${runtime_pkgs[@]}")

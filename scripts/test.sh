@@ -4,8 +4,10 @@
 #   1. the full suite (lit tests of the compiler, runtime unit tests);
 #   2. the runtime alone, configured without LLVM (ZCC_BUILD_COMPILER=OFF);
 #   3. the full suite again under AddressSanitizer + UBSan, which is where the
-#      malformed-model tests prove that bad input never corrupts memory.
-# Build trees: build/, build-runtime/, build-asan/ (reused between runs).
+#      malformed-model and malformed-plan tests prove that bad input never
+#      corrupts memory;
+#   4. 60 s of libFuzzer on the plan loader (scripts/fuzz.sh).
+# Build trees: build/, build-runtime/, build-asan/, build-fuzz/ (reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -26,3 +28,6 @@ echo "== AddressSanitizer + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZCC_ENABLE_SANITIZERS=ON >/dev/null
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+
+echo "== fuzz the plan loader (libFuzzer, 60 s)"
+scripts/fuzz.sh 60

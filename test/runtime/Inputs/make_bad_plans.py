@@ -42,6 +42,9 @@ def buffer_named(p, prefix):
 
 
 data = good.SerializeToString()
+# The valid plan too, as a fuzzing seed (not listed in expected-errors.txt).
+with open(os.path.join(out, "valid.zplan"), "wb") as f:
+    f.write(data)
 case("empty", "the plan file is empty", raw=b"")
 case("truncated", "not a valid plan", raw=data[: len(data) // 2])
 case("garbage", "not a valid plan", raw=bytes(range(256)) * 4)
