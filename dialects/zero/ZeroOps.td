@@ -22,6 +22,12 @@ def Zero_FloatTensor : RankedTensorOf<[AnyFloat]>;
 def Zero_BoolTensor : RankedTensorOf<[I1]>;
 def Zero_IndexTensor : RankedTensorOf<[I32, I64]>;
 
+// A 64-bit integer attribute read as int64_t (MLIR's I64Attr reads uint64_t;
+// axes and ignore indices are signed).
+def Zero_I64Attr : TypedSignlessIntegerAttrBase<I64, "int64_t", "64-bit integer attribute"> {
+  let convertFromStorage = "$_self.getValue().getSExtValue()";
+}
+
 //===----------------------------------------------------------------------===//
 // State
 //===----------------------------------------------------------------------===//
@@ -132,7 +138,7 @@ def Zero_SliceOp : Zero_Op<"slice", [Pure, InferTypeOpAdaptor]> {
 
 def Zero_ConcatOp : Zero_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let summary = "concatenate along an axis";
-  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, Zero_I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
   let hasFolder = 1;
@@ -140,14 +146,14 @@ def Zero_ConcatOp : Zero_Op<"concat", [Pure, InferTypeOpAdaptor]> {
 
 def Zero_SplitOp : Zero_Op<"split", [Pure, InferTypeOpAdaptor]> {
   let summary = "split along an axis into pieces of the given sizes";
-  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let arguments = (ins AnyRankedTensor:$input, Zero_I64Attr:$axis, DenseI64ArrayAttr:$sizes);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($results)";
 }
 
 def Zero_GatherOp : Zero_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let summary = "take slices along an axis at integer indices (ONNX Gather; embedding lookup)";
-  let arguments = (ins AnyRankedTensor:$input, Zero_IndexTensor:$indices, I64Attr:$axis);
+  let arguments = (ins AnyRankedTensor:$input, Zero_IndexTensor:$indices, Zero_I64Attr:$axis);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input `[` $indices `]` attr-dict `:` functional-type(operands, $result)";
 }
@@ -247,7 +253,7 @@ def Zero_ReduceOp : Zero_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
 
 def Zero_SoftmaxOp : Zero_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let summary = "softmax along an axis";
-  let arguments = (ins Zero_FloatTensor:$input, I64Attr:$axis);
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$axis);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -255,7 +261,7 @@ def Zero_SoftmaxOp : Zero_Op<"softmax", [Pure, SameOperandsAndResultType]> {
 
 def Zero_LogSoftmaxOp : Zero_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
   let summary = "log-softmax along an axis";
-  let arguments = (ins Zero_FloatTensor:$input, I64Attr:$axis);
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$axis);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -268,7 +274,7 @@ def Zero_LayerNormOp : Zero_Op<"layer_norm", [Pure]> {
     [axis, rank); scale and bias have the shape of those dims.
   }];
   let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$scale,
-                       Optional<Zero_FloatTensor>:$bias, I64Attr:$axis, F64Attr:$epsilon);
+                       Optional<Zero_FloatTensor>:$bias, Zero_I64Attr:$axis, F64Attr:$epsilon);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, $result)
@@ -280,7 +286,7 @@ def Zero_RmsNormOp : Zero_Op<"rms_norm", [Pure]> {
   let summary = "RMS normalization over the trailing dims from `axis` (Llama)";
   let description = [{ y = x / sqrt(mean(x^2) + epsilon) * scale. }];
   let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$scale,
-                       I64Attr:$axis, F64Attr:$epsilon);
+                       Zero_I64Attr:$axis, F64Attr:$epsilon);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
@@ -293,7 +299,7 @@ def Zero_CrossEntropyOp : Zero_Op<"cross_entropy", [Pure]> {
     ignore_index are left out of the sum and of the count (PyTorch
     F.cross_entropy with reduction='mean'). The result is a scalar.
   }];
-  let arguments = (ins Zero_FloatTensor:$logits, Zero_IndexTensor:$labels, I64Attr:$ignore_index);
+  let arguments = (ins Zero_FloatTensor:$logits, Zero_IndexTensor:$labels, Zero_I64Attr:$ignore_index);
   let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
