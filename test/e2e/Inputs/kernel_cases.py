@@ -1,0 +1,150 @@
+"""Checks every CPU kernel against NumPy through the whole toolchain.
+
+    kernel_cases.py ZCC ZRUN WORKDIR
+For each case: an ONNX model with one op (plus a ReduceSum output that serves
+as the plan's loss) is written, compiled with zcc, run with `zrun eval
+--output y=...`, and y is compared with NumPy in float64 (relative error on
+the whole tensor, 1e-5 for float32). Prints one line per case and a summary.
+"""
+import os, subprocess, sys
+import numpy as np
+import onnx
+from onnx import helper, TensorProto, numpy_helper
+from math import erf as _erf
+
+zcc, zrun, work = sys.argv[1:4]
+os.makedirs(work, exist_ok=True)
+rng = np.random.default_rng(0)
+F, I, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+NP = {F: np.float32, I: np.int64, B: np.bool_}
+erf = np.vectorize(_erf)
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None):
+    """inputs: graph inputs (name, array), all with the same leading (sample)
+    dimension; consts: initializers (name, array), i.e. constants (int, bool)
+    or parameters (float); order: the node's input names if not inputs+consts;
+    ref: numpy reference of y."""
+    consts = consts or []
+    names = order or [n for n, _ in inputs] + [n for n, _ in consts]
+    nodes = [helper.make_node(op, names, ["y"], **(attrs or {}))]
+    y = ref.astype(NP[out_type])
+    # A scalar loss: the sum of y (as float).
+    if out_type == F:
+        nodes.append(helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0))
+    else:
+        nodes.append(helper.make_node("Cast", ["y"], ["yf"], to=F))
+        nodes.append(helper.make_node("ReduceSum", ["yf"], ["loss"], keepdims=0))
+    g_in = [helper.make_tensor_value_info(n, {np.float32: F, np.int64: I, np.bool_: B}[a.dtype.type],
+                                          list(a.shape)) for n, a in inputs]
+    g = helper.make_graph(nodes, name, g_in,
+                          [helper.make_tensor_value_info("loss", F, []),
+                           helper.make_tensor_value_info("y", out_type, list(y.shape))],
+                          initializer=[numpy_helper.from_array(a, n) for n, a in consts])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    onnx.save(m, os.path.join(d, "m.onnx"))
+    args = []
+    for n, a in inputs:
+        # zrun's data arrays are [samples, ...]: one sample = the whole input.
+        np.save(os.path.join(d, n + ".npy"), a[None])
+        args += ["--data", f"{n}={os.path.join(d, n + '.npy')}"]
+    shapes = []
+    for n, a in inputs:
+        shapes += ["--input-shape", f"{n}=" + "x".join(str(s) for s in a.shape)] if a.ndim else []
+    r = subprocess.run([zcc, os.path.join(d, "m.onnx"), "-o", os.path.join(d, "m.zplan")] + shapes,
+                       capture_output=True, text=True)
+    if r.returncode:
+        return name, f"zcc failed: {r.stderr.strip()[:300]}"
+    # Inputs are batched by zrun with batch = the input's leading dim: feed
+    # exactly one batch worth (the whole tensor).
+    for n, a in inputs:
+        np.save(os.path.join(d, n + ".npy"), a)
+    r = subprocess.run([zrun, "eval", os.path.join(d, "m.zplan"), "--output",
+                        f"y={os.path.join(d, 'y.npy')}"] + args, capture_output=True, text=True)
+    if r.returncode:
+        return name, f"zrun failed: {r.stderr.strip()[:300]}"
+    got = np.load(os.path.join(d, "y.npy"))
+    if got.shape != y.shape or got.dtype != y.dtype:
+        return name, f"got {got.dtype}{got.shape}, expected {y.dtype}{y.shape}"
+    if out_type == F:
+        err = np.linalg.norm(got.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
+        return name, None if err <= 1e-5 else f"relative error {err:.3g}"
+    return name, None if np.array_equal(got, y) else "values differ"
+
+
+def r(*shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, shape).astype(np.float32)
+
+
+a, b, c = r(3, 4), r(4), r(3, 1)
+pos = r(3, 4, lo=0.1, hi=3.0)
+ints = rng.integers(-5, 5, (3, 4)).astype(np.int64)
+mask = rng.random((3, 4)) > 0.5
+x3 = r(2, 3, 5)
+w54, y152 = r(5, 4), r(1, 5, 2)
+results = [
+    case("add", "Add", [("a", a)], a.astype(np.float64) + b, consts=[("b", b)]),
+    case("sub", "Sub", [("a", a), ("c", c)], a.astype(np.float64) - c),
+    case("mul", "Mul", [("a", a)], a.astype(np.float64) * b, consts=[("b", b)]),
+    case("div", "Div", [("a", a), ("c", pos[:, :1])], a.astype(np.float64) / pos[:, :1]),
+    case("pow", "Pow", [("p", pos)], pos.astype(np.float64) ** b, consts=[("b", b)]),
+    case("max", "Max", [("a", a)], np.maximum(a, b).astype(np.float64), consts=[("b", b)]),
+    case("min", "Min", [("a", a), ("c", c)], np.minimum(a, c).astype(np.float64)),
+    case("add_i64", "Add", [("i", ints)], ints + ints[:1], consts=[("j", ints[:1])], out_type=I),
+    case("and", "And", [("m", mask), ("n", mask[:, ::-1].copy())], mask & mask[:, ::-1], out_type=B),
+    case("or", "Or", [("m", mask), ("n", mask[::-1].copy())], mask | mask[::-1], out_type=B),
+    case("not", "Not", [("m", mask)], ~mask, out_type=B),
+    case("less", "Less", [("a", a), ("c", np.broadcast_to(c, a.shape).copy())], a < c, out_type=B),
+    case("equal_i64", "Equal", [("i", ints), ("j", ints[::-1].copy())], ints == ints[::-1], out_type=B),
+    case("where", "Where", [("m", mask), ("a", a), ("c", c)], np.where(mask, a, c).astype(np.float64)),
+    case("neg", "Neg", [("a", a)], -a.astype(np.float64)),
+    case("abs", "Abs", [("a", a)], np.abs(a).astype(np.float64)),
+    case("exp", "Exp", [("a", a)], np.exp(a.astype(np.float64))),
+    case("log", "Log", [("p", pos)], np.log(pos.astype(np.float64))),
+    case("sqrt", "Sqrt", [("p", pos)], np.sqrt(pos.astype(np.float64))),
+    case("reciprocal", "Reciprocal", [("p", pos)], 1 / pos.astype(np.float64)),
+    case("tanh", "Tanh", [("a", a)], np.tanh(a.astype(np.float64))),
+    case("erf", "Erf", [("a", a)], erf(a.astype(np.float64))),
+    case("sigmoid", "Sigmoid", [("a", a)], 1 / (1 + np.exp(-a.astype(np.float64)))),
+    case("relu", "Relu", [("a", a)], np.maximum(a, 0).astype(np.float64)),
+    case("cos", "Cos", [("a", a)], np.cos(a.astype(np.float64))),
+    case("sin", "Sin", [("a", a)], np.sin(a.astype(np.float64))),
+    case("gelu", "Gelu", [("a", a)], 0.5 * a * (1 + erf(a.astype(np.float64) / np.sqrt(2)))),
+    case("cast", "Cast", [("a", a)], a.astype(np.int64), attrs={"to": I}, out_type=I),
+    case("expand", "Expand", [("c", c)], np.broadcast_to(c, (2, 3, 4)).astype(np.float64),
+         consts=[("s", np.array([2, 3, 4], np.int64))]),
+    case("transpose", "Transpose", [("x", x3)], x3.transpose(2, 0, 1).astype(np.float64), attrs={"perm": [2, 0, 1]}),
+    case("slice", "Slice", [("x", x3)], x3[:, 1:3, ::2].astype(np.float64),
+         consts=[("st", np.array([1, 0], np.int64)), ("en", np.array([3, 5], np.int64)),
+                 ("ax", np.array([1, 2], np.int64)), ("sp", np.array([1, 2], np.int64))]),
+    case("concat", "Concat", [("a", a), ("c", c)], np.concatenate([a, c], 1).astype(np.float64), attrs={"axis": 1}),
+    case("gather", "Gather", [("i", np.array([[2, 0], [1, 1]], np.int64))], a[[[2, 0], [1, 1]]].astype(np.float64),
+         consts=[("w", a)], order=["w", "i"]),
+    case("matmul", "MatMul", [("x", x3)], x3.astype(np.float64) @ w54.astype(np.float64),
+         consts=[("w", w54)]),
+    case("matmul_batch", "MatMul", [("x", x3)], x3.astype(np.float64) @ y152.astype(np.float64),
+         consts=[("y", y152)]),
+    case("reduce_max", "ReduceMax", [("x", x3)], x3.max(1, keepdims=True).astype(np.float64),
+         consts=[("ax", np.array([1], np.int64))]),
+    case("reduce_mean", "ReduceMean", [("x", x3)], x3.astype(np.float64).mean((0, 2), keepdims=True),
+         consts=[("ax", np.array([0, 2], np.int64))]),
+    case("softmax", "Softmax", [("x", x3)], softmax(x3.astype(np.float64), 1), attrs={"axis": 1}),
+    case("log_softmax", "LogSoftmax", [("x", x3)], np.log(softmax(x3.astype(np.float64), -1))),
+    case("layer_norm", "LayerNormalization", [("x", x3)],
+         (x3 - x3.mean(-1, keepdims=True)) / np.sqrt(x3.astype(np.float64).var(-1, keepdims=True) + 1e-5) * 1.5 + 0.25,
+         consts=[("s", np.full(5, 1.5, np.float32)), ("bb", np.full(5, 0.25, np.float32))]),
+]
+
+failed = [(n, e) for n, e in results if e]
+for n, e in results:
+    print(f"{'ok  ' if not e else 'FAIL'} {n}" + (f": {e}" if e else ""))
+print(f"{len(results) - len(failed)} of {len(results)} kernel cases match NumPy")
+sys.exit(1 if failed else 0)
