@@ -592,5 +592,15 @@ LogicalResult CrossEntropyOp::verify() {
   return success();
 }
 
+LogicalResult AdamWOp::verify() {
+  Type t = getParam().getType();
+  if (getGrad().getType() != t || getM().getType() != t || getV().getType() != t ||
+      getNewParam().getType() != t || getNewM().getType() != t || getNewV().getType() != t)
+    return emitOpError("parameter, gradient, moments and results must have one type");
+  if (getLr().getType().getRank() != 0 || getStep().getType().getRank() != 0)
+    return emitOpError("lr and step must be scalars");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "zero/ZeroOps.cpp.inc"

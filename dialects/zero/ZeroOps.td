@@ -305,4 +305,109 @@ def Zero_CrossEntropyOp : Zero_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Backward ops (where a fused backward is the sane choice) and optimizers
+//===----------------------------------------------------------------------===//
+
+def Zero_GeluGradOp : Zero_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dx of GELU given x and dy";
+  let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$grad,
+                       Zero_GeluApprox:$approximate);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad $approximate attr-dict `:` type($result)";
+}
+
+def Zero_SoftmaxGradOp : Zero_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dx of softmax given its output y and dy: y * (dy - sum(dy * y))";
+  let arguments = (ins Zero_FloatTensor:$output, Zero_FloatTensor:$grad, Zero_I64Attr:$axis);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($result)";
+}
+
+def Zero_LogSoftmaxGradOp : Zero_Op<"log_softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dx of log-softmax given its output y and dy: dy - exp(y) * sum(dy)";
+  let arguments = (ins Zero_FloatTensor:$output, Zero_FloatTensor:$grad, Zero_I64Attr:$axis);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($result)";
+}
+
+def Zero_LayerNormGradOp : Zero_Op<"layer_norm_grad", [Pure]> {
+  let summary = "dx, dscale, dbias of layer_norm given x, scale and dy";
+  let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$scale, Zero_FloatTensor:$grad,
+                       Zero_I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Zero_FloatTensor:$dinput, Zero_FloatTensor:$dscale,
+                      Zero_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Zero_RmsNormGradOp : Zero_Op<"rms_norm_grad", [Pure]> {
+  let summary = "dx, dscale of rms_norm given x, scale and dy";
+  let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$scale, Zero_FloatTensor:$grad,
+                       Zero_I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Zero_FloatTensor:$dinput, Zero_FloatTensor:$dscale);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Zero_CrossEntropyGradOp : Zero_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "dlogits of the mean cross-entropy, scaled by the scalar dloss";
+  let description = [{
+    (softmax(logits) - onehot(labels)) * dloss / count on rows whose label is
+    not ignore_index, 0 on ignored rows.
+  }];
+  let arguments = (ins Zero_FloatTensor:$logits, Zero_IndexTensor:$labels,
+                       RankedTensorOf<[F32]>:$grad, Zero_I64Attr:$ignore_index);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, $result)";
+}
+
+def Zero_GatherGradOp : Zero_Op<"gather_grad", [Pure]> {
+  let summary = "gradient of gather: scatter-add dy into zeros of the input's shape";
+  let description = [{ The embedding backward: rows indexed several times accumulate. }];
+  let arguments = (ins Zero_IndexTensor:$indices, Zero_FloatTensor:$grad, Zero_I64Attr:$axis);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$indices `,` $grad attr-dict `:` functional-type(operands, $result)";
+}
+
+def Zero_SliceGradOp : Zero_Op<"slice_grad", [Pure]> {
+  let summary = "gradient of slice: dy placed at the sliced positions of zeros";
+  let arguments = (ins Zero_FloatTensor:$grad, DenseI64ArrayAttr:$start,
+                       DenseI64ArrayAttr:$stride);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$grad `[` $start `:` $stride `]` attr-dict `:` type($grad) `->` type($result)";
+}
+
+def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
+    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
+  let summary = "one AdamW step (PyTorch semantics: bias correction, decoupled decay)";
+  let description = [{
+    With t = step (the count after this update), lr a runtime scalar:
+      p <- p * (1 - lr * weight_decay)
+      m <- beta1 * m + (1 - beta1) * g;  v <- beta2 * v + (1 - beta2) * g^2
+      p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+    Results: the new parameter, m and v.
+  }];
+  let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad, Zero_FloatTensor:$m,
+                       Zero_FloatTensor:$v, RankedTensorOf<[F32]>:$lr,
+                       RankedTensorOf<[F32]>:$step, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$epsilon, F64Attr:$weight_decay);
+  let results = (outs Zero_FloatTensor:$new_param, Zero_FloatTensor:$new_m,
+                      Zero_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step attr-dict `:` type($param) `,` type($lr)
+    `,` type($step)
+  }];
+  let builders = [OpBuilder<(ins "mlir::Value":$param, "mlir::Value":$grad, "mlir::Value":$m,
+      "mlir::Value":$v, "mlir::Value":$lr, "mlir::Value":$step, "double":$beta1,
+      "double":$beta2, "double":$epsilon, "double":$weight_decay), [{
+    build($_builder, $_state, param.getType(), param.getType(), param.getType(), param, grad,
+          m, v, lr, step, $_builder.getF64FloatAttr(beta1), $_builder.getF64FloatAttr(beta2),
+          $_builder.getF64FloatAttr(epsilon), $_builder.getF64FloatAttr(weight_decay));
+  }]>];
+  let hasVerifier = 1;
+}
+
 #endif // ZERO_OPS_TD

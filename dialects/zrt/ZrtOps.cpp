@@ -52,5 +52,20 @@ LogicalResult KernelOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+LogicalResult CopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  BufferOp buffers[2];
+  FlatSymbolRefAttr syms[2] = {getSourceAttr(), getTargetAttr()};
+  for (int k = 0; k < 2; ++k) {
+    buffers[k] = symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, syms[k].getAttr());
+    if (!buffers[k])
+      return emitOpError("refers to ") << syms[k] << ", which is not a zrt.buffer";
+  }
+  auto a = cast<RankedTensorType>(buffers[0].getType()),
+       b = cast<RankedTensorType>(buffers[1].getType());
+  if (a.getElementType() != b.getElementType() || a.getNumElements() != b.getNumElements())
+    return emitOpError("copies ") << a << " into " << b << " of another size or type";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "zrt/ZrtOps.cpp.inc"

@@ -46,7 +46,7 @@ def Zrt_BufferOp : Zrt_Op<"buffer", [Symbol]> {
   let arguments = (ins SymbolNameAttr:$sym_name, Zrt_Arena:$arena, I64Attr:$offset,
                        TypeAttrOf<AnyRankedTensor>:$type,
                        OptionalAttr<ElementsAttr>:$initial_value, UnitAttr:$trainable,
-                       UnitAttr:$view);
+                       UnitAttr:$view, OptionalAttr<StrAttr>:$role);
   let assemblyFormat = [{
     $sym_name $arena `[` $offset `]` (`trainable` $trainable^)? (`view` $view^)? attr-dict
     `:` $type (`=` $initial_value^)?
@@ -64,6 +64,13 @@ def Zrt_ProgramOp : Zrt_Op<"program", [Symbol, NoTerminator, SingleBlock]> {
                        DictionaryAttr:$outputs);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `inputs` $inputs `outputs` $outputs $body attr-dict";
+}
+
+def Zrt_CopyOp : Zrt_Op<"copy", [HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "copy one buffer into another of the same size (a store to state)";
+  let arguments = (ins FlatSymbolRefAttr:$source, FlatSymbolRefAttr:$target);
+  let assemblyFormat = "$source `->` $target attr-dict";
 }
 
 def Zrt_KernelOp : Zrt_Op<"kernel", [HasParent<"ProgramOp">,

@@ -62,41 +62,16 @@ private:
 bool isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, NegOp, AbsOp, ExpOp,
              LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp,
-             CosOp, SinOp, NotOp, GeluOp, WhereOp>(op);
+             CosOp, SinOp, NotOp, GeluOp, WhereOp, GeluGradOp>(op);
 }
 
 struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
   using ZeroPlanMemoryBase::ZeroPlanMemoryBase;
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    Builder b(&getContext());
-
-    // State: every global, in declaration order.
-    int64_t stateBytes = 0;
-    for (auto global : module.getOps<GlobalOp>()) {
-      global->setAttr("zero.offset", b.getI64IntegerAttr(stateBytes));
-      stateBytes += alignArena(storageBytes(global.getType()));
-    }
-
-    auto func = module.lookupSymbol<func::FuncOp>("forward");
-    if (!func) {
-      module.emitError("zero-plan-memory: the module has no @forward function");
-      return signalPassFailure();
-    }
-    if (!func.getBody().hasOneBlock()) {
-      func.emitError("zero-plan-memory expects a single-block function");
-      return signalPassFailure();
-    }
-    Block &block = func.getBody().front();
-
-    // Inputs: the arguments, in order.
-    int64_t inputBytes = 0;
-    for (BlockArgument arg : block.getArguments()) {
-      func.setArgAttr(arg.getArgNumber(), "zero.offset", b.getI64IntegerAttr(inputBytes));
-      inputBytes += alignArena(storageBytes(arg.getType()));
-    }
-
+  /// Places the values of |block| in a fresh device arena and its constants
+  /// after |constantBytes|; returns the device peak.
+  int64_t planDevice(Block &block, int64_t &constantBytes) {
+    Builder b(block.getParentOp()->getContext());
     // Program order and last uses (through views; results live to the end).
     DenseMap<Operation *, int64_t> index;
     int64_t n = 0;
@@ -110,7 +85,6 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         lastUse[root] = std::max(lastUse.lookup(root), at);
       }
 
-    int64_t constantBytes = 0;
     ArenaAllocator device;
     DenseMap<Value, int64_t> deviceOffset; // roots in the device arena
     for (Operation &op : block) {
@@ -159,8 +133,38 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
           deviceOffset.erase(root);
         }
     }
+    return device.getPeak();
+  }
 
-    module->setAttr("zero.device_arena_bytes", b.getI64IntegerAttr(device.getPeak()));
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Builder b(&getContext());
+
+    // State: every global, in declaration order.
+    int64_t stateBytes = 0;
+    for (auto global : module.getOps<GlobalOp>()) {
+      global->setAttr("zero.offset", b.getI64IntegerAttr(stateBytes));
+      stateBytes += alignArena(storageBytes(global.getType()));
+    }
+
+    // Every function: its arguments in the input arena (one after another
+    // across functions), its constants in the constant arena, its values in
+    // the device arena. Programs run one at a time, so they share the device
+    // arena, whose size is the largest peak.
+    int64_t inputBytes = 0, constantBytes = 0, devicePeak = 0;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (!func.getBody().hasOneBlock()) {
+        func.emitError("zero-plan-memory expects single-block functions");
+        return signalPassFailure();
+      }
+      Block &block = func.getBody().front();
+      for (BlockArgument arg : block.getArguments()) {
+        func.setArgAttr(arg.getArgNumber(), "zero.offset", b.getI64IntegerAttr(inputBytes));
+        inputBytes += alignArena(storageBytes(arg.getType()));
+      }
+      devicePeak = std::max(devicePeak, planDevice(block, constantBytes));
+    }
+    module->setAttr("zero.device_arena_bytes", b.getI64IntegerAttr(devicePeak));
     module->setAttr("zero.state_arena_bytes", b.getI64IntegerAttr(stateBytes));
     module->setAttr("zero.constant_arena_bytes", b.getI64IntegerAttr(constantBytes));
     module->setAttr("zero.input_arena_bytes", b.getI64IntegerAttr(inputBytes));

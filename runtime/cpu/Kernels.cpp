@@ -798,7 +798,307 @@ Status run_cross_entropy(const KernelCall &c) {
   return Status::ok();
 }
 
+//===----------------------------------------------------------------------===//
+// Backward kernels and the optimizer
+//===----------------------------------------------------------------------===//
+
+std::string check_gelu_grad(const KernelCall &c) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  if (auto e = checkInts(c, 1); !e.empty())
+    return e;
+  for (const TensorRef *t : {&c.in[0], &c.in[1], &c.out[0]})
+    if (t->dtype != DType::F32 || t->shape != c.out[0].shape)
+      return "expects float32 x, dy and dx of one shape";
+  return "";
+}
+Status run_gelu_grad(const KernelCall &c) {
+  const float *x = c.in[0].as<float>(), *g = c.in[1].as<float>();
+  float *dx = c.out[0].as<float>();
+  for (int64_t k = 0, n = c.out[0].numel(); k < n; ++k) {
+    double v = x[k], d;
+    if (c.ints[0] == 1) {
+      const double a = 0.7978845608028654, b = 0.044715;
+      double inner = a * (v + b * v * v * v), t = std::tanh(inner);
+      d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * a * (1 + 3 * b * v * v);
+    } else {
+      d = 0.5 * (1 + std::erf(v * 0.70710678118654752)) +
+          v * 0.3989422804014327 * std::exp(-0.5 * v * v);
+    }
+    dx[k] = (float)(g[k] * d);
+  }
+  return Status::ok();
+}
+
+std::string check_softmax_grad(const KernelCall &c) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  for (const TensorRef *t : {&c.in[0], &c.in[1], &c.out[0]})
+    if (t->dtype != DType::F32 || t->shape != c.out[0].shape)
+      return "expects float32 y, dy and dx of one shape";
+  if (c.ints.size() != 1 || !validAxis(c.ints[0], c.out[0].shape.size()))
+    return "expects a valid axis";
+  return "";
+}
+Status softmaxGradImpl(const KernelCall &c, bool log) {
+  int64_t outer, dim, inner;
+  around(c.out[0].shape, c.ints[0], outer, dim, inner);
+  const float *y = c.in[0].as<float>(), *g = c.in[1].as<float>();
+  float *dx = c.out[0].as<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = o * dim * inner + i;
+      double dot = 0;
+      for (int64_t j = 0; j < dim; ++j)
+        dot += log ? (double)g[base + j * inner]
+                   : (double)g[base + j * inner] * y[base + j * inner];
+      for (int64_t j = 0; j < dim; ++j) {
+        int64_t k = base + j * inner;
+        dx[k] = (float)(log ? g[k] - std::exp((double)y[k]) * dot : y[k] * (g[k] - dot));
+      }
+    }
+  return Status::ok();
+}
+Status run_softmax_grad(const KernelCall &c) { return softmaxGradImpl(c, false); }
+Status run_log_softmax_grad(const KernelCall &c) { return softmaxGradImpl(c, true); }
+
+std::string checkNormGrad(const KernelCall &c, size_t outs) {
+  if (auto e = arity(c, 3, outs); !e.empty())
+    return e;
+  const TensorRef &x = c.in[0];
+  if (c.ints.size() != 1 || !validAxis(c.ints[0], x.shape.size()) || c.floats.size() != 1)
+    return "expects [axis] and [epsilon]";
+  Shape normShape(x.shape.begin() + c.ints[0], x.shape.end());
+  if (x.dtype != DType::F32 || c.in[2].shape != x.shape || c.out[0].shape != x.shape ||
+      c.in[1].shape != normShape)
+    return "expects float32 x, scale of the normalized shape, dy and dx";
+  for (size_t k = 1; k < outs; ++k)
+    if (c.out[k].shape != normShape || c.out[k].dtype != DType::F32)
+      return "parameter gradients must have the normalized shape";
+  return "";
+}
+std::string check_layer_norm_grad(const KernelCall &c) { return checkNormGrad(c, 3); }
+std::string check_rms_norm_grad(const KernelCall &c) { return checkNormGrad(c, 2); }
+Status normGradImpl(const KernelCall &c, bool rms) {
+  const TensorRef &x = c.in[0];
+  int64_t axis = c.ints[0], rows = 1, cols = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    rows *= x.shape[d];
+  for (size_t d = axis; d < x.shape.size(); ++d)
+    cols *= x.shape[d];
+  double eps = c.floats[0];
+  const float *px = x.as<float>(), *w = c.in[1].as<float>(), *pg = c.in[2].as<float>();
+  float *dx = c.out[0].as<float>();
+  std::vector<double> dw(cols, 0.0), db(cols, 0.0), dxhat(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = px + r * cols, *gr = pg + r * cols;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < cols; ++j)
+        mean += xr[j];
+      mean /= cols;
+    }
+    for (int64_t j = 0; j < cols; ++j)
+      var += (xr[j] - mean) * (xr[j] - mean);
+    var /= cols;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    double sumD = 0, sumDX = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      double xhat = (xr[j] - mean) * rstd;
+      dxhat[j] = (double)gr[j] * w[j];
+      sumD += dxhat[j];
+      sumDX += dxhat[j] * xhat;
+      dw[j] += (double)gr[j] * xhat;
+      db[j] += gr[j];
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      double xhat = (xr[j] - mean) * rstd;
+      double v = rms ? rstd * (dxhat[j] - xhat * sumDX / cols)
+                     : rstd * (dxhat[j] - sumD / cols - xhat * sumDX / cols);
+      dx[r * cols + j] = (float)v;
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    c.out[1].as<float>()[j] = (float)dw[j];
+    if (!rms)
+      c.out[2].as<float>()[j] = (float)db[j];
+  }
+  return Status::ok();
+}
+Status run_layer_norm_grad(const KernelCall &c) { return normGradImpl(c, false); }
+Status run_rms_norm_grad(const KernelCall &c) { return normGradImpl(c, true); }
+
+std::string check_cross_entropy_grad(const KernelCall &c) {
+  if (auto e = arity(c, 3, 1); !e.empty())
+    return e;
+  if (auto e = checkInts(c, 1); !e.empty())
+    return e;
+  const TensorRef &logits = c.in[0], &labels = c.in[1], &g = c.in[2], &dx = c.out[0];
+  if (logits.dtype != DType::F32 || labels.dtype != DType::I64 || g.dtype != DType::F32 ||
+      !g.shape.empty() || logits.shape.empty() || dx.shape != logits.shape ||
+      dx.dtype != DType::F32 ||
+      labels.shape != Shape(logits.shape.begin(), logits.shape.end() - 1))
+    return "expects float32 logits [N..., C], int64 labels [N...], a scalar dloss, dlogits";
+  return "";
+}
+Status run_cross_entropy_grad(const KernelCall &c) {
+  const TensorRef &logits = c.in[0], &labels = c.in[1];
+  int64_t classes = logits.shape.back(), rows = labels.numel(), ignore = c.ints[0];
+  const float *x = logits.as<float>();
+  const int64_t *y = labels.as<int64_t>();
+  double scale = *c.in[2].as<float>();
+  float *dx = c.out[0].as<float>();
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    count += y[r] != ignore;
+  for (int64_t r = 0; r < rows; ++r) {
+    float *dr = dx + r * classes;
+    if (y[r] == ignore || count == 0) {
+      std::fill(dr, dr + classes, 0.0f);
+      continue;
+    }
+    if (y[r] < 0 || y[r] >= classes)
+      return errorf("label ", y[r], " at position ", r, " is out of range for ", classes,
+                    " classes (use ", ignore, " to ignore a position)");
+    const float *xr = x + r * classes;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < classes; ++j)
+      mx = std::max(mx, xr[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < classes; ++j)
+      sum += std::exp((double)xr[j] - mx);
+    for (int64_t j = 0; j < classes; ++j) {
+      double p = std::exp((double)xr[j] - mx) / sum - (j == y[r] ? 1.0 : 0.0);
+      dr[j] = (float)(p * scale / count);
+    }
+  }
+  return Status::ok();
+}
+
+std::string check_gather_grad(const KernelCall &c) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
+  if (c.ints.size() != 1 || !validAxis(c.ints[0], dx.shape.size()))
+    return "expects a valid axis";
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+    return "indices must be int64 or int32";
+  int64_t axis = c.ints[0];
+  Shape expected(dx.shape.begin(), dx.shape.begin() + axis);
+  expected.insert(expected.end(), idx.shape.begin(), idx.shape.end());
+  expected.insert(expected.end(), dx.shape.begin() + axis + 1, dx.shape.end());
+  if (g.dtype != DType::F32 || dx.dtype != DType::F32 || g.shape != expected)
+    return "dy " + describe(g) + " should be float32" + shapeStr(expected);
+  return "";
+}
+Status run_gather_grad(const KernelCall &c) {
+  const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
+  int64_t axis = c.ints[0], dim = dx.shape[axis], outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dx.shape[d];
+  for (size_t d = axis + 1; d < dx.shape.size(); ++d)
+    inner *= dx.shape[d];
+  float *out = dx.as<float>();
+  const float *pg = g.as<float>();
+  std::fill(out, out + dx.numel(), 0.0f);
+  // Accumulate in index order: deterministic, and equal to PyTorch's
+  // embedding backward up to float rounding of repeated indices.
+  int64_t n = idx.numel();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t j = idx.dtype == DType::I64 ? idx.as<int64_t>()[k] : idx.as<int32_t>()[k];
+      if (j < -dim || j >= dim)
+        return errorf("index ", j, " is out of range for a dimension of size ", dim);
+      if (j < 0)
+        j += dim;
+      float *row = out + (o * dim + j) * inner;
+      const float *src = pg + (o * n + k) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        row[i] += src[i];
+    }
+  return Status::ok();
+}
+
+std::string check_slice_grad(const KernelCall &c) {
+  if (auto e = arity(c, 1, 1); !e.empty())
+    return e;
+  // The forward slice's check, with the roles of the operands swapped.
+  KernelCall fwd;
+  fwd.in = {c.out[0]};
+  fwd.out = {c.in[0]};
+  fwd.ints = c.ints;
+  return check_slice(fwd);
+}
+Status run_slice_grad(const KernelCall &c) {
+  const TensorRef &g = c.in[0], &dx = c.out[0];
+  std::memset(dx.data, 0, dx.numel() * dtypeSize(dx.dtype));
+  size_t rank = dx.shape.size(), es = dtypeSize(dx.dtype);
+  std::vector<int64_t> strides(rank, 1);
+  for (int64_t d = (int64_t)rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * dx.shape[d + 1];
+  std::vector<int64_t> coord(rank, 0);
+  for (int64_t k = 0, n = g.numel(); k < n; ++k) {
+    int64_t off = 0;
+    for (size_t d = 0; d < rank; ++d)
+      off += (c.ints[d] + coord[d] * c.ints[rank + d]) * strides[d];
+    std::memcpy(dx.data + off * es, g.data + k * es, es);
+    for (int64_t d = (int64_t)rank - 1; d >= 0; --d) {
+      if (++coord[d] < g.shape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+std::string check_adamw(const KernelCall &c) {
+  if (auto e = arity(c, 6, 3); !e.empty())
+    return e;
+  if (c.floats.size() != 4)
+    return "expects [beta1, beta2, eps, weight_decay]";
+  const Shape &s = c.in[0].shape;
+  for (const TensorRef *t : {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1], &c.out[2]})
+    if (t->dtype != DType::F32 || t->shape != s)
+      return "expects float32 parameter, gradient, moments and results of one shape";
+  for (const TensorRef *t : {&c.in[4], &c.in[5]})
+    if (t->dtype != DType::F32 || !t->shape.empty())
+      return "expects float32 scalars lr and step";
+  return "";
+}
+Status run_adamw(const KernelCall &c) {
+  // PyTorch's AdamW (torch/optim/adamw.py, non-capturable): scalars in double,
+  // tensor math in float32, in the same order.
+  double lr = *c.in[4].as<float>(), t = *c.in[5].as<float>();
+  double b1 = c.floats[0], b2 = c.floats[1], eps = c.floats[2], wd = c.floats[3];
+  float decay = (float)(1.0 - lr * wd);
+  double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
+  float stepSize = (float)(lr / bc1), bc2Sqrt = (float)std::sqrt(bc2);
+  float w1 = (float)(1.0 - b1), fb2 = (float)b2, w2 = (float)(1.0 - b2), feps = (float)eps;
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *m = c.in[2].as<float>(),
+              *v = c.in[3].as<float>();
+  float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
+  for (int64_t k = 0, n = c.in[0].numel(); k < n; ++k) {
+    float pk = p[k] * decay;
+    float mk = m[k] + w1 * (g[k] - m[k]); // lerp(m, g, 1 - beta1)
+    float vk = v[k] * fb2 + w2 * g[k] * g[k];
+    float denom = std::sqrt(vk) / bc2Sqrt + feps;
+    po[k] = pk - stepSize * (mk / denom);
+    mo[k] = mk;
+    vo[k] = vk;
+  }
+  return Status::ok();
+}
+
 const KernelInfo kKernels[] = {
+    {"gelu_grad", check_gelu_grad, run_gelu_grad},
+    {"softmax_grad", check_softmax_grad, run_softmax_grad},
+    {"log_softmax_grad", check_softmax_grad, run_log_softmax_grad},
+    {"layer_norm_grad", check_layer_norm_grad, run_layer_norm_grad},
+    {"rms_norm_grad", check_rms_norm_grad, run_rms_norm_grad},
+    {"cross_entropy_grad", check_cross_entropy_grad, run_cross_entropy_grad},
+    {"gather_grad", check_gather_grad, run_gather_grad},
+    {"slice_grad", check_slice_grad, run_slice_grad},
+    {"adamw", check_adamw, run_adamw},
     {"add", check_add, run_add},
     {"sub", check_sub, run_sub},
     {"mul", check_mul, run_mul},

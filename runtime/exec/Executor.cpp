@@ -61,7 +61,13 @@ TensorRef Executor::buffer(int index) const {
 Status Executor::run(const plan::Program &program) {
   KernelCall call;
   for (int i = 0; i < program.instructions_size(); ++i) {
-    const plan::Kernel &k = program.instructions(i).kernel();
+    const plan::Instruction &inst = program.instructions(i);
+    if (inst.has_copy()) {
+      TensorRef src = buffer(inst.copy().source()), dst = buffer(inst.copy().target());
+      std::memmove(dst.data, src.data, src.numel() * dtypeSize(src.dtype));
+      continue;
+    }
+    const plan::Kernel &k = inst.kernel();
     call.in.clear();
     call.out.clear();
     for (int index : k.inputs())

@@ -40,6 +40,18 @@ Status zrt::validatePlan(const plan::Plan &p) {
   if (p.version() != kPlanVersion)
     return errorf("plan format version ", p.version(), " is not supported (this zrun reads ",
                   "version ", kPlanVersion, "); recompile the model with this zcc");
+  if (p.has_training()) {
+    bool ok = p.training().grad_accum_steps() >= 1 && p.training().lr() >= 0;
+    bool hasPrograms[2] = {false, false};
+    for (const plan::Program &prog : p.programs()) {
+      hasPrograms[0] |= prog.name() == "micro_step";
+      hasPrograms[1] |= prog.name() == "apply";
+    }
+    if (!ok || !hasPrograms[0] || !hasPrograms[1])
+      return errorf("the plan's training section is invalid (grad_accum_steps ",
+                    p.training().grad_accum_steps(), ", lr ", p.training().lr(),
+                    ") or its micro_step/apply programs are missing");
+  }
   if (p.world_size() != 1)
     return errorf("the plan is for world size ", p.world_size(),
                   "; this runtime runs world size 1 (ZeRO across ranks comes next)");
@@ -108,6 +120,18 @@ Status zrt::validatePlan(const plan::Plan &p) {
       const plan::Instruction &inst = prog.instructions(i);
       std::ostringstream where;
       where << "program '" << prog.name() << "', instruction " << i;
+      if (inst.has_copy()) {
+        const plan::Copy &c = inst.copy();
+        ZRT_RETURN_IF_ERROR(checkIndex(c.source(), where.str() + " copy source"));
+        ZRT_RETURN_IF_ERROR(checkIndex(c.target(), where.str() + " copy target"));
+        const plan::Buffer &src = p.buffers(c.source()), &dst = p.buffers(c.target());
+        if (src.dtype() != dst.dtype() || bytesOf[c.source()] != bytesOf[c.target()])
+          return errorf(where.str(), ": copies buffer ", c.source(), " into buffer ", c.target(),
+                        " of another type or size");
+        if (dst.arena() == plan::CONSTANT || dst.arena() == plan::INPUT)
+          return errorf(where.str(), ": copies into buffer ", c.target(), ", which is read-only");
+        continue;
+      }
       if (!inst.has_kernel())
         return errorf(where.str(), ": unknown instruction kind");
       const plan::Kernel &k = inst.kernel();

@@ -65,6 +65,23 @@ static cl::opt<std::string> lossKind(
                      "a new int64 input 'labels' (ignore_index -100); none: the graph's "
                      "scalar output is the loss"),
     cl::value_desc("cross-entropy|none"), cl::init("none"), cl::cat(zccCategory));
+static cl::opt<std::string> optimizerKind(
+    "optimizer", cl::desc("optimizer of the training step"), cl::value_desc("adamw"),
+    cl::init("adamw"), cl::cat(zccCategory));
+static cl::opt<double> learningRate("lr", cl::desc("base learning rate (zrun train --lr overrides)"),
+                                    cl::init(1e-3), cl::cat(zccCategory));
+static cl::opt<std::string> betas("betas", cl::desc("AdamW betas"), cl::value_desc("B1,B2"),
+                                  cl::init("0.9,0.999"), cl::cat(zccCategory));
+static cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
+                               cl::cat(zccCategory));
+static cl::opt<double> weightDecay("weight-decay", cl::desc("decoupled weight decay"),
+                                   cl::init(0.01), cl::cat(zccCategory));
+static cl::opt<double> gradClip("grad-clip",
+                                cl::desc("clip gradients to this global L2 norm (0: off)"),
+                                cl::init(0.0), cl::cat(zccCategory));
+static cl::opt<int64_t> gradAccum("grad-accum",
+                                  cl::desc("micro-steps accumulated per optimizer step"),
+                                  cl::init(1), cl::cat(zccCategory));
 static cl::opt<int64_t> microBatch(
     "micro-batch", cl::desc("bind the leading (batch) dimension of the graph inputs, per rank"),
     cl::value_desc("N"), cl::init(0), cl::cat(zccCategory));
@@ -136,8 +153,8 @@ int main(int argc, char **argv) {
       "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
       "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
       "Passes of the pipeline (for --mlir-print-ir-before/after=PASS): canonicalize,\n"
-      "zero-recognize-patterns, cse, zero-attach-loss, zero-plan-memory,\n"
-      "convert-zero-to-zrt. --help-hidden lists every LLVM/MLIR option.\n");
+      "zero-recognize-patterns, cse, zero-attach-loss, zero-autodiff, zero-optimizer,\n"
+      "zero-plan-memory, convert-zero-to-zrt. --help-hidden lists every LLVM/MLIR option.\n");
 
   MLIRContext context;
   context.loadDialect<zcc::zero::ZeroDialect, zcc::zrt::ZrtDialect, func::FuncDialect>();
@@ -163,6 +180,26 @@ int main(int argc, char **argv) {
   if (lossKind != "none" && lossKind != "cross-entropy") {
     llvm::errs() << "zcc: error: --loss '" << lossKind
                  << "': expected cross-entropy or none\n";
+    return 2;
+  }
+  double beta1, beta2;
+  {
+    auto [b1, b2] = StringRef(betas).split(',');
+    if (b1.getAsDouble(beta1) || b2.getAsDouble(beta2) || !(beta1 >= 0 && beta1 < 1) ||
+        !(beta2 >= 0 && beta2 < 1)) {
+      llvm::errs() << "zcc: error: --betas '" << betas << "': expected B1,B2 in [0, 1)\n";
+      return 2;
+    }
+  }
+  if (optimizerKind != "adamw") {
+    llvm::errs() << "zcc: error: --optimizer '" << optimizerKind
+                 << "': only adamw is available (SGD comes later)\n";
+    return 2;
+  }
+  if (!(learningRate >= 0) || !(adamEps > 0) || !(weightDecay >= 0) || !(gradClip >= 0) ||
+      gradAccum < 1) {
+    llvm::errs() << "zcc: error: --lr, --weight-decay and --grad-clip must be >= 0, --eps > 0 "
+                    "and --grad-accum >= 1\n";
     return 2;
   }
   if (emit == EmitKind::Plan && outputFile == "-" &&
@@ -214,6 +251,32 @@ int main(int argc, char **argv) {
     zcc::ZeroAttachLossOptions lossOptions;
     lossOptions.loss = lossKind;
     pm.addPass(zcc::createZeroAttachLoss(lossOptions));
+  }
+  // Plans of models with parameters train: backward, then the optimizer.
+  auto trainable = module.get()->getAttrOfType<IntegerAttr>("zero.trainable_count");
+  bool train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
+  if (train) {
+    zcc::ZeroAutodiffOptions adOptions;
+    adOptions.gradAccum = gradAccum;
+    pm.addPass(zcc::createZeroAutodiff(adOptions));
+    zcc::ZeroOptimizerOptions optOptions;
+    optOptions.beta1 = beta1;
+    optOptions.beta2 = beta2;
+    optOptions.epsilon = adamEps;
+    optOptions.weightDecay = weightDecay;
+    optOptions.gradClip = gradClip;
+    pm.addPass(zcc::createZeroOptimizer(optOptions));
+    Builder b(&context);
+    module.get()->setAttr(
+        "zero.training",
+        b.getDictionaryAttr({b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(gradAccum)),
+                             b.getNamedAttr("lr", b.getF64FloatAttr(learningRate)),
+                             b.getNamedAttr("optimizer", b.getStringAttr(optimizerKind)),
+                             b.getNamedAttr("beta1", b.getF64FloatAttr(beta1)),
+                             b.getNamedAttr("beta2", b.getF64FloatAttr(beta2)),
+                             b.getNamedAttr("eps", b.getF64FloatAttr(adamEps)),
+                             b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay)),
+                             b.getNamedAttr("grad_clip", b.getF64FloatAttr(gradClip))}));
   }
   if (emit != EmitKind::Mlir) {
     pm.addPass(zcc::createZeroPlanMemory());

@@ -12,6 +12,7 @@
 #include "train/Data.h"
 #include "train/Npy.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,15 +24,22 @@ using namespace zrt;
 namespace {
 
 const char *kUsage =
-    "usage: zrun eval PLAN --data NAME=FILE.npy ... [--batches K] [--output NAME=FILE.npy]\n"
-    "                 [--print-memory]\n"
+    "usage: zrun eval  PLAN --data NAME=FILE.npy ... [--batches K] [--output NAME=FILE.npy]\n"
+    "                  [--print-memory]\n"
+    "       zrun train PLAN --data NAME=FILE.npy ... --steps N [--lr LR]\n"
+    "                  [--lr-schedule constant|warmup-cosine] [--warmup-steps N]\n"
+    "                  [--total-steps N] [--metrics FILE.jsonl] [--print-memory]\n"
     "\n"
     "  eval    evaluates K global batches (default 1) and prints 'loss: <mean>'\n"
-    "          --data NAME=FILE.npy   an array of samples for the plan input NAME\n"
     "          --output NAME=FILE.npy writes the graph output NAME of the first batch\n"
-    "          --print-memory         prints the bytes allocated for the arenas\n"
-    "\n"
-    "  (train and export come with the training step)\n";
+    "  train   runs N optimizer steps; each consumes the next global batch\n"
+    "          (micro-batch x accumulation steps samples) and logs one line\n"
+    "          --lr LR                base learning rate (default: the plan's, from zcc --lr)\n"
+    "          --lr-schedule S        constant (default) or warmup-cosine: linear warmup from\n"
+    "                                 0 over --warmup-steps, cosine to 0 at --total-steps\n"
+    "          --metrics FILE.jsonl   one JSON object per step (written atomically at the end)\n"
+    "  both    --data NAME=FILE.npy   an array of samples for the plan input NAME\n"
+    "          --print-memory         prints the bytes allocated for the arenas\n";
 
 int usageError(const std::string &message) {
   std::fprintf(stderr, "zrun: error: %s\n%s", message.c_str(), kUsage);
@@ -137,6 +145,165 @@ int evalCommand(int argc, char **argv) {
   return 0;
 }
 
+/// The learning rate of step |k| (0-based) under |schedule|.
+double scheduledLr(const std::string &schedule, double base, int64_t k, int64_t warmup,
+                   int64_t total) {
+  if (schedule == "warmup-cosine") {
+    if (k < warmup)
+      return base * (double)k / (double)std::max<int64_t>(1, warmup);
+    double progress = (double)(k - warmup) / (double)std::max<int64_t>(1, total - warmup);
+    return base * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
+  }
+  return base;
+}
+
+int trainCommand(int argc, char **argv) {
+  std::string planPath, schedule = "constant", metricsPath;
+  std::vector<std::pair<std::string, std::string>> data;
+  int64_t steps = -1, warmup = 0, total = -1;
+  double lr = -1;
+  bool printMemory = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i], v, name, path;
+    auto next = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    auto integer = [&](int64_t &out, int64_t min) {
+      char *end = nullptr;
+      if (!next(v))
+        return false;
+      out = std::strtoll(v.c_str(), &end, 10);
+      return !*end && out >= min;
+    };
+    if (a == "--data") {
+      if (!next(v) || !splitAssign(v, name, path))
+        return usageError("--data expects NAME=FILE.npy");
+      data.emplace_back(name, path);
+    } else if (a == "--steps") {
+      if (!integer(steps, 1))
+        return usageError("--steps expects a positive integer");
+    } else if (a == "--warmup-steps") {
+      if (!integer(warmup, 0))
+        return usageError("--warmup-steps expects a non-negative integer");
+    } else if (a == "--total-steps") {
+      if (!integer(total, 1))
+        return usageError("--total-steps expects a positive integer");
+    } else if (a == "--lr") {
+      char *end = nullptr;
+      if (!next(v) || (lr = std::strtod(v.c_str(), &end), *end) || !(lr >= 0))
+        return usageError("--lr expects a non-negative number");
+    } else if (a == "--lr-schedule") {
+      if (!next(schedule) || (schedule != "constant" && schedule != "warmup-cosine"))
+        return usageError("--lr-schedule expects constant or warmup-cosine");
+    } else if (a == "--metrics") {
+      if (!next(metricsPath))
+        return usageError("--metrics expects a file name");
+    } else if (a == "--print-memory") {
+      printMemory = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return usageError("unknown option '" + a + "'");
+    } else if (planPath.empty()) {
+      planPath = a;
+    } else {
+      return usageError("unexpected argument '" + a + "'");
+    }
+  }
+  if (planPath.empty())
+    return usageError("missing PLAN");
+  if (steps < 0)
+    return usageError("train needs --steps N");
+  if (total < 0)
+    total = steps;
+
+  plan::Plan plan;
+  if (Status s = loadPlan(planPath, plan); !s)
+    return fail(s);
+  if (!plan.has_training())
+    return fail(errorf(planPath, ": the plan does not train (its model has no trainable "
+                                 "parameters; see zcc --trainable/--frozen)"));
+  Executor executor(plan);
+  const plan::Program *micro = executor.program("micro_step");
+  const plan::Program *apply = executor.program("apply");
+  DataFeeder feeder;
+  if (Status s = feeder.load(data, plan, *micro); !s)
+    return fail(s);
+  auto named = [](const plan::Program *p, bool output, const std::string &name) {
+    for (const plan::NamedBuffer &nb : output ? p->outputs() : p->inputs())
+      if (nb.name() == name)
+        return nb.buffer();
+    return -1;
+  };
+  int lossBuffer = named(micro, true, "loss"), lrBuffer = named(apply, false, "lr"),
+      normBuffer = named(apply, true, "grad_norm");
+  if (lossBuffer < 0 || lrBuffer < 0 || normBuffer < 0)
+    return fail(errorf(planPath, ": the training programs lack loss, lr or grad_norm"));
+  if (lr < 0)
+    lr = plan.training().lr();
+  int64_t accum = plan.training().grad_accum_steps();
+  // Tokens per step: the elements of one sample of the first data input.
+  int64_t tokens = 0;
+  if (micro->inputs_size()) {
+    TensorRef first = executor.buffer(micro->inputs(0).buffer());
+    tokens = first.numel() * accum;
+  }
+  if (printMemory)
+    std::printf("arena bytes: %lld\n", (long long)executor.allocatedBytes());
+
+  std::string tmpMetrics = metricsPath + ".tmp";
+  FILE *metrics = nullptr;
+  if (!metricsPath.empty() && !(metrics = std::fopen(tmpMetrics.c_str(), "w")))
+    return fail(errorf("--metrics ", metricsPath, ": cannot write ", tmpMetrics));
+  auto abandon = [&](const Status &s) {
+    if (metrics) {
+      std::fclose(metrics);
+      std::remove(tmpMetrics.c_str());
+    }
+    return fail(s);
+  };
+
+  for (int64_t k = 0; k < steps; ++k) {
+    auto start = std::chrono::steady_clock::now();
+    double loss = 0;
+    for (int64_t a = 0; a < accum; ++a) {
+      feeder.feed(k * accum + a, executor, *micro);
+      if (Status s = executor.run(*micro); !s)
+        return abandon(s);
+      loss += *executor.buffer(lossBuffer).as<float>();
+    }
+    loss /= accum;
+    double stepLr = scheduledLr(schedule, lr, k, warmup, total);
+    *executor.buffer(lrBuffer).as<float>() = (float)stepLr;
+    if (Status s = executor.run(*apply); !s)
+      return abandon(s);
+    double norm = *executor.buffer(normBuffer).as<float>();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    double tps = tokens / (ms / 1000.0);
+    if (!std::isfinite(loss))
+      return abandon(errorf("step ", k, ": the loss is ", loss,
+                            " (diverged, or NaN in the data); lower --lr or check the inputs"));
+    std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f | %.1f ms | %.0f tokens/s\n",
+                (long long)k + 1, (long long)steps, loss, stepLr, norm, ms, tps);
+    std::fflush(stdout);
+    if (metrics)
+      std::fprintf(metrics,
+                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+                   "\"loss_scale\": 1, \"tokens_per_s\": %.1f, \"step_ms\": %.3f, "
+                   "\"peak_bytes\": %lld}\n",
+                   (long long)k, loss, stepLr, norm, tps, ms,
+                   (long long)executor.allocatedBytes());
+  }
+  if (metrics) {
+    if (std::fclose(metrics) != 0 || std::rename(tmpMetrics.c_str(), metricsPath.c_str()) != 0) {
+      std::remove(tmpMetrics.c_str());
+      return fail(errorf("--metrics ", metricsPath, ": cannot write the file"));
+    }
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -148,11 +315,13 @@ int main(int argc, char **argv) {
   try {
     if (command == "eval")
       return evalCommand(argc - 2, argv + 2);
+    if (command == "train")
+      return trainCommand(argc - 2, argv + 2);
   } catch (const std::bad_alloc &) {
     std::fprintf(stderr, "zrun: error: out of memory allocating the plan's arenas\n");
     return 1;
   }
-  if (command == "train" || command == "export")
+  if (command == "export")
     return usageError("'" + command + "' is not available in this version yet");
   return usageError("unknown command '" + command + "'");
 }

@@ -66,4 +66,46 @@ def ZeroPlanMemory : Pass<"zero-plan-memory", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect"];
 }
 
+def ZeroAutodiff : Pass<"zero-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of @forward into @micro_step";
+  let description = [{
+    Builds `@micro_step`: the forward computation of `@forward` up to its loss,
+    then the backward pass, accumulating the gradient of every trainable
+    global `@p` into a new zero-initialized global `@p.grad` (role grad).
+    Gradients of a value used several times (tied weights) add up; frozen
+    globals and integer values get none. The seed is 1/grad-accum, so that
+    the gradients accumulated over grad-accum micro-steps are those of the mean
+    loss of the global batch. Each op's rule is in Autodiff.cpp; an op without
+    one is an error at its ONNX location.
+  }];
+  let options = [
+    Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
+           "micro-steps per optimizer step (scales the seed)">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect"];
+}
+
+def ZeroOptimizer : Pass<"zero-optimizer", "mlir::ModuleOp"> {
+  let summary = "Build @apply: clipping by global norm and AdamW on every parameter";
+  let description = [{
+    Creates `@apply(lr) -> grad_norm`: increments the step counter (a global of
+    role step), computes the global L2 norm of the accumulated gradients
+    (before clipping; it is the program's output), scales them by
+    min(1, grad-clip / (norm + 1e-6)) when grad-clip > 0 (PyTorch's
+    clip_grad_norm_), applies `zero.adamw` to each parameter with its moments
+    (new globals of roles adam_m and adam_v) and zeroes the gradients. The
+    learning rate is a runtime input, so schedules need no recompilation.
+  }];
+  let options = [
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"epsilon", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
+           "decoupled weight decay">,
+    Option<"gradClip", "grad-clip", "double", /*default=*/"0.0",
+           "clip gradients to this global L2 norm (0: no clipping)">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect"];
+}
+
 #endif // ZCC_TRANSFORMS_PASSES_TD

@@ -119,6 +119,34 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::CrossEntropyOp c) {
         return KernelSpec{"cross_entropy", {c.getIgnoreIndex()}, {}};
       })
+      .Case([&](zero::GeluGradOp g) {
+        return KernelSpec{"gelu_grad", {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
+      })
+      .Case([&](zero::SoftmaxGradOp s) { return KernelSpec{"softmax_grad", {s.getAxis()}, {}}; })
+      .Case([&](zero::LogSoftmaxGradOp s) {
+        return KernelSpec{"log_softmax_grad", {s.getAxis()}, {}};
+      })
+      .Case([&](zero::LayerNormGradOp l) {
+        return KernelSpec{"layer_norm_grad", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+      })
+      .Case([&](zero::RmsNormGradOp l) {
+        return KernelSpec{"rms_norm_grad", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+      })
+      .Case([&](zero::CrossEntropyGradOp c) {
+        return KernelSpec{"cross_entropy_grad", {c.getIgnoreIndex()}, {}};
+      })
+      .Case([&](zero::GatherGradOp g) { return KernelSpec{"gather_grad", {g.getAxis()}, {}}; })
+      .Case([&](zero::SliceGradOp s) {
+        SmallVector<int64_t> ints(s.getStart());
+        llvm::append_range(ints, s.getStride());
+        return KernelSpec{"slice_grad", ints, {}};
+      })
+      .Case([&](zero::AdamWOp a) {
+        return KernelSpec{"adamw",
+                          {},
+                          {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
+                           a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()}};
+      })
       .Default([&](Operation *op) -> FailureOr<KernelSpec> {
         return op->emitError("no runtime kernel for '") << op->getName() << "' yet";
       });
@@ -146,7 +174,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
                  : p.arena == ArenaKind::Constant ? zrt::Arena::constant
                                                   : zrt::Arena::input;
     zrt::BufferOp::create(b, loc, name, arena, p.offset, cast<RankedTensorType>(type), init,
-                          /*trainable=*/false, view);
+                          /*trainable=*/false, view, /*role=*/nullptr);
     return FlatSymbolRefAttr::get(b.getContext(), name);
   }
 
@@ -160,56 +188,64 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
     return success();
   }
 
-  void runOnOperation() override {
-    module = getOperation();
-    auto func = module.lookupSymbol<func::FuncOp>("forward");
-    auto sizes = getArenaSizes(module);
-    if (!func || !sizes) {
-      module.emitError("convert-zero-to-zrt needs @forward planned by zero-plan-memory");
-      return signalPassFailure();
-    }
-    OpBuilder b(module.getBodyRegion());
-    b.setInsertionPointToEnd(module.getBody());
-    for (auto global : module.getOps<zero::GlobalOp>())
-      usedNames.insert(global.getSymName());
+  /// The global's buffer, by name.
+  DenseMap<StringAttr, FlatSymbolRefAttr> globalBuffer;
+  DenseMap<StringAttr, Placement> globalPlacement;
+  int64_t counter = 0;
 
-    // State buffers keep the globals' names.
-    DenseMap<StringAttr, FlatSymbolRefAttr> globalBuffer;
-    SmallVector<Operation *> toErase;
-    for (auto global : llvm::make_early_inc_range(module.getOps<zero::GlobalOp>())) {
-      auto off = global->getAttrOfType<IntegerAttr>("zero.offset");
-      if (!off) {
-        global.emitError("global has no memory placement; run zero-plan-memory first");
-        return signalPassFailure();
+  /// Loads read the global's bytes in place, so a load must not be used after
+  /// a store to the same global in the same function.
+  LogicalResult checkLoadStoreOrder(Block &block) {
+    DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : block)
+      index[&op] = n++;
+    for (Operation &op : block) {
+      auto store = dyn_cast<zero::StoreOp>(op);
+      if (!store)
+        continue;
+      for (Operation &other : block) {
+        auto load = dyn_cast<zero::LoadOp>(other);
+        if (!load || load.getGlobalAttr() != store.getGlobalAttr())
+          continue;
+        SmallVector<Value> worklist{load.getResult()};
+        while (!worklist.empty()) {
+          Value v = worklist.pop_back_val();
+          for (Operation *user : v.getUsers()) {
+            if (auto view = dyn_cast<zero::ReshapeOp>(user))
+              worklist.push_back(view.getResult());
+            else if (index.lookup(user) > index[&op] && !isa<func::ReturnOp>(user))
+              return user->emitError("reads global @")
+                     << store.getGlobal() << " after it is stored in the same function";
+          }
+        }
       }
-      std::string name = global.getSymName().str();
-      OpBuilder gb(global);
-      zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt", zrt::Arena::state,
-                            off.getInt(), global.getTensorType(),
-                            global.getInitialValueAttr(), global.getTrainable(),
-                            /*view=*/false);
-      globalBuffer[global.getSymNameAttr()] = FlatSymbolRefAttr::get(b.getContext(), name);
-      toErase.push_back(global);
     }
+    return success();
+  }
 
+  LogicalResult convertFunction(func::FuncOp func, OpBuilder &b) {
+    std::string progName = func.getSymName() == "forward" ? "eval" : func.getSymName().str();
+    std::string inPrefix = progName == "eval" ? "in." : progName + ".in.";
     Block &block = func.getBody().front();
+    if (failed(checkLoadStoreOrder(block)))
+      return failure();
+    b.setInsertionPointToEnd(module.getBody());
     NamedAttrList inputs, outputs;
     for (BlockArgument arg : block.getArguments()) {
       Placement p;
       if (failed(placed(arg, p)))
-        return signalPassFailure();
+        return failure();
       auto nameAttr = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "zero.input");
       std::string graphName = nameAttr ? nameAttr.str() : "arg" + std::to_string(arg.getArgNumber());
-      bufferOf[arg] = createBuffer(b, func.getLoc(), "in." + graphName, p, arg.getType());
+      bufferOf[arg] = createBuffer(b, func.getLoc(), inPrefix + graphName, p, arg.getType());
       inputs.append(graphName, bufferOf[arg]);
     }
-
-    // Buffers for every value, then the program.
-    auto program = zrt::ProgramOp::create(b, func.getLoc(), "eval", b.getDictionaryAttr({}),
+    auto program = zrt::ProgramOp::create(b, func.getLoc(), progName, b.getDictionaryAttr({}),
                                           b.getDictionaryAttr({}));
     Block *body = new Block();
     program.getBody().push_back(body);
-    int64_t counter = 0;
+    OpBuilder pb = OpBuilder::atBlockEnd(body);
     for (Operation &op : block) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
@@ -222,11 +258,21 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         bufferOf[load] = globalBuffer.lookup(load.getGlobalAttr().getAttr());
         continue;
       }
+      if (auto store = dyn_cast<zero::StoreOp>(op)) {
+        StringAttr g = store.getGlobalAttr().getAttr();
+        Placement p;
+        if (failed(placed(store.getValue(), p)))
+          return failure();
+        Placement target = globalPlacement.lookup(g);
+        if (p.arena != target.arena || p.offset != target.offset)
+          zrt::CopyOp::create(pb, op.getLoc(), bufferOf[store.getValue()], globalBuffer.lookup(g));
+        continue;
+      }
       b.setInsertionPoint(program);
       for (Value result : op.getResults()) {
         Placement p;
         if (failed(placed(result, p)))
-          return signalPassFailure();
+          return failure();
         ElementsAttr init;
         std::string base = "t" + std::to_string(counter++);
         if (auto constant = dyn_cast<zero::ConstantOp>(op)) {
@@ -242,21 +288,56 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         continue; // data or a view: no instruction
       auto spec = kernelFor(&op);
       if (failed(spec))
-        return signalPassFailure();
+        return failure();
       SmallVector<Attribute> ins, outs;
       for (Value v : op.getOperands())
         ins.push_back(bufferOf[v]);
       for (Value v : op.getResults())
         outs.push_back(bufferOf[v]);
-      OpBuilder pb = OpBuilder::atBlockEnd(body);
       zrt::KernelOp::create(pb, op.getLoc(), spec->name, b.getArrayAttr(ins),
                             b.getArrayAttr(outs), spec->ints, spec->floats);
     }
     program.setInputsAttr(inputs.getDictionary(&getContext()));
     program.setOutputsAttr(outputs.getDictionary(&getContext()));
+    return success();
+  }
 
-    // Drop the zero module; rename the state buffers to the globals' names.
-    func.erase();
+  void runOnOperation() override {
+    module = getOperation();
+    auto sizes = getArenaSizes(module);
+    if (!module.lookupSymbol<func::FuncOp>("forward") || !sizes) {
+      module.emitError("convert-zero-to-zrt needs @forward planned by zero-plan-memory");
+      return signalPassFailure();
+    }
+    OpBuilder b(module.getBodyRegion());
+    for (auto global : module.getOps<zero::GlobalOp>())
+      usedNames.insert(global.getSymName());
+
+    // State buffers keep the globals' names (renamed once the globals are gone).
+    SmallVector<Operation *> toErase;
+    for (auto global : module.getOps<zero::GlobalOp>()) {
+      auto off = global->getAttrOfType<IntegerAttr>("zero.offset");
+      if (!off) {
+        global.emitError("global has no memory placement; run zero-plan-memory first");
+        return signalPassFailure();
+      }
+      std::string name = global.getSymName().str();
+      OpBuilder gb(global);
+      auto buffer = zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt", zrt::Arena::state,
+                                          off.getInt(), global.getTensorType(),
+                                          global.getInitialValueAttr(), global.getTrainable(),
+                                          /*view=*/false, /*role=*/nullptr);
+      buffer.setRoleAttr(gb.getStringAttr(zero::stringifyGlobalRole(global.getRole())));
+      globalBuffer[global.getSymNameAttr()] = FlatSymbolRefAttr::get(b.getContext(), name);
+      globalPlacement[global.getSymNameAttr()] = Placement{ArenaKind::State, off.getInt()};
+      toErase.push_back(global);
+    }
+    SmallVector<func::FuncOp> funcs = llvm::to_vector(module.getOps<func::FuncOp>());
+    for (func::FuncOp func : funcs)
+      if (failed(convertFunction(func, b)))
+        return signalPassFailure();
+    for (func::FuncOp func : funcs)
+      func.erase();
     for (Operation *op : toErase)
       op->erase();
     for (auto buffer : module.getOps<zrt::BufferOp>())

@@ -88,6 +88,8 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
       pb->add_shape(d);
     pb->set_trainable(buffer.getTrainable());
     pb->set_view(buffer.getView());
+    if (auto role = buffer.getRoleAttr())
+      pb->set_role(role.str());
     if (auto init = buffer.getInitialValueAttr()) {
       auto bytes = elementBytes(init, buffer.getLoc());
       if (failed(bytes))
@@ -106,7 +108,19 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
         nb->set_name(named.getName().str());
         nb->set_buffer(index.lookup(cast<FlatSymbolRefAttr>(named.getValue()).getAttr()));
       }
-    for (auto kernel : program.getOps<zcc::zrt::KernelOp>()) {
+    for (Operation &op : program.getBody().front()) {
+      std::string where;
+      llvm::raw_string_ostream ws(where);
+      if (auto name = dyn_cast<NameLoc>(op.getLoc()))
+        ws << name.getName().strref();
+      if (auto copy = dyn_cast<zcc::zrt::CopyOp>(op)) {
+        zplan::Copy *pc = pp->add_instructions()->mutable_copy();
+        pc->set_source(index.lookup(copy.getSourceAttr().getAttr()));
+        pc->set_target(index.lookup(copy.getTargetAttr().getAttr()));
+        pc->set_location(where);
+        continue;
+      }
+      auto kernel = cast<zcc::zrt::KernelOp>(op);
       zplan::Kernel *pk = pp->add_instructions()->mutable_kernel();
       pk->set_name(kernel.getName().str());
       for (Attribute a : kernel.getInputs())
@@ -117,14 +131,24 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
         pk->add_ints(v);
       for (double v : kernel.getFloats())
         pk->add_floats(v);
-      std::string where;
-      llvm::raw_string_ostream ws(where);
-      if (auto name = dyn_cast<NameLoc>(kernel.getLoc()))
-        ws << name.getName().strref();
-      else
-        kernel.getLoc().print(ws);
       pk->set_location(where);
     }
+  }
+  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training")) {
+    zplan::Training *t = plan.mutable_training();
+    auto num = [&](StringRef key) {
+      auto attr = training.getAs<FloatAttr>(key);
+      return attr ? attr.getValueAsDouble() : 0.0;
+    };
+    t->set_grad_accum_steps((int64_t)num("grad_accum_steps"));
+    t->set_lr(num("lr"));
+    t->set_beta1(num("beta1"));
+    t->set_beta2(num("beta2"));
+    t->set_eps(num("eps"));
+    t->set_weight_decay(num("weight_decay"));
+    t->set_grad_clip(num("grad_clip"));
+    if (auto opt = training.getAs<StringAttr>("optimizer"))
+      t->set_optimizer(opt.str());
   }
   std::string bytes;
   if (!plan.SerializeToString(&bytes))

@@ -1,0 +1,117 @@
+//===- Optimizer.cpp - @apply: clipping and AdamW -------------------------===//
+#include "zcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace zcc {
+#define GEN_PASS_DEF_ZEROOPTIMIZER
+#include "zcc/Transforms/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+using namespace zcc::zero;
+
+namespace {
+struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
+  using ZeroOptimizerBase::ZeroOptimizerBase;
+
+  /// A zero-initialized global next to |after|.
+  GlobalOp zeroGlobal(OpBuilder &b, Operation *after, StringRef name, GlobalRole role,
+                      RankedTensorType type) {
+    b.setInsertionPointAfter(after);
+    return GlobalOp::create(b, after->getLoc(), name, role, /*trainable=*/false, type,
+                            DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
+  }
+
+  Value load(OpBuilder &b, Location loc, GlobalOp g) {
+    return LoadOp::create(b, loc, g.getTensorType(), FlatSymbolRefAttr::get(g.getSymNameAttr()));
+  }
+  void store(OpBuilder &b, Location loc, Value v, GlobalOp g) {
+    StoreOp::create(b, loc, v, FlatSymbolRefAttr::get(g.getSymNameAttr()));
+  }
+  Value scalar(OpBuilder &b, Location loc, double v) {
+    auto t = RankedTensorType::get({}, b.getF32Type());
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(t, b.getF32FloatAttr(v)));
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<std::pair<GlobalOp, GlobalOp>> params; // (param, grad)
+    for (auto g : module.getOps<GlobalOp>())
+      if (g.getTrainable())
+        if (auto grad = module.lookupSymbol<GlobalOp>((g.getSymName() + ".grad").str()))
+          params.push_back({g, grad});
+    if (params.empty()) {
+      module.emitError("zero-optimizer: no parameter has a gradient (run zero-autodiff)");
+      return signalPassFailure();
+    }
+    for (auto [p, g] : params)
+      if (!isa<Float32Type>(p.getTensorType().getElementType())) {
+        p.emitError("zero-optimizer: AdamW supports float32 parameters (mixed precision "
+                    "keeps float32 masters)");
+        return signalPassFailure();
+      }
+
+    OpBuilder b(module.getBodyRegion());
+    Location loc = module.getLoc();
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    GlobalOp stepGlobal = zeroGlobal(b, params.back().second, "optimizer.step", GlobalRole::step, f32);
+    SmallVector<std::pair<GlobalOp, GlobalOp>> moments;
+    for (auto [p, g] : params) {
+      GlobalOp m = zeroGlobal(b, g, (p.getSymName() + ".adam_m").str(), GlobalRole::adam_m,
+                              p.getTensorType());
+      GlobalOp v = zeroGlobal(b, m, (p.getSymName() + ".adam_v").str(), GlobalRole::adam_v,
+                              p.getTensorType());
+      moments.push_back({m, v});
+    }
+
+    // @apply(lr) -> grad_norm
+    b.setInsertionPointToEnd(module.getBody());
+    auto apply = func::FuncOp::create(b, loc, "apply", b.getFunctionType({f32}, {f32}));
+    apply.setArgAttr(0, "zero.input", b.getStringAttr("lr"));
+    apply.setResultAttr(0, "zero.output", b.getStringAttr("grad_norm"));
+    Block *body = apply.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    Value lr = body->getArgument(0);
+
+    Value step = AddOp::create(b, loc, load(b, loc, stepGlobal), scalar(b, loc, 1.0));
+    store(b, loc, step, stepGlobal);
+
+    SmallVector<Value> grads;
+    Value sumSq;
+    for (auto [p, g] : params) {
+      Value grad = load(b, loc, g);
+      grads.push_back(grad);
+      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, p.getTensorType().getRank()));
+      Value sq = ReduceOp::create(b, loc, ReduceKind::sum, MulOp::create(b, loc, grad, grad), all,
+                                  /*keepdims=*/false);
+      sumSq = sumSq ? Value(AddOp::create(b, loc, sumSq, sq)) : sq;
+    }
+    Value norm = SqrtOp::create(b, loc, sumSq);
+    if (gradClip > 0) {
+      // clip_grad_norm_: g *= min(1, max_norm / (norm + 1e-6))
+      Value coef = DivOp::create(b, loc, scalar(b, loc, gradClip),
+                                 AddOp::create(b, loc, norm, scalar(b, loc, 1e-6)));
+      coef = MinOp::create(b, loc, coef, scalar(b, loc, 1.0));
+      for (Value &grad : grads)
+        grad = MulOp::create(b, loc, grad, coef);
+    }
+    for (auto [k, pg] : llvm::enumerate(params)) {
+      auto [p, g] = pg;
+      auto [m, v] = moments[k];
+      auto update = AdamWOp::create(b, loc, load(b, loc, p), grads[k], load(b, loc, m),
+                                    load(b, loc, v), lr, step, beta1, beta2, epsilon,
+                                    weightDecay);
+      store(b, loc, update.getNewParam(), p);
+      store(b, loc, update.getNewM(), m);
+      store(b, loc, update.getNewV(), v);
+      store(b, loc,
+            ConstantOp::create(b, loc, DenseElementsAttr::get(g.getTensorType(),
+                                                              b.getF32FloatAttr(0.0f))),
+            g);
+    }
+    func::ReturnOp::create(b, loc, ValueRange{norm});
+  }
+};
+} // namespace
