@@ -153,7 +153,13 @@ def Zero_SplitOp : Zero_Op<"split", [Pure, InferTypeOpAdaptor]> {
 
 def Zero_GatherOp : Zero_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let summary = "take slices along an axis at integer indices (ONNX Gather; embedding lookup)";
-  let arguments = (ins AnyRankedTensor:$input, Zero_IndexTensor:$indices, Zero_I64Attr:$axis);
+  let description = [{
+    `padding_idx` (optional) is PyTorch's nn.Embedding padding index, which
+    ONNX cannot express: the lookup is unchanged, but the row at that index
+    receives no gradient through this gather (zcc --padding-idx).
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Zero_IndexTensor:$indices, Zero_I64Attr:$axis,
+                       OptionalAttr<Zero_I64Attr>:$padding_idx);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input `[` $indices `]` attr-dict `:` functional-type(operands, $result)";
 }
@@ -367,7 +373,8 @@ def Zero_CrossEntropyGradOp : Zero_Op<"cross_entropy_grad", [Pure]> {
 def Zero_GatherGradOp : Zero_Op<"gather_grad", [Pure]> {
   let summary = "gradient of gather: scatter-add dy into zeros of the input's shape";
   let description = [{ The embedding backward: rows indexed several times accumulate. }];
-  let arguments = (ins Zero_IndexTensor:$indices, Zero_FloatTensor:$grad, Zero_I64Attr:$axis);
+  let arguments = (ins Zero_IndexTensor:$indices, Zero_FloatTensor:$grad, Zero_I64Attr:$axis,
+                       OptionalAttr<Zero_I64Attr>:$padding_idx);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$indices `,` $grad attr-dict `:` functional-type(operands, $result)";
 }

@@ -979,8 +979,8 @@ std::string check_gather_grad(const KernelCall &c) {
   if (auto e = arity(c, 2, 1); !e.empty())
     return e;
   const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
-  if (c.ints.size() != 1 || !validAxis(c.ints[0], dx.shape.size()))
-    return "expects a valid axis";
+  if (c.ints.empty() || c.ints.size() > 2 || !validAxis(c.ints[0], dx.shape.size()))
+    return "expects [axis] or [axis, padding_idx]";
   if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
     return "indices must be int64 or int32";
   int64_t axis = c.ints[0];
@@ -1004,6 +1004,8 @@ Status run_gather_grad(const KernelCall &c) {
   // Accumulate in index order: deterministic, and equal to PyTorch's
   // embedding backward up to float rounding of repeated indices.
   int64_t n = idx.numel();
+  // PyTorch's nn.Embedding(padding_idx=P): row P gets no gradient.
+  int64_t padding = c.ints.size() > 1 ? c.ints[1] : INT64_MIN;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < n; ++k) {
       int64_t j = idx.dtype == DType::I64 ? idx.as<int64_t>()[k] : idx.as<int32_t>()[k];
@@ -1011,6 +1013,8 @@ Status run_gather_grad(const KernelCall &c) {
         return errorf("index ", j, " is out of range for a dimension of size ", dim);
       if (j < 0)
         j += dim;
+      if (j == padding)
+        continue;
       float *row = out + (o * dim + j) * inner;
       const float *src = pg + (o * n + k) * inner;
       for (int64_t i = 0; i < inner; ++i)

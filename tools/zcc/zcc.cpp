@@ -88,6 +88,11 @@ static cl::opt<int64_t> microBatch(
 static cl::list<std::string> inputShapes(
     "input-shape", cl::desc("static shape of a graph input, e.g. input_ids=4x1024 (repeatable)"),
     cl::value_desc("NAME=AxB"), cl::cat(zccCategory));
+static cl::list<std::string> paddingIdx(
+    "padding-idx",
+    cl::desc("PyTorch nn.Embedding padding index of an embedding table (ONNX drops it): "
+             "that row gets no gradient, e.g. BERT's word embeddings =0 (repeatable)"),
+    cl::value_desc("INITIALIZER=IDX"), cl::cat(zccCategory));
 static cl::opt<std::string> trainable(
     "trainable", cl::desc("float initializers whose name matches REGEX train (default: all)"),
     cl::value_desc("REGEX"), cl::cat(zccCategory));
@@ -227,6 +232,16 @@ int main(int argc, char **argv) {
       return 2;
     }
     options.inputShapes[name] = dims;
+  }
+  for (const std::string &spec : paddingIdx) {
+    auto [name, idx] = StringRef(spec).rsplit('=');
+    int64_t value;
+    if (name.empty() || idx.getAsInteger(10, value)) {
+      llvm::errs() << "zcc: error: --padding-idx '" << spec
+                   << "': expected INITIALIZER=INDEX, e.g. m.bert.embeddings.word_embeddings.weight=0\n";
+      return 2;
+    }
+    options.paddingIdx[name] = value;
   }
   options.trainableRegex = trainable;
   options.frozenRegex = frozen;

@@ -12,7 +12,9 @@
 #include "train/Data.h"
 #include "train/Npy.h"
 
+#include <algorithm>
 #include <chrono>
+#include <random>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -38,7 +40,11 @@ const char *kUsage =
     "          --lr-schedule S        constant (default) or warmup-cosine: linear warmup from\n"
     "                                 0 over --warmup-steps, cosine to 0 at --total-steps\n"
     "          --metrics FILE.jsonl   one JSON object per step (written atomically at the end)\n"
-    "  both    --data NAME=FILE.npy   an array of samples for the plan input NAME\n"
+    "       zrun gradcheck PLAN --data NAME=FILE.npy ... [--param NAME] [--epsilon H]\n"
+    "                  [--tolerance T]\n"
+    "  gradcheck  compares micro_step's gradients with finite differences of the eval\n"
+    "          loss along a random direction per parameter (first batch)\n"
+    "  all     --data NAME=FILE.npy   an array of samples for the plan input NAME\n"
     "          --print-memory         prints the bytes allocated for the arenas\n";
 
 int usageError(const std::string &message) {
@@ -304,6 +310,118 @@ int trainCommand(int argc, char **argv) {
   return 0;
 }
 
+/// Finite-difference check of the gradients that micro_step computes: for
+/// every trainable parameter, the directional derivative of the eval loss
+/// along a random unit direction, (L(p + h d) - L(p - h d)) / 2h, against
+/// <grad, d>. Prints one line per parameter and the worst relative error.
+int gradcheckCommand(int argc, char **argv) {
+  std::string planPath, only;
+  std::vector<std::pair<std::string, std::string>> data;
+  double h = 1e-2, tolerance = 1e-2;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i], v, name, path;
+    auto next = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    if (a == "--data") {
+      if (!next(v) || !splitAssign(v, name, path))
+        return usageError("--data expects NAME=FILE.npy");
+      data.emplace_back(name, path);
+    } else if (a == "--param") {
+      if (!next(only))
+        return usageError("--param expects a name (substring)");
+    } else if (a == "--epsilon" || a == "--tolerance") {
+      char *end = nullptr;
+      double x;
+      if (!next(v) || (x = std::strtod(v.c_str(), &end), *end) || !(x > 0))
+        return usageError(a + " expects a positive number");
+      (a == "--epsilon" ? h : tolerance) = x;
+    } else if (!a.empty() && a[0] == '-') {
+      return usageError("unknown option '" + a + "'");
+    } else if (planPath.empty()) {
+      planPath = a;
+    } else {
+      return usageError("unexpected argument '" + a + "'");
+    }
+  }
+  plan::Plan plan;
+  if (Status s = loadPlan(planPath, plan); !s)
+    return fail(s);
+  if (!plan.has_training())
+    return fail(errorf(planPath, ": the plan does not train"));
+  Executor executor(plan);
+  const plan::Program *micro = executor.program("micro_step");
+  const plan::Program *eval = executor.program("eval");
+  DataFeeder microData, evalData;
+  if (Status s = microData.load(data, plan, *micro); !s)
+    return fail(s);
+  if (Status s = evalData.load(data, plan, *eval); !s)
+    return fail(s);
+  int lossBuffer = -1;
+  for (const plan::NamedBuffer &out : eval->outputs())
+    if (out.name() == "loss")
+      lossBuffer = out.buffer();
+  microData.feed(0, executor, *micro);
+  evalData.feed(0, executor, *eval);
+  if (Status s = executor.run(*micro); !s)
+    return fail(s);
+  auto lossAt = [&]() -> double {
+    Status s = executor.run(*eval);
+    return s ? *executor.buffer(lossBuffer).as<float>() : NAN;
+  };
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> normal;
+  double worst = 0;
+  int checked = 0, failed = 0;
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const plan::Buffer &b = plan.buffers(i);
+    if (!b.trainable() || (!only.empty() && b.name().find(only) == std::string::npos))
+      continue;
+    int gradIndex = -1;
+    for (int j = 0; j < plan.buffers_size(); ++j)
+      if (plan.buffers(j).name() == b.name() + ".grad")
+        gradIndex = j;
+    if (gradIndex < 0)
+      continue;
+    TensorRef p = executor.buffer(i), g = executor.buffer(gradIndex);
+    int64_t n = p.numel();
+    std::vector<double> d(n);
+    double norm = 0, analytic = 0;
+    for (double &x : d) {
+      x = normal(rng);
+      norm += x * x;
+    }
+    norm = std::sqrt(norm);
+    std::vector<float> saved(p.as<float>(), p.as<float>() + n);
+    for (int64_t k = 0; k < n; ++k) {
+      d[k] /= norm;
+      analytic += g.as<float>()[k] * d[k];
+    }
+    auto shift = [&](double t) {
+      for (int64_t k = 0; k < n; ++k)
+        p.as<float>()[k] = (float)(saved[k] + t * d[k]);
+    };
+    shift(h);
+    double up = lossAt();
+    shift(-h);
+    double down = lossAt();
+    std::copy(saved.begin(), saved.end(), p.as<float>());
+    double numeric = (up - down) / (2 * h);
+    double err = std::fabs(analytic - numeric) / std::max(std::fabs(numeric), 1e-3);
+    worst = std::max(worst, err);
+    ++checked;
+    failed += !(err <= tolerance);
+    std::printf("%-60s analytic %+.6e numeric %+.6e rel %.2e%s\n", b.name().c_str(), analytic,
+                numeric, err, err <= tolerance ? "" : "  FAIL");
+  }
+  std::printf("gradcheck: %d parameters, worst relative error %.2e, %d above %.0e\n", checked,
+              worst, failed, tolerance);
+  return failed ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -317,6 +435,8 @@ int main(int argc, char **argv) {
       return evalCommand(argc - 2, argv + 2);
     if (command == "train")
       return trainCommand(argc - 2, argv + 2);
+    if (command == "gradcheck")
+      return gradcheckCommand(argc - 2, argv + 2);
   } catch (const std::bad_alloc &) {
     std::fprintf(stderr, "zrun: error: out of memory allocating the plan's arenas\n");
     return 1;

@@ -21,6 +21,9 @@ struct OnnxImportOptions {
   /// match `frozen` become trainable parameters; the others are frozen buffers.
   std::string trainableRegex;
   std::string frozenRegex;
+  /// PyTorch nn.Embedding padding indices, by initializer name: ONNX drops
+  /// them; gathers from these tables leave that row without gradient.
+  llvm::StringMap<int64_t> paddingIdx;
   /// Constant subgraphs whose results have at most this many elements are
   /// evaluated at import; larger ones are imported as ops on constants.
   int64_t maxFoldElements = int64_t(1) << 22;

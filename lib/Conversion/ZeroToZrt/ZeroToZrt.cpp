@@ -135,7 +135,12 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::CrossEntropyGradOp c) {
         return KernelSpec{"cross_entropy_grad", {c.getIgnoreIndex()}, {}};
       })
-      .Case([&](zero::GatherGradOp g) { return KernelSpec{"gather_grad", {g.getAxis()}, {}}; })
+      .Case([&](zero::GatherGradOp g) {
+        KernelSpec spec{"gather_grad", {g.getAxis()}, {}};
+        if (auto pad = g.getPaddingIdx())
+          spec.ints.push_back(*pad);
+        return spec;
+      })
       .Case([&](zero::SliceGradOp s) {
         SmallVector<int64_t> ints(s.getStart());
         llvm::append_range(ints, s.getStride());

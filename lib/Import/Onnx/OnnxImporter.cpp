@@ -587,6 +587,12 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   if (failed(importInitializers(graph)) || failed(importInputs(graph, func)))
     return nullptr;
   module->setAttr("zero.trainable_count", builder.getI64IntegerAttr(numTrainable));
+  for (auto &it : options.paddingIdx)
+    if (!globals.count(it.first())) {
+      fileError() << "--padding-idx " << it.first() << ": the model has no float initializer "
+                  << "of that name";
+      return nullptr;
+    }
   module->setAttr("zero.frozen_count", builder.getI64IntegerAttr(numFrozen));
 
   // Loads of globals sit at the top of the function.

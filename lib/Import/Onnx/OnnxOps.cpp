@@ -527,7 +527,11 @@ LogicalResult NodeEmitter::run() {
       }
       idx = zero::ConstantOp::create(b, loc, imp.toAttr(norm));
     }
-    results.push_back(zero::GatherOp::create(b, loc, x, idx, b.getI64IntegerAttr(axis)));
+    auto gather = zero::GatherOp::create(b, loc, x, idx, b.getI64IntegerAttr(axis), nullptr);
+    auto pad = imp.options.paddingIdx.find(node.input(0));
+    if (pad != imp.options.paddingIdx.end())
+      gather.setPaddingIdxAttr(b.getI64IntegerAttr(pad->second));
+    results.push_back(gather);
     return success();
   }
   if (op == "Expand") {
