@@ -8,8 +8,8 @@
 // CHECK-SAME: zrt.device_arena_bytes = 192
 // CHECK-SAME: zrt.input_arena_bytes = 128
 // CHECK-SAME: zrt.state_arena_bytes = 128
-// CHECK-DAG: zrt.buffer @w state[0] trainable : tensor<4x3xf32> = dense<5.000000e-01> : tensor<4x3xf32>
-// CHECK-DAG: zrt.buffer @s state[64] : tensor<3xf32> = dense<1.000000e+00> : tensor<3xf32>
+// CHECK-DAG: zrt.buffer @w state[0] trainable {role = "param"} : tensor<4x3xf32> = dense<5.000000e-01> : tensor<4x3xf32>
+// CHECK-DAG: zrt.buffer @s state[64] {role = "buffer"} : tensor<3xf32> = dense<1.000000e+00> : tensor<3xf32>
 // CHECK-DAG: zrt.buffer @in.x input[0] : tensor<2x4xf32>
 // CHECK-DAG: zrt.buffer @in.labels input[64] : tensor<2xi64>
 // CHECK-DAG: zrt.buffer @c0 constant[0] : tensor<f32> = dense<2.000000e+00> : tensor<f32>

@@ -15,8 +15,11 @@ p.add_argument("model")
 p.add_argument("trajectory")
 p.add_argument("--loss-rtol", type=float, default=1e-4)
 p.add_argument("--grad-norm-rtol", type=float, default=1e-3)
+p.add_argument("--steps", type=int, help="compare only the first STEPS steps")
 a = p.parse_args()
 ref = json.load(open(a.references))["models"][a.model]["trajectories"][a.trajectory]
+if a.steps:
+    ref = {k: v[: a.steps] for k, v in ref.items() if isinstance(v, list)}
 rows = [json.loads(l) for l in open(a.metrics) if l.strip()]
 if len(rows) != len(ref["loss"]):
     print(f"{len(rows)} steps in {a.metrics}, the reference has {len(ref['loss'])}")
