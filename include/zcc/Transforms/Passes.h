@@ -2,6 +2,7 @@
 #ifndef ZCC_TRANSFORMS_PASSES_H
 #define ZCC_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "zero/ZeroOps.h"

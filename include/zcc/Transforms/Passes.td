@@ -22,7 +22,7 @@ def ZeroRecognizePatterns : Pass<"zero-recognize-patterns", "mlir::ModuleOp"> {
     now: its fused form needs the backward rule and kernel that come with the
     CUDA backend.
   }];
-  let dependentDialects = ["zcc::zero::ZeroDialect"];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
 def ZeroAttachLoss : Pass<"zero-attach-loss", "mlir::ModuleOp"> {
@@ -41,7 +41,7 @@ def ZeroAttachLoss : Pass<"zero-attach-loss", "mlir::ModuleOp"> {
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "label value left out of the mean">,
   ];
-  let dependentDialects = ["zcc::zero::ZeroDialect"];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
 def ZeroPlanMemory : Pass<"zero-plan-memory", "mlir::ModuleOp"> {
@@ -63,7 +63,7 @@ def ZeroPlanMemory : Pass<"zero-plan-memory", "mlir::ModuleOp"> {
     Option<"inPlace", "in-place", "bool", /*default=*/"true",
            "let elementwise ops overwrite a dying operand">,
   ];
-  let dependentDialects = ["zcc::zero::ZeroDialect"];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
 def ZeroAutodiff : Pass<"zero-autodiff", "mlir::ModuleOp"> {
@@ -82,7 +82,7 @@ def ZeroAutodiff : Pass<"zero-autodiff", "mlir::ModuleOp"> {
     Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1",
            "micro-steps per optimizer step (scales the seed)">,
   ];
-  let dependentDialects = ["zcc::zero::ZeroDialect"];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
 def ZeroOptimizer : Pass<"zero-optimizer", "mlir::ModuleOp"> {
@@ -105,7 +105,7 @@ def ZeroOptimizer : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     Option<"gradClip", "grad-clip", "double", /*default=*/"0.0",
            "clip gradients to this global L2 norm (0: no clipping)">,
   ];
-  let dependentDialects = ["zcc::zero::ZeroDialect"];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
 #endif // ZCC_TRANSFORMS_PASSES_TD
