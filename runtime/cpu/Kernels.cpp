@@ -279,7 +279,7 @@ ZRT_UNARY(reciprocal, 1.0f / x)
 ZRT_UNARY(tanh, std::tanh(x))
 ZRT_UNARY(erf, std::erf(x))
 ZRT_UNARY(sigmoid, 1.0f / (1.0f + std::exp(-x)))
-ZRT_UNARY(relu, x > 0 ? x : 0.0f)
+ZRT_UNARY(relu, x < 0 ? 0.0f : x) // NaN stays NaN, as in PyTorch
 ZRT_UNARY(silu, x / (1.0f + std::exp(-x)))
 ZRT_UNARY(cos, std::cos(x))
 ZRT_UNARY(sin, std::sin(x))

@@ -287,8 +287,9 @@ int trainCommand(int argc, char **argv) {
     double norm = *executor.buffer(normBuffer).as<float>();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     double tps = tokens / (ms / 1000.0);
-    if (!std::isfinite(loss))
-      return abandon(errorf("step ", k, ": the loss is ", loss,
+    if (!std::isfinite(loss) || !std::isfinite(norm))
+      return abandon(errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
+                            " is ", std::isfinite(loss) ? norm : loss,
                             " (diverged, or NaN in the data); lower --lr or check the inputs"));
     std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f | %.1f ms | %.0f tokens/s\n",
                 (long long)k + 1, (long long)steps, loss, stepLr, norm, ms, tps);
