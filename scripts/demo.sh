@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The main job, on an embedded default: compile the Llama-style example model
-# (examples/models/llama-tiny.onnx, exported from PyTorch) into a plan, show
-# its memory report, and run it on the CPU with zrun: the loss of the first
-# batch, next to PyTorch's. (Training with ZeRO comes with the next issues.)
+# (examples/models/llama-tiny.onnx, exported from PyTorch) into a training
+# plan, show its memory report, and train it on the CPU with zrun: 20 AdamW
+# steps with warmup and cosine decay, each loss next to PyTorch's.
 #   scripts/demo.sh          # the demo
-#   scripts/demo.sh --ir     # also print the imported training-step IR
+#   scripts/demo.sh --ir     # also print the imported IR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -12,7 +12,8 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)" --target zcc zrun >/dev/null
 
 model=examples/models/llama-tiny
-flags=(--micro-batch 4 --loss cross-entropy --frozen 'inv_freq|lifted_tensor')
+flags=(--micro-batch 4 --loss cross-entropy --frozen 'inv_freq|lifted_tensor'
+       --lr 2e-3 --weight-decay 0.1 --grad-clip 1.0)
 mkdir -p build/demo
 if [[ "${1:-}" == "--ir" ]]; then
   build/tools/zcc/zcc $model.onnx "${flags[@]}" --emit=mlir \
@@ -21,7 +22,16 @@ fi
 set -x
 build/tools/zcc/zcc $model.onnx "${flags[@]}" -o build/demo/llama-tiny.zplan
 build/tools/zcc/zcc $model.onnx "${flags[@]}" --emit=report
-build/runtime/zrun eval build/demo/llama-tiny.zplan \
-  --data input_ids=$model.input_ids.npy --data labels=$model.labels.npy
+build/runtime/zrun train build/demo/llama-tiny.zplan --steps 20 \
+  --lr-schedule warmup-cosine --warmup-steps 5 --total-steps 20 \
+  --data input_ids=$model.input_ids.npy --data labels=$model.labels.npy \
+  --metrics build/demo/metrics.jsonl
 { set +x; } 2>/dev/null
-/usr/bin/python3 -c "import json; print('PyTorch, step 0: loss:', json.load(open('examples/models/references.json'))['models']['llama-tiny']['trajectories']['plain']['loss'][0])"
+/usr/bin/python3 - <<'PY'
+import json
+ref = json.load(open("examples/models/references.json"))["models"]["llama-tiny"]["trajectories"]["sched"]
+rows = [json.loads(l) for l in open("build/demo/metrics.jsonl")]
+print("step  zcc loss    PyTorch loss  relative difference")
+for k, r in enumerate(rows):
+    print(f"{k + 1:4d}  {r['loss']:.6f}    {ref['loss'][k]:.6f}      {abs(r['loss'] - ref['loss'][k]) / ref['loss'][k]:.1e}")
+PY
