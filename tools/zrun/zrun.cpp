@@ -11,6 +11,7 @@
 #include "plan/PlanLoader.h"
 #include "train/Data.h"
 #include "train/Npy.h"
+#include "train/Schedule.h"
 
 #include <algorithm>
 #include <chrono>
@@ -29,16 +30,20 @@ const char *kUsage =
     "usage: zrun eval  PLAN --data NAME=FILE.npy ... [--batches K] [--output NAME=FILE.npy]\n"
     "                  [--print-memory]\n"
     "       zrun train PLAN --data NAME=FILE.npy ... --steps N [--lr LR]\n"
-    "                  [--lr-schedule constant|warmup-cosine] [--warmup-steps N]\n"
-    "                  [--total-steps N] [--metrics FILE.jsonl] [--print-memory]\n"
+    "                  [--lr-schedule S] [--warmup-steps N] [--total-steps N]\n"
+    "                  [--warmup-type log|linear] [--warmup-min-lr LR]\n"
+    "                  [--warmup-min-ratio R] [--cos-min-ratio R]\n"
+    "                  [--metrics FILE.jsonl] [--print-memory]\n"
     "\n"
     "  eval    evaluates K global batches (default 1) and prints 'loss: <mean>'\n"
     "          --output NAME=FILE.npy writes the graph output NAME of the first batch\n"
     "  train   runs N optimizer steps; each consumes the next global batch\n"
     "          (micro-batch x accumulation steps samples) and logs one line\n"
     "          --lr LR                base learning rate (default: the plan's, from zcc --lr)\n"
-    "          --lr-schedule S        constant (default) or warmup-cosine: linear warmup from\n"
+    "          --lr-schedule S        constant (default); warmup-cosine: linear warmup from\n"
     "                                 0 over --warmup-steps, cosine to 0 at --total-steps\n"
+    "                                 (default: --steps); DeepSpeed's WarmupLR, WarmupDecayLR,\n"
+    "                                 WarmupCosineLR with their parameters (docs/training.md)\n"
     "          --metrics FILE.jsonl   one JSON object per step (written atomically at the end)\n"
     "       zrun gradcheck PLAN --data NAME=FILE.npy ... [--param NAME] [--epsilon H]\n"
     "                  [--tolerance T]\n"
@@ -151,23 +156,13 @@ int evalCommand(int argc, char **argv) {
   return 0;
 }
 
-/// The learning rate of step |k| (0-based) under |schedule|.
-double scheduledLr(const std::string &schedule, double base, int64_t k, int64_t warmup,
-                   int64_t total) {
-  if (schedule == "warmup-cosine") {
-    if (k < warmup)
-      return base * (double)k / (double)std::max<int64_t>(1, warmup);
-    double progress = (double)(k - warmup) / (double)std::max<int64_t>(1, total - warmup);
-    return base * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
-  }
-  return base;
-}
-
 int trainCommand(int argc, char **argv) {
-  std::string planPath, schedule = "constant", metricsPath;
+  std::string planPath, metricsPath;
   std::vector<std::pair<std::string, std::string>> data;
-  int64_t steps = -1, warmup = 0, total = -1;
+  int64_t steps = -1;
+  bool haveTotal = false;
   double lr = -1;
+  Schedule schedule;
   bool printMemory = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i], v, name, path;
@@ -192,18 +187,31 @@ int trainCommand(int argc, char **argv) {
       if (!integer(steps, 1))
         return usageError("--steps expects a positive integer");
     } else if (a == "--warmup-steps") {
-      if (!integer(warmup, 0))
+      if (!integer(schedule.warmupSteps, 0))
         return usageError("--warmup-steps expects a non-negative integer");
     } else if (a == "--total-steps") {
-      if (!integer(total, 1))
+      if (!integer(schedule.totalSteps, 1))
         return usageError("--total-steps expects a positive integer");
+      haveTotal = true;
+    } else if (a == "--warmup-type") {
+      if (!next(v) || (v != "log" && v != "linear"))
+        return usageError("--warmup-type expects log or linear");
+      schedule.warmupLog = v == "log";
+    } else if (a == "--warmup-min-lr" || a == "--warmup-min-ratio" || a == "--cos-min-ratio") {
+      char *end = nullptr;
+      double x;
+      if (!next(v) || (x = std::strtod(v.c_str(), &end), *end) || !(x >= 0))
+        return usageError(a + " expects a non-negative number");
+      (a == "--warmup-min-lr" ? schedule.warmupMinLr
+       : a == "--warmup-min-ratio" ? schedule.warmupMinRatio
+                                   : schedule.cosMinRatio) = x;
     } else if (a == "--lr") {
       char *end = nullptr;
       if (!next(v) || (lr = std::strtod(v.c_str(), &end), *end) || !(lr >= 0))
         return usageError("--lr expects a non-negative number");
     } else if (a == "--lr-schedule") {
-      if (!next(schedule) || (schedule != "constant" && schedule != "warmup-cosine"))
-        return usageError("--lr-schedule expects constant or warmup-cosine");
+      if (!next(schedule.name))
+        return usageError("--lr-schedule expects a name");
     } else if (a == "--metrics") {
       if (!next(metricsPath))
         return usageError("--metrics expects a file name");
@@ -221,8 +229,8 @@ int trainCommand(int argc, char **argv) {
     return usageError("missing PLAN");
   if (steps < 0)
     return usageError("train needs --steps N");
-  if (total < 0)
-    total = steps;
+  if (!haveTotal)
+    schedule.totalSteps = steps;
 
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
@@ -230,6 +238,9 @@ int trainCommand(int argc, char **argv) {
   if (!plan.has_training())
     return fail(errorf(planPath, ": the plan does not train (its model has no trainable "
                                  "parameters; see zcc --trainable/--frozen)"));
+  schedule.lr = lr < 0 ? plan.training().lr() : lr;
+  if (Status s = schedule.validate(); !s)
+    return usageError(s.message());
   Executor executor(plan);
   const plan::Program *micro = executor.program("micro_step");
   const plan::Program *apply = executor.program("apply");
@@ -246,8 +257,7 @@ int trainCommand(int argc, char **argv) {
       normBuffer = named(apply, true, "grad_norm");
   if (lossBuffer < 0 || lrBuffer < 0 || normBuffer < 0)
     return fail(errorf(planPath, ": the training programs lack loss, lr or grad_norm"));
-  if (lr < 0)
-    lr = plan.training().lr();
+
   int64_t accum = plan.training().grad_accum_steps();
   // Tokens per step: the elements of one sample of the first data input.
   int64_t tokens = 0;
@@ -280,7 +290,7 @@ int trainCommand(int argc, char **argv) {
       loss += *executor.buffer(lossBuffer).as<float>();
     }
     loss /= accum;
-    double stepLr = scheduledLr(schedule, lr, k, warmup, total);
+    double stepLr = schedule.at(k);
     *executor.buffer(lrBuffer).as<float>() = (float)stepLr;
     if (Status s = executor.run(*apply); !s)
       return abandon(s);
