@@ -3,8 +3,13 @@
 
 #include "plan/PlanLoader.h"
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
 #include <set>
+#include <sstream>
 
 using namespace zrt;
 
@@ -64,6 +69,96 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
   return Status::ok();
 }
 
+Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const plan::Plan &plan,
+                              const plan::Program &program) {
+  int ids = -1, labels = -1;
+  for (const plan::NamedBuffer &in : program.inputs()) {
+    if (in.name() == "input_ids")
+      ids = in.buffer();
+    else if (in.name() == "labels")
+      labels = in.buffer();
+    else
+      return errorf("--tokens: the plan has an input '", in.name(),
+                    "' besides input_ids and labels; pass it with --data");
+  }
+  if (ids < 0 || labels < 0)
+    return errorf("--tokens feeds a plan with inputs 'input_ids' and 'labels' (compile with "
+                  "--loss cross-entropy)");
+  const plan::Buffer &b = plan.buffers(ids);
+  if (b.shape_size() != 2 || b.dtype() != plan::I64)
+    return errorf("--tokens: the plan's input_ids must be int64 [batch, sequence]");
+  int64_t seq = b.shape(1);
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return errorf("--tokens ", path, ": cannot open (", std::strerror(errno), ")");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string bytes = ss.str();
+  size_t start = 0;
+  if (bytes.size() >= 1024) {
+    int32_t header[3];
+    std::memcpy(header, bytes.data(), sizeof header);
+    if (header[0] == 20240520) { // llm.c: magic, version, token count
+      if (header[1] != 1 && header[1] != 2)
+        return errorf("--tokens ", path, ": unknown llm.c token file version ", header[1]);
+      start = 1024;
+      if ((int64_t)(bytes.size() - start) != (int64_t)header[2] * bytesPerToken)
+        return errorf("--tokens ", path, ": the header announces ", header[2],
+                      " tokens, the file holds ", (bytes.size() - start) / bytesPerToken);
+    }
+  }
+  if ((bytes.size() - start) % bytesPerToken)
+    return errorf("--tokens ", path, ": the size is not a multiple of ", bytesPerToken,
+                  " bytes (wrong --token-bytes, or a truncated file?)");
+  int64_t n = (bytes.size() - start) / bytesPerToken;
+  int64_t sequences = (n - 1) / seq;
+  if (sequences < 1)
+    return errorf("--tokens ", path, ": ", n, " tokens are fewer than one sequence of ", seq,
+                  " plus its next token");
+  NpyArray x, y;
+  x.dtype = y.dtype = DType::I64;
+  x.shape = y.shape = {sequences, seq};
+  x.data.resize(sequences * seq * 8);
+  y.data.resize(sequences * seq * 8);
+  auto token = [&](int64_t i) -> int64_t {
+    const char *p = bytes.data() + start + i * bytesPerToken;
+    if (bytesPerToken == 2) {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  };
+  for (int64_t i = 0; i < sequences * seq; ++i) {
+    int64_t a = token(i), c = token(i + 1);
+    std::memcpy(x.data.data() + i * 8, &a, 8);
+    std::memcpy(y.data.data() + i * 8, &c, 8);
+  }
+  arrays_["input_ids"] = std::move(x);
+  arrays_["labels"] = std::move(y);
+  samples_ = sequences;
+  return Status::ok();
+}
+
+int64_t DataFeeder::sampleAt(int64_t i) const {
+  if (!shuffled_)
+    return i % samples_;
+  int64_t epoch = i / samples_;
+  if (epoch != permutationEpoch_) {
+    permutation_.resize(samples_);
+    std::iota(permutation_.begin(), permutation_.end(), 0);
+    // Fisher-Yates with a generator seeded per epoch: reproducible across runs
+    // and platforms (std::shuffle's algorithm is implementation-defined).
+    std::mt19937_64 rng(shuffleSeed_ * 1000003 + (uint64_t)epoch);
+    for (int64_t j = samples_ - 1; j > 0; --j)
+      std::swap(permutation_[j], permutation_[rng() % (uint64_t)(j + 1)]);
+    permutationEpoch_ = epoch;
+  }
+  return permutation_[i % samples_];
+}
+
 void DataFeeder::feed(int64_t k, const Executor &executor, const plan::Program &program) const {
   for (const plan::NamedBuffer &in : program.inputs()) {
     const NpyArray &a = arrays_.at(in.name());
@@ -71,7 +166,7 @@ void DataFeeder::feed(int64_t k, const Executor &executor, const plan::Program &
     int64_t batch = dst.shape[0];
     size_t sampleBytes = (size_t)(dst.numel() / std::max<int64_t>(batch, 1)) * dtypeSize(dst.dtype);
     for (int64_t j = 0; j < batch; ++j) {
-      int64_t sample = (k * batch + j) % samples_;
+      int64_t sample = sampleAt(k * batch + j);
       std::memcpy(dst.data + j * sampleBytes, a.data.data() + sample * sampleBytes, sampleBytes);
     }
   }

@@ -26,14 +26,32 @@ public:
   Status load(const std::vector<std::pair<std::string, std::string>> &files,
               const plan::Plan &plan, const plan::Program &program);
 
+  /// Token files (the nanoGPT / llm.c layout): a flat array of uint16 or
+  /// uint32 token ids, with llm.c's 1024-byte header (magic 20240520) or
+  /// none. Sequence i is tokens [i*T, (i+1)*T) as `input_ids` and the same
+  /// shifted by one as `labels`, T the plan's sequence length.
+  Status loadTokens(const std::string &path, int bytesPerToken, const plan::Plan &plan,
+                    const plan::Program &program);
+
+  /// Visits the samples in a fixed pseudo-random order (a new permutation of
+  /// all samples each epoch) instead of in file order.
+  void shuffle(uint64_t seed) { shuffleSeed_ = seed, shuffled_ = true; }
+
   /// Copies global batch |k| into the program's input buffers.
   void feed(int64_t k, const Executor &executor, const plan::Program &program) const;
 
   int64_t samples() const { return samples_; }
 
 private:
+  /// The sample that position |i| of the stream reads.
+  int64_t sampleAt(int64_t i) const;
+
   std::map<std::string, NpyArray> arrays_;
   int64_t samples_ = 0;
+  bool shuffled_ = false;
+  uint64_t shuffleSeed_ = 0;
+  mutable int64_t permutationEpoch_ = -1;
+  mutable std::vector<int64_t> permutation_;
 };
 
 } // namespace zrt

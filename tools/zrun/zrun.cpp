@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 using namespace zrt;
 
 namespace {
@@ -33,7 +35,8 @@ const char *kUsage =
     "                  [--lr-schedule S] [--warmup-steps N] [--total-steps N]\n"
     "                  [--warmup-type log|linear] [--warmup-min-lr LR]\n"
     "                  [--warmup-min-ratio R] [--cos-min-ratio R]\n"
-    "                  [--metrics FILE.jsonl] [--print-memory]\n"
+    "                  [--metrics FILE.jsonl] [--print-memory] [--shuffle SEED]\n"
+    "                  [--tokens FILE.bin [--token-bytes 2|4]]\n"
     "\n"
     "  eval    evaluates K global batches (default 1) and prints 'loss: <mean>'\n"
     "          --output NAME=FILE.npy writes the graph output NAME of the first batch\n"
@@ -45,6 +48,10 @@ const char *kUsage =
     "                                 (default: --steps); DeepSpeed's WarmupLR, WarmupDecayLR,\n"
     "                                 WarmupCosineLR with their parameters (docs/training.md)\n"
     "          --metrics FILE.jsonl   one JSON object per step (written atomically at the end)\n"
+    "          --shuffle SEED         visit samples in a seeded random order, new each epoch\n"
+    "          --tokens FILE.bin      token ids (uint16, or uint32 with --token-bytes 4; raw as\n"
+    "                                 nanoGPT writes them or with llm.c's header) cut into\n"
+    "                                 input_ids and labels shifted by one\n"
     "       zrun gradcheck PLAN --data NAME=FILE.npy ... [--param NAME] [--epsilon H]\n"
     "                  [--tolerance T]\n"
     "  gradcheck  compares micro_step's gradients with finite differences of the eval\n"
@@ -159,7 +166,8 @@ int evalCommand(int argc, char **argv) {
 int trainCommand(int argc, char **argv) {
   std::string planPath, metricsPath;
   std::vector<std::pair<std::string, std::string>> data;
-  int64_t steps = -1;
+  int64_t steps = -1, shuffleSeed = -1, tokenBytes = 2;
+  std::string tokenFile;
   bool haveTotal = false;
   double lr = -1;
   Schedule schedule;
@@ -186,6 +194,15 @@ int trainCommand(int argc, char **argv) {
     } else if (a == "--steps") {
       if (!integer(steps, 1))
         return usageError("--steps expects a positive integer");
+    } else if (a == "--shuffle") {
+      if (!integer(shuffleSeed, 0))
+        return usageError("--shuffle expects a seed (a non-negative integer)");
+    } else if (a == "--tokens") {
+      if (!next(tokenFile))
+        return usageError("--tokens expects a .bin file of token ids");
+    } else if (a == "--token-bytes") {
+      if (!integer(tokenBytes, 2) || (tokenBytes != 2 && tokenBytes != 4))
+        return usageError("--token-bytes expects 2 (uint16) or 4 (uint32)");
     } else if (a == "--warmup-steps") {
       if (!integer(schedule.warmupSteps, 0))
         return usageError("--warmup-steps expects a non-negative integer");
@@ -245,8 +262,14 @@ int trainCommand(int argc, char **argv) {
   const plan::Program *micro = executor.program("micro_step");
   const plan::Program *apply = executor.program("apply");
   DataFeeder feeder;
-  if (Status s = feeder.load(data, plan, *micro); !s)
+  if (!tokenFile.empty() && !data.empty())
+    return usageError("use --tokens or --data, not both");
+  if (Status s = tokenFile.empty() ? feeder.load(data, plan, *micro)
+                                   : feeder.loadTokens(tokenFile, (int)tokenBytes, plan, *micro);
+      !s)
     return fail(s);
+  if (shuffleSeed >= 0)
+    feeder.shuffle((uint64_t)shuffleSeed);
   auto named = [](const plan::Program *p, bool output, const std::string &name) {
     for (const plan::NamedBuffer &nb : output ? p->outputs() : p->inputs())
       if (nb.name() == name)
@@ -280,6 +303,8 @@ int trainCommand(int argc, char **argv) {
     return fail(s);
   };
 
+  bool tty = isatty(fileno(stdout));
+  double elapsed = 0;
   for (int64_t k = 0; k < steps; ++k) {
     auto start = std::chrono::steady_clock::now();
     double loss = 0;
@@ -301,8 +326,20 @@ int trainCommand(int argc, char **argv) {
       return abandon(errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
                             " is ", std::isfinite(loss) ? norm : loss,
                             " (diverged, or NaN in the data); lower --lr or check the inputs"));
+    if (tty)
+      std::printf("\r\033[K"); // clear the progress bar
     std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f | %.1f ms | %.0f tokens/s\n",
                 (long long)k + 1, (long long)steps, loss, stepLr, norm, ms, tps);
+    if (tty) {
+      // A progress bar under the log lines, on a terminal only.
+      elapsed += ms;
+      int width = 30, done = (int)(width * (k + 1) / steps);
+      double eta = elapsed / (k + 1) * (steps - k - 1) / 1000.0;
+      std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
+                  std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps, eta);
+      if (k + 1 == steps)
+        std::printf("\n");
+    }
     std::fflush(stdout);
     if (metrics)
       std::fprintf(metrics,
