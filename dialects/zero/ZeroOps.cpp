@@ -135,6 +135,13 @@ LogicalResult StoreOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyGlobalUse(*this, getGlobalAttr(), getValue().getType(), symbolTable);
 }
 
+LogicalResult FillOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto global = symbolTable.lookupNearestSymbolFrom<GlobalOp>(*this, getGlobalAttr().getAttr());
+  if (!global)
+    return emitOpError("refers to '") << getGlobal() << "', which is not a zero.global";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Constants, casts and shape manipulation
 //===----------------------------------------------------------------------===//

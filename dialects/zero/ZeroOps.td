@@ -73,6 +73,13 @@ def Zero_StoreOp : Zero_Op<"store", [DeclareOpInterfaceMethods<SymbolUserOpInter
   let assemblyFormat = "$value `,` $global attr-dict `:` type($value)";
 }
 
+def Zero_FillOp : Zero_Op<"fill", [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+                                    MemoryEffects<[MemWrite]>]> {
+  let summary = "set every element of a global to a value (e.g. reset gradients)";
+  let arguments = (ins FlatSymbolRefAttr:$global, F64Attr:$value);
+  let assemblyFormat = "$global `,` $value attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Constants, casts and shape manipulation
 //===----------------------------------------------------------------------===//

@@ -106,10 +106,7 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       store(b, loc, update.getNewParam(), p);
       store(b, loc, update.getNewM(), m);
       store(b, loc, update.getNewV(), v);
-      store(b, loc,
-            ConstantOp::create(b, loc, DenseElementsAttr::get(g.getTensorType(),
-                                                              b.getF32FloatAttr(0.0f))),
-            g);
+      FillOp::create(b, loc, FlatSymbolRefAttr::get(g.getSymNameAttr()), b.getF64FloatAttr(0.0));
     }
     func::ReturnOp::create(b, loc, ValueRange{norm});
   }

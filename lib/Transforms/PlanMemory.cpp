@@ -88,7 +88,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     ArenaAllocator device;
     DenseMap<Value, int64_t> deviceOffset; // roots in the device arena
     for (Operation &op : block) {
-      if (isa<func::ReturnOp, ReshapeOp, LoadOp, StoreOp>(op))
+      if (isa<func::ReturnOp, ReshapeOp, LoadOp, StoreOp, FillOp>(op))
         continue;
       int64_t i = index[&op];
       if (auto constant = dyn_cast<ConstantOp>(op)) {

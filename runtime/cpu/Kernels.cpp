@@ -1093,7 +1093,26 @@ Status run_adamw(const KernelCall &c) {
   return Status::ok();
 }
 
+std::string check_fill(const KernelCall &c) {
+  if (auto e = arity(c, 0, 1); !e.empty())
+    return e;
+  if (c.floats.size() != 1 || (c.out[0].dtype != DType::F32 && c.out[0].dtype != DType::F64 &&
+                               c.out[0].dtype != DType::I64))
+    return "expects [value] and a float32, float64 or int64 output";
+  return "";
+}
+Status run_fill(const KernelCall &c) {
+  const TensorRef &y = c.out[0];
+  for (int64_t k = 0, n = y.numel(); k < n; ++k) {
+    if (y.dtype == DType::F32) y.as<float>()[k] = (float)c.floats[0];
+    else if (y.dtype == DType::F64) y.as<double>()[k] = c.floats[0];
+    else y.as<int64_t>()[k] = (int64_t)c.floats[0];
+  }
+  return Status::ok();
+}
+
 const KernelInfo kKernels[] = {
+    {"fill", check_fill, run_fill},
     {"gelu_grad", check_gelu_grad, run_gelu_grad},
     {"softmax_grad", check_softmax_grad, run_softmax_grad},
     {"log_softmax_grad", check_softmax_grad, run_log_softmax_grad},

@@ -26,10 +26,21 @@ Executor::Executor(const plan::Plan &plan) : plan_(plan) {
   allocateArena(plan.constant_arena_bytes(), constant_.data, constant_.bytes, allocated_);
   allocateArena(plan.input_arena_bytes(), input_.data, input_.bytes, allocated_);
   allocateArena(plan.host_arena_bytes(), host_.data, host_.bytes, allocated_);
-  for (const plan::Buffer &b : plan.buffers())
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const plan::Buffer &b = plan.buffers(i);
     if (!b.initial_data().empty())
       std::memcpy(arenaBase(b.arena()) + b.offset(), b.initial_data().data(),
                   b.initial_data().size());
+    if (b.has_fill()) {
+      TensorRef t = buffer(i);
+      for (int64_t k = 0, n = t.numel(); k < n; ++k) {
+        if (t.dtype == DType::F32)
+          t.as<float>()[k] = (float)b.fill();
+        else
+          t.as<double>()[k] = b.fill();
+      }
+    }
+  }
 }
 
 char *Executor::arenaBase(int arena) const {

@@ -88,7 +88,11 @@ Status zrt::validatePlan(const plan::Plan &p) {
                     ") are outside its ", plan::Arena_Name(b.arena()), " arena of ", size,
                     " bytes");
     bool hasData = (b.arena() == plan::STATE || b.arena() == plan::CONSTANT) && !b.view();
-    if (hasData && (int64_t)b.initial_data().size() != bytes)
+    if (b.has_fill() && (!hasData || !b.initial_data().empty() ||
+                         (dtype != DType::F32 && dtype != DType::F64)))
+      return errorf(where(), ": a fill value is for owning float state or constant buffers "
+                             "without initial data");
+    if (hasData && !b.has_fill() && (int64_t)b.initial_data().size() != bytes)
       return errorf(where(), " needs ", bytes, " bytes of initial data, the plan has ",
                     b.initial_data().size());
     if (!hasData && !b.initial_data().empty())
@@ -125,11 +129,11 @@ Status zrt::validatePlan(const plan::Plan &p) {
         ZRT_RETURN_IF_ERROR(checkIndex(c.source(), where.str() + " copy source"));
         ZRT_RETURN_IF_ERROR(checkIndex(c.target(), where.str() + " copy target"));
         const plan::Buffer &src = p.buffers(c.source()), &dst = p.buffers(c.target());
+        if (dst.arena() == plan::CONSTANT || dst.arena() == plan::INPUT)
+          return errorf(where.str(), ": copies into buffer ", c.target(), ", which is read-only");
         if (src.dtype() != dst.dtype() || bytesOf[c.source()] != bytesOf[c.target()])
           return errorf(where.str(), ": copies buffer ", c.source(), " into buffer ", c.target(),
                         " of another type or size");
-        if (dst.arena() == plan::CONSTANT || dst.arena() == plan::INPUT)
-          return errorf(where.str(), ": copies into buffer ", c.target(), ", which is read-only");
         continue;
       }
       if (!inst.has_kernel())

@@ -22,7 +22,7 @@
 // CHECK: zero.store %[[M]], @w.adam_m
 // CHECK: zero.store %[[V]], @w.adam_v
 // The accumulated gradient is reset for the next step.
-// CHECK: zero.store %{{.*}}, @w.grad
+// CHECK: zero.fill @w.grad, 0.000000e+00
 // CHECK: return %[[NORM]]
 zero.global @w param trainable : tensor<4xf32>
 zero.global @w.grad grad : tensor<4xf32> = dense<0.0> : tensor<4xf32>

@@ -263,6 +263,12 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         bufferOf[load] = globalBuffer.lookup(load.getGlobalAttr().getAttr());
         continue;
       }
+      if (auto fill = dyn_cast<zero::FillOp>(op)) {
+        zrt::KernelOp::create(pb, op.getLoc(), "fill", b.getArrayAttr({}),
+                              b.getArrayAttr({globalBuffer.lookup(fill.getGlobalAttr().getAttr())}),
+                              ArrayRef<int64_t>{}, ArrayRef<double>{fill.getValue().convertToDouble()});
+        continue;
+      }
       if (auto store = dyn_cast<zero::StoreOp>(op)) {
         StringAttr g = store.getGlobalAttr().getAttr();
         Placement p;

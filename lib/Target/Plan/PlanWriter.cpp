@@ -90,7 +90,11 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     pb->set_view(buffer.getView());
     if (auto role = buffer.getRoleAttr())
       pb->set_role(role.str());
-    if (auto init = buffer.getInitialValueAttr()) {
+    auto splat = dyn_cast_if_present<DenseElementsAttr>(buffer.getInitialValueAttr());
+    if (splat && splat.isSplat() && isa<FloatType>(splat.getElementType()) &&
+        type.getNumElements() > 1) {
+      pb->set_fill(splat.getSplatValue<APFloat>().convertToDouble());
+    } else if (auto init = buffer.getInitialValueAttr()) {
       auto bytes = elementBytes(init, buffer.getLoc());
       if (failed(bytes))
         return failure();
