@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zero/ZeroOps.h"
+#include "support/Shape.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -22,15 +23,9 @@ using namespace zcc::zero;
 
 FailureOr<SmallVector<int64_t>>
 zcc::zero::broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
-  size_t rank = std::max(lhs.size(), rhs.size());
-  SmallVector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t l = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
-    int64_t r = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
-    if (l != r && l != 1 && r != 1)
-      return failure();
-    out[i] = l == 1 ? r : l;
-  }
+  SmallVector<int64_t> out;
+  if (!zrt::broadcastShapes(lhs, rhs, out))
+    return failure();
   return out;
 }
 

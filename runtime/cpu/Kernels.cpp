@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/Kernels.h"
+#include "support/Shape.h"
 
 #include <cblas.h>
 
@@ -36,16 +37,17 @@ std::string describe(const TensorRef &t) {
 }
 
 bool broadcastShape(const Shape &a, const Shape &b, Shape &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t k = 0; k < rank; ++k) {
-    int64_t x = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
-    int64_t y = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
-    if (x != y && x != 1 && y != 1)
-      return false;
-    out[k] = x == 1 ? y : x;
-  }
-  return true;
+  return zrt::broadcastShapes(a, b, out);
+}
+
+/// Normalizes a possibly negative gather index |j| into [0, dim).
+Status gatherIndex(int64_t &j, int64_t dim) {
+  if (j < -dim || j >= dim)
+    return errorf("index ", j, " is out of range for a dimension of size ", dim,
+                  " (e.g. a token id >= the vocabulary size)");
+  if (j < 0)
+    j += dim;
+  return Status::ok();
 }
 
 /// Element strides of |in| seen from |out|'s index space (0 where broadcast).
@@ -551,11 +553,7 @@ Status run_gather(const KernelCall &c) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < n; ++k) {
       int64_t j = idx.dtype == DType::I64 ? idx.as<int64_t>()[k] : idx.as<int32_t>()[k];
-      if (j < -dim || j >= dim)
-        return errorf("index ", j, " is out of range for a dimension of size ", dim,
-                      " (e.g. a token id >= the vocabulary size)");
-      if (j < 0)
-        j += dim;
+      ZRT_RETURN_IF_ERROR(gatherIndex(j, dim));
       std::memcpy(out, x.data + (o * dim + j) * inner, inner);
       out += inner;
     }
@@ -1009,10 +1007,7 @@ Status run_gather_grad(const KernelCall &c) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t k = 0; k < n; ++k) {
       int64_t j = idx.dtype == DType::I64 ? idx.as<int64_t>()[k] : idx.as<int32_t>()[k];
-      if (j < -dim || j >= dim)
-        return errorf("index ", j, " is out of range for a dimension of size ", dim);
-      if (j < 0)
-        j += dim;
+      ZRT_RETURN_IF_ERROR(gatherIndex(j, dim));
       if (j == padding)
         continue;
       float *row = out + (o * dim + j) * inner;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <cmath>
 #include <cstdio>
@@ -78,40 +79,96 @@ bool splitAssign(const std::string &arg, std::string &name, std::string &value) 
   return true;
 }
 
-int evalCommand(int argc, char **argv) {
-  std::string planPath;
-  std::vector<std::pair<std::string, std::string>> data, outputs;
-  int64_t batches = 1;
-  bool printMemory = false;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&](std::string &v) {
-      if (i + 1 >= argc)
-        return false;
-      v = argv[++i];
-      return true;
-    };
+/// Walks one command's arguments. The plan path, --data and --print-memory are
+/// common to every command (common()); each command matches its own options
+/// first with is() and reads their values with value()/integer()/number().
+class Args {
+public:
+  Args(int argc, char **argv) : argc_(argc), argv_(argv) {}
+
+  bool next() {
+    if (++i_ >= argc_)
+      return false;
+    arg_ = argv_[i_];
+    return true;
+  }
+  bool is(const char *flag) const { return arg_ == flag; }
+  const std::string &arg() const { return arg_; }
+  bool value(std::string &out) {
+    if (i_ + 1 >= argc_)
+      return false;
+    out = argv_[++i_];
+    return true;
+  }
+  bool integer(int64_t &out, int64_t min) {
+    std::string v;
+    char *end = nullptr;
+    if (!value(v))
+      return false;
+    out = std::strtoll(v.c_str(), &end, 10);
+    return !v.empty() && !*end && out >= min;
+  }
+  bool number(double &out, double min, bool strict) {
+    std::string v;
+    char *end = nullptr;
+    if (!value(v))
+      return false;
+    out = std::strtod(v.c_str(), &end);
+    return !v.empty() && !*end && (strict ? out > min : out >= min);
+  }
+  /// Handles the common arguments; returns an error message if the current
+  /// one is malformed or unknown.
+  std::optional<std::string> common() {
     std::string v, name, path;
-    if (a == "--data" || a == "--output") {
-      if (!next(v) || !splitAssign(v, name, path))
-        return usageError(a + " expects NAME=FILE.npy");
-      (a == "--data" ? data : outputs).emplace_back(name, path);
-    } else if (a == "--batches") {
-      char *end = nullptr;
-      if (!next(v) || (batches = std::strtoll(v.c_str(), &end, 10), *end) || batches < 1)
-        return usageError("--batches expects a positive integer");
-    } else if (a == "--print-memory") {
+    if (is("--data")) {
+      if (!value(v) || !splitAssign(v, name, path))
+        return std::string("--data expects NAME=FILE.npy");
+      data.emplace_back(name, path);
+    } else if (is("--print-memory")) {
       printMemory = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return usageError("unknown option '" + a + "'");
-    } else if (planPath.empty()) {
-      planPath = a;
+    } else if (!arg_.empty() && arg_[0] == '-') {
+      return "unknown option '" + arg_ + "'";
+    } else if (plan.empty()) {
+      plan = arg_;
     } else {
-      return usageError("unexpected argument '" + a + "'");
+      return "unexpected argument '" + arg_ + "'";
+    }
+    return std::nullopt;
+  }
+
+  std::string plan;
+  std::vector<std::pair<std::string, std::string>> data;
+  bool printMemory = false;
+
+private:
+  int argc_;
+  char **argv_;
+  int i_ = -1;
+  std::string arg_;
+};
+
+int evalCommand(int argc, char **argv) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  int64_t batches = 1;
+  Args args(argc, argv);
+  while (args.next()) {
+    if (args.is("--output")) {
+      std::string v, name, path;
+      if (!args.value(v) || !splitAssign(v, name, path))
+        return usageError("--output expects NAME=FILE.npy");
+      outputs.emplace_back(name, path);
+    } else if (args.is("--batches")) {
+      if (!args.integer(batches, 1))
+        return usageError("--batches expects a positive integer");
+    } else if (auto error = args.common()) {
+      return usageError(*error);
     }
   }
-  if (planPath.empty())
+  if (args.plan.empty())
     return usageError("missing PLAN");
+  const std::string &planPath = args.plan;
+  const auto &data = args.data;
+  bool printMemory = args.printMemory;
 
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
@@ -164,90 +221,65 @@ int evalCommand(int argc, char **argv) {
 }
 
 int trainCommand(int argc, char **argv) {
-  std::string planPath, metricsPath;
-  std::vector<std::pair<std::string, std::string>> data;
+  std::string metricsPath, tokenFile, v;
   int64_t steps = -1, shuffleSeed = -1, tokenBytes = 2;
-  std::string tokenFile;
   bool haveTotal = false;
   double lr = -1;
   Schedule schedule;
-  bool printMemory = false;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i], v, name, path;
-    auto next = [&](std::string &out) {
-      if (i + 1 >= argc)
-        return false;
-      out = argv[++i];
-      return true;
-    };
-    auto integer = [&](int64_t &out, int64_t min) {
-      char *end = nullptr;
-      if (!next(v))
-        return false;
-      out = std::strtoll(v.c_str(), &end, 10);
-      return !*end && out >= min;
-    };
-    if (a == "--data") {
-      if (!next(v) || !splitAssign(v, name, path))
-        return usageError("--data expects NAME=FILE.npy");
-      data.emplace_back(name, path);
-    } else if (a == "--steps") {
-      if (!integer(steps, 1))
+  Args args(argc, argv);
+  while (args.next()) {
+    if (args.is("--steps")) {
+      if (!args.integer(steps, 1))
         return usageError("--steps expects a positive integer");
-    } else if (a == "--shuffle") {
-      if (!integer(shuffleSeed, 0))
+    } else if (args.is("--shuffle")) {
+      if (!args.integer(shuffleSeed, 0))
         return usageError("--shuffle expects a seed (a non-negative integer)");
-    } else if (a == "--tokens") {
-      if (!next(tokenFile))
+    } else if (args.is("--tokens")) {
+      if (!args.value(tokenFile))
         return usageError("--tokens expects a .bin file of token ids");
-    } else if (a == "--token-bytes") {
-      if (!integer(tokenBytes, 2) || (tokenBytes != 2 && tokenBytes != 4))
+    } else if (args.is("--token-bytes")) {
+      if (!args.integer(tokenBytes, 2) || (tokenBytes != 2 && tokenBytes != 4))
         return usageError("--token-bytes expects 2 (uint16) or 4 (uint32)");
-    } else if (a == "--warmup-steps") {
-      if (!integer(schedule.warmupSteps, 0))
+    } else if (args.is("--warmup-steps")) {
+      if (!args.integer(schedule.warmupSteps, 0))
         return usageError("--warmup-steps expects a non-negative integer");
-    } else if (a == "--total-steps") {
-      if (!integer(schedule.totalSteps, 1))
+    } else if (args.is("--total-steps")) {
+      if (!args.integer(schedule.totalSteps, 1))
         return usageError("--total-steps expects a positive integer");
       haveTotal = true;
-    } else if (a == "--warmup-type") {
-      if (!next(v) || (v != "log" && v != "linear"))
+    } else if (args.is("--warmup-type")) {
+      if (!args.value(v) || (v != "log" && v != "linear"))
         return usageError("--warmup-type expects log or linear");
       schedule.warmupLog = v == "log";
-    } else if (a == "--warmup-min-lr" || a == "--warmup-min-ratio" || a == "--cos-min-ratio") {
-      char *end = nullptr;
-      double x;
-      if (!next(v) || (x = std::strtod(v.c_str(), &end), *end) || !(x >= 0))
-        return usageError(a + " expects a non-negative number");
-      (a == "--warmup-min-lr" ? schedule.warmupMinLr
-       : a == "--warmup-min-ratio" ? schedule.warmupMinRatio
-                                   : schedule.cosMinRatio) = x;
-    } else if (a == "--lr") {
-      char *end = nullptr;
-      if (!next(v) || (lr = std::strtod(v.c_str(), &end), *end) || !(lr >= 0))
+    } else if (args.is("--warmup-min-lr") || args.is("--warmup-min-ratio") ||
+               args.is("--cos-min-ratio")) {
+      double &target = args.is("--warmup-min-lr")      ? schedule.warmupMinLr
+                       : args.is("--warmup-min-ratio") ? schedule.warmupMinRatio
+                                                       : schedule.cosMinRatio;
+      if (!args.number(target, 0, /*strict=*/false))
+        return usageError(args.arg() + " expects a non-negative number");
+    } else if (args.is("--lr")) {
+      if (!args.number(lr, 0, /*strict=*/false))
         return usageError("--lr expects a non-negative number");
-    } else if (a == "--lr-schedule") {
-      if (!next(schedule.name))
+    } else if (args.is("--lr-schedule")) {
+      if (!args.value(schedule.name))
         return usageError("--lr-schedule expects a name");
-    } else if (a == "--metrics") {
-      if (!next(metricsPath))
+    } else if (args.is("--metrics")) {
+      if (!args.value(metricsPath))
         return usageError("--metrics expects a file name");
-    } else if (a == "--print-memory") {
-      printMemory = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return usageError("unknown option '" + a + "'");
-    } else if (planPath.empty()) {
-      planPath = a;
-    } else {
-      return usageError("unexpected argument '" + a + "'");
+    } else if (auto error = args.common()) {
+      return usageError(*error);
     }
   }
-  if (planPath.empty())
+  if (args.plan.empty())
     return usageError("missing PLAN");
   if (steps < 0)
     return usageError("train needs --steps N");
   if (!haveTotal)
     schedule.totalSteps = steps;
+  const std::string &planPath = args.plan;
+  const auto &data = args.data;
+  bool printMemory = args.printMemory;
 
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
@@ -363,38 +395,25 @@ int trainCommand(int argc, char **argv) {
 /// along a random unit direction, (L(p + h d) - L(p - h d)) / 2h, against
 /// <grad, d>. Prints one line per parameter and the worst relative error.
 int gradcheckCommand(int argc, char **argv) {
-  std::string planPath, only;
-  std::vector<std::pair<std::string, std::string>> data;
+  std::string only;
   double h = 1e-2, tolerance = 1e-2;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i], v, name, path;
-    auto next = [&](std::string &out) {
-      if (i + 1 >= argc)
-        return false;
-      out = argv[++i];
-      return true;
-    };
-    if (a == "--data") {
-      if (!next(v) || !splitAssign(v, name, path))
-        return usageError("--data expects NAME=FILE.npy");
-      data.emplace_back(name, path);
-    } else if (a == "--param") {
-      if (!next(only))
+  Args args(argc, argv);
+  while (args.next()) {
+    if (args.is("--param")) {
+      if (!args.value(only))
         return usageError("--param expects a name (substring)");
-    } else if (a == "--epsilon" || a == "--tolerance") {
-      char *end = nullptr;
-      double x;
-      if (!next(v) || (x = std::strtod(v.c_str(), &end), *end) || !(x > 0))
-        return usageError(a + " expects a positive number");
-      (a == "--epsilon" ? h : tolerance) = x;
-    } else if (!a.empty() && a[0] == '-') {
-      return usageError("unknown option '" + a + "'");
-    } else if (planPath.empty()) {
-      planPath = a;
-    } else {
-      return usageError("unexpected argument '" + a + "'");
+    } else if (args.is("--epsilon") || args.is("--tolerance")) {
+      if (!args.number(args.is("--epsilon") ? h : tolerance, 0, /*strict=*/true))
+        return usageError(args.arg() + " expects a positive number");
+    } else if (auto error = args.common()) {
+      return usageError(*error);
     }
   }
+  if (args.plan.empty())
+    return usageError("missing PLAN");
+  const std::string &planPath = args.plan;
+  const auto &data = args.data;
+
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);

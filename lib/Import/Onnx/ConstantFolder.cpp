@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "HostTensor.h"
 #include "OnnxUtils.h"
+#include "support/Shape.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -98,16 +99,7 @@ bool zcc::onnx_import::normalizeAxis(int64_t &axis, int64_t rank) {
 
 bool zcc::onnx_import::broadcastShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
                                       llvm::SmallVectorImpl<int64_t> &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t k = 0; k < rank; ++k) {
-    int64_t x = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
-    int64_t y = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
-    if (x != y && x != 1 && y != 1)
-      return false;
-    out[k] = x == 1 ? y : x;
-  }
-  return true;
+  return zrt::broadcastShapes(a, b, out);
 }
 
 /// Row-major strides of |shape|.
