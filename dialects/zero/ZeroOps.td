@@ -424,4 +424,22 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
   let hasVerifier = 1;
 }
 
+def Zero_SgdOp : Zero_Op<"sgd", [Pure,
+    AllTypesMatch<["param", "grad", "momentum_buffer", "new_param", "new_momentum_buffer"]>]> {
+  let summary = "one SGD step with momentum (torch.optim.SGD, dampening 0)";
+  let description = [{
+      d <- g + weight_decay * p
+      b <- momentum * b + d          (b starts at 0, so the first b is d)
+      d <- nesterov ? d + momentum * b : b
+      p <- p - lr * d
+  }];
+  let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad,
+                       Zero_FloatTensor:$momentum_buffer, RankedTensorOf<[F32]>:$lr,
+                       F64Attr:$momentum, F64Attr:$weight_decay, UnitAttr:$nesterov);
+  let results = (outs Zero_FloatTensor:$new_param, Zero_FloatTensor:$new_momentum_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $momentum_buffer `,` $lr attr-dict `:` type($param) `,` type($lr)
+  }];
+}
+
 #endif // ZERO_OPS_TD

@@ -57,8 +57,22 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     Location loc = module.getLoc();
     auto f32 = RankedTensorType::get({}, b.getF32Type());
     GlobalOp stepGlobal = zeroGlobal(b, params.back().second, "optimizer.step", GlobalRole::step, f32);
+    if (optimizer != "adamw" && optimizer != "sgd") {
+      module.emitError("zero-optimizer: unknown optimizer '") << optimizer << "' (adamw or sgd)";
+      return signalPassFailure();
+    }
+    bool sgd = optimizer == "sgd";
+    // AdamW: first and second moments; SGD: the momentum buffer (if any).
     SmallVector<std::pair<GlobalOp, GlobalOp>> moments;
     for (auto [p, g] : params) {
+      if (sgd) {
+        GlobalOp buf = momentum != 0
+                           ? zeroGlobal(b, g, (p.getSymName() + ".momentum").str(),
+                                        GlobalRole::adam_m, p.getTensorType())
+                           : GlobalOp();
+        moments.push_back({buf, GlobalOp()});
+        continue;
+      }
       GlobalOp m = zeroGlobal(b, g, (p.getSymName() + ".adam_m").str(), GlobalRole::adam_m,
                               p.getTensorType());
       GlobalOp v = zeroGlobal(b, m, (p.getSymName() + ".adam_v").str(), GlobalRole::adam_v,
@@ -100,6 +114,21 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     for (auto [k, pg] : llvm::enumerate(params)) {
       auto [p, g] = pg;
       auto [m, v] = moments[k];
+      if (sgd) {
+        // Without momentum the buffer stays zero: pass zeros, drop the result.
+        Value buf = m ? load(b, loc, m)
+                      : Value(ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                                          p.getTensorType(), b.getF32FloatAttr(0))));
+        auto update = SgdOp::create(b, loc, p.getType(), p.getType(), load(b, loc, p), grads[k],
+                                    buf, lr, b.getF64FloatAttr(momentum),
+                                    b.getF64FloatAttr(weightDecay),
+                                    nesterov ? b.getUnitAttr() : UnitAttr());
+        store(b, loc, update.getNewParam(), p);
+        if (m)
+          store(b, loc, update.getNewMomentumBuffer(), m);
+        FillOp::create(b, loc, FlatSymbolRefAttr::get(g.getSymNameAttr()), b.getF64FloatAttr(0.0));
+        continue;
+      }
       auto update = AdamWOp::create(b, loc, load(b, loc, p), grads[k], load(b, loc, m),
                                     load(b, loc, v), lr, step, beta1, beta2, epsilon,
                                     weightDecay);

@@ -1106,7 +1106,39 @@ Status run_fill(const KernelCall &c) {
   return Status::ok();
 }
 
+std::string check_sgd(const KernelCall &c) {
+  if (auto e = arity(c, 4, 2); !e.empty())
+    return e;
+  if (c.floats.size() != 2 || c.ints.size() != 1)
+    return "expects floats [momentum, weight_decay] and ints [nesterov]";
+  const Shape &s = c.in[0].shape;
+  for (const TensorRef *t : {&c.in[0], &c.in[1], &c.in[2], &c.out[0], &c.out[1]})
+    if (t->dtype != DType::F32 || t->shape != s)
+      return "expects float32 parameter, gradient, buffer and results of one shape";
+  if (c.in[3].dtype != DType::F32 || !c.in[3].shape.empty())
+    return "expects a float32 scalar lr";
+  return "";
+}
+Status run_sgd(const KernelCall &c) {
+  // torch.optim.SGD (dampening 0): the buffer starts at zero, so its first
+  // value is the gradient, as PyTorch's clone on the first step.
+  float lr = *c.in[3].as<float>(), mom = (float)c.floats[0], wd = (float)c.floats[1];
+  bool nesterov = c.ints[0];
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *b = c.in[2].as<float>();
+  float *po = c.out[0].as<float>(), *bo = c.out[1].as<float>();
+  for (int64_t k = 0, n = c.in[0].numel(); k < n; ++k) {
+    float d = wd != 0 ? g[k] + wd * p[k] : g[k];
+    float buf = mom != 0 ? mom * b[k] + d : 0.0f;
+    if (mom != 0)
+      d = nesterov ? d + mom * buf : buf;
+    po[k] = p[k] - lr * d;
+    bo[k] = buf;
+  }
+  return Status::ok();
+}
+
 const KernelInfo kKernels[] = {
+    {"sgd", check_sgd, run_sgd},
     {"fill", check_fill, run_fill},
     {"gelu_grad", check_gelu_grad, run_gelu_grad},
     {"softmax_grad", check_softmax_grad, run_softmax_grad},

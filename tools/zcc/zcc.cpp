@@ -66,16 +66,23 @@ static cl::opt<std::string> lossKind(
                      "scalar output is the loss"),
     cl::value_desc("cross-entropy|none"), cl::init("none"), cl::cat(zccCategory));
 static cl::opt<std::string> optimizerKind(
-    "optimizer", cl::desc("optimizer of the training step"), cl::value_desc("adamw"),
+    "optimizer", cl::desc("optimizer of the training step"), cl::value_desc("adamw|sgd"),
     cl::init("adamw"), cl::cat(zccCategory));
+static cl::opt<double> sgdMomentum("momentum", cl::desc("SGD momentum (default 0)"),
+                                   cl::init(0.0), cl::cat(zccCategory));
+static cl::opt<bool> sgdNesterov("nesterov", cl::desc("SGD with Nesterov momentum"),
+                                 cl::init(false), cl::cat(zccCategory));
 static cl::opt<double> learningRate("lr", cl::desc("base learning rate (zrun train --lr overrides)"),
                                     cl::init(1e-3), cl::cat(zccCategory));
 static cl::opt<std::string> betas("betas", cl::desc("AdamW betas"), cl::value_desc("B1,B2"),
                                   cl::init("0.9,0.999"), cl::cat(zccCategory));
 static cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
                                cl::cat(zccCategory));
-static cl::opt<double> weightDecay("weight-decay", cl::desc("decoupled weight decay"),
-                                   cl::init(0.01), cl::cat(zccCategory));
+static cl::opt<double> weightDecay(
+    "weight-decay",
+    cl::desc("weight decay: decoupled for AdamW (default 0.01), L2 for SGD (default 0), "
+             "as in PyTorch"),
+    cl::init(0.01), cl::cat(zccCategory));
 static cl::opt<double> gradClip("grad-clip",
                                 cl::desc("clip gradients to this global L2 norm (0: off)"),
                                 cl::init(0.0), cl::cat(zccCategory));
@@ -196,9 +203,15 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (optimizerKind != "adamw") {
+  if (optimizerKind != "adamw" && optimizerKind != "sgd") {
     llvm::errs() << "zcc: error: --optimizer '" << optimizerKind
-                 << "': only adamw is available (SGD comes later)\n";
+                 << "': expected adamw or sgd\n";
+    return 2;
+  }
+  // PyTorch's defaults differ: AdamW decays by 0.01, SGD not at all.
+  double decay = weightDecay.getNumOccurrences() || optimizerKind == "adamw" ? weightDecay : 0.0;
+  if (!(sgdMomentum >= 0)) {
+    llvm::errs() << "zcc: error: --momentum must be >= 0\n";
     return 2;
   }
   if (!(learningRate >= 0) || !(adamEps > 0) || !(weightDecay >= 0) || !(gradClip >= 0) ||
@@ -275,10 +288,13 @@ int main(int argc, char **argv) {
     adOptions.gradAccum = gradAccum;
     pm.addPass(zcc::createZeroAutodiff(adOptions));
     zcc::ZeroOptimizerOptions optOptions;
+    optOptions.optimizer = optimizerKind;
+    optOptions.momentum = sgdMomentum;
+    optOptions.nesterov = sgdNesterov;
     optOptions.beta1 = beta1;
     optOptions.beta2 = beta2;
     optOptions.epsilon = adamEps;
-    optOptions.weightDecay = weightDecay;
+    optOptions.weightDecay = decay;
     optOptions.gradClip = gradClip;
     pm.addPass(zcc::createZeroOptimizer(optOptions));
     Builder b(&context);
@@ -290,7 +306,7 @@ int main(int argc, char **argv) {
                              b.getNamedAttr("beta1", b.getF64FloatAttr(beta1)),
                              b.getNamedAttr("beta2", b.getF64FloatAttr(beta2)),
                              b.getNamedAttr("eps", b.getF64FloatAttr(adamEps)),
-                             b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay)),
+                             b.getNamedAttr("weight_decay", b.getF64FloatAttr(decay)),
                              b.getNamedAttr("grad_clip", b.getF64FloatAttr(gradClip))}));
   }
   if (emit != EmitKind::Mlir) {

@@ -86,7 +86,7 @@ def ZeroAutodiff : Pass<"zero-autodiff", "mlir::ModuleOp"> {
 }
 
 def ZeroOptimizer : Pass<"zero-optimizer", "mlir::ModuleOp"> {
-  let summary = "Build @apply: clipping by global norm and AdamW on every parameter";
+  let summary = "Build @apply: clipping by global norm and AdamW (or SGD) on every parameter";
   let description = [{
     Creates `@apply(lr) -> grad_norm`: increments the step counter (a global of
     role step), computes the global L2 norm of the accumulated gradients
@@ -97,6 +97,10 @@ def ZeroOptimizer : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     learning rate is a runtime input, so schedules need no recompilation.
   }];
   let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd (with momentum)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
     Option<"epsilon", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,

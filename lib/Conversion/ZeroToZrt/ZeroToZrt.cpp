@@ -152,6 +152,11 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
                           {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
                            a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()}};
       })
+      .Case([&](zero::SgdOp o) {
+        return KernelSpec{"sgd",
+                          {o.getNesterov() ? 1 : 0},
+                          {o.getMomentum().convertToDouble(), o.getWeightDecay().convertToDouble()}};
+      })
       .Default([&](Operation *op) -> FailureOr<KernelSpec> {
         return op->emitError("no runtime kernel for '") << op->getName() << "' yet";
       });
