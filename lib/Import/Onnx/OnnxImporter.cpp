@@ -447,26 +447,18 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
     allConstant &= it->second.constant != nullptr;
   }
 
-  // Shape and Size need only the static type.
+  // Shape and Size need only the static type: fold them on a tensor that
+  // has a shape but no elements (the evaluator reads nothing else).
   if ((op == "Shape" || op == "Size") && !inputs[0]->constant) {
     auto type = cast<RankedTensorType>(inputs[0]->value.getType());
-    HostTensor shapeOnly;
-    shapeOnly.type = kFloat;
-    shapeOnly.shape.assign(type.getShape().begin(), type.getShape().end());
+    HostTensor typeOnly;
+    typeOnly.type = onnxTypeOf(type.getElementType());
+    typeOnly.shape.assign(type.getShape().begin(), type.getShape().end());
+    const HostTensor *in[] = {&typeOnly};
     std::vector<HostTensor> out;
     std::string error;
-    if (op == "Size") {
-      HostTensor r(kInt64, {});
-      r.i[0] = type.getNumElements();
-      out.push_back(r);
-    } else {
-      HostTensor fake(kInt64, {0});
-      fake.shape = shapeOnly.shape; // Shape reads only .shape
-      const HostTensor *in[] = {&fake};
-      // The evaluator does not touch the (absent) data for Shape.
-      if (foldNode(node, opset, in, out, error) != FoldStatus::Folded)
-        return nodeError(node) << error;
-    }
+    if (foldNode(node, opset, in, out, error) != FoldStatus::Folded)
+      return nodeError(node) << error;
     values[node.output(0)] =
         Entry{std::make_shared<HostTensor>(std::move(out[0])), Value(), kInt64};
     return success();
