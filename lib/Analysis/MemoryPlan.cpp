@@ -55,6 +55,10 @@ std::optional<Placement> zcc::getPlacement(Value v) {
   if (!offsets || (int64_t)index >= offsets.size())
     return std::nullopt;
   ArenaKind arena = isa<zero::ConstantOp>(op) ? ArenaKind::Constant : ArenaKind::Device;
+  // Results written straight into a global's bytes (see zero-plan-memory).
+  if (auto inState = op->getAttrOfType<DenseI64ArrayAttr>("zero.in_state"))
+    if ((int64_t)index < inState.size() && inState[index])
+      arena = ArenaKind::State;
   return Placement{arena, offsets[index]};
 }
 

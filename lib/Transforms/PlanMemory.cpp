@@ -68,9 +68,66 @@ bool isElementwise(Operation *op) {
 struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
   using ZeroPlanMemoryBase::ZeroPlanMemoryBase;
 
+  /// Results that can be written straight into the global they are stored
+  /// to: the op is elementwise (element k of the result depends only on
+  /// element k of same-shaped operands), the result's only use is the store,
+  /// and nothing reads that global after the op. Then the store is free and
+  /// the result needs no device memory (AdamW updating p, m, v in place;
+  /// gradients accumulating into @p.grad). Maps each such result to the
+  /// global's state offset.
+  DenseMap<Value, int64_t> findStoreForwarding(Block &block, ModuleOp module) {
+    DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : block)
+      index[&op] = n++;
+    // The last op that reads each global (through its loads and their views).
+    DenseMap<StringAttr, int64_t> lastRead;
+    for (Operation &op : block)
+      if (auto load = dyn_cast<LoadOp>(op)) {
+        SmallVector<Value> worklist{load.getResult()};
+        while (!worklist.empty())
+          for (Operation *user : worklist.pop_back_val().getUsers()) {
+            if (auto view = dyn_cast<ReshapeOp>(user))
+              worklist.push_back(view.getResult());
+            int64_t &last = lastRead[load.getGlobalAttr().getAttr()];
+            last = std::max(last, index[user]);
+          }
+      }
+    DenseMap<Value, int64_t> forwarded;
+    for (Operation &op : block) {
+      auto store = dyn_cast<StoreOp>(op);
+      if (!store)
+        continue;
+      Value v = store.getValue();
+      Operation *def = v.getDefiningOp();
+      if (!def || !v.hasOneUse() || v.getType() != storeType(module, store) ||
+          !(isElementwise(def) || isa<AdamWOp, SgdOp>(def)))
+        continue;
+      // Operands must be read element by element at the result's positions.
+      bool sameShapes = llvm::all_of(def->getOperands(), [&](Value operand) {
+        auto t = cast<RankedTensorType>(operand.getType());
+        return t.getRank() == 0 || t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
+      });
+      StringAttr g = store.getGlobalAttr().getAttr();
+      if (!sameShapes || lastRead.lookup(g) > index[def])
+        continue;
+      auto global = module.lookupSymbol<GlobalOp>(g);
+      if (auto off = global->getAttrOfType<IntegerAttr>("zero.offset"))
+        forwarded[v] = off.getInt();
+    }
+    return forwarded;
+  }
+
+  static Type storeType(ModuleOp module, StoreOp store) {
+    auto global = module.lookupSymbol<GlobalOp>(store.getGlobalAttr());
+    return global ? global.getType() : Type();
+  }
+
   /// Places the values of |block| in a fresh device arena and its constants
   /// after |constantBytes|; returns the device peak.
   int64_t planDevice(Block &block, int64_t &constantBytes) {
+    auto module = block.getParentOp()->getParentOfType<ModuleOp>();
+    DenseMap<Value, int64_t> forwarded = findStoreForwarding(block, module);
     Builder b(block.getParentOp()->getContext());
     // Program order and last uses (through views; results live to the end).
     DenseMap<Operation *, int64_t> index;
@@ -94,6 +151,30 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (auto constant = dyn_cast<ConstantOp>(op)) {
         op.setAttr("zero.offsets", b.getDenseI64ArrayAttr({constantBytes}));
         constantBytes += alignArena(storageBytes(constant.getType()));
+        continue;
+      }
+
+      // Written straight into a global: no device memory.
+      if (llvm::any_of(op.getResults(), [&](Value r) { return forwarded.count(r); })) {
+        SmallVector<int64_t> offsets, inState;
+        for (Value result : op.getResults()) {
+          bool direct = forwarded.count(result);
+          int64_t offset = direct ? forwarded[result] : device.allocate(storageBytes(result.getType()));
+          if (!direct) {
+            deviceOffset[result] = offset;
+            if (!lastUse.count(result))
+              lastUse[result] = i;
+          }
+          offsets.push_back(offset);
+          inState.push_back(direct);
+        }
+        op.setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
+        op.setAttr("zero.in_state", b.getDenseI64ArrayAttr(inState));
+        for (Value root : llvm::to_vector(llvm::make_first_range(deviceOffset)))
+          if (lastUse.lookup(root) == i) {
+            device.release(deviceOffset[root]);
+            deviceOffset.erase(root);
+          }
         continue;
       }
 

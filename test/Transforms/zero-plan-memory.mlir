@@ -61,3 +61,25 @@ func.func @forward(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %3 = zero.sin %2 : tensor<4xf32>
   return %0, %3 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Store forwarding: an elementwise result stored to a global, read nowhere
+// else, is written straight into the global's bytes (no device memory, no
+// copy) -- gradient accumulation and optimizer updates in place.
+zero.global @g grad : tensor<4xf32>
+zero.global @h grad : tensor<4xf32>
+// CHECK-LABEL: module attributes
+// CHECK-SAME: zero.device_arena_bytes = 64
+func.func @forward(%d: tensor<4xf32>) -> tensor<4xf32> {
+  %g = zero.load @g : tensor<4xf32>
+  // CHECK: zero.add {{.*}} {zero.in_state = array<i64: 1>, zero.offsets = array<i64: 0>}
+  %0 = zero.add %g, %d : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  zero.store %0, @g : tensor<4xf32>
+  // @h is read again after the op that computes its new value: no forwarding.
+  %h = zero.load @h : tensor<4xf32>
+  // CHECK: zero.mul {{.*}} {zero.offsets = array<i64: 0>}
+  %1 = zero.mul %h, %d : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  zero.store %1, @h : tensor<4xf32>
+  return %h : tensor<4xf32>
+}

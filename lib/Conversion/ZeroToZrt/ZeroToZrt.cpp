@@ -224,7 +224,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
           for (Operation *user : v.getUsers()) {
             if (auto view = dyn_cast<zero::ReshapeOp>(user))
               worklist.push_back(view.getResult());
-            else if (index.lookup(user) > index[&op] && !isa<func::ReturnOp>(user))
+            else if (index.lookup(user) > index[&op])
               return user->emitError("reads global @")
                      << store.getGlobal() << " after it is stored in the same function";
           }
@@ -298,7 +298,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
           base = "v" + std::to_string(counter - 1);
         }
         bufferOf[result] = createBuffer(b, op.getLoc(), base, p, result.getType(), init,
-                                        /*view=*/isa<zero::ReshapeOp>(op));
+                                        /*view=*/isa<zero::ReshapeOp>(op) ||
+                                            p.arena == ArenaKind::State);
       }
       if (isa<zero::ConstantOp, zero::ReshapeOp>(op))
         continue; // data or a view: no instruction

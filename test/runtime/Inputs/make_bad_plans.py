@@ -80,25 +80,23 @@ case("view-with-data", "is a view, which has no initial data",
 
 
 
-def first_copy(p):
-    for prog in p.programs:
-        for inst in prog.instructions:
-            if inst.HasField("copy"):
-                return inst.copy
-    raise KeyError("copy")
-
-
 def buffer_index(p, pred):
     return next(i for i, b in enumerate(p.buffers) if pred(b))
+
+
+def add_copy(p, source, target):
+    copy = p.programs[-1].instructions.add().copy
+    copy.source, copy.target = source, target
 
 
 case("fill-on-device", "a fill value is for owning float state or constant buffers",
      lambda p: setattr(buffer_named(p, "t"), "fill", 1.0))
 case("copy-size", "of another type or size",
-     lambda p: setattr(first_copy(p), "target",
-                       buffer_index(p, lambda b: b.role == "step")))
+     lambda p: add_copy(p, buffer_index(p, lambda b: b.trainable and len(b.shape) == 2),
+                        buffer_index(p, lambda b: b.role == "step")))
 case("copy-into-input", "which is read-only",
-     lambda p: setattr(first_copy(p), "target", buffer_index(p, lambda b: b.arena == plan_pb2.INPUT)))
+     lambda p: add_copy(p, buffer_index(p, lambda b: b.role == "step"),
+                        buffer_index(p, lambda b: b.arena == plan_pb2.INPUT)))
 case("training-accum", "the plan's training section is invalid (grad_accum_steps 0",
      lambda p: setattr(p.training, "grad_accum_steps", 0))
 
