@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <sstream>
+#include <type_traits>
 
 using namespace zrt;
 
@@ -106,6 +107,75 @@ int64_t numelOf(const Shape &s) {
 }
 
 //===----------------------------------------------------------------------===//
+// bfloat16 storage, float32 math
+//===----------------------------------------------------------------------===//
+
+/// A bfloat16 in memory. Kernels compute in float32 and round results to
+/// nearest even on store, as GPU bf16 kernels do.
+struct BF16 {
+  uint16_t bits;
+  BF16() = default;
+  BF16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffff) > 0x7f800000) // NaN: keep it a quiet NaN
+      bits = (uint16_t)((u >> 16) | 0x40);
+    else
+      bits = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  }
+  operator float() const {
+    uint32_t u = (uint32_t)bits << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+bool isFloatStorage(DType d) { return d == DType::F32 || d == DType::BF16; }
+
+/// Calls fn(T{}) with T = float or BF16 for |dtype| (a float storage type).
+template <typename Fn> Status dispatchFloat(DType dtype, Fn fn) {
+  if (dtype == DType::BF16)
+    return fn(BF16{});
+  return fn(float{});
+}
+
+/// Runs a float32 kernel on a call whose float operands may be bfloat16:
+/// bfloat16 inputs are widened to float32 copies, bfloat16 outputs computed
+/// in float32 and rounded back. The arithmetic is the float32 kernel's.
+Status viaFloat32(const KernelCall &c, Status (*run)(const KernelCall &)) {
+  bool any = false;
+  for (const auto *list : {&c.in, &c.out})
+    for (const TensorRef &t : *list)
+      any |= t.dtype == DType::BF16;
+  if (!any)
+    return run(c);
+  KernelCall w = c;
+  std::vector<std::vector<float>> buffers;
+  buffers.reserve(c.in.size() + c.out.size());
+  auto widen = [&](TensorRef &t, bool copy) {
+    if (t.dtype != DType::BF16)
+      return;
+    buffers.emplace_back(t.numel());
+    if (copy)
+      for (int64_t k = 0; k < t.numel(); ++k)
+        buffers.back()[k] = t.as<BF16>()[k];
+    t.dtype = DType::F32;
+    t.data = reinterpret_cast<char *>(buffers.back().data());
+  };
+  for (TensorRef &t : w.in)
+    widen(t, true);
+  for (TensorRef &t : w.out)
+    widen(t, false);
+  ZRT_RETURN_IF_ERROR(run(w));
+  for (size_t i = 0; i < c.out.size(); ++i)
+    if (c.out[i].dtype == DType::BF16)
+      for (int64_t k = 0, n = c.out[i].numel(); k < n; ++k)
+        c.out[i].as<BF16>()[k] = BF16(w.out[i].as<float>()[k]);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
 // Checks
 //===----------------------------------------------------------------------===//
 
@@ -144,6 +214,17 @@ std::string checkUnary(const KernelCall &c, DType dtype) {
   return "";
 }
 
+/// One float storage type (float32 or bfloat16) in and out, one shape.
+std::string checkUnaryFloat(const KernelCall &c) {
+  if (auto e = arity(c, 1, 1); !e.empty())
+    return e;
+  if (!isFloatStorage(c.in[0].dtype) || c.out[0].dtype != c.in[0].dtype ||
+      c.in[0].shape != c.out[0].shape)
+    return "expects float32 or bfloat16 in and out of one type and shape, got " +
+           describe(c.in[0]) + " -> " + describe(c.out[0]);
+  return "";
+}
+
 std::string checkInts(const KernelCall &c, size_t n) {
   if (c.ints.size() != n)
     return "expects " + std::to_string(n) + " integer attributes, got " +
@@ -168,14 +249,18 @@ template <typename T, typename R, typename Fn> void binaryLoop(const KernelCall 
 
 #define ZRT_ARITH(NAME, EXPR)                                                              \
   std::string check_##NAME(const KernelCall &c) {                                          \
-    return checkBinary(c, {DType::F32, DType::I64}, false);                                \
+    return checkBinary(c, {DType::F32, DType::BF16, DType::I64}, false);                   \
   }                                                                                        \
   Status run_##NAME(const KernelCall &c) {                                                 \
-    if (c.in[0].dtype == DType::F32)                                                       \
-      binaryLoop<float, float>(c, [](float x, float y) { return EXPR; });                  \
-    else                                                                                   \
+    if (c.in[0].dtype == DType::I64) {                                                     \
       binaryLoop<int64_t, int64_t>(c, [](int64_t x, int64_t y) { return EXPR; });          \
-    return Status::ok();                                                                   \
+      return Status::ok();                                                                 \
+    }                                                                                      \
+    return dispatchFloat(c.in[0].dtype, [&](auto tag) {                                    \
+      using T = decltype(tag);                                                             \
+      binaryLoop<T, T>(c, [](float x, float y) -> float { return EXPR; });                 \
+      return Status::ok();                                                                 \
+    });                                                                                    \
   }
 ZRT_ARITH(add, x + y)
 ZRT_ARITH(sub, x - y)
@@ -184,15 +269,25 @@ ZRT_ARITH(max, std::max(x, y))
 ZRT_ARITH(min, std::min(x, y))
 #undef ZRT_ARITH
 
-std::string check_div(const KernelCall &c) { return checkBinary(c, {DType::F32}, false); }
-Status run_div(const KernelCall &c) {
-  binaryLoop<float, float>(c, [](float x, float y) { return x / y; });
-  return Status::ok();
+std::string check_div(const KernelCall &c) {
+  return checkBinary(c, {DType::F32, DType::BF16}, false);
 }
-std::string check_pow(const KernelCall &c) { return checkBinary(c, {DType::F32}, false); }
+Status run_div(const KernelCall &c) {
+  return dispatchFloat(c.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    binaryLoop<T, T>(c, [](float x, float y) -> float { return x / y; });
+    return Status::ok();
+  });
+}
+std::string check_pow(const KernelCall &c) {
+  return checkBinary(c, {DType::F32, DType::BF16}, false);
+}
 Status run_pow(const KernelCall &c) {
-  binaryLoop<float, float>(c, [](float x, float y) { return std::pow(x, y); });
-  return Status::ok();
+  return dispatchFloat(c.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    binaryLoop<T, T>(c, [](float x, float y) -> float { return std::pow(x, y); });
+    return Status::ok();
+  });
 }
 std::string check_logic(const KernelCall &c) { return checkBinary(c, {DType::Bool}, false); }
 Status run_and(const KernelCall &c) {
@@ -209,11 +304,13 @@ std::string check_cmp(const KernelCall &c) {
     return e;
   if (c.ints[0] < 0 || c.ints[0] > 5)
     return "unknown predicate " + std::to_string(c.ints[0]);
-  return checkBinary(c, {DType::F32, DType::I64}, true);
+  return checkBinary(c, {DType::F32, DType::BF16, DType::I64}, true);
 }
 template <typename T> void cmpLoop(const KernelCall &c) {
   int64_t p = c.ints[0];
-  binaryLoop<T, uint8_t>(c, [p](T x, T y) -> uint8_t {
+  // bfloat16 compares as float; int64 exactly.
+  using V = std::conditional_t<std::is_same_v<T, BF16>, float, T>;
+  binaryLoop<T, uint8_t>(c, [p](V x, V y) -> uint8_t {
     switch (p) {
     case 0: return x == y;
     case 1: return x != y;
@@ -227,6 +324,8 @@ template <typename T> void cmpLoop(const KernelCall &c) {
 Status run_cmp(const KernelCall &c) {
   if (c.in[0].dtype == DType::F32)
     cmpLoop<float>(c);
+  else if (c.in[0].dtype == DType::BF16)
+    cmpLoop<BF16>(c);
   else
     cmpLoop<int64_t>(c);
   return Status::ok();
@@ -259,14 +358,17 @@ Status run_where(const KernelCall &c) {
 }
 
 template <typename Fn> Status unaryF32(const KernelCall &c, Fn fn) {
-  const float *x = c.in[0].as<float>();
-  float *y = c.out[0].as<float>();
-  for (int64_t k = 0, n = c.out[0].numel(); k < n; ++k)
-    y[k] = fn(x[k]);
-  return Status::ok();
+  return dispatchFloat(c.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = c.in[0].as<T>();
+    T *y = c.out[0].as<T>();
+    for (int64_t k = 0, n = c.out[0].numel(); k < n; ++k)
+      y[k] = T(fn(float(x[k])));
+    return Status::ok();
+  });
 }
 
-std::string check_f32(const KernelCall &c) { return checkUnary(c, DType::F32); }
+std::string check_f32(const KernelCall &c) { return checkUnaryFloat(c); }
 #define ZRT_UNARY(NAME, EXPR)                                                              \
   Status run_##NAME(const KernelCall &c) {                                                 \
     return unaryF32(c, [](float x) -> float { return EXPR; });                             \
@@ -301,7 +403,7 @@ std::string check_gelu(const KernelCall &c) {
     return e;
   if (c.ints[0] != 0 && c.ints[0] != 1)
     return "approximation must be 0 (exact) or 1 (tanh)";
-  return checkUnary(c, DType::F32);
+  return checkUnaryFloat(c);
 }
 Status run_gelu(const KernelCall &c) {
   if (c.ints[0] == 1) // GPT-2's gelu_new, PyTorch's approximate='tanh'
@@ -317,8 +419,8 @@ Status run_gelu(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 
 bool castable(DType d) {
-  return d == DType::F32 || d == DType::F64 || d == DType::I64 || d == DType::I32 ||
-         d == DType::Bool;
+  return d == DType::F32 || d == DType::BF16 || d == DType::F64 || d == DType::I64 ||
+         d == DType::I32 || d == DType::Bool;
 }
 std::string check_cast(const KernelCall &c) {
   if (auto e = arity(c, 1, 1); !e.empty())
@@ -330,6 +432,7 @@ std::string check_cast(const KernelCall &c) {
 double loadAsDouble(const TensorRef &t, int64_t k) {
   switch (t.dtype) {
   case DType::F32: return t.as<float>()[k];
+  case DType::BF16: return float(t.as<BF16>()[k]);
   case DType::F64: return t.as<double>()[k];
   case DType::I64: return (double)t.as<int64_t>()[k];
   case DType::I32: return t.as<int32_t>()[k];
@@ -347,6 +450,7 @@ Status run_cast(const KernelCall &c) {
     double v = loadAsDouble(x, k);
     switch (y.dtype) {
     case DType::F32: y.as<float>()[k] = (float)v; break;
+    case DType::BF16: y.as<BF16>()[k] = BF16((float)v); break;
     case DType::F64: y.as<double>()[k] = v; break;
     case DType::I64: y.as<int64_t>()[k] = x.dtype == DType::I32 ? x.as<int32_t>()[k] : (int64_t)v; break;
     case DType::I32: y.as<int32_t>()[k] = (int32_t)v; break;
@@ -570,8 +674,8 @@ std::string check_matmul(const KernelCall &c) {
   if (auto e = checkInts(c, 2); !e.empty())
     return e;
   const TensorRef &a = c.in[0], &b = c.in[1], &o = c.out[0];
-  if (a.dtype != DType::F32 || b.dtype != DType::F32 || o.dtype != DType::F32)
-    return "supports float32 only";
+  if (!isFloatStorage(a.dtype) || b.dtype != a.dtype || o.dtype != a.dtype)
+    return "expects float32 or bfloat16 operands and result of one type";
   if (a.shape.size() < 2 || b.shape.size() < 2)
     return "operands need rank >= 2";
   bool ta = c.ints[0], tb = c.ints[1];
@@ -597,13 +701,26 @@ Status run_matmul(const KernelCall &c) {
   Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
   int64_t aMat = a.shape[ra - 2] * a.shape[ra - 1], bMat = b.shape[rb - 2] * b.shape[rb - 1];
   int lda = (int)a.shape[ra - 1], ldb = (int)b.shape[rb - 1];
-  const float *pa = a.as<float>(), *pb = b.as<float>();
-  float *po = o.as<float>();
+  // bfloat16: widen the operands, multiply in float32, round the result.
+  std::vector<float> wa, wb, wo;
+  auto widen = [](const TensorRef &t, std::vector<float> &w) {
+    w.resize(t.numel());
+    for (int64_t k = 0; k < (int64_t)w.size(); ++k)
+      w[k] = t.as<BF16>()[k];
+    return w.data();
+  };
+  bool bf16 = a.dtype == DType::BF16;
+  const float *pa = bf16 ? widen(a, wa) : a.as<float>(), *pb = bf16 ? widen(b, wb) : b.as<float>();
+  if (bf16)
+    wo.resize(o.numel());
+  float *po = bf16 ? wo.data() : o.as<float>();
   forEachBroadcast<2>(batch, {ba, bb}, [&](int64_t i, const std::array<int64_t, 2> &off) {
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 (int)m, (int)n, (int)k, 1.0f, pa + off[0] * aMat, lda, pb + off[1] * bMat, ldb,
                 0.0f, po + i * m * n, (int)n);
   });
+  for (int64_t k = 0; k < (int64_t)wo.size(); ++k)
+    o.as<BF16>()[k] = BF16(wo[k]);
   return Status::ok();
 }
 
@@ -613,8 +730,8 @@ std::string check_reduce(const KernelCall &c) {
   const TensorRef &x = c.in[0], &y = c.out[0];
   if (c.ints.size() < 2 || c.ints[0] < 0 || c.ints[0] > 4)
     return "expects [kind, keepdims, axes...]";
-  if (x.dtype != DType::F32 || y.dtype != DType::F32)
-    return "supports float32 only";
+  if (!isFloatStorage(x.dtype) || y.dtype != x.dtype)
+    return "expects float32 or bfloat16 in and out of one type";
   std::vector<bool> reduced(x.shape.size(), false);
   for (size_t i = 2; i < c.ints.size(); ++i) {
     if (!validAxis(c.ints[i], x.shape.size()) || reduced[c.ints[i]])
@@ -643,10 +760,9 @@ Status run_reduce(const KernelCall &c) {
     kept.push_back(reduced[d] ? 1 : x.shape[d]);
   int64_t n = y.numel(), count = x.numel() / std::max<int64_t>(n, 1);
   std::vector<double> acc(n, kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1.0 : 0.0);
-  const float *px = x.as<float>();
   // Iterate the input in the index space of x, with kept's strides.
   forEachBroadcast<1>(x.shape, {kept}, [&](int64_t k, const std::array<int64_t, 1> &off) {
-    double v = px[k];
+    double v = x.dtype == DType::BF16 ? float(x.as<BF16>()[k]) : x.as<float>()[k];
     double &a = acc[off[0]];
     switch (kind) {
     case 0: case 1: a += v; break;
@@ -655,9 +771,13 @@ Status run_reduce(const KernelCall &c) {
     default: a *= v; break;
     }
   });
-  float *py = y.as<float>();
-  for (int64_t k = 0; k < n; ++k)
-    py[k] = (float)(kind == 1 ? acc[k] / count : acc[k]);
+  for (int64_t k = 0; k < n; ++k) {
+    float v = (float)(kind == 1 ? acc[k] / count : acc[k]);
+    if (y.dtype == DType::BF16)
+      y.as<BF16>()[k] = BF16(v);
+    else
+      y.as<float>()[k] = v;
+  }
   return Status::ok();
 }
 
@@ -672,37 +792,43 @@ void around(const Shape &s, int64_t axis, int64_t &outer, int64_t &dim, int64_t 
 }
 
 std::string check_softmax(const KernelCall &c) {
-  if (auto e = checkUnary(c, DType::F32); !e.empty())
+  if (auto e = checkUnaryFloat(c); !e.empty())
     return e;
   if (c.ints.size() != 1 || !validAxis(c.ints[0], c.in[0].shape.size()))
     return "expects a valid axis";
   return "";
 }
-Status softmaxImpl(const KernelCall &c, bool log) {
+template <typename T> Status softmaxImpl(const KernelCall &c, bool log) {
   int64_t outer, dim, inner;
   around(c.in[0].shape, c.ints[0], outer, dim, inner);
-  const float *x = c.in[0].as<float>();
-  float *y = c.out[0].as<float>();
+  const T *x = c.in[0].as<T>();
+  T *y = c.out[0].as<T>();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
-      const float *xr = x + o * dim * inner + i;
-      float *yr = y + o * dim * inner + i;
+      const T *xr = x + o * dim * inner + i;
+      T *yr = y + o * dim * inner + i;
       float mx = -INFINITY;
       for (int64_t j = 0; j < dim; ++j)
-        mx = std::max(mx, xr[j * inner]);
+        mx = std::max(mx, float(xr[j * inner]));
       double sum = 0;
       for (int64_t j = 0; j < dim; ++j)
-        sum += std::exp((double)xr[j * inner] - mx);
+        sum += std::exp((double)float(xr[j * inner]) - mx);
       double lse = std::log(sum);
       for (int64_t j = 0; j < dim; ++j) {
-        double z = (double)xr[j * inner] - mx;
-        yr[j * inner] = (float)(log ? z - lse : std::exp(z) / sum);
+        double z = (double)float(xr[j * inner]) - mx;
+        yr[j * inner] = T((float)(log ? z - lse : std::exp(z) / sum));
       }
     }
   return Status::ok();
 }
-Status run_softmax(const KernelCall &c) { return softmaxImpl(c, false); }
-Status run_log_softmax(const KernelCall &c) { return softmaxImpl(c, true); }
+Status run_softmax(const KernelCall &c) {
+  return dispatchFloat(c.in[0].dtype,
+                       [&](auto tag) { return softmaxImpl<decltype(tag)>(c, false); });
+}
+Status run_log_softmax(const KernelCall &c) {
+  return dispatchFloat(c.in[0].dtype,
+                       [&](auto tag) { return softmaxImpl<decltype(tag)>(c, true); });
+}
 
 std::string checkNorm(const KernelCall &c, bool allowBias) {
   size_t nin = c.in.size();
@@ -712,12 +838,13 @@ std::string checkNorm(const KernelCall &c, bool allowBias) {
   if (c.ints.size() != 1 || !validAxis(c.ints[0], x.shape.size()) || c.floats.size() != 1 ||
       !(c.floats[0] >= 0))
     return "expects [axis] and [epsilon >= 0]";
-  if (x.dtype != DType::F32 || c.out[0].dtype != DType::F32 || c.out[0].shape != x.shape)
-    return "expects float32 in and out of one shape";
+  if (!isFloatStorage(x.dtype) || c.out[0].dtype != x.dtype || c.out[0].shape != x.shape)
+    return "expects float32 or bfloat16 in and out of one type and shape";
   Shape normShape(x.shape.begin() + c.ints[0], x.shape.end());
   for (size_t i = 1; i < nin; ++i)
-    if (c.in[i].dtype != DType::F32 || c.in[i].shape != normShape)
-      return "scale/bias " + describe(c.in[i]) + " should be float32" + shapeStr(normShape);
+    if (c.in[i].dtype != x.dtype || c.in[i].shape != normShape)
+      return "scale/bias " + describe(c.in[i]) + " should be " + dtypeName(x.dtype) +
+             shapeStr(normShape);
   return "";
 }
 std::string check_layer_norm(const KernelCall &c) { return checkNorm(c, true); }
@@ -762,7 +889,7 @@ std::string check_cross_entropy(const KernelCall &c) {
   if (auto e = checkInts(c, 1); !e.empty())
     return e;
   const TensorRef &logits = c.in[0], &labels = c.in[1], &loss = c.out[0];
-  if (logits.dtype != DType::F32 || labels.dtype != DType::I64 || loss.dtype != DType::F32 ||
+  if (!isFloatStorage(logits.dtype) || labels.dtype != DType::I64 || loss.dtype != DType::F32 ||
       !loss.shape.empty() || logits.shape.empty() ||
       labels.shape != Shape(logits.shape.begin(), logits.shape.end() - 1))
     return "expects float32 logits [N..., C], int64 labels [N...] and a float32 scalar";
@@ -806,8 +933,8 @@ std::string check_gelu_grad(const KernelCall &c) {
   if (auto e = checkInts(c, 1); !e.empty())
     return e;
   for (const TensorRef *t : {&c.in[0], &c.in[1], &c.out[0]})
-    if (t->dtype != DType::F32 || t->shape != c.out[0].shape)
-      return "expects float32 x, dy and dx of one shape";
+    if (t->dtype != c.out[0].dtype || !isFloatStorage(t->dtype) || t->shape != c.out[0].shape)
+      return "expects float32 or bfloat16 x, dy and dx of one type and shape";
   return "";
 }
 Status run_gelu_grad(const KernelCall &c) {
@@ -832,8 +959,8 @@ std::string check_softmax_grad(const KernelCall &c) {
   if (auto e = arity(c, 2, 1); !e.empty())
     return e;
   for (const TensorRef *t : {&c.in[0], &c.in[1], &c.out[0]})
-    if (t->dtype != DType::F32 || t->shape != c.out[0].shape)
-      return "expects float32 y, dy and dx of one shape";
+    if (t->dtype != c.out[0].dtype || !isFloatStorage(t->dtype) || t->shape != c.out[0].shape)
+      return "expects float32 or bfloat16 y, dy and dx of one type and shape";
   if (c.ints.size() != 1 || !validAxis(c.ints[0], c.out[0].shape.size()))
     return "expects a valid axis";
   return "";
@@ -867,12 +994,15 @@ std::string checkNormGrad(const KernelCall &c, size_t outs) {
   if (c.ints.size() != 1 || !validAxis(c.ints[0], x.shape.size()) || c.floats.size() != 1)
     return "expects [axis] and [epsilon]";
   Shape normShape(x.shape.begin() + c.ints[0], x.shape.end());
-  if (x.dtype != DType::F32 || c.in[2].shape != x.shape || c.out[0].shape != x.shape ||
+  for (const TensorRef *t : {&c.in[1], &c.in[2], &c.out[0]})
+    if (t->dtype != x.dtype)
+      return "expects x, scale, dy and dx of one type";
+  if (!isFloatStorage(x.dtype) || c.in[2].shape != x.shape || c.out[0].shape != x.shape ||
       c.in[1].shape != normShape)
-    return "expects float32 x, scale of the normalized shape, dy and dx";
+    return "expects float32 or bfloat16 x, scale of the normalized shape, dy and dx";
   for (size_t k = 1; k < outs; ++k)
-    if (c.out[k].shape != normShape || c.out[k].dtype != DType::F32)
-      return "parameter gradients must have the normalized shape";
+    if (c.out[k].shape != normShape || c.out[k].dtype != x.dtype)
+      return "parameter gradients must have the normalized shape and x's type";
   return "";
 }
 std::string check_layer_norm_grad(const KernelCall &c) { return checkNormGrad(c, 3); }
@@ -932,9 +1062,9 @@ std::string check_cross_entropy_grad(const KernelCall &c) {
   if (auto e = checkInts(c, 1); !e.empty())
     return e;
   const TensorRef &logits = c.in[0], &labels = c.in[1], &g = c.in[2], &dx = c.out[0];
-  if (logits.dtype != DType::F32 || labels.dtype != DType::I64 || g.dtype != DType::F32 ||
+  if (!isFloatStorage(logits.dtype) || labels.dtype != DType::I64 || g.dtype != DType::F32 ||
       !g.shape.empty() || logits.shape.empty() || dx.shape != logits.shape ||
-      dx.dtype != DType::F32 ||
+      dx.dtype != logits.dtype ||
       labels.shape != Shape(logits.shape.begin(), logits.shape.end() - 1))
     return "expects float32 logits [N..., C], int64 labels [N...], a scalar dloss, dlogits";
   return "";
@@ -985,8 +1115,8 @@ std::string check_gather_grad(const KernelCall &c) {
   Shape expected(dx.shape.begin(), dx.shape.begin() + axis);
   expected.insert(expected.end(), idx.shape.begin(), idx.shape.end());
   expected.insert(expected.end(), dx.shape.begin() + axis + 1, dx.shape.end());
-  if (g.dtype != DType::F32 || dx.dtype != DType::F32 || g.shape != expected)
-    return "dy " + describe(g) + " should be float32" + shapeStr(expected);
+  if (!isFloatStorage(g.dtype) || dx.dtype != g.dtype || g.shape != expected)
+    return "dy " + describe(g) + " should be float32 or bfloat16" + shapeStr(expected);
   return "";
 }
 Status run_gather_grad(const KernelCall &c) {
@@ -1092,14 +1222,15 @@ std::string check_fill(const KernelCall &c) {
   if (auto e = arity(c, 0, 1); !e.empty())
     return e;
   if (c.floats.size() != 1 || (c.out[0].dtype != DType::F32 && c.out[0].dtype != DType::F64 &&
-                               c.out[0].dtype != DType::I64))
-    return "expects [value] and a float32, float64 or int64 output";
+                               c.out[0].dtype != DType::BF16 && c.out[0].dtype != DType::I64))
+    return "expects [value] and a float32, bfloat16, float64 or int64 output";
   return "";
 }
 Status run_fill(const KernelCall &c) {
   const TensorRef &y = c.out[0];
   for (int64_t k = 0, n = y.numel(); k < n; ++k) {
     if (y.dtype == DType::F32) y.as<float>()[k] = (float)c.floats[0];
+    else if (y.dtype == DType::BF16) y.as<BF16>()[k] = BF16((float)c.floats[0]);
     else if (y.dtype == DType::F64) y.as<double>()[k] = c.floats[0];
     else y.as<int64_t>()[k] = (int64_t)c.floats[0];
   }
@@ -1140,13 +1271,13 @@ Status run_sgd(const KernelCall &c) {
 const KernelInfo kKernels[] = {
     {"sgd", check_sgd, run_sgd},
     {"fill", check_fill, run_fill},
-    {"gelu_grad", check_gelu_grad, run_gelu_grad},
-    {"softmax_grad", check_softmax_grad, run_softmax_grad},
-    {"log_softmax_grad", check_softmax_grad, run_log_softmax_grad},
-    {"layer_norm_grad", check_layer_norm_grad, run_layer_norm_grad},
-    {"rms_norm_grad", check_rms_norm_grad, run_rms_norm_grad},
-    {"cross_entropy_grad", check_cross_entropy_grad, run_cross_entropy_grad},
-    {"gather_grad", check_gather_grad, run_gather_grad},
+    {"gelu_grad", check_gelu_grad, [](const KernelCall &c) { return viaFloat32(c, run_gelu_grad); }},
+    {"softmax_grad", check_softmax_grad, [](const KernelCall &c) { return viaFloat32(c, run_softmax_grad); }},
+    {"log_softmax_grad", check_softmax_grad, [](const KernelCall &c) { return viaFloat32(c, run_log_softmax_grad); }},
+    {"layer_norm_grad", check_layer_norm_grad, [](const KernelCall &c) { return viaFloat32(c, run_layer_norm_grad); }},
+    {"rms_norm_grad", check_rms_norm_grad, [](const KernelCall &c) { return viaFloat32(c, run_rms_norm_grad); }},
+    {"cross_entropy_grad", check_cross_entropy_grad, [](const KernelCall &c) { return viaFloat32(c, run_cross_entropy_grad); }},
+    {"gather_grad", check_gather_grad, [](const KernelCall &c) { return viaFloat32(c, run_gather_grad); }},
     {"slice_grad", check_slice_grad, run_slice_grad},
     {"adamw", check_adamw, run_adamw},
     {"add", check_add, run_add},
@@ -1187,9 +1318,9 @@ const KernelInfo kKernels[] = {
     {"reduce", check_reduce, run_reduce},
     {"softmax", check_softmax, run_softmax},
     {"log_softmax", check_softmax, run_log_softmax},
-    {"layer_norm", check_layer_norm, run_layer_norm},
-    {"rms_norm", check_rms_norm, run_rms_norm},
-    {"cross_entropy", check_cross_entropy, run_cross_entropy},
+    {"layer_norm", check_layer_norm, [](const KernelCall &c) { return viaFloat32(c, run_layer_norm); }},
+    {"rms_norm", check_rms_norm, [](const KernelCall &c) { return viaFloat32(c, run_rms_norm); }},
+    {"cross_entropy", check_cross_entropy, [](const KernelCall &c) { return viaFloat32(c, run_cross_entropy); }},
 };
 
 } // namespace

@@ -25,7 +25,14 @@ def softmax(x, axis):
     return e / e.sum(axis, keepdims=True)
 
 
-def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None):
+def bf16(a):
+    """Rounds float32 values to bfloat16 (nearest even), returned as float64."""
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None, bf16_io=False):
     """inputs: graph inputs (name, array), all with the same leading (sample)
     dimension; consts: initializers (name, array), i.e. constants (int, bool)
     or parameters (float); order: the node's input names if not inputs+consts;
@@ -33,6 +40,15 @@ def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None)
     consts = consts or []
     names = order or [n for n, _ in inputs] + [n for n, _ in consts]
     nodes = [helper.make_node(op, names, ["y"], **(attrs or {}))]
+    if bf16_io:
+        # The op computes on bfloat16 tensors: float inputs are cast in, the
+        # result cast out (graph input/output types stay float32).
+        floats = {n for n, a in list(inputs) + list(consts) if a.dtype == np.float32}
+        nodes = [helper.make_node("Cast", [n], [n + "_bf"], to=TensorProto.BFLOAT16) for n in sorted(floats)]
+        out = "y_bf" if out_type == F else "y"
+        nodes.append(helper.make_node(op, [n + "_bf" if n in floats else n for n in names], [out], **(attrs or {})))
+        if out_type == F:
+            nodes.append(helper.make_node("Cast", ["y_bf"], ["y"], to=F))
     y = ref.astype(NP[out_type])
     # A scalar loss: the sum of y (as float).
     if out_type == F:
@@ -76,7 +92,8 @@ def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None)
         return name, f"got {got.dtype}{got.shape}, expected {y.dtype}{y.shape}"
     if out_type == F:
         err = np.linalg.norm(got.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
-        return name, None if err <= 1e-5 else f"relative error {err:.3g}"
+        tol = 8e-3 if bf16_io else 1e-5  # bfloat16 keeps 8 bits of mantissa
+        return name, None if err <= tol else f"relative error {err:.3g} (tolerance {tol})"
     return name, None if np.array_equal(got, y) else "values differ"
 
 
@@ -143,6 +160,25 @@ results = [
          consts=[("s", np.full(5, 1.5, np.float32)), ("bb", np.full(5, 0.25, np.float32))]),
 ]
 
+# The same kernels on bfloat16 storage (float32 math), against NumPy on the
+# bfloat16-rounded inputs.
+ab, bb, x3b = bf16(a), bf16(b), bf16(x3)
+results += [
+    case("bf16_add", "Add", [("a", a)], ab + bb, consts=[("b", b)], bf16_io=True),
+    case("bf16_mul", "Mul", [("a", a), ("c", np.broadcast_to(c, a.shape).copy())], ab * bf16(c), bf16_io=True),
+    case("bf16_exp", "Exp", [("a", a)], np.exp(ab), bf16_io=True),
+    case("bf16_tanh", "Tanh", [("a", a)], np.tanh(ab), bf16_io=True),
+    case("bf16_gelu", "Gelu", [("a", a)], 0.5 * ab * (1 + erf(ab / np.sqrt(2))), bf16_io=True),
+    case("bf16_matmul", "MatMul", [("x", x3)], x3b @ bf16(w54), consts=[("w", w54)], bf16_io=True),
+    case("bf16_softmax", "Softmax", [("x", x3)], softmax(x3b, -1), bf16_io=True),
+    case("bf16_reduce_mean", "ReduceMean", [("x", x3)], x3b.mean((0, 2), keepdims=True),
+         consts=[("ax", np.array([0, 2], np.int64))], bf16_io=True),
+    case("bf16_layer_norm", "LayerNormalization", [("x", x3)],
+         (x3b - x3b.mean(-1, keepdims=True)) / np.sqrt(x3b.var(-1, keepdims=True) + 1e-5) * 1.5 + 0.25,
+         consts=[("s", np.full(5, 1.5, np.float32)), ("bb", np.full(5, 0.25, np.float32))], bf16_io=True),
+    case("bf16_transpose", "Transpose", [("x", x3)], x3b.transpose(2, 0, 1), attrs={"perm": [2, 0, 1]}, bf16_io=True),
+    case("bf16_less", "Less", [("a", a), ("c", np.broadcast_to(c, a.shape).copy())], ab < bf16(c), out_type=B, bf16_io=True),
+]
 failed = [(n, e) for n, e in results if e]
 for n, e in results:
     print(f"{'ok  ' if not e else 'FAIL'} {n}" + (f": {e}" if e else ""))
