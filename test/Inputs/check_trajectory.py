@@ -16,6 +16,8 @@ p.add_argument("trajectory")
 p.add_argument("--loss-rtol", type=float, default=1e-4)
 p.add_argument("--grad-norm-rtol", type=float, default=1e-3)
 p.add_argument("--steps", type=int, help="compare only the first STEPS steps")
+p.add_argument("--decreasing", action="store_true",
+               help="also require the mean loss of the last 5 steps below that of the first 5")
 a = p.parse_args()
 ref = json.load(open(a.references))["models"][a.model]["trajectories"][a.trajectory]
 if a.steps:
@@ -34,6 +36,13 @@ for k, row in enumerate(rows):
             bad += 1
             print(f"step {k}: {key} {got:.9g} vs reference {want:.9g} (relative error {err:.3g} > {tol})")
 print(f"worst relative error: loss {worst['loss']:.2e}, grad_norm {worst['grad_norm']:.2e}")
+if a.decreasing:
+    first = sum(r["loss"] for r in rows[:5]) / 5
+    last = sum(r["loss"] for r in rows[-5:]) / 5
+    print(f"mean loss of the first 5 steps {first:.4f}, of the last 5 {last:.4f}")
+    if not last < first:
+        print("the loss does not decrease")
+        bad += 1
 if bad:
     sys.exit(1)
 print(f"trajectory matches: {len(rows)} steps")

@@ -65,6 +65,10 @@ static cl::opt<std::string> lossKind(
                      "a new int64 input 'labels' (ignore_index -100); none: the graph's "
                      "scalar output is the loss"),
     cl::value_desc("cross-entropy|none"), cl::init("none"), cl::cat(zccCategory));
+static cl::opt<std::string> precisionKind(
+    "precision",
+    cl::desc("fp32, or bf16: bfloat16 compute with float32 master weights and optimizer state"),
+    cl::value_desc("fp32|bf16"), cl::init("fp32"), cl::cat(zccCategory));
 static cl::opt<std::string> optimizerKind(
     "optimizer", cl::desc("optimizer of the training step"), cl::value_desc("adamw|sgd"),
     cl::init("adamw"), cl::cat(zccCategory));
@@ -203,6 +207,13 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (precisionKind != "fp32" && precisionKind != "bf16") {
+    llvm::errs() << "zcc: error: --precision '" << precisionKind << "': expected fp32 or bf16"
+                 << (precisionKind == "fp16" ? " (fp16 with dynamic loss scaling is not there yet)"
+                                             : "")
+                 << "\n";
+    return 2;
+  }
   if (optimizerKind != "adamw" && optimizerKind != "sgd") {
     llvm::errs() << "zcc: error: --optimizer '" << optimizerKind
                  << "': expected adamw or sgd\n";
@@ -280,6 +291,12 @@ int main(int argc, char **argv) {
     lossOptions.loss = lossKind;
     pm.addPass(zcc::createZeroAttachLoss(lossOptions));
   }
+  if (precisionKind == "bf16") {
+    zcc::ZeroMixedPrecisionOptions mpOptions;
+    mpOptions.precision = precisionKind;
+    pm.addPass(zcc::createZeroMixedPrecision(mpOptions));
+  }
+  module.get()->setAttr("zero.precision", Builder(&context).getStringAttr(precisionKind));
   // Plans of models with parameters train: backward, then the optimizer.
   auto trainable = module.get()->getAttrOfType<IntegerAttr>("zero.trainable_count");
   bool train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;

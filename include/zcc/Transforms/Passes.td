@@ -66,6 +66,24 @@ def ZeroPlanMemory : Pass<"zero-plan-memory", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroMixedPrecision : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Compute @forward in bfloat16 with float32 master weights";
+  let description = [{
+    `precision=bf16`: every float32 global stays float32 (the master copy the
+    optimizer updates) and is cast to bfloat16 where it is loaded; float32
+    arguments and constants are cast likewise, and every op then computes on
+    bfloat16 tensors (the kernels accumulate in float32). The cross-entropy
+    loss stays float32, and a bfloat16 loss is cast back, so the loss and the
+    gradients of the float32 globals (through the casts) are float32. No loss
+    scaling: bfloat16 has float32's exponent range.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
+           "bf16 (fp16 with loss scaling is not there yet)">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroAutodiff : Pass<"zero-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode differentiation of @forward into @micro_step";
   let description = [{

@@ -47,7 +47,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                        bytes / 1048576.0)
        << note << "\n";
   };
-  os << "zcc memory report (per rank; world size 1, ZeRO stage 0, fp32)\n";
+  auto precision = module->getAttrOfType<StringAttr>("zero.precision");
+  os << "zcc memory report (per rank; world size 1, ZeRO stage 0, "
+     << (precision ? precision.getValue() : "fp32") << ")\n";
   if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
     os << "  model: " << source.getValue() << ", " << numParams << " trainable parameters\n";
   os << "  instructions: " << programs << "\n";
