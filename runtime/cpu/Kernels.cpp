@@ -131,12 +131,70 @@ struct BF16 {
   }
 };
 
-bool isFloatStorage(DType d) { return d == DType::F32 || d == DType::BF16; }
+/// An IEEE binary16 in memory; float32 math, round to nearest even on store.
+struct F16 {
+  uint16_t bits;
+  F16() = default;
+  F16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffff;
+    if (ax > 0x7f800000) {        // NaN
+      bits = (uint16_t)(sign | 0x7e00);
+    } else if (ax >= 0x477ff000) { // >= 65520 rounds to infinity
+      bits = (uint16_t)(sign | 0x7c00);
+    } else if (ax < 0x38800000) {  // below 2^-14: subnormal or zero
+      uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
+      int shift = 126 - (int)e;
+      if (shift > 24) {
+        bits = (uint16_t)sign;
+      } else {
+        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1)))
+          ++h;
+        bits = (uint16_t)(sign | h);
+      }
+    } else {
+      uint32_t h = (((ax >> 23) - 112) << 10) | ((ax & 0x7fffff) >> 13), rem = ax & 0x1fff;
+      if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+        ++h;
+      bits = (uint16_t)(sign | h);
+    }
+  }
+  operator float() const {
+    uint32_t sign = (uint32_t)(bits & 0x8000) << 16, e = (bits >> 10) & 0x1f, m = bits & 0x3ff;
+    uint32_t x;
+    if (e == 0) {
+      float v = (float)m * 5.9604644775390625e-8f; // m * 2^-24
+      return sign ? -v : v;
+    }
+    x = e == 31 ? sign | 0x7f800000 | (m << 13) : sign | ((e + 112) << 23) | (m << 13);
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+  }
+};
 
-/// Calls fn(T{}) with T = float or BF16 for |dtype| (a float storage type).
+bool isFloatStorage(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
+bool isNarrowFloat(DType d) { return d == DType::BF16 || d == DType::F16; }
+
+/// Element k of a bfloat16 or float16 tensor as float, and the reverse.
+float loadNarrow(const TensorRef &t, int64_t k) {
+  return t.dtype == DType::BF16 ? float(t.as<BF16>()[k]) : float(t.as<F16>()[k]);
+}
+void storeNarrow(const TensorRef &t, int64_t k, float v) {
+  if (t.dtype == DType::BF16)
+    t.as<BF16>()[k] = BF16(v);
+  else
+    t.as<F16>()[k] = F16(v);
+}
+
+/// Calls fn(T{}) with T = float, BF16 or F16 for |dtype| (a float storage type).
 template <typename Fn> Status dispatchFloat(DType dtype, Fn fn) {
   if (dtype == DType::BF16)
     return fn(BF16{});
+  if (dtype == DType::F16)
+    return fn(F16{});
   return fn(float{});
 }
 
@@ -147,19 +205,19 @@ Status viaFloat32(const KernelCall &c, Status (*run)(const KernelCall &)) {
   bool any = false;
   for (const auto *list : {&c.in, &c.out})
     for (const TensorRef &t : *list)
-      any |= t.dtype == DType::BF16;
+      any |= isNarrowFloat(t.dtype);
   if (!any)
     return run(c);
   KernelCall w = c;
   std::vector<std::vector<float>> buffers;
   buffers.reserve(c.in.size() + c.out.size());
   auto widen = [&](TensorRef &t, bool copy) {
-    if (t.dtype != DType::BF16)
+    if (!isNarrowFloat(t.dtype))
       return;
     buffers.emplace_back(t.numel());
     if (copy)
       for (int64_t k = 0; k < t.numel(); ++k)
-        buffers.back()[k] = t.as<BF16>()[k];
+        buffers.back()[k] = loadNarrow(t, k);
     t.dtype = DType::F32;
     t.data = reinterpret_cast<char *>(buffers.back().data());
   };
@@ -169,9 +227,9 @@ Status viaFloat32(const KernelCall &c, Status (*run)(const KernelCall &)) {
     widen(t, false);
   ZRT_RETURN_IF_ERROR(run(w));
   for (size_t i = 0; i < c.out.size(); ++i)
-    if (c.out[i].dtype == DType::BF16)
+    if (isNarrowFloat(c.out[i].dtype))
       for (int64_t k = 0, n = c.out[i].numel(); k < n; ++k)
-        c.out[i].as<BF16>()[k] = BF16(w.out[i].as<float>()[k]);
+        storeNarrow(c.out[i], k, w.out[i].as<float>()[k]);
   return Status::ok();
 }
 
@@ -249,7 +307,7 @@ template <typename T, typename R, typename Fn> void binaryLoop(const KernelCall 
 
 #define ZRT_ARITH(NAME, EXPR)                                                              \
   std::string check_##NAME(const KernelCall &c) {                                          \
-    return checkBinary(c, {DType::F32, DType::BF16, DType::I64}, false);                   \
+    return checkBinary(c, {DType::F32, DType::BF16, DType::F16, DType::I64}, false);       \
   }                                                                                        \
   Status run_##NAME(const KernelCall &c) {                                                 \
     if (c.in[0].dtype == DType::I64) {                                                     \
@@ -270,7 +328,7 @@ ZRT_ARITH(min, std::min(x, y))
 #undef ZRT_ARITH
 
 std::string check_div(const KernelCall &c) {
-  return checkBinary(c, {DType::F32, DType::BF16}, false);
+  return checkBinary(c, {DType::F32, DType::BF16, DType::F16}, false);
 }
 Status run_div(const KernelCall &c) {
   return dispatchFloat(c.in[0].dtype, [&](auto tag) {
@@ -280,7 +338,7 @@ Status run_div(const KernelCall &c) {
   });
 }
 std::string check_pow(const KernelCall &c) {
-  return checkBinary(c, {DType::F32, DType::BF16}, false);
+  return checkBinary(c, {DType::F32, DType::BF16, DType::F16}, false);
 }
 Status run_pow(const KernelCall &c) {
   return dispatchFloat(c.in[0].dtype, [&](auto tag) {
@@ -304,12 +362,12 @@ std::string check_cmp(const KernelCall &c) {
     return e;
   if (c.ints[0] < 0 || c.ints[0] > 5)
     return "unknown predicate " + std::to_string(c.ints[0]);
-  return checkBinary(c, {DType::F32, DType::BF16, DType::I64}, true);
+  return checkBinary(c, {DType::F32, DType::BF16, DType::F16, DType::I64}, true);
 }
 template <typename T> void cmpLoop(const KernelCall &c) {
   int64_t p = c.ints[0];
   // bfloat16 compares as float; int64 exactly.
-  using V = std::conditional_t<std::is_same_v<T, BF16>, float, T>;
+  using V = std::conditional_t<std::is_same_v<T, BF16> || std::is_same_v<T, F16>, float, T>;
   binaryLoop<T, uint8_t>(c, [p](V x, V y) -> uint8_t {
     switch (p) {
     case 0: return x == y;
@@ -326,6 +384,8 @@ Status run_cmp(const KernelCall &c) {
     cmpLoop<float>(c);
   else if (c.in[0].dtype == DType::BF16)
     cmpLoop<BF16>(c);
+  else if (c.in[0].dtype == DType::F16)
+    cmpLoop<F16>(c);
   else
     cmpLoop<int64_t>(c);
   return Status::ok();
@@ -419,7 +479,7 @@ Status run_gelu(const KernelCall &c) {
 //===----------------------------------------------------------------------===//
 
 bool castable(DType d) {
-  return d == DType::F32 || d == DType::BF16 || d == DType::F64 || d == DType::I64 ||
+  return d == DType::F32 || isNarrowFloat(d) || d == DType::F64 || d == DType::I64 ||
          d == DType::I32 || d == DType::Bool;
 }
 std::string check_cast(const KernelCall &c) {
@@ -432,7 +492,7 @@ std::string check_cast(const KernelCall &c) {
 double loadAsDouble(const TensorRef &t, int64_t k) {
   switch (t.dtype) {
   case DType::F32: return t.as<float>()[k];
-  case DType::BF16: return float(t.as<BF16>()[k]);
+  case DType::BF16: case DType::F16: return loadNarrow(t, k);
   case DType::F64: return t.as<double>()[k];
   case DType::I64: return (double)t.as<int64_t>()[k];
   case DType::I32: return t.as<int32_t>()[k];
@@ -450,7 +510,7 @@ Status run_cast(const KernelCall &c) {
     double v = loadAsDouble(x, k);
     switch (y.dtype) {
     case DType::F32: y.as<float>()[k] = (float)v; break;
-    case DType::BF16: y.as<BF16>()[k] = BF16((float)v); break;
+    case DType::BF16: case DType::F16: storeNarrow(y, k, (float)v); break;
     case DType::F64: y.as<double>()[k] = v; break;
     case DType::I64: y.as<int64_t>()[k] = x.dtype == DType::I32 ? x.as<int32_t>()[k] : (int64_t)v; break;
     case DType::I32: y.as<int32_t>()[k] = (int32_t)v; break;
@@ -701,15 +761,15 @@ Status run_matmul(const KernelCall &c) {
   Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
   int64_t aMat = a.shape[ra - 2] * a.shape[ra - 1], bMat = b.shape[rb - 2] * b.shape[rb - 1];
   int lda = (int)a.shape[ra - 1], ldb = (int)b.shape[rb - 1];
-  // bfloat16: widen the operands, multiply in float32, round the result.
+  // bfloat16 / float16: widen the operands, multiply in float32, round.
   std::vector<float> wa, wb, wo;
   auto widen = [](const TensorRef &t, std::vector<float> &w) {
     w.resize(t.numel());
     for (int64_t k = 0; k < (int64_t)w.size(); ++k)
-      w[k] = t.as<BF16>()[k];
+      w[k] = loadNarrow(t, k);
     return w.data();
   };
-  bool bf16 = a.dtype == DType::BF16;
+  bool bf16 = isNarrowFloat(a.dtype);
   const float *pa = bf16 ? widen(a, wa) : a.as<float>(), *pb = bf16 ? widen(b, wb) : b.as<float>();
   if (bf16)
     wo.resize(o.numel());
@@ -720,7 +780,7 @@ Status run_matmul(const KernelCall &c) {
                 0.0f, po + i * m * n, (int)n);
   });
   for (int64_t k = 0; k < (int64_t)wo.size(); ++k)
-    o.as<BF16>()[k] = BF16(wo[k]);
+    storeNarrow(o, k, wo[k]);
   return Status::ok();
 }
 
@@ -762,7 +822,7 @@ Status run_reduce(const KernelCall &c) {
   std::vector<double> acc(n, kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1.0 : 0.0);
   // Iterate the input in the index space of x, with kept's strides.
   forEachBroadcast<1>(x.shape, {kept}, [&](int64_t k, const std::array<int64_t, 1> &off) {
-    double v = x.dtype == DType::BF16 ? float(x.as<BF16>()[k]) : x.as<float>()[k];
+    double v = isNarrowFloat(x.dtype) ? loadNarrow(x, k) : x.as<float>()[k];
     double &a = acc[off[0]];
     switch (kind) {
     case 0: case 1: a += v; break;
@@ -773,8 +833,8 @@ Status run_reduce(const KernelCall &c) {
   });
   for (int64_t k = 0; k < n; ++k) {
     float v = (float)(kind == 1 ? acc[k] / count : acc[k]);
-    if (y.dtype == DType::BF16)
-      y.as<BF16>()[k] = BF16(v);
+    if (isNarrowFloat(y.dtype))
+      storeNarrow(y, k, v);
     else
       y.as<float>()[k] = v;
   }
@@ -1222,7 +1282,7 @@ std::string check_fill(const KernelCall &c) {
   if (auto e = arity(c, 0, 1); !e.empty())
     return e;
   if (c.floats.size() != 1 || (c.out[0].dtype != DType::F32 && c.out[0].dtype != DType::F64 &&
-                               c.out[0].dtype != DType::BF16 && c.out[0].dtype != DType::I64))
+                               !isNarrowFloat(c.out[0].dtype) && c.out[0].dtype != DType::I64))
     return "expects [value] and a float32, bfloat16, float64 or int64 output";
   return "";
 }
@@ -1230,7 +1290,7 @@ Status run_fill(const KernelCall &c) {
   const TensorRef &y = c.out[0];
   for (int64_t k = 0, n = y.numel(); k < n; ++k) {
     if (y.dtype == DType::F32) y.as<float>()[k] = (float)c.floats[0];
-    else if (y.dtype == DType::BF16) y.as<BF16>()[k] = BF16((float)c.floats[0]);
+    else if (isNarrowFloat(y.dtype)) storeNarrow(y, k, (float)c.floats[0]);
     else if (y.dtype == DType::F64) y.as<double>()[k] = c.floats[0];
     else y.as<int64_t>()[k] = (int64_t)c.floats[0];
   }

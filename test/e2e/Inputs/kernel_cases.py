@@ -32,7 +32,13 @@ def bf16(a):
     return u.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
-def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None, bf16_io=False):
+def fp16(a):
+    """Rounds float32 values to IEEE float16 (nearest even), returned as float64."""
+    return np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
+
+
+def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None, bf16_io=False,
+         narrow=TensorProto.BFLOAT16):
     """inputs: graph inputs (name, array), all with the same leading (sample)
     dimension; consts: initializers (name, array), i.e. constants (int, bool)
     or parameters (float); order: the node's input names if not inputs+consts;
@@ -44,7 +50,7 @@ def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None,
         # The op computes on bfloat16 tensors: float inputs are cast in, the
         # result cast out (graph input/output types stay float32).
         floats = {n for n, a in list(inputs) + list(consts) if a.dtype == np.float32}
-        nodes = [helper.make_node("Cast", [n], [n + "_bf"], to=TensorProto.BFLOAT16) for n in sorted(floats)]
+        nodes = [helper.make_node("Cast", [n], [n + "_bf"], to=narrow) for n in sorted(floats)]
         out = "y_bf" if out_type == F else "y"
         nodes.append(helper.make_node(op, [n + "_bf" if n in floats else n for n in names], [out], **(attrs or {})))
         if out_type == F:
@@ -92,7 +98,8 @@ def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None,
         return name, f"got {got.dtype}{got.shape}, expected {y.dtype}{y.shape}"
     if out_type == F:
         err = np.linalg.norm(got.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30)
-        tol = 8e-3 if bf16_io else 1e-5  # bfloat16 keeps 8 bits of mantissa
+        # bfloat16 keeps 8 bits of mantissa, float16 11.
+        tol = (8e-3 if narrow == TensorProto.BFLOAT16 else 1e-3) if bf16_io else 1e-5
         return name, None if err <= tol else f"relative error {err:.3g} (tolerance {tol})"
     return name, None if np.array_equal(got, y) else "values differ"
 
@@ -178,6 +185,24 @@ results += [
          consts=[("s", np.full(5, 1.5, np.float32)), ("bb", np.full(5, 0.25, np.float32))], bf16_io=True),
     case("bf16_transpose", "Transpose", [("x", x3)], x3b.transpose(2, 0, 1), attrs={"perm": [2, 0, 1]}, bf16_io=True),
     case("bf16_less", "Less", [("a", a), ("c", np.broadcast_to(c, a.shape).copy())], ab < bf16(c), out_type=B, bf16_io=True),
+]
+# And on float16 storage.
+H = TensorProto.FLOAT16
+ah, x3h = fp16(a), fp16(x3)
+results += [
+    case("fp16_add", "Add", [("a", a)], ah + fp16(b), consts=[("b", b)], bf16_io=True, narrow=H),
+    case("fp16_exp", "Exp", [("a", a)], np.exp(ah), bf16_io=True, narrow=H),
+    case("fp16_gelu", "Gelu", [("a", a)], 0.5 * ah * (1 + erf(ah / np.sqrt(2))), bf16_io=True, narrow=H),
+    case("fp16_matmul", "MatMul", [("x", x3)], x3h @ fp16(w54), consts=[("w", w54)], bf16_io=True, narrow=H),
+    case("fp16_softmax", "Softmax", [("x", x3)], softmax(x3h, -1), bf16_io=True, narrow=H),
+    case("fp16_layer_norm", "LayerNormalization", [("x", x3)],
+         (x3h - x3h.mean(-1, keepdims=True)) / np.sqrt(x3h.var(-1, keepdims=True) + 1e-5) * 1.5 + 0.25,
+         consts=[("s", np.full(5, 1.5, np.float32)), ("bb", np.full(5, 0.25, np.float32))], bf16_io=True, narrow=H),
+    # The range of float16: large values near 65504, and subnormals (3e-6 is
+    # below the smallest normal, 2^-14) rounded on the way in.
+    case("fp16_range", "Mul", [("big", np.array([[300.0, -300.0, 1e-3, 3e-6]], np.float32))],
+         fp16(fp16(np.array([[300.0, -300.0, 1e-3, 3e-6]], np.float32)) * 200.0),
+         consts=[("k", np.array(200.0, np.float32))], bf16_io=True, narrow=H),
 ]
 failed = [(n, e) for n, e in results if e]
 for n, e in results:
