@@ -25,6 +25,14 @@ int64_t zcc::storageBytes(Type type) {
   return t.getNumElements() * std::max<int64_t>(1, (bits + 7) / 8);
 }
 
+DenseMap<Operation *, int64_t> zcc::programOrder(Block &block) {
+  DenseMap<Operation *, int64_t> index;
+  int64_t n = 0;
+  for (Operation &op : block)
+    index[&op] = n++;
+  return index;
+}
+
 Value zcc::storageRoot(Value v) {
   while (auto view = v.getDefiningOp<zero::ReshapeOp>())
     v = view.getInput();

@@ -76,10 +76,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
   /// gradients accumulating into @p.grad). Maps each such result to the
   /// global's state offset.
   DenseMap<Value, int64_t> findStoreForwarding(Block &block, ModuleOp module) {
-    DenseMap<Operation *, int64_t> index;
-    int64_t n = 0;
-    for (Operation &op : block)
-      index[&op] = n++;
+    DenseMap<Operation *, int64_t> index = programOrder(block);
     // The last op that reads each global (through its loads and their views).
     DenseMap<StringAttr, int64_t> lastRead;
     for (Operation &op : block)
@@ -130,10 +127,8 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     DenseMap<Value, int64_t> forwarded = findStoreForwarding(block, module);
     Builder b(block.getParentOp()->getContext());
     // Program order and last uses (through views; results live to the end).
-    DenseMap<Operation *, int64_t> index;
-    int64_t n = 0;
-    for (Operation &op : block)
-      index[&op] = n++;
+    DenseMap<Operation *, int64_t> index = programOrder(block);
+    int64_t n = index.size();
     DenseMap<Value, int64_t> lastUse;
     for (Operation &op : block)
       for (Value operand : op.getOperands()) {
@@ -144,6 +139,14 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
 
     ArenaAllocator device;
     DenseMap<Value, int64_t> deviceOffset; // roots in the device arena
+    // Frees what dies at op |i|, after the op has read its inputs.
+    auto releaseDeadAt = [&](int64_t i) {
+      for (Value root : llvm::to_vector(llvm::make_first_range(deviceOffset)))
+        if (lastUse.lookup(root) == i) {
+          device.release(deviceOffset[root]);
+          deviceOffset.erase(root);
+        }
+    };
     for (Operation &op : block) {
       if (isa<func::ReturnOp, ReshapeOp, LoadOp, StoreOp, FillOp>(op))
         continue;
@@ -170,11 +173,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         }
         op.setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
         op.setAttr("zero.in_state", b.getDenseI64ArrayAttr(inState));
-        for (Value root : llvm::to_vector(llvm::make_first_range(deviceOffset)))
-          if (lastUse.lookup(root) == i) {
-            device.release(deviceOffset[root]);
-            deviceOffset.erase(root);
-          }
+        releaseDeadAt(i);
         continue;
       }
 
@@ -207,12 +206,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       }
       op.setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
 
-      // Release what dies here (after the op has read its inputs).
-      for (Value root : llvm::to_vector(llvm::make_first_range(deviceOffset)))
-        if (lastUse.lookup(root) == i) {
-          device.release(deviceOffset[root]);
-          deviceOffset.erase(root);
-        }
+      releaseDeadAt(i);
     }
     return device.getPeak();
   }

@@ -8,7 +8,9 @@
 #define ZCC_ANALYSIS_MEMORYPLAN_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Block.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <optional>
 
@@ -40,6 +42,9 @@ struct Placement {
 /// Returns the value whose storage |v| uses: itself, or the operand of the
 /// chain of views (zero.reshape) it comes from.
 mlir::Value storageRoot(mlir::Value v);
+
+/// The position of every op of |block| in program order.
+llvm::DenseMap<mlir::Operation *, int64_t> programOrder(mlir::Block &block);
 
 /// Reads the placement zero-plan-memory recorded for |v| (through views);
 /// nullopt if the value has none (the pass did not run, or the IR changed).

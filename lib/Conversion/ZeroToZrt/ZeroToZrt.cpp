@@ -206,10 +206,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
   /// Loads read the global's bytes in place, so a load must not be used after
   /// a store to the same global in the same function.
   LogicalResult checkLoadStoreOrder(Block &block) {
-    DenseMap<Operation *, int64_t> index;
-    int64_t n = 0;
-    for (Operation &op : block)
-      index[&op] = n++;
+    DenseMap<Operation *, int64_t> index = programOrder(block);
     for (Operation &op : block) {
       auto store = dyn_cast<zero::StoreOp>(op);
       if (!store)
