@@ -37,3 +37,5 @@ config.substitutions.append(("%zrun_path", os.path.join(config.zcc_obj_root, "ru
 config.substitutions.append(("%zcc_src", config.zcc_src_root))
 config.substitutions.append(
     ("%check_trajectory", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_trajectory.py")))
+config.substitutions.append(
+    ("%check_scaling", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_loss_scaling.py")))

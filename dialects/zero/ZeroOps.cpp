@@ -601,6 +601,14 @@ LogicalResult AdamWOp::verify() {
     return emitOpError("parameter, gradient, moments and results must have one type");
   if (getLr().getType().getRank() != 0 || getStep().getType().getRank() != 0)
     return emitOpError("lr and step must be scalars");
+  if (getSkip() && getSkip().getType().getRank() != 0)
+    return emitOpError("skip must be a scalar");
+  return success();
+}
+
+LogicalResult SgdOp::verify() {
+  if (getSkip() && getSkip().getType().getRank() != 0)
+    return emitOpError("skip must be a scalar");
   return success();
 }
 

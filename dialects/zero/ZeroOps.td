@@ -402,23 +402,27 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
       p <- p * (1 - lr * weight_decay)
       m <- beta1 * m + (1 - beta1) * g;  v <- beta2 * v + (1 - beta2) * g^2
       p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-    Results: the new parameter, m and v.
+    Results: the new parameter, m and v. With `skip` (a scalar i1, true after
+    an fp16 overflow) the results are the inputs, unchanged: PyTorch's
+    found_inf, so that a skipped step needs no host round trip.
   }];
   let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad, Zero_FloatTensor:$m,
                        Zero_FloatTensor:$v, RankedTensorOf<[F32]>:$lr,
-                       RankedTensorOf<[F32]>:$step, F64Attr:$beta1, F64Attr:$beta2,
+                       RankedTensorOf<[F32]>:$step, Optional<Zero_BoolTensor>:$skip,
+                       F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$epsilon, F64Attr:$weight_decay);
   let results = (outs Zero_FloatTensor:$new_param, Zero_FloatTensor:$new_m,
                       Zero_FloatTensor:$new_v);
   let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step attr-dict `:` type($param) `,` type($lr)
-    `,` type($step)
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`skip` $skip^ `:` type($skip))? attr-dict
+    `:` type($param) `,` type($lr) `,` type($step)
   }];
   let builders = [OpBuilder<(ins "mlir::Value":$param, "mlir::Value":$grad, "mlir::Value":$m,
       "mlir::Value":$v, "mlir::Value":$lr, "mlir::Value":$step, "double":$beta1,
-      "double":$beta2, "double":$epsilon, "double":$weight_decay), [{
+      "double":$beta2, "double":$epsilon, "double":$weight_decay,
+      CArg<"mlir::Value", "{}">:$skip), [{
     build($_builder, $_state, param.getType(), param.getType(), param.getType(), param, grad,
-          m, v, lr, step, $_builder.getF64FloatAttr(beta1), $_builder.getF64FloatAttr(beta2),
+          m, v, lr, step, skip, $_builder.getF64FloatAttr(beta1), $_builder.getF64FloatAttr(beta2),
           $_builder.getF64FloatAttr(epsilon), $_builder.getF64FloatAttr(weight_decay));
   }]>];
   let hasVerifier = 1;
@@ -432,14 +436,18 @@ def Zero_SgdOp : Zero_Op<"sgd", [Pure,
       b <- momentum * b + d          (b starts at 0, so the first b is d)
       d <- nesterov ? d + momentum * b : b
       p <- p - lr * d
+    With `skip` (a scalar i1) the results are the inputs, unchanged.
   }];
   let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad,
                        Zero_FloatTensor:$momentum_buffer, RankedTensorOf<[F32]>:$lr,
+                       Optional<Zero_BoolTensor>:$skip,
                        F64Attr:$momentum, F64Attr:$weight_decay, UnitAttr:$nesterov);
   let results = (outs Zero_FloatTensor:$new_param, Zero_FloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{
-    $param `,` $grad `,` $momentum_buffer `,` $lr attr-dict `:` type($param) `,` type($lr)
+    $param `,` $grad `,` $momentum_buffer `,` $lr (`skip` $skip^ `:` type($skip))? attr-dict
+    `:` type($param) `,` type($lr)
   }];
+  let hasVerifier = 1;
 }
 
 #endif // ZERO_OPS_TD

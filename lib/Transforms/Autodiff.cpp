@@ -418,7 +418,23 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
 
     // Backward, in reverse order, before the return.
     mb.setInsertionPoint(ret);
-    diff.adjoint[loss] = diff.splat(loss.getLoc(), tensorType(loss), 1.0 / gradAccum);
+    Value seed = diff.splat(loss.getLoc(), tensorType(loss), 1.0 / gradAccum);
+    if (module->hasAttr("zero.loss_scaling")) {
+      // fp16: the backward starts from loss_scale / grad-accum.
+      auto scalarF32 = RankedTensorType::get({}, mb.getF32Type());
+      if (tensorType(loss) != scalarF32) {
+        forward.emitError("zero-autodiff: loss scaling needs a float32 scalar loss");
+        return signalPassFailure();
+      }
+      unsigned index = step.getNumArguments();
+      if (failed(step.insertArgument(index, scalarF32,
+                                     mb.getDictionaryAttr(mb.getNamedAttr(
+                                         "zero.input", mb.getStringAttr("loss_scale"))),
+                                     loss.getLoc())))
+        return signalPassFailure();
+      seed = MulOp::create(mb, loss.getLoc(), block.getArgument(index), seed);
+    }
+    diff.adjoint[loss] = seed;
     SmallVector<Operation *> ops;
     for (Operation &op : block)
       if (&op != ret)

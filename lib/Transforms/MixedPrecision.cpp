@@ -1,9 +1,11 @@
-//===- MixedPrecision.cpp - bfloat16 compute, float32 masters -------------===//
+//===- MixedPrecision.cpp - 16-bit compute, float32 masters ---------------===//
 #include "zcc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+
+#include <cmath>
 
 namespace zcc {
 #define GEN_PASS_DEF_ZEROMIXEDPRECISION
@@ -25,9 +27,16 @@ struct ZeroMixedPrecisionPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (precision != "bf16") {
-      module.emitError("zero-mixed-precision: precision '")
-          << precision << "' is not supported (bf16; fp16 with loss scaling comes later)";
+    if (precision != "bf16" && precision != "fp16") {
+      module.emitError("zero-mixed-precision: precision '") << precision << "': expected bf16 or fp16";
+      return signalPassFailure();
+    }
+    bool fp16 = precision == "fp16";
+    if (fp16 && (lossScale < 0 || initialScalePower < 0 || initialScalePower > 63 ||
+                 lossScaleWindow < 1 || hysteresis < 1 || !(minLossScale > 0))) {
+      module.emitError("zero-mixed-precision: fp16 loss scaling needs loss-scale >= 0, "
+                       "initial-scale-power in [0, 63], loss-scale-window >= 1, hysteresis >= 1 "
+                       "and min-loss-scale > 0");
       return signalPassFailure();
     }
     auto func = module.lookupSymbol<func::FuncOp>("forward");
@@ -36,7 +45,7 @@ struct ZeroMixedPrecisionPass
       return signalPassFailure();
     }
     OpBuilder b(func.getContext());
-    Type bf16 = b.getBF16Type();
+    Type low = fp16 ? Type(b.getF16Type()) : Type(b.getBF16Type());
     Block &block = func.getBody().front();
 
     // Casts of the float32 sources (arguments, loads, constants) to bf16.
@@ -45,7 +54,7 @@ struct ZeroMixedPrecisionPass
       auto t = cast<RankedTensorType>(v.getType());
       if (!t.getElementType().isF32())
         return;
-      auto c = CastOp::create(b, loc, withElement(t, bf16), v);
+      auto c = CastOp::create(b, loc, withElement(t, low), v);
       v.replaceAllUsesExcept(c, c);
       inserted.insert(c);
     };
@@ -58,30 +67,65 @@ struct ZeroMixedPrecisionPass
         sources.push_back(&op);
     for (Operation *op : sources) {
       b.setInsertionPointAfter(op);
+      if (fp16)
+        if (auto c = dyn_cast<ConstantOp>(op))
+          saturateToHalf(c);
       castAfter(op->getResult(0), op->getLoc());
     }
 
-    // Every other op computes in bf16; the cross-entropy loss stays float32.
+    // Every other op computes in 16 bits; the cross-entropy loss stays float32.
     for (Operation &op : block) {
       if (inserted.contains(&op) || isa<LoadOp, ConstantOp, CrossEntropyOp, func::ReturnOp>(op))
         continue;
       for (Value r : op.getResults())
         if (cast<RankedTensorType>(r.getType()).getElementType().isF32())
-          r.setType(withElement(r.getType(), bf16));
+          r.setType(withElement(r.getType(), low));
     }
 
-    // A bf16 loss goes back to float32; other outputs stay bf16.
+    // A 16-bit loss goes back to float32; other outputs stay 16-bit.
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     b.setInsertionPoint(ret);
     for (unsigned k = 0; k < ret.getNumOperands(); ++k) {
       Value v = ret.getOperand(k);
       if (func.getResultAttr(k, "zero.loss") &&
-          cast<RankedTensorType>(v.getType()).getElementType().isBF16())
+          cast<RankedTensorType>(v.getType()).getElementType() == low)
         ret.setOperand(k, CastOp::create(b, v.getLoc(), withElement(v.getType(), b.getF32Type()), v));
     }
     func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), ret.getOperandTypes()));
     if (failed(verify(func)))
       return signalPassFailure();
+    if (fp16)
+      module->setAttr("zero.loss_scaling",
+                      b.getDictionaryAttr({
+                          b.getNamedAttr("loss_scale", b.getF64FloatAttr(lossScale)),
+                          b.getNamedAttr("initial_scale_power", b.getI64IntegerAttr(initialScalePower)),
+                          b.getNamedAttr("loss_scale_window", b.getI64IntegerAttr(lossScaleWindow)),
+                          b.getNamedAttr("hysteresis", b.getI64IntegerAttr(hysteresis)),
+                          b.getNamedAttr("consecutive_hysteresis", b.getBoolAttr(consecutiveHysteresis)),
+                          b.getNamedAttr("min_loss_scale", b.getF64FloatAttr(minLossScale)),
+                      }));
+  }
+
+  /// float32 constants beyond float16's range become +-65504 (float32's
+  /// lowest, the usual mask value, would round to -inf, and -inf * 0 is NaN).
+  static void saturateToHalf(ConstantOp c) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!attr || !attr.getElementType().isF32())
+      return;
+    constexpr float kMax = 65504.0f;
+    bool any = false;
+    for (APFloat v : attr.getValues<APFloat>())
+      if (v.isFinite() && std::fabs(v.convertToFloat()) > kMax)
+        any = true;
+    if (!any)
+      return;
+    auto clamped = attr.mapValues(attr.getElementType(), [&](const APFloat &v) {
+      float f = v.convertToFloat();
+      if (v.isFinite() && std::fabs(f) > kMax)
+        f = std::copysign(kMax, f);
+      return APFloat(f).bitcastToAPInt();
+    });
+    c.setValueAttr(clamped);
   }
 };
 } // namespace

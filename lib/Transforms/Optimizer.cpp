@@ -4,6 +4,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <limits>
+
 namespace zcc {
 #define GEN_PASS_DEF_ZEROOPTIMIZER
 #include "zcc/Transforms/Passes.h.inc"
@@ -80,17 +82,25 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       moments.push_back({m, v});
     }
 
-    // @apply(lr) -> grad_norm
+    // @apply(lr) -> grad_norm, or with fp16 loss scaling
+    // @apply(lr, loss_scale) -> (grad_norm, overflow).
+    bool scaled = module->hasAttr("zero.loss_scaling");
     b.setInsertionPointToEnd(module.getBody());
-    auto apply = func::FuncOp::create(b, loc, "apply", b.getFunctionType({f32}, {f32}));
+    SmallVector<Type> inputs{f32}, outputs{f32};
+    if (scaled) {
+      inputs.push_back(f32);
+      outputs.push_back(f32);
+    }
+    auto apply = func::FuncOp::create(b, loc, "apply", b.getFunctionType(inputs, outputs));
     apply.setArgAttr(0, "zero.input", b.getStringAttr("lr"));
     apply.setResultAttr(0, "zero.output", b.getStringAttr("grad_norm"));
+    if (scaled) {
+      apply.setArgAttr(1, "zero.input", b.getStringAttr("loss_scale"));
+      apply.setResultAttr(1, "zero.output", b.getStringAttr("overflow"));
+    }
     Block *body = apply.addEntryBlock();
     b.setInsertionPointToStart(body);
     Value lr = body->getArgument(0);
-
-    Value step = AddOp::create(b, loc, load(b, loc, stepGlobal), scalar(b, loc, 1.0));
-    store(b, loc, step, stepGlobal);
 
     SmallVector<Value> grads;
     Value sumSq;
@@ -103,14 +113,34 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       sumSq = sumSq ? Value(AddOp::create(b, loc, sumSq, sq)) : sq;
     }
     Value norm = SqrtOp::create(b, loc, sumSq);
+    Value invScale, skip, overflow;
+    if (scaled) {
+      // The gradients are scaled by loss_scale: unscale the norm; an inf or
+      // NaN anywhere makes it non-finite (norm < inf is false for both).
+      invScale = DivOp::create(b, loc, scalar(b, loc, 1.0), body->getArgument(1));
+      norm = MulOp::create(b, loc, norm, invScale);
+      Value finite = CmpOp::create(b, loc, CmpPredicate::lt, norm,
+                                   scalar(b, loc, std::numeric_limits<double>::infinity()));
+      skip = NotOp::create(b, loc, finite);
+      overflow = WhereOp::create(b, loc, skip, scalar(b, loc, 1.0), scalar(b, loc, 0.0));
+    }
+    // The step counts applied steps only (bias correction after a skip).
+    Value increment = scalar(b, loc, 1.0);
+    if (scaled)
+      increment = SubOp::create(b, loc, increment, overflow);
+    Value step = AddOp::create(b, loc, load(b, loc, stepGlobal), increment);
+    store(b, loc, step, stepGlobal);
+    Value coef = invScale;
     if (gradClip > 0) {
       // clip_grad_norm_: g *= min(1, max_norm / (norm + 1e-6))
-      Value coef = DivOp::create(b, loc, scalar(b, loc, gradClip),
+      Value clip = DivOp::create(b, loc, scalar(b, loc, gradClip),
                                  AddOp::create(b, loc, norm, scalar(b, loc, 1e-6)));
-      coef = MinOp::create(b, loc, coef, scalar(b, loc, 1.0));
+      clip = MinOp::create(b, loc, clip, scalar(b, loc, 1.0));
+      coef = coef ? Value(MulOp::create(b, loc, clip, coef)) : clip;
+    }
+    if (coef)
       for (Value &grad : grads)
         grad = MulOp::create(b, loc, grad, coef);
-    }
     for (auto [k, pg] : llvm::enumerate(params)) {
       auto [p, g] = pg;
       auto [m, v] = moments[k];
@@ -120,7 +150,7 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
                       : Value(ConstantOp::create(b, loc, DenseElementsAttr::get(
                                                           p.getTensorType(), b.getF32FloatAttr(0))));
         auto update = SgdOp::create(b, loc, p.getType(), p.getType(), load(b, loc, p), grads[k],
-                                    buf, lr, b.getF64FloatAttr(momentum),
+                                    buf, lr, skip, b.getF64FloatAttr(momentum),
                                     b.getF64FloatAttr(weightDecay),
                                     nesterov ? b.getUnitAttr() : UnitAttr());
         store(b, loc, update.getNewParam(), p);
@@ -131,13 +161,16 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       }
       auto update = AdamWOp::create(b, loc, load(b, loc, p), grads[k], load(b, loc, m),
                                     load(b, loc, v), lr, step, beta1, beta2, epsilon,
-                                    weightDecay);
+                                    weightDecay, skip);
       store(b, loc, update.getNewParam(), p);
       store(b, loc, update.getNewM(), m);
       store(b, loc, update.getNewV(), v);
       FillOp::create(b, loc, FlatSymbolRefAttr::get(g.getSymNameAttr()), b.getF64FloatAttr(0.0));
     }
-    func::ReturnOp::create(b, loc, ValueRange{norm});
+    SmallVector<Value> results{norm};
+    if (scaled)
+      results.push_back(overflow);
+    func::ReturnOp::create(b, loc, results);
   }
 };
 } // namespace

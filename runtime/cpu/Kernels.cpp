@@ -1240,8 +1240,34 @@ Status run_slice_grad(const KernelCall &c) {
   return Status::ok();
 }
 
+/// The optional last input of an optimizer kernel: a scalar bool, true when
+/// the step is skipped (an fp16 overflow).
+std::string checkSkip(const KernelCall &c, size_t withoutSkip, size_t nout) {
+  if (c.in.size() == withoutSkip + 1) {
+    const TensorRef &s = c.in.back();
+    if (s.dtype != DType::Bool || !s.shape.empty())
+      return "expects a scalar bool 'skip' as its last input";
+    return arity(c, withoutSkip + 1, nout);
+  }
+  return arity(c, withoutSkip, nout);
+}
+
+/// A skipped optimizer step: results = inputs (nothing moves when in place).
+bool skipStep(const KernelCall &c, size_t withoutSkip) {
+  if (c.in.size() != withoutSkip + 1 || !*c.in.back().as<uint8_t>())
+    return false;
+  for (size_t k = 0; k < c.out.size(); ++k) {
+    // Outputs k correspond to inputs 0 (param) and 2.. (state): param, then
+    // the state tensors in order.
+    const TensorRef &from = c.in[k == 0 ? 0 : k + 1];
+    if (from.data != c.out[k].data)
+      std::memmove(c.out[k].data, from.data, (size_t)from.numel() * sizeof(float));
+  }
+  return true;
+}
+
 std::string check_adamw(const KernelCall &c) {
-  if (auto e = arity(c, 6, 3); !e.empty())
+  if (auto e = checkSkip(c, 6, 3); !e.empty())
     return e;
   if (c.floats.size() != 4)
     return "expects [beta1, beta2, eps, weight_decay]";
@@ -1257,6 +1283,8 @@ std::string check_adamw(const KernelCall &c) {
 Status run_adamw(const KernelCall &c) {
   // PyTorch's AdamW (torch/optim/adamw.py, non-capturable): scalars in double,
   // tensor math in float32, in the same order.
+  if (skipStep(c, 6))
+    return Status::ok();
   double lr = *c.in[4].as<float>(), t = *c.in[5].as<float>();
   double b1 = c.floats[0], b2 = c.floats[1], eps = c.floats[2], wd = c.floats[3];
   float decay = (float)(1.0 - lr * wd);
@@ -1298,7 +1326,7 @@ Status run_fill(const KernelCall &c) {
 }
 
 std::string check_sgd(const KernelCall &c) {
-  if (auto e = arity(c, 4, 2); !e.empty())
+  if (auto e = checkSkip(c, 4, 2); !e.empty())
     return e;
   if (c.floats.size() != 2 || c.ints.size() != 1)
     return "expects floats [momentum, weight_decay] and ints [nesterov]";
@@ -1313,6 +1341,8 @@ std::string check_sgd(const KernelCall &c) {
 Status run_sgd(const KernelCall &c) {
   // torch.optim.SGD (dampening 0): the buffer starts at zero, so its first
   // value is the gradient, as PyTorch's clone on the first step.
+  if (skipStep(c, 4))
+    return Status::ok();
   float lr = *c.in[3].as<float>(), mom = (float)c.floats[0], wd = (float)c.floats[1];
   bool nesterov = c.ints[0];
   const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *b = c.in[2].as<float>();

@@ -3,6 +3,7 @@
 
 #include "cpu/Kernels.h"
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -51,6 +52,15 @@ Status zrt::validatePlan(const plan::Plan &p) {
       return errorf("the plan's training section is invalid (grad_accum_steps ",
                     p.training().grad_accum_steps(), ", lr ", p.training().lr(),
                     ") or its micro_step/apply programs are missing");
+    if (p.training().has_loss_scaling()) {
+      const plan::LossScaling &ls = p.training().loss_scaling();
+      if (!(ls.static_scale() >= 0) || !(ls.initial_scale() > 0) || ls.window() < 1 ||
+          ls.hysteresis() < 1 || !(ls.min_scale() > 0) || !std::isfinite(ls.initial_scale()) ||
+          !std::isfinite(ls.static_scale()))
+        return errorf("the plan's loss scaling is invalid (static ", ls.static_scale(),
+                      ", initial ", ls.initial_scale(), ", window ", ls.window(), ", hysteresis ",
+                      ls.hysteresis(), ", min ", ls.min_scale(), ")");
+    }
   }
   if (p.world_size() != 1)
     return errorf("the plan is for world size ", p.world_size(),

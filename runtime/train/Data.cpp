@@ -24,7 +24,8 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
                         const plan::Plan &plan, const plan::Program &program) {
   std::set<std::string> wanted;
   for (const plan::NamedBuffer &in : program.inputs())
-    wanted.insert(in.name());
+    if (!isTrainerInput(in.name()))
+      wanted.insert(in.name());
   for (const auto &[name, path] : files) {
     if (!wanted.count(name)) {
       std::string names;
@@ -40,6 +41,8 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
       return errorf("--data ", name, ": ", error);
   }
   for (const plan::NamedBuffer &in : program.inputs()) {
+    if (isTrainerInput(in.name()))
+      continue;
     auto it = arrays_.find(in.name());
     if (it == arrays_.end())
       return errorf("the plan needs input '", in.name(), "': pass --data ", in.name(),
@@ -73,6 +76,8 @@ Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const 
                               const plan::Program &program) {
   int ids = -1, labels = -1;
   for (const plan::NamedBuffer &in : program.inputs()) {
+    if (isTrainerInput(in.name()))
+      continue;
     if (in.name() == "input_ids")
       ids = in.buffer();
     else if (in.name() == "labels")
@@ -161,6 +166,8 @@ int64_t DataFeeder::sampleAt(int64_t i) const {
 
 void DataFeeder::feed(int64_t k, const Executor &executor, const plan::Program &program) const {
   for (const plan::NamedBuffer &in : program.inputs()) {
+    if (isTrainerInput(in.name()))
+      continue;
     const NpyArray &a = arrays_.at(in.name());
     TensorRef dst = executor.buffer(in.buffer());
     int64_t batch = dst.shape[0];

@@ -18,11 +18,16 @@
 
 namespace zrt {
 
+/// Program inputs that the trainer fills itself, not from data: the fp16
+/// loss scale.
+inline bool isTrainerInput(const std::string &name) { return name == "loss_scale"; }
+
 class DataFeeder {
 public:
   /// Loads every file and checks it against |program|'s inputs: every input
   /// has data, no data is left over, dtypes match exactly, per-sample shapes
-  /// match the plan, all arrays have the same number of samples.
+  /// match the plan, all arrays have the same number of samples. Trainer
+  /// inputs (isTrainerInput) take no data.
   Status load(const std::vector<std::pair<std::string, std::string>> &files,
               const plan::Plan &plan, const plan::Program &program);
 

@@ -6,13 +6,13 @@
 // CHECK: zero.global @optimizer.step step : tensor<f32> = dense<0.000000e+00>
 // CHECK-LABEL: func.func @apply
 // CHECK-SAME: (%[[LR:.*]]: tensor<f32> {zero.input = "lr"}) -> (tensor<f32> {zero.output = "grad_norm"})
-// The step count goes up first: bias correction uses the new count.
-// CHECK: %[[STEP:.*]] = zero.add %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// CHECK: zero.store %[[STEP]], @optimizer.step
 // CHECK: %[[G:.*]] = zero.load @w.grad
 // CHECK: %[[SQ:.*]] = zero.mul %[[G]], %[[G]]
 // CHECK: zero.reduce sum %[[SQ]] [0]
 // CHECK: %[[NORM:.*]] = zero.sqrt
+// The step count goes up before the update: bias correction uses the new count.
+// CHECK: %[[STEP:.*]] = zero.add %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK: zero.store %[[STEP]], @optimizer.step
 // Clipping: min(1, max_norm / (norm + 1e-6)), applied to every gradient.
 // CHECK: %[[COEF:.*]] = zero.min
 // CHECK: %[[CLIPPED:.*]] = zero.mul %[[G]], %[[COEF]]

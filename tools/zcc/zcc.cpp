@@ -67,8 +67,30 @@ static cl::opt<std::string> lossKind(
     cl::value_desc("cross-entropy|none"), cl::init("none"), cl::cat(zccCategory));
 static cl::opt<std::string> precisionKind(
     "precision",
-    cl::desc("fp32, or bf16: bfloat16 compute with float32 master weights and optimizer state"),
-    cl::value_desc("fp32|bf16"), cl::init("fp32"), cl::cat(zccCategory));
+    cl::desc("fp32; bf16: bfloat16 compute with float32 master weights and optimizer state; "
+             "fp16: float16 compute, float32 masters, dynamic loss scaling"),
+    cl::value_desc("fp32|bf16|fp16"), cl::init("fp32"), cl::cat(zccCategory));
+// DeepSpeed's fp16 section, flag by flag.
+static cl::opt<double> lossScale(
+    "loss-scale", cl::desc("fp16: a static loss scale; 0 (default) = dynamic"), cl::init(0.0),
+    cl::cat(zccCategory));
+static cl::opt<int> initialScalePower(
+    "initial-scale-power", cl::desc("fp16: the dynamic loss scale starts at 2^N (default 16)"),
+    cl::init(16), cl::cat(zccCategory));
+static cl::opt<int> lossScaleWindow(
+    "loss-scale-window",
+    cl::desc("fp16: steps without overflow before the scale doubles (default 1000)"),
+    cl::init(1000), cl::cat(zccCategory));
+static cl::opt<int> hysteresis(
+    "hysteresis", cl::desc("fp16: overflows tolerated before the scale halves (default 2)"),
+    cl::init(2), cl::cat(zccCategory));
+static cl::opt<bool> consecutiveHysteresis(
+    "consecutive-hysteresis",
+    cl::desc("fp16: refill the hysteresis after every step without overflow"), cl::init(false),
+    cl::cat(zccCategory));
+static cl::opt<double> minLossScale("min-loss-scale",
+                                    cl::desc("fp16: the scale never goes below this (default 1)"),
+                                    cl::init(1.0), cl::cat(zccCategory));
 static cl::opt<std::string> optimizerKind(
     "optimizer", cl::desc("optimizer of the training step"), cl::value_desc("adamw|sgd"),
     cl::init("adamw"), cl::cat(zccCategory));
@@ -207,11 +229,16 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (precisionKind != "fp32" && precisionKind != "bf16") {
-    llvm::errs() << "zcc: error: --precision '" << precisionKind << "': expected fp32 or bf16"
-                 << (precisionKind == "fp16" ? " (fp16 with dynamic loss scaling is not there yet)"
-                                             : "")
-                 << "\n";
+  if (precisionKind != "fp32" && precisionKind != "bf16" && precisionKind != "fp16") {
+    llvm::errs() << "zcc: error: --precision '" << precisionKind
+                 << "': expected fp32, bf16 or fp16\n";
+    return 2;
+  }
+  if (!(lossScale >= 0) || initialScalePower < 0 || initialScalePower > 63 ||
+      lossScaleWindow < 1 || hysteresis < 1 || !(minLossScale > 0)) {
+    llvm::errs() << "zcc: error: fp16 loss scaling needs --loss-scale >= 0, "
+                    "--initial-scale-power in [0, 63], --loss-scale-window >= 1, "
+                    "--hysteresis >= 1 and --min-loss-scale > 0\n";
     return 2;
   }
   if (optimizerKind != "adamw" && optimizerKind != "sgd") {
@@ -291,9 +318,15 @@ int main(int argc, char **argv) {
     lossOptions.loss = lossKind;
     pm.addPass(zcc::createZeroAttachLoss(lossOptions));
   }
-  if (precisionKind == "bf16") {
+  if (precisionKind != "fp32") {
     zcc::ZeroMixedPrecisionOptions mpOptions;
     mpOptions.precision = precisionKind;
+    mpOptions.lossScale = lossScale;
+    mpOptions.initialScalePower = initialScalePower;
+    mpOptions.lossScaleWindow = lossScaleWindow;
+    mpOptions.hysteresis = hysteresis;
+    mpOptions.consecutiveHysteresis = consecutiveHysteresis;
+    mpOptions.minLossScale = minLossScale;
     pm.addPass(zcc::createZeroMixedPrecision(mpOptions));
   }
   module.get()->setAttr("zero.precision", Builder(&context).getStringAttr(precisionKind));

@@ -10,6 +10,7 @@
 #include "exec/Executor.h"
 #include "plan/PlanLoader.h"
 #include "train/Data.h"
+#include "train/LossScaler.h"
 #include "train/Npy.h"
 #include "train/Schedule.h"
 
@@ -313,6 +314,23 @@ int trainCommand(int argc, char **argv) {
   if (lossBuffer < 0 || lrBuffer < 0 || normBuffer < 0)
     return fail(errorf(planPath, ": the training programs lack loss, lr or grad_norm"));
 
+  // fp16: the dynamic loss scale, fed to both programs; apply says whether
+  // the step overflowed (and was skipped in place).
+  std::optional<LossScaler> scaler;
+  int microScaleBuffer = -1, applyScaleBuffer = -1, overflowBuffer = -1;
+  if (plan.training().has_loss_scaling()) {
+    const plan::LossScaling &ls = plan.training().loss_scaling();
+    scaler.emplace(LossScalerConfig{ls.static_scale(), ls.initial_scale(), ls.window(),
+                                    ls.hysteresis(), ls.consecutive_hysteresis(),
+                                    ls.min_scale()});
+    microScaleBuffer = named(micro, false, "loss_scale");
+    applyScaleBuffer = named(apply, false, "loss_scale");
+    overflowBuffer = named(apply, true, "overflow");
+    if (microScaleBuffer < 0 || applyScaleBuffer < 0 || overflowBuffer < 0)
+      return fail(errorf(planPath, ": the plan scales the loss but its programs lack "
+                                   "loss_scale or overflow"));
+  }
+
   int64_t accum = plan.training().grad_accum_steps();
   // Tokens per step: the elements of one sample of the first data input.
   int64_t tokens = 0;
@@ -337,8 +355,16 @@ int trainCommand(int argc, char **argv) {
 
   bool tty = isatty(fileno(stdout));
   double elapsed = 0;
+  // The schedule advances on applied steps only: DeepSpeed does not step its
+  // lr scheduler after an fp16 overflow.
+  int64_t applied = 0, skipped = 0;
   for (int64_t k = 0; k < steps; ++k) {
     auto start = std::chrono::steady_clock::now();
+    double scale = scaler ? scaler->scale() : 1.0;
+    if (scaler) {
+      *executor.buffer(microScaleBuffer).as<float>() = (float)scale;
+      *executor.buffer(applyScaleBuffer).as<float>() = (float)scale;
+    }
     double loss = 0;
     for (int64_t a = 0; a < accum; ++a) {
       feeder.feed(k * accum + a, executor, *micro);
@@ -347,21 +373,46 @@ int trainCommand(int argc, char **argv) {
       loss += *executor.buffer(lossBuffer).as<float>();
     }
     loss /= accum;
-    double stepLr = schedule.at(k);
+    double stepLr = schedule.at(applied);
     *executor.buffer(lrBuffer).as<float>() = (float)stepLr;
     if (Status s = executor.run(*apply); !s)
       return abandon(s);
     double norm = *executor.buffer(normBuffer).as<float>();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     double tps = tokens / (ms / 1000.0);
-    if (!std::isfinite(loss) || !std::isfinite(norm))
-      return abandon(errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
-                            " is ", std::isfinite(loss) ? norm : loss,
-                            " (diverged, or NaN in the data); lower --lr or check the inputs"));
+    bool overflow = scaler && *executor.buffer(overflowBuffer).as<float>() != 0;
+    std::string note;
+    if (overflow) {
+      // The compiled step left parameters and optimizer state untouched.
+      ++skipped;
+      int64_t hysteresis = scaler->remainingHysteresis();
+      if (Status s = scaler->update(true); !s)
+        return abandon(errorf("step ", k, ": ", s.message()));
+      char buf[160];
+      if (scaler->scale() != scale)
+        std::snprintf(buf, sizeof buf, " | OVERFLOW, step skipped: loss scale %.0f -> %.0f", scale,
+                      scaler->scale());
+      else
+        std::snprintf(buf, sizeof buf,
+                      " | OVERFLOW, step skipped: loss scale %.0f kept, hysteresis %lld -> %lld",
+                      scale, (long long)hysteresis, (long long)scaler->remainingHysteresis());
+      note = buf;
+    } else {
+      if (!std::isfinite(loss) || !std::isfinite(norm))
+        return abandon(errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
+                              " is ", std::isfinite(loss) ? norm : loss,
+                              " (diverged, or NaN in the data); lower --lr or check the inputs"));
+      if (scaler)
+        (void)scaler->update(false);
+      ++applied;
+    }
     if (tty)
       std::printf("\r\033[K"); // clear the progress bar
-    std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f | %.1f ms | %.0f tokens/s\n",
-                (long long)k + 1, (long long)steps, loss, stepLr, norm, ms, tps);
+    std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f", (long long)k + 1,
+                (long long)steps, loss, stepLr, norm);
+    if (scaler)
+      std::printf(" | loss_scale %.0f", scale);
+    std::printf(" | %.1f ms | %.0f tokens/s%s\n", ms, tps, note.c_str());
     if (tty) {
       // A progress bar under the log lines, on a terminal only.
       elapsed += ms;
@@ -373,14 +424,28 @@ int trainCommand(int argc, char **argv) {
         std::printf("\n");
     }
     std::fflush(stdout);
+    // JSON has no inf/NaN: an overflowed step's norm is null.
+    char normText[32];
+    if (std::isfinite(norm))
+      std::snprintf(normText, sizeof normText, "%.9g", norm);
+    else
+      std::snprintf(normText, sizeof normText, "null");
+    char lossText[32];
+    if (std::isfinite(loss))
+      std::snprintf(lossText, sizeof lossText, "%.9g", loss);
+    else
+      std::snprintf(lossText, sizeof lossText, "null");
     if (metrics)
       std::fprintf(metrics,
-                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-                   "\"loss_scale\": 1, \"tokens_per_s\": %.1f, \"step_ms\": %.3f, "
-                   "\"peak_bytes\": %lld}\n",
-                   (long long)k, loss, stepLr, norm, tps, ms,
-                   (long long)executor.allocatedBytes());
+                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
+                   "\"loss_scale\": %.17g, \"skipped\": %s, \"tokens_per_s\": %.1f, "
+                   "\"step_ms\": %.3f, \"peak_bytes\": %lld}\n",
+                   (long long)k, lossText, stepLr, normText, scale, overflow ? "true" : "false",
+                   tps, ms, (long long)executor.allocatedBytes());
   }
+  if (skipped)
+    std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skipped,
+                (long long)steps);
   if (metrics) {
     if (std::fclose(metrics) != 0 || std::rename(tmpMetrics.c_str(), metricsPath.c_str()) != 0) {
       std::remove(tmpMetrics.c_str());
@@ -433,6 +498,9 @@ int gradcheckCommand(int argc, char **argv) {
       lossBuffer = out.buffer();
   microData.feed(0, executor, *micro);
   evalData.feed(0, executor, *eval);
+  for (const plan::NamedBuffer &in : micro->inputs())
+    if (in.name() == "loss_scale") // fp16 plans: unscaled gradients
+      *executor.buffer(in.buffer()).as<float>() = 1.0f;
   if (Status s = executor.run(*micro); !s)
     return fail(s);
   auto lossAt = [&]() -> double {

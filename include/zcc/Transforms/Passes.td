@@ -67,19 +67,40 @@ def ZeroPlanMemory : Pass<"zero-plan-memory", "mlir::ModuleOp"> {
 }
 
 def ZeroMixedPrecision : Pass<"zero-mixed-precision", "mlir::ModuleOp"> {
-  let summary = "Compute @forward in bfloat16 with float32 master weights";
+  let summary = "Compute @forward in bfloat16 or float16 with float32 master weights";
   let description = [{
-    `precision=bf16`: every float32 global stays float32 (the master copy the
-    optimizer updates) and is cast to bfloat16 where it is loaded; float32
-    arguments and constants are cast likewise, and every op then computes on
-    bfloat16 tensors (the kernels accumulate in float32). The cross-entropy
-    loss stays float32, and a bfloat16 loss is cast back, so the loss and the
-    gradients of the float32 globals (through the casts) are float32. No loss
-    scaling: bfloat16 has float32's exponent range.
+    Every float32 global stays float32 (the master copy the optimizer updates)
+    and is cast to the compute type where it is loaded; float32 arguments and
+    constants are cast likewise, and every op then computes on 16-bit tensors
+    (the kernels accumulate in float32). The cross-entropy loss stays float32,
+    and a 16-bit loss is cast back, so the loss and the gradients of the
+    float32 globals (through the casts) are float32.
+
+    `precision=bf16`: no loss scaling (bfloat16 has float32's exponent range).
+
+    `precision=fp16`: float32 constants beyond float16's range saturate to
+    +-65504 (masks built from float32's lowest value stay finite, so that
+    0 * mask is 0, not NaN), and the module gets a `zero.loss_scaling`
+    attribute with DeepSpeed's fp16 settings. zero-autodiff then seeds the
+    backward with a runtime `loss_scale` input and zero-optimizer unscales,
+    detects overflow and skips the step in place (see there); the trainer
+    updates the scale as DeepSpeed's DynamicLossScaler does.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"",
-           "bf16 (fp16 with loss scaling is not there yet)">,
+           "bf16 or fp16">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"0.0",
+           "fp16: a static loss scale; 0 = dynamic (DeepSpeed's fp16.loss_scale)">,
+    Option<"initialScalePower", "initial-scale-power", "int64_t", /*default=*/"16",
+           "fp16: the dynamic scale starts at 2^this">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", /*default=*/"1000",
+           "fp16: steps without overflow before the scale doubles">,
+    Option<"hysteresis", "hysteresis", "int64_t", /*default=*/"2",
+           "fp16: overflows tolerated before the scale halves">,
+    Option<"consecutiveHysteresis", "consecutive-hysteresis", "bool", /*default=*/"false",
+           "fp16: refill the hysteresis after every step without overflow">,
+    Option<"minLossScale", "min-loss-scale", "double", /*default=*/"1.0",
+           "fp16: the scale never goes below this">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
@@ -93,7 +114,9 @@ def ZeroAutodiff : Pass<"zero-autodiff", "mlir::ModuleOp"> {
     Gradients of a value used several times (tied weights) add up; frozen
     globals and integer values get none. The seed is 1/grad-accum, so that
     the gradients accumulated over grad-accum micro-steps are those of the mean
-    loss of the global batch. Each op's rule is in Autodiff.cpp; an op without
+    loss of the global batch. With a `zero.loss_scaling` module attribute
+    (fp16), @micro_step takes a float32 scalar input `loss_scale` and the seed
+    is loss_scale/grad-accum: the gradients are accumulated scaled. Each op's rule is in Autodiff.cpp; an op without
     one is an error at its ONNX location.
   }];
   let options = [
@@ -113,6 +136,13 @@ def ZeroOptimizer : Pass<"zero-optimizer", "mlir::ModuleOp"> {
     clip_grad_norm_), applies `zero.adamw` to each parameter with its moments
     (new globals of roles adam_m and adam_v) and zeroes the gradients. The
     learning rate is a runtime input, so schedules need no recompilation.
+
+    With `zero.loss_scaling` (fp16), `@apply(lr, loss_scale) -> (grad_norm,
+    overflow)`: the norm is that of the unscaled gradients; overflow is 1 when
+    it is not finite (an inf or NaN anywhere), and then the step counter stays,
+    every optimizer op gets `skip` and leaves parameters and state untouched
+    (in place, no host round trip); the gradients are zeroed either way. The
+    unscale 1/loss_scale is folded into the clipping coefficient.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",

@@ -9,6 +9,8 @@
 
 #include "plan/plan.pb.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace zcc;
 
@@ -153,6 +155,26 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     t->set_grad_clip(num("grad_clip"));
     if (auto opt = training.getAs<StringAttr>("optimizer"))
       t->set_optimizer(opt.str());
+    if (auto precision = module->getAttrOfType<StringAttr>("zero.precision"))
+      t->set_precision(precision.str());
+    if (auto ls = module->getAttrOfType<DictionaryAttr>("zero.loss_scaling")) {
+      zplan::LossScaling *l = t->mutable_loss_scaling();
+      auto f = [&](StringRef key) {
+        auto attr = ls.getAs<FloatAttr>(key);
+        return attr ? attr.getValueAsDouble() : 0.0;
+      };
+      auto i = [&](StringRef key) {
+        auto attr = ls.getAs<IntegerAttr>(key);
+        return attr ? attr.getInt() : 0;
+      };
+      l->set_static_scale(f("loss_scale"));
+      l->set_initial_scale(std::ldexp(1.0, (int)i("initial_scale_power")));
+      l->set_window(i("loss_scale_window"));
+      l->set_hysteresis(i("hysteresis"));
+      auto consecutive = ls.getAs<BoolAttr>("consecutive_hysteresis");
+      l->set_consecutive_hysteresis(consecutive && consecutive.getValue());
+      l->set_min_scale(f("min_loss_scale"));
+    }
   }
   std::string bytes;
   if (!plan.SerializeToString(&bytes))
