@@ -6,6 +6,8 @@
 // apply to zcc's own pipeline.
 //
 //===----------------------------------------------------------------------===//
+#include "Settings.h"
+
 #include "zcc/Conversion/Passes.h"
 #include "zcc/Import/OnnxImporter.h"
 #include "zcc/Target/Plan.h"
@@ -91,6 +93,11 @@ static cl::opt<bool> consecutiveHysteresis(
 static cl::opt<double> minLossScale("min-loss-scale",
                                     cl::desc("fp16: the scale never goes below this (default 1)"),
                                     cl::init(1.0), cl::cat(zccCategory));
+static cl::opt<std::string> deepspeedConfig(
+    "deepspeed",
+    cl::desc("a DeepSpeed JSON config: its optimizer, scheduler, fp16/bf16, gradient_clipping, "
+             "batch sizes and zero_optimization; flags fill its \"auto\" values"),
+    cl::value_desc("FILE.json"), cl::cat(zccCategory));
 static cl::opt<std::string> optimizerKind(
     "optimizer", cl::desc("optimizer of the training step"), cl::value_desc("adamw|sgd"),
     cl::init("adamw"), cl::cat(zccCategory));
@@ -220,44 +227,105 @@ int main(int argc, char **argv) {
                  << "': expected cross-entropy or none\n";
     return 2;
   }
-  double beta1, beta2;
+  // The flags, then the DeepSpeed config merged in (Settings.cpp).
+  zcc::FlagValues flags;
   {
+    zcc::Settings &f = flags.settings;
     auto [b1, b2] = StringRef(betas).split(',');
-    if (b1.getAsDouble(beta1) || b2.getAsDouble(beta2) || !(beta1 >= 0 && beta1 < 1) ||
-        !(beta2 >= 0 && beta2 < 1)) {
+    if (b1.getAsDouble(f.beta1) || b2.getAsDouble(f.beta2) || !(f.beta1 >= 0 && f.beta1 < 1) ||
+        !(f.beta2 >= 0 && f.beta2 < 1)) {
       llvm::errs() << "zcc: error: --betas '" << betas << "': expected B1,B2 in [0, 1)\n";
       return 2;
     }
+    if (microBatch.getNumOccurrences() && microBatch <= 0) {
+      llvm::errs() << "zcc: error: --micro-batch must be a positive integer, got " << microBatch
+                   << "\n";
+      return 2;
+    }
+    f.microBatch = microBatch;
+    f.gradAccum = gradAccum;
+    f.precision = precisionKind;
+    f.optimizer = optimizerKind;
+    f.lr = learningRate;
+    f.eps = adamEps;
+    // PyTorch's defaults differ: AdamW decays by 0.01, SGD not at all.
+    f.weightDecay =
+        weightDecay.getNumOccurrences() || optimizerKind == "adamw" ? weightDecay : 0.0;
+    f.momentum = sgdMomentum;
+    f.nesterov = sgdNesterov;
+    f.gradClip = gradClip;
+    f.lossScale = lossScale;
+    f.minLossScale = minLossScale;
+    f.initialScalePower = initialScalePower;
+    f.lossScaleWindow = lossScaleWindow;
+    f.hysteresis = hysteresis;
+    f.consecutiveHysteresis = consecutiveHysteresis;
+    flags.microBatch = microBatch.getNumOccurrences();
+    flags.gradAccum = gradAccum.getNumOccurrences();
+    flags.precision = precisionKind.getNumOccurrences();
+    flags.optimizer = optimizerKind.getNumOccurrences();
+    flags.lr = learningRate.getNumOccurrences();
+    flags.betas = betas.getNumOccurrences();
+    flags.eps = adamEps.getNumOccurrences();
+    flags.weightDecay = weightDecay.getNumOccurrences();
+    flags.momentum = sgdMomentum.getNumOccurrences();
+    flags.nesterov = sgdNesterov.getNumOccurrences();
+    flags.gradClip = gradClip.getNumOccurrences();
+    flags.lossScale = lossScale.getNumOccurrences();
+    flags.minLossScale = minLossScale.getNumOccurrences();
+    flags.initialScalePower = initialScalePower.getNumOccurrences();
+    flags.lossScaleWindow = lossScaleWindow.getNumOccurrences();
+    flags.hysteresis = hysteresis.getNumOccurrences();
+    flags.consecutiveHysteresis = consecutiveHysteresis.getNumOccurrences();
   }
-  if (precisionKind != "fp32" && precisionKind != "bf16" && precisionKind != "fp16") {
-    llvm::errs() << "zcc: error: --precision '" << precisionKind
+  std::optional<zcc::DeepSpeedConfig> dsConfig;
+  if (!deepspeedConfig.empty()) {
+    auto config = zcc::readDeepSpeedConfig(deepspeedConfig);
+    if (!config) {
+      llvm::errs() << "zcc: error: " << llvm::toString(config.takeError()) << "\n";
+      return 2;
+    }
+    dsConfig = std::move(*config);
+  }
+  auto resolved = zcc::resolveSettings(flags, dsConfig ? &*dsConfig : nullptr,
+                                       [](const std::string &w) {
+                                         llvm::errs() << "zcc: warning: " << w << "\n";
+                                       });
+  if (!resolved) {
+    llvm::errs() << "zcc: error: " << llvm::toString(resolved.takeError()) << "\n";
+    return 2;
+  }
+  const zcc::Settings &S = *resolved;
+  if (S.precision != "fp32" && S.precision != "bf16" && S.precision != "fp16") {
+    llvm::errs() << "zcc: error: --precision '" << S.precision
                  << "': expected fp32, bf16 or fp16\n";
     return 2;
   }
-  if (!(lossScale >= 0) || initialScalePower < 0 || initialScalePower > 63 ||
-      lossScaleWindow < 1 || hysteresis < 1 || !(minLossScale > 0)) {
+  if (!(S.lossScale >= 0) || S.initialScalePower < 0 || S.initialScalePower > 63 ||
+      S.lossScaleWindow < 1 || S.hysteresis < 1 || !(S.minLossScale > 0)) {
     llvm::errs() << "zcc: error: fp16 loss scaling needs --loss-scale >= 0, "
                     "--initial-scale-power in [0, 63], --loss-scale-window >= 1, "
                     "--hysteresis >= 1 and --min-loss-scale > 0\n";
     return 2;
   }
-  if (optimizerKind != "adamw" && optimizerKind != "sgd") {
-    llvm::errs() << "zcc: error: --optimizer '" << optimizerKind
-                 << "': expected adamw or sgd\n";
+  if (S.optimizer != "adamw" && S.optimizer != "sgd") {
+    llvm::errs() << "zcc: error: --optimizer '" << S.optimizer << "': expected adamw or sgd\n";
     return 2;
   }
-  // PyTorch's defaults differ: AdamW decays by 0.01, SGD not at all.
-  double decay = weightDecay.getNumOccurrences() || optimizerKind == "adamw" ? weightDecay : 0.0;
-  if (!(sgdMomentum >= 0)) {
+  if (!(S.momentum >= 0)) {
     llvm::errs() << "zcc: error: --momentum must be >= 0\n";
     return 2;
   }
-  if (!(learningRate >= 0) || !(adamEps > 0) || !(weightDecay >= 0) || !(gradClip >= 0) ||
-      gradAccum < 1) {
+  if (!(S.lr >= 0) || !(S.eps > 0) || !(S.weightDecay >= 0) || !(S.gradClip >= 0) ||
+      S.gradAccum < 1) {
     llvm::errs() << "zcc: error: --lr, --weight-decay and --grad-clip must be >= 0, --eps > 0 "
                     "and --grad-accum >= 1\n";
     return 2;
   }
+  if (S.zeroStage > 0)
+    llvm::errs() << "zcc: warning: zero_optimization.stage " << S.zeroStage
+                 << ": ZeRO partitioning is not implemented yet; the plan is a stage-0 plan "
+                    "(the same numerics at world size 1)\n";
   if (emit == EmitKind::Plan && outputFile == "-" &&
       llvm::sys::Process::StandardOutIsDisplayed()) {
     llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
@@ -265,14 +333,8 @@ int main(int argc, char **argv) {
   }
 
   zcc::OnnxImportOptions options;
-  if (microBatch.getNumOccurrences()) {
-    if (microBatch <= 0) {
-      llvm::errs() << "zcc: error: --micro-batch must be a positive integer, got "
-                   << microBatch << "\n";
-      return 2;
-    }
-    options.microBatch = microBatch;
-  }
+  if (S.microBatch > 0)
+    options.microBatch = S.microBatch;
   for (const std::string &spec : inputShapes) {
     std::string name;
     SmallVector<int64_t> dims;
@@ -318,46 +380,57 @@ int main(int argc, char **argv) {
     lossOptions.loss = lossKind;
     pm.addPass(zcc::createZeroAttachLoss(lossOptions));
   }
-  if (precisionKind != "fp32") {
+  if (S.precision != "fp32") {
     zcc::ZeroMixedPrecisionOptions mpOptions;
-    mpOptions.precision = precisionKind;
-    mpOptions.lossScale = lossScale;
-    mpOptions.initialScalePower = initialScalePower;
-    mpOptions.lossScaleWindow = lossScaleWindow;
-    mpOptions.hysteresis = hysteresis;
-    mpOptions.consecutiveHysteresis = consecutiveHysteresis;
-    mpOptions.minLossScale = minLossScale;
+    mpOptions.precision = S.precision;
+    mpOptions.lossScale = S.lossScale;
+    mpOptions.initialScalePower = S.initialScalePower;
+    mpOptions.lossScaleWindow = S.lossScaleWindow;
+    mpOptions.hysteresis = S.hysteresis;
+    mpOptions.consecutiveHysteresis = S.consecutiveHysteresis;
+    mpOptions.minLossScale = S.minLossScale;
     pm.addPass(zcc::createZeroMixedPrecision(mpOptions));
   }
-  module.get()->setAttr("zero.precision", Builder(&context).getStringAttr(precisionKind));
+  module.get()->setAttr("zero.precision", Builder(&context).getStringAttr(S.precision));
   // Plans of models with parameters train: backward, then the optimizer.
   auto trainable = module.get()->getAttrOfType<IntegerAttr>("zero.trainable_count");
   bool train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
   if (train) {
     zcc::ZeroAutodiffOptions adOptions;
-    adOptions.gradAccum = gradAccum;
+    adOptions.gradAccum = S.gradAccum;
     pm.addPass(zcc::createZeroAutodiff(adOptions));
     zcc::ZeroOptimizerOptions optOptions;
-    optOptions.optimizer = optimizerKind;
-    optOptions.momentum = sgdMomentum;
-    optOptions.nesterov = sgdNesterov;
-    optOptions.beta1 = beta1;
-    optOptions.beta2 = beta2;
-    optOptions.epsilon = adamEps;
-    optOptions.weightDecay = decay;
-    optOptions.gradClip = gradClip;
+    optOptions.optimizer = S.optimizer;
+    optOptions.momentum = S.momentum;
+    optOptions.nesterov = S.nesterov;
+    optOptions.beta1 = S.beta1;
+    optOptions.beta2 = S.beta2;
+    optOptions.epsilon = S.eps;
+    optOptions.weightDecay = S.weightDecay;
+    optOptions.gradClip = S.gradClip;
     pm.addPass(zcc::createZeroOptimizer(optOptions));
     Builder b(&context);
-    module.get()->setAttr(
-        "zero.training",
-        b.getDictionaryAttr({b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(gradAccum)),
-                             b.getNamedAttr("lr", b.getF64FloatAttr(learningRate)),
-                             b.getNamedAttr("optimizer", b.getStringAttr(optimizerKind)),
-                             b.getNamedAttr("beta1", b.getF64FloatAttr(beta1)),
-                             b.getNamedAttr("beta2", b.getF64FloatAttr(beta2)),
-                             b.getNamedAttr("eps", b.getF64FloatAttr(adamEps)),
-                             b.getNamedAttr("weight_decay", b.getF64FloatAttr(decay)),
-                             b.getNamedAttr("grad_clip", b.getF64FloatAttr(gradClip))}));
+    SmallVector<NamedAttribute> training{
+        b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(S.gradAccum)),
+        b.getNamedAttr("lr", b.getF64FloatAttr(S.lr)),
+        b.getNamedAttr("optimizer", b.getStringAttr(S.optimizer)),
+        b.getNamedAttr("beta1", b.getF64FloatAttr(S.beta1)),
+        b.getNamedAttr("beta2", b.getF64FloatAttr(S.beta2)),
+        b.getNamedAttr("eps", b.getF64FloatAttr(S.eps)),
+        b.getNamedAttr("weight_decay", b.getF64FloatAttr(S.weightDecay)),
+        b.getNamedAttr("grad_clip", b.getF64FloatAttr(S.gradClip))};
+    if (S.schedule)
+      training.push_back(b.getNamedAttr(
+          "schedule",
+          b.getDictionaryAttr({b.getNamedAttr("name", b.getStringAttr(*S.schedule)),
+                               b.getNamedAttr("lr", b.getF64FloatAttr(S.scheduleLr)),
+                               b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(S.warmupSteps)),
+                               b.getNamedAttr("total_steps", b.getI64IntegerAttr(S.totalSteps)),
+                               b.getNamedAttr("warmup_min_lr", b.getF64FloatAttr(S.warmupMinLr)),
+                               b.getNamedAttr("warmup_log", b.getBoolAttr(S.warmupLog)),
+                               b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(S.warmupMinRatio)),
+                               b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(S.cosMinRatio))})));
+    module.get()->setAttr("zero.training", b.getDictionaryAttr(training));
   }
   if (emit != EmitKind::Mlir) {
     pm.addPass(zcc::createZeroPlanMemory());

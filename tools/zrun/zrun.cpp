@@ -18,6 +18,7 @@
 #include <chrono>
 #include <optional>
 #include <random>
+#include <set>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -227,8 +228,10 @@ int trainCommand(int argc, char **argv) {
   bool haveTotal = false;
   double lr = -1;
   Schedule schedule;
+  std::set<std::string> given; // schedule flags on the command line
   Args args(argc, argv);
   while (args.next()) {
+    given.insert(args.arg());
     if (args.is("--steps")) {
       if (!args.integer(steps, 1))
         return usageError("--steps expects a positive integer");
@@ -289,6 +292,26 @@ int trainCommand(int argc, char **argv) {
     return fail(errorf(planPath, ": the plan does not train (its model has no trainable "
                                  "parameters; see zcc --trainable/--frozen)"));
   schedule.lr = lr < 0 ? plan.training().lr() : lr;
+  if (plan.training().has_schedule() && !given.count("--lr-schedule")) {
+    // The DeepSpeed config's scheduler (zcc --deepspeed); flags override it
+    // field by field, and its "auto" steps (-1) are the flags'.
+    const plan::LrSchedule &ps = plan.training().schedule();
+    schedule.name = ps.name();
+    if (lr < 0)
+      schedule.lr = ps.lr();
+    if (!given.count("--warmup-steps") && ps.warmup_steps() >= 0)
+      schedule.warmupSteps = ps.warmup_steps();
+    if (!haveTotal && ps.total_steps() > 0)
+      schedule.totalSteps = ps.total_steps();
+    if (!given.count("--warmup-type"))
+      schedule.warmupLog = ps.warmup_log();
+    if (!given.count("--warmup-min-lr"))
+      schedule.warmupMinLr = ps.warmup_min_lr();
+    if (!given.count("--warmup-min-ratio"))
+      schedule.warmupMinRatio = ps.warmup_min_ratio();
+    if (!given.count("--cos-min-ratio"))
+      schedule.cosMinRatio = ps.cos_min_ratio();
+  }
   if (Status s = schedule.validate(); !s)
     return usageError(s.message());
   Executor executor(plan);

@@ -155,6 +155,27 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     t->set_grad_clip(num("grad_clip"));
     if (auto opt = training.getAs<StringAttr>("optimizer"))
       t->set_optimizer(opt.str());
+    if (auto schedule = training.getAs<DictionaryAttr>("schedule")) {
+      zplan::LrSchedule *l = t->mutable_schedule();
+      auto f = [&](StringRef key) {
+        auto attr = schedule.getAs<FloatAttr>(key);
+        return attr ? attr.getValueAsDouble() : 0.0;
+      };
+      auto i = [&](StringRef key) {
+        auto attr = schedule.getAs<IntegerAttr>(key);
+        return attr ? attr.getInt() : 0;
+      };
+      if (auto name = schedule.getAs<StringAttr>("name"))
+        l->set_name(name.str());
+      l->set_lr(f("lr"));
+      l->set_warmup_steps(i("warmup_steps"));
+      l->set_total_steps(i("total_steps"));
+      l->set_warmup_min_lr(f("warmup_min_lr"));
+      auto log = schedule.getAs<BoolAttr>("warmup_log");
+      l->set_warmup_log(!log || log.getValue());
+      l->set_warmup_min_ratio(f("warmup_min_ratio"));
+      l->set_cos_min_ratio(f("cos_min_ratio"));
+    }
     if (auto precision = module->getAttrOfType<StringAttr>("zero.precision"))
       t->set_precision(precision.str());
     if (auto ls = module->getAttrOfType<DictionaryAttr>("zero.loss_scaling")) {

@@ -53,6 +53,55 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
     os << "  model: " << source.getValue() << ", " << numParams << " trainable parameters\n";
   os << "  instructions: " << programs << "\n";
+  // The training step's settings, as resolved from flags and --deepspeed.
+  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training")) {
+    auto f = [&](DictionaryAttr d, StringRef key) {
+      auto attr = d.getAs<FloatAttr>(key);
+      return attr ? attr.getValueAsDouble() : 0.0;
+    };
+    auto opt = training.getAs<StringAttr>("optimizer");
+    os << llvm::format("  training: %s lr %g", opt ? opt.getValue().str().c_str() : "?",
+                       f(training, "lr"));
+    if (opt && opt.getValue() == "adamw")
+      os << llvm::format(" betas (%g, %g) eps %g", f(training, "beta1"), f(training, "beta2"),
+                         f(training, "eps"));
+    os << llvm::format(" weight_decay %g, grad_clip %g, grad_accum %g\n",
+                       f(training, "weight_decay"), f(training, "grad_clip"),
+                       f(training, "grad_accum_steps"));
+    if (auto sched = training.getAs<DictionaryAttr>("schedule")) {
+      auto i = [&](StringRef key) {
+        auto attr = sched.getAs<IntegerAttr>(key);
+        return attr ? attr.getInt() : 0;
+      };
+      auto name = sched.getAs<StringAttr>("name");
+      auto steps = [](int64_t n) { return n < 0 ? std::string("auto") : std::to_string(n); };
+      auto log = sched.getAs<BoolAttr>("warmup_log");
+      os << "  schedule: " << (name ? name.getValue() : "?")
+         << llvm::format(" lr %g", f(sched, "lr")) << ", warmup " << steps(i("warmup_steps"))
+         << " steps (" << (!log || log.getValue() ? "log" : "linear") << ")"
+         << ", total " << steps(i("total_steps"))
+         << llvm::format(", warmup_min_lr %g, warmup_min_ratio %g, cos_min_ratio %g\n",
+                         f(sched, "warmup_min_lr"), f(sched, "warmup_min_ratio"),
+                         f(sched, "cos_min_ratio"));
+    }
+  }
+  if (auto ls = module->getAttrOfType<DictionaryAttr>("zero.loss_scaling")) {
+    auto num = [&](StringRef key) -> double {
+      Attribute a = ls.get(key);
+      if (auto fa = dyn_cast_or_null<FloatAttr>(a))
+        return fa.getValueAsDouble();
+      if (auto ia = dyn_cast_or_null<IntegerAttr>(a))
+        return (double)ia.getInt();
+      return 0;
+    };
+    if (num("loss_scale") > 0)
+      os << llvm::format("  loss scaling: static %g\n", num("loss_scale"));
+    else
+      os << llvm::format("  loss scaling: dynamic, initial 2^%g, window %g, hysteresis %g, "
+                         "min %g\n",
+                         num("initial_scale_power"), num("loss_scale_window"),
+                         num("hysteresis"), num("min_loss_scale"));
+  }
   row("parameters", params, "trainable state");
   row("gradients", grads, "accumulated over micro-steps");
   row("optimizer state", optimizer, "AdamW moments and step");

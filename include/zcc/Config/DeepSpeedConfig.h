@@ -1,0 +1,77 @@
+//===- DeepSpeedConfig.h - reading DeepSpeed JSON configs --------*- C++ -*-===//
+//
+// `zcc --deepspeed FILE.json` accepts the configs DeepSpeed users already
+// have. Every value is optional: absent and "auto" both leave the setting to
+// zcc's flags (as HuggingFace's integration fills "auto" from its
+// TrainingArguments); `isAuto` records which were "auto" so that the driver
+// can resolve the model-dependent ones (bucket sizes from the hidden size).
+// Wrong types and impossible values are errors naming the key; unknown keys
+// are warnings naming them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZCC_CONFIG_DEEPSPEEDCONFIG_H
+#define ZCC_CONFIG_DEEPSPEEDCONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zcc {
+
+struct DeepSpeedOffload {
+  std::string device = "none"; // none, cpu (nvme is refused)
+  bool pinMemory = false;
+};
+
+struct DeepSpeedConfig {
+  std::string path;
+
+  // Batch sizes.
+  std::optional<int64_t> trainBatchSize, microBatchPerGpu, gradientAccumulationSteps;
+
+  // optimizer: {type, params}
+  std::optional<std::string> optimizer; // "adamw" or "sgd"
+  std::optional<double> lr, beta1, beta2, eps, weightDecay, momentum;
+  std::optional<bool> nesterov;
+
+  // scheduler: {type, params}
+  std::optional<std::string> scheduler; // WarmupLR, WarmupDecayLR, WarmupCosineLR
+  std::optional<double> warmupMinLr, warmupMaxLr, warmupMinRatio, cosMinRatio;
+  std::optional<int64_t> warmupNumSteps, totalNumSteps;
+  std::optional<std::string> warmupType; // log, linear
+
+  std::optional<double> gradientClipping;
+
+  // fp16 / bf16
+  std::optional<bool> fp16Enabled, bf16Enabled;
+  std::optional<double> lossScale, minLossScale;
+  std::optional<int64_t> initialScalePower, lossScaleWindow, hysteresis;
+  std::optional<bool> consecutiveHysteresis;
+
+  // zero_optimization
+  std::optional<int64_t> zeroStage;
+  std::optional<double> reduceBucketSize, allgatherBucketSize, prefetchBucketSize,
+      paramPersistenceThreshold, maxLiveParameters, maxReuseDistance, subGroupSize;
+  std::optional<bool> overlapComm, contiguousGradients, reduceScatter, allgatherPartitions;
+  std::optional<DeepSpeedOffload> offloadOptimizer, offloadParam;
+
+  /// Dotted keys whose value was "auto", e.g. "zero_optimization.reduce_bucket_size".
+  llvm::StringSet<> autoKeys;
+  /// Warnings: unknown keys, keys zcc reads but ignores.
+  std::vector<std::string> warnings;
+
+  bool isAuto(llvm::StringRef key) const { return autoKeys.contains(key); }
+};
+
+/// Reads and validates a DeepSpeed JSON config. Errors say the file and the
+/// dotted key, what was expected and what was found.
+llvm::Expected<DeepSpeedConfig> readDeepSpeedConfig(llvm::StringRef path);
+
+} // namespace zcc
+
+#endif // ZCC_CONFIG_DEEPSPEEDCONFIG_H

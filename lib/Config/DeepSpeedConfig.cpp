@@ -1,0 +1,382 @@
+//===- DeepSpeedConfig.cpp - reading DeepSpeed JSON configs ---------------===//
+//
+// A table-driven walk over the JSON object: each section lists the keys it
+// knows and how to read them; anything else is a warning. Numbers accept
+// JSON numbers (5e8 included); integers must be integral; "auto" is accepted
+// where HuggingFace's integration accepts it.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Config/DeepSpeedConfig.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+#include <functional>
+
+using namespace llvm;
+
+namespace zcc {
+namespace {
+
+/// Reads one JSON object of the config against a table of known keys.
+class Reader {
+public:
+  Reader(DeepSpeedConfig &config) : config(config) {}
+
+  /// "FILE: key 'a.b': MESSAGE"
+  Error error(StringRef key, const Twine &message) {
+    return createStringError(inconvertibleErrorCode(),
+                             config.path + ": key '" + key + "': " + message);
+  }
+  void warn(StringRef key, const Twine &message) {
+    config.warnings.push_back((config.path + ": key '" + key + "': " + message).str());
+  }
+
+  static std::string show(const json::Value &v) {
+    std::string s;
+    raw_string_ostream os(s);
+    os << v;
+    return s;
+  }
+  bool isAuto(const json::Value &v) {
+    auto s = v.getAsString();
+    return s && *s == "auto";
+  }
+
+  Error number(StringRef key, const json::Value &v, std::optional<double> &out, double min,
+               bool allowAuto = true, bool strictMin = false) {
+    if (allowAuto && isAuto(v)) {
+      config.autoKeys.insert(key);
+      return Error::success();
+    }
+    std::optional<double> d = v.getAsNumber();
+    if (!d || !std::isfinite(*d))
+      return error(key, "expected a number" + Twine(allowAuto ? " or \"auto\"" : "") + ", got " +
+                            show(v));
+    if (strictMin ? !(*d > min) : !(*d >= min))
+      return error(key, formatv("expected a number {0} {1}, got {2}", strictMin ? ">" : ">=", min,
+                                show(v)));
+    out = *d;
+    return Error::success();
+  }
+  Error integer(StringRef key, const json::Value &v, std::optional<int64_t> &out, int64_t min,
+                bool allowAuto = true) {
+    if (allowAuto && isAuto(v)) {
+      config.autoKeys.insert(key);
+      return Error::success();
+    }
+    std::optional<double> d = v.getAsNumber();
+    if (!d || *d != std::floor(*d) || std::fabs(*d) > 9.0e15)
+      return error(key, "expected an integer" + Twine(allowAuto ? " or \"auto\"" : "") +
+                            ", got " + show(v));
+    if (*d < (double)min)
+      return error(key, formatv("expected an integer >= {0}, got {1}", min, show(v)));
+    out = (int64_t)*d;
+    return Error::success();
+  }
+  Error boolean(StringRef key, const json::Value &v, std::optional<bool> &out,
+                bool allowAuto = false) {
+    if (allowAuto && isAuto(v)) {
+      config.autoKeys.insert(key);
+      return Error::success();
+    }
+    std::optional<bool> b = v.getAsBoolean();
+    if (!b)
+      return error(key, "expected true or false" + Twine(allowAuto ? " or \"auto\"" : "") +
+                            ", got " + show(v));
+    out = *b;
+    return Error::success();
+  }
+  Error string(StringRef key, const json::Value &v, std::optional<std::string> &out,
+               ArrayRef<StringRef> allowed) {
+    std::optional<StringRef> s = v.getAsString();
+    if (!s || (!allowed.empty() && !llvm::is_contained(allowed, *s))) {
+      std::string list;
+      for (StringRef a : allowed)
+        list += (list.empty() ? "" : ", ") + ("\"" + a + "\"").str();
+      return error(key, "expected one of " + list + ", got " + show(v));
+    }
+    out = s->str();
+    return Error::success();
+  }
+
+  using Handler = std::function<Error(StringRef key, const json::Value &)>;
+  struct Section {
+    StringMap<Handler> keys;
+    /// Keys DeepSpeed knows that change nothing in zcc (warned as such).
+    StringMap<std::string> ignored;
+  };
+
+  /// Walks |object| (named |prefix|) with |section|'s handlers.
+  Error walk(StringRef prefix, const json::Value &value, const Section &section) {
+    const json::Object *object = value.getAsObject();
+    if (!object && prefix.empty())
+      return createStringError(inconvertibleErrorCode(),
+                               config.path + ": expected a JSON object at the top level, got " +
+                                   show(value));
+    if (!object)
+      return error(prefix, "expected an object, got " + show(value));
+    // Sorted keys: the warnings come out in a stable order.
+    std::vector<std::string> names;
+    for (const auto &kv : *object)
+      names.push_back(kv.first.str());
+    llvm::sort(names);
+    for (const std::string &name : names) {
+      std::string key = prefix.empty() ? name : (prefix + "." + name).str();
+      const json::Value &v = *object->get(name);
+      if (auto it = section.keys.find(name); it != section.keys.end()) {
+        if (Error e = it->second(key, v))
+          return e;
+      } else if (auto ig = section.ignored.find(name); ig != section.ignored.end()) {
+        warn(key, "has no effect in zcc" + Twine(ig->second.empty() ? "" : " (" + ig->second + ")"));
+      } else {
+        warn(key, "unknown, ignored" + Twine(hint(key)));
+      }
+    }
+    return Error::success();
+  }
+
+  /// What to write instead of a common mistake.
+  static std::string hint(StringRef key) {
+    static const StringMap<const char *> hints = {
+        {"fp16.initial_loss_scale",
+         "; DeepSpeed ignores it too: the initial scale is 2^fp16.initial_scale_power "
+         "(default 16, i.e. 65536)"},
+        {"zero_optimization.stage3_prefetch_bucket",
+         "; did you mean stage3_prefetch_bucket_size?"},
+        {"bfloat16", "; DeepSpeed's section is bf16"},
+        {"gradient_clip", "; did you mean gradient_clipping?"},
+    };
+    auto it = hints.find(key);
+    return it == hints.end() ? "" : it->second;
+  }
+
+  DeepSpeedConfig &config;
+};
+
+} // namespace
+
+Expected<DeepSpeedConfig> readDeepSpeedConfig(StringRef path) {
+  DeepSpeedConfig config;
+  config.path = path.str();
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return createStringError(buffer.getError(), "--deepspeed " + path + ": cannot read (" +
+                                                    buffer.getError().message() + ")");
+  Expected<json::Value> root = json::parse((*buffer)->getBuffer());
+  if (!root)
+    return createStringError(inconvertibleErrorCode(),
+                             "--deepspeed " + path + ": not valid JSON: " +
+                                 toString(root.takeError()));
+  Reader r(config);
+  using Section = Reader::Section;
+  auto num = [&](std::optional<double> &out, double min, bool strictMin = false) {
+    return [&r, &out, min, strictMin](StringRef k, const json::Value &v) {
+      return r.number(k, v, out, min, true, strictMin);
+    };
+  };
+  auto integer = [&](std::optional<int64_t> &out, int64_t min) {
+    return [&r, &out, min](StringRef k, const json::Value &v) { return r.integer(k, v, out, min); };
+  };
+  auto flag = [&](std::optional<bool> &out, bool allowAuto = false) {
+    return [&r, &out, allowAuto](StringRef k, const json::Value &v) {
+      return r.boolean(k, v, out, allowAuto);
+    };
+  };
+
+  // optimizer.params: read into the config; which ones apply depends on type.
+  Section optimizerParams;
+  optimizerParams.keys["lr"] = num(config.lr, 0);
+  optimizerParams.keys["betas"] = [&](StringRef k, const json::Value &v) -> Error {
+    if (r.isAuto(v)) {
+      config.autoKeys.insert(k);
+      return Error::success();
+    }
+    const json::Array *a = v.getAsArray();
+    std::optional<double> b1 = a && a->size() == 2 ? (*a)[0].getAsNumber() : std::nullopt;
+    std::optional<double> b2 = a && a->size() == 2 ? (*a)[1].getAsNumber() : std::nullopt;
+    if (!b1 || !b2 || !(*b1 >= 0 && *b1 < 1) || !(*b2 >= 0 && *b2 < 1))
+      return r.error(k, "expected [beta1, beta2] in [0, 1), got " + Reader::show(v));
+    config.beta1 = *b1;
+    config.beta2 = *b2;
+    return Error::success();
+  };
+  optimizerParams.keys["eps"] = num(config.eps, 0, /*strictMin=*/true);
+  optimizerParams.keys["weight_decay"] = num(config.weightDecay, 0);
+  optimizerParams.keys["momentum"] = num(config.momentum, 0);
+  optimizerParams.keys["nesterov"] = flag(config.nesterov);
+  optimizerParams.ignored["torch_adam"] = "zcc's AdamW is PyTorch's";
+  optimizerParams.ignored["adam_w_mode"] = "";
+  optimizerParams.ignored["dampening"] = "";
+  Section optimizer;
+  optimizer.keys["type"] = [&](StringRef k, const json::Value &v) -> Error {
+    std::optional<std::string> type;
+    // DeepSpeed's names (case-insensitive there); Adam is AdamW by default
+    // (adam_w_mode: true).
+    std::optional<StringRef> s = v.getAsString();
+    std::string lower = s ? s->lower() : "";
+    if (lower == "adamw" || lower == "adam")
+      config.optimizer = "adamw";
+    else if (lower == "sgd")
+      config.optimizer = "sgd";
+    else
+      return r.error(k, "expected \"AdamW\", \"Adam\" or \"SGD\" (zcc's optimizers), got " +
+                            Reader::show(v) +
+                            (lower.find("lamb") != std::string::npos ||
+                                     lower.find("onebit") != std::string::npos
+                                 ? "; LAMB and 1-bit optimizers are not supported"
+                                 : ""));
+    return Error::success();
+  };
+  optimizer.keys["params"] = [&](StringRef k, const json::Value &v) {
+    return r.walk(k, v, optimizerParams);
+  };
+
+  Section schedulerParams;
+  schedulerParams.keys["warmup_min_lr"] = num(config.warmupMinLr, 0);
+  schedulerParams.keys["warmup_max_lr"] = num(config.warmupMaxLr, 0);
+  schedulerParams.keys["warmup_num_steps"] = integer(config.warmupNumSteps, 0);
+  schedulerParams.keys["total_num_steps"] = integer(config.totalNumSteps, 1);
+  schedulerParams.keys["warmup_min_ratio"] = num(config.warmupMinRatio, 0);
+  schedulerParams.keys["cos_min_ratio"] = num(config.cosMinRatio, 0);
+  schedulerParams.keys["warmup_type"] = [&](StringRef k, const json::Value &v) {
+    return r.string(k, v, config.warmupType, {"log", "linear"});
+  };
+  schedulerParams.ignored["last_batch_iteration"] = "";
+  Section scheduler;
+  scheduler.keys["type"] = [&](StringRef k, const json::Value &v) -> Error {
+    std::optional<StringRef> s = v.getAsString();
+    if (s && (*s == "WarmupLR" || *s == "WarmupDecayLR" || *s == "WarmupCosineLR")) {
+      config.scheduler = s->str();
+      return Error::success();
+    }
+    return r.error(k, "expected \"WarmupLR\", \"WarmupDecayLR\" or \"WarmupCosineLR\", got " +
+                          Reader::show(v) +
+                          (s && (*s == "OneCycle" || *s == "LRRangeTest")
+                               ? " (OneCycle and LRRangeTest are not supported)"
+                               : ""));
+  };
+  scheduler.keys["params"] = [&](StringRef k, const json::Value &v) {
+    return r.walk(k, v, schedulerParams);
+  };
+
+  Section fp16;
+  fp16.keys["enabled"] = flag(config.fp16Enabled, /*allowAuto=*/true);
+  fp16.keys["loss_scale"] = num(config.lossScale, 0);
+  fp16.keys["initial_scale_power"] = [&](StringRef k, const json::Value &v) -> Error {
+    if (Error e = r.integer(k, v, config.initialScalePower, 0))
+      return e;
+    if (config.initialScalePower && *config.initialScalePower > 63)
+      return r.error(k, "expected an integer in [0, 63], got " + Reader::show(v));
+    return Error::success();
+  };
+  fp16.keys["loss_scale_window"] = integer(config.lossScaleWindow, 1);
+  fp16.keys["hysteresis"] = integer(config.hysteresis, 1);
+  fp16.keys["consecutive_hysteresis"] = flag(config.consecutiveHysteresis);
+  fp16.keys["min_loss_scale"] = num(config.minLossScale, 0, /*strictMin=*/true);
+  fp16.ignored["auto_cast"] = "zcc casts the whole graph";
+  fp16.ignored["fp16_master_weights_and_grads"] = "masters and gradients stay float32";
+  Section bf16;
+  bf16.keys["enabled"] = flag(config.bf16Enabled, /*allowAuto=*/true);
+  bf16.ignored["immediate_grad_update"] = "";
+
+  auto offload = [&](std::optional<DeepSpeedOffload> &out) {
+    return [&r, &out](StringRef k, const json::Value &v) -> Error {
+      const json::Object *o = v.getAsObject();
+      if (!o)
+        return r.error(k, "expected an object, got " + Reader::show(v));
+      DeepSpeedOffload result;
+      std::vector<std::string> names;
+      for (const auto &kv : *o)
+        names.push_back(kv.first.str());
+      llvm::sort(names);
+      for (const std::string &name : names) {
+        std::string key = (k + "." + name).str();
+        const json::Value &x = *o->get(name);
+        if (name == "device") {
+          std::optional<std::string> d;
+          if (Error e = r.string(key, x, d, {"none", "cpu", "nvme"}))
+            return e;
+          if (*d == "nvme")
+            return r.error(key, "\"nvme\" offload is not supported yet; use \"cpu\"");
+          result.device = *d;
+        } else if (name == "pin_memory") {
+          std::optional<bool> b;
+          if (Error e = r.boolean(key, x, b))
+            return e;
+          result.pinMemory = *b;
+        } else if (name == "nvme_path" || name == "buffer_count" || name == "buffer_size" ||
+                   name == "max_in_cpu" || name == "pipeline_read" || name == "pipeline_write" ||
+                   name == "fast_init" || name == "ratio") {
+          r.warn(key, "has no effect in zcc");
+        } else {
+          r.warn(key, "unknown, ignored");
+        }
+      }
+      out = result;
+      return Error::success();
+    };
+  };
+  Section zero;
+  zero.keys["stage"] = [&](StringRef k, const json::Value &v) -> Error {
+    if (Error e = r.integer(k, v, config.zeroStage, 0, /*allowAuto=*/false))
+      return e;
+    if (*config.zeroStage > 3)
+      return r.error(k, "expected 0, 1, 2 or 3, got " + Reader::show(v));
+    return Error::success();
+  };
+  zero.keys["reduce_bucket_size"] = num(config.reduceBucketSize, 1);
+  zero.keys["allgather_bucket_size"] = num(config.allgatherBucketSize, 1);
+  zero.keys["stage3_prefetch_bucket_size"] = num(config.prefetchBucketSize, 0);
+  zero.keys["stage3_param_persistence_threshold"] = num(config.paramPersistenceThreshold, 0);
+  zero.keys["stage3_max_live_parameters"] = num(config.maxLiveParameters, 1);
+  zero.keys["stage3_max_reuse_distance"] = num(config.maxReuseDistance, 0);
+  zero.keys["sub_group_size"] = num(config.subGroupSize, 1);
+  zero.keys["overlap_comm"] = flag(config.overlapComm);
+  zero.keys["contiguous_gradients"] = flag(config.contiguousGradients);
+  zero.keys["reduce_scatter"] = flag(config.reduceScatter);
+  zero.keys["allgather_partitions"] = flag(config.allgatherPartitions);
+  zero.keys["offload_optimizer"] = offload(config.offloadOptimizer);
+  zero.keys["offload_param"] = offload(config.offloadParam);
+  for (const char *k : {"round_robin_gradients", "stage3_gather_16bit_weights_on_model_save",
+                        "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint",
+                        "ignore_unused_parameters", "load_from_fp32_weights",
+                        "zero_hpz_partition_size", "zero_quantized_weights",
+                        "zero_quantized_gradients", "mics_shard_size", "memory_efficient_linear"})
+    zero.ignored[k] = "";
+  zero.ignored["cpu_offload"] = "deprecated in DeepSpeed; use offload_optimizer";
+
+  Section top;
+  top.keys["train_batch_size"] = integer(config.trainBatchSize, 1);
+  top.keys["train_micro_batch_size_per_gpu"] = integer(config.microBatchPerGpu, 1);
+  top.keys["gradient_accumulation_steps"] = integer(config.gradientAccumulationSteps, 1);
+  top.keys["gradient_clipping"] = num(config.gradientClipping, 0);
+  top.keys["optimizer"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, optimizer); };
+  top.keys["scheduler"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, scheduler); };
+  top.keys["fp16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, fp16); };
+  top.keys["bf16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, bf16); };
+  top.keys["zero_optimization"] = [&](StringRef k, const json::Value &v) {
+    return r.walk(k, v, zero);
+  };
+  for (const char *k : {"steps_per_print", "wall_clock_breakdown", "dump_state",
+                        "zero_allow_untested_optimizer", "prescale_gradients",
+                        "gradient_predivide_factor", "communication_data_type", "sparse_gradients",
+                        "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger",
+                        "memory_breakdown", "zero_force_ds_cpu_optimizer", "seed"})
+    top.ignored[k] = "";
+  top.ignored["activation_checkpointing"] = "recompute comes with zcc --recompute";
+  top.ignored["amp"] = "use fp16 or bf16";
+
+  if (Error e = r.walk("", *root, top))
+    return std::move(e);
+  if (config.fp16Enabled.value_or(false) && config.bf16Enabled.value_or(false))
+    return createStringError(inconvertibleErrorCode(),
+                             config.path + ": key 'fp16.enabled' and 'bf16.enabled' are both "
+                                           "true; enable one");
+  return config;
+}
+
+} // namespace zcc

@@ -1,0 +1,197 @@
+//===- Settings.cpp - merging zcc's flags with a DeepSpeed config ---------===//
+#include "Settings.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstdio>
+
+using namespace llvm;
+
+namespace zcc {
+namespace {
+
+Error fail(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+template <typename T> std::string show(const T &v) { return formatv("{0}", v).str(); }
+std::string show(bool v) { return v ? "true" : "false"; }
+std::string show(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+/// The config's value if it has one (a conflicting explicit flag is an
+/// error), else the flag's.
+template <typename T>
+Error merge(T &out, bool flagGiven, const T &flagValue, const std::optional<T> &configValue,
+            StringRef flag, StringRef key, StringRef path) {
+  if (!configValue) {
+    out = flagValue;
+    return Error::success();
+  }
+  if (flagGiven && !(flagValue == *configValue))
+    return fail(flag + " " + show(flagValue) + " conflicts with " + key + " = " +
+                show(*configValue) + " in " + path + "; give one of them (or set the key to "
+                "\"auto\")");
+  out = *configValue;
+  return Error::success();
+}
+
+} // namespace
+
+Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfig *config,
+                                   function_ref<void(const std::string &)> warn) {
+  const Settings &f = flags.settings;
+  if (!config)
+    return f;
+  const DeepSpeedConfig &c = *config;
+  StringRef path = c.path;
+  for (const std::string &w : c.warnings)
+    warn(w);
+  Settings s = f;
+
+  // Batch sizes: DeepSpeed's rule train_batch_size = micro * accumulation *
+  // world size; any two give the third. Flags fill "auto".
+  std::optional<int64_t> tb = c.trainBatchSize, mb = c.microBatchPerGpu,
+                         ga = c.gradientAccumulationSteps;
+  if (Error e = merge(s.microBatch, flags.microBatch, f.microBatch, mb, "--micro-batch",
+                      "train_micro_batch_size_per_gpu", path))
+    return std::move(e);
+  if (Error e = merge(s.gradAccum, flags.gradAccum, f.gradAccum, ga, "--grad-accum",
+                      "gradient_accumulation_steps", path))
+    return std::move(e);
+  if (flags.microBatch)
+    mb = s.microBatch;
+  if (flags.gradAccum)
+    ga = s.gradAccum;
+  int64_t w = s.worldSize;
+  if (tb) {
+    if (mb && ga) {
+      if (*tb != *mb * *ga * w)
+        return fail(formatv("{0}: train_batch_size {1} != train_micro_batch_size_per_gpu {2} * "
+                            "gradient_accumulation_steps {3} * world size {4}; fix one of them",
+                            path, *tb, *mb, *ga, w));
+    } else if (mb) {
+      if (*tb % (*mb * w))
+        return fail(formatv("{0}: train_batch_size {1} is not a multiple of "
+                            "train_micro_batch_size_per_gpu {2} * world size {3}",
+                            path, *tb, *mb, w));
+      s.gradAccum = *tb / (*mb * w);
+    } else if (ga) {
+      if (*tb % (*ga * w))
+        return fail(formatv("{0}: train_batch_size {1} is not a multiple of "
+                            "gradient_accumulation_steps {2} * world size {3}",
+                            path, *tb, *ga, w));
+      s.microBatch = *tb / (*ga * w);
+    } else {
+      if (*tb % w)
+        return fail(formatv("{0}: train_batch_size {1} is not a multiple of the world size {2}",
+                            path, *tb, w));
+      s.microBatch = *tb / w;
+      s.gradAccum = 1;
+    }
+  }
+
+  // Precision.
+  std::optional<std::string> precision;
+  if (c.fp16Enabled.value_or(false))
+    precision = "fp16";
+  else if (c.bf16Enabled.value_or(false))
+    precision = "bf16";
+  if (Error e = merge(s.precision, flags.precision, f.precision, precision, "--precision",
+                      precision == "bf16" ? "bf16.enabled" : "fp16.enabled", path))
+    return std::move(e);
+  if (Error e = merge(s.lossScale, flags.lossScale, f.lossScale, c.lossScale, "--loss-scale",
+                      "fp16.loss_scale", path))
+    return std::move(e);
+  if (Error e = merge(s.initialScalePower, flags.initialScalePower, f.initialScalePower,
+                      c.initialScalePower, "--initial-scale-power", "fp16.initial_scale_power",
+                      path))
+    return std::move(e);
+  if (Error e = merge(s.lossScaleWindow, flags.lossScaleWindow, f.lossScaleWindow,
+                      c.lossScaleWindow, "--loss-scale-window", "fp16.loss_scale_window", path))
+    return std::move(e);
+  if (Error e = merge(s.hysteresis, flags.hysteresis, f.hysteresis, c.hysteresis, "--hysteresis",
+                      "fp16.hysteresis", path))
+    return std::move(e);
+  if (Error e = merge(s.consecutiveHysteresis, flags.consecutiveHysteresis,
+                      f.consecutiveHysteresis, c.consecutiveHysteresis,
+                      "--consecutive-hysteresis", "fp16.consecutive_hysteresis", path))
+    return std::move(e);
+  if (Error e = merge(s.minLossScale, flags.minLossScale, f.minLossScale, c.minLossScale,
+                      "--min-loss-scale", "fp16.min_loss_scale", path))
+    return std::move(e);
+
+  // Optimizer. DeepSpeed builds its AdamW with FusedAdam's defaults, whose
+  // weight decay is 0 (PyTorch's AdamW has 0.01): a config with an optimizer
+  // section and no weight_decay decays nothing.
+  if (Error e = merge(s.optimizer, flags.optimizer, f.optimizer, c.optimizer, "--optimizer",
+                      "optimizer.type", path))
+    return std::move(e);
+  std::optional<double> decay = c.weightDecay;
+  if (c.optimizer && !decay && !flags.weightDecay && !c.isAuto("optimizer.params.weight_decay"))
+    decay = 0.0;
+  if (Error e = merge(s.weightDecay, flags.weightDecay, f.weightDecay, decay, "--weight-decay",
+                      "optimizer.params.weight_decay", path))
+    return std::move(e);
+  if (Error e = merge(s.lr, flags.lr, f.lr, c.lr, "--lr", "optimizer.params.lr", path))
+    return std::move(e);
+  if (Error e = merge(s.beta1, flags.betas, f.beta1, c.beta1, "--betas",
+                      "optimizer.params.betas[0]", path))
+    return std::move(e);
+  if (Error e = merge(s.beta2, flags.betas, f.beta2, c.beta2, "--betas",
+                      "optimizer.params.betas[1]", path))
+    return std::move(e);
+  if (Error e = merge(s.eps, flags.eps, f.eps, c.eps, "--eps", "optimizer.params.eps", path))
+    return std::move(e);
+  if (Error e = merge(s.momentum, flags.momentum, f.momentum, c.momentum, "--momentum",
+                      "optimizer.params.momentum", path))
+    return std::move(e);
+  if (Error e = merge(s.nesterov, flags.nesterov, f.nesterov, c.nesterov, "--nesterov",
+                      "optimizer.params.nesterov", path))
+    return std::move(e);
+  if (s.optimizer == "adamw" && (c.momentum || c.nesterov))
+    warn((path + ": key 'optimizer.params.momentum'/'nesterov': AdamW has no momentum; "
+                 "ignored").str());
+  if (Error e = merge(s.gradClip, flags.gradClip, f.gradClip, c.gradientClipping, "--grad-clip",
+                      "gradient_clipping", path))
+    return std::move(e);
+
+  // Scheduler: stored in the plan, run by zrun (whose flags override it).
+  if (c.scheduler) {
+    s.schedule = *c.scheduler;
+    bool byRatio = *c.scheduler == "WarmupCosineLR";
+    if (byRatio)
+      s.scheduleLr = s.lr; // a ratio of the optimizer's lr
+    else if (c.warmupMaxLr)
+      s.scheduleLr = *c.warmupMaxLr;
+    else
+      s.scheduleLr = c.isAuto("scheduler.params.warmup_max_lr") ? s.lr : 1e-3; // DeepSpeed's default
+    s.warmupMinLr = c.warmupMinLr.value_or(0.0);
+    s.warmupMinRatio = c.warmupMinRatio.value_or(0.0);
+    s.cosMinRatio = c.cosMinRatio.value_or(1e-4);
+    s.warmupLog = c.warmupType.value_or("log") == "log";
+    s.warmupSteps = c.warmupNumSteps ? *c.warmupNumSteps
+                    : c.isAuto("scheduler.params.warmup_num_steps") ? -1
+                                                                   : 1000;
+    s.totalSteps = c.totalNumSteps ? *c.totalNumSteps : -1;
+    if (*c.scheduler != "WarmupLR" && !c.totalNumSteps &&
+        !c.isAuto("scheduler.params.total_num_steps"))
+      return fail(path + ": key 'scheduler.params.total_num_steps': " + *c.scheduler +
+                  " needs it (or \"auto\": zrun's --steps)");
+    if (s.totalSteps > 0 && s.warmupSteps >= 0 && *c.scheduler != "WarmupLR" &&
+        s.totalSteps <= s.warmupSteps)
+      return fail(formatv("{0}: key 'scheduler.params.total_num_steps': {1} must exceed "
+                          "warmup_num_steps {2}",
+                          path, s.totalSteps, s.warmupSteps));
+  }
+
+  // ZeRO.
+  if (c.zeroStage)
+    s.zeroStage = *c.zeroStage;
+  return s;
+}
+
+} // namespace zcc

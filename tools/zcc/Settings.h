@@ -1,0 +1,63 @@
+//===- Settings.h - the training settings of one zcc run ---------*- C++ -*-===//
+//
+// zcc's flags and a DeepSpeed config (--deepspeed) describe the same things.
+// resolveSettings merges them: a flag fills what the config leaves out or
+// sets to "auto"; a flag given explicitly that disagrees with an explicit
+// config value is an error naming both (as HuggingFace's integration refuses
+// mismatched TrainingArguments), never a silent choice.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZCC_TOOLS_SETTINGS_H
+#define ZCC_TOOLS_SETTINGS_H
+
+#include "zcc/Config/DeepSpeedConfig.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace zcc {
+
+struct Settings {
+  int64_t microBatch = 0; // 0: the model's own batch dimension
+  int64_t gradAccum = 1;
+  int64_t worldSize = 1;
+  std::string precision = "fp32";
+  std::string optimizer = "adamw";
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
+  double momentum = 0;
+  bool nesterov = false;
+  double gradClip = 0;
+  // fp16 (DeepSpeed's defaults)
+  double lossScale = 0, minLossScale = 1;
+  int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
+  bool consecutiveHysteresis = false;
+  // The DeepSpeed scheduler, if any; -1 steps: "auto" (zrun's flags decide).
+  std::optional<std::string> schedule;
+  double scheduleLr = 0, warmupMinLr = 0, warmupMinRatio = 0, cosMinRatio = 1e-4;
+  int64_t warmupSteps = 1000, totalSteps = -1;
+  bool warmupLog = true;
+  // zero_optimization.stage
+  int64_t zeroStage = 0;
+};
+
+/// What the flags say; |given| tells which were on the command line.
+struct FlagValues {
+  Settings settings;
+  bool microBatch = false, gradAccum = false, precision = false, optimizer = false, lr = false,
+       betas = false, eps = false, weightDecay = false, momentum = false, nesterov = false,
+       gradClip = false, lossScale = false, minLossScale = false, initialScalePower = false,
+       lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false;
+};
+
+/// Merges the flags with |config| (if any) and checks the result. Warnings
+/// (unknown keys, settings zcc does not act on yet) go to |warn|.
+llvm::Expected<Settings> resolveSettings(const FlagValues &flags,
+                                         const DeepSpeedConfig *config,
+                                         llvm::function_ref<void(const std::string &)> warn);
+
+} // namespace zcc
+
+#endif // ZCC_TOOLS_SETTINGS_H
