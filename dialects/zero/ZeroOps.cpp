@@ -100,10 +100,25 @@ static LogicalResult inferBroadcast(std::optional<Location> loc, ValueRange oper
 //===----------------------------------------------------------------------===//
 
 LogicalResult GlobalOp::verify() {
-  if (auto init = getInitialValueAttr())
+  if (auto shardOf = getShardOf()) {
+    int64_t n = getTensorType().getNumElements();
+    if (getTensorType().getRank() != 1 || *shardOf < n || n <= 0 || *shardOf % n)
+      return emitOpError("a shard must be 1-D with a number of elements that divides shard_of (")
+             << *shardOf << "), got " << getType();
+    if (auto init = getInitialValueAttr())
+      if (cast<ShapedType>(init.getType()).getNumElements() != *shardOf ||
+          cast<ShapedType>(init.getType()).getElementType() != getTensorType().getElementType())
+        return emitOpError("the initial value of a shard holds all ")
+               << *shardOf << " elements, got " << init.getType();
+  } else if (auto init = getInitialValueAttr()) {
     if (init.getType() != getType())
       return emitOpError("initial value type ")
              << init.getType() << " does not match the global's type " << getType();
+  }
+  if ((bool)getBucket() != getBucketOffset().has_value())
+    return emitOpError("bucket and bucket_offset go together");
+  if (getBucketOffset() && *getBucketOffset() < 0)
+    return emitOpError("bucket_offset must be >= 0");
   if (getTrainable() && !isa<FloatType>(getTensorType().getElementType()))
     return emitOpError("a trainable global must have a floating-point type, got ")
            << getType();
@@ -610,6 +625,40 @@ LogicalResult SgdOp::verify() {
   if (getSkip() && getSkip().getType().getRank() != 0)
     return emitOpError("skip must be a scalar");
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyWorld(Operation *op, int64_t world) {
+  if (world < 1)
+    return op->emitOpError("world_size must be >= 1, got ") << world;
+  return success();
+}
+
+/// |big| is |small| times the world size, both 1-D of one element type.
+static LogicalResult verifyChunks(Operation *op, Type bigType, Type smallType, int64_t world) {
+  if (failed(verifyWorld(op, world)))
+    return failure();
+  auto big = cast<RankedTensorType>(bigType), small = cast<RankedTensorType>(smallType);
+  if (big.getRank() != 1 || small.getRank() != 1 ||
+      big.getElementType() != small.getElementType() ||
+      big.getDimSize(0) != small.getDimSize(0) * world)
+    return op->emitOpError("expects 1-D tensors of one element type, the full one world_size (")
+           << world << ") times the chunk, got " << bigType << " and " << smallType;
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() { return verifyWorld(*this, getWorldSize()); }
+LogicalResult ReduceScatterOp::verify() {
+  return verifyChunks(*this, getInput().getType(), getResult().getType(), getWorldSize());
+}
+LogicalResult AllGatherOp::verify() {
+  return verifyChunks(*this, getResult().getType(), getInput().getType(), getWorldSize());
+}
+LogicalResult LocalShardOp::verify() {
+  return verifyChunks(*this, getInput().getType(), getResult().getType(), getWorldSize());
 }
 
 #define GET_OP_CLASSES

@@ -42,15 +42,32 @@ def Zero_GlobalOp : Zero_Op<"global", [Symbol]> {
     ```mlir
     zero.global @fc1.weight param trainable : tensor<128x64xf32> = dense_resource<w> : tensor<128x64xf32>
     ```
+
+    After zero-partition:
+    - `bucket = @b, bucket_offset = K`: the global's bytes are elements
+      [K, K + numel) of the flat global @b (a parameter inside its ZeRO
+      bucket); it keeps its own initial value.
+    - `shard_of = N`: a per-rank shard. The initial value holds all N
+      elements; rank r of W keeps elements [r*N/W, (r+1)*N/W), and the global's
+      type is that shard's.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Zero_GlobalRole:$role,
                        UnitAttr:$trainable, TypeAttrOf<AnyRankedTensor>:$type,
-                       OptionalAttr<ElementsAttr>:$initial_value);
+                       OptionalAttr<ElementsAttr>:$initial_value,
+                       OptionalAttr<FlatSymbolRefAttr>:$bucket,
+                       OptionalAttr<Zero_I64Attr>:$bucket_offset,
+                       OptionalAttr<Zero_I64Attr>:$shard_of);
   let assemblyFormat = [{
     $sym_name $role (`trainable` $trainable^)? attr-dict `:` $type
     (`=` $initial_value^)?
   }];
   let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name, "GlobalRole":$role, "bool":$trainable,
+      "::mlir::Type":$type, "::mlir::ElementsAttr":$initial_value), [{
+    build($_builder, $_state, name, role, trainable, ::llvm::cast<::mlir::RankedTensorType>(type),
+          initial_value, ::mlir::FlatSymbolRefAttr(), ::mlir::IntegerAttr(),
+          ::mlir::IntegerAttr());
+  }]>];
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
@@ -447,6 +464,55 @@ def Zero_SgdOp : Zero_Op<"sgd", [Pure,
     $param `,` $grad `,` $momentum_buffer `,` $lr (`skip` $skip^ `:` type($skip))? attr-dict
     `:` type($param) `,` type($lr)
   }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data-parallel communication (zero-partition inserts these)
+//===----------------------------------------------------------------------===//
+
+def Zero_CollectiveReduce : I32EnumAttr<"CollectiveReduce", "reduction of a collective", [
+    I32EnumAttrCase<"sum", 0>,
+    I32EnumAttrCase<"avg", 1>
+  ]> {
+  let cppNamespace = "::zcc::zero";
+}
+
+def Zero_AllReduceOp : Zero_Op<"all_reduce", [Pure, SameOperandsAndResultType]> {
+  let summary = "sum or average over the data-parallel ranks; every rank gets the result";
+  let arguments = (ins Zero_FloatTensor:$input, Zero_CollectiveReduce:$reduce,
+                       Zero_I64Attr:$world_size);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$reduce $input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [Pure]> {
+  let summary = "reduce over the ranks; rank r keeps chunk r of the flat result";
+  let description = [{
+    A 1-D tensor of N elements (N a multiple of world_size) becomes this
+    rank's N/world_size elements of the sum (or average) over ranks.
+  }];
+  let arguments = (ins Zero_FloatTensor:$input, Zero_CollectiveReduce:$reduce,
+                       Zero_I64Attr:$world_size);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$reduce $input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Zero_AllGatherOp : Zero_Op<"all_gather", [Pure]> {
+  let summary = "concatenate every rank's 1-D shard in rank order";
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Zero_LocalShardOp : Zero_Op<"local_shard", [Pure]> {
+  let summary = "this rank's chunk of a replicated 1-D tensor (no communication)";
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -26,9 +26,19 @@ LogicalResult BufferOp::verify() {
   bool hasData = getArena() == Arena::state || getArena() == Arena::constant;
   if (getInitialValue() && !hasData)
     return emitOpError("only state and constant buffers have initial values");
-  if (getInitialValue() && getInitialValue()->getType() != getType())
+  if (auto shardOf = getShardOfAttr()) {
+    auto t = cast<RankedTensorType>(getType());
+    if (getArena() != Arena::state || t.getRank() != 1 || t.getNumElements() <= 0 ||
+        shardOf.getInt() % t.getNumElements())
+      return emitOpError("a shard is a 1-D state buffer whose size divides shard_of");
+    if (getInitialValue() &&
+        cast<ShapedType>(getInitialValue()->getType()).getNumElements() != shardOf.getInt())
+      return emitOpError("a shard's initial value holds all ") << shardOf.getInt()
+                                                                << " elements";
+  } else if (getInitialValue() && getInitialValue()->getType() != getType()) {
     return emitOpError("initial value type ")
            << getInitialValue()->getType() << " does not match " << getType();
+  }
   if (getView() && getInitialValue())
     return emitOpError("a view has no initial value");
   if (getTrainable() && getArena() != Arena::state)
@@ -64,6 +74,16 @@ LogicalResult CopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
        b = cast<RankedTensorType>(buffers[1].getType());
   if (a.getElementType() != b.getElementType() || a.getNumElements() != b.getNumElements())
     return emitOpError("copies ") << a << " into " << b << " of another size or type";
+  return success();
+}
+
+LogicalResult CollectiveOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  static const char *kinds[] = {"all_reduce", "reduce_scatter", "all_gather", "local_shard"};
+  if (!llvm::is_contained(kinds, getKind()))
+    return emitOpError("unknown collective '") << getKind() << "'";
+  for (FlatSymbolRefAttr sym : {getInputAttr(), getOutputAttr()})
+    if (!symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, sym.getAttr()))
+      return emitOpError("refers to ") << sym << ", which is not a zrt.buffer";
   return success();
 }
 

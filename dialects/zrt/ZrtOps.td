@@ -37,7 +37,8 @@ def Zrt_BufferOp : Zrt_Op<"buffer", [Symbol]> {
   let description = [{
     Views (`view`) share storage: they name the bytes of an owning buffer at
     the same offset with another shape. Owning state and constant buffers
-    carry their initial contents.
+    carry their initial contents. A sharded state buffer (`shard_of = N`)
+    holds one rank's 1-D shard; its initial value has all N elements.
 
     ```mlir
     zrt.buffer @t3 device [8192] : tensor<16x128xf32>
@@ -46,7 +47,8 @@ def Zrt_BufferOp : Zrt_Op<"buffer", [Symbol]> {
   let arguments = (ins SymbolNameAttr:$sym_name, Zrt_Arena:$arena, I64Attr:$offset,
                        TypeAttrOf<AnyRankedTensor>:$type,
                        OptionalAttr<ElementsAttr>:$initial_value, UnitAttr:$trainable,
-                       UnitAttr:$view, OptionalAttr<StrAttr>:$role);
+                       UnitAttr:$view, OptionalAttr<StrAttr>:$role,
+                       OptionalAttr<I64Attr>:$shard_of);
   let assemblyFormat = [{
     $sym_name $arena `[` $offset `]` (`trainable` $trainable^)? (`view` $view^)? attr-dict
     `:` $type (`=` $initial_value^)?
@@ -86,6 +88,18 @@ def Zrt_KernelOp : Zrt_Op<"kernel", [HasParent<"ProgramOp">,
                        DefaultValuedAttr<DenseF64ArrayAttr, "{}">:$floats);
   let assemblyFormat = "$name $inputs `->` $outputs attr-dict";
   let hasVerifier = 1;
+}
+
+def Zrt_CollectiveOp : Zrt_Op<"collective", [HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "a data-parallel collective over the plan's ranks";
+  let description = [{
+    `kind`: all_reduce, reduce_scatter, all_gather, or local_shard (this
+    rank's chunk, no communication). `reduce`: 0 sum, 1 average.
+  }];
+  let arguments = (ins StrAttr:$kind, FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output,
+                       DefaultValuedAttr<I64Attr, "0">:$reduce);
+  let assemblyFormat = "$kind $input `->` $output attr-dict";
 }
 
 #endif // ZRT_OPS_TD

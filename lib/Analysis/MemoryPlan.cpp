@@ -3,6 +3,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/SymbolTable.h"
 #include "zero/ZeroOps.h"
 
@@ -33,14 +35,45 @@ DenseMap<Operation *, int64_t> zcc::programOrder(Block &block) {
   return index;
 }
 
+bool zcc::isViewOp(Operation *op) {
+  if (isa<zero::ReshapeOp>(op))
+    return true;
+  auto slice = dyn_cast<zero::SliceOp>(op);
+  return slice && cast<RankedTensorType>(slice.getInput().getType()).getRank() == 1 &&
+         slice.getStride()[0] == 1;
+}
+
 Value zcc::storageRoot(Value v) {
-  while (auto view = v.getDefiningOp<zero::ReshapeOp>())
-    v = view.getInput();
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isViewOp(def))
+      break;
+    v = def->getOperand(0);
+  }
   return v;
 }
 
+int64_t zcc::viewByteOffset(Value v) {
+  int64_t offset = 0;
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isViewOp(def))
+      break;
+    if (auto slice = dyn_cast<zero::SliceOp>(def))
+      offset += slice.getStart()[0] * storageBytes(RankedTensorType::get(
+                                          {1}, cast<RankedTensorType>(v.getType()).getElementType()));
+    v = def->getOperand(0);
+  }
+  return offset;
+}
+
 std::optional<Placement> zcc::getPlacement(Value v) {
-  v = storageRoot(v);
+  int64_t viewOffset = viewByteOffset(v);
+  std::optional<Placement> root = getRootPlacement(storageRoot(v));
+  if (root)
+    root->offset += viewOffset;
+  return root;
+}
+
+std::optional<Placement> zcc::getRootPlacement(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
     if (!func)
@@ -83,3 +116,31 @@ std::optional<ArenaSizes> zcc::getArenaSizes(ModuleOp module) {
   }
   return sizes;
 }
+
+FailureOr<std::string> zcc::elementBytes(ElementsAttr attr, Location loc) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return emitError(loc, "the weights of this tensor are missing (elided resource?)");
+    ArrayRef<char> data = blob->getData();
+    return std::string(data.data(), data.size());
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return emitError(loc, "unsupported constant attribute ") << attr;
+  std::string bytes;
+  if (type.getElementType().isInteger(1)) {
+    for (bool v : dense.getValues<bool>())
+      bytes.push_back(v ? 1 : 0);
+    return bytes;
+  }
+  ArrayRef<char> raw = dense.getRawData();
+  if (dense.isSplat()) {
+    for (int64_t k = 0; k < type.getNumElements(); ++k)
+      bytes.append(raw.data(), raw.size());
+    return bytes;
+  }
+  return std::string(raw.data(), raw.size());
+}
+

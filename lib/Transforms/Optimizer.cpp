@@ -37,49 +37,101 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     return ConstantOp::create(b, loc, DenseElementsAttr::get(t, b.getF32FloatAttr(v)));
   }
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    SmallVector<std::pair<GlobalOp, GlobalOp>> params; // (param, grad)
+  /// What the optimizer updates: a parameter global with its gradient, or,
+  /// after zero-partition, a flat bucket (possibly sharded over the ranks).
+  struct Unit {
+    GlobalOp param, grad;
+    bool paramSharded = false; // the global holds this rank's shard only
+    bool gradSharded = false;  // likewise for the gradient accumulator
+    bool stateSharded = false; // optimizer state (and the update) per shard
+    RankedTensorType stateType;
+    GlobalOp m, v;             // AdamW moments, or SGD's momentum buffer in m
+  };
+
+  LogicalResult collectUnits(ModuleOp module, SmallVectorImpl<Unit> &units, int64_t &world) {
+    world = 1;
+    if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
+      auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition");
+      auto stage = partition ? partition.getAs<IntegerAttr>("stage") : IntegerAttr();
+      auto ws = partition ? partition.getAs<IntegerAttr>("world_size") : IntegerAttr();
+      if (!stage || !ws)
+        return module.emitError("zero-optimizer: zero.buckets without zero.partition");
+      world = ws.getInt();
+      for (Attribute a : buckets) {
+        auto d = dyn_cast<DictionaryAttr>(a);
+        auto p = d ? d.getAs<FlatSymbolRefAttr>("param") : FlatSymbolRefAttr();
+        auto g = d ? d.getAs<FlatSymbolRefAttr>("grad") : FlatSymbolRefAttr();
+        Unit u;
+        u.param = p ? module.lookupSymbol<GlobalOp>(p) : GlobalOp();
+        u.grad = g ? module.lookupSymbol<GlobalOp>(g) : GlobalOp();
+        auto ps = d ? d.getAs<BoolAttr>("param_sharded") : BoolAttr();
+        auto gs = d ? d.getAs<BoolAttr>("grad_sharded") : BoolAttr();
+        auto size = d ? d.getAs<IntegerAttr>("size") : IntegerAttr();
+        if (!u.param || !u.grad || !ps || !gs || !size)
+          return module.emitError("zero-optimizer: malformed zero.buckets entry ") << a;
+        u.paramSharded = ps.getValue();
+        u.gradSharded = gs.getValue();
+        u.stateSharded = stage.getInt() >= 1 && world > 1;
+        u.stateType = RankedTensorType::get({u.stateSharded ? size.getInt() / world : size.getInt()},
+                                            u.param.getTensorType().getElementType());
+        units.push_back(u);
+      }
+      return success();
+    }
     for (auto g : module.getOps<GlobalOp>())
       if (g.getTrainable())
-        if (auto grad = module.lookupSymbol<GlobalOp>((g.getSymName() + ".grad").str()))
-          params.push_back({g, grad});
-    if (params.empty()) {
+        if (auto grad = module.lookupSymbol<GlobalOp>((g.getSymName() + ".grad").str())) {
+          Unit u;
+          u.param = g;
+          u.grad = grad;
+          u.stateType = g.getTensorType();
+          units.push_back(u);
+        }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Unit> units;
+    int64_t world = 1;
+    if (failed(collectUnits(module, units, world)))
+      return signalPassFailure();
+    if (units.empty()) {
       module.emitError("zero-optimizer: no parameter has a gradient (run zero-autodiff)");
       return signalPassFailure();
     }
-    for (auto [p, g] : params)
-      if (!isa<Float32Type>(p.getTensorType().getElementType())) {
-        p.emitError("zero-optimizer: AdamW supports float32 parameters (mixed precision "
-                    "keeps float32 masters)");
+    for (Unit &u : units)
+      if (!isa<Float32Type>(u.param.getTensorType().getElementType())) {
+        u.param.emitError("zero-optimizer: AdamW supports float32 parameters (mixed precision "
+                          "keeps float32 masters)");
         return signalPassFailure();
       }
-
-    OpBuilder b(module.getBodyRegion());
-    Location loc = module.getLoc();
-    auto f32 = RankedTensorType::get({}, b.getF32Type());
-    GlobalOp stepGlobal = zeroGlobal(b, params.back().second, "optimizer.step", GlobalRole::step, f32);
     if (optimizer != "adamw" && optimizer != "sgd") {
       module.emitError("zero-optimizer: unknown optimizer '") << optimizer << "' (adamw or sgd)";
       return signalPassFailure();
     }
     bool sgd = optimizer == "sgd";
+
+    OpBuilder b(module.getBodyRegion());
+    Location loc = module.getLoc();
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    Operation *after = units.back().grad;
+    for (auto g : module.getOps<GlobalOp>())
+      after = g;
+    GlobalOp stepGlobal = zeroGlobal(b, after, "optimizer.step", GlobalRole::step, f32);
     // AdamW: first and second moments; SGD: the momentum buffer (if any).
-    SmallVector<std::pair<GlobalOp, GlobalOp>> moments;
-    for (auto [p, g] : params) {
+    after = stepGlobal;
+    for (Unit &u : units) {
       if (sgd) {
-        GlobalOp buf = momentum != 0
-                           ? zeroGlobal(b, g, (p.getSymName() + ".momentum").str(),
-                                        GlobalRole::adam_m, p.getTensorType())
-                           : GlobalOp();
-        moments.push_back({buf, GlobalOp()});
+        if (momentum != 0)
+          after = u.m = zeroGlobal(b, after, (u.param.getSymName() + ".momentum").str(),
+                                   GlobalRole::adam_m, u.stateType);
         continue;
       }
-      GlobalOp m = zeroGlobal(b, g, (p.getSymName() + ".adam_m").str(), GlobalRole::adam_m,
-                              p.getTensorType());
-      GlobalOp v = zeroGlobal(b, m, (p.getSymName() + ".adam_v").str(), GlobalRole::adam_v,
-                              p.getTensorType());
-      moments.push_back({m, v});
+      after = u.m = zeroGlobal(b, after, (u.param.getSymName() + ".adam_m").str(),
+                               GlobalRole::adam_m, u.stateType);
+      after = u.v = zeroGlobal(b, after, (u.param.getSymName() + ".adam_v").str(),
+                               GlobalRole::adam_v, u.stateType);
     }
 
     // @apply(lr) -> grad_norm, or with fp16 loss scaling
@@ -102,16 +154,30 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     b.setInsertionPointToStart(body);
     Value lr = body->getArgument(0);
 
+    // The gradients this rank updates with: averaged over the ranks (stage
+    // 0: all-reduce; stage 1: reduce-scatter; stages 2-3 reduced them during
+    // the backward already).
     SmallVector<Value> grads;
     Value sumSq;
-    for (auto [p, g] : params) {
-      Value grad = load(b, loc, g);
+    bool anySharded = false;
+    for (Unit &u : units) {
+      Value grad = load(b, loc, u.grad);
+      if (!u.gradSharded && world > 1)
+        grad = u.stateSharded
+                   ? Value(ReduceScatterOp::create(b, loc, u.stateType, grad,
+                                                   CollectiveReduce::avg, world))
+                   : Value(AllReduceOp::create(b, loc, grad, CollectiveReduce::avg, world));
+      anySharded |= u.stateSharded;
       grads.push_back(grad);
-      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, p.getTensorType().getRank()));
+      auto gt = cast<RankedTensorType>(grad.getType());
+      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, gt.getRank()));
       Value sq = ReduceOp::create(b, loc, ReduceKind::sum, MulOp::create(b, loc, grad, grad), all,
                                   /*keepdims=*/false);
       sumSq = sumSq ? Value(AddOp::create(b, loc, sumSq, sq)) : sq;
     }
+    // Sharded gradients: the squares of every rank's shard add up.
+    if (anySharded)
+      sumSq = AllReduceOp::create(b, loc, sumSq, CollectiveReduce::sum, world);
     Value norm = SqrtOp::create(b, loc, sumSq);
     Value invScale, skip, overflow;
     if (scaled) {
@@ -141,31 +207,39 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     if (coef)
       for (Value &grad : grads)
         grad = MulOp::create(b, loc, grad, coef);
-    for (auto [k, pg] : llvm::enumerate(params)) {
-      auto [p, g] = pg;
-      auto [m, v] = moments[k];
+    for (auto [k, u] : llvm::enumerate(units)) {
+      // This rank's part of the parameters; a replicated bucket whose state
+      // is sharded updates its local chunk, then gathers the whole again.
+      Value param = load(b, loc, u.param);
+      bool gatherAfter = !u.paramSharded && u.stateSharded;
+      if (gatherAfter)
+        param = LocalShardOp::create(b, loc, u.stateType, param, world);
+      Value newParam;
       if (sgd) {
         // Without momentum the buffer stays zero: pass zeros, drop the result.
-        Value buf = m ? load(b, loc, m)
-                      : Value(ConstantOp::create(b, loc, DenseElementsAttr::get(
-                                                          p.getTensorType(), b.getF32FloatAttr(0))));
-        auto update = SgdOp::create(b, loc, p.getType(), p.getType(), load(b, loc, p), grads[k],
-                                    buf, lr, skip, b.getF64FloatAttr(momentum),
+        Value buf = u.m ? load(b, loc, u.m)
+                        : Value(ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                                             u.stateType, b.getF32FloatAttr(0))));
+        auto update = SgdOp::create(b, loc, u.stateType, u.stateType, param, grads[k], buf, lr,
+                                    skip, b.getF64FloatAttr(momentum),
                                     b.getF64FloatAttr(weightDecay),
                                     nesterov ? b.getUnitAttr() : UnitAttr());
-        store(b, loc, update.getNewParam(), p);
-        if (m)
-          store(b, loc, update.getNewMomentumBuffer(), m);
-        FillOp::create(b, loc, FlatSymbolRefAttr::get(g.getSymNameAttr()), b.getF64FloatAttr(0.0));
-        continue;
+        newParam = update.getNewParam();
+        if (u.m)
+          store(b, loc, update.getNewMomentumBuffer(), u.m);
+      } else {
+        auto update = AdamWOp::create(b, loc, param, grads[k], load(b, loc, u.m),
+                                      load(b, loc, u.v), lr, step, beta1, beta2, epsilon,
+                                      weightDecay, skip);
+        newParam = update.getNewParam();
+        store(b, loc, update.getNewM(), u.m);
+        store(b, loc, update.getNewV(), u.v);
       }
-      auto update = AdamWOp::create(b, loc, load(b, loc, p), grads[k], load(b, loc, m),
-                                    load(b, loc, v), lr, step, beta1, beta2, epsilon,
-                                    weightDecay, skip);
-      store(b, loc, update.getNewParam(), p);
-      store(b, loc, update.getNewM(), m);
-      store(b, loc, update.getNewV(), v);
-      FillOp::create(b, loc, FlatSymbolRefAttr::get(g.getSymNameAttr()), b.getF64FloatAttr(0.0));
+      if (gatherAfter)
+        newParam = AllGatherOp::create(b, loc, u.param.getType(), newParam, world);
+      store(b, loc, newParam, u.param);
+      FillOp::create(b, loc, FlatSymbolRefAttr::get(u.grad.getSymNameAttr()),
+                     b.getF64FloatAttr(0.0));
     }
     SmallVector<Value> results{norm};
     if (scaled)

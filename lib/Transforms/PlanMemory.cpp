@@ -84,8 +84,8 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         SmallVector<Value> worklist{load.getResult()};
         while (!worklist.empty())
           for (Operation *user : worklist.pop_back_val().getUsers()) {
-            if (auto view = dyn_cast<ReshapeOp>(user))
-              worklist.push_back(view.getResult());
+            if (isViewOp(user))
+              worklist.push_back(user->getResult(0));
             int64_t &last = lastRead[load.getGlobalAttr().getAttr()];
             last = std::max(last, index[user]);
           }
@@ -98,10 +98,11 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       Value v = store.getValue();
       Operation *def = v.getDefiningOp();
       if (!def || !v.hasOneUse() || v.getType() != storeType(module, store) ||
-          !(isElementwise(def) || isa<AdamWOp, SgdOp>(def)))
+          !(isElementwise(def) || isa<AdamWOp, SgdOp, AllGatherOp>(def)))
         continue;
-      // Operands must be read element by element at the result's positions.
-      bool sameShapes = llvm::all_of(def->getOperands(), [&](Value operand) {
+      // Operands must be read element by element at the result's positions
+      // (an all-gather reads its input whole, before any rank writes).
+      bool sameShapes = isa<AllGatherOp>(def) || llvm::all_of(def->getOperands(), [&](Value operand) {
         auto t = cast<RankedTensorType>(operand.getType());
         return t.getRank() == 0 || t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
       });
@@ -148,7 +149,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         }
     };
     for (Operation &op : block) {
-      if (isa<func::ReturnOp, ReshapeOp, LoadOp, StoreOp, FillOp>(op))
+      if (isa<func::ReturnOp, LoadOp, StoreOp, FillOp>(op) || isViewOp(&op))
         continue;
       int64_t i = index[&op];
       if (auto constant = dyn_cast<ConstantOp>(op)) {
@@ -215,11 +216,38 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     ModuleOp module = getOperation();
     Builder b(&getContext());
 
-    // State: every global, in declaration order.
+    // State: every global, in declaration order; a global inside a ZeRO
+    // bucket (zero-partition) lives at its offset in the bucket's bytes.
     int64_t stateBytes = 0;
     for (auto global : module.getOps<GlobalOp>()) {
+      if (global.getBucket())
+        continue;
       global->setAttr("zero.offset", b.getI64IntegerAttr(stateBytes));
       stateBytes += alignArena(storageBytes(global.getType()));
+    }
+    for (auto global : module.getOps<GlobalOp>()) {
+      auto bucketName = global.getBucketAttr();
+      if (!bucketName)
+        continue;
+      auto bucket = module.lookupSymbol<GlobalOp>(bucketName);
+      int64_t elementBytes = storageBytes(
+          RankedTensorType::get({1}, global.getTensorType().getElementType()));
+      if (!bucket || bucket.getBucket() ||
+          bucket.getTensorType().getElementType() != global.getTensorType().getElementType() ||
+          *global.getBucketOffset() + global.getTensorType().getNumElements() >
+              bucket.getTensorType().getNumElements()) {
+        global.emitError("bucket @") << bucketName.getValue()
+                                     << " is not a flat global of this element type that holds "
+                                        "elements ["
+                                     << *global.getBucketOffset() << ", "
+                                     << *global.getBucketOffset() +
+                                            global.getTensorType().getNumElements()
+                                     << ")";
+        return signalPassFailure();
+      }
+      global->setAttr("zero.offset",
+                      b.getI64IntegerAttr(bucket->getAttrOfType<IntegerAttr>("zero.offset").getInt() +
+                                          *global.getBucketOffset() * elementBytes));
     }
 
     // Every function: its arguments in the input arena (one after another

@@ -20,26 +20,37 @@ static void allocateArena(int64_t bytes, std::unique_ptr<char, void (*)(void *)>
   total += bytes;
 }
 
-Executor::Executor(const plan::Plan &plan) : plan_(plan) {
+Executor::Executor(const plan::Plan &plan, int rank, Communicator *comm)
+    : plan_(plan), rank_(rank), comm_(comm) {
   allocateArena(plan.device_arena_bytes(), device_.data, device_.bytes, allocated_);
   allocateArena(plan.state_arena_bytes(), state_.data, state_.bytes, allocated_);
   allocateArena(plan.constant_arena_bytes(), constant_.data, constant_.bytes, allocated_);
   allocateArena(plan.input_arena_bytes(), input_.data, input_.bytes, allocated_);
   allocateArena(plan.host_arena_bytes(), host_.data, host_.bytes, allocated_);
+  // Fills first, then data: a parameter inside a zero-filled flat bucket
+  // overlaps the bucket and brings its own bytes.
   for (int i = 0; i < plan.buffers_size(); ++i) {
     const plan::Buffer &b = plan.buffers(i);
-    if (!b.initial_data().empty())
-      std::memcpy(arenaBase(b.arena()) + b.offset(), b.initial_data().data(),
-                  b.initial_data().size());
-    if (b.has_fill()) {
-      TensorRef t = buffer(i);
-      for (int64_t k = 0, n = t.numel(); k < n; ++k) {
-        if (t.dtype == DType::F32)
-          t.as<float>()[k] = (float)b.fill();
-        else
-          t.as<double>()[k] = b.fill();
-      }
+    if (!b.has_fill())
+      continue;
+    TensorRef t = buffer(i);
+    for (int64_t k = 0, n = t.numel(); k < n; ++k) {
+      if (t.dtype == DType::F32)
+        t.as<float>()[k] = (float)b.fill();
+      else
+        t.as<double>()[k] = b.fill();
     }
+  }
+  for (int i = 0; i < plan.buffers_size(); ++i) {
+    const plan::Buffer &b = plan.buffers(i);
+    if (b.initial_data().empty())
+      continue;
+    size_t bytes = b.initial_data().size(), skip = 0;
+    if (b.shard_of() != 0) { // this rank's slice of every rank's data
+      bytes /= plan.world_size();
+      skip = bytes * rank;
+    }
+    std::memcpy(arenaBase(b.arena()) + b.offset(), b.initial_data().data() + skip, bytes);
   }
 }
 
@@ -78,6 +89,16 @@ Status Executor::run(const plan::Program &program) {
       std::memmove(dst.data, src.data, src.numel() * dtypeSize(src.dtype));
       continue;
     }
+    if (inst.has_collective()) {
+      if (Status s = collective(inst.collective()); !s)
+        return errorf("program '", program.name(), "', instruction ", i,
+                      inst.collective().location().empty()
+                          ? ""
+                          : " (" + inst.collective().location() + ")",
+                      ", ", plan::Collective::Kind_Name(inst.collective().kind()), ": ",
+                      s.message());
+      continue;
+    }
     const plan::Kernel &k = inst.kernel();
     call.in.clear();
     call.out.clear();
@@ -94,4 +115,30 @@ Status Executor::run(const plan::Program &program) {
                     "': ", s.message());
   }
   return Status::ok();
+}
+
+Status Executor::collective(const plan::Collective &c) {
+  TensorRef in = buffer(c.input()), out = buffer(c.output());
+  const float *src = in.as<float>();
+  float *dst = out.as<float>();
+  int64_t n = in.numel();
+  int world = plan_.world_size();
+  if (c.kind() == plan::Collective::LOCAL_SHARD) {
+    int64_t len = n / world;
+    std::memmove(dst, src + rank_ * len, len * sizeof(float));
+    return Status::ok();
+  }
+  if (world == 1) { // a group of one: the identity
+    std::memmove(dst, src, out.numel() * sizeof(float));
+    return Status::ok();
+  }
+  if (!comm_ || comm_->size() != world)
+    return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
+  ReduceOp op = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
+  switch (c.kind()) {
+  case plan::Collective::ALL_REDUCE: return comm_->allReduce(src, dst, n, op);
+  case plan::Collective::REDUCE_SCATTER: return comm_->reduceScatter(src, dst, n, op);
+  case plan::Collective::ALL_GATHER: return comm_->allGather(src, dst, n);
+  default: return errorf("unknown collective ", (int)c.kind());
+  }
 }

@@ -2,6 +2,7 @@
 #ifndef ZRT_EXEC_EXECUTOR_H
 #define ZRT_EXEC_EXECUTOR_H
 
+#include "comm/Communicator.h"
 #include "cpu/Kernels.h"
 #include "plan/plan.pb.h"
 #include "support/Status.h"
@@ -16,8 +17,10 @@ namespace zrt {
 class Executor {
 public:
   /// |plan| must have passed validatePlan. Allocates every arena at exactly
-  /// the size the compiler planned and copies the initial state in.
-  explicit Executor(const plan::Plan &plan);
+  /// the size the compiler planned and copies the initial state in (rank
+  /// |rank|'s part of sharded state). Plans with collectives need |comm|
+  /// (of the plan's world size; not owned).
+  explicit Executor(const plan::Plan &plan, int rank = 0, Communicator *comm = nullptr);
 
   /// Bytes allocated for the arenas (device + state + constant + input).
   int64_t allocatedBytes() const { return allocated_; }
@@ -38,7 +41,11 @@ private:
   };
   char *arenaBase(int arena) const;
 
+  Status collective(const plan::Collective &c);
+
   const plan::Plan &plan_;
+  int rank_;
+  Communicator *comm_;
   Arena device_, state_, constant_, input_, host_;
   int64_t allocated_ = 0;
 };

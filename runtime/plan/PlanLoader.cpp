@@ -62,9 +62,11 @@ Status zrt::validatePlan(const plan::Plan &p) {
                       ls.hysteresis(), ", min ", ls.min_scale(), ")");
     }
   }
-  if (p.world_size() != 1)
-    return errorf("the plan is for world size ", p.world_size(),
-                  "; this runtime runs world size 1 (ZeRO across ranks comes next)");
+  if (p.world_size() < 1 || p.world_size() > kMaxWorldSize)
+    return errorf("the plan's world size ", p.world_size(), " is not in [1, ", kMaxWorldSize, "]");
+  if (p.zero_stage() < 0 || p.zero_stage() > 3)
+    return errorf("the plan's ZeRO stage ", p.zero_stage(), " is not 0-3");
+  const int64_t world = p.world_size();
   for (int a = plan::DEVICE; a <= plan::HOST; ++a)
     if (arenaSize(p, a) < 0 || arenaSize(p, a) > kMaxArenaBytes)
       return errorf("arena ", plan::Arena_Name(static_cast<plan::Arena>(a)), " has an invalid size ",
@@ -102,13 +104,50 @@ Status zrt::validatePlan(const plan::Plan &p) {
                          (dtype != DType::F32 && dtype != DType::F64)))
       return errorf(where(), ": a fill value is for owning float state or constant buffers "
                              "without initial data");
-    if (hasData && !b.has_fill() && (int64_t)b.initial_data().size() != bytes)
-      return errorf(where(), " needs ", bytes, " bytes of initial data, the plan has ",
+    // A shard's initial data holds every rank's elements.
+    int64_t dataBytes = bytes;
+    if (b.shard_of() != 0) {
+      if (b.arena() != plan::STATE || b.view() || b.shape_size() != 1 ||
+          b.shard_of() != n * world)
+        return errorf(where(), ": a shard is a 1-D state buffer of shard_of / world size "
+                               "elements (shard_of ", b.shard_of(), ", ", n, " elements, world size ",
+                      world, ")");
+      dataBytes = bytes * world;
+    }
+    if (hasData && !b.has_fill() && (int64_t)b.initial_data().size() != dataBytes)
+      return errorf(where(), " needs ", dataBytes, " bytes of initial data, the plan has ",
                     b.initial_data().size());
     if (!hasData && !b.initial_data().empty())
       return errorf(where(), b.view() ? " is a view, which has no initial data" : " is in the ",
                     b.view() ? "" : plan::Arena_Name(b.arena()),
                     b.view() ? "" : " arena, which has no initial data");
+  }
+
+  // Parameter layout: inside buckets of the right size.
+  for (const plan::ParamLayout &l : p.params()) {
+    auto bad = [&](const std::string &what) {
+      return errorf("parameter '", l.name(), "': ", what);
+    };
+    if (l.bucket() < 0 || l.bucket() >= p.buffers_size() || l.grad() < 0 ||
+        l.grad() >= p.buffers_size())
+      return bad("bucket or gradient buffer index out of range");
+    int64_t n = 1;
+    for (int64_t d : l.shape()) {
+      if (d < 0 || (d > 0 && n > kMaxArenaBytes / d))
+        return bad("invalid shape");
+      n *= d;
+    }
+    if (l.bucket_size() < 1 || l.bucket_size() % world || l.offset() < 0 ||
+        l.offset() > l.bucket_size() - n)
+      return bad("elements [" + std::to_string(l.offset()) + ", " +
+                 std::to_string(l.offset() + n) + ") are outside its bucket of " +
+                 std::to_string(l.bucket_size()));
+    int64_t shard = l.bucket_size() / world;
+    for (auto [index, sharded] : {std::pair{l.bucket(), l.sharded()}, {l.grad(), l.grad_sharded()}})
+      if (p.buffers(index).dtype() != plan::F32 ||
+          bytesOf[index] != 4 * (sharded ? shard : l.bucket_size()))
+        return bad("buffer " + std::to_string(index) + " is not a float32 bucket of " +
+                   std::to_string(sharded ? shard : l.bucket_size()) + " elements");
   }
 
   // Programs.
@@ -144,6 +183,39 @@ Status zrt::validatePlan(const plan::Plan &p) {
         if (src.dtype() != dst.dtype() || bytesOf[c.source()] != bytesOf[c.target()])
           return errorf(where.str(), ": copies buffer ", c.source(), " into buffer ", c.target(),
                         " of another type or size");
+        continue;
+      }
+      if (inst.has_collective()) {
+        const plan::Collective &c = inst.collective();
+        if (!c.location().empty())
+          where << " (" << c.location() << ")";
+        ZRT_RETURN_IF_ERROR(checkIndex(c.input(), where.str() + " collective input"));
+        ZRT_RETURN_IF_ERROR(checkIndex(c.output(), where.str() + " collective output"));
+        const plan::Buffer &in = p.buffers(c.input()), &out = p.buffers(c.output());
+        if (in.dtype() != plan::F32 || out.dtype() != plan::F32)
+          return errorf(where.str(), ": collectives move float32 buffers");
+        if (out.arena() == plan::CONSTANT || out.arena() == plan::INPUT)
+          return errorf(where.str(), ": a collective writes buffer ", c.output(),
+                        ", which is read-only");
+        int64_t ni = bytesOf[c.input()] / 4, no = bytesOf[c.output()] / 4;
+        bool ok = false;
+        switch (c.kind()) {
+        case plan::Collective::ALL_REDUCE: ok = ni == no; break;
+        case plan::Collective::REDUCE_SCATTER:
+        case plan::Collective::LOCAL_SHARD:
+          ok = in.shape_size() == 1 && out.shape_size() == 1 && ni == no * world;
+          break;
+        case plan::Collective::ALL_GATHER:
+          ok = in.shape_size() == 1 && out.shape_size() == 1 && no == ni * world;
+          break;
+        default:
+          return errorf(where.str(), ": unknown collective kind ", (int)c.kind());
+        }
+        if (!ok)
+          return errorf(where.str(), ": collective ", plan::Collective::Kind_Name(c.kind()),
+                        " of ", ni, " into ", no, " elements does not fit world size ", world);
+        if (c.reduce() != plan::Collective::SUM && c.reduce() != plan::Collective::AVG)
+          return errorf(where.str(), ": unknown reduction ", (int)c.reduce());
         continue;
       }
       if (!inst.has_kernel())

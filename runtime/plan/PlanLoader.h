@@ -22,6 +22,9 @@ namespace zrt {
 /// The plan format version this runtime reads.
 constexpr int kPlanVersion = 1;
 
+/// The most ranks a plan may be compiled for.
+constexpr int kMaxWorldSize = 4096;
+
 /// Parses |bytes| as a plan and validates it.
 Status parsePlan(const std::string &bytes, plan::Plan &out);
 

@@ -151,6 +151,7 @@ int64_t DataFeeder::sampleAt(int64_t i) const {
   if (!shuffled_)
     return i % samples_;
   int64_t epoch = i / samples_;
+  std::lock_guard<std::mutex> lock(permutationMutex_); // ranks feed from threads
   if (epoch != permutationEpoch_) {
     permutation_.resize(samples_);
     std::iota(permutation_.begin(), permutation_.end(), 0);

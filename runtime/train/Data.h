@@ -12,6 +12,7 @@
 #include "train/Npy.h"
 
 #include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,7 @@ private:
   uint64_t shuffleSeed_ = 0;
   mutable int64_t permutationEpoch_ = -1;
   mutable std::vector<int64_t> permutation_;
+  mutable std::mutex permutationMutex_;
 };
 
 } // namespace zrt

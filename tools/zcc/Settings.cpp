@@ -51,6 +51,9 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   for (const std::string &w : c.warnings)
     warn(w);
   Settings s = f;
+  if (Error e = merge(s.zeroStage, flags.zeroStage, f.zeroStage, c.zeroStage, "--zero-stage",
+                      "zero_optimization.stage", path))
+    return std::move(e);
 
   // Batch sizes: DeepSpeed's rule train_batch_size = micro * accumulation *
   // world size; any two give the third. Flags fill "auto".
@@ -188,9 +191,32 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
                           path, s.totalSteps, s.warmupSteps));
   }
 
-  // ZeRO.
-  if (c.zeroStage)
-    s.zeroStage = *c.zeroStage;
+  // ZeRO: bucket sizes in elements (DeepSpeed's unit); "auto" is -1.
+  auto size = [&](int64_t &out, const std::optional<double> &v, StringRef key) {
+    if (c.isAuto(key))
+      out = -1;
+    else if (v)
+      out = (int64_t)*v;
+  };
+  size(s.reduceBucketSize, c.reduceBucketSize, "zero_optimization.reduce_bucket_size");
+  size(s.allgatherBucketSize, c.allgatherBucketSize, "zero_optimization.allgather_bucket_size");
+  size(s.prefetchBucketSize, c.prefetchBucketSize, "zero_optimization.stage3_prefetch_bucket_size");
+  size(s.persistenceThreshold, c.paramPersistenceThreshold,
+       "zero_optimization.stage3_param_persistence_threshold");
+  size(s.maxLiveParameters, c.maxLiveParameters, "zero_optimization.stage3_max_live_parameters");
+  if (c.overlapComm)
+    s.overlapComm = *c.overlapComm;
+  if (c.offloadOptimizer && c.offloadOptimizer->device != "none")
+    warn((path + ": key 'zero_optimization.offload_optimizer': offload is not implemented yet; "
+                 "the optimizer state stays in device memory")
+             .str());
+  if (c.offloadParam && c.offloadParam->device != "none")
+    warn((path + ": key 'zero_optimization.offload_param': offload is not implemented yet; "
+                 "the parameters stay in device memory")
+             .str());
+  if (s.zeroStage < 3 && c.offloadParam && c.offloadParam->device != "none")
+    return fail(path + ": key 'zero_optimization.offload_param' needs stage 3 (DeepSpeed "
+                       "offloads parameters only with stage 3)");
   return s;
 }
 

@@ -39,8 +39,13 @@ struct Settings {
   double scheduleLr = 0, warmupMinLr = 0, warmupMinRatio = 0, cosMinRatio = 1e-4;
   int64_t warmupSteps = 1000, totalSteps = -1;
   bool warmupLog = true;
-  // zero_optimization.stage
+  // zero_optimization (DeepSpeed's defaults; -1: "auto", resolved from the
+  // model's hidden size H by the driver as HuggingFace does)
   int64_t zeroStage = 0;
+  int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
+  int64_t prefetchBucketSize = 50000000, persistenceThreshold = 100000;
+  int64_t maxLiveParameters = 1000000000;
+  bool overlapComm = false;
 };
 
 /// What the flags say; |given| tells which were on the command line.
@@ -49,7 +54,8 @@ struct FlagValues {
   bool microBatch = false, gradAccum = false, precision = false, optimizer = false, lr = false,
        betas = false, eps = false, weightDecay = false, momentum = false, nesterov = false,
        gradClip = false, lossScale = false, minLossScale = false, initialScalePower = false,
-       lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false;
+       lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false,
+       zeroStage = false, worldSize = false;
 };
 
 /// Merges the flags with |config| (if any) and checks the result. Warnings

@@ -28,6 +28,8 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/WithColor.h"
 
+#include <map>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -93,6 +95,12 @@ static cl::opt<bool> consecutiveHysteresis(
 static cl::opt<double> minLossScale("min-loss-scale",
                                     cl::desc("fp16: the scale never goes below this (default 1)"),
                                     cl::init(1.0), cl::cat(zccCategory));
+static cl::opt<int64_t> zeroStage("zero-stage",
+                                  cl::desc("ZeRO stage 0-3 (DeepSpeed's zero_optimization.stage)"),
+                                  cl::init(0), cl::cat(zccCategory));
+static cl::opt<int64_t> worldSize("world-size",
+                                  cl::desc("data-parallel ranks the plan is compiled for"),
+                                  cl::init(1), cl::cat(zccCategory));
 static cl::opt<std::string> deepspeedConfig(
     "deepspeed",
     cl::desc("a DeepSpeed JSON config: its optimizer, scheduler, fp16/bf16, gradient_clipping, "
@@ -156,6 +164,22 @@ static LogicalResult parseInputShape(StringRef spec, std::string &name,
     dims.push_back(d);
   }
   return success();
+}
+
+/// The model's hidden size, for DeepSpeed's "auto" bucket sizes: the most
+/// common length of the 1-D trainable parameters (norm weights and biases
+/// are H long in GPT-2, Llama and BERT shapes); ties go to the larger.
+static int64_t hiddenSize(ModuleOp module) {
+  std::map<int64_t, int> count;
+  for (auto g : module.getOps<zcc::zero::GlobalOp>())
+    if (g.getTrainable() && g.getTensorType().getRank() == 1)
+      ++count[g.getTensorType().getDimSize(0)];
+  int64_t best = 1;
+  int bestCount = 0;
+  for (auto [size, n] : count)
+    if (n >= bestCount)
+      best = size, bestCount = n;
+  return best;
 }
 
 /// Renders a diagnostic location as "FILE: node 'NAME' (OP)" where known.
@@ -277,6 +301,10 @@ int main(int argc, char **argv) {
     flags.lossScaleWindow = lossScaleWindow.getNumOccurrences();
     flags.hysteresis = hysteresis.getNumOccurrences();
     flags.consecutiveHysteresis = consecutiveHysteresis.getNumOccurrences();
+    f.zeroStage = zeroStage;
+    f.worldSize = worldSize;
+    flags.zeroStage = zeroStage.getNumOccurrences();
+    flags.worldSize = worldSize.getNumOccurrences();
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
@@ -322,10 +350,11 @@ int main(int argc, char **argv) {
                     "and --grad-accum >= 1\n";
     return 2;
   }
-  if (S.zeroStage > 0)
-    llvm::errs() << "zcc: warning: zero_optimization.stage " << S.zeroStage
-                 << ": ZeRO partitioning is not implemented yet; the plan is a stage-0 plan "
-                    "(the same numerics at world size 1)\n";
+  if (S.zeroStage < 0 || S.zeroStage > 3 || S.worldSize < 1 || S.worldSize > 4096) {
+    llvm::errs() << "zcc: error: --zero-stage must be 0-3 and --world-size 1-4096, got "
+                 << S.zeroStage << " and " << S.worldSize << "\n";
+    return 2;
+  }
   if (emit == EmitKind::Plan && outputFile == "-" &&
       llvm::sys::Process::StandardOutIsDisplayed()) {
     llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
@@ -399,6 +428,22 @@ int main(int argc, char **argv) {
     zcc::ZeroAutodiffOptions adOptions;
     adOptions.gradAccum = S.gradAccum;
     pm.addPass(zcc::createZeroAutodiff(adOptions));
+    // ZeRO. "auto" bucket sizes follow HuggingFace's rule from the hidden
+    // size H: reduce_bucket_size H^2, stage3_prefetch_bucket_size 0.9 H^2,
+    // stage3_param_persistence_threshold 10 H.
+    int64_t hidden = hiddenSize(module.get());
+    auto resolve = [&](int64_t v, double perH2, double perH) -> int64_t {
+      if (v >= 0)
+        return v;
+      return std::max<int64_t>(1, (int64_t)(perH2 * hidden * hidden + perH * hidden));
+    };
+    zcc::ZeroPartitionOptions partOptions;
+    partOptions.stage = S.zeroStage;
+    partOptions.worldSize = S.worldSize;
+    partOptions.reduceBucketSize = resolve(S.reduceBucketSize, 1.0, 0);
+    partOptions.allgatherBucketSize = resolve(S.allgatherBucketSize, 1.0, 0);
+    partOptions.persistenceThreshold = resolve(S.persistenceThreshold, 0, 10.0);
+    pm.addPass(zcc::createZeroPartition(partOptions));
     zcc::ZeroOptimizerOptions optOptions;
     optOptions.optimizer = S.optimizer;
     optOptions.momentum = S.momentum;

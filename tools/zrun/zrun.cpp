@@ -15,6 +15,9 @@
 #include "train/Schedule.h"
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <thread>
 #include <chrono>
 #include <optional>
 #include <random>
@@ -70,6 +73,58 @@ int usageError(const std::string &message) {
 int fail(const Status &s) {
   std::fprintf(stderr, "zrun: error: %s\n", s.message().c_str());
   return 1;
+}
+
+const plan::Program *findProgram(const plan::Plan &plan, const std::string &name) {
+  for (const plan::Program &p : plan.programs())
+    if (p.name() == name)
+      return &p;
+  return nullptr;
+}
+
+int namedBuffer(const plan::Program *p, bool output, const std::string &name) {
+  for (const plan::NamedBuffer &nb : output ? p->outputs() : p->inputs())
+    if (nb.name() == name)
+      return nb.buffer();
+  return -1;
+}
+
+/// Bytes of the arenas one rank allocates (what Executor::allocatedBytes says).
+int64_t plannedBytes(const plan::Plan &plan) {
+  return plan.device_arena_bytes() + plan.state_arena_bytes() + plan.constant_arena_bytes() +
+         plan.input_arena_bytes() + plan.host_arena_bytes();
+}
+
+/// Runs |body| for every rank of a |world|-rank plan: one thread per rank,
+/// sharing an in-process communicator (world 1: this thread, none). A rank
+/// that fails aborts the group, so that no rank waits forever in a
+/// collective; the error returned is the failing rank's own.
+Status runRanks(int world, const std::function<Status(int, Communicator *)> &body) {
+  if (world == 1)
+    return body(0, nullptr);
+  InProcessGroup group(world);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < world; ++r)
+    comms.push_back(group.communicator(r));
+  std::vector<Status> results(world);
+  std::atomic<int> firstFailure{-1};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      Status s = body(r, comms[r].get());
+      if (!s) {
+        int none = -1;
+        if (firstFailure.compare_exchange_strong(none, r))
+          comms[r]->abort(errorf("rank ", r, " failed").message());
+      }
+      results[r] = s;
+    });
+  for (std::thread &t : threads)
+    t.join();
+  int r = firstFailure.load();
+  if (r < 0)
+    return Status::ok();
+  return world > 1 ? errorf("rank ", r, ": ", results[r].message()) : results[r];
 }
 
 bool splitAssign(const std::string &arg, std::string &name, std::string &value) {
@@ -175,50 +230,53 @@ int evalCommand(int argc, char **argv) {
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
-  Executor executor(plan);
-  const plan::Program *program = executor.program("eval");
+  const int world = plan.world_size();
+  const plan::Program *program = findProgram(plan, "eval");
   if (!program)
     return fail(errorf(planPath, ": the plan has no 'eval' program"));
   DataFeeder feeder;
   if (Status s = feeder.load(data, plan, *program); !s)
     return fail(s);
-  int lossBuffer = -1;
-  for (const plan::NamedBuffer &out : program->outputs())
-    if (out.name() == "loss")
-      lossBuffer = out.buffer();
-  for (const auto &[name, path] : outputs) {
-    bool found = false;
-    for (const plan::NamedBuffer &out : program->outputs())
-      found |= out.name() == name;
-    if (!found)
+  int lossBuffer = namedBuffer(program, true, "loss");
+  for (const auto &[name, path] : outputs)
+    if (namedBuffer(program, true, name) < 0)
       return fail(errorf("--output ", name, ": the plan has no output named '", name, "'"));
-  }
   if (printMemory)
-    std::printf("arena bytes: %lld\n", (long long)executor.allocatedBytes());
+    std::printf("arena bytes: %lld%s\n", (long long)plannedBytes(plan),
+                world > 1 ? " per rank" : "");
 
-  double total = 0;
-  for (int64_t k = 0; k < batches; ++k) {
-    feeder.feed(k, executor, *program);
-    if (Status s = executor.run(*program); !s)
-      return fail(s);
-    if (lossBuffer >= 0)
-      total += *executor.buffer(lossBuffer).as<float>();
-    if (k == 0)
-      for (const auto &[name, path] : outputs)
-        for (const plan::NamedBuffer &out : program->outputs())
-          if (out.name() == name) {
-            TensorRef t = executor.buffer(out.buffer());
-            NpyArray array;
-            array.dtype = t.dtype;
-            array.shape = t.shape;
-            array.data.assign(t.data, t.data + t.numel() * dtypeSize(t.dtype));
-            std::string error;
-            if (!writeNpy(path, array, error))
-              return fail(Status::error("--output " + name + ": " + error));
-          }
+  // Batch k of rank r is the r-th slice of global batch k; the loss is the
+  // mean over ranks and batches; --output writes rank 0's slice.
+  std::vector<double> total(world, 0.0);
+  auto evalRank = [&](int rank, Communicator *comm) -> Status {
+    Executor executor(plan, rank, comm);
+    for (int64_t k = 0; k < batches; ++k) {
+      feeder.feed(k * world + rank, executor, *program);
+      ZRT_RETURN_IF_ERROR(executor.run(*program));
+      if (lossBuffer >= 0)
+        total[rank] += *executor.buffer(lossBuffer).as<float>();
+      if (k == 0 && rank == 0)
+        for (const auto &[name, path] : outputs) {
+          TensorRef t = executor.buffer(namedBuffer(program, true, name));
+          NpyArray array;
+          array.dtype = t.dtype;
+          array.shape = t.shape;
+          array.data.assign(t.data, t.data + t.numel() * dtypeSize(t.dtype));
+          std::string error;
+          if (!writeNpy(path, array, error))
+            return Status::error("--output " + name + ": " + error);
+        }
+    }
+    return Status::ok();
+  };
+  if (Status s = runRanks(world, evalRank); !s)
+    return fail(s);
+  if (lossBuffer >= 0) {
+    double sum = 0;
+    for (double t : total)
+      sum += t;
+    std::printf("loss: %.9g\n", sum / (batches * world));
   }
-  if (lossBuffer >= 0)
-    std::printf("loss: %.9g\n", total / batches);
   return 0;
 }
 
@@ -288,6 +346,9 @@ int trainCommand(int argc, char **argv) {
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
+  if (plan.world_size() != 1)
+    return fail(errorf(planPath, ": gradcheck runs world-size-1 plans (compile with "
+                                 "--world-size 1)"));
   if (!plan.has_training())
     return fail(errorf(planPath, ": the plan does not train (its model has no trainable "
                                  "parameters; see zcc --trainable/--frozen)"));
@@ -314,9 +375,9 @@ int trainCommand(int argc, char **argv) {
   }
   if (Status s = schedule.validate(); !s)
     return usageError(s.message());
-  Executor executor(plan);
-  const plan::Program *micro = executor.program("micro_step");
-  const plan::Program *apply = executor.program("apply");
+  const int world = plan.world_size();
+  const plan::Program *micro = findProgram(plan, "micro_step");
+  const plan::Program *apply = findProgram(plan, "apply");
   DataFeeder feeder;
   if (!tokenFile.empty() && !data.empty())
     return usageError("use --tokens or --data, not both");
@@ -326,43 +387,43 @@ int trainCommand(int argc, char **argv) {
     return fail(s);
   if (shuffleSeed >= 0)
     feeder.shuffle((uint64_t)shuffleSeed);
-  auto named = [](const plan::Program *p, bool output, const std::string &name) {
-    for (const plan::NamedBuffer &nb : output ? p->outputs() : p->inputs())
-      if (nb.name() == name)
-        return nb.buffer();
-    return -1;
-  };
-  int lossBuffer = named(micro, true, "loss"), lrBuffer = named(apply, false, "lr"),
-      normBuffer = named(apply, true, "grad_norm");
+  int lossBuffer = namedBuffer(micro, true, "loss"), lrBuffer = namedBuffer(apply, false, "lr"),
+      normBuffer = namedBuffer(apply, true, "grad_norm");
   if (lossBuffer < 0 || lrBuffer < 0 || normBuffer < 0)
     return fail(errorf(planPath, ": the training programs lack loss, lr or grad_norm"));
 
   // fp16: the dynamic loss scale, fed to both programs; apply says whether
-  // the step overflowed (and was skipped in place).
-  std::optional<LossScaler> scaler;
+  // the step overflowed (and was skipped in place). Every rank keeps a
+  // scaler; their decisions agree because the overflow flag is global.
+  std::optional<LossScalerConfig> scaling;
   int microScaleBuffer = -1, applyScaleBuffer = -1, overflowBuffer = -1;
   if (plan.training().has_loss_scaling()) {
     const plan::LossScaling &ls = plan.training().loss_scaling();
-    scaler.emplace(LossScalerConfig{ls.static_scale(), ls.initial_scale(), ls.window(),
-                                    ls.hysteresis(), ls.consecutive_hysteresis(),
-                                    ls.min_scale()});
-    microScaleBuffer = named(micro, false, "loss_scale");
-    applyScaleBuffer = named(apply, false, "loss_scale");
-    overflowBuffer = named(apply, true, "overflow");
+    scaling = LossScalerConfig{ls.static_scale(), ls.initial_scale(), ls.window(),
+                               ls.hysteresis(), ls.consecutive_hysteresis(), ls.min_scale()};
+    microScaleBuffer = namedBuffer(micro, false, "loss_scale");
+    applyScaleBuffer = namedBuffer(apply, false, "loss_scale");
+    overflowBuffer = namedBuffer(apply, true, "overflow");
     if (microScaleBuffer < 0 || applyScaleBuffer < 0 || overflowBuffer < 0)
       return fail(errorf(planPath, ": the plan scales the loss but its programs lack "
                                    "loss_scale or overflow"));
   }
 
   int64_t accum = plan.training().grad_accum_steps();
-  // Tokens per step: the elements of one sample of the first data input.
+  // Tokens per step: the elements of one sample of the first data input, over
+  // the whole global batch.
   int64_t tokens = 0;
-  if (micro->inputs_size()) {
-    TensorRef first = executor.buffer(micro->inputs(0).buffer());
-    tokens = first.numel() * accum;
-  }
+  for (const plan::NamedBuffer &in : micro->inputs())
+    if (!isTrainerInput(in.name())) {
+      int64_t n = 1;
+      for (int64_t d : plan.buffers(in.buffer()).shape())
+        n *= d;
+      tokens = n * accum * world;
+      break;
+    }
+  const int64_t rankBytes = plannedBytes(plan);
   if (printMemory)
-    std::printf("arena bytes: %lld\n", (long long)executor.allocatedBytes());
+    std::printf("arena bytes: %lld%s\n", (long long)rankBytes, world > 1 ? " per rank" : "");
 
   std::string tmpMetrics = metricsPath + ".tmp";
   FILE *metrics = nullptr;
@@ -377,97 +438,123 @@ int trainCommand(int argc, char **argv) {
   };
 
   bool tty = isatty(fileno(stdout));
-  double elapsed = 0;
-  // The schedule advances on applied steps only: DeepSpeed does not step its
-  // lr scheduler after an fp16 overflow.
-  int64_t applied = 0, skipped = 0;
-  for (int64_t k = 0; k < steps; ++k) {
-    auto start = std::chrono::steady_clock::now();
-    double scale = scaler ? scaler->scale() : 1.0;
-    if (scaler) {
-      *executor.buffer(microScaleBuffer).as<float>() = (float)scale;
-      *executor.buffer(applyScaleBuffer).as<float>() = (float)scale;
-    }
-    double loss = 0;
-    for (int64_t a = 0; a < accum; ++a) {
-      feeder.feed(k * accum + a, executor, *micro);
-      if (Status s = executor.run(*micro); !s)
-        return abandon(s);
-      loss += *executor.buffer(lossBuffer).as<float>();
-    }
-    loss /= accum;
-    double stepLr = schedule.at(applied);
-    *executor.buffer(lrBuffer).as<float>() = (float)stepLr;
-    if (Status s = executor.run(*apply); !s)
-      return abandon(s);
-    double norm = *executor.buffer(normBuffer).as<float>();
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    double tps = tokens / (ms / 1000.0);
-    bool overflow = scaler && *executor.buffer(overflowBuffer).as<float>() != 0;
-    std::string note;
-    if (overflow) {
-      // The compiled step left parameters and optimizer state untouched.
-      ++skipped;
-      int64_t hysteresis = scaler->remainingHysteresis();
-      if (Status s = scaler->update(true); !s)
-        return abandon(errorf("step ", k, ": ", s.message()));
-      char buf[160];
-      if (scaler->scale() != scale)
-        std::snprintf(buf, sizeof buf, " | OVERFLOW, step skipped: loss scale %.0f -> %.0f", scale,
-                      scaler->scale());
-      else
-        std::snprintf(buf, sizeof buf,
-                      " | OVERFLOW, step skipped: loss scale %.0f kept, hysteresis %lld -> %lld",
-                      scale, (long long)hysteresis, (long long)scaler->remainingHysteresis());
-      note = buf;
-    } else {
-      if (!std::isfinite(loss) || !std::isfinite(norm))
-        return abandon(errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
-                              " is ", std::isfinite(loss) ? norm : loss,
-                              " (diverged, or NaN in the data); lower --lr or check the inputs"));
+  // Each rank's mean micro-batch loss of the current step; rank 0 averages
+  // them (all ranks' micro-batches together are the global batch).
+  std::vector<double> rankLoss(world);
+  int64_t skippedTotal = 0;
+  auto trainRank = [&](int rank, Communicator *comm) -> Status {
+    Executor executor(plan, rank, comm);
+    std::optional<LossScaler> scaler;
+    if (scaling)
+      scaler.emplace(*scaling);
+    double elapsed = 0;
+    // The schedule advances on applied steps only: DeepSpeed does not step
+    // its lr scheduler after an fp16 overflow.
+    int64_t applied = 0, skipped = 0;
+    for (int64_t k = 0; k < steps; ++k) {
+      auto start = std::chrono::steady_clock::now();
+      double scale = scaler ? scaler->scale() : 1.0;
+      if (scaler) {
+        *executor.buffer(microScaleBuffer).as<float>() = (float)scale;
+        *executor.buffer(applyScaleBuffer).as<float>() = (float)scale;
+      }
+      double loss = 0;
+      for (int64_t a = 0; a < accum; ++a) {
+        // Micro-batch a of step k: rank r takes the r-th slice of the
+        // world's micro-batches.
+        feeder.feed((k * accum + a) * world + rank, executor, *micro);
+        ZRT_RETURN_IF_ERROR(executor.run(*micro));
+        loss += *executor.buffer(lossBuffer).as<float>();
+      }
+      loss /= accum;
+      double stepLr = schedule.at(applied);
+      *executor.buffer(lrBuffer).as<float>() = (float)stepLr;
+      ZRT_RETURN_IF_ERROR(executor.run(*apply));
+      double norm = *executor.buffer(normBuffer).as<float>();
+      bool overflow = scaler && *executor.buffer(overflowBuffer).as<float>() != 0;
+      if (world > 1) {
+        rankLoss[rank] = loss;
+        ZRT_RETURN_IF_ERROR(comm->barrier());
+        loss = 0;
+        for (double l : rankLoss)
+          loss += l;
+        loss /= world;
+        ZRT_RETURN_IF_ERROR(comm->barrier()); // everyone has read rankLoss
+      }
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      double tps = tokens / (ms / 1000.0);
+      std::string note;
+      if (overflow) {
+        // The compiled step left parameters and optimizer state untouched.
+        ++skipped;
+        int64_t hysteresis = scaler->remainingHysteresis();
+        if (Status s = scaler->update(true); !s)
+          return errorf("step ", k, ": ", s.message());
+        char buf[160];
+        if (scaler->scale() != scale)
+          std::snprintf(buf, sizeof buf, " | OVERFLOW, step skipped: loss scale %.0f -> %.0f",
+                        scale, scaler->scale());
+        else
+          std::snprintf(buf, sizeof buf,
+                        " | OVERFLOW, step skipped: loss scale %.0f kept, hysteresis %lld -> %lld",
+                        scale, (long long)hysteresis, (long long)scaler->remainingHysteresis());
+        note = buf;
+      } else {
+        if (!std::isfinite(loss) || !std::isfinite(norm))
+          return errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
+                        " is ", std::isfinite(loss) ? norm : loss,
+                        " (diverged, or NaN in the data); lower --lr or check the inputs");
+        if (scaler)
+          (void)scaler->update(false);
+        ++applied;
+      }
+      if (rank != 0)
+        continue;
+      if (tty)
+        std::printf("\r\033[K"); // clear the progress bar
+      std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f", (long long)k + 1,
+                  (long long)steps, loss, stepLr, norm);
       if (scaler)
-        (void)scaler->update(false);
-      ++applied;
+        std::printf(" | loss_scale %.0f", scale);
+      std::printf(" | %.1f ms | %.0f tokens/s%s\n", ms, tps, note.c_str());
+      if (tty) {
+        // A progress bar under the log lines, on a terminal only.
+        elapsed += ms;
+        int width = 30, done = (int)(width * (k + 1) / steps);
+        double eta = elapsed / (k + 1) * (steps - k - 1) / 1000.0;
+        std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
+                    std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps,
+                    eta);
+        if (k + 1 == steps)
+          std::printf("\n");
+      }
+      std::fflush(stdout);
+      // JSON has no inf/NaN: an overflowed step's norm is null.
+      char normText[32], lossText[32];
+      if (std::isfinite(norm))
+        std::snprintf(normText, sizeof normText, "%.9g", norm);
+      else
+        std::snprintf(normText, sizeof normText, "null");
+      if (std::isfinite(loss))
+        std::snprintf(lossText, sizeof lossText, "%.9g", loss);
+      else
+        std::snprintf(lossText, sizeof lossText, "null");
+      if (metrics)
+        std::fprintf(metrics,
+                     "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
+                     "\"loss_scale\": %.17g, \"skipped\": %s, \"tokens_per_s\": %.1f, "
+                     "\"step_ms\": %.3f, \"peak_bytes\": %lld}\n",
+                     (long long)k, lossText, stepLr, normText, scale, overflow ? "true" : "false",
+                     tps, ms, (long long)rankBytes);
     }
-    if (tty)
-      std::printf("\r\033[K"); // clear the progress bar
-    std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f", (long long)k + 1,
-                (long long)steps, loss, stepLr, norm);
-    if (scaler)
-      std::printf(" | loss_scale %.0f", scale);
-    std::printf(" | %.1f ms | %.0f tokens/s%s\n", ms, tps, note.c_str());
-    if (tty) {
-      // A progress bar under the log lines, on a terminal only.
-      elapsed += ms;
-      int width = 30, done = (int)(width * (k + 1) / steps);
-      double eta = elapsed / (k + 1) * (steps - k - 1) / 1000.0;
-      std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
-                  std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps, eta);
-      if (k + 1 == steps)
-        std::printf("\n");
-    }
-    std::fflush(stdout);
-    // JSON has no inf/NaN: an overflowed step's norm is null.
-    char normText[32];
-    if (std::isfinite(norm))
-      std::snprintf(normText, sizeof normText, "%.9g", norm);
-    else
-      std::snprintf(normText, sizeof normText, "null");
-    char lossText[32];
-    if (std::isfinite(loss))
-      std::snprintf(lossText, sizeof lossText, "%.9g", loss);
-    else
-      std::snprintf(lossText, sizeof lossText, "null");
-    if (metrics)
-      std::fprintf(metrics,
-                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
-                   "\"loss_scale\": %.17g, \"skipped\": %s, \"tokens_per_s\": %.1f, "
-                   "\"step_ms\": %.3f, \"peak_bytes\": %lld}\n",
-                   (long long)k, lossText, stepLr, normText, scale, overflow ? "true" : "false",
-                   tps, ms, (long long)executor.allocatedBytes());
-  }
-  if (skipped)
-    std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skipped,
+    if (rank == 0)
+      skippedTotal = skipped;
+    return Status::ok();
+  };
+  if (Status s = runRanks(world, trainRank); !s)
+    return abandon(s);
+  if (skippedTotal)
+    std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skippedTotal,
                 (long long)steps);
   if (metrics) {
     if (std::fclose(metrics) != 0 || std::rename(tmpMetrics.c_str(), metricsPath.c_str()) != 0) {
@@ -534,17 +621,17 @@ int gradcheckCommand(int argc, char **argv) {
   std::normal_distribution<double> normal;
   double worst = 0;
   int checked = 0, failed = 0;
-  for (int i = 0; i < plan.buffers_size(); ++i) {
-    const plan::Buffer &b = plan.buffers(i);
-    if (!b.trainable() || (!only.empty() && b.name().find(only) == std::string::npos))
+  // Every parameter at its place in its flat bucket (world size 1: the
+  // buckets are whole).
+  for (const plan::ParamLayout &l : plan.params()) {
+    if (!only.empty() && l.name().find(only) == std::string::npos)
       continue;
-    int gradIndex = -1;
-    for (int j = 0; j < plan.buffers_size(); ++j)
-      if (plan.buffers(j).name() == b.name() + ".grad")
-        gradIndex = j;
-    if (gradIndex < 0)
-      continue;
-    TensorRef p = executor.buffer(i), g = executor.buffer(gradIndex);
+    TensorRef p = executor.buffer(l.bucket()), g = executor.buffer(l.grad());
+    p.data += l.offset() * sizeof(float);
+    g.data += l.offset() * sizeof(float);
+    p.shape.assign(l.shape().begin(), l.shape().end());
+    g.shape = p.shape;
+    const plan::ParamLayout &b = l;
     int64_t n = p.numel();
     std::vector<double> d(n);
     double norm = 0, analytic = 0;

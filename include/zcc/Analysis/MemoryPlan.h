@@ -7,12 +7,14 @@
 #ifndef ZCC_ANALYSIS_MEMORYPLAN_H
 #define ZCC_ANALYSIS_MEMORYPLAN_H
 
+#include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <optional>
+#include <string>
 
 namespace zcc {
 
@@ -39,9 +41,17 @@ struct Placement {
   int64_t offset;
 };
 
+/// Ops whose result is a view of their operand's bytes (no kernel, no
+/// memory): zero.reshape, and a zero.slice of a 1-D tensor with stride 1 (a
+/// contiguous range, as a parameter inside its flat ZeRO bucket).
+bool isViewOp(mlir::Operation *op);
+
 /// Returns the value whose storage |v| uses: itself, or the operand of the
-/// chain of views (zero.reshape) it comes from.
+/// chain of views it comes from.
 mlir::Value storageRoot(mlir::Value v);
+
+/// Where |v|'s bytes start inside its storage root's (0 but for slices).
+int64_t viewByteOffset(mlir::Value v);
 
 /// The position of every op of |block| in program order.
 llvm::DenseMap<mlir::Operation *, int64_t> programOrder(mlir::Block &block);
@@ -49,6 +59,8 @@ llvm::DenseMap<mlir::Operation *, int64_t> programOrder(mlir::Block &block);
 /// Reads the placement zero-plan-memory recorded for |v| (through views);
 /// nullopt if the value has none (the pass did not run, or the IR changed).
 std::optional<Placement> getPlacement(mlir::Value v);
+/// The same for a storage root (no view offset).
+std::optional<Placement> getRootPlacement(mlir::Value v);
 
 /// Per-rank arena sizes that zero-plan-memory recorded on the module.
 struct ArenaSizes {
@@ -56,6 +68,10 @@ struct ArenaSizes {
   int64_t total() const { return device + state + constant + input; }
 };
 std::optional<ArenaSizes> getArenaSizes(mlir::ModuleOp module);
+
+/// The little-endian bytes of a constant or initial value (i1 as a byte per
+/// element; splats expanded); an error at |loc| if they are not available.
+mlir::FailureOr<std::string> elementBytes(mlir::ElementsAttr attr, mlir::Location loc);
 
 } // namespace zcc
 

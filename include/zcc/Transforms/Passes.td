@@ -126,6 +126,51 @@ def ZeroAutodiff : Pass<"zero-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
+  let summary = "ZeRO stages 0-3 over world-size data-parallel ranks: flat buckets, sharding, collectives";
+  let description = [{
+    Runs after zero-autodiff and before zero-optimizer. The trainable
+    parameters are packed, in the order @micro_step first uses them, into flat
+    buckets of at most reduce-bucket-size elements (and allgather-bucket-size
+    for stages 1-2); every parameter starts 64-byte aligned in its bucket and
+    a bucket is padded to a multiple of 16 x world-size elements, so that each
+    rank's shard is whole and aligned (DeepSpeed's contiguous_gradients).
+
+    Per bucket @zero.bucketK:
+    - parameters: replicated (stages 0-2, and stage-3 parameters smaller than
+      param-persistence-threshold): the parameter globals live inside the flat
+      bucket (`bucket`, `bucket_offset`), so loads are unchanged and the
+      optimizer updates them through the bucket. Partitioned (stage 3): the
+      bucket is a per-rank shard (`shard_of`) and the parameter globals go
+      away; @forward and @micro_step all-gather the bucket before its first
+      use in the forward, and again before its first use in the backward, and
+      read the parameters as views of the gathered bytes, which die after
+      their last use (released).
+    - gradients: the per-parameter gradients of a micro-step are packed into
+      the flat layout (DeepSpeed's IPG bucket, a temporary); stages 0-1 add
+      them to a full accumulator @zero.bucketK.grad, stages 2-3 reduce-scatter
+      (average) them and add this rank's shard to a shard accumulator.
+    The module gets `zero.partition` (stage, world size) and `zero.buckets`
+    (per bucket: its globals and what is sharded), which zero-optimizer reads:
+    stage 0 all-reduces the gradients in @apply, stage 1 reduce-scatters them
+    there, stages 1-3 keep optimizer state for the rank's shard only.
+    With world-size 1 no collective is emitted.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"0", "ZeRO stage 0, 1, 2 or 3">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "data-parallel ranks">,
+    Option<"reduceBucketSize", "reduce-bucket-size", "int64_t", /*default=*/"500000000",
+           "elements per gradient bucket (DeepSpeed's reduce_bucket_size)">,
+    Option<"allgatherBucketSize", "allgather-bucket-size", "int64_t", /*default=*/"500000000",
+           "elements per parameter all-gather, stages 1-2 (allgather_bucket_size)">,
+    Option<"persistenceThreshold", "param-persistence-threshold", "int64_t",
+           /*default=*/"100000",
+           "stage 3: parameters with fewer elements stay whole on every rank "
+           "(stage3_param_persistence_threshold)">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroOptimizer : Pass<"zero-optimizer", "mlir::ModuleOp"> {
   let summary = "Build @apply: clipping by global norm and AdamW (or SGD) on every parameter";
   let description = [{

@@ -184,7 +184,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
                  : p.arena == ArenaKind::Constant ? zrt::Arena::constant
                                                   : zrt::Arena::input;
     zrt::BufferOp::create(b, loc, name, arena, p.offset, cast<RankedTensorType>(type), init,
-                          /*trainable=*/false, view, /*role=*/nullptr);
+                          /*trainable=*/false, view, /*role=*/nullptr, /*shard_of=*/nullptr);
     return FlatSymbolRefAttr::get(b.getContext(), name);
   }
 
@@ -219,8 +219,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         while (!worklist.empty()) {
           Value v = worklist.pop_back_val();
           for (Operation *user : v.getUsers()) {
-            if (auto view = dyn_cast<zero::ReshapeOp>(user))
-              worklist.push_back(view.getResult());
+            if (isViewOp(user))
+              worklist.push_back(user->getResult(0));
             else if (index.lookup(user) > index[&op])
               return user->emitError("reads global @")
                      << store.getGlobal() << " after it is stored in the same function";
@@ -291,15 +291,31 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         if (auto constant = dyn_cast<zero::ConstantOp>(op)) {
           init = constant.getValue();
           base = "c" + std::to_string(counter - 1);
-        } else if (isa<zero::ReshapeOp>(op)) {
+        } else if (isViewOp(&op)) {
           base = "v" + std::to_string(counter - 1);
         }
         bufferOf[result] = createBuffer(b, op.getLoc(), base, p, result.getType(), init,
-                                        /*view=*/isa<zero::ReshapeOp>(op) ||
+                                        /*view=*/isViewOp(&op) ||
                                             p.arena == ArenaKind::State);
       }
-      if (isa<zero::ConstantOp, zero::ReshapeOp>(op))
+      if (isa<zero::ConstantOp>(op) || isViewOp(&op))
         continue; // data or a view: no instruction
+      if (isa<zero::AllReduceOp, zero::ReduceScatterOp, zero::AllGatherOp, zero::LocalShardOp>(
+              op)) {
+        StringRef kind = isa<zero::AllReduceOp>(op)       ? "all_reduce"
+                         : isa<zero::ReduceScatterOp>(op) ? "reduce_scatter"
+                         : isa<zero::AllGatherOp>(op)     ? "all_gather"
+                                                          : "local_shard";
+        int64_t reduce = 0;
+        if (auto r = dyn_cast<zero::AllReduceOp>(op))
+          reduce = (int64_t)r.getReduce();
+        if (auto r = dyn_cast<zero::ReduceScatterOp>(op))
+          reduce = (int64_t)r.getReduce();
+        zrt::CollectiveOp::create(pb, op.getLoc(), pb.getStringAttr(kind),
+                                  bufferOf[op.getOperand(0)], bufferOf[op.getResult(0)],
+                                  pb.getI64IntegerAttr(reduce));
+        continue;
+      }
       auto spec = kernelFor(&op);
       if (failed(spec))
         return failure();
@@ -340,7 +356,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       auto buffer = zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt", zrt::Arena::state,
                                           off.getInt(), global.getTensorType(),
                                           global.getInitialValueAttr(), global.getTrainable(),
-                                          /*view=*/false, /*role=*/nullptr);
+                                          /*view=*/false, /*role=*/nullptr,
+                                          global.getShardOfAttr());
       buffer.setRoleAttr(gb.getStringAttr(zero::stringifyGlobalRole(global.getRole())));
       globalBuffer[global.getSymNameAttr()] = FlatSymbolRefAttr::get(b.getContext(), name);
       globalPlacement[global.getSymNameAttr()] = Placement{ArenaKind::State, off.getInt()};

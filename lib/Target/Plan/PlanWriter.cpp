@@ -1,5 +1,6 @@
 //===- PlanWriter.cpp - zrt module -> plan.proto --------------------------===//
 #include "zcc/Target/Plan.h"
+#include "zcc/Analysis/MemoryPlan.h"
 #include "zrt/ZrtOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -29,38 +30,17 @@ static FailureOr<zplan::DType> dtypeOf(Type t, Location loc) {
 
 /// The little-endian contents of |attr|, one element after another (i1 as
 /// one byte each, splats expanded).
-static FailureOr<std::string> elementBytes(ElementsAttr attr, Location loc) {
-  auto type = cast<RankedTensorType>(attr.getType());
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob)
-      return emitError(loc, "the weights of this tensor are missing (elided resource?)");
-    ArrayRef<char> data = blob->getData();
-    return std::string(data.data(), data.size());
-  }
-  auto dense = dyn_cast<DenseElementsAttr>(attr);
-  if (!dense)
-    return emitError(loc, "unsupported constant attribute ") << attr;
-  std::string bytes;
-  if (type.getElementType().isInteger(1)) {
-    for (bool v : dense.getValues<bool>())
-      bytes.push_back(v ? 1 : 0);
-    return bytes;
-  }
-  ArrayRef<char> raw = dense.getRawData();
-  if (dense.isSplat()) {
-    for (int64_t k = 0; k < type.getNumElements(); ++k)
-      bytes.append(raw.data(), raw.size());
-    return bytes;
-  }
-  return std::string(raw.data(), raw.size());
-}
-
 LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
   zplan::Plan plan;
   plan.set_version(1);
   plan.set_world_size(1);
   plan.set_zero_stage(0);
+  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition")) {
+    if (auto w = partition.getAs<IntegerAttr>("world_size"))
+      plan.set_world_size(w.getInt());
+    if (auto stage = partition.getAs<IntegerAttr>("stage"))
+      plan.set_zero_stage(stage.getInt());
+  }
   if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
     plan.set_source(source.str());
   auto arenaBytes = [&](StringRef arena) -> int64_t {
@@ -92,12 +72,14 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
     pb->set_view(buffer.getView());
     if (auto role = buffer.getRoleAttr())
       pb->set_role(role.str());
+    if (auto shardOf = buffer.getShardOfAttr())
+      pb->set_shard_of(shardOf.getInt());
     auto splat = dyn_cast_if_present<DenseElementsAttr>(buffer.getInitialValueAttr());
     if (splat && splat.isSplat() && isa<FloatType>(splat.getElementType()) &&
         type.getNumElements() > 1) {
       pb->set_fill(splat.getSplatValue<APFloat>().convertToDouble());
     } else if (auto init = buffer.getInitialValueAttr()) {
-      auto bytes = elementBytes(init, buffer.getLoc());
+      auto bytes = zcc::elementBytes(init, buffer.getLoc());
       if (failed(bytes))
         return failure();
       pb->set_initial_data(std::move(*bytes));
@@ -119,6 +101,19 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
       llvm::raw_string_ostream ws(where);
       if (auto name = dyn_cast<NameLoc>(op.getLoc()))
         ws << name.getName().strref();
+      if (auto coll = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
+        zplan::Collective *pc = pp->add_instructions()->mutable_collective();
+        StringRef kind = coll.getKind();
+        pc->set_kind(kind == "all_reduce"       ? zplan::Collective::ALL_REDUCE
+                     : kind == "reduce_scatter" ? zplan::Collective::REDUCE_SCATTER
+                     : kind == "all_gather"     ? zplan::Collective::ALL_GATHER
+                                                : zplan::Collective::LOCAL_SHARD);
+        pc->set_reduce(coll.getReduce() == 1 ? zplan::Collective::AVG : zplan::Collective::SUM);
+        pc->set_input(index.lookup(coll.getInputAttr().getAttr()));
+        pc->set_output(index.lookup(coll.getOutputAttr().getAttr()));
+        pc->set_location(where);
+        continue;
+      }
       if (auto copy = dyn_cast<zcc::zrt::CopyOp>(op)) {
         zplan::Copy *pc = pp->add_instructions()->mutable_copy();
         pc->set_source(index.lookup(copy.getSourceAttr().getAttr()));
@@ -138,6 +133,27 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
       for (double v : kernel.getFloats())
         pk->add_floats(v);
       pk->set_location(where);
+    }
+  }
+  if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
+    for (Attribute a : buckets) {
+      auto d = cast<DictionaryAttr>(a);
+      auto param = d.getAs<FlatSymbolRefAttr>("param"), grad = d.getAs<FlatSymbolRefAttr>("grad");
+      if (!param || !grad || !index.count(param.getAttr()) || !index.count(grad.getAttr()))
+        return module.emitError("zero.buckets names a bucket without a buffer");
+      for (Attribute ma : d.getAs<ArrayAttr>("members")) {
+        auto m = cast<DictionaryAttr>(ma);
+        zplan::ParamLayout *l = plan.add_params();
+        l->set_name(m.getAs<StringAttr>("name").str());
+        for (int64_t dim : cast<RankedTensorType>(m.getAs<TypeAttr>("type").getValue()).getShape())
+          l->add_shape(dim);
+        l->set_bucket(index.lookup(param.getAttr()));
+        l->set_grad(index.lookup(grad.getAttr()));
+        l->set_offset(m.getAs<IntegerAttr>("offset").getInt());
+        l->set_sharded(d.getAs<BoolAttr>("param_sharded").getValue());
+        l->set_grad_sharded(d.getAs<BoolAttr>("grad_sharded").getValue());
+        l->set_bucket_size(d.getAs<IntegerAttr>("size").getInt());
+      }
     }
   }
   if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training")) {

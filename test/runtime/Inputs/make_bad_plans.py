@@ -46,10 +46,21 @@ data = good.SerializeToString()
 with open(os.path.join(out, "valid.zplan"), "wb") as f:
     f.write(data)
 case("empty", "the plan file is empty", raw=b"")
-case("truncated", "not a valid plan", raw=data[: len(data) // 2])
+def truncated():
+    # Cut in the middle of a field (a cut between fields still parses).
+    for cut in range(len(data) // 2, len(data)):
+        try:
+            plan_pb2.Plan().ParseFromString(data[:cut])
+        except Exception:
+            return data[:cut]
+    raise RuntimeError("no cut point breaks the plan")
+
+
+case("truncated", "not a valid plan", raw=truncated())
 case("garbage", "not a valid plan", raw=bytes(range(256)) * 4)
 case("version", "plan format version 7 is not supported", lambda p: setattr(p, "version", 7))
-case("world-size", "the plan is for world size 8", lambda p: setattr(p, "world_size", 8))
+case("world-size", "the plan's world size 0 is not in [1, 4096]", lambda p: setattr(p, "world_size", 0))
+case("zero-stage", "the plan's ZeRO stage 7 is not 0-3", lambda p: setattr(p, "zero_stage", 7))
 case("arena-size", "arena DEVICE has an invalid size", lambda p: setattr(p, "device_arena_bytes", -5))
 case("offset-out-of-arena", "are outside its DEVICE arena",
      lambda p: setattr(buffer_named(p, "t"), "offset", p.device_arena_bytes))
@@ -99,6 +110,31 @@ case("copy-into-input", "which is read-only",
                         buffer_index(p, lambda b: b.arena == plan_pb2.INPUT)))
 case("training-accum", "the plan's training section is invalid (grad_accum_steps 0",
      lambda p: setattr(p.training, "grad_accum_steps", 0))
+
+
+
+def add_collective(p, kind, source, target):
+    c = p.programs[-1].instructions.add().collective
+    c.kind, c.input, c.output = kind, source, target
+
+
+def shard_mismatch(p):
+    b = p.buffers[buffer_index(p, lambda b: b.role == "step")]
+    b.shard_of = 3
+
+
+case("shard-size", "a shard is a 1-D state buffer of shard_of / world size elements", shard_mismatch)
+case("collective-size", "does not fit world size 1",
+     lambda p: add_collective(p, plan_pb2.Collective.ALL_GATHER,
+                              buffer_index(p, lambda b: b.trainable and len(b.shape) == 2),
+                              buffer_index(p, lambda b: b.role == "step")))
+case("collective-dtype", "collectives move float32 buffers",
+     lambda p: add_collective(p, plan_pb2.Collective.ALL_REDUCE,
+                              buffer_index(p, lambda b: b.arena == plan_pb2.INPUT and b.dtype == plan_pb2.I64),
+                              buffer_index(p, lambda b: b.role == "step")))
+case("collective-kind", "unknown collective kind",
+     lambda p: add_collective(p, 9, buffer_index(p, lambda b: b.role == "step"),
+                              buffer_index(p, lambda b: b.role == "step")))
 
 with open(os.path.join(out, "expected-errors.txt"), "w") as f:
     f.write("\n".join(expected) + "\n")

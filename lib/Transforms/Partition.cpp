@@ -1,0 +1,361 @@
+//===- Partition.cpp - ZeRO stages as a rewrite of the training step ------===//
+//
+// See Passes.td (ZeroPartition) for what each stage becomes. The pass works
+// on the straight-line @forward and @micro_step that zero-autodiff built:
+//   1. buckets: trainable parameters in first-use order, packed flat;
+//   2. gradients: each micro-step's per-parameter gradients packed into the
+//      bucket layout, then accumulated (stages 0-1) or reduce-scattered and
+//      accumulated as shards (stages 2-3);
+//   3. stage 3: partitioned buckets are all-gathered where the forward and
+//      the backward first need them; parameters become views of the
+//      gathered bytes.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Analysis/MemoryPlan.h"
+#include "zcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <cctype>
+#include <cstring>
+
+namespace zcc {
+#define GEN_PASS_DEF_ZEROPARTITION
+#include "zcc/Transforms/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+using namespace zcc;
+using namespace zcc::zero;
+
+namespace {
+
+/// Parameters start at multiples of this many elements in a bucket (64 bytes
+/// of float32, the arena alignment).
+constexpr int64_t kAlign = 16;
+
+int64_t alignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+struct Member {
+  GlobalOp param, grad;
+  int64_t offset = 0, numel = 0;
+};
+
+struct Bucket {
+  SmallVector<Member> members;
+  int64_t used = 0, size = 0; // elements: filled, and padded total
+  bool paramSharded = false;
+  GlobalOp param, grad;
+};
+
+struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
+  using ZeroPartitionBase::ZeroPartitionBase;
+
+  ModuleOp module;
+  int64_t world = 1;
+
+  Value zeros(OpBuilder &b, Location loc, int64_t n) {
+    auto t = RankedTensorType::get({n}, b.getF32Type());
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(t, b.getF32FloatAttr(0)));
+  }
+
+  /// A 1-D view of elements [offset, offset + n) of |flat|, reshaped to |type|.
+  Value viewOf(OpBuilder &b, Location loc, Value flat, int64_t offset, RankedTensorType type) {
+    int64_t n = type.getNumElements();
+    Value s = SliceOp::create(b, loc, RankedTensorType::get({n}, type.getElementType()), flat,
+                              b.getDenseI64ArrayAttr({offset}),
+                              b.getDenseI64ArrayAttr({offset + n}), b.getDenseI64ArrayAttr({1}));
+    return ReshapeOp::create(b, loc, type, s);
+  }
+
+  /// The trainable parameters that have gradients, in the order @micro_step
+  /// first loads them.
+  SmallVector<std::pair<GlobalOp, GlobalOp>> paramsInUseOrder(func::FuncOp micro) {
+    SmallVector<std::pair<GlobalOp, GlobalOp>> params;
+    DenseSet<Operation *> seen;
+    micro.walk([&](LoadOp load) {
+      auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
+      if (!g || !g.getTrainable() || !seen.insert(g).second)
+        return;
+      if (auto grad = module.lookupSymbol<GlobalOp>((g.getSymName() + ".grad").str()))
+        params.push_back({g, grad});
+    });
+    return params;
+  }
+
+  SmallVector<Bucket> formBuckets(ArrayRef<std::pair<GlobalOp, GlobalOp>> params) {
+    int64_t cap = reduceBucketSize;
+    if (stage == 1 || stage == 2)
+      cap = std::min<int64_t>(cap, allgatherBucketSize);
+    SmallVector<Bucket> buckets;
+    // The open bucket of each kind (replicated, partitioned).
+    int open[2] = {-1, -1};
+    for (auto [param, grad] : params) {
+      int64_t n = param.getTensorType().getNumElements();
+      bool sharded = stage == 3 && n >= persistenceThreshold;
+      int &k = open[sharded];
+      if (k < 0 || (buckets[k].used > 0 && buckets[k].used + alignUp(n, kAlign) > cap)) {
+        buckets.emplace_back();
+        buckets.back().paramSharded = sharded;
+        k = buckets.size() - 1;
+      }
+      Bucket &bucket = buckets[k];
+      bucket.members.push_back({param, grad, bucket.used, n});
+      bucket.used += alignUp(n, kAlign);
+    }
+    for (Bucket &bucket : buckets)
+      bucket.size = alignUp(bucket.used, kAlign * world);
+    return buckets;
+  }
+
+  /// The initial value of a partitioned bucket: every member's bytes at its
+  /// offset, zeros elsewhere (all N elements; each rank keeps its shard).
+  FailureOr<ElementsAttr> packedInitialValue(Bucket &bucket, StringRef name) {
+    std::vector<char> bytes(bucket.size * sizeof(float), 0);
+    for (Member &m : bucket.members) {
+      auto init = m.param.getInitialValueAttr();
+      if (!init)
+        return m.param.emitError("zero-partition: a parameter without an initial value");
+      auto data = elementBytes(init, m.param.getLoc());
+      if (failed(data))
+        return failure();
+      std::memcpy(bytes.data() + m.offset * sizeof(float), data->data(), data->size());
+    }
+    auto type = RankedTensorType::get({bucket.size}, Float32Type::get(&getContext()));
+    auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(bytes),
+                                                              alignof(uint64_t));
+    std::string key = name.str();
+    for (char &c : key)
+      if (!std::isalnum((unsigned char)c) && c != '_' && c != '.')
+        c = '_';
+    return cast<ElementsAttr>(DenseResourceElementsAttr::get(type, key, std::move(blob)));
+  }
+
+  /// Replaces the per-parameter accumulation `store(add(load @p.grad, g))` of
+  /// @micro_step by one flat accumulation per bucket.
+  LogicalResult rewriteGradients(func::FuncOp micro, MutableArrayRef<Bucket> buckets) {
+    Block &block = micro.getBody().front();
+    DenseMap<Operation *, Value> gradOf; // @p.grad global -> g
+    SmallVector<Operation *> dead;
+    for (Operation &op : block) {
+      auto store = dyn_cast<StoreOp>(op);
+      if (!store)
+        continue;
+      auto global = module.lookupSymbol<GlobalOp>(store.getGlobalAttr());
+      if (!global || global.getRole() != GlobalRole::grad)
+        continue;
+      auto add = store.getValue().getDefiningOp<AddOp>();
+      auto load = add ? add.getLhs().getDefiningOp<LoadOp>() : LoadOp();
+      if (!load || load.getGlobalAttr() != store.getGlobalAttr() || !add->hasOneUse())
+        return store.emitError("zero-partition: expected @micro_step to accumulate the gradient "
+                               "as store(add(load @p.grad, g)) (run zero-autodiff first)");
+      gradOf[global] = add.getRhs();
+      dead.append({store, add, load});
+    }
+    DenseMap<Operation *, int64_t> order = programOrder(block);
+    OpBuilder b(&getContext());
+    for (Bucket &bucket : buckets) {
+      // After the last gradient of the bucket is computed.
+      Operation *last = nullptr;
+      for (Member &m : bucket.members)
+        if (Value g = gradOf.lookup(m.grad))
+          if (Operation *def = g.getDefiningOp())
+            if (!last || order[def] > order[last])
+              last = def;
+      if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPoint(block.getTerminator());
+      Location loc = bucket.members.front().param.getLoc();
+      SmallVector<Value> pieces;
+      int64_t at = 0;
+      for (Member &m : bucket.members) {
+        if (m.offset > at)
+          pieces.push_back(zeros(b, loc, m.offset - at));
+        Value g = gradOf.lookup(m.grad);
+        auto flatType = RankedTensorType::get({m.numel}, b.getF32Type());
+        pieces.push_back(g ? Value(ReshapeOp::create(b, loc, flatType, g)) : zeros(b, loc, m.numel));
+        at = m.offset + m.numel;
+      }
+      if (bucket.size > at)
+        pieces.push_back(zeros(b, loc, bucket.size - at));
+      Value flat = pieces.size() == 1
+                       ? pieces.front()
+                       : Value(ConcatOp::create(b, loc, pieces, /*axis=*/0));
+      if (stage >= 2 && world > 1)
+        flat = ReduceScatterOp::create(b, loc, bucket.grad.getType(), flat,
+                                       CollectiveReduce::avg, world);
+      auto sym = FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr());
+      Value acc = LoadOp::create(b, loc, bucket.grad.getType(), sym);
+      StoreOp::create(b, loc, AddOp::create(b, loc, acc, flat), sym);
+    }
+    for (Operation *op : dead)
+      op->erase();
+    return success();
+  }
+
+  /// Stage 3: the members of partitioned buckets become views of an
+  /// all-gather placed before their first forward use and another before
+  /// their first backward use (ops after |boundary|).
+  void gatherPartitioned(func::FuncOp func, MutableArrayRef<Bucket> buckets, Operation *boundary) {
+    Block &block = func.getBody().front();
+    DenseMap<Operation *, int64_t> order = programOrder(block);
+    int64_t limit = boundary ? order[boundary] : INT64_MAX;
+    OpBuilder b(&getContext());
+    for (Bucket &bucket : buckets) {
+      if (!bucket.paramSharded)
+        continue;
+      DenseMap<Operation *, Member *> memberOf;
+      for (Member &m : bucket.members)
+        memberOf[m.param] = &m;
+      SmallVector<LoadOp> loads;
+      for (Operation &op : block)
+        if (auto load = dyn_cast<LoadOp>(op))
+          if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr()); g && memberOf.count(g))
+            loads.push_back(load);
+      if (loads.empty())
+        continue;
+      // The uses on each side of the boundary.
+      for (int side = 0; side < 2; ++side) {
+        Operation *first = nullptr;
+        for (LoadOp load : loads)
+          for (Operation *user : load->getUsers()) {
+            bool backward = order[user] > limit;
+            if (backward == (side == 1) && (!first || order[user] < order[first]))
+              first = user;
+          }
+        if (!first)
+          continue;
+        b.setInsertionPoint(first);
+        Location loc = first->getLoc();
+        Value flat = LoadOp::create(b, loc, bucket.param.getType(),
+                                    FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()));
+        if (world > 1)
+          flat = AllGatherOp::create(
+              b, loc, RankedTensorType::get({bucket.size}, b.getF32Type()), flat, world);
+        for (LoadOp load : loads) {
+          Member *m = memberOf[module.lookupSymbol<GlobalOp>(load.getGlobalAttr())];
+          Value view;
+          for (OpOperand &use : llvm::make_early_inc_range(load->getUses())) {
+            bool backward = order[use.getOwner()] > limit;
+            if (backward != (side == 1))
+              continue;
+            if (!view)
+              view = viewOf(b, loc, flat, m->offset, m->param.getTensorType());
+            use.set(view);
+          }
+        }
+      }
+      for (LoadOp load : loads)
+        load.erase();
+    }
+  }
+
+  void runOnOperation() override {
+    module = getOperation();
+    world = worldSize;
+    if (stage < 0 || stage > 3 || world < 1) {
+      module.emitError("zero-partition: stage must be 0-3 and world-size >= 1, got stage ")
+          << stage << ", world size " << world;
+      return signalPassFailure();
+    }
+    if (reduceBucketSize < 1 || allgatherBucketSize < 1 || persistenceThreshold < 0) {
+      module.emitError("zero-partition: bucket sizes must be >= 1 and the persistence "
+                       "threshold >= 0");
+      return signalPassFailure();
+    }
+    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!micro || !forward) {
+      module.emitError("zero-partition: needs @forward and @micro_step (run zero-autodiff)");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol<func::FuncOp>("apply")) {
+      module.emitError("zero-partition runs before zero-optimizer");
+      return signalPassFailure();
+    }
+    auto params = paramsInUseOrder(micro);
+    for (auto [p, g] : params)
+      if (!p.getTensorType().getElementType().isF32()) {
+        p.emitError("zero-partition: trainable parameters must be float32 (mixed precision "
+                    "keeps float32 masters), got ")
+            << p.getType();
+        return signalPassFailure();
+      }
+    SmallVector<Bucket> buckets = formBuckets(params);
+
+    // The bucket globals, after the last global.
+    OpBuilder b(&getContext());
+    Operation *lastGlobal = nullptr;
+    for (auto g : module.getOps<GlobalOp>())
+      lastGlobal = g;
+    b.setInsertionPointAfter(lastGlobal);
+    auto f32 = b.getF32Type();
+    for (auto [k, bucket] : llvm::enumerate(buckets)) {
+      std::string name = "zero.bucket" + std::to_string(k);
+      Location loc = bucket.members.front().param.getLoc();
+      int64_t shard = bucket.size / world;
+      if (bucket.paramSharded) {
+        auto init = packedInitialValue(bucket, name);
+        if (failed(init))
+          return signalPassFailure();
+        bucket.param = GlobalOp::create(b, loc, name, GlobalRole::param, /*trainable=*/false,
+                                        RankedTensorType::get({shard}, f32), *init);
+        bucket.param.setShardOfAttr(b.getI64IntegerAttr(bucket.size));
+      } else {
+        auto type = RankedTensorType::get({bucket.size}, f32);
+        bucket.param = GlobalOp::create(b, loc, name, GlobalRole::param, /*trainable=*/false,
+                                        type, DenseElementsAttr::get(type, b.getF32FloatAttr(0)));
+        for (Member &m : bucket.members) {
+          m.param.setBucketAttr(FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()));
+          m.param.setBucketOffsetAttr(b.getI64IntegerAttr(m.offset));
+        }
+      }
+      auto gradType = RankedTensorType::get({stage >= 2 ? shard : bucket.size}, f32);
+      bucket.grad = GlobalOp::create(b, loc, name + ".grad", GlobalRole::grad,
+                                     /*trainable=*/false, gradType,
+                                     DenseElementsAttr::get(gradType, b.getF32FloatAttr(0)));
+    }
+
+    if (failed(rewriteGradients(micro, buckets)))
+      return signalPassFailure();
+    // The loss is the last forward value of @micro_step.
+    auto ret = cast<func::ReturnOp>(micro.getBody().front().getTerminator());
+    Operation *boundary = ret.getOperand(0).getDefiningOp();
+    gatherPartitioned(forward, buckets, nullptr);
+    gatherPartitioned(micro, buckets, boundary);
+
+    // The per-parameter gradient globals, and the partitioned parameters,
+    // are gone.
+    SmallVector<Attribute> described;
+    for (Bucket &bucket : buckets) {
+      SmallVector<Attribute> members;
+      for (Member &m : bucket.members)
+        members.push_back(b.getDictionaryAttr(
+            {b.getNamedAttr("name", m.param.getSymNameAttr()),
+             b.getNamedAttr("offset", b.getI64IntegerAttr(m.offset)),
+             b.getNamedAttr("type", TypeAttr::get(m.param.getType()))}));
+      described.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("members", b.getArrayAttr(members)),
+           b.getNamedAttr("param", FlatSymbolRefAttr::get(bucket.param.getSymNameAttr())),
+           b.getNamedAttr("grad", FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr())),
+           b.getNamedAttr("size", b.getI64IntegerAttr(bucket.size)),
+           b.getNamedAttr("param_sharded", b.getBoolAttr(bucket.paramSharded)),
+           b.getNamedAttr("grad_sharded", b.getBoolAttr(stage >= 2))}));
+      for (Member &m : bucket.members) {
+        m.grad.erase();
+        if (bucket.paramSharded)
+          m.param.erase();
+      }
+    }
+    module->setAttr("zero.partition",
+                    b.getDictionaryAttr({b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
+                                         b.getNamedAttr("world_size", b.getI64IntegerAttr(world))}));
+    module->setAttr("zero.buckets", b.getArrayAttr(described));
+  }
+};
+
+} // namespace

@@ -1,0 +1,75 @@
+//===- Communicator.h - data-parallel collectives ----------------*- C++ -*-===//
+//
+// What the executor needs from a data-parallel group: all-reduce,
+// reduce-scatter and all-gather on float32 buffers, plus a host barrier.
+// Implementations: InProcessGroup (W ranks as threads of one process, on the
+// CPU) here; NCCL comes with the CUDA backend.
+//
+// Results are deterministic and bit-identical on every rank: each element is
+// summed over ranks 0, 1, ..., W-1 in that order.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_COMM_COMMUNICATOR_H
+#define ZRT_COMM_COMMUNICATOR_H
+
+#include "support/Status.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+enum class ReduceOp { Sum, Avg };
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// out = reduce over ranks of in (n elements each; out may be in).
+  virtual Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) = 0;
+  /// out (n/W elements) = chunk `rank` of the reduction of in (n elements).
+  virtual Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) = 0;
+  /// out (n*W elements) = every rank's in (n elements), in rank order.
+  virtual Status allGather(const float *in, float *out, int64_t n) = 0;
+  /// Waits for every rank (host-side synchronization of the trainer).
+  virtual Status barrier() = 0;
+  /// Ends every rank's pending and future calls with an error: a rank that
+  /// fails calls it so that the others do not wait forever.
+  virtual void abort(const std::string &why) = 0;
+};
+
+/// The shared state of W in-process ranks. Create one, then one
+/// communicator per rank (each used by one thread).
+class InProcessGroup {
+public:
+  explicit InProcessGroup(int size);
+  std::unique_ptr<Communicator> communicator(int rank);
+
+  int size() const { return size_; }
+
+private:
+  friend class InProcessCommunicator;
+  /// Blocks until all ranks arrive (or the group is aborted).
+  Status arrive();
+  void abort(const std::string &why);
+
+  int size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string why_;
+  // Per rank: the buffer it shares in the current collective, and scratch.
+  std::vector<const float *> inputs_;
+  std::vector<std::vector<float>> scratch_;
+};
+
+} // namespace zrt
+
+#endif // ZRT_COMM_COMMUNICATOR_H

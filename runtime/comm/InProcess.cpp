@@ -1,0 +1,123 @@
+//===- InProcess.cpp - W ranks as threads of one process ------------------===//
+//
+// Every collective is: publish my buffer, barrier, compute my part reading
+// everyone's buffers, barrier (so that no rank overwrites a buffer another is
+// still reading). Reductions add the ranks in order 0..W-1 and divide by W
+// for an average (as torch's all_reduce(AVG) and DeepSpeed's division).
+//
+//===----------------------------------------------------------------------===//
+#include "comm/Communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace zrt {
+
+InProcessGroup::InProcessGroup(int size)
+    : size_(size), inputs_(size, nullptr), scratch_(size) {}
+
+Status InProcessGroup::arrive() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (aborted_)
+    return Status::error(why_);
+  uint64_t generation = generation_;
+  if (++waiting_ == size_) {
+    waiting_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return Status::ok();
+  }
+  cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+  if (generation_ == generation)
+    return Status::error(why_);
+  return Status::ok();
+}
+
+void InProcessGroup::abort(const std::string &why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!aborted_) {
+    aborted_ = true;
+    why_ = why;
+  }
+  cv_.notify_all();
+}
+
+class InProcessCommunicator : public Communicator {
+public:
+  InProcessCommunicator(InProcessGroup &group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_.size_; }
+
+  Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) override {
+    // Rank r reduces chunk r into its scratch; then everyone copies all
+    // chunks. The chunks of an uneven split differ in length by at most 1.
+    int w = size();
+    auto chunk = [&](int r) {
+      int64_t base = n / w, extra = n % w;
+      int64_t begin = r * base + std::min<int64_t>(r, extra);
+      return std::pair<int64_t, int64_t>{begin, base + (r < extra ? 1 : 0)};
+    };
+    ZRT_RETURN_IF_ERROR(publish(in));
+    auto [begin, len] = chunk(rank_);
+    std::vector<float> &mine = group_.scratch_[rank_];
+    mine.assign(len, 0.0f);
+    reduceInto(mine.data(), begin, len, op);
+    ZRT_RETURN_IF_ERROR(group_.arrive()); // everyone has read the inputs
+    for (int r = 0; r < w; ++r) {
+      auto [b, l] = chunk(r);
+      std::memcpy(out + b, group_.scratch_[r].data(), l * sizeof(float));
+    }
+    return group_.arrive(); // everyone has read the scratch
+  }
+
+  Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) override {
+    int64_t len = n / size();
+    ZRT_RETURN_IF_ERROR(publish(in));
+    std::vector<float> &mine = group_.scratch_[rank_];
+    mine.assign(len, 0.0f);
+    reduceInto(mine.data(), rank_ * len, len, op);
+    ZRT_RETURN_IF_ERROR(group_.arrive());
+    std::memcpy(out, mine.data(), len * sizeof(float));
+    return Status::ok();
+  }
+
+  Status allGather(const float *in, float *out, int64_t n) override {
+    ZRT_RETURN_IF_ERROR(publish(in));
+    std::vector<float> all((size_t)n * size());
+    for (int r = 0; r < size(); ++r)
+      std::memcpy(all.data() + r * n, group_.inputs_[r], n * sizeof(float));
+    ZRT_RETURN_IF_ERROR(group_.arrive());
+    std::memcpy(out, all.data(), all.size() * sizeof(float));
+    return Status::ok();
+  }
+
+  Status barrier() override { return group_.arrive(); }
+  void abort(const std::string &why) override { group_.abort(why); }
+
+private:
+  /// Shares |in| with the other ranks and waits until all have shared.
+  Status publish(const float *in) {
+    group_.inputs_[rank_] = in;
+    return group_.arrive();
+  }
+  void reduceInto(float *acc, int64_t begin, int64_t len, ReduceOp op) {
+    int w = size();
+    for (int r = 0; r < w; ++r) {
+      const float *src = group_.inputs_[r] + begin;
+      for (int64_t k = 0; k < len; ++k)
+        acc[k] += src[k];
+    }
+    if (op == ReduceOp::Avg)
+      for (int64_t k = 0; k < len; ++k)
+        acc[k] /= (float)w;
+  }
+
+  InProcessGroup &group_;
+  int rank_;
+};
+
+std::unique_ptr<Communicator> InProcessGroup::communicator(int rank) {
+  return std::make_unique<InProcessCommunicator>(*this, rank);
+}
+
+} // namespace zrt
