@@ -198,11 +198,31 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     else if (v)
       out = (int64_t)*v;
   };
-  size(s.reduceBucketSize, c.reduceBucketSize, "zero_optimization.reduce_bucket_size");
-  size(s.allgatherBucketSize, c.allgatherBucketSize, "zero_optimization.allgather_bucket_size");
+  auto sizeFlag = [&](int64_t &out, bool given, int64_t flagValue, const std::optional<double> &v,
+                      StringRef flag, StringRef key) -> Error {
+    std::optional<int64_t> cv;
+    if (v && !c.isAuto(key))
+      cv = (int64_t)*v;
+    if (Error e = merge(out, given, flagValue, cv, flag, key, path))
+      return e;
+    if (!given && c.isAuto(key))
+      out = -1;
+    return Error::success();
+  };
+  if (Error e = sizeFlag(s.reduceBucketSize, flags.reduceBucketSize, f.reduceBucketSize,
+                         c.reduceBucketSize, "--reduce-bucket-size",
+                         "zero_optimization.reduce_bucket_size"))
+    return std::move(e);
+  if (Error e = sizeFlag(s.allgatherBucketSize, flags.allgatherBucketSize, f.allgatherBucketSize,
+                         c.allgatherBucketSize, "--allgather-bucket-size",
+                         "zero_optimization.allgather_bucket_size"))
+    return std::move(e);
+  if (Error e = sizeFlag(s.persistenceThreshold, flags.persistenceThreshold,
+                         f.persistenceThreshold, c.paramPersistenceThreshold,
+                         "--stage3-param-persistence-threshold",
+                         "zero_optimization.stage3_param_persistence_threshold"))
+    return std::move(e);
   size(s.prefetchBucketSize, c.prefetchBucketSize, "zero_optimization.stage3_prefetch_bucket_size");
-  size(s.persistenceThreshold, c.paramPersistenceThreshold,
-       "zero_optimization.stage3_param_persistence_threshold");
   size(s.maxLiveParameters, c.maxLiveParameters, "zero_optimization.stage3_max_live_parameters");
   if (c.overlapComm)
     s.overlapComm = *c.overlapComm;

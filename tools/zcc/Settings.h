@@ -55,7 +55,8 @@ struct FlagValues {
        betas = false, eps = false, weightDecay = false, momentum = false, nesterov = false,
        gradClip = false, lossScale = false, minLossScale = false, initialScalePower = false,
        lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false,
-       zeroStage = false, worldSize = false;
+       zeroStage = false, worldSize = false, reduceBucketSize = false,
+       allgatherBucketSize = false, persistenceThreshold = false;
 };
 
 /// Merges the flags with |config| (if any) and checks the result. Warnings

@@ -101,6 +101,17 @@ static cl::opt<int64_t> zeroStage("zero-stage",
 static cl::opt<int64_t> worldSize("world-size",
                                   cl::desc("data-parallel ranks the plan is compiled for"),
                                   cl::init(1), cl::cat(zccCategory));
+static cl::opt<int64_t> reduceBucketSize(
+    "reduce-bucket-size", cl::desc("elements per gradient bucket (default 5e8, DeepSpeed's)"),
+    cl::init(500000000), cl::cat(zccCategory));
+static cl::opt<int64_t> allgatherBucketSize(
+    "allgather-bucket-size",
+    cl::desc("elements per parameter all-gather in stages 1-2 (default 5e8)"),
+    cl::init(500000000), cl::cat(zccCategory));
+static cl::opt<int64_t> persistenceThreshold(
+    "stage3-param-persistence-threshold",
+    cl::desc("stage 3: parameters with fewer elements stay whole on every rank (default 1e5)"),
+    cl::init(100000), cl::cat(zccCategory));
 static cl::opt<std::string> deepspeedConfig(
     "deepspeed",
     cl::desc("a DeepSpeed JSON config: its optimizer, scheduler, fp16/bf16, gradient_clipping, "
@@ -305,6 +316,12 @@ int main(int argc, char **argv) {
     f.worldSize = worldSize;
     flags.zeroStage = zeroStage.getNumOccurrences();
     flags.worldSize = worldSize.getNumOccurrences();
+    f.reduceBucketSize = reduceBucketSize;
+    f.allgatherBucketSize = allgatherBucketSize;
+    f.persistenceThreshold = persistenceThreshold;
+    flags.reduceBucketSize = reduceBucketSize.getNumOccurrences();
+    flags.allgatherBucketSize = allgatherBucketSize.getNumOccurrences();
+    flags.persistenceThreshold = persistenceThreshold.getNumOccurrences();
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
@@ -348,6 +365,12 @@ int main(int argc, char **argv) {
       S.gradAccum < 1) {
     llvm::errs() << "zcc: error: --lr, --weight-decay and --grad-clip must be >= 0, --eps > 0 "
                     "and --grad-accum >= 1\n";
+    return 2;
+  }
+  if ((S.reduceBucketSize != -1 && S.reduceBucketSize < 1) ||
+      (S.allgatherBucketSize != -1 && S.allgatherBucketSize < 1) ||
+      S.persistenceThreshold < -1) {
+    llvm::errs() << "zcc: error: bucket sizes must be >= 1 and the persistence threshold >= 0\n";
     return 2;
   }
   if (S.zeroStage < 0 || S.zeroStage > 3 || S.worldSize < 1 || S.worldSize > 4096) {

@@ -346,9 +346,6 @@ int trainCommand(int argc, char **argv) {
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
-  if (plan.world_size() != 1)
-    return fail(errorf(planPath, ": gradcheck runs world-size-1 plans (compile with "
-                                 "--world-size 1)"));
   if (!plan.has_training())
     return fail(errorf(planPath, ": the plan does not train (its model has no trainable "
                                  "parameters; see zcc --trainable/--frozen)"));
@@ -592,6 +589,9 @@ int gradcheckCommand(int argc, char **argv) {
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
+  if (plan.world_size() != 1)
+    return fail(errorf(planPath, ": gradcheck runs world-size-1 plans (compile with "
+                                 "--world-size 1)"));
   if (!plan.has_training())
     return fail(errorf(planPath, ": the plan does not train"));
   Executor executor(plan);

@@ -1,0 +1,120 @@
+//===- CommunicatorTest.cpp - in-process collectives vs a naive reference -===//
+#include "comm/Communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+#include <vector>
+
+using namespace zrt;
+
+namespace {
+
+/// Runs |body(rank, comm)| on W threads of one group.
+template <typename F> void onRanks(int world, F body) {
+  InProcessGroup group(world);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < world; ++r)
+    comms.push_back(group.communicator(r));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] { body(r, *comms[r]); });
+  for (auto &t : threads)
+    t.join();
+}
+
+std::vector<std::vector<float>> randomInputs(int world, int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<std::vector<float>> in(world, std::vector<float>(n));
+  for (auto &v : in)
+    for (float &x : v)
+      x = u(rng);
+  return in;
+}
+
+/// The naive reference: element k summed over ranks 0..W-1 in double.
+std::vector<double> naiveSum(const std::vector<std::vector<float>> &in) {
+  std::vector<double> sum(in[0].size(), 0.0);
+  for (const auto &v : in)
+    for (size_t k = 0; k < v.size(); ++k)
+      sum[k] += v[k];
+  return sum;
+}
+
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, AllReduceSumAndAverage) {
+  int world = GetParam();
+  for (int64_t n : {1, 7, 64, 1001}) {
+    auto in = randomInputs(world, n, 1 + n);
+    std::vector<double> ref = naiveSum(in);
+    std::vector<std::vector<float>> sum(world, std::vector<float>(n)),
+        avg(world, std::vector<float>(n));
+    onRanks(world, [&](int r, Communicator &c) {
+      ASSERT_TRUE(c.allReduce(in[r].data(), sum[r].data(), n, ReduceOp::Sum));
+      // In place, as the plans do when they can.
+      avg[r] = in[r];
+      ASSERT_TRUE(c.allReduce(avg[r].data(), avg[r].data(), n, ReduceOp::Avg));
+    });
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(sum[r], sum[0]) << "ranks must agree bit for bit";
+      for (int64_t k = 0; k < n; ++k) {
+        EXPECT_NEAR(sum[r][k], ref[k], 1e-6) << "n " << n << " rank " << r << " k " << k;
+        EXPECT_NEAR(avg[r][k], ref[k] / world, 1e-6);
+      }
+    }
+  }
+}
+
+TEST_P(Collectives, ReduceScatterKeepsTheRanksChunk) {
+  int world = GetParam();
+  int64_t chunk = 33, n = chunk * world;
+  auto in = randomInputs(world, n, 7);
+  std::vector<double> ref = naiveSum(in);
+  std::vector<std::vector<float>> out(world, std::vector<float>(chunk));
+  onRanks(world, [&](int r, Communicator &c) {
+    ASSERT_TRUE(c.reduceScatter(in[r].data(), out[r].data(), n, ReduceOp::Avg));
+  });
+  for (int r = 0; r < world; ++r)
+    for (int64_t k = 0; k < chunk; ++k)
+      EXPECT_NEAR(out[r][k], ref[r * chunk + k] / world, 1e-6);
+}
+
+TEST_P(Collectives, AllGatherConcatenatesInRankOrder) {
+  int world = GetParam();
+  int64_t n = 17;
+  auto in = randomInputs(world, n, 11);
+  std::vector<std::vector<float>> out(world, std::vector<float>(n * world));
+  onRanks(world, [&](int r, Communicator &c) {
+    ASSERT_TRUE(c.allGather(in[r].data(), out[r].data(), n));
+  });
+  for (int r = 0; r < world; ++r)
+    for (int q = 0; q < world; ++q)
+      for (int64_t k = 0; k < n; ++k)
+        EXPECT_EQ(out[r][q * n + k], in[q][k]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, ::testing::Values(1, 2, 3, 4, 8));
+
+TEST(Collectives, AbortEndsEveryWaitingRank) {
+  // Rank 1 fails before its collective; the others must not wait forever.
+  std::vector<bool> failed(4, false);
+  onRanks(4, [&](int r, Communicator &c) {
+    std::vector<float> x(8, 1.0f);
+    if (r == 1) {
+      c.abort("rank 1 failed");
+      failed[r] = true;
+      return;
+    }
+    Status s = c.allReduce(x.data(), x.data(), 8, ReduceOp::Sum);
+    failed[r] = !s;
+    if (!s)
+      EXPECT_NE(s.message().find("rank 1 failed"), std::string::npos) << s.message();
+  });
+  for (int r = 0; r < 4; ++r)
+    EXPECT_TRUE(failed[r]) << "rank " << r;
+}
+
+} // namespace
