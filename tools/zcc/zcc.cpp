@@ -217,8 +217,66 @@ static std::string describeLocation(Location loc) {
   return "";
 }
 
+static cl::list<int64_t> estimateWorldSizes(
+    "world-sizes", cl::desc("zcc estimate: the world sizes of the table (default 1,2,4,8,16,64)"),
+    cl::CommaSeparated, cl::cat(zccCategory));
+
+/// zcc estimate: model-state memory per rank for ZeRO stages 0-3 and several
+/// world sizes, from the parameter count alone (as DeepSpeed's
+/// estimate_zero*_model_states_mem_needs), without compiling a plan.
+static int printEstimate(ModuleOp module, llvm::raw_ostream &os) {
+  int64_t psi = 0, frozen = 0;
+  for (auto g : module.getOps<zcc::zero::GlobalOp>()) {
+    if (!isa<FloatType>(g.getTensorType().getElementType()))
+      continue;
+    (g.getTrainable() ? psi : frozen) += g.getTensorType().getNumElements();
+  }
+  SmallVector<int64_t> worlds(estimateWorldSizes.begin(), estimateWorldSizes.end());
+  if (worlds.empty())
+    worlds = {1, 2, 4, 8, 16, 64};
+  auto source = module->getAttrOfType<StringAttr>("zero.source");
+  os << "zcc estimate: " << (source ? source.getValue() : "model") << ", Psi = " << psi
+     << " trainable parameters (" << frozen << " frozen elements)\n";
+  // GiB for real models, MiB below 1 GiB.
+  bool gib = 16.0 * psi >= 1024.0 * 1024 * 1024;
+  double unit = gib ? 1024.0 * 1024 * 1024 : 1024.0 * 1024;
+  os << "model states per rank in " << (gib ? "GiB" : "MiB")
+     << " (zcc: float32 params + grads + AdamW moments, 4+4+8 "
+        "bytes per parameter;\n"
+        "paper: mixed-precision Adam, 2+2+12); activations need a compiled plan: zcc "
+        "--emit=report\n";
+  os << llvm::format("  %-7s %-6s", "stage", "");
+  for (int64_t n : worlds)
+    os << llvm::format(" %9s", ("N=" + std::to_string(n)).c_str());
+  os << "\n";
+  for (int stage = 0; stage <= 3; ++stage)
+    for (int paper = 0; paper < 2; ++paper) {
+      double p = paper ? 2 : 4, g = paper ? 2 : 4, k = paper ? 12 : 8;
+      os << llvm::format("  %-7d %-6s", stage, paper ? "paper" : "zcc");
+      for (int64_t n : worlds) {
+        double bytes;
+        switch (stage) {
+        case 0: bytes = (p + g + k) * psi; break;
+        case 1: bytes = (p + g) * psi + k * psi / n; break;
+        case 2: bytes = p * psi + (g + k) * psi / n; break;
+        default: bytes = (p + g + k) * psi / n; break;
+        }
+        os << llvm::format(" %9.3f", bytes / unit);
+      }
+      os << "\n";
+    }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // zcc estimate MODEL [--world-sizes 1,2,4] [--trainable/--frozen ...]
+  bool estimate = argc > 1 && StringRef(argv[1]) == "estimate";
+  SmallVector<char *> args(argv, argv + argc);
+  if (estimate)
+    args.erase(args.begin() + 1);
+  argc = args.size();
+  argv = args.data();
   // Passes are registered so that --mlir-print-ir-before=PASS can name them.
   registerTransformsPasses();
   zcc::registerZeroPasses();
@@ -411,9 +469,13 @@ int main(int argc, char **argv) {
   options.trainableRegex = trainable;
   options.frozenRegex = frozen;
 
+  if (estimate && !options.microBatch)
+    options.microBatch = 1; // the batch does not change the parameter count
   OwningOpRef<ModuleOp> module = zcc::importOnnxFile(inputFile, options, &context);
   if (!module)
     return 1;
+  if (estimate)
+    return printEstimate(*module, llvm::outs());
 
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))

@@ -3,10 +3,37 @@
 #include "zcc/Target/Plan.h"
 #include "zrt/ZrtOps.h"
 
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace zcc;
+
+/// Tokens (elements of the first int64 data input, else samples) one rank
+/// processes per optimizer step.
+static int64_t tokensPerRankStep(ModuleOp module, int64_t accum) {
+  for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
+    if (program.getSymName() != "micro_step")
+      continue;
+    for (NamedAttribute in : program.getInputs()) {
+      auto buffer = SymbolTable::lookupNearestSymbolFrom<zcc::zrt::BufferOp>(
+          module, cast<FlatSymbolRefAttr>(in.getValue()).getAttr());
+      auto t = buffer ? cast<RankedTensorType>(buffer.getType()) : RankedTensorType();
+      if (t && t.getElementType().isInteger(64) && in.getName() != "labels")
+        return t.getNumElements() * accum;
+    }
+    for (NamedAttribute in : program.getInputs()) {
+      auto buffer = SymbolTable::lookupNearestSymbolFrom<zcc::zrt::BufferOp>(
+          module, cast<FlatSymbolRefAttr>(in.getValue()).getAttr());
+      if (buffer && in.getName() != "loss_scale")
+        return cast<RankedTensorType>(buffer.getType()).getDimSize(0) * accum;
+    }
+  }
+  return 0;
+}
 
 LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   auto arena = [&](StringRef name) -> int64_t {
@@ -17,15 +44,37 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
           input = arena("input");
   if (device < 0 || state < 0 || constant < 0 || input < 0)
     return module.emitError("the module has no arena sizes; run convert-zero-to-zrt first");
-  int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, numParams = 0, kernels = 0;
+  // ZeRO layout: parameters inside flat buckets overlap them (counted once,
+  // as the bucket); the trainable count comes from the members.
+  int64_t stage = 0, world = 1;
+  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition")) {
+    stage = partition.getAs<IntegerAttr>("stage").getInt();
+    world = partition.getAs<IntegerAttr>("world_size").getInt();
+  }
+  llvm::StringSet<> members, buckets;
+  int64_t numParams = 0, bucketed = 0;
+  if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"))
+    for (Attribute a : list) {
+      auto d = cast<DictionaryAttr>(a);
+      buckets.insert(d.getAs<FlatSymbolRefAttr>("param").getValue());
+      for (Attribute m : d.getAs<ArrayAttr>("members")) {
+        auto md = cast<DictionaryAttr>(m);
+        members.insert(md.getAs<StringAttr>("name").getValue());
+        bucketed += cast<RankedTensorType>(md.getAs<TypeAttr>("type").getValue()).getNumElements();
+      }
+    }
+  int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, kernels = 0;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
     if (buffer.getArena() != zcc::zrt::Arena::state || buffer.getView())
       continue;
     int64_t bytes = alignArena(storageBytes(buffer.getType()));
     StringRef role = buffer.getRole() ? *buffer.getRole() : "param";
-    if (buffer.getTrainable()) {
+    if (members.contains(buffer.getSymName()))
+      continue; // inside its bucket
+    if (buffer.getTrainable() || buckets.contains(buffer.getSymName())) {
       params += bytes;
-      numParams += cast<RankedTensorType>(buffer.getType()).getNumElements();
+      if (buffer.getTrainable())
+        numParams += cast<RankedTensorType>(buffer.getType()).getNumElements();
     } else if (role == "grad") {
       grads += bytes;
     } else if (role == "adam_m" || role == "adam_v" || role == "step") {
@@ -34,6 +83,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       frozen += bytes;
     }
   }
+  numParams += bucketed;
   std::string programs;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     int64_t n = llvm::range_size(program.getBody().front());
@@ -48,7 +98,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
        << note << "\n";
   };
   auto precision = module->getAttrOfType<StringAttr>("zero.precision");
-  os << "zcc memory report (per rank; world size 1, ZeRO stage 0, "
+  os << "zcc memory report (per rank; world size " << world << ", ZeRO stage " << stage << ", "
      << (precision ? precision.getValue() : "fp32") << ")\n";
   if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
     os << "  model: " << source.getValue() << ", " << numParams << " trainable parameters\n";
@@ -110,5 +160,90 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   row("inputs", input, "one micro-batch of data");
   row("activations+workspace", device, "device arena: peak of live temporaries");
   row("peak", state + constant + input + device, "sum of the arenas the runtime allocates");
+  if (!module->getAttr("zero.buckets"))
+    return success();
+
+  // Model states against the ZeRO paper (Rajbhandari et al., 2020, Fig. 1 /
+  // Table 1): K bytes of optimizer state per parameter over N ranks. zcc keeps
+  // float32 parameters (the masters), float32 gradients and AdamW's two float32
+  // moments: 4 + 4 + 8 bytes per parameter; the paper's mixed-precision Adam
+  // is 2 + 2 + 12.
+  double psi = (double)numParams, n = (double)world;
+  auto formula = [&](double p, double g, double k) {
+    switch (stage) {
+    case 0: return (p + g + k) * psi;
+    case 1: return (p + g) * psi + k * psi / n;
+    case 2: return p * psi + (g + k) * psi / n;
+    default: return (p + g + k) * psi / n;
+    }
+  };
+  static const char *paper[] = {"16 Psi", "4 Psi + 12 Psi/N", "2 Psi + 14 Psi/N", "16 Psi/N"};
+  os << llvm::format("  model states %27.0f B  (params + grads + optimizer state above)\n",
+                     (double)(params + grads + optimizer));
+  os << llvm::format("    zcc formula, stage %lld   %14.0f B  (fp32 params, grads and AdamW "
+                     "moments: 4+4+8 bytes per parameter; padding to the bucket layout aside)\n",
+                     (long long)stage, formula(4, 4, 8));
+  os << llvm::format("    ZeRO paper, stage %lld    %14.0f B  (%s, mixed-precision Adam: 2+2+12)\n",
+                     (long long)stage, formula(2, 2, 12), paper[std::clamp<int64_t>(stage, 0, 3)]);
+
+  // Communication per rank and step, as ring collectives send it: all-reduce
+  // 2(N-1)/N of the buffer, reduce-scatter and all-gather (N-1)/N of the full
+  // buffer. Micro-step collectives run once per accumulation step.
+  int64_t accum = 1;
+  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training"))
+    if (auto a = training.getAs<FloatAttr>("grad_accum_steps"))
+      accum = (int64_t)a.getValueAsDouble();
+  DenseMap<StringAttr, RankedTensorType> typeOf;
+  for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
+    typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
+  double sent[3] = {0, 0, 0}; // all-reduce, reduce-scatter, all-gather
+  int64_t calls[3] = {0, 0, 0};
+  double flops = 0;
+  for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
+    StringRef name = program.getSymName();
+    if (name == "eval")
+      continue;
+    double times = name == "micro_step" ? accum : 1;
+    for (Operation &op : program.getBody().front()) {
+      if (auto c = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
+        double in = storageBytes(typeOf.lookup(c.getInputAttr().getAttr()));
+        double out = storageBytes(typeOf.lookup(c.getOutputAttr().getAttr()));
+        int k = c.getKind() == "all_reduce" ? 0 : c.getKind() == "reduce_scatter" ? 1
+                : c.getKind() == "all_gather" ? 2 : -1;
+        if (k < 0 || world == 1)
+          continue;
+        double full = k == 2 ? out : in;
+        sent[k] += times * full * (n - 1) / n * (k == 0 ? 2 : 1);
+        calls[k] += (int64_t)times;
+        continue;
+      }
+      auto kernel = dyn_cast<zcc::zrt::KernelOp>(op);
+      if (!kernel || kernel.getName() != "matmul" || name != "micro_step")
+        continue;
+      // 2 * batch * M * N * K from the output's shape and the contraction.
+      auto lhs = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getInputs()[0]).getAttr());
+      auto out = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getAttr());
+      if (!lhs || !out || lhs.getRank() < 2)
+        continue;
+      bool transposeLhs = !kernel.getInts().empty() && kernel.getInts()[0];
+      int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
+      flops += times * 2.0 * (double)out.getNumElements() * (double)k;
+    }
+  }
+  double total = sent[0] + sent[1] + sent[2];
+  os << llvm::format("  communication per step %16.0f B  sent per rank (ring): all-reduce %.0f B "
+                     "(%lld calls), reduce-scatter %.0f B (%lld), all-gather %.0f B (%lld)\n",
+                     total, sent[0], (long long)calls[0], sent[1], (long long)calls[1], sent[2],
+                     (long long)calls[2]);
+  // The paper: stages 0-2 move 2 Psi elements per step (reduce-scatter +
+  // all-gather, or all-reduce), stage 3 3 Psi (a second all-gather of the
+  // parameters in the backward); float32 here, times (N-1)/N for a ring.
+  double paperComm = (stage == 3 ? 3 : 2) * psi * 4 * (n - 1) / n;
+  os << llvm::format("    ZeRO paper, stage %lld    %14.0f B  (%s Psi float32 elements x (N-1)/N; "
+                     "per optimizer step, without gradient accumulation)\n",
+                     (long long)stage, paperComm, stage == 3 ? "3" : "2");
+  os << llvm::format("  matmul FLOPs per step %17.4g     forward + backward, this rank's "
+                     "micro-batches; 6 x Psi x tokens would be %.4g\n",
+                     flops, 6.0 * psi * (double)tokensPerRankStep(module, accum));
   return success();
 }
