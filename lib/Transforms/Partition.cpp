@@ -351,9 +351,14 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           m.param.erase();
       }
     }
-    module->setAttr("zero.partition",
-                    b.getDictionaryAttr({b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
-                                         b.getNamedAttr("world_size", b.getI64IntegerAttr(world))}));
+    module->setAttr(
+        "zero.partition",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
+             b.getNamedAttr("world_size", b.getI64IntegerAttr(world)),
+             b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceBucketSize)),
+             b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherBucketSize)),
+             b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistenceThreshold))}));
     module->setAttr("zero.buckets", b.getArrayAttr(described));
   }
 };

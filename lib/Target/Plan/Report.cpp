@@ -152,6 +152,23 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                          num("initial_scale_power"), num("loss_scale_window"),
                          num("hysteresis"), num("min_loss_scale"));
   }
+  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition")) {
+    auto i = [&](StringRef key) {
+      auto a = partition.getAs<IntegerAttr>(key);
+      return a ? (long long)a.getInt() : -1LL;
+    };
+    int64_t count = 0, sharded = 0;
+    if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"))
+      for (Attribute a : list) {
+        ++count;
+        sharded += cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded").getValue();
+      }
+    os << llvm::format("  zero: %lld buckets (%lld with partitioned parameters), "
+                       "reduce_bucket_size %lld, allgather_bucket_size %lld, "
+                       "stage3_param_persistence_threshold %lld\n",
+                       (long long)count, (long long)sharded, i("reduce_bucket_size"),
+                       i("allgather_bucket_size"), i("persistence_threshold"));
+  }
   row("parameters", params, "trainable state");
   row("gradients", grads, "accumulated over micro-steps");
   row("optimizer state", optimizer, "AdamW moments and step");
