@@ -31,6 +31,11 @@ public:
   /// A view of buffer |index| in its arena.
   TensorRef buffer(int index) const;
 
+  /// The state arena (parameters, gradients, optimizer state): what a
+  /// checkpoint saves and restores.
+  char *stateData() const { return state_.data.get(); }
+  int64_t stateBytes() const { return state_.bytes; }
+
   /// Runs every instruction of |program| in order.
   Status run(const plan::Program &program);
 

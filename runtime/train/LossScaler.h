@@ -49,6 +49,19 @@ public:
   /// Overflows still tolerated before the scale halves.
   int64_t remainingHysteresis() const { return remainingHysteresis_; }
 
+  /// Everything update() depends on, for checkpoints.
+  struct State {
+    double scale;
+    int64_t remainingHysteresis, iteration, lastOverflow;
+  };
+  State state() const { return {scale_, remainingHysteresis_, iteration_, lastOverflow_}; }
+  void restore(const State &s) {
+    scale_ = s.scale;
+    remainingHysteresis_ = s.remainingHysteresis;
+    iteration_ = s.iteration;
+    lastOverflow_ = s.lastOverflow;
+  }
+
   /// Records the outcome of a step. Fails when an overflow happens at the
   /// minimum scale (the scale cannot go lower; training diverged).
   Status update(bool overflow);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "exec/Executor.h"
 #include "plan/PlanLoader.h"
+#include "train/Checkpoint.h"
 #include "train/Data.h"
 #include "train/LossScaler.h"
 #include "train/Npy.h"
@@ -43,6 +44,9 @@ const char *kUsage =
     "                  [--warmup-min-ratio R] [--cos-min-ratio R]\n"
     "                  [--metrics FILE.jsonl] [--print-memory] [--shuffle SEED]\n"
     "                  [--tokens FILE.bin [--token-bytes 2|4]]\n"
+    "                  [--checkpoint-dir DIR [--save-every K]] [--resume DIR]\n"
+    "       zrun export CHECKPOINT [--safetensors OUT.safetensors]\n"
+    "                  [--onnx MODEL.onnx -o TRAINED.onnx]\n"
     "\n"
     "  eval    evaluates K global batches (default 1) and prints 'loss: <mean>'\n"
     "          --output NAME=FILE.npy writes the graph output NAME of the first batch\n"
@@ -282,7 +286,8 @@ int evalCommand(int argc, char **argv) {
 
 int trainCommand(int argc, char **argv) {
   std::string metricsPath, tokenFile, v;
-  int64_t steps = -1, shuffleSeed = -1, tokenBytes = 2;
+  int64_t steps = -1, shuffleSeed = -1, tokenBytes = 2, saveEvery = 0;
+  std::string checkpointDir, resumeFrom;
   bool haveTotal = false;
   double lr = -1;
   Schedule schedule;
@@ -329,6 +334,15 @@ int trainCommand(int argc, char **argv) {
     } else if (args.is("--metrics")) {
       if (!args.value(metricsPath))
         return usageError("--metrics expects a file name");
+    } else if (args.is("--checkpoint-dir")) {
+      if (!args.value(checkpointDir))
+        return usageError("--checkpoint-dir expects a directory");
+    } else if (args.is("--save-every")) {
+      if (!args.integer(saveEvery, 1))
+        return usageError("--save-every expects a positive number of steps");
+    } else if (args.is("--resume")) {
+      if (!args.value(resumeFrom))
+        return usageError("--resume expects a checkpoint directory");
     } else if (auto error = args.common()) {
       return usageError(*error);
     }
@@ -375,6 +389,39 @@ int trainCommand(int argc, char **argv) {
   const int world = plan.world_size();
   const plan::Program *micro = findProgram(plan, "micro_step");
   const plan::Program *apply = findProgram(plan, "apply");
+  if (saveEvery > 0 && checkpointDir.empty())
+    return usageError("--save-every needs --checkpoint-dir");
+  uint64_t planHash = 0;
+  if (!checkpointDir.empty() || !resumeFrom.empty())
+    if (Status s = hashFile(planPath, planHash); !s)
+      return fail(s);
+  // --resume: the trainer state of the checkpoint; every rank then loads its
+  // state arena. The plan must be the one that saved it.
+  plan::Checkpoint resumed;
+  std::string resumeDir;
+  int64_t firstStep = 0;
+  if (!resumeFrom.empty()) {
+    if (Status s = findCheckpoint(resumeFrom, resumeDir); !s)
+      return fail(s);
+    if (Status s = readManifest(resumeDir, resumed); !s)
+      return fail(s);
+    if (resumed.plan_hash() != planHash || resumed.world_size() != world ||
+        resumed.state_arena_bytes() != plan.state_arena_bytes())
+      return fail(errorf("--resume ", resumeDir, ": the checkpoint was saved by another plan (",
+                         resumed.plan_source(), ", world size ", resumed.world_size(),
+                         "); resume with the plan that saved it"));
+    if (resumed.shuffle_seed() != shuffleSeed)
+      return fail(errorf("--resume ", resumeDir, ": the run ", resumed.shuffle_seed() < 0
+                                                                 ? std::string("did not shuffle")
+                                                                 : "shuffled with seed " +
+                                                                       std::to_string(resumed.shuffle_seed()),
+                         "; pass the same --shuffle to continue the same data order"));
+    firstStep = resumed.steps_done();
+    if (firstStep >= steps)
+      return fail(errorf("--resume ", resumeDir, ": the checkpoint is at step ", firstStep,
+                         ", --steps ", steps, " asks for no more; raise --steps"));
+    std::printf("resuming from %s: step %lld\n", resumeDir.c_str(), (long long)firstStep);
+  }
   DataFeeder feeder;
   if (!tokenFile.empty() && !data.empty())
     return usageError("use --tokens or --data, not both");
@@ -439,6 +486,48 @@ int trainCommand(int argc, char **argv) {
   // them (all ranks' micro-batches together are the global batch).
   std::vector<double> rankLoss(world);
   int64_t skippedTotal = 0;
+  double elapsedAll = 0;
+  auto report = [&](int64_t k, double loss, double stepLr, double norm, double scale, double ms,
+                    double tps, const std::string &note, bool overflow) {
+      double &elapsed = elapsedAll;
+      if (tty)
+        std::printf("\r\033[K"); // clear the progress bar
+      std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f", (long long)k + 1,
+                  (long long)steps, loss, stepLr, norm);
+      if (scaling)
+        std::printf(" | loss_scale %.0f", scale);
+      std::printf(" | %.1f ms | %.0f tokens/s%s\n", ms, tps, note.c_str());
+      if (tty) {
+        // A progress bar under the log lines, on a terminal only.
+        elapsed += ms;
+        int width = 30, done = (int)(width * (k + 1) / steps);
+        double eta = elapsed / (k + 1) * (steps - k - 1) / 1000.0;
+        std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
+                    std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps,
+                    eta);
+        if (k + 1 == steps)
+          std::printf("\n");
+      }
+      std::fflush(stdout);
+      // JSON has no inf/NaN: an overflowed step's norm is null.
+      char normText[32], lossText[32];
+      if (std::isfinite(norm))
+        std::snprintf(normText, sizeof normText, "%.9g", norm);
+      else
+        std::snprintf(normText, sizeof normText, "null");
+      if (std::isfinite(loss))
+        std::snprintf(lossText, sizeof lossText, "%.9g", loss);
+      else
+        std::snprintf(lossText, sizeof lossText, "null");
+      if (metrics)
+        std::fprintf(metrics,
+                     "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
+                     "\"loss_scale\": %.17g, \"skipped\": %s, \"tokens_per_s\": %.1f, "
+                     "\"step_ms\": %.3f, \"peak_bytes\": %lld}\n",
+                     (long long)k, lossText, stepLr, normText, scale, overflow ? "true" : "false",
+                     tps, ms, (long long)rankBytes);
+  };
+  std::string checkpointTmp; // shared by the ranks during a save
   auto trainRank = [&](int rank, Communicator *comm) -> Status {
     Executor executor(plan, rank, comm);
     std::optional<LossScaler> scaler;
@@ -448,7 +537,42 @@ int trainCommand(int argc, char **argv) {
     // The schedule advances on applied steps only: DeepSpeed does not step
     // its lr scheduler after an fp16 overflow.
     int64_t applied = 0, skipped = 0;
-    for (int64_t k = 0; k < steps; ++k) {
+    if (!resumeDir.empty()) {
+      ZRT_RETURN_IF_ERROR(
+          readRankState(resumeDir, rank, executor.stateData(), executor.stateBytes()));
+      applied = resumed.steps_applied();
+      if (scaler)
+        scaler->restore({resumed.loss_scale(), resumed.scaler_hysteresis(),
+                         resumed.scaler_iteration(), resumed.scaler_last_overflow()});
+    }
+    auto sync = [&]() { return comm ? comm->barrier() : Status::ok(); };
+    // Every rank writes its shard; rank 0 the manifest and the renames.
+    auto save = [&](int64_t stepsDone) -> Status {
+      if (rank == 0)
+        ZRT_RETURN_IF_ERROR(beginCheckpoint(checkpointDir, stepsDone, checkpointTmp));
+      ZRT_RETURN_IF_ERROR(sync());
+      ZRT_RETURN_IF_ERROR(
+          writeRankState(checkpointTmp, rank, executor.stateData(), executor.stateBytes()));
+      ZRT_RETURN_IF_ERROR(sync());
+      if (rank == 0) {
+        plan::Checkpoint m = describeCheckpoint(plan, planHash);
+        m.set_steps_done(stepsDone);
+        m.set_steps_applied(applied);
+        m.set_shuffle_seed(shuffleSeed);
+        if (scaler) {
+          LossScaler::State st = scaler->state();
+          m.set_loss_scale(st.scale);
+          m.set_scaler_hysteresis(st.remainingHysteresis);
+          m.set_scaler_iteration(st.iteration);
+          m.set_scaler_last_overflow(st.lastOverflow);
+        }
+        ZRT_RETURN_IF_ERROR(finishCheckpoint(checkpointDir, checkpointTmp, stepsDone, m));
+        std::printf("checkpoint: %s/step-%lld\n", checkpointDir.c_str(), (long long)stepsDone);
+        std::fflush(stdout);
+      }
+      return sync();
+    };
+    for (int64_t k = firstStep; k < steps; ++k) {
       auto start = std::chrono::steady_clock::now();
       double scale = scaler ? scaler->scale() : 1.0;
       if (scaler) {
@@ -505,44 +629,10 @@ int trainCommand(int argc, char **argv) {
           (void)scaler->update(false);
         ++applied;
       }
-      if (rank != 0)
-        continue;
-      if (tty)
-        std::printf("\r\033[K"); // clear the progress bar
-      std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f", (long long)k + 1,
-                  (long long)steps, loss, stepLr, norm);
-      if (scaler)
-        std::printf(" | loss_scale %.0f", scale);
-      std::printf(" | %.1f ms | %.0f tokens/s%s\n", ms, tps, note.c_str());
-      if (tty) {
-        // A progress bar under the log lines, on a terminal only.
-        elapsed += ms;
-        int width = 30, done = (int)(width * (k + 1) / steps);
-        double eta = elapsed / (k + 1) * (steps - k - 1) / 1000.0;
-        std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
-                    std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps,
-                    eta);
-        if (k + 1 == steps)
-          std::printf("\n");
-      }
-      std::fflush(stdout);
-      // JSON has no inf/NaN: an overflowed step's norm is null.
-      char normText[32], lossText[32];
-      if (std::isfinite(norm))
-        std::snprintf(normText, sizeof normText, "%.9g", norm);
-      else
-        std::snprintf(normText, sizeof normText, "null");
-      if (std::isfinite(loss))
-        std::snprintf(lossText, sizeof lossText, "%.9g", loss);
-      else
-        std::snprintf(lossText, sizeof lossText, "null");
-      if (metrics)
-        std::fprintf(metrics,
-                     "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
-                     "\"loss_scale\": %.17g, \"skipped\": %s, \"tokens_per_s\": %.1f, "
-                     "\"step_ms\": %.3f, \"peak_bytes\": %lld}\n",
-                     (long long)k, lossText, stepLr, normText, scale, overflow ? "true" : "false",
-                     tps, ms, (long long)rankBytes);
+      if (rank == 0)
+        report(k, loss, stepLr, norm, scale, ms, tps, note, overflow);
+      if (!checkpointDir.empty() && ((saveEvery > 0 && (k + 1) % saveEvery == 0) || k + 1 == steps))
+        ZRT_RETURN_IF_ERROR(save(k + 1));
     }
     if (rank == 0)
       skippedTotal = skipped;
@@ -669,6 +759,59 @@ int gradcheckCommand(int argc, char **argv) {
 
 } // namespace
 
+/// zrun export CHECKPOINT [--safetensors OUT] [--onnx MODEL.onnx -o OUT.onnx]:
+/// consolidates the ranks' shards into whole float32 tensors.
+int exportCommand(int argc, char **argv) {
+  std::string safetensors, onnxIn, onnxOut;
+  Args args(argc, argv);
+  while (args.next()) {
+    if (args.is("--safetensors")) {
+      if (!args.value(safetensors))
+        return usageError("--safetensors expects an output file");
+    } else if (args.is("--onnx")) {
+      if (!args.value(onnxIn))
+        return usageError("--onnx expects the model the plan was compiled from");
+    } else if (args.is("-o")) {
+      if (!args.value(onnxOut))
+        return usageError("-o expects an output file");
+    } else if (auto error = args.common()) {
+      return usageError(*error);
+    }
+  }
+  if (args.plan.empty())
+    return usageError("export needs a checkpoint (a --checkpoint-dir or one of its step-K)");
+  if (safetensors.empty() && onnxIn.empty())
+    return usageError("export writes --safetensors OUT and/or --onnx MODEL.onnx -o OUT.onnx");
+  if (onnxIn.empty() != onnxOut.empty())
+    return usageError("--onnx MODEL.onnx and -o TRAINED.onnx go together");
+  std::string dir;
+  plan::Checkpoint manifest;
+  if (Status s = findCheckpoint(args.plan, dir); !s)
+    return fail(s);
+  if (Status s = readManifest(dir, manifest); !s)
+    return fail(s);
+  std::vector<NamedTensor> tensors;
+  if (Status s = consolidate(dir, manifest, tensors); !s)
+    return fail(s);
+  int trainable = 0;
+  for (const NamedTensor &t : tensors)
+    trainable += t.trainable;
+  if (!safetensors.empty()) {
+    if (Status s = writeSafetensors(safetensors, tensors, manifest); !s)
+      return fail(s);
+    std::printf("%s: %zu tensors (%d trained) after %lld steps\n", safetensors.c_str(),
+                tensors.size(), trainable, (long long)manifest.steps_done());
+  }
+  if (!onnxIn.empty()) {
+    int replaced = 0;
+    if (Status s = writeTrainedOnnx(onnxIn, onnxOut, tensors, replaced); !s)
+      return fail(s);
+    std::printf("%s: %d initializers of %s replaced by the trained ones\n", onnxOut.c_str(),
+                replaced, onnxIn.c_str());
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
@@ -687,6 +830,6 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (command == "export")
-    return usageError("'" + command + "' is not available in this version yet");
+    return exportCommand(argc - 2, argv + 2);
   return usageError("unknown command '" + command + "'");
 }

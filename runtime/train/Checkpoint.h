@@ -1,0 +1,68 @@
+//===- Checkpoint.h - sharded checkpoints, resume and export -----*- C++ -*-===//
+//
+// Layout of a checkpoint directory DIR:
+//   DIR/step-K/rank-R.bin      rank R's whole state arena after K steps
+//                              (its parameter, gradient and optimizer shards)
+//   DIR/step-K/manifest.pb     plan::Checkpoint: plan hash, trainer state,
+//                              where every tensor is (for export)
+//   DIR/step-K/manifest.json   the same, for people
+//   DIR/latest                 "step-K": the newest complete checkpoint
+// A save writes DIR/step-K.tmp/ and renames it, then replaces `latest`
+// through a rename: a crash at any point leaves the previous checkpoint and
+// `latest` intact. Resuming needs the same plan (its hash is checked).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_TRAIN_CHECKPOINT_H
+#define ZRT_TRAIN_CHECKPOINT_H
+
+#include "plan/plan.pb.h"
+#include "support/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// FNV-1a 64 of a file's bytes.
+Status hashFile(const std::string &path, uint64_t &hash);
+
+/// The manifest of |plan|'s checkpoints without the trainer state: where each
+/// trainable tensor (and frozen float buffer) lives in a rank's state arena.
+plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash);
+
+/// Rank 0: creates DIR/step-K.tmp (replacing a stale one) and returns it.
+Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDir);
+/// Every rank: writes its state arena into |tmpDir|/rank-R.bin (flushed to disk).
+Status writeRankState(const std::string &tmpDir, int rank, const char *data, int64_t bytes);
+/// Rank 0, after every rank wrote: the manifest, then the renames.
+Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int64_t step,
+                        const plan::Checkpoint &manifest);
+
+/// |path| is a checkpoint root (its `latest`) or a step directory.
+Status findCheckpoint(const std::string &path, std::string &dir);
+Status readManifest(const std::string &dir, plan::Checkpoint &manifest);
+/// Reads rank R's state arena (exactly |bytes|).
+Status readRankState(const std::string &dir, int rank, char *data, int64_t bytes);
+
+/// Every tensor of the checkpoint, consolidated from the ranks' shards, as
+/// float32 in the manifest's order (trainable ones only if |trainableOnly|).
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+  bool trainable = false;
+};
+Status consolidate(const std::string &dir, const plan::Checkpoint &manifest,
+                   std::vector<NamedTensor> &out);
+
+/// zrun export: a .safetensors file of the consolidated tensors.
+Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors,
+                        const plan::Checkpoint &manifest);
+/// zrun export: |onnxIn| with every trained initializer replaced.
+Status writeTrainedOnnx(const std::string &onnxIn, const std::string &onnxOut,
+                        const std::vector<NamedTensor> &tensors, int &replaced);
+
+} // namespace zrt
+
+#endif // ZRT_TRAIN_CHECKPOINT_H
