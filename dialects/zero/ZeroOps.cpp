@@ -661,5 +661,16 @@ LogicalResult LocalShardOp::verify() {
   return verifyChunks(*this, getInput().getType(), getResult().getType(), getWorldSize());
 }
 
+LogicalResult WaitOp::verify() {
+  Operation *start = getStarted().getDefiningOp();
+  if (!start || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(start) ||
+      !start->hasAttr("async"))
+    return emitOpError("waits for the result of an async all_reduce, reduce_scatter or "
+                       "all_gather");
+  if (start->getOperand(0) != getInput())
+    return emitOpError("input must be the started collective's input");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "zero/ZeroOps.cpp.inc"

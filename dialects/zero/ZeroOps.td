@@ -481,7 +481,7 @@ def Zero_CollectiveReduce : I32EnumAttr<"CollectiveReduce", "reduction of a coll
 def Zero_AllReduceOp : Zero_Op<"all_reduce", [Pure, SameOperandsAndResultType]> {
   let summary = "sum or average over the data-parallel ranks; every rank gets the result";
   let arguments = (ins Zero_FloatTensor:$input, Zero_CollectiveReduce:$reduce,
-                       Zero_I64Attr:$world_size);
+                       Zero_I64Attr:$world_size, UnitAttr:$async);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$reduce $input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -494,7 +494,7 @@ def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [Pure]> {
     rank's N/world_size elements of the sum (or average) over ranks.
   }];
   let arguments = (ins Zero_FloatTensor:$input, Zero_CollectiveReduce:$reduce,
-                       Zero_I64Attr:$world_size);
+                       Zero_I64Attr:$world_size, UnitAttr:$async);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$reduce $input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -502,7 +502,7 @@ def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [Pure]> {
 
 def Zero_AllGatherOp : Zero_Op<"all_gather", [Pure]> {
   let summary = "concatenate every rank's 1-D shard in rank order";
-  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size);
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size, UnitAttr:$async);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -513,6 +513,21 @@ def Zero_LocalShardOp : Zero_Op<"local_shard", [Pure]> {
   let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Zero_WaitOp : Zero_Op<"wait", [Pure, AllTypesMatch<["started", "result"]>]> {
+  let summary = "the result of an `async` collective, once it has completed";
+  let description = [{
+    zero-schedule splits every collective into its start (the collective op,
+    marked `async`) and this wait: uses of the result go through the wait, so
+    the distance between the two is the overlap with compute. The collective
+    reads `input` until the wait, which keeps it alive (and unmodified).
+    The result is the started collective's buffer (no copy).
+  }];
+  let arguments = (ins Zero_FloatTensor:$started, Zero_FloatTensor:$input);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$started `,` $input attr-dict `:` type($started) `,` type($input)";
   let hasVerifier = 1;
 }
 

@@ -98,8 +98,14 @@ def Zrt_CollectiveOp : Zrt_Op<"collective", [HasParent<"ProgramOp">,
     rank's chunk, no communication). `reduce`: 0 sum, 1 average.
   }];
   let arguments = (ins StrAttr:$kind, FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output,
-                       DefaultValuedAttr<I64Attr, "0">:$reduce);
-  let assemblyFormat = "$kind $input `->` $output attr-dict";
+                       DefaultValuedAttr<I64Attr, "0">:$reduce, UnitAttr:$async);
+  let assemblyFormat = "$kind $input `->` $output (`async` $async^)? attr-dict";
+}
+
+def Zrt_WaitOp : Zrt_Op<"wait", [HasParent<"ProgramOp">]> {
+  let summary = "wait for the async collective that writes `output`";
+  let arguments = (ins FlatSymbolRefAttr:$output);
+  let assemblyFormat = "$output attr-dict";
 }
 
 #endif // ZRT_OPS_TD

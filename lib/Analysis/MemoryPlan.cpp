@@ -36,7 +36,7 @@ DenseMap<Operation *, int64_t> zcc::programOrder(Block &block) {
 }
 
 bool zcc::isViewOp(Operation *op) {
-  if (isa<zero::ReshapeOp>(op))
+  if (isa<zero::ReshapeOp, zero::WaitOp>(op))
     return true;
   auto slice = dyn_cast<zero::SliceOp>(op);
   return slice && cast<RankedTensorType>(slice.getInput().getType()).getRank() == 1 &&

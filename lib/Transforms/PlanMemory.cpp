@@ -96,6 +96,10 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (!store)
         continue;
       Value v = store.getValue();
+      // Through the wait of an async collective: its buffer is the result's.
+      if (auto wait = v.getDefiningOp<WaitOp>(); wait && v.hasOneUse() &&
+                                                 wait.getStarted().hasOneUse())
+        v = wait.getStarted();
       Operation *def = v.getDefiningOp();
       if (!def || !v.hasOneUse() || v.getType() != storeType(module, store) ||
           !(isElementwise(def) || isa<AdamWOp, SgdOp, AllGatherOp>(def)))

@@ -89,6 +89,17 @@ Status Executor::run(const plan::Program &program) {
       std::memmove(dst.data, src.data, src.numel() * dtypeSize(src.dtype));
       continue;
     }
+    if (inst.has_wait()) {
+      auto it = pending_.find(inst.wait().output());
+      Status s = it == pending_.end() ? Status::ok() : stream_->wait(it->second);
+      if (it != pending_.end())
+        pending_.erase(it);
+      if (!s)
+        return errorf("program '", program.name(), "', instruction ", i,
+                      inst.wait().location().empty() ? "" : " (" + inst.wait().location() + ")",
+                      ", wait: ", s.message());
+      continue;
+    }
     if (inst.has_collective()) {
       if (Status s = collective(inst.collective()); !s)
         return errorf("program '", program.name(), "', instruction ", i,
@@ -117,7 +128,71 @@ Status Executor::run(const plan::Program &program) {
   return Status::ok();
 }
 
+CommStream::CommStream(Communicator *comm) : comm_(comm), thread_([this] { loop(); }) {}
+
+CommStream::~CommStream() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!queue_.empty() || running_ >= 0)
+      comm_->abort("rank " + std::to_string(comm_->rank()) +
+                   " stopped with collectives in flight");
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+int64_t CommStream::submit(std::function<Status()> task) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t ticket = next_++;
+  queue_.emplace_back(ticket, std::move(task));
+  cv_.notify_all();
+  return ticket;
+}
+
+Status CommStream::wait(int64_t ticket) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return done_.count(ticket) > 0; });
+  Status s = done_[ticket];
+  done_.erase(ticket);
+  return s;
+}
+
+void CommStream::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty())
+      return; // stop_ with nothing left
+    auto [ticket, task] = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = ticket;
+    lock.unlock();
+    Status s = task();
+    lock.lock();
+    running_ = -1;
+    done_[ticket] = s;
+    cv_.notify_all();
+  }
+}
+
 Status Executor::collective(const plan::Collective &c) {
+  int world = plan_.world_size();
+  if (c.kind() == plan::Collective::LOCAL_SHARD || world == 1)
+    return runCollective(c); // no communication
+  if (!comm_ || comm_->size() != world)
+    return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
+  if (!stream_)
+    stream_ = std::make_unique<CommStream>(comm_);
+  int64_t ticket = stream_->submit([this, c] { return runCollective(c); });
+  if (c.async()) {
+    pending_[c.output()] = ticket;
+    return Status::ok();
+  }
+  return stream_->wait(ticket);
+}
+
+Status Executor::runCollective(const plan::Collective &c) {
   TensorRef in = buffer(c.input()), out = buffer(c.output());
   const float *src = in.as<float>();
   float *dst = out.as<float>();
@@ -132,8 +207,6 @@ Status Executor::collective(const plan::Collective &c) {
     std::memmove(dst, src, out.numel() * sizeof(float));
     return Status::ok();
   }
-  if (!comm_ || comm_->size() != world)
-    return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
   ReduceOp op = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
   switch (c.kind()) {
   case plan::Collective::ALL_REDUCE: return comm_->allReduce(src, dst, n, op);

@@ -7,11 +7,41 @@
 #include "plan/plan.pb.h"
 #include "support/Status.h"
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace zrt {
+
+/// A rank's communication stream: collectives run on their own thread, in
+/// the order they are issued (every rank issues the same sequence), so that
+/// an async collective overlaps the kernels that follow it until its wait.
+class CommStream {
+public:
+  explicit CommStream(Communicator *comm);
+  /// Waits for everything issued; a stream destroyed with work pending (its
+  /// rank failed mid-program) aborts the group first, so nothing hangs.
+  ~CommStream();
+  int64_t submit(std::function<Status()> task);
+  Status wait(int64_t ticket);
+
+private:
+  void loop();
+  Communicator *comm_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<int64_t, std::function<Status()>>> queue_;
+  std::map<int64_t, Status> done_;
+  int64_t next_ = 0, running_ = -1;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 /// Owns the arenas of one rank and runs the plan's programs over them.
 class Executor {
@@ -47,12 +77,16 @@ private:
   char *arenaBase(int arena) const;
 
   Status collective(const plan::Collective &c);
+  Status runCollective(const plan::Collective &c);
 
   const plan::Plan &plan_;
   int rank_;
   Communicator *comm_;
   Arena device_, state_, constant_, input_, host_;
   int64_t allocated_ = 0;
+  // Last, so that the stream stops before the arenas it reads are freed.
+  std::map<int, int64_t> pending_; // async collectives by output buffer
+  std::unique_ptr<CommStream> stream_;
 };
 
 } // namespace zrt

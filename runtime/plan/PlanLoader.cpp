@@ -3,6 +3,7 @@
 
 #include "cpu/Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -169,10 +170,67 @@ Status zrt::validatePlan(const plan::Plan &p) {
     }
     for (const plan::NamedBuffer &nb : prog.outputs())
       ZRT_RETURN_IF_ERROR(checkIndex(nb.buffer(), "output '" + nb.name() + "'"));
+    // Async collectives in flight: their input must not be written and their
+    // output neither read nor written until their wait.
+    struct InFlight {
+      int input, output;
+    };
+    std::vector<InFlight> inFlight;
+    auto overlaps = [&](int a, int b) {
+      const plan::Buffer &x = p.buffers(a), &y = p.buffers(b);
+      return x.arena() == y.arena() && x.offset() < y.offset() + bytesOf[b] &&
+             y.offset() < x.offset() + bytesOf[a];
+    };
+    auto hazard = [&](const std::string &where, int index, bool writes) -> Status {
+      for (const InFlight &f : inFlight) {
+        if (overlaps(index, f.output))
+          return errorf(where, ": ", writes ? "writes" : "reads", " buffer ", index,
+                        ", which an async collective writes until its wait");
+        if (writes && overlaps(index, f.input))
+          return errorf(where, ": writes buffer ", index,
+                        ", which an async collective reads until its wait");
+      }
+      return Status::ok();
+    };
     for (int i = 0; i < prog.instructions_size(); ++i) {
       const plan::Instruction &inst = prog.instructions(i);
       std::ostringstream where;
       where << "program '" << prog.name() << "', instruction " << i;
+      if (inst.has_wait()) {
+        int out = inst.wait().output();
+        auto it = std::find_if(inFlight.begin(), inFlight.end(),
+                               [&](const InFlight &f) { return f.output == out; });
+        if (it == inFlight.end())
+          return errorf(where.str(), ": waits for buffer ", out,
+                        ", which no async collective in flight writes");
+        inFlight.erase(it);
+        continue;
+      }
+      if (inst.has_copy()) {
+        ZRT_RETURN_IF_ERROR(checkIndex(inst.copy().source(), where.str() + " copy source"));
+        ZRT_RETURN_IF_ERROR(checkIndex(inst.copy().target(), where.str() + " copy target"));
+        ZRT_RETURN_IF_ERROR(hazard(where.str(), inst.copy().source(), false));
+        ZRT_RETURN_IF_ERROR(hazard(where.str(), inst.copy().target(), true));
+      } else if (inst.has_kernel()) {
+        for (int index : inst.kernel().inputs()) {
+          ZRT_RETURN_IF_ERROR(checkIndex(index, where.str() + " operand"));
+          ZRT_RETURN_IF_ERROR(hazard(where.str(), index, false));
+        }
+        for (int index : inst.kernel().outputs()) {
+          ZRT_RETURN_IF_ERROR(checkIndex(index, where.str() + " operand"));
+          ZRT_RETURN_IF_ERROR(hazard(where.str(), index, true));
+        }
+      } else if (inst.has_collective()) {
+        ZRT_RETURN_IF_ERROR(checkIndex(inst.collective().input(), where.str() + " collective input"));
+        ZRT_RETURN_IF_ERROR(checkIndex(inst.collective().output(), where.str() + " collective output"));
+        ZRT_RETURN_IF_ERROR(hazard(where.str(), inst.collective().input(), false));
+        ZRT_RETURN_IF_ERROR(hazard(where.str(), inst.collective().output(), true));
+        if (inst.collective().async()) {
+          if (inst.collective().kind() == plan::Collective::LOCAL_SHARD)
+            return errorf(where.str(), ": local_shard is not communication; it cannot be async");
+          inFlight.push_back({inst.collective().input(), inst.collective().output()});
+        }
+      }
       if (inst.has_copy()) {
         const plan::Copy &c = inst.copy();
         ZRT_RETURN_IF_ERROR(checkIndex(c.source(), where.str() + " copy source"));
@@ -249,6 +307,9 @@ Status zrt::validatePlan(const plan::Plan &p) {
       if (!problem.empty())
         return errorf(where.str(), ": kernel '", k.name(), "' ", problem);
     }
+    if (!inFlight.empty())
+      return errorf("program '", prog.name(), "': the async collective writing buffer ",
+                    inFlight.front().output, " is never waited for");
   }
   return Status::ok();
 }

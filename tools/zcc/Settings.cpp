@@ -224,8 +224,9 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     return std::move(e);
   size(s.prefetchBucketSize, c.prefetchBucketSize, "zero_optimization.stage3_prefetch_bucket_size");
   size(s.maxLiveParameters, c.maxLiveParameters, "zero_optimization.stage3_max_live_parameters");
-  if (c.overlapComm)
-    s.overlapComm = *c.overlapComm;
+  if (Error e = merge(s.overlapComm, flags.overlapComm, f.overlapComm, c.overlapComm,
+                      "--overlap-comm", "zero_optimization.overlap_comm", path))
+    return std::move(e);
   if (c.offloadOptimizer && c.offloadOptimizer->device != "none")
     warn((path + ": key 'zero_optimization.offload_optimizer': offload is not implemented yet; "
                  "the optimizer state stays in device memory")

@@ -56,7 +56,7 @@ struct FlagValues {
        gradClip = false, lossScale = false, minLossScale = false, initialScalePower = false,
        lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false,
        zeroStage = false, worldSize = false, reduceBucketSize = false,
-       allgatherBucketSize = false, persistenceThreshold = false;
+       allgatherBucketSize = false, persistenceThreshold = false, overlapComm = false;
 };
 
 /// Merges the flags with |config| (if any) and checks the result. Warnings

@@ -112,6 +112,11 @@ static cl::opt<int64_t> persistenceThreshold(
     "stage3-param-persistence-threshold",
     cl::desc("stage 3: parameters with fewer elements stay whole on every rank (default 1e5)"),
     cl::init(100000), cl::cat(zccCategory));
+static cl::opt<bool> overlapComm(
+    "overlap-comm",
+    cl::desc("overlap collectives with compute: gradient reductions with the backward, stage-3 "
+             "parameter prefetch (DeepSpeed's overlap_comm)"),
+    cl::init(false), cl::cat(zccCategory));
 static cl::opt<std::string> deepspeedConfig(
     "deepspeed",
     cl::desc("a DeepSpeed JSON config: its optimizer, scheduler, fp16/bf16, gradient_clipping, "
@@ -380,6 +385,8 @@ int main(int argc, char **argv) {
     flags.reduceBucketSize = reduceBucketSize.getNumOccurrences();
     flags.allgatherBucketSize = allgatherBucketSize.getNumOccurrences();
     flags.persistenceThreshold = persistenceThreshold.getNumOccurrences();
+    f.overlapComm = overlapComm;
+    flags.overlapComm = overlapComm.getNumOccurrences();
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
@@ -539,6 +546,11 @@ int main(int argc, char **argv) {
     optOptions.weightDecay = S.weightDecay;
     optOptions.gradClip = S.gradClip;
     pm.addPass(zcc::createZeroOptimizer(optOptions));
+    zcc::ZeroScheduleOptions schedOptions;
+    schedOptions.overlapComm = S.overlapComm;
+    schedOptions.prefetchBucketSize = resolve(S.prefetchBucketSize, 0.9, 0);
+    schedOptions.maxLiveParameters = S.maxLiveParameters;
+    pm.addPass(zcc::createZeroSchedule(schedOptions));
     Builder b(&context);
     SmallVector<NamedAttribute> training{
         b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(S.gradAccum)),

@@ -41,9 +41,10 @@ struct Placement {
   int64_t offset;
 };
 
-/// Ops whose result is a view of their operand's bytes (no kernel, no
-/// memory): zero.reshape, and a zero.slice of a 1-D tensor with stride 1 (a
-/// contiguous range, as a parameter inside its flat ZeRO bucket).
+/// Ops whose result is a view of their (first) operand's bytes (no kernel,
+/// no memory): zero.reshape, zero.wait (the started collective's buffer), and
+/// a zero.slice of a 1-D tensor with stride 1 (a contiguous range, as a
+/// parameter inside its flat ZeRO bucket).
 bool isViewOp(mlir::Operation *op);
 
 /// Returns the value whose storage |v| uses: itself, or the operand of the

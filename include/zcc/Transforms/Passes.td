@@ -171,6 +171,34 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroSchedule : Pass<"zero-schedule", "mlir::ModuleOp"> {
+  let summary = "Split collectives into start/wait and, with overlap-comm, overlap them with compute";
+  let description = [{
+    Every all_reduce, reduce_scatter and all_gather becomes `async` (its
+    start) followed by a `zero.wait` that the uses read through.
+    - Without overlap-comm each wait follows its start at once.
+    - With overlap-comm (DeepSpeed's overlap_comm): a wait moves down to just
+      before the first use of the result; a gradient reduce-scatter's wait
+      (and the accumulation that reads it) moves down to the next
+      reduce-scatter's start or the end, so that a bucket's reduction overlaps
+      the backward of the next bucket, with at most two IPG buckets alive; a
+      stage-3 parameter all-gather's start moves up (prefetch) to just after
+      the wait of an earlier all-gather, as far as the gathers started but
+      not yet used stay within prefetch-bucket-size and max-live-parameters
+      elements (stage3_prefetch_bucket_size, stage3_max_live_parameters).
+    The lit tests show the resulting order.
+  }];
+  let options = [
+    Option<"overlapComm", "overlap-comm", "bool", /*default=*/"false",
+           "overlap communication with compute (DeepSpeed's overlap_comm)">,
+    Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t", /*default=*/"50000000",
+           "elements of parameters gathered ahead of their use (stage3_prefetch_bucket_size)">,
+    Option<"maxLiveParameters", "max-live-parameters", "int64_t", /*default=*/"1000000000",
+           "elements of gathered parameters alive at once (stage3_max_live_parameters)">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroOptimizer : Pass<"zero-optimizer", "mlir::ModuleOp"> {
   let summary = "Build @apply: clipping by global norm and AdamW (or SGD) on every parameter";
   let description = [{

@@ -298,6 +298,12 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
                                         /*view=*/isViewOp(&op) ||
                                             p.arena == ArenaKind::State);
       }
+      if (auto wait = dyn_cast<zero::WaitOp>(op)) {
+        // A view of the started collective's buffer, and the instruction
+        // that waits for it.
+        zrt::WaitOp::create(pb, op.getLoc(), bufferOf[wait.getStarted()]);
+        continue;
+      }
       if (isa<zero::ConstantOp>(op) || isViewOp(&op))
         continue; // data or a view: no instruction
       if (isa<zero::AllReduceOp, zero::ReduceScatterOp, zero::AllGatherOp, zero::LocalShardOp>(
@@ -311,9 +317,12 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
           reduce = (int64_t)r.getReduce();
         if (auto r = dyn_cast<zero::ReduceScatterOp>(op))
           reduce = (int64_t)r.getReduce();
-        zrt::CollectiveOp::create(pb, op.getLoc(), pb.getStringAttr(kind),
-                                  bufferOf[op.getOperand(0)], bufferOf[op.getResult(0)],
-                                  pb.getI64IntegerAttr(reduce));
+        auto coll = zrt::CollectiveOp::create(pb, op.getLoc(), pb.getStringAttr(kind),
+                                              bufferOf[op.getOperand(0)],
+                                              bufferOf[op.getResult(0)],
+                                              pb.getI64IntegerAttr(reduce));
+        if (op.hasAttr("async"))
+          coll->setAttr("async", pb.getUnitAttr());
         continue;
       }
       auto spec = kernelFor(&op);

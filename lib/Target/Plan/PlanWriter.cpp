@@ -112,6 +112,13 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
         pc->set_input(index.lookup(coll.getInputAttr().getAttr()));
         pc->set_output(index.lookup(coll.getOutputAttr().getAttr()));
         pc->set_location(where);
+        pc->set_async(coll.getAsync());
+        continue;
+      }
+      if (auto wait = dyn_cast<zcc::zrt::WaitOp>(op)) {
+        zplan::Wait *pw = pp->add_instructions()->mutable_wait();
+        pw->set_output(index.lookup(wait.getOutputAttr().getAttr()));
+        pw->set_location(where);
         continue;
       }
       if (auto copy = dyn_cast<zcc::zrt::CopyOp>(op)) {

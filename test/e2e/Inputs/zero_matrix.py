@@ -6,7 +6,8 @@ and accumulation 1 or 2 (where the reference batch B divides into W*A
 micro-batches): compile with --micro-batch B/(W*A), train 20 steps with
 W in-process ranks, and compare every step with references.json (loss 1e-4,
 grad_norm 1e-3 relative). Small buckets and a small persistence threshold
-make stage 3 partition most parameters over several buckets. Prints one
+make stage 3 partition most parameters over several buckets; runs with
+accumulation 2 or 4 ranks overlap communication (--overlap-comm). Prints one
 line per run and 'N of N ZeRO runs match PyTorch'.
 """
 import json, os, subprocess, sys
@@ -56,9 +57,14 @@ for name, model, refs, traj, batch, flags, data, train_flags in MODELS:
                 plan = os.path.join(work, f"{name}-{stage}-{world}-{accum}.zplan")
                 metrics = plan + ".jsonl"
                 runs += 1
+                # Half the runs overlap communication (async collectives on the
+                # ranks' communication threads, stage-3 prefetch).
+                overlap = ["--overlap-comm"] if accum == 2 or world == 4 else []
+                tag += " overlap" if overlap else ""
                 c = subprocess.run([zcc, model, "--loss", "cross-entropy", "--micro-batch",
                                     str(micro), "--grad-accum", str(accum), "--zero-stage",
-                                    str(stage), "--world-size", str(world), "-o", plan] + flags,
+                                    str(stage), "--world-size", str(world), "-o", plan] + flags
+                                   + overlap,
                                    capture_output=True, text=True)
                 if c.returncode:
                     print(f"FAIL {tag}: zcc: {c.stderr.strip()}")

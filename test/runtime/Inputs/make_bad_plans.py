@@ -136,6 +136,30 @@ case("collective-kind", "unknown collective kind",
      lambda p: add_collective(p, 9, buffer_index(p, lambda b: b.role == "step"),
                               buffer_index(p, lambda b: b.role == "step")))
 
+def async_collective(p, wait=False, read_early=False):
+    step = buffer_index(p, lambda b: b.role == "step")
+    prog = p.programs[-1]
+    # A scratch float32 scalar: the step buffer's twin in the device arena.
+    scratch = buffer_index(p, lambda b: b.arena == plan_pb2.DEVICE and b.dtype == plan_pb2.F32
+                           and len(b.shape) == 0)
+    c = prog.instructions.add().collective
+    c.kind, c.input, c.output = plan_pb2.Collective.ALL_REDUCE, step, scratch
+    setattr(c, "async", True)  # a Python keyword
+    if read_early:
+        add_copy(p, scratch, step)
+    if wait:
+        prog.instructions.add().wait.output = scratch
+
+
+def wait_only(p):
+    p.programs[-1].instructions.add().wait.output = buffer_index(p, lambda b: b.role == "step")
+
+
+case("never-waited", "is never waited for", lambda p: async_collective(p))
+case("wait-without-start", "which no async collective in flight writes", wait_only)
+case("read-before-wait", "which an async collective writes until its wait",
+     lambda p: async_collective(p, wait=True, read_early=True))
+
 with open(os.path.join(out, "expected-errors.txt"), "w") as f:
     f.write("\n".join(expected) + "\n")
 print(len(expected), "malformed plans written")

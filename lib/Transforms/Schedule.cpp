@@ -1,0 +1,157 @@
+//===- Schedule.cpp - start/wait collectives and their overlap ------------===//
+//
+// See Passes.td (ZeroSchedule). The functions are straight-line blocks, so
+// scheduling is moving ops within one block while keeping every operand
+// defined before its use.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Analysis/MemoryPlan.h"
+#include "zcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace zcc {
+#define GEN_PASS_DEF_ZEROSCHEDULE
+#include "zcc/Transforms/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+using namespace zcc;
+using namespace zcc::zero;
+
+namespace {
+
+bool isCommunication(Operation *op) { return isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op); }
+
+int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+
+struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
+  using ZeroScheduleBase::ZeroScheduleBase;
+
+  /// Every collective becomes async, followed by its wait.
+  SmallVector<WaitOp> split(Block &block) {
+    SmallVector<WaitOp> waits;
+    SmallVector<Operation *> collectives;
+    for (Operation &op : block)
+      if (isCommunication(&op) && !op.hasAttr("async"))
+        collectives.push_back(&op);
+    for (Operation *op : collectives) {
+      op->setAttr("async", UnitAttr::get(op->getContext()));
+      OpBuilder b(op->getContext());
+      b.setInsertionPointAfter(op);
+      Value result = op->getResult(0);
+      auto wait = WaitOp::create(b, op->getLoc(), result, op->getOperand(0));
+      result.replaceAllUsesExcept(wait, wait);
+      waits.push_back(wait);
+    }
+    return waits;
+  }
+
+  /// A gradient reduce-scatter's wait and the accumulation that reads it
+  /// (load @g; add; store @g), if that is what follows it.
+  static SmallVector<Operation *> accumulationAfter(WaitOp wait) {
+    if (!wait.getResult().hasOneUse())
+      return {};
+    auto add = dyn_cast<AddOp>(*wait.getResult().getUsers().begin());
+    if (!add || !add.getResult().hasOneUse())
+      return {};
+    auto store = dyn_cast<StoreOp>(*add.getResult().getUsers().begin());
+    Value other = add.getLhs() == wait.getResult() ? add.getRhs() : add.getLhs();
+    auto load = other.getDefiningOp<LoadOp>();
+    if (!store || !load || !load.getResult().hasOneUse() ||
+        load.getGlobalAttr() != store.getGlobalAttr())
+      return {};
+    return {load, wait, add, store};
+  }
+
+  void overlap(Block &block, ArrayRef<WaitOp> waits) {
+    // Waits as late as their first use; views of the result (a gathered
+    // bucket's parameters) move down with them.
+    for (WaitOp wait : waits) {
+      SmallVector<Operation *> views;
+      Operation *use = nullptr;
+      SmallVector<Value> worklist{wait.getResult()};
+      while (!worklist.empty())
+        for (Operation *user : worklist.pop_back_val().getUsers()) {
+          if (isViewOp(user)) {
+            views.push_back(user);
+            worklist.push_back(user->getResult(0));
+          } else if (!use || user->isBeforeInBlock(use)) {
+            use = user;
+          }
+        }
+      if (!use)
+        continue;
+      llvm::sort(views, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      wait->moveBefore(use);
+      for (Operation *view : views)
+        view->moveBefore(use);
+    }
+
+    // Gradient reductions: the accumulation of bucket k waits until the
+    // next bucket's reduce-scatter starts (or the end).
+    SmallVector<WaitOp> reductions;
+    for (WaitOp wait : waits)
+      if (isa<ReduceScatterOp>(wait.getStarted().getDefiningOp()))
+        reductions.push_back(wait);
+    llvm::sort(reductions, [](WaitOp a, WaitOp b) {
+      return a.getStarted().getDefiningOp()->isBeforeInBlock(b.getStarted().getDefiningOp());
+    });
+    for (size_t k = 0; k < reductions.size(); ++k) {
+      SmallVector<Operation *> chain = accumulationAfter(reductions[k]);
+      if (chain.empty())
+        continue;
+      Operation *target = k + 1 < reductions.size()
+                              ? reductions[k + 1].getStarted().getDefiningOp()
+                              : block.getTerminator();
+      if (!chain.back()->isBeforeInBlock(target))
+        continue;
+      for (Operation *op : chain)
+        op->moveBefore(target);
+    }
+
+    // Parameter prefetch: a gather of a loaded (partitioned) bucket starts
+    // right after an earlier gather's wait, as early as the gathers in
+    // flight stay within the budget.
+    int64_t budget = std::min(prefetchBucketSize.getValue(), maxLiveParameters.getValue());
+    SmallVector<WaitOp> gathers;
+    for (WaitOp wait : waits)
+      if (auto g = dyn_cast<AllGatherOp>(wait.getStarted().getDefiningOp()))
+        if (g.getInput().getDefiningOp<LoadOp>())
+          gathers.push_back(wait);
+    llvm::sort(gathers, [](WaitOp a, WaitOp b) { return a->isBeforeInBlock(b); });
+    for (size_t i = 1; i < gathers.size(); ++i) {
+      int64_t inFlight = elements(gathers[i].getResult());
+      int64_t earliest = -1;
+      for (int64_t j = (int64_t)i - 1; j >= 0; --j) {
+        if (inFlight > budget)
+          break;
+        earliest = j;
+        inFlight += elements(gathers[j].getResult());
+      }
+      if (earliest < 0)
+        continue;
+      Operation *start = gathers[i].getStarted().getDefiningOp();
+      Operation *load = gathers[i].getInput().getDefiningOp();
+      Operation *after = gathers[earliest];
+      if (!after->isBeforeInBlock(start))
+        continue;
+      load->moveAfter(after);
+      start->moveAfter(load);
+    }
+  }
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func.getBody().hasOneBlock())
+        continue;
+      Block &block = func.getBody().front();
+      SmallVector<WaitOp> waits = split(block);
+      if (overlapComm)
+        overlap(block, waits);
+    }
+  }
+};
+
+} // namespace
