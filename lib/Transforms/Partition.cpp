@@ -200,7 +200,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
   /// Stage 3: the members of partitioned buckets become views of an
   /// all-gather placed before their first forward use and another before
   /// their first backward use (ops after |boundary|).
-  void gatherPartitioned(func::FuncOp func, MutableArrayRef<Bucket> buckets, Operation *boundary) {
+  void gatherPartitioned(func::FuncOp func, MutableArrayRef<Bucket> buckets, Operation *boundary,
+                         DenseSet<Operation *> *gatheredInBackward = nullptr) {
     Block &block = func.getBody().front();
     DenseMap<Operation *, int64_t> order = programOrder(block);
     int64_t limit = boundary ? order[boundary] : INT64_MAX;
@@ -229,6 +230,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           }
         if (!first)
           continue;
+        if (side == 1 && gatheredInBackward)
+          gatheredInBackward->insert(bucket.param);
         b.setInsertionPoint(first);
         Location loc = first->getLoc();
         Value flat = LoadOp::create(b, loc, bucket.param.getType(),
@@ -326,7 +329,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     auto ret = cast<func::ReturnOp>(micro.getBody().front().getTerminator());
     Operation *boundary = ret.getOperand(0).getDefiningOp();
     gatherPartitioned(forward, buckets, nullptr);
-    gatherPartitioned(micro, buckets, boundary);
+    DenseSet<Operation *> gatheredInBackward;
+    gatherPartitioned(micro, buckets, boundary, &gatheredInBackward);
 
     // The per-parameter gradient globals, and the partitioned parameters,
     // are gone.
@@ -344,7 +348,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
            b.getNamedAttr("grad", FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr())),
            b.getNamedAttr("size", b.getI64IntegerAttr(bucket.size)),
            b.getNamedAttr("param_sharded", b.getBoolAttr(bucket.paramSharded)),
-           b.getNamedAttr("grad_sharded", b.getBoolAttr(stage >= 2))}));
+           b.getNamedAttr("grad_sharded", b.getBoolAttr(stage >= 2)),
+           // Stage 3: whether the backward reads (and gathers again) the bucket.
+           b.getNamedAttr("backward_gather",
+                          b.getBoolAttr(gatheredInBackward.contains(bucket.param)))}));
       for (Member &m : bucket.members) {
         m.grad.erase();
         if (bucket.paramSharded)

@@ -4,6 +4,7 @@
 #include "onnx.pb.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -168,9 +169,11 @@ Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int6
   ZRT_RETURN_IF_ERROR(
       writeDurably((fs::path(tmpDir) / "manifest.json").string(), json.data(), json.size()));
   if (const char *crash = std::getenv("ZRUN_TEST_CRASH_IN_SAVE"); crash && *crash) {
-    // Fault injection for the tests: die with the new checkpoint half done.
-    std::fprintf(stderr, "zrun: ZRUN_TEST_CRASH_IN_SAVE: exiting in the middle of a save\n");
-    std::_Exit(3);
+    // Fault injection for the tests: the process is killed (SIGKILL, no
+    // cleanup) with the new checkpoint half done.
+    std::fprintf(stderr, "zrun: ZRUN_TEST_CRASH_IN_SAVE: killed in the middle of a save\n");
+    std::fflush(stderr);
+    std::raise(SIGKILL);
   }
   std::error_code ec;
   fs::path final = fs::path(root) / stepName(step);

@@ -256,6 +256,22 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   // all-gather, or all-reduce), stage 3 3 Psi (a second all-gather of the
   // parameters in the backward); float32 here, times (N-1)/N for a ring.
   double paperComm = (stage == 3 ? 3 : 2) * psi * 4 * (n - 1) / n;
+  if (stage == 3) {
+    // zcc gathers a partitioned bucket again in the backward only if the
+    // backward reads it (not embeddings read by a gather, first layers whose
+    // input needs no gradient, biases): the paper's third Psi counts them all.
+    int64_t skipped = 0;
+    if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"))
+      for (Attribute a : list) {
+        auto d = cast<DictionaryAttr>(a);
+        auto bg = d.getAs<BoolAttr>("backward_gather");
+        if (d.getAs<BoolAttr>("param_sharded").getValue() && bg && !bg.getValue())
+          skipped += d.getAs<IntegerAttr>("size").getInt();
+      }
+    os << llvm::format("    backward all-gathers skipped: %lld elements (%.0f B): buckets the "
+                       "backward does not read\n",
+                       (long long)skipped, skipped * 4 * (n - 1) / n);
+  }
   os << llvm::format("    ZeRO paper, stage %lld    %14.0f B  (%s Psi float32 elements x (N-1)/N; "
                      "per optimizer step, without gradient accumulation)\n",
                      (long long)stage, paperComm, stage == 3 ? "3" : "2");
