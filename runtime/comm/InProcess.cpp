@@ -65,7 +65,8 @@ public:
     ZRT_RETURN_IF_ERROR(group_.arrive()); // everyone has read the inputs
     for (int r = 0; r < w; ++r) {
       auto [b, l] = chunk(r);
-      std::memcpy(out + b, group_.scratch_[r].data(), l * sizeof(float));
+      if (l > 0) // an empty chunk's scratch has no data pointer
+        std::memcpy(out + b, group_.scratch_[r].data(), l * sizeof(float));
     }
     return group_.arrive(); // everyone has read the scratch
   }
@@ -77,17 +78,20 @@ public:
     mine.assign(len, 0.0f);
     reduceInto(mine.data(), rank_ * len, len, op);
     ZRT_RETURN_IF_ERROR(group_.arrive());
-    std::memcpy(out, mine.data(), len * sizeof(float));
+    if (len > 0)
+      std::memcpy(out, mine.data(), len * sizeof(float));
     return Status::ok();
   }
 
   Status allGather(const float *in, float *out, int64_t n) override {
     ZRT_RETURN_IF_ERROR(publish(in));
     std::vector<float> all((size_t)n * size());
-    for (int r = 0; r < size(); ++r)
-      std::memcpy(all.data() + r * n, group_.inputs_[r], n * sizeof(float));
+    if (n > 0)
+      for (int r = 0; r < size(); ++r)
+        std::memcpy(all.data() + r * n, group_.inputs_[r], n * sizeof(float));
     ZRT_RETURN_IF_ERROR(group_.arrive());
-    std::memcpy(out, all.data(), all.size() * sizeof(float));
+    if (n > 0)
+      std::memcpy(out, all.data(), all.size() * sizeof(float));
     return Status::ok();
   }
 
