@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DZCC_BUILD_COMPILER=OFF -DZCC_ENABLE_FUZZER=ON >/dev/null
+  -DZCC_BUILD_COMPILER=OFF -DZCC_ENABLE_FUZZER=ON -DZCC_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-fuzz --target zrt-plan-fuzzer
 mkdir -p build-fuzz/corpus
 cd build-fuzz

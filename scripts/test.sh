@@ -20,12 +20,12 @@ cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
 echo "== runtime alone, without LLVM"
-cmake -S . -B build-runtime -G Ninja -DCMAKE_BUILD_TYPE=Release -DZCC_BUILD_COMPILER=OFF >/dev/null
+cmake -S . -B build-runtime -G Ninja -DCMAKE_BUILD_TYPE=Release -DZCC_BUILD_COMPILER=OFF -DZCC_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-runtime -j "$jobs"
 ctest --test-dir build-runtime --output-on-failure -j "$jobs"
 
 echo "== AddressSanitizer + UBSan"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZCC_ENABLE_SANITIZERS=ON >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZCC_ENABLE_SANITIZERS=ON -DZCC_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan --output-on-failure -j "$jobs"
 

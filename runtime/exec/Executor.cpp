@@ -215,3 +215,10 @@ Status Executor::runCollective(const plan::Collective &c) {
   default: return errorf("unknown collective ", (int)c.kind());
   }
 }
+
+Status Executor::loadState(const std::vector<char> &bytes) {
+  if ((int64_t)bytes.size() != stateBytes())
+    return errorf("the state has ", bytes.size(), " bytes, the plan's state arena ", stateBytes());
+  std::memcpy(stateData(), bytes.data(), bytes.size());
+  return Status::ok();
+}

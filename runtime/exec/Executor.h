@@ -43,8 +43,26 @@ private:
   std::thread thread_;
 };
 
+/// What the trainer needs from a backend (CPU: Executor; CUDA:
+/// runtime/cuda). One object per rank.
+class ExecutorBase {
+public:
+  virtual ~ExecutorBase() = default;
+  /// Bytes allocated for the arenas, as planned.
+  virtual int64_t allocatedBytes() const = 0;
+  /// A host view of buffer |index|: program inputs are written through it
+  /// before run(), program outputs read after it.
+  virtual TensorRef buffer(int index) const = 0;
+  /// Runs every instruction of |program| in order.
+  virtual Status run(const plan::Program &program) = 0;
+  /// The state arena's bytes (parameters, gradients, optimizer state), for
+  /// checkpoints, and back.
+  virtual Status saveState(std::vector<char> &bytes) = 0;
+  virtual Status loadState(const std::vector<char> &bytes) = 0;
+};
+
 /// Owns the arenas of one rank and runs the plan's programs over them.
-class Executor {
+class Executor : public ExecutorBase {
 public:
   /// |plan| must have passed validatePlan. Allocates every arena at exactly
   /// the size the compiler planned and copies the initial state in (rank
@@ -53,21 +71,26 @@ public:
   explicit Executor(const plan::Plan &plan, int rank = 0, Communicator *comm = nullptr);
 
   /// Bytes allocated for the arenas (device + state + constant + input).
-  int64_t allocatedBytes() const { return allocated_; }
+  int64_t allocatedBytes() const override { return allocated_; }
 
   /// The program named |name|, or null.
   const plan::Program *program(const std::string &name) const;
 
   /// A view of buffer |index| in its arena.
-  TensorRef buffer(int index) const;
+  TensorRef buffer(int index) const override;
 
   /// The state arena (parameters, gradients, optimizer state): what a
   /// checkpoint saves and restores.
   char *stateData() const { return state_.data.get(); }
   int64_t stateBytes() const { return state_.bytes; }
+  Status saveState(std::vector<char> &bytes) override {
+    bytes.assign(stateData(), stateData() + stateBytes());
+    return Status::ok();
+  }
+  Status loadState(const std::vector<char> &bytes) override;
 
   /// Runs every instruction of |program| in order.
-  Status run(const plan::Program &program);
+  Status run(const plan::Program &program) override;
 
 private:
   struct Arena {

@@ -156,9 +156,9 @@ Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDi
   return Status::ok();
 }
 
-Status writeRankState(const std::string &tmpDir, int rank, const char *data, int64_t bytes) {
+Status writeRankState(const std::string &tmpDir, int rank, const std::vector<char> &state) {
   return writeDurably((fs::path(tmpDir) / ("rank-" + std::to_string(rank) + ".bin")).string(),
-                      data, (size_t)bytes);
+                      state.data(), state.size());
 }
 
 Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int64_t step,
@@ -226,14 +226,14 @@ Status readManifest(const std::string &dir, plan::Checkpoint &manifest) {
   return Status::ok();
 }
 
-Status readRankState(const std::string &dir, int rank, char *data, int64_t bytes) {
+Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state) {
   std::string path = (fs::path(dir) / ("rank-" + std::to_string(rank) + ".bin")).string();
   std::string content;
   ZRT_RETURN_IF_ERROR(readFile(path, content));
   if ((int64_t)content.size() != bytes)
     return errorf(path, ": ", content.size(), " bytes, the plan's state arena has ", bytes,
                   " (a checkpoint of another plan?)");
-  std::memcpy(data, content.data(), content.size());
+  state.assign(content.begin(), content.end());
   return Status::ok();
 }
 

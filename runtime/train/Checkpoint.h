@@ -34,7 +34,7 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash);
 /// Rank 0: creates DIR/step-K.tmp (replacing a stale one) and returns it.
 Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDir);
 /// Every rank: writes its state arena into |tmpDir|/rank-R.bin (flushed to disk).
-Status writeRankState(const std::string &tmpDir, int rank, const char *data, int64_t bytes);
+Status writeRankState(const std::string &tmpDir, int rank, const std::vector<char> &state);
 /// Rank 0, after every rank wrote: the manifest, then the renames.
 Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int64_t step,
                         const plan::Checkpoint &manifest);
@@ -43,7 +43,7 @@ Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int6
 Status findCheckpoint(const std::string &path, std::string &dir);
 Status readManifest(const std::string &dir, plan::Checkpoint &manifest);
 /// Reads rank R's state arena (exactly |bytes|).
-Status readRankState(const std::string &dir, int rank, char *data, int64_t bytes);
+Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state);
 
 /// Every tensor of the checkpoint, consolidated from the ranks' shards, as
 /// float32 in the manifest's order (trainable ones only if |trainableOnly|).

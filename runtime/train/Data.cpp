@@ -165,7 +165,7 @@ int64_t DataFeeder::sampleAt(int64_t i) const {
   return permutation_[i % samples_];
 }
 
-void DataFeeder::feed(int64_t k, const Executor &executor, const plan::Program &program) const {
+void DataFeeder::feed(int64_t k, const ExecutorBase &executor, const plan::Program &program) const {
   for (const plan::NamedBuffer &in : program.inputs()) {
     if (isTrainerInput(in.name()))
       continue;

@@ -44,7 +44,7 @@ public:
   void shuffle(uint64_t seed) { shuffleSeed_ = seed, shuffled_ = true; }
 
   /// Copies global batch |k| into the program's input buffers.
-  void feed(int64_t k, const Executor &executor, const plan::Program &program) const;
+  void feed(int64_t k, const ExecutorBase &executor, const plan::Program &program) const;
 
   int64_t samples() const { return samples_; }
 

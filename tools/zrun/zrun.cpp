@@ -7,6 +7,7 @@
 // validated before anything runs; every error names what and where.
 //
 //===----------------------------------------------------------------------===//
+#include "cuda/CudaExecutor.h"
 #include "exec/Executor.h"
 #include "plan/PlanLoader.h"
 #include "train/Checkpoint.h"
@@ -45,6 +46,7 @@ const char *kUsage =
     "                  [--metrics FILE.jsonl] [--print-memory] [--shuffle SEED]\n"
     "                  [--tokens FILE.bin [--token-bytes 2|4]]\n"
     "                  [--checkpoint-dir DIR [--save-every K]] [--resume DIR]\n"
+    "                  [--backend cpu|cuda]\n"
     "       zrun export CHECKPOINT [--safetensors OUT.safetensors]\n"
     "                  [--onnx MODEL.onnx -o TRAINED.onnx]\n"
     "\n"
@@ -97,6 +99,29 @@ int namedBuffer(const plan::Program *p, bool output, const std::string &name) {
 int64_t plannedBytes(const plan::Plan &plan) {
   return plan.device_arena_bytes() + plan.state_arena_bytes() + plan.constant_arena_bytes() +
          plan.input_arena_bytes() + plan.host_arena_bytes();
+}
+
+/// Rank |rank|'s executor on the chosen backend.
+std::unique_ptr<ExecutorBase> makeExecutor(const std::string &backend, const plan::Plan &plan,
+                                           int rank, Communicator *comm, Status &status) {
+  if (backend == "cuda")
+    return makeCudaExecutor(plan, rank, comm, /*device=*/-1, status);
+  status = Status::ok();
+  return std::make_unique<Executor>(plan, rank, comm);
+}
+
+/// Prints which kernels ran natively on the GPU and which on the host
+/// fallback (stderr, once per run), so that a slow kernel is never a surprise.
+void reportCudaStats(const std::string &backend) {
+  if (backend != "cuda")
+    return;
+  CudaStats st = cudaStats();
+  std::string fallback;
+  for (const auto &[name, n] : st.fallback)
+    fallback += (fallback.empty() ? "" : ", ") + name;
+  std::fprintf(stderr, "zrun: cuda: %zu kernel kinds native, %zu on the host fallback%s%s\n",
+               st.native.size(), st.fallback.size(), fallback.empty() ? "" : ": ",
+               fallback.c_str());
 }
 
 /// Runs |body| for every rank of a |world|-rank plan: one thread per rank,
@@ -187,6 +212,9 @@ public:
       data.emplace_back(name, path);
     } else if (is("--print-memory")) {
       printMemory = true;
+    } else if (is("--backend")) {
+      if (!value(backend) || (backend != "cpu" && backend != "cuda"))
+        return std::string("--backend expects cpu or cuda");
     } else if (!arg_.empty() && arg_[0] == '-') {
       return "unknown option '" + arg_ + "'";
     } else if (plan.empty()) {
@@ -200,6 +228,7 @@ public:
   std::string plan;
   std::vector<std::pair<std::string, std::string>> data;
   bool printMemory = false;
+  std::string backend = "cpu";
 
 private:
   int argc_;
@@ -253,7 +282,10 @@ int evalCommand(int argc, char **argv) {
   // mean over ranks and batches; --output writes rank 0's slice.
   std::vector<double> total(world, 0.0);
   auto evalRank = [&](int rank, Communicator *comm) -> Status {
-    Executor executor(plan, rank, comm);
+    Status made;
+    std::unique_ptr<ExecutorBase> owned = makeExecutor(args.backend, plan, rank, comm, made);
+    ZRT_RETURN_IF_ERROR(made);
+    ExecutorBase &executor = *owned;
     for (int64_t k = 0; k < batches; ++k) {
       feeder.feed(k * world + rank, executor, *program);
       ZRT_RETURN_IF_ERROR(executor.run(*program));
@@ -275,6 +307,7 @@ int evalCommand(int argc, char **argv) {
   };
   if (Status s = runRanks(world, evalRank); !s)
     return fail(s);
+  reportCudaStats(args.backend);
   if (lossBuffer >= 0) {
     double sum = 0;
     for (double t : total)
@@ -529,7 +562,10 @@ int trainCommand(int argc, char **argv) {
   };
   std::string checkpointTmp; // shared by the ranks during a save
   auto trainRank = [&](int rank, Communicator *comm) -> Status {
-    Executor executor(plan, rank, comm);
+    Status made;
+    std::unique_ptr<ExecutorBase> owned = makeExecutor(args.backend, plan, rank, comm, made);
+    ZRT_RETURN_IF_ERROR(made);
+    ExecutorBase &executor = *owned;
     std::optional<LossScaler> scaler;
     if (scaling)
       scaler.emplace(*scaling);
@@ -538,8 +574,9 @@ int trainCommand(int argc, char **argv) {
     // its lr scheduler after an fp16 overflow.
     int64_t applied = 0, skipped = 0;
     if (!resumeDir.empty()) {
-      ZRT_RETURN_IF_ERROR(
-          readRankState(resumeDir, rank, executor.stateData(), executor.stateBytes()));
+      std::vector<char> state;
+      ZRT_RETURN_IF_ERROR(readRankState(resumeDir, rank, plan.state_arena_bytes(), state));
+      ZRT_RETURN_IF_ERROR(executor.loadState(state));
       applied = resumed.steps_applied();
       if (scaler)
         scaler->restore({resumed.loss_scale(), resumed.scaler_hysteresis(),
@@ -551,8 +588,9 @@ int trainCommand(int argc, char **argv) {
       if (rank == 0)
         ZRT_RETURN_IF_ERROR(beginCheckpoint(checkpointDir, stepsDone, checkpointTmp));
       ZRT_RETURN_IF_ERROR(sync());
-      ZRT_RETURN_IF_ERROR(
-          writeRankState(checkpointTmp, rank, executor.stateData(), executor.stateBytes()));
+      std::vector<char> state;
+      ZRT_RETURN_IF_ERROR(executor.saveState(state));
+      ZRT_RETURN_IF_ERROR(writeRankState(checkpointTmp, rank, state));
       ZRT_RETURN_IF_ERROR(sync());
       if (rank == 0) {
         plan::Checkpoint m = describeCheckpoint(plan, planHash);
@@ -640,6 +678,7 @@ int trainCommand(int argc, char **argv) {
   };
   if (Status s = runRanks(world, trainRank); !s)
     return abandon(s);
+  reportCudaStats(args.backend);
   if (skippedTotal)
     std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skippedTotal,
                 (long long)steps);
@@ -671,6 +710,8 @@ int gradcheckCommand(int argc, char **argv) {
       return usageError(*error);
     }
   }
+  if (args.backend != "cpu")
+    return usageError("gradcheck runs on the CPU backend");
   if (args.plan.empty())
     return usageError("missing PLAN");
   const std::string &planPath = args.plan;

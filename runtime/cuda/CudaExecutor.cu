@@ -1,0 +1,319 @@
+//===- CudaExecutor.cu - run plans on an NVIDIA GPU -----------------------===//
+#include "cuda/CudaCheck.h"
+#include "cuda/CudaExecutor.h"
+#include "cuda/CudaKernels.h"
+
+#include "plan/PlanLoader.h"
+
+#include <cstring>
+#include <mutex>
+
+namespace zrt {
+namespace {
+
+std::mutex statsMutex;
+CudaStats stats;
+
+void count(bool native, const std::string &name) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  ++(native ? stats.native : stats.fallback)[name];
+}
+
+/// Pinned host memory (for the input and output mirrors).
+struct Pinned {
+  char *data = nullptr;
+  ~Pinned() {
+    if (data)
+      cudaFreeHost(data);
+  }
+};
+
+class CudaExecutor : public ExecutorBase {
+public:
+  CudaExecutor(const plan::Plan &plan, int rank, Communicator *comm, int device)
+      : plan_(plan), rank_(rank), comm_(comm), device_(device) {}
+
+  ~CudaExecutor() override {
+    cudaSetDevice(device_);
+    if (ctx_.stream)
+      cudaStreamSynchronize(ctx_.stream);
+    for (char *p : arenas_)
+      if (p)
+        cudaFree(p);
+    if (ctx_.workspace)
+      cudaFree(ctx_.workspace);
+    if (ctx_.lt)
+      cublasLtDestroy(ctx_.lt);
+    if (ctx_.stream)
+      cudaStreamDestroy(ctx_.stream);
+  }
+
+  Status init() {
+    ZRT_CUDA(cudaSetDevice(device_));
+    ZRT_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+    ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
+    ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
+    ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
+    int64_t sizes[6] = {0, plan_.device_arena_bytes(), plan_.state_arena_bytes(),
+                        plan_.constant_arena_bytes(), plan_.input_arena_bytes(),
+                        plan_.host_arena_bytes()};
+    for (int a = plan::DEVICE; a <= plan::INPUT; ++a) {
+      sizes_[a] = sizes[a];
+      size_t bytes = (size_t)std::max<int64_t>(sizes[a], 1);
+      ZRT_CUDA(cudaMalloc(&arenas_[a], bytes));
+      ZRT_CUDA(cudaMemset(arenas_[a], 0, bytes));
+      allocated_ += sizes[a];
+    }
+    ZRT_CUDA(cudaMallocHost(&input_.data, (size_t)std::max<int64_t>(sizes[plan::INPUT], 1)));
+    std::memset(input_.data, 0, (size_t)std::max<int64_t>(sizes[plan::INPUT], 1));
+    // The initial state and constants, assembled on the host as the CPU
+    // executor does (fills, then data; this rank's slice of shards).
+    for (int a : {plan::STATE, plan::CONSTANT}) {
+      std::vector<char> image((size_t)sizes[a], 0);
+      for (int i = 0; i < plan_.buffers_size(); ++i) {
+        const plan::Buffer &b = plan_.buffers(i);
+        if (b.arena() != a || !b.has_fill())
+          continue;
+        TensorRef t = hostView(i, image.data());
+        for (int64_t k = 0, n = t.numel(); k < n; ++k) {
+          if (t.dtype == DType::F32)
+            t.as<float>()[k] = (float)b.fill();
+          else
+            t.as<double>()[k] = b.fill();
+        }
+      }
+      for (int i = 0; i < plan_.buffers_size(); ++i) {
+        const plan::Buffer &b = plan_.buffers(i);
+        if (b.arena() != a || b.initial_data().empty())
+          continue;
+        size_t bytes = b.initial_data().size(), skip = 0;
+        if (b.shard_of() != 0) {
+          bytes /= plan_.world_size();
+          skip = bytes * rank_;
+        }
+        std::memcpy(image.data() + b.offset(), b.initial_data().data() + skip, bytes);
+      }
+      if (!image.empty())
+        ZRT_CUDA(cudaMemcpy(arenas_[a], image.data(), image.size(), cudaMemcpyHostToDevice));
+    }
+    return Status::ok();
+  }
+
+  int64_t allocatedBytes() const override { return allocated_; }
+
+  TensorRef buffer(int index) const override {
+    const plan::Buffer &b = plan_.buffers(index);
+    TensorRef t = describe(index);
+    if (b.arena() == plan::INPUT) {
+      t.data = input_.data + b.offset();
+    } else {
+      auto it = outputs_.find(index);
+      t.data = it == outputs_.end() ? nullptr : const_cast<char *>(it->second.data());
+    }
+    return t;
+  }
+
+  Status run(const plan::Program &program) override {
+    ZRT_CUDA(cudaSetDevice(device_));
+    if (sizes_[plan::INPUT] > 0)
+      ZRT_CUDA(cudaMemcpyAsync(arenas_[plan::INPUT], input_.data, sizes_[plan::INPUT],
+                               cudaMemcpyHostToDevice, ctx_.stream));
+    KernelCall call;
+    for (int i = 0; i < program.instructions_size(); ++i) {
+      const plan::Instruction &inst = program.instructions(i);
+      Status s = Status::ok();
+      std::string where;
+      if (inst.has_copy()) {
+        TensorRef src = device(inst.copy().source()), dst = device(inst.copy().target());
+        s = cudaStatus(cudaMemcpyAsync(dst.data, src.data, bytesOf(src), cudaMemcpyDeviceToDevice,
+                                       ctx_.stream),
+                       "copy", __FILE__, __LINE__);
+        where = inst.copy().location();
+      } else if (inst.has_wait()) {
+        continue; // collectives complete when they are issued (below)
+      } else if (inst.has_collective()) {
+        s = collective(inst.collective());
+        where = inst.collective().location();
+      } else {
+        const plan::Kernel &k = inst.kernel();
+        where = k.location();
+        call.in.clear();
+        call.out.clear();
+        for (int index : k.inputs())
+          call.in.push_back(device(index));
+        for (int index : k.outputs())
+          call.out.push_back(device(index));
+        call.ints.assign(k.ints().begin(), k.ints().end());
+        call.floats.assign(k.floats().begin(), k.floats().end());
+        bool native = hasCudaKernel(k.name(), call);
+        count(native, k.name());
+        s = native ? launchCudaKernel(k.name(), call, ctx_) : hostFallback(k, call);
+      }
+      if (!s)
+        return errorf("program '", program.name(), "', instruction ", i,
+                      where.empty() ? "" : " (" + where + ")", " on the GPU: ", s.message());
+    }
+    // The program's outputs come back to the host.
+    for (const plan::NamedBuffer &out : program.outputs()) {
+      TensorRef t = device(out.buffer());
+      std::vector<char> &host = outputs_[out.buffer()];
+      host.resize(bytesOf(t));
+      ZRT_CUDA(cudaMemcpyAsync(host.data(), t.data, host.size(), cudaMemcpyDeviceToHost,
+                               ctx_.stream));
+    }
+    ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    return Status::ok();
+  }
+
+  Status saveState(std::vector<char> &bytes) override {
+    ZRT_CUDA(cudaSetDevice(device_));
+    bytes.resize((size_t)sizes_[plan::STATE]);
+    ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    if (!bytes.empty())
+      ZRT_CUDA(cudaMemcpy(bytes.data(), arenas_[plan::STATE], bytes.size(),
+                          cudaMemcpyDeviceToHost));
+    return Status::ok();
+  }
+
+  Status loadState(const std::vector<char> &bytes) override {
+    if ((int64_t)bytes.size() != sizes_[plan::STATE])
+      return errorf("the state has ", bytes.size(), " bytes, the plan's state arena ",
+                    sizes_[plan::STATE]);
+    ZRT_CUDA(cudaSetDevice(device_));
+    if (!bytes.empty())
+      ZRT_CUDA(cudaMemcpy(arenas_[plan::STATE], bytes.data(), bytes.size(),
+                          cudaMemcpyHostToDevice));
+    return Status::ok();
+  }
+
+private:
+  TensorRef describe(int index) const {
+    const plan::Buffer &b = plan_.buffers(index);
+    TensorRef t;
+    toDType(b.dtype(), t.dtype);
+    t.shape.assign(b.shape().begin(), b.shape().end());
+    return t;
+  }
+  TensorRef hostView(int index, char *arenaBase) const {
+    TensorRef t = describe(index);
+    t.data = arenaBase + plan_.buffers(index).offset();
+    return t;
+  }
+  TensorRef device(int index) const {
+    TensorRef t = describe(index);
+    t.data = arenas_[plan_.buffers(index).arena()] + plan_.buffers(index).offset();
+    return t;
+  }
+  static size_t bytesOf(const TensorRef &t) { return (size_t)t.numel() * dtypeSize(t.dtype); }
+
+  /// A kernel without a CUDA implementation yet: its operands are staged to
+  /// the host, the CPU kernel runs, the outputs go back.
+  Status hostFallback(const plan::Kernel &k, const KernelCall &deviceCall) {
+    KernelCall host = deviceCall;
+    std::vector<std::vector<char>> staging(host.in.size() + host.out.size());
+    ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    size_t slot = 0;
+    for (auto *list : {&host.in, &host.out})
+      for (TensorRef &t : *list) {
+        std::vector<char> &bytes = staging[slot++];
+        bytes.resize(bytesOf(t));
+        if (!bytes.empty())
+          ZRT_CUDA(cudaMemcpy(bytes.data(), t.data, bytes.size(), cudaMemcpyDeviceToHost));
+        t.data = bytes.data();
+      }
+    ZRT_RETURN_IF_ERROR(findKernel(k.name())->run(host));
+    for (size_t o = 0; o < host.out.size(); ++o)
+      if (bytesOf(host.out[o]))
+        ZRT_CUDA(cudaMemcpy(deviceCall.out[o].data, host.out[o].data, bytesOf(host.out[o]),
+                            cudaMemcpyHostToDevice));
+    return Status::ok();
+  }
+
+  /// Collectives: one rank copies; several ranks stage through the host and
+  /// the in-process communicator (NCCL replaces this).
+  Status collective(const plan::Collective &c) {
+    TensorRef in = device(c.input()), out = device(c.output());
+    int world = plan_.world_size();
+    if (c.kind() == plan::Collective::LOCAL_SHARD || world == 1) {
+      size_t bytes = bytesOf(out);
+      size_t skip = c.kind() == plan::Collective::LOCAL_SHARD ? bytes * rank_ : 0;
+      ZRT_CUDA(cudaMemcpyAsync(out.data, in.data + skip, bytes, cudaMemcpyDeviceToDevice,
+                               ctx_.stream));
+      return Status::ok();
+    }
+    if (!comm_ || comm_->size() != world)
+      return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
+    std::vector<float> hin(in.numel()), hout(out.numel());
+    ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    ZRT_CUDA(cudaMemcpy(hin.data(), in.data, hin.size() * 4, cudaMemcpyDeviceToHost));
+    ReduceOp op = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
+    switch (c.kind()) {
+    case plan::Collective::ALL_REDUCE:
+      ZRT_RETURN_IF_ERROR(comm_->allReduce(hin.data(), hout.data(), hin.size(), op));
+      break;
+    case plan::Collective::REDUCE_SCATTER:
+      ZRT_RETURN_IF_ERROR(comm_->reduceScatter(hin.data(), hout.data(), hin.size(), op));
+      break;
+    case plan::Collective::ALL_GATHER:
+      ZRT_RETURN_IF_ERROR(comm_->allGather(hin.data(), hout.data(), hin.size()));
+      break;
+    default:
+      return errorf("unknown collective ", (int)c.kind());
+    }
+    ZRT_CUDA(cudaMemcpy(out.data, hout.data(), hout.size() * 4, cudaMemcpyHostToDevice));
+    return Status::ok();
+  }
+
+  const plan::Plan &plan_;
+  int rank_;
+  Communicator *comm_;
+  int device_;
+  CudaContext ctx_;
+  char *arenas_[plan::INPUT + 1] = {};
+  int64_t sizes_[plan::INPUT + 1] = {};
+  int64_t allocated_ = 0;
+  Pinned input_;
+  mutable std::map<int, std::vector<char>> outputs_;
+};
+
+} // namespace
+
+bool cudaUsable(std::string &why) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    why = std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+    return false;
+  }
+  if (count == 0) {
+    why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+CudaStats cudaStats() {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  return stats;
+}
+
+std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
+                                               Communicator *comm, int device, Status &status) {
+  std::string why;
+  if (!cudaUsable(why)) {
+    status = errorf("--backend cuda: ", why);
+    return nullptr;
+  }
+  if (device < 0) {
+    int count = 1;
+    cudaGetDeviceCount(&count);
+    device = rank % count;
+  }
+  auto executor = std::make_unique<CudaExecutor>(plan, rank, comm, device);
+  status = executor->init();
+  if (!status)
+    return nullptr;
+  return executor;
+}
+
+} // namespace zrt

@@ -1,0 +1,45 @@
+//===- CudaExecutor.h - run plans on an NVIDIA GPU ---------------*- C++ -*-===//
+//
+// The CUDA backend of zrun (`--backend cuda`). The header has no CUDA types:
+// zrun and the tests include it whether or not CUDA was built in.
+//
+// One rank = one executor on one device: every arena is one cudaMalloc; the
+// input arena has a pinned host mirror that the trainer writes (copied to the
+// device when a program starts), and program outputs are copied back to
+// pinned host memory when it ends. Instructions run in order on one stream:
+// kernels with a CUDA implementation (CudaKernels.cu) launch there; the
+// others run on the host on staged copies of their buffers (the host
+// fallback: correct, slow, counted in stats(), and the list shrinks as
+// kernels are ported). Collectives of W ranks on one device stage through
+// host memory and the in-process communicator until NCCL is in.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_CUDA_CUDAEXECUTOR_H
+#define ZRT_CUDA_CUDAEXECUTOR_H
+
+#include "exec/Executor.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace zrt {
+
+/// Whether this zrun has the CUDA backend and a device it can use; if not,
+/// why (for the error message, and for tests that skip).
+bool cudaUsable(std::string &why);
+
+/// Per-kernel launch counts of the CUDA executors of this process: native
+/// (a CUDA kernel) and host fallback.
+struct CudaStats {
+  std::map<std::string, int64_t> native, fallback;
+};
+CudaStats cudaStats();
+
+/// A rank's executor on device |device| (rank % device count by default).
+std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
+                                               Communicator *comm, int device, Status &status);
+
+} // namespace zrt
+
+#endif // ZRT_CUDA_CUDAEXECUTOR_H

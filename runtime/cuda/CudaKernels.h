@@ -1,0 +1,36 @@
+//===- CudaKernels.h - the CUDA implementations of plan kernels --*- C++ -*-===//
+//
+// Same names, operands and attributes as the CPU kernels (runtime/cpu), whose
+// check functions the plan validator already ran: a CUDA kernel may assume a
+// well-formed call. Operands are device pointers.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_CUDA_CUDAKERNELS_H
+#define ZRT_CUDA_CUDAKERNELS_H
+
+#include "cpu/Kernels.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace zrt {
+
+struct CudaContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr; // cuBLASLt workspace
+  size_t workspaceBytes = 0;
+  bool allowTf32 = false;
+};
+
+/// Whether |name| has a CUDA implementation for this call's types and shapes.
+bool hasCudaKernel(const std::string &name, const KernelCall &call);
+
+/// Launches it on ctx.stream (asynchronously).
+Status launchCudaKernel(const std::string &name, const KernelCall &call, CudaContext &ctx);
+
+} // namespace zrt
+
+#endif // ZRT_CUDA_CUDAKERNELS_H

@@ -1,0 +1,22 @@
+//===- NoCuda.cpp - zrun built without the CUDA backend -------------------===//
+#include "cuda/CudaExecutor.h"
+
+namespace zrt {
+
+bool cudaUsable(std::string &why) {
+  why = "this zrun was built without CUDA (configure with -DZCC_ENABLE_CUDA=ON where the "
+        "CUDA toolkit is installed)";
+  return false;
+}
+
+CudaStats cudaStats() { return {}; }
+
+std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &, int, Communicator *, int,
+                                               Status &status) {
+  std::string why;
+  cudaUsable(why);
+  status = errorf("--backend cuda: ", why);
+  return nullptr;
+}
+
+} // namespace zrt

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Packs what the GPU suite needs into DIR (default .carry/gpu), for the GPU
+# machine, which has CUDA but no LLVM, protobuf or OpenBLAS: zrun and the
+# shared libraries it needs beyond the system's and CUDA's, plans compiled
+# here, their data and references, the checkers, and tools/gpu-check.sh.
+#
+#   tools/gpu-pack.sh [DIR]      then, on the GPU machine: bash DIR/gpu-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-.carry/gpu}
+build=${ZCC_BUILD_DIR:-build}
+M=../shared/models
+E=examples/models
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZCC_ENABLE_CUDA=ON >/dev/null
+cmake --build "$build" --target zcc zrun >/dev/null
+rm -rf "$out" && mkdir -p "$out/lib" "$out/plans" "$out/data"
+cp "$build/runtime/zrun" "$out/"
+# Libraries the GPU machine lacks (its own glibc, libstdc++ and CUDA serve).
+ldd "$build/runtime/zrun" | awk '/=> \// {print $3}' |
+  grep -E 'libprotobuf-lite|libopenblas|libgfortran|libquadmath' | xargs -I{} cp -L {} "$out/lib/"
+cp $M/mlp.x.npy $M/mlp.labels.npy $M/gpt2-tiny.input_ids.npy $M/gpt2-tiny.labels.npy "$out/data/"
+cp $E/llama-tiny.input_ids.npy $E/llama-tiny.labels.npy "$out/data/"
+cp $M/references.json "$out/data/references.json"
+cp $E/references.json "$out/data/llama-references.json"
+cp test/Inputs/check_trajectory.py tools/gpu-check.sh "$out/"
+zcc=$build/tools/zcc/zcc
+gpt2="--loss cross-entropy --frozen lifted_tensor --lr 2e-3 --weight-decay 0.1 --grad-clip 1.0"
+llama="--loss cross-entropy --frozen inv_freq|lifted_tensor"
+$zcc $M/mlp.onnx --micro-batch 16 --loss cross-entropy -o "$out/plans/mlp.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 -o "$out/plans/gpt2.zplan"
+$zcc $E/llama-tiny.onnx --micro-batch 4 $llama -o "$out/plans/llama.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --precision bf16 -o "$out/plans/gpt2-bf16.zplan"
+$zcc $E/llama-tiny.onnx --micro-batch 4 $llama --precision bf16 -o "$out/plans/llama-bf16.zplan"
+for st in 0 1 2 3; do
+  for w in 2 4; do
+    $zcc $M/gpt2-tiny.onnx --micro-batch $((4 / w)) $gpt2 --zero-stage $st --world-size $w \
+      --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z$st-w$w.zplan"
+  done
+done
+du -sh "$out"
