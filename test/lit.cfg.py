@@ -39,3 +39,10 @@ config.substitutions.append(
     ("%check_trajectory", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_trajectory.py")))
 config.substitutions.append(
     ("%check_scaling", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_loss_scaling.py")))
+
+# GPU tests (REQUIRES: cuda) run where zrun's CUDA backend finds a device;
+# CI has none and skips them. tools/gpu-check.sh runs the GPU suite there.
+import subprocess
+_zrun = os.path.join(config.zcc_obj_root, "runtime", "zrun")
+if os.path.exists(_zrun) and subprocess.run([_zrun, "devices"], capture_output=True).returncode == 0:
+    config.available_features.add("cuda")

@@ -43,5 +43,11 @@ for st in 0 1 2 3; do
     check gpt2-z$st-w$w gpt2-z$st-w$w.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
   done
 done
+# Every kernel case against the CPU's output.
+total=$((total + 1))
+if python3 "$here/kernel_parity.py" "$zrun" "$here/kernels" >"$out/kernels.log" 2>&1; then
+  pass=$((pass + 1))
+fi
+cat "$out/kernels.log"
 echo "gpu-check: $pass of $total passed"
 [ "$pass" = "$total" ]

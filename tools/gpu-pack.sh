@@ -22,7 +22,10 @@ cp $M/mlp.x.npy $M/mlp.labels.npy $M/gpt2-tiny.input_ids.npy $M/gpt2-tiny.labels
 cp $E/llama-tiny.input_ids.npy $E/llama-tiny.labels.npy "$out/data/"
 cp $M/references.json "$out/data/references.json"
 cp $E/references.json "$out/data/llama-references.json"
-cp test/Inputs/check_trajectory.py tools/gpu-check.sh "$out/"
+cp test/Inputs/check_trajectory.py tools/gpu-check.sh tools/kernel_parity.py "$out/"
+# Every kernel case, compiled and run on the CPU here (checked against NumPy).
+/usr/bin/python3 test/e2e/Inputs/kernel_cases.py "$build/tools/zcc/zcc" "$build/runtime/zrun" \
+  "$out/kernels" | tail -1
 zcc=$build/tools/zcc/zcc
 gpt2="--loss cross-entropy --frozen lifted_tensor --lr 2e-3 --weight-decay 0.1 --grad-clip 1.0"
 llama="--loss cross-entropy --frozen inv_freq|lifted_tensor"

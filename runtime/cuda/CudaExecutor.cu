@@ -42,6 +42,10 @@ public:
         cudaFree(p);
     if (ctx_.workspace)
       cudaFree(ctx_.workspace);
+    if (ctx_.scratch)
+      cudaFree(ctx_.scratch);
+    if (ctx_.errorInfo)
+      cudaFree(ctx_.errorInfo);
     if (ctx_.lt)
       cublasLtDestroy(ctx_.lt);
     if (ctx_.stream)
@@ -54,6 +58,8 @@ public:
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
+    ZRT_CUDA(cudaMalloc(&ctx_.errorInfo, 5 * sizeof(long long)));
+    ZRT_CUDA(cudaMemset(ctx_.errorInfo, 0, 5 * sizeof(long long)));
     int64_t sizes[6] = {0, plan_.device_arena_bytes(), plan_.state_arena_bytes(),
                         plan_.constant_arena_bytes(), plan_.input_arena_bytes(),
                         plan_.host_arena_bytes()};
@@ -162,6 +168,13 @@ public:
                                ctx_.stream));
     }
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    // Data-dependent errors the kernels found (labels, indices).
+    long long info[5];
+    ZRT_CUDA(cudaMemcpy(info, ctx_.errorInfo, sizeof info, cudaMemcpyDeviceToHost));
+    if (info[0] != 0) {
+      ZRT_CUDA(cudaMemset(ctx_.errorInfo, 0, sizeof info));
+      return errorf("program '", program.name(), "' on the GPU: ", describeCudaError(info));
+    }
     return Status::ok();
   }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <type_traits>
 
 namespace zrt {
 namespace {
@@ -296,6 +297,777 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
   return Status::ok();
 }
 
+//===----------------------------------------------------------------------===//
+// Index mapping: comparisons, selection, casts, layout
+//===----------------------------------------------------------------------===//
+
+/// Up to three broadcast inputs.
+struct Broadcast3 {
+  int rank = 0;
+  int64_t shape[kMaxRank];
+  int64_t stride[3][kMaxRank];
+};
+
+Broadcast3 makeBroadcast3(const std::vector<int64_t> &out,
+                          const std::vector<std::vector<int64_t>> &ins) {
+  Broadcast3 b;
+  b.rank = (int)out.size();
+  for (int d = 0; d < b.rank; ++d)
+    b.shape[d] = out[d];
+  for (size_t i = 0; i < ins.size(); ++i) {
+    int lead = b.rank - (int)ins[i].size();
+    int64_t stride = 1;
+    for (int d = b.rank - 1; d >= 0; --d) {
+      int id = d - lead;
+      b.stride[i][d] = (id < 0 || ins[i][id] == 1) ? 0 : stride;
+      if (id >= 0)
+        stride *= ins[i][id];
+    }
+  }
+  return b;
+}
+
+__device__ __forceinline__ void offsets3(const Broadcast3 &d, int64_t i, int64_t off[3]) {
+  off[0] = off[1] = off[2] = 0;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    int64_t c = i % d.shape[k];
+    i /= d.shape[k];
+    off[0] += c * d.stride[0][k];
+    off[1] += c * d.stride[1][k];
+    off[2] += c * d.stride[2][k];
+  }
+}
+
+#define ZRT_GRID_LOOP(i, n)                                                                \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                \
+       i += (int64_t)gridDim.x * blockDim.x)
+
+template <typename T> __device__ __forceinline__ double loadD(const T *p, int64_t k) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>)
+    return (double)toF(p[k]);
+  else
+    return (double)p[k];
+}
+
+template <typename T>
+__global__ void cmpKernel(const T *a, const T *b, unsigned char *o, Broadcast3 d, int64_t n,
+                          int pred) {
+  ZRT_GRID_LOOP(i, n) {
+    int64_t off[3];
+    offsets3(d, i, off);
+    // Floats compare as float, int64 exactly (as the CPU kernel).
+    bool r;
+    if constexpr (std::is_same_v<T, int64_t>) {
+      int64_t x = a[off[0]], y = b[off[1]];
+      r = pred == 0 ? x == y : pred == 1 ? x != y : pred == 2 ? x < y : pred == 3 ? x <= y
+          : pred == 4 ? x > y : x >= y;
+    } else {
+      float x = toF(a[off[0]]), y = toF(b[off[1]]);
+      r = pred == 0 ? x == y : pred == 1 ? x != y : pred == 2 ? x < y : pred == 3 ? x <= y
+          : pred == 4 ? x > y : x >= y;
+    }
+    o[i] = r;
+  }
+}
+
+__global__ void logicKernel(const unsigned char *a, const unsigned char *b, unsigned char *o,
+                            Broadcast3 d, int64_t n, int op) {
+  ZRT_GRID_LOOP(i, n) {
+    int64_t off[3];
+    offsets3(d, i, off);
+    o[i] = op == 0 ? (a[off[0]] && b[off[1]]) : op == 1 ? (a[off[0]] || b[off[1]])
+                                                         : !a[off[0]];
+  }
+}
+
+/// where and expand: bytes moved by element size.
+__global__ void selectKernel(const unsigned char *cond, const char *a, const char *b, char *o,
+                             Broadcast3 d, int64_t n, int es) {
+  ZRT_GRID_LOOP(i, n) {
+    int64_t off[3];
+    offsets3(d, i, off);
+    const char *src = (!cond || cond[off[0]]) ? a + off[1] * es : b + off[2] * es;
+    for (int k = 0; k < es; ++k)
+      o[i * es + k] = src[k];
+  }
+}
+
+__device__ double castLoad(const char *x, int dt, int64_t k) {
+  switch (dt) {
+  case (int)DType::F32: return ((const float *)x)[k];
+  case (int)DType::BF16: return __bfloat162float(((const __nv_bfloat16 *)x)[k]);
+  case (int)DType::F16: return __half2float(((const __half *)x)[k]);
+  case (int)DType::F64: return ((const double *)x)[k];
+  case (int)DType::I64: return (double)((const int64_t *)x)[k];
+  case (int)DType::I32: return ((const int32_t *)x)[k];
+  default: return ((const unsigned char *)x)[k];
+  }
+}
+
+__global__ void castKernel(const char *x, char *y, int from, int to, int64_t n) {
+  ZRT_GRID_LOOP(k, n) {
+    if (from == (int)DType::I64 && to == (int)DType::I64) {
+      ((int64_t *)y)[k] = ((const int64_t *)x)[k];
+      continue;
+    }
+    double v = castLoad(x, from, k);
+    switch (to) {
+    case (int)DType::F32: ((float *)y)[k] = (float)v; break;
+    case (int)DType::BF16: ((__nv_bfloat16 *)y)[k] = __float2bfloat16_rn((float)v); break;
+    case (int)DType::F16: ((__half *)y)[k] = __float2half_rn((float)v); break;
+    case (int)DType::F64: ((double *)y)[k] = v; break;
+    case (int)DType::I64:
+      ((int64_t *)y)[k] = from == (int)DType::I32 ? ((const int32_t *)x)[k] : (int64_t)v;
+      break;
+    case (int)DType::I32: ((int32_t *)y)[k] = (int32_t)v; break;
+    default: ((unsigned char *)y)[k] = v != 0; break;
+    }
+  }
+}
+
+/// transpose and slice: output element i reads input element
+/// base + sum(coord[d] * step[d]).
+struct Gather {
+  int rank = 0;
+  int64_t shape[kMaxRank], step[kMaxRank];
+  int64_t base = 0;
+};
+
+__global__ void gatherCopyKernel(const char *x, char *y, Gather g, int64_t n, int es) {
+  ZRT_GRID_LOOP(i, n) {
+    int64_t r = i, off = g.base;
+    for (int k = g.rank - 1; k >= 0; --k) {
+      off += (r % g.shape[k]) * g.step[k];
+      r /= g.shape[k];
+    }
+    for (int b = 0; b < es; ++b)
+      y[i * es + b] = x[off * es + b];
+  }
+}
+
+/// slice_grad: zero dx, then scatter dy into the slice's positions.
+__global__ void scatterCopyKernel(const char *g, char *dx, Gather s, int64_t n, int es) {
+  ZRT_GRID_LOOP(i, n) {
+    int64_t r = i, off = s.base;
+    for (int k = s.rank - 1; k >= 0; --k) {
+      off += (r % s.shape[k]) * s.step[k];
+      r /= s.shape[k];
+    }
+    for (int b = 0; b < es; ++b)
+      dx[off * es + b] = g[i * es + b];
+  }
+}
+
+/// concat / split: one piece's rows of `row` bytes at column `at` of the
+/// whole's rows of `wholeRow` bytes.
+__global__ void stackKernel(char *whole, char *part, int64_t outer, int64_t row, int64_t wholeRow,
+                            int64_t at, bool toWhole) {
+  ZRT_GRID_LOOP(i, outer * row) {
+    int64_t o = i / row, b = i % row;
+    char *w = whole + o * wholeRow + at + b;
+    char *p = part + i;
+    if (toWhole)
+      *w = *p;
+    else
+      *p = *w;
+  }
+}
+
+__device__ void recordError(long long *info, long long code, long long value, long long position,
+                            long long bound, long long ignore) {
+  if (atomicCAS((unsigned long long *)&info[0], 0ULL, (unsigned long long)code) == 0) {
+    info[1] = value;
+    info[2] = position;
+    info[3] = bound;
+    info[4] = ignore;
+  }
+}
+
+template <typename I>
+__global__ void gatherKernel(const char *x, const I *idx, char *y, int64_t outer, int64_t dim,
+                             int64_t n, int64_t innerBytes, long long *err) {
+  ZRT_GRID_LOOP(t, outer * n * innerBytes) {
+    int64_t b = t % innerBytes, k = (t / innerBytes) % n, o = t / (innerBytes * n);
+    int64_t j = idx[k];
+    if (j < -dim || j >= dim) {
+      if (b == 0)
+        recordError(err, 2, j, k, dim, 0);
+      continue;
+    }
+    if (j < 0)
+      j += dim;
+    y[t] = x[(o * dim + j) * innerBytes + b];
+  }
+}
+
+template <typename I>
+__global__ void gatherGradKernel(const I *idx, const float *g, float *dx, int64_t outer,
+                                 int64_t dim, int64_t n, int64_t inner, int64_t padding,
+                                 long long *err) {
+  ZRT_GRID_LOOP(t, outer * n * inner) {
+    int64_t i = t % inner, k = (t / inner) % n, o = t / (inner * n);
+    int64_t j = idx[k];
+    if (j < -dim || j >= dim) {
+      if (i == 0)
+        recordError(err, 2, j, k, dim, 0);
+      continue;
+    }
+    if (j < 0)
+      j += dim;
+    if (j == padding)
+      continue;
+    atomicAdd(&dx[(o * dim + j) * inner + i], g[t]);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels: one block per row, float32/double accumulation as the CPU
+//===----------------------------------------------------------------------===//
+
+constexpr int kRowThreads = 256;
+
+__device__ double blockSum(double v) {
+  __shared__ double shared[32];
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffff, v, o);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.x == 0) {
+    for (int w = 0; w < (int)(blockDim.x + 31) / 32; ++w)
+      total += shared[w];
+    shared[0] = total;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+__device__ float blockMax(float v) {
+  __shared__ float shared[32];
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_down_sync(0xffffffff, v, o));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = -INFINITY;
+    for (int w = 0; w < (int)(blockDim.x + 31) / 32; ++w)
+      m = fmaxf(m, shared[w]);
+    shared[0] = m;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+/// Row r of an outer x dim x inner tensor: elements base + j * inner.
+__device__ __forceinline__ int64_t rowBase(int64_t r, int64_t dim, int64_t inner) {
+  return (r / inner) * dim * inner + r % inner;
+}
+
+template <typename T>
+__global__ void softmaxKernel(const T *x, T *y, int64_t dim, int64_t inner, bool log) {
+  int64_t base = rowBase(blockIdx.x, dim, inner);
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    mx = fmaxf(mx, toF(x[base + j * inner]));
+  mx = blockMax(mx);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    sum += exp((double)toF(x[base + j * inner]) - mx);
+  sum = blockSum(sum);
+  double lse = ::log(sum);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    double z = (double)toF(x[base + j * inner]) - mx;
+    y[base + j * inner] = fromF<T>((float)(log ? z - lse : exp(z) / sum));
+  }
+}
+
+template <typename T>
+__global__ void softmaxGradKernel(const T *y, const T *g, T *dx, int64_t dim, int64_t inner,
+                                  bool log) {
+  int64_t base = rowBase(blockIdx.x, dim, inner);
+  double dot = 0;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    int64_t k = base + j * inner;
+    dot += log ? (double)toF(g[k]) : (double)toF(g[k]) * toF(y[k]);
+  }
+  dot = blockSum(dot);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    int64_t k = base + j * inner;
+    double gk = toF(g[k]), yk = toF(y[k]);
+    dx[k] = fromF<T>((float)(log ? gk - exp(yk) * dot : yk * (gk - dot)));
+  }
+}
+
+/// layer_norm / rms_norm over the trailing `cols` elements of each row.
+template <typename T>
+__global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t cols, double eps,
+                           bool rms) {
+  const T *xr = x + blockIdx.x * cols;
+  T *yr = y + blockIdx.x * cols;
+  double mean = 0;
+  if (!rms) {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      mean += toF(xr[j]);
+    mean = blockSum(mean) / cols;
+  }
+  double var = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double d = toF(xr[j]) - mean;
+    var += d * d;
+  }
+  var = blockSum(var) / cols;
+  double rstd = 1.0 / sqrt(var + eps);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double v = (toF(xr[j]) - mean) * rstd * toF(w[j]);
+    yr[j] = fromF<T>((float)(bias ? v + toF(bias[j]) : v));
+  }
+}
+
+/// The backward of a row: dx, and each row's mean and rstd for the
+/// parameter gradients (a second, deterministic pass over the columns).
+template <typename T>
+__global__ void normGradRowKernel(const T *x, const T *w, const T *g, T *dx, double *stats,
+                                  int64_t cols, double eps, bool rms) {
+  const T *xr = x + blockIdx.x * cols, *gr = g + blockIdx.x * cols;
+  double mean = 0;
+  if (!rms) {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      mean += toF(xr[j]);
+    mean = blockSum(mean) / cols;
+  }
+  double var = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double d = toF(xr[j]) - mean;
+    var += d * d;
+  }
+  var = blockSum(var) / cols;
+  double rstd = 1.0 / sqrt(var + eps);
+  double sumD = 0, sumDX = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double xhat = (toF(xr[j]) - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
+    sumD += dxhat;
+    sumDX += dxhat * xhat;
+  }
+  sumD = blockSum(sumD);
+  sumDX = blockSum(sumDX);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double xhat = (toF(xr[j]) - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
+    double v = rms ? rstd * (dxhat - xhat * sumDX / cols)
+                   : rstd * (dxhat - sumD / cols - xhat * sumDX / cols);
+    dx[blockIdx.x * cols + j] = fromF<T>((float)v);
+  }
+  if (threadIdx.x == 0) {
+    stats[2 * blockIdx.x] = mean;
+    stats[2 * blockIdx.x + 1] = rstd;
+  }
+}
+
+template <typename T>
+__global__ void normGradParamKernel(const T *x, const T *g, const double *stats, T *dw, T *db,
+                                    int64_t rows, int64_t cols) {
+  ZRT_GRID_LOOP(j, cols) {
+    double sw = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double xhat = (toF(x[r * cols + j]) - stats[2 * r]) * stats[2 * r + 1];
+      double gv = toF(g[r * cols + j]);
+      sw += gv * xhat;
+      sb += gv;
+    }
+    dw[j] = fromF<T>((float)sw);
+    if (db)
+      db[j] = fromF<T>((float)sb);
+  }
+}
+
+/// Cross-entropy: per row, log-sum-exp minus the label's logit (0 for
+/// ignored rows); then one block adds the rows in order.
+template <typename T>
+__global__ void crossEntropyRowKernel(const T *x, const int64_t *labels, double *rowLoss,
+                                      int64_t classes, int64_t ignore, long long *err) {
+  int64_t r = blockIdx.x, label = labels[r];
+  if (label == ignore) {
+    if (threadIdx.x == 0)
+      rowLoss[r] = 0;
+    return;
+  }
+  if (label < 0 || label >= classes) {
+    if (threadIdx.x == 0) {
+      recordError(err, 1, label, r, classes, ignore);
+      rowLoss[r] = 0;
+    }
+    return;
+  }
+  const T *xr = x + r * classes;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    mx = fmaxf(mx, toF(xr[j]));
+  mx = blockMax(mx);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    sum += exp((double)toF(xr[j]) - mx);
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    rowLoss[r] = ::log(sum) + mx - toF(xr[label]);
+}
+
+__global__ void meanLossKernel(const double *rowLoss, const int64_t *labels, int64_t rows,
+                               int64_t ignore, float *loss) {
+  double total = 0;
+  long long count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    total += rowLoss[r];
+    count += labels[r] != ignore;
+  }
+  total = blockSum(total);
+  double c = blockSum((double)count);
+  if (threadIdx.x == 0)
+    *loss = c > 0 ? (float)(total / c) : NAN;
+}
+
+template <typename T>
+__global__ void crossEntropyGradKernel(const T *x, const int64_t *labels, const float *dloss,
+                                       T *dx, int64_t rows, int64_t classes, int64_t ignore,
+                                       long long *err) {
+  int64_t r = blockIdx.x, label = labels[r];
+  __shared__ double countShared;
+  double count = 0;
+  for (int64_t q = threadIdx.x; q < rows; q += blockDim.x)
+    count += labels[q] != ignore;
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    countShared = count;
+  __syncthreads();
+  count = countShared;
+  T *dr = dx + r * classes;
+  if (label == ignore || count == 0) {
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      dr[j] = fromF<T>(0.0f);
+    return;
+  }
+  if (label < 0 || label >= classes) {
+    if (threadIdx.x == 0)
+      recordError(err, 1, label, r, classes, ignore);
+    return;
+  }
+  const T *xr = x + r * classes;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    mx = fmaxf(mx, toF(xr[j]));
+  mx = blockMax(mx);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    sum += exp((double)toF(xr[j]) - mx);
+  sum = blockSum(sum);
+  double scale = *dloss;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+    double p = exp((double)toF(xr[j]) - mx) / sum - (j == label ? 1.0 : 0.0);
+    dr[j] = fromF<T>((float)(p * scale / count));
+  }
+}
+
+/// reduce: thread per output element, the reduced elements in input order
+/// (double accumulation, as the CPU kernel).
+struct ReduceMap {
+  int rank = 0;
+  int64_t keptShape[kMaxRank], keptStride[kMaxRank]; // output coords -> input offset
+  int64_t redShape[kMaxRank], redStride[kMaxRank];   // reduced coords -> input offset
+  int keptRank = 0, redRank = 0;
+};
+
+template <typename T>
+__global__ void reduceKernel(const T *x, T *y, ReduceMap m, int64_t n, int64_t count, int kind) {
+  ZRT_GRID_LOOP(i, n) {
+    int64_t r = i, base = 0;
+    for (int k = m.keptRank - 1; k >= 0; --k) {
+      base += (r % m.keptShape[k]) * m.keptStride[k];
+      r /= m.keptShape[k];
+    }
+    double a = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1.0 : 0.0;
+    for (int64_t e = 0; e < count; ++e) {
+      int64_t q = e, off = base;
+      for (int k = m.redRank - 1; k >= 0; --k) {
+        off += (q % m.redShape[k]) * m.redStride[k];
+        q /= m.redShape[k];
+      }
+      double v = toF(x[off]);
+      if (kind <= 1) a += v;
+      else if (kind == 2) a = a < v ? v : a;
+      else if (kind == 3) a = v < a ? v : a;
+      else a *= v;
+    }
+    y[i] = fromF<T>((float)(kind == 1 ? a / count : a));
+  }
+}
+
+template <typename T> __global__ void geluGradKernel(const T *x, const T *g, T *dx, int64_t n,
+                                                     bool approx) {
+  ZRT_GRID_LOOP(k, n) {
+    double v = toF(x[k]), d;
+    if (approx) {
+      const double a = 0.7978845608028654, b = 0.044715;
+      double inner = a * (v + b * v * v * v), t = tanh(inner);
+      d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * a * (1 + 3 * b * v * v);
+    } else {
+      d = 0.5 * (1 + erf(v * 0.70710678118654752)) + v * 0.3989422804014327 * exp(-0.5 * v * v);
+    }
+    dx[k] = fromF<T>((float)(toF(g[k]) * d));
+  }
+}
+
+__global__ void sgdKernel(const float *p, const float *g, const float *b, const float *lrp,
+                          const unsigned char *skip, float *po, float *bo, float mom, float wd,
+                          bool nesterov, int64_t n) {
+  bool skipped = skip && *skip;
+  float lr = *lrp;
+  ZRT_GRID_LOOP(k, n) {
+    if (skipped) {
+      po[k] = p[k];
+      bo[k] = b[k];
+      continue;
+    }
+    float d = wd != 0 ? g[k] + wd * p[k] : g[k];
+    float buf = mom != 0 ? mom * b[k] + d : 0.0f;
+    if (mom != 0)
+      d = nesterov ? d + mom * buf : buf;
+    po[k] = p[k] - lr * d;
+    bo[k] = buf;
+  }
+}
+
+#define ZRT_FLOAT_DISPATCH(DT, T, ...)                                                     \
+  switch (DT) {                                                                            \
+  case DType::F32: { using T = float; __VA_ARGS__; break; }                                \
+  case DType::BF16: { using T = __nv_bfloat16; __VA_ARGS__; break; }                       \
+  default: { using T = __half; __VA_ARGS__; break; }                                       \
+  }
+
+void around(const std::vector<int64_t> &s, int64_t axis, int64_t &outer, int64_t &dim,
+            int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= s[d];
+  dim = s[axis];
+  for (size_t d = axis + 1; d < s.size(); ++d)
+    inner *= s[d];
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int64_t d = (int64_t)s.size() - 2; d >= 0; --d)
+    st[d] = st[d + 1] * s[d + 1];
+  return st;
+}
+
+Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx) {
+  cudaStream_t st = ctx.stream;
+  if (name == "cmp") {
+    int64_t n = c.out[0].numel();
+    Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape});
+    int pred = (int)c.ints[0];
+    switch (c.in[0].dtype) {
+    case DType::F32: cmpKernel<float><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<unsigned char>(), d, n, pred); break;
+    case DType::BF16: cmpKernel<__nv_bfloat16><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<__nv_bfloat16>(), c.in[1].as<__nv_bfloat16>(), c.out[0].as<unsigned char>(), d, n, pred); break;
+    case DType::F16: cmpKernel<__half><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<__half>(), c.in[1].as<__half>(), c.out[0].as<unsigned char>(), d, n, pred); break;
+    default: cmpKernel<int64_t><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<int64_t>(), c.in[1].as<int64_t>(), c.out[0].as<unsigned char>(), d, n, pred); break;
+    }
+  } else if (name == "and" || name == "or" || name == "not") {
+    int64_t n = c.out[0].numel();
+    bool unary = name == "not";
+    Broadcast3 d = unary ? makeBroadcast3(c.out[0].shape, {c.in[0].shape})
+                         : makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape});
+    logicKernel<<<blocksFor(n), kThreads, 0, st>>>(
+        c.in[0].as<unsigned char>(), unary ? nullptr : c.in[1].as<unsigned char>(),
+        c.out[0].as<unsigned char>(), d, n, name == "and" ? 0 : name == "or" ? 1 : 2);
+  } else if (name == "where") {
+    int64_t n = c.out[0].numel();
+    Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape, c.in[2].shape});
+    selectKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<unsigned char>(), c.in[1].data,
+                                                   c.in[2].data, c.out[0].data, d, n,
+                                                   (int)dtypeSize(c.out[0].dtype));
+  } else if (name == "expand") {
+    int64_t n = c.out[0].numel();
+    // As a select with no condition: input 1 is x.
+    Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[0].shape});
+    selectKernel<<<blocksFor(n), kThreads, 0, st>>>(nullptr, c.in[0].data, c.in[0].data,
+                                                   c.out[0].data, d, n,
+                                                   (int)dtypeSize(c.out[0].dtype));
+  } else if (name == "cast") {
+    int64_t n = c.out[0].numel();
+    castKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data,
+                                                 (int)c.in[0].dtype, (int)c.out[0].dtype, n);
+  } else if (name == "transpose" || name == "slice" || name == "slice_grad") {
+    bool grad = name == "slice_grad";
+    const TensorRef &src = grad ? c.out[0] : c.in[0], &small = grad ? c.in[0] : c.out[0];
+    std::vector<int64_t> inStrides = contiguousStrides(src.shape);
+    Gather g;
+    g.rank = (int)small.shape.size();
+    for (int d = 0; d < g.rank; ++d) {
+      g.shape[d] = small.shape[d];
+      if (name == "transpose") {
+        g.step[d] = inStrides[c.ints[d]];
+      } else {
+        g.base += c.ints[d] * inStrides[d];
+        g.step[d] = c.ints[g.rank + d] * inStrides[d];
+      }
+    }
+    int64_t n = small.numel();
+    int es = (int)dtypeSize(small.dtype);
+    if (grad) {
+      ZRT_CUDA(cudaMemsetAsync(c.out[0].data, 0, c.out[0].numel() * es, st));
+      scatterCopyKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data, g, n, es);
+    } else {
+      gatherCopyKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data, g, n, es);
+    }
+  } else if (name == "concat" || name == "split") {
+    bool toWhole = name == "concat";
+    const TensorRef &whole = toWhole ? c.out[0] : c.in[0];
+    const std::vector<TensorRef> &parts = toWhole ? c.in : c.out;
+    int64_t axis = c.ints[0], es = dtypeSize(whole.dtype), outer = 1, inner = es;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= whole.shape[d];
+    for (size_t d = axis + 1; d < whole.shape.size(); ++d)
+      inner *= whole.shape[d];
+    int64_t wholeRow = whole.shape[axis] * inner, at = 0;
+    for (const TensorRef &p : parts) {
+      int64_t row = p.shape[axis] * inner;
+      if (outer * row > 0)
+        stackKernel<<<blocksFor(outer * row), kThreads, 0, st>>>(whole.data, p.data, outer, row,
+                                                                 wholeRow, at, toWhole);
+      at += row;
+    }
+  } else if (name == "gather") {
+    const TensorRef &x = c.in[0], &idx = c.in[1];
+    int64_t axis = c.ints[0], dim = x.shape[axis], outer = 1, inner = dtypeSize(x.dtype);
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= x.shape[d];
+    for (size_t d = axis + 1; d < x.shape.size(); ++d)
+      inner *= x.shape[d];
+    int64_t n = idx.numel(), total = outer * n * inner;
+    if (total > 0) {
+      if (idx.dtype == DType::I64)
+        gatherKernel<int64_t><<<blocksFor(total), kThreads, 0, st>>>(x.data, idx.as<int64_t>(), c.out[0].data, outer, dim, n, inner, ctx.errorInfo);
+      else
+        gatherKernel<int32_t><<<blocksFor(total), kThreads, 0, st>>>(x.data, idx.as<int32_t>(), c.out[0].data, outer, dim, n, inner, ctx.errorInfo);
+    }
+  } else if (name == "gather_grad") {
+    const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
+    int64_t axis = c.ints[0], dim = dx.shape[axis], outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= dx.shape[d];
+    for (size_t d = axis + 1; d < dx.shape.size(); ++d)
+      inner *= dx.shape[d];
+    int64_t padding = c.ints.size() > 1 ? c.ints[1] : INT64_MIN, n = idx.numel();
+    ZRT_CUDA(cudaMemsetAsync(dx.data, 0, dx.numel() * 4, st));
+    int64_t total = outer * n * inner;
+    if (total > 0) {
+      if (idx.dtype == DType::I64)
+        gatherGradKernel<int64_t><<<blocksFor(total), kThreads, 0, st>>>(idx.as<int64_t>(), g.as<float>(), dx.as<float>(), outer, dim, n, inner, padding, ctx.errorInfo);
+      else
+        gatherGradKernel<int32_t><<<blocksFor(total), kThreads, 0, st>>>(idx.as<int32_t>(), g.as<float>(), dx.as<float>(), outer, dim, n, inner, padding, ctx.errorInfo);
+    }
+  } else if (name == "softmax" || name == "log_softmax") {
+    int64_t outer, dim, inner;
+    around(c.in[0].shape, c.ints[0], outer, dim, inner);
+    int64_t rows = outer * inner;
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(c.in[0].dtype, T,
+        softmaxKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(c.in[0].as<T>(), c.out[0].as<T>(), dim, inner, name == "log_softmax"))
+  } else if (name == "softmax_grad" || name == "log_softmax_grad") {
+    int64_t outer, dim, inner;
+    around(c.out[0].shape, c.ints[0], outer, dim, inner);
+    int64_t rows = outer * inner;
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,
+        softmaxGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), dim, inner, name == "log_softmax_grad"))
+  } else if (name == "layer_norm" || name == "rms_norm") {
+    const TensorRef &x = c.in[0];
+    int64_t rows = 1, cols = 1;
+    for (int64_t d = 0; d < c.ints[0]; ++d)
+      rows *= x.shape[d];
+    for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
+      cols *= x.shape[d];
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        normKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in.size() > 2 ? c.in[2].as<T>() : nullptr, c.out[0].as<T>(), cols, c.floats[0], name == "rms_norm"))
+  } else if (name == "layer_norm_grad" || name == "rms_norm_grad") {
+    const TensorRef &x = c.in[0];
+    bool rms = name == "rms_norm_grad";
+    int64_t rows = 1, cols = 1;
+    for (int64_t d = 0; d < c.ints[0]; ++d)
+      rows *= x.shape[d];
+    for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
+      cols *= x.shape[d];
+    ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(rows, 1) * 2 * sizeof(double)));
+    double *stats = (double *)ctx.scratch;
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        normGradRowKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, cols, c.floats[0], rms);
+        normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(x.as<T>(), c.in[2].as<T>(), stats, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), rows, cols))
+  } else if (name == "cross_entropy") {
+    const TensorRef &x = c.in[0], &labels = c.in[1];
+    int64_t classes = x.shape.back(), rows = labels.numel();
+    ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(rows, 1) * sizeof(double)));
+    double *rowLoss = (double *)ctx.scratch;
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        crossEntropyRowKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), labels.as<int64_t>(), rowLoss, classes, c.ints[0], ctx.errorInfo))
+    meanLossKernel<<<1, 1024, 0, st>>>(rowLoss, labels.as<int64_t>(), rows, c.ints[0],
+                                       c.out[0].as<float>());
+  } else if (name == "cross_entropy_grad") {
+    const TensorRef &x = c.in[0], &labels = c.in[1];
+    int64_t classes = x.shape.back(), rows = labels.numel();
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        crossEntropyGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), labels.as<int64_t>(), c.in[2].as<float>(), c.out[0].as<T>(), rows, classes, c.ints[0], ctx.errorInfo))
+  } else if (name == "reduce") {
+    const TensorRef &x = c.in[0], &y = c.out[0];
+    std::vector<bool> reduced(x.shape.size(), false);
+    for (size_t i = 2; i < c.ints.size(); ++i)
+      reduced[c.ints[i]] = true;
+    std::vector<int64_t> strides = contiguousStrides(x.shape);
+    ReduceMap m;
+    int64_t count = 1;
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      if (reduced[d]) {
+        m.redShape[m.redRank] = x.shape[d];
+        m.redStride[m.redRank++] = strides[d];
+        count *= x.shape[d];
+      } else {
+        m.keptShape[m.keptRank] = x.shape[d];
+        m.keptStride[m.keptRank++] = strides[d];
+      }
+    }
+    int64_t n = y.numel();
+    if (n > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        reduceKernel<T><<<blocksFor(n), kThreads, 0, st>>>(x.as<T>(), y.as<T>(), m, n, count, (int)c.ints[0]))
+  } else if (name == "gelu_grad") {
+    int64_t n = c.out[0].numel();
+    ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,
+      geluGradKernel<T><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), n, c.ints[0] == 1))
+  } else if (name == "sgd") {
+    int64_t n = c.in[0].numel();
+    const unsigned char *skip = c.in.size() == 5 ? c.in[4].as<unsigned char>() : nullptr;
+    sgdKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(), (float)c.floats[0], (float)c.floats[1], c.ints[0] != 0, n);
+  } else {
+    return errorf("no CUDA kernel '", name, "'");
+  }
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+
+const std::set<std::string> kMore = {
+    "cmp", "and", "or", "not", "where", "expand", "cast", "transpose", "slice", "slice_grad",
+    "concat", "split", "gather", "gather_grad", "softmax", "log_softmax", "softmax_grad",
+    "log_softmax_grad", "layer_norm", "rms_norm", "layer_norm_grad", "rms_norm_grad",
+    "cross_entropy", "cross_entropy_grad", "reduce", "gelu_grad", "sgd"};
+
 const std::set<std::string> kBinary = {"add", "sub", "mul", "div", "pow", "max", "min"};
 const std::set<std::string> kUnary = {"neg", "abs", "exp", "log", "sqrt", "rsqrt",
                                       "reciprocal", "tanh", "erf", "sigmoid", "relu", "silu",
@@ -314,7 +1086,41 @@ bool hasCudaKernel(const std::string &name, const KernelCall &c) {
     return true;
   if (name == "matmul")
     return matmulSupported(c);
+  if (name == "gather_grad" && c.out[0].dtype != DType::F32)
+    return false; // float32 atomics only, for now
+  if (kMore.count(name)) {
+    for (const std::vector<TensorRef> *list : {&c.in, &c.out})
+      for (const TensorRef &t : *list)
+        if (t.shape.size() > (size_t)kMaxRank)
+          return false;
+    return true;
+  }
   return false;
+}
+
+Status CudaContext::reserve(size_t bytes) {
+  if (bytes <= scratchBytes)
+    return Status::ok();
+  ZRT_CUDA(cudaStreamSynchronize(stream));
+  if (scratch)
+    ZRT_CUDA(cudaFree(scratch));
+  scratch = nullptr;
+  scratchBytes = 0;
+  ZRT_CUDA(cudaMalloc(&scratch, bytes));
+  scratchBytes = bytes;
+  return Status::ok();
+}
+
+std::string describeCudaError(const long long info[5]) {
+  if (info[0] == 1)
+    return errorf("label ", info[1], " at position ", info[2], " is out of range for ", info[3],
+                  " classes (use ", info[4], " to ignore a position)")
+        .message();
+  if (info[0] == 2)
+    return errorf("index ", info[1], " is out of range for a dimension of size ", info[3],
+                  " (e.g. a token id >= the vocabulary size)")
+        .message();
+  return info[0] ? "kernel error " + std::to_string(info[0]) : "";
 }
 
 Status launchCudaKernel(const std::string &name, const KernelCall &c, CudaContext &ctx) {
@@ -352,7 +1158,7 @@ Status launchCudaKernel(const std::string &name, const KernelCall &c, CudaContex
     return launchAdamW(c, ctx);
   if (name == "matmul")
     return launchMatmul(c, ctx);
-  return errorf("no CUDA kernel '", name, "'");
+  return launchMore(name, c, ctx);
 }
 
 } // namespace zrt

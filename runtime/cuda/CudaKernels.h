@@ -23,7 +23,19 @@ struct CudaContext {
   void *workspace = nullptr; // cuBLASLt workspace
   size_t workspaceBytes = 0;
   bool allowTf32 = false;
+  /// Data-dependent errors found by kernels (a label or index out of
+  /// range): [code, value, position, bound, ignore], device memory, zeroed;
+  /// the first error wins. The executor reads it when a program ends.
+  long long *errorInfo = nullptr;
+  /// Scratch device memory for multi-pass kernels (grown on demand).
+  void *scratch = nullptr;
+  size_t scratchBytes = 0;
+  Status reserve(size_t bytes);
 };
+
+/// The message of a kernel error recorded in errorInfo (host copy), as the
+/// CPU kernels word it; empty if none.
+std::string describeCudaError(const long long info[5]);
 
 /// Whether |name| has a CUDA implementation for this call's types and shapes.
 bool hasCudaKernel(const std::string &name, const KernelCall &call);

@@ -47,6 +47,7 @@ const char *kUsage =
     "                  [--tokens FILE.bin [--token-bytes 2|4]]\n"
     "                  [--checkpoint-dir DIR [--save-every K]] [--resume DIR]\n"
     "                  [--backend cpu|cuda]\n"
+    "       zrun devices   (whether --backend cuda can run here)\n"
     "       zrun export CHECKPOINT [--safetensors OUT.safetensors]\n"
     "                  [--onnx MODEL.onnx -o TRAINED.onnx]\n"
     "\n"
@@ -872,5 +873,15 @@ int main(int argc, char **argv) {
   }
   if (command == "export")
     return exportCommand(argc - 2, argv + 2);
+  if (command == "devices") {
+    // Whether --backend cuda can run here (exit 0) or not (1, and why).
+    std::string why;
+    if (cudaUsable(why)) {
+      std::printf("cuda: usable\n");
+      return 0;
+    }
+    std::printf("cuda: %s\n", why.c_str());
+    return 1;
+  }
   return usageError("unknown command '" + command + "'");
 }

@@ -6,7 +6,7 @@ as the plan's loss) is written, compiled with zcc, run with `zrun eval
 --output y=...`, and y is compared with NumPy in float64 (relative error on
 the whole tensor, 1e-5 for float32). Prints one line per case and a summary.
 """
-import os, subprocess, sys
+import json, os, subprocess, sys
 import numpy as np
 import onnx
 from onnx import helper, TensorProto, numpy_helper
@@ -89,6 +89,9 @@ def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None,
     # exactly one batch worth (the whole tensor).
     for n, a in inputs:
         np.save(os.path.join(d, n + ".npy"), a)
+    # The inputs, by name, for tools/kernel_parity.py (the same plan on the GPU).
+    with open(os.path.join(d, "inputs.json"), "w") as f:
+        json.dump([n for n, _ in inputs], f)
     r = subprocess.run([zrun, "eval", os.path.join(d, "m.zplan"), "--output",
                         f"y={os.path.join(d, 'y.npy')}"] + args, capture_output=True, text=True)
     if r.returncode:
