@@ -43,6 +43,16 @@ for st in 0 1 2 3; do
     check gpt2-z$st-w$w gpt2-z$st-w$w.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
   done
 done
+# NCCL, one process per GPU, where the machine has several.
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+if [ "$gpus" -ge 2 ]; then
+  for st in 0 1 2 3; do
+    check gpt2-nccl-z$st-w2 gpt2-z$st-w2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 \
+      $sched --nproc-per-node 2 --master-port $((29600 + st))
+  done
+else
+  echo "nccl: skipped (one GPU)"
+fi
 # Every kernel case against the CPU's output.
 total=$((total + 1))
 if python3 "$here/kernel_parity.py" "$zrun" "$here/kernels" >"$out/kernels.log" 2>&1; then

@@ -2,6 +2,7 @@
 #include "cuda/CudaCheck.h"
 #include "cuda/CudaExecutor.h"
 #include "cuda/CudaKernels.h"
+#include "cuda/Nccl.h"
 
 #include "plan/PlanLoader.h"
 
@@ -167,7 +168,10 @@ public:
       ZRT_CUDA(cudaMemcpyAsync(host.data(), t.data, host.size(), cudaMemcpyDeviceToHost,
                                ctx_.stream));
     }
-    ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    if (auto *nccl = dynamic_cast<NcclCommunicator *>(comm_))
+      ZRT_RETURN_IF_ERROR(nccl->wait(ctx_.stream, ("program '" + program.name() + "'").c_str()));
+    else
+      ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     // Data-dependent errors the kernels found (labels, indices).
     long long info[5];
     ZRT_CUDA(cudaMemcpy(info, ctx_.errorInfo, sizeof info, cudaMemcpyDeviceToHost));
@@ -256,6 +260,23 @@ private:
     }
     if (!comm_ || comm_->size() != world)
       return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
+    ReduceOp rop = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
+    if (auto *nccl = dynamic_cast<NcclCommunicator *>(comm_)) {
+      // One process per GPU: NCCL on the executor's stream, ordered with the
+      // kernels (async or not: the wait is the stream's order).
+      const float *src = (const float *)in.data;
+      float *dst = (float *)out.data;
+      switch (c.kind()) {
+      case plan::Collective::ALL_REDUCE:
+        return nccl->deviceAllReduce(src, dst, in.numel(), rop, ctx_.stream);
+      case plan::Collective::REDUCE_SCATTER:
+        return nccl->deviceReduceScatter(src, dst, in.numel(), rop, ctx_.stream);
+      case plan::Collective::ALL_GATHER:
+        return nccl->deviceAllGather(src, dst, in.numel(), ctx_.stream);
+      default:
+        return errorf("unknown collective ", (int)c.kind());
+      }
+    }
     std::vector<float> hin(in.numel()), hout(out.numel());
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     ZRT_CUDA(cudaMemcpy(hin.data(), in.data, hin.size() * 4, cudaMemcpyDeviceToHost));
@@ -303,6 +324,22 @@ bool cudaUsable(std::string &why) {
     return false;
   }
   return true;
+}
+
+Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeconds,
+                            std::unique_ptr<Communicator> &out) {
+  std::string why;
+  if (!cudaUsable(why))
+    return errorf("rank ", env.rank, ": multi-process runs need a GPU: ", why);
+  if (device < 0) {
+    int count = 1;
+    cudaGetDeviceCount(&count);
+    device = env.localRank % count;
+  }
+  std::unique_ptr<NcclCommunicator> nccl;
+  ZRT_RETURN_IF_ERROR(NcclCommunicator::create(env, device, timeoutSeconds, nccl));
+  out = std::move(nccl);
+  return Status::ok();
 }
 
 CudaStats cudaStats() {

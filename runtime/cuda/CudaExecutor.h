@@ -17,6 +17,7 @@
 #ifndef ZRT_CUDA_CUDAEXECUTOR_H
 #define ZRT_CUDA_CUDAEXECUTOR_H
 
+#include "comm/Rendezvous.h"
 #include "exec/Executor.h"
 
 #include <map>
@@ -35,6 +36,10 @@ struct CudaStats {
   std::map<std::string, int64_t> native, fallback;
 };
 CudaStats cudaStats();
+
+/// The NCCL communicator of a launched multi-process job (cuda/Nccl.h).
+Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeconds,
+                            std::unique_ptr<Communicator> &out);
 
 /// A rank's executor on device |device| (rank % device count by default).
 std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,

@@ -1,5 +1,6 @@
 //===- NoCuda.cpp - zrun built without the CUDA backend -------------------===//
 #include "cuda/CudaExecutor.h"
+#include "comm/Rendezvous.h"
 
 namespace zrt {
 
@@ -10,6 +11,12 @@ bool cudaUsable(std::string &why) {
 }
 
 CudaStats cudaStats() { return {}; }
+
+Status makeNcclCommunicator(const LaunchEnv &, int, double, std::unique_ptr<Communicator> &) {
+  std::string why;
+  cudaUsable(why);
+  return errorf("multi-process runs use NCCL: ", why);
+}
 
 std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &, int, Communicator *, int,
                                                Status &status) {

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include <csignal>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace zrt;
@@ -46,7 +48,8 @@ const char *kUsage =
     "                  [--metrics FILE.jsonl] [--print-memory] [--shuffle SEED]\n"
     "                  [--tokens FILE.bin [--token-bytes 2|4]]\n"
     "                  [--checkpoint-dir DIR [--save-every K]] [--resume DIR]\n"
-    "                  [--backend cpu|cuda]\n"
+    "                  [--backend cpu|cuda] [--nproc-per-node N [--master-port P]]\n"
+    "                  [--comm-timeout SECONDS]\n"
     "       zrun devices   (whether --backend cuda can run here)\n"
     "       zrun export CHECKPOINT [--safetensors OUT.safetensors]\n"
     "                  [--onnx MODEL.onnx -o TRAINED.onnx]\n"
@@ -103,10 +106,15 @@ int64_t plannedBytes(const plan::Plan &plan) {
 }
 
 /// Rank |rank|'s executor on the chosen backend.
+/// Launched as one rank of a multi-process job (torchrun-style environment
+/// or zrun --nproc-per-node): which one, and on which GPU.
+LaunchEnv launchEnv;
+bool launched = false;
+
 std::unique_ptr<ExecutorBase> makeExecutor(const std::string &backend, const plan::Plan &plan,
                                            int rank, Communicator *comm, Status &status) {
   if (backend == "cuda")
-    return makeCudaExecutor(plan, rank, comm, /*device=*/-1, status);
+    return makeCudaExecutor(plan, rank, comm, launched ? launchEnv.localRank : -1, status);
   status = Status::ok();
   return std::make_unique<Executor>(plan, rank, comm);
 }
@@ -321,6 +329,7 @@ int evalCommand(int argc, char **argv) {
 int trainCommand(int argc, char **argv) {
   std::string metricsPath, tokenFile, v;
   int64_t steps = -1, shuffleSeed = -1, tokenBytes = 2, saveEvery = 0;
+  double ncclTimeout = 300;
   std::string checkpointDir, resumeFrom;
   bool haveTotal = false;
   double lr = -1;
@@ -377,6 +386,9 @@ int trainCommand(int argc, char **argv) {
     } else if (args.is("--resume")) {
       if (!args.value(resumeFrom))
         return usageError("--resume expects a checkpoint directory");
+    } else if (args.is("--comm-timeout")) {
+      if (!args.number(ncclTimeout, 0, /*strict=*/true))
+        return usageError("--comm-timeout expects seconds");
     } else if (auto error = args.common()) {
       return usageError(*error);
     }
@@ -500,9 +512,17 @@ int trainCommand(int argc, char **argv) {
       break;
     }
   const int64_t rankBytes = plannedBytes(plan);
-  if (printMemory)
+  if (printMemory && (!launched || launchEnv.rank == 0))
     std::printf("arena bytes: %lld%s\n", (long long)rankBytes, world > 1 ? " per rank" : "");
 
+  if (launched && launchEnv.world != world)
+    return fail(errorf(planPath, ": the plan is for world size ", world, ", the launcher started ",
+                       launchEnv.world, " ranks (", launchEnv.source, "); compile with --world-size ",
+                       launchEnv.world));
+  if (launched && args.backend != "cuda")
+    return usageError("multi-process runs use NCCL: pass --backend cuda");
+  if (launched && launchEnv.rank != 0)
+    metricsPath.clear(); // rank 0 logs and writes the metrics
   std::string tmpMetrics = metricsPath + ".tmp";
   FILE *metrics = nullptr;
   if (!metricsPath.empty() && !(metrics = std::fopen(tmpMetrics.c_str(), "w")))
@@ -632,7 +652,11 @@ int trainCommand(int argc, char **argv) {
       ZRT_RETURN_IF_ERROR(executor.run(*apply));
       double norm = *executor.buffer(normBuffer).as<float>();
       bool overflow = scaler && *executor.buffer(overflowBuffer).as<float>() != 0;
-      if (world > 1) {
+      if (world > 1 && launched) {
+        float l = (float)loss; // NCCL: the ranks are processes
+        ZRT_RETURN_IF_ERROR(comm->allReduce(&l, &l, 1, ReduceOp::Avg));
+        loss = l;
+      } else if (world > 1) {
         rankLoss[rank] = loss;
         ZRT_RETURN_IF_ERROR(comm->barrier());
         loss = 0;
@@ -677,8 +701,23 @@ int trainCommand(int argc, char **argv) {
       skippedTotal = skipped;
     return Status::ok();
   };
-  if (Status s = runRanks(world, trainRank); !s)
-    return abandon(s);
+  Status ran = Status::ok();
+  if (launched) {
+    // This process is one rank; NCCL connects it to the others.
+    std::unique_ptr<Communicator> comm;
+    ran = makeNcclCommunicator(launchEnv, -1, ncclTimeout, comm);
+    if (ran) {
+      ran = trainRank(launchEnv.rank, comm.get());
+      if (!ran) {
+        comm->abort("rank failed");
+        ran = errorf("rank ", launchEnv.rank, ": ", ran.message());
+      }
+    }
+  } else {
+    ran = runRanks(world, trainRank);
+  }
+  if (!ran)
+    return abandon(ran);
   reportCudaStats(args.backend);
   if (skippedTotal)
     std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skippedTotal,
@@ -854,12 +893,101 @@ int exportCommand(int argc, char **argv) {
   return 0;
 }
 
+/// zrun ... --nproc-per-node N [--master-port P]: starts N copies of this
+/// command, one per GPU, as a torchrun would (RANK, WORLD_SIZE, LOCAL_RANK,
+/// MASTER_ADDR, MASTER_PORT), and waits for them; when one fails the others
+/// are stopped (SIGTERM, then SIGKILL after 10 s) and its status is returned.
+int launchLocal(int argc, char **argv, int nproc, int port) {
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--nproc-per-node") || !std::strcmp(argv[i], "--master-port")) {
+      ++i;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  std::vector<pid_t> children;
+  for (int r = 0; r < nproc; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("zrun: fork");
+      for (pid_t c : children)
+        kill(c, SIGTERM);
+      return 1;
+    }
+    if (pid == 0) {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("NCCL_NVLS_ENABLE", "0", 0);
+      std::vector<char *> cargv;
+      for (std::string &a : args)
+        cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execv("/proc/self/exe", cargv.data());
+      std::perror("zrun: exec");
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+  int failedRank = -1, failedStatus = 0, left = nproc;
+  while (left > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0)
+      break;
+    --left;
+    int r = (int)(std::find(children.begin(), children.end(), pid) - children.begin());
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && failedRank < 0) {
+      failedRank = r;
+      failedStatus = status;
+      for (pid_t c : children)
+        if (c != pid)
+          kill(c, SIGTERM);
+      // Stragglers get 10 s, then SIGKILL.
+      std::thread([children] {
+        std::this_thread::sleep_for(std::chrono::seconds(10));
+        for (pid_t c : children)
+          kill(c, SIGKILL);
+      }).detach();
+    }
+  }
+  if (failedRank >= 0) {
+    if (WIFSIGNALED(failedStatus))
+      std::fprintf(stderr, "zrun: rank %d was killed by signal %d; the other ranks were stopped\n",
+                   failedRank, WTERMSIG(failedStatus));
+    else
+      std::fprintf(stderr, "zrun: rank %d failed (exit %d); the other ranks were stopped\n",
+                   failedRank, WEXITSTATUS(failedStatus));
+    return WIFEXITED(failedStatus) ? WEXITSTATUS(failedStatus) : 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   std::string command = argv[1];
+  // Under a launcher (or started by --nproc-per-node): one rank of a job.
+  std::string envError;
+  launched = readLaunchEnv(launchEnv, envError);
+  if (!envError.empty())
+    return usageError("launcher environment: " + envError);
+  for (int i = 2; i + 1 < argc && !launched; ++i)
+    if (!std::strcmp(argv[i], "--nproc-per-node")) {
+      int nproc = std::atoi(argv[i + 1]), port = 29500;
+      for (int j = 2; j + 1 < argc; ++j)
+        if (!std::strcmp(argv[j], "--master-port"))
+          port = std::atoi(argv[j + 1]);
+      if (nproc < 1 || nproc > 4096 || port < 1 || port > 65535)
+        return usageError("--nproc-per-node expects 1-4096 processes, --master-port a port");
+      return launchLocal(argc, argv, nproc, port);
+    }
   try {
     if (command == "eval")
       return evalCommand(argc - 2, argv + 2);

@@ -1,0 +1,213 @@
+//===- Nccl.cu - NCCL across processes, one GPU each ----------------------===//
+#include "cuda/CudaCheck.h"
+#include "cuda/Nccl.h"
+
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <mutex>
+#include <thread>
+
+namespace zrt {
+namespace {
+
+/// NCCL's entry points, resolved from libnccl.so.2 at first use.
+struct NcclApi {
+  decltype(&ncclGetUniqueId) getUniqueId = nullptr;
+  decltype(&ncclCommInitRank) commInitRank = nullptr;
+  decltype(&ncclCommDestroy) commDestroy = nullptr;
+  decltype(&ncclCommAbort) commAbort = nullptr;
+  decltype(&ncclCommGetAsyncError) commGetAsyncError = nullptr;
+  decltype(&ncclAllReduce) allReduce = nullptr;
+  decltype(&ncclReduceScatter) reduceScatter = nullptr;
+  decltype(&ncclAllGather) allGather = nullptr;
+  decltype(&ncclGetErrorString) getErrorString = nullptr;
+  std::string error;
+};
+
+const NcclApi &api() {
+  static NcclApi a;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+    if (!h)
+      h = dlopen("libnccl.so", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+      a.error = std::string("cannot load libnccl.so.2 (") + dlerror() +
+                "); install NCCL or put it on LD_LIBRARY_PATH";
+      return;
+    }
+    auto sym = [&](auto &f, const char *name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(h, name));
+      if (!f && a.error.empty())
+        a.error = std::string("libnccl has no ") + name;
+    };
+    sym(a.getUniqueId, "ncclGetUniqueId");
+    sym(a.commInitRank, "ncclCommInitRank");
+    sym(a.commDestroy, "ncclCommDestroy");
+    sym(a.commAbort, "ncclCommAbort");
+    sym(a.commGetAsyncError, "ncclCommGetAsyncError");
+    sym(a.allReduce, "ncclAllReduce");
+    sym(a.reduceScatter, "ncclReduceScatter");
+    sym(a.allGather, "ncclAllGather");
+    sym(a.getErrorString, "ncclGetErrorString");
+  });
+  return a;
+}
+
+Status ncclStatus(ncclResult_t r, const char *what, int rank) {
+  if (r == ncclSuccess || r == ncclInProgress)
+    return Status::ok();
+  return errorf("rank ", rank, ": ", what, ": NCCL error ", (int)r, " (",
+                api().getErrorString ? api().getErrorString(r) : "?", ")");
+}
+
+ncclRedOp_t redOp(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
+
+} // namespace
+
+Status NcclCommunicator::create(const LaunchEnv &env, int device, double timeoutSeconds,
+                                std::unique_ptr<NcclCommunicator> &out) {
+  const NcclApi &a = api();
+  if (!a.error.empty())
+    return errorf("rank ", env.rank, ": ", a.error);
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
+  c->rank_ = env.rank;
+  c->world_ = env.world;
+  c->device_ = device;
+  c->timeout_ = timeoutSeconds;
+  ZRT_CUDA(cudaSetDevice(device));
+  ncclUniqueId id;
+  std::string payload;
+  if (env.rank == 0) {
+    ZRT_RETURN_IF_ERROR(ncclStatus(a.getUniqueId(&id), "ncclGetUniqueId", env.rank));
+    payload.assign(id.internal, sizeof id.internal);
+  }
+  RendezvousConfig rc;
+  rc.host = env.masterAddr;
+  rc.port = env.masterPort;
+  rc.rank = env.rank;
+  rc.world = env.world;
+  rc.timeoutSeconds = timeoutSeconds;
+  ZRT_RETURN_IF_ERROR(rendezvous(rc, payload));
+  if (payload.size() != sizeof id.internal)
+    return errorf("rank ", env.rank, ": the rendezvous brought ", payload.size(),
+                  " bytes, not an NCCL id");
+  std::memcpy(id.internal, payload.data(), sizeof id.internal);
+  ncclComm_t comm = nullptr;
+  ZRT_RETURN_IF_ERROR(
+      ncclStatus(a.commInitRank(&comm, env.world, id, env.rank), "ncclCommInitRank", env.rank));
+  c->comm_ = comm;
+  cudaStream_t stream;
+  ZRT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  c->stream_ = stream;
+  out = std::move(c);
+  return Status::ok();
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  cudaSetDevice(device_);
+  if (stream_)
+    cudaStreamSynchronize((cudaStream_t)stream_);
+  if (comm_)
+    api().commDestroy((ncclComm_t)comm_);
+  if (scratch_)
+    cudaFree(scratch_);
+  if (stream_)
+    cudaStreamDestroy((cudaStream_t)stream_);
+}
+
+void NcclCommunicator::abort(const std::string &) {
+  if (comm_) {
+    api().commAbort((ncclComm_t)comm_);
+    comm_ = nullptr;
+  }
+}
+
+Status NcclCommunicator::wait(void *stream, const char *what) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds((int64_t)(timeout_ * 1000));
+  while (true) {
+    cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+    if (e == cudaSuccess)
+      return Status::ok();
+    if (e != cudaErrorNotReady)
+      return cudaStatus(e, what, __FILE__, __LINE__);
+    if (!comm_)
+      return errorf("rank ", rank_, ": ", what, ": the communicator was aborted");
+    ncclResult_t async = ncclSuccess;
+    api().commGetAsyncError((ncclComm_t)comm_, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      Status s = ncclStatus(async, what, rank_);
+      abort("");
+      return s;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort("");
+      return errorf("rank ", rank_, ": ", what, " did not complete within ", timeout_,
+                    " s (a peer died or hangs); the communicator was aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+Status NcclCommunicator::deviceAllReduce(const float *in, float *out, int64_t n, ReduceOp op,
+                                         void *stream) {
+  if (!comm_)
+    return errorf("rank ", rank_, ": all-reduce on an aborted communicator");
+  return ncclStatus(api().allReduce(in, out, (size_t)n, ncclFloat32, redOp(op), (ncclComm_t)comm_,
+                                    (cudaStream_t)stream),
+                    "ncclAllReduce", rank_);
+}
+
+Status NcclCommunicator::deviceReduceScatter(const float *in, float *out, int64_t n, ReduceOp op,
+                                             void *stream) {
+  if (!comm_)
+    return errorf("rank ", rank_, ": reduce-scatter on an aborted communicator");
+  return ncclStatus(api().reduceScatter(in, out, (size_t)(n / world_), ncclFloat32, redOp(op),
+                                        (ncclComm_t)comm_, (cudaStream_t)stream),
+                    "ncclReduceScatter", rank_);
+}
+
+Status NcclCommunicator::deviceAllGather(const float *in, float *out, int64_t n, void *stream) {
+  if (!comm_)
+    return errorf("rank ", rank_, ": all-gather on an aborted communicator");
+  return ncclStatus(api().allGather(in, out, (size_t)n, ncclFloat32, (ncclComm_t)comm_,
+                                    (cudaStream_t)stream),
+                    "ncclAllGather", rank_);
+}
+
+// Host-side calls: staged through a device buffer on the communicator's own
+// stream (small: the trainer's scalars).
+Status NcclCommunicator::allReduce(const float *in, float *out, int64_t n, ReduceOp op) {
+  ZRT_CUDA(cudaSetDevice(device_));
+  if (scratchFloats_ < n) {
+    if (scratch_)
+      ZRT_CUDA(cudaFree(scratch_));
+    ZRT_CUDA(cudaMalloc(&scratch_, n * sizeof(float)));
+    scratchFloats_ = n;
+  }
+  cudaStream_t s = (cudaStream_t)stream_;
+  ZRT_CUDA(cudaMemcpyAsync(scratch_, in, n * sizeof(float), cudaMemcpyHostToDevice, s));
+  ZRT_RETURN_IF_ERROR(deviceAllReduce(scratch_, scratch_, n, op, s));
+  ZRT_CUDA(cudaMemcpyAsync(out, scratch_, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  return wait(s, "host all-reduce");
+}
+
+Status NcclCommunicator::reduceScatter(const float *, float *, int64_t, ReduceOp) {
+  return errorf("rank ", rank_, ": host reduce-scatter over NCCL is not used");
+}
+
+Status NcclCommunicator::allGather(const float *, float *, int64_t) {
+  return errorf("rank ", rank_, ": host all-gather over NCCL is not used");
+}
+
+Status NcclCommunicator::barrier() {
+  float x = 0;
+  return allReduce(&x, &x, 1, ReduceOp::Sum);
+}
+
+} // namespace zrt

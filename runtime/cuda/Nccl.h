@@ -1,0 +1,62 @@
+//===- Nccl.h - NCCL across processes, one GPU each -------------*- C++ -*-===//
+//
+// The communicator of multi-process runs (`zrun train --nproc-per-node N`,
+// or under torchrun/DeepSpeed/Slurm/OpenMPI launchers): one process per GPU,
+// NCCL between them, the unique id exchanged through the TCP rendezvous.
+// libnccl is loaded when first needed (dlopen), so zrun runs without it
+// elsewhere.
+//
+// The CUDA executor calls the device-side collectives on its stream; the
+// trainer uses the host-side Communicator interface (a loss average, a
+// barrier), staged through a small device buffer. Every wait has a deadline:
+// an NCCL error or a peer that never answers aborts the communicator and
+// ends the process with a message naming the rank and the operation.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_CUDA_NCCL_H
+#define ZRT_CUDA_NCCL_H
+
+#include "comm/Communicator.h"
+#include "comm/Rendezvous.h"
+
+#include <memory>
+
+namespace zrt {
+
+class NcclCommunicator : public Communicator {
+public:
+  /// Joins the job: the rendezvous (rank 0 makes the NCCL id), then
+  /// ncclCommInitRank on |device|.
+  static Status create(const LaunchEnv &env, int device, double timeoutSeconds,
+                       std::unique_ptr<NcclCommunicator> &out);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return world_; }
+  // Host buffers (the trainer's scalars).
+  Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) override;
+  Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) override;
+  Status allGather(const float *in, float *out, int64_t n) override;
+  Status barrier() override;
+  void abort(const std::string &why) override;
+
+  // Device buffers, on |stream| (asynchronous; wait() completes them).
+  Status deviceAllReduce(const float *in, float *out, int64_t n, ReduceOp op, void *stream);
+  Status deviceReduceScatter(const float *in, float *out, int64_t n, ReduceOp op, void *stream);
+  Status deviceAllGather(const float *in, float *out, int64_t n, void *stream);
+  /// Waits for |stream| with the deadline, checking NCCL's async errors.
+  Status wait(void *stream, const char *what);
+
+private:
+  NcclCommunicator() = default;
+  int rank_ = 0, world_ = 1, device_ = 0;
+  double timeout_ = 300;
+  void *comm_ = nullptr;   // ncclComm_t
+  void *stream_ = nullptr; // for the host-side calls
+  float *scratch_ = nullptr;
+  int64_t scratchFloats_ = 0;
+};
+
+} // namespace zrt
+
+#endif // ZRT_CUDA_NCCL_H
