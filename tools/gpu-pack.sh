@@ -22,7 +22,7 @@ cp $M/mlp.x.npy $M/mlp.labels.npy $M/gpt2-tiny.input_ids.npy $M/gpt2-tiny.labels
 cp $E/llama-tiny.input_ids.npy $E/llama-tiny.labels.npy "$out/data/"
 cp $M/references.json "$out/data/references.json"
 cp $E/references.json "$out/data/llama-references.json"
-cp test/Inputs/check_trajectory.py tools/gpu-check.sh tools/kernel_parity.py "$out/"
+cp test/Inputs/check_trajectory.py tools/gpu-check.sh tools/gpu-faults.sh tools/kernel_parity.py "$out/"
 # Every kernel case, compiled and run on the CPU here (checked against NumPy).
 /usr/bin/python3 test/e2e/Inputs/kernel_cases.py "$build/tools/zcc/zcc" "$build/runtime/zrun" \
   "$out/kernels" | tail -1

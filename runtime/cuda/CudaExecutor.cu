@@ -121,6 +121,16 @@ public:
   }
 
   Status run(const plan::Program &program) override {
+    auto *nccl = dynamic_cast<NcclCommunicator *>(comm_);
+    if (nccl)
+      nccl->begin("program '" + program.name() + "'");
+    Status s = runProgram(program);
+    if (nccl)
+      nccl->end();
+    return s;
+  }
+
+  Status runProgram(const plan::Program &program) {
     ZRT_CUDA(cudaSetDevice(device_));
     if (sizes_[plan::INPUT] > 0)
       ZRT_CUDA(cudaMemcpyAsync(arenas_[plan::INPUT], input_.data, sizes_[plan::INPUT],

@@ -104,11 +104,68 @@ Status NcclCommunicator::create(const LaunchEnv &env, int device, double timeout
   cudaStream_t stream;
   ZRT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   c->stream_ = stream;
+  NcclCommunicator *self = c.get();
+  c->watchdog_ = std::thread([self] { self->watch(); });
   out = std::move(c);
   return Status::ok();
 }
 
+void NcclCommunicator::begin(const std::string &what) {
+  std::lock_guard<std::mutex> lock(watchMutex_);
+  busy_ = true;
+  busyWhat_ = what;
+  busySince_ = std::chrono::steady_clock::now();
+}
+
+void NcclCommunicator::end() {
+  std::lock_guard<std::mutex> lock(watchMutex_);
+  busy_ = false;
+}
+
+void NcclCommunicator::watch() {
+  std::unique_lock<std::mutex> lock(watchMutex_);
+  auto limit = std::chrono::milliseconds((int64_t)(timeout_ * 1000));
+  while (!stopWatch_) {
+    watchCv_.wait_for(lock, std::chrono::milliseconds(500));
+    if (stopWatch_ || !busy_ || std::chrono::steady_clock::now() - busySince_ < limit)
+      continue;
+    std::string what = busyWhat_;
+    auto since = busySince_;
+    lock.unlock();
+    std::fprintf(stderr,
+                 "zrun: error: rank %d: %s did not complete within %g s (a peer died or "
+                 "hangs); aborting NCCL\n",
+                 rank_, what.c_str(), timeout_);
+    std::fflush(stderr);
+    lock.lock();
+    abortedWhy_ = what + " did not complete within " + std::to_string((int)timeout_) +
+                  " s (a peer died or hangs)";
+    aborted_ = true;
+    void *comm = comm_;
+    comm_ = nullptr;
+    lock.unlock();
+    if (comm)
+      api().commAbort((ncclComm_t)comm);
+    // If the abort did not free the rank within 10 s, end the process.
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    lock.lock();
+    if (busy_ && busySince_ == since) {
+      std::fprintf(stderr, "zrun: error: rank %d: still blocked in %s; exiting\n", rank_,
+                   what.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+}
+
 NcclCommunicator::~NcclCommunicator() {
+  {
+    std::lock_guard<std::mutex> lock(watchMutex_);
+    stopWatch_ = true;
+  }
+  watchCv_.notify_all();
+  if (watchdog_.joinable())
+    watchdog_.join();
   cudaSetDevice(device_);
   if (stream_)
     cudaStreamSynchronize((cudaStream_t)stream_);
@@ -120,8 +177,11 @@ NcclCommunicator::~NcclCommunicator() {
     cudaStreamDestroy((cudaStream_t)stream_);
 }
 
-void NcclCommunicator::abort(const std::string &) {
+void NcclCommunicator::abort(const std::string &why) {
+  std::lock_guard<std::mutex> lock(watchMutex_);
   if (comm_) {
+    abortedWhy_ = why;
+    aborted_ = true;
     api().commAbort((ncclComm_t)comm_);
     comm_ = nullptr;
   }
@@ -132,6 +192,8 @@ Status NcclCommunicator::wait(void *stream, const char *what) {
                   std::chrono::milliseconds((int64_t)(timeout_ * 1000));
   while (true) {
     cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+    if (aborted_) // the watchdog freed the stream: its results are not to be used
+      return errorf("rank ", rank_, ": ", what, ": NCCL was aborted: ", abortedWhy_);
     if (e == cudaSuccess)
       return Status::ok();
     if (e != cudaErrorNotReady)
@@ -142,11 +204,11 @@ Status NcclCommunicator::wait(void *stream, const char *what) {
     api().commGetAsyncError((ncclComm_t)comm_, &async);
     if (async != ncclSuccess && async != ncclInProgress) {
       Status s = ncclStatus(async, what, rank_);
-      abort("");
+      abort(s.message());
       return s;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      abort("");
+      abort(std::string(what) + " timed out");
       return errorf("rank ", rank_, ": ", what, " did not complete within ", timeout_,
                     " s (a peer died or hangs); the communicator was aborted");
     }
@@ -191,10 +253,19 @@ Status NcclCommunicator::allReduce(const float *in, float *out, int64_t n, Reduc
     scratchFloats_ = n;
   }
   cudaStream_t s = (cudaStream_t)stream_;
-  ZRT_CUDA(cudaMemcpyAsync(scratch_, in, n * sizeof(float), cudaMemcpyHostToDevice, s));
-  ZRT_RETURN_IF_ERROR(deviceAllReduce(scratch_, scratch_, n, op, s));
-  ZRT_CUDA(cudaMemcpyAsync(out, scratch_, n * sizeof(float), cudaMemcpyDeviceToHost, s));
-  return wait(s, "host all-reduce");
+  begin("a host all-reduce");
+  Status st = cudaStatus(
+      cudaMemcpyAsync(scratch_, in, n * sizeof(float), cudaMemcpyHostToDevice, s), "copy",
+      __FILE__, __LINE__);
+  if (st)
+    st = deviceAllReduce(scratch_, scratch_, n, op, s);
+  if (st)
+    st = cudaStatus(cudaMemcpyAsync(out, scratch_, n * sizeof(float), cudaMemcpyDeviceToHost, s),
+                    "copy", __FILE__, __LINE__);
+  if (st)
+    st = wait(s, "host all-reduce");
+  end();
+  return st;
 }
 
 Status NcclCommunicator::reduceScatter(const float *, float *, int64_t, ReduceOp) {

@@ -19,7 +19,13 @@
 #include "comm/Communicator.h"
 #include "comm/Rendezvous.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 
 namespace zrt {
 
@@ -47,14 +53,32 @@ public:
   /// Waits for |stream| with the deadline, checking NCCL's async errors.
   Status wait(void *stream, const char *what);
 
+  /// Brackets work that involves the peers (a program, a host collective).
+  /// A watchdog thread aborts the communicator when one lasts longer than
+  /// the timeout (a dead peer leaves NCCL's kernels spinning, and the host
+  /// can block launching behind them), and ends the process if aborting does
+  /// not free it: a run never hangs.
+  void begin(const std::string &what);
+  void end();
+
 private:
   NcclCommunicator() = default;
+  void watch();
   int rank_ = 0, world_ = 1, device_ = 0;
   double timeout_ = 300;
   void *comm_ = nullptr;   // ncclComm_t
   void *stream_ = nullptr; // for the host-side calls
   float *scratch_ = nullptr;
   int64_t scratchFloats_ = 0;
+  // The watchdog.
+  std::mutex watchMutex_;
+  std::condition_variable watchCv_;
+  std::chrono::steady_clock::time_point busySince_;
+  std::string busyWhat_;
+  bool busy_ = false, stopWatch_ = false;
+  std::atomic<bool> aborted_{false};
+  std::string abortedWhy_;
+  std::thread watchdog_;
 };
 
 } // namespace zrt

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <csignal>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -916,6 +917,10 @@ int launchLocal(int argc, char **argv, int nproc, int port) {
       return 1;
     }
     if (pid == 0) {
+      // A rank dies with its launcher: no orphan keeps a GPU.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() == 1)
+        _exit(1);
       setenv("RANK", std::to_string(r).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
