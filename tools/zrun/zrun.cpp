@@ -711,7 +711,9 @@ int trainCommand(int argc, char **argv) {
       ran = trainRank(launchEnv.rank, comm.get());
       if (!ran) {
         comm->abort("rank failed");
-        ran = errorf("rank ", launchEnv.rank, ": ", ran.message());
+        std::string prefix = "rank " + std::to_string(launchEnv.rank) + ": ";
+        if (ran.message().rfind(prefix, 0) != 0) // name the rank once
+          ran = Status::error(prefix + ran.message());
       }
     }
   } else {
