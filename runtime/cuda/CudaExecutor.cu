@@ -49,6 +49,12 @@ public:
       cudaFree(ctx_.errorInfo);
     if (ctx_.lt)
       cublasLtDestroy(ctx_.lt);
+    for (cudaEvent_t e : allEvents_)
+      cudaEventDestroy(e);
+    if (commStream_) {
+      cudaStreamSynchronize(commStream_);
+      cudaStreamDestroy(commStream_);
+    }
     if (ctx_.stream)
       cudaStreamDestroy(ctx_.stream);
   }
@@ -56,6 +62,7 @@ public:
   Status init() {
     ZRT_CUDA(cudaSetDevice(device_));
     ZRT_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+    ZRT_CUDA(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
@@ -147,7 +154,17 @@ public:
                        "copy", __FILE__, __LINE__);
         where = inst.copy().location();
       } else if (inst.has_wait()) {
-        continue; // collectives complete when they are issued (below)
+        // An async NCCL collective on the communication stream: the compute
+        // stream waits for its event (host-staged collectives completed when
+        // issued).
+        auto it = pending_.find(inst.wait().output());
+        if (it != pending_.end()) {
+          s = cudaStatus(cudaStreamWaitEvent(ctx_.stream, it->second, 0), "wait", __FILE__,
+                         __LINE__);
+          freeEvents_.push_back(it->second);
+          pending_.erase(it);
+        }
+        where = inst.wait().location();
       } else if (inst.has_collective()) {
         s = collective(inst.collective());
         where = inst.collective().location();
@@ -272,20 +289,39 @@ private:
       return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
     ReduceOp rop = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
     if (auto *nccl = dynamic_cast<NcclCommunicator *>(comm_)) {
-      // One process per GPU: NCCL on the executor's stream, ordered with the
-      // kernels (async or not: the wait is the stream's order).
+      // One process per GPU: NCCL on the device buffers. A synchronous
+      // collective runs on the compute stream; an async one (zero-schedule's
+      // start) on the communication stream once the compute stream reaches
+      // it, overlapping the kernels that follow until its wait.
       const float *src = (const float *)in.data;
       float *dst = (float *)out.data;
+      cudaStream_t stream = ctx_.stream;
+      if (c.async()) {
+        cudaEvent_t ready = event();
+        ZRT_CUDA(cudaEventRecord(ready, ctx_.stream));
+        ZRT_CUDA(cudaStreamWaitEvent(commStream_, ready, 0));
+        freeEvents_.push_back(ready);
+        stream = commStream_;
+      }
       switch (c.kind()) {
       case plan::Collective::ALL_REDUCE:
-        return nccl->deviceAllReduce(src, dst, in.numel(), rop, ctx_.stream);
+        ZRT_RETURN_IF_ERROR(nccl->deviceAllReduce(src, dst, in.numel(), rop, stream));
+        break;
       case plan::Collective::REDUCE_SCATTER:
-        return nccl->deviceReduceScatter(src, dst, in.numel(), rop, ctx_.stream);
+        ZRT_RETURN_IF_ERROR(nccl->deviceReduceScatter(src, dst, in.numel(), rop, stream));
+        break;
       case plan::Collective::ALL_GATHER:
-        return nccl->deviceAllGather(src, dst, in.numel(), ctx_.stream);
+        ZRT_RETURN_IF_ERROR(nccl->deviceAllGather(src, dst, in.numel(), stream));
+        break;
       default:
         return errorf("unknown collective ", (int)c.kind());
       }
+      if (c.async()) {
+        cudaEvent_t done = event();
+        ZRT_CUDA(cudaEventRecord(done, commStream_));
+        pending_[c.output()] = done;
+      }
+      return Status::ok();
     }
     std::vector<float> hin(in.numel()), hout(out.numel());
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
@@ -318,6 +354,23 @@ private:
   int64_t allocated_ = 0;
   Pinned input_;
   mutable std::map<int, std::vector<char>> outputs_;
+  cudaStream_t commStream_ = nullptr;     // async NCCL collectives
+  std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer
+  std::vector<cudaEvent_t> freeEvents_, allEvents_;
+
+  /// An event for ordering the two streams (reused; recording one again is
+  /// safe once the stream that waited on it has been enqueued).
+  cudaEvent_t event() {
+    if (!freeEvents_.empty()) {
+      cudaEvent_t e = freeEvents_.back();
+      freeEvents_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    allEvents_.push_back(e);
+    return e;
+  }
 };
 
 } // namespace
