@@ -500,8 +500,12 @@ __global__ void gatherKernel(const char *x, const I *idx, char *y, int64_t outer
   }
 }
 
-template <typename I>
-__global__ void gatherGradKernel(const I *idx, const float *g, float *dx, int64_t outer,
+template <typename T> __global__ void fromF32Kernel(const float *x, T *y, int64_t n) {
+  ZRT_GRID_LOOP(k, n) { y[k] = fromF<T>(x[k]); }
+}
+
+template <typename I, typename T>
+__global__ void gatherGradKernel(const I *idx, const T *g, float *dx, int64_t outer,
                                  int64_t dim, int64_t n, int64_t inner, int64_t padding,
                                  long long *err) {
   ZRT_GRID_LOOP(t, outer * n * inner) {
@@ -516,7 +520,7 @@ __global__ void gatherGradKernel(const I *idx, const float *g, float *dx, int64_
       j += dim;
     if (j == padding)
       continue;
-    atomicAdd(&dx[(o * dim + j) * inner + i], g[t]);
+    atomicAdd(&dx[(o * dim + j) * inner + i], toF(g[t]));
   }
 }
 
@@ -956,6 +960,8 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
         gatherKernel<int32_t><<<blocksFor(total), kThreads, 0, st>>>(x.data, idx.as<int32_t>(), c.out[0].data, outer, dim, n, inner, ctx.errorInfo);
     }
   } else if (name == "gather_grad") {
+    // Scatter-add in float32 (atomics; into a float32 scratch for 16-bit
+    // gradients, rounded once at the end, as the CPU's float32 widening).
     const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
     int64_t axis = c.ints[0], dim = dx.shape[axis], outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d)
@@ -963,14 +969,23 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     for (size_t d = axis + 1; d < dx.shape.size(); ++d)
       inner *= dx.shape[d];
     int64_t padding = c.ints.size() > 1 ? c.ints[1] : INT64_MIN, n = idx.numel();
-    ZRT_CUDA(cudaMemsetAsync(dx.data, 0, dx.numel() * 4, st));
-    int64_t total = outer * n * inner;
-    if (total > 0) {
-      if (idx.dtype == DType::I64)
-        gatherGradKernel<int64_t><<<blocksFor(total), kThreads, 0, st>>>(idx.as<int64_t>(), g.as<float>(), dx.as<float>(), outer, dim, n, inner, padding, ctx.errorInfo);
-      else
-        gatherGradKernel<int32_t><<<blocksFor(total), kThreads, 0, st>>>(idx.as<int32_t>(), g.as<float>(), dx.as<float>(), outer, dim, n, inner, padding, ctx.errorInfo);
+    float *acc = dx.as<float>();
+    if (dx.dtype != DType::F32) {
+      ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(dx.numel(), 1) * sizeof(float)));
+      acc = (float *)ctx.scratch;
     }
+    ZRT_CUDA(cudaMemsetAsync(acc, 0, dx.numel() * sizeof(float), st));
+    int64_t total = outer * n * inner;
+    if (total > 0)
+      ZRT_FLOAT_DISPATCH(g.dtype, T,
+        if (idx.dtype == DType::I64)
+          gatherGradKernel<int64_t, T><<<blocksFor(total), kThreads, 0, st>>>(idx.as<int64_t>(), g.as<T>(), acc, outer, dim, n, inner, padding, ctx.errorInfo);
+        else
+          gatherGradKernel<int32_t, T><<<blocksFor(total), kThreads, 0, st>>>(idx.as<int32_t>(), g.as<T>(), acc, outer, dim, n, inner, padding, ctx.errorInfo))
+    if (dx.dtype == DType::BF16)
+      fromF32Kernel<__nv_bfloat16><<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__nv_bfloat16>(), dx.numel());
+    else if (dx.dtype == DType::F16)
+      fromF32Kernel<__half><<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__half>(), dx.numel());
   } else if (name == "softmax" || name == "log_softmax") {
     int64_t outer, dim, inner;
     around(c.in[0].shape, c.ints[0], outer, dim, inner);
@@ -1086,8 +1101,6 @@ bool hasCudaKernel(const std::string &name, const KernelCall &c) {
     return true;
   if (name == "matmul")
     return matmulSupported(c);
-  if (name == "gather_grad" && c.out[0].dtype != DType::F32)
-    return false; // float32 atomics only, for now
   if (kMore.count(name)) {
     for (const std::vector<TensorRef> *list : {&c.in, &c.out})
       for (const TensorRef &t : *list)
