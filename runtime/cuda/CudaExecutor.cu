@@ -67,7 +67,7 @@ public:
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
     ZRT_CUDA(cudaMalloc(&ctx_.errorInfo, 5 * sizeof(long long)));
-    ZRT_CUDA(cudaMemset(ctx_.errorInfo, 0, 5 * sizeof(long long)));
+    ZRT_CUDA(cudaMemsetAsync(ctx_.errorInfo, 0, 5 * sizeof(long long), ctx_.stream));
     int64_t sizes[6] = {0, plan_.device_arena_bytes(), plan_.state_arena_bytes(),
                         plan_.constant_arena_bytes(), plan_.input_arena_bytes(),
                         plan_.host_arena_bytes()};
@@ -75,7 +75,7 @@ public:
       sizes_[a] = sizes[a];
       size_t bytes = (size_t)std::max<int64_t>(sizes[a], 1);
       ZRT_CUDA(cudaMalloc(&arenas_[a], bytes));
-      ZRT_CUDA(cudaMemset(arenas_[a], 0, bytes));
+      ZRT_CUDA(cudaMemsetAsync(arenas_[a], 0, bytes, ctx_.stream));
       allocated_ += sizes[a];
     }
     ZRT_CUDA(cudaMallocHost(&input_.data, (size_t)std::max<int64_t>(sizes[plan::INPUT], 1)));
@@ -108,7 +108,7 @@ public:
         std::memcpy(image.data() + b.offset(), b.initial_data().data() + skip, bytes);
       }
       if (!image.empty())
-        ZRT_CUDA(cudaMemcpy(arenas_[a], image.data(), image.size(), cudaMemcpyHostToDevice));
+        ZRT_RETURN_IF_ERROR(copy(arenas_[a], image.data(), image.size(), cudaMemcpyHostToDevice));
     }
     return Status::ok();
   }
@@ -201,9 +201,9 @@ public:
       ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     // Data-dependent errors the kernels found (labels, indices).
     long long info[5];
-    ZRT_CUDA(cudaMemcpy(info, ctx_.errorInfo, sizeof info, cudaMemcpyDeviceToHost));
+    ZRT_RETURN_IF_ERROR(copy(info, ctx_.errorInfo, sizeof info, cudaMemcpyDeviceToHost));
     if (info[0] != 0) {
-      ZRT_CUDA(cudaMemset(ctx_.errorInfo, 0, sizeof info));
+      ZRT_CUDA(cudaMemsetAsync(ctx_.errorInfo, 0, sizeof info, ctx_.stream));
       return errorf("program '", program.name(), "' on the GPU: ", describeCudaError(info));
     }
     return Status::ok();
@@ -214,8 +214,8 @@ public:
     bytes.resize((size_t)sizes_[plan::STATE]);
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     if (!bytes.empty())
-      ZRT_CUDA(cudaMemcpy(bytes.data(), arenas_[plan::STATE], bytes.size(),
-                          cudaMemcpyDeviceToHost));
+      ZRT_RETURN_IF_ERROR(
+          copy(bytes.data(), arenas_[plan::STATE], bytes.size(), cudaMemcpyDeviceToHost));
     return Status::ok();
   }
 
@@ -225,8 +225,8 @@ public:
                     sizes_[plan::STATE]);
     ZRT_CUDA(cudaSetDevice(device_));
     if (!bytes.empty())
-      ZRT_CUDA(cudaMemcpy(arenas_[plan::STATE], bytes.data(), bytes.size(),
-                          cudaMemcpyHostToDevice));
+      ZRT_RETURN_IF_ERROR(
+          copy(arenas_[plan::STATE], bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
     return Status::ok();
   }
 
@@ -250,6 +250,18 @@ private:
   }
   static size_t bytesOf(const TensorRef &t) { return (size_t)t.numel() * dtypeSize(t.dtype); }
 
+  /// Host <-> device copies ordered on the executor's stream and finished
+  /// before returning. (A plain cudaMemcpy runs on the legacy default stream,
+  /// which does not order with our non-blocking streams, and a pageable
+  /// host-to-device cudaMemcpy may return before the data has landed.)
+  Status copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0)
+      return Status::ok();
+    ZRT_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, ctx_.stream));
+    ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    return Status::ok();
+  }
+
   /// A kernel without a CUDA implementation yet: its operands are staged to
   /// the host, the CPU kernel runs, the outputs go back.
   Status hostFallback(const plan::Kernel &k, const KernelCall &deviceCall) {
@@ -262,14 +274,14 @@ private:
         std::vector<char> &bytes = staging[slot++];
         bytes.resize(bytesOf(t));
         if (!bytes.empty())
-          ZRT_CUDA(cudaMemcpy(bytes.data(), t.data, bytes.size(), cudaMemcpyDeviceToHost));
+          ZRT_RETURN_IF_ERROR(copy(bytes.data(), t.data, bytes.size(), cudaMemcpyDeviceToHost));
         t.data = bytes.data();
       }
     ZRT_RETURN_IF_ERROR(findKernel(k.name())->run(host));
     for (size_t o = 0; o < host.out.size(); ++o)
       if (bytesOf(host.out[o]))
-        ZRT_CUDA(cudaMemcpy(deviceCall.out[o].data, host.out[o].data, bytesOf(host.out[o]),
-                            cudaMemcpyHostToDevice));
+        ZRT_RETURN_IF_ERROR(copy(deviceCall.out[o].data, host.out[o].data,
+                                 bytesOf(host.out[o]), cudaMemcpyHostToDevice));
     return Status::ok();
   }
 
@@ -325,7 +337,7 @@ private:
     }
     std::vector<float> hin(in.numel()), hout(out.numel());
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
-    ZRT_CUDA(cudaMemcpy(hin.data(), in.data, hin.size() * 4, cudaMemcpyDeviceToHost));
+    ZRT_RETURN_IF_ERROR(copy(hin.data(), in.data, hin.size() * 4, cudaMemcpyDeviceToHost));
     ReduceOp op = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
     switch (c.kind()) {
     case plan::Collective::ALL_REDUCE:
@@ -340,7 +352,7 @@ private:
     default:
       return errorf("unknown collective ", (int)c.kind());
     }
-    ZRT_CUDA(cudaMemcpy(out.data, hout.data(), hout.size() * 4, cudaMemcpyHostToDevice));
+    ZRT_RETURN_IF_ERROR(copy(out.data, hout.data(), hout.size() * 4, cudaMemcpyHostToDevice));
     return Status::ok();
   }
 
