@@ -50,6 +50,24 @@ if [ "$gpus" -ge 2 ]; then
     check gpt2-nccl-z$st-w2 gpt2-z$st-w2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 \
       $sched --nproc-per-node 2 --master-port $((29600 + st))
   done
+  # The multi-node path on one machine: the --hostfile --dry-run commands of
+  # two one-GPU "nodes", run here instead of over ssh.
+  total=$((total + 1))
+  printf 'node-a slots=2\nnode-b slots=2\n' > "$out/hosts"
+  "$zrun" train "$here/plans/gpt2-z3-w2.zplan" --backend cuda --steps 20 $gpt2 $sched \
+    --metrics "$out/multinode.jsonl" --hostfile "$out/hosts" --include 'node-a:0@node-b:1' \
+    --master-port 29650 --dry-run | sed -e 's/^ssh [^ ]* //' -e 's/MASTER_ADDR=node-a/MASTER_ADDR=127.0.0.1/' \
+    > "$out/multinode.cmds"
+  cat "$out/multinode.cmds" | cut -c1-160
+  k=0
+  while read -r c; do k=$((k + 1)); eval "bash -c $c" >"$out/multinode-$k.log" 2>&1 & done < "$out/multinode.cmds"
+  wait
+  if python3 "$here/check_trajectory.py" "$out/multinode.jsonl" "$D/references.json" gpt2-tiny sched \
+      --loss-rtol 5e-4 > "$out/multinode.check" 2>&1; then
+    pass=$((pass + 1)); echo "ok   multinode (2 nodes x 1 GPU, hostfile): $(head -1 "$out/multinode.check")"
+  else
+    echo "FAIL multinode:"; tail -3 "$out"/multinode-*.log "$out/multinode.check"
+  fi
 else
   echo "nccl: skipped (one GPU)"
 fi

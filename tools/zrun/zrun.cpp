@@ -7,6 +7,7 @@
 // validated before anything runs; every error names what and where.
 //
 //===----------------------------------------------------------------------===//
+#include "comm/Hostfile.h"
 #include "cuda/CudaExecutor.h"
 #include "exec/Executor.h"
 #include "plan/PlanLoader.h"
@@ -18,7 +19,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <thread>
 #include <chrono>
 #include <optional>
@@ -51,6 +54,8 @@ const char *kUsage =
     "                  [--checkpoint-dir DIR [--save-every K]] [--resume DIR]\n"
     "                  [--backend cpu|cuda] [--nproc-per-node N [--master-port P]]\n"
     "                  [--comm-timeout SECONDS]\n"
+    "                  [--hostfile FILE [--include H[:GPUS]@..|--exclude ..] [--num_nodes N]\n"
+    "                   [--num_gpus N] [--dry-run]]   (one zrun per node over ssh)\n"
     "       zrun devices   (whether --backend cuda can run here)\n"
     "       zrun export CHECKPOINT [--safetensors OUT.safetensors]\n"
     "                  [--onnx MODEL.onnx -o TRAINED.onnx]\n"
@@ -900,6 +905,122 @@ int exportCommand(int argc, char **argv) {
 /// command, one per GPU, as a torchrun would (RANK, WORLD_SIZE, LOCAL_RANK,
 /// MASTER_ADDR, MASTER_PORT), and waits for them; when one fails the others
 /// are stopped (SIGTERM, then SIGKILL after 10 s) and its status is returned.
+/// Waits for |children| (their names for messages); when one fails, stops
+/// the others (SIGTERM, then SIGKILL after 10 s) and returns its status.
+int superviseChildren(const std::vector<pid_t> &children, const std::vector<std::string> &names) {
+  int failed = -1, failedStatus = 0, left = (int)children.size();
+  while (left > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0)
+      break;
+    --left;
+    int r = (int)(std::find(children.begin(), children.end(), pid) - children.begin());
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && failed < 0) {
+      failed = r;
+      failedStatus = status;
+      for (pid_t c : children)
+        if (c != pid)
+          kill(c, SIGTERM);
+      std::thread([children] {
+        std::this_thread::sleep_for(std::chrono::seconds(10));
+        for (pid_t c : children)
+          kill(c, SIGKILL);
+      }).detach();
+    }
+  }
+  if (failed < 0)
+    return 0;
+  if (WIFSIGNALED(failedStatus))
+    std::fprintf(stderr, "zrun: %s was killed by signal %d; the others were stopped\n",
+                 names[failed].c_str(), WTERMSIG(failedStatus));
+  else
+    std::fprintf(stderr, "zrun: %s failed (exit %d); the others were stopped\n",
+                 names[failed].c_str(), WEXITSTATUS(failedStatus));
+  return WIFEXITED(failedStatus) ? WEXITSTATUS(failedStatus) : 1;
+}
+
+/// --hostfile: one `zrun ... --nproc-per-node n` per node over ssh
+/// (DeepSpeed's launcher); --dry-run prints the commands instead.
+int launchHosts(int argc, char **argv) {
+  std::string hostfile, include, exclude;
+  int numNodes = -1, numGpus = -1, port = 29500;
+  bool dryRun = false;
+  std::vector<std::string> rest;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  rest.push_back(n > 0 ? std::string(self, n) : argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--hostfile") {
+      if (!value(hostfile))
+        return usageError("--hostfile expects a file");
+    } else if (a == "--include") {
+      if (!value(include))
+        return usageError("--include expects host[:slots]@host...");
+    } else if (a == "--exclude") {
+      if (!value(exclude))
+        return usageError("--exclude expects host[:slots]@host...");
+    } else if (a == "--num_nodes" || a == "--num_gpus" || a == "--master-port") {
+      if (!value(v) || v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+        return usageError(a + " expects a positive number");
+      (a == "--num_nodes" ? numNodes : a == "--num_gpus" ? numGpus : port) = std::atoi(v.c_str());
+    } else if (a == "--dry-run") {
+      dryRun = true;
+    } else {
+      rest.push_back(a);
+    }
+  }
+  std::ifstream in(hostfile);
+  if (!in)
+    return fail(errorf("--hostfile ", hostfile, ": cannot open"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<NodeSlots> nodes;
+  if (Status s = parseHostfile(text.str(), hostfile, nodes); !s)
+    return fail(s);
+  if (Status s = selectSlots(nodes, include, exclude, numNodes, numGpus); !s)
+    return fail(s);
+  char cwd[4096];
+  std::string dir = getcwd(cwd, sizeof cwd) ? cwd : ".";
+  std::vector<NodeCommand> commands = nodeCommands(nodes, rest, dir, port);
+  if (dryRun) {
+    for (const NodeCommand &c : commands) {
+      std::string line;
+      for (const std::string &a : c.argv)
+        line += (line.empty() ? "" : " ") + shellQuote(a);
+      std::printf("%s\n", line.c_str());
+    }
+    return 0;
+  }
+  std::vector<pid_t> children;
+  std::vector<std::string> names;
+  for (const NodeCommand &c : commands) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<char *> cargv;
+      std::vector<std::string> args = c.argv;
+      for (std::string &a : args)
+        cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execvp("ssh", cargv.data());
+      std::perror("zrun: ssh");
+      _exit(127);
+    }
+    children.push_back(pid);
+    names.push_back("node " + c.host);
+  }
+  return superviseChildren(children, names);
+}
+
 int launchLocal(int argc, char **argv, int nproc, int port) {
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) {
@@ -923,10 +1044,16 @@ int launchLocal(int argc, char **argv, int nproc, int port) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() == 1)
         _exit(1);
-      setenv("RANK", std::to_string(r).c_str(), 1);
+      // One node of a --hostfile job: its ranks start at ZRUN_RANK_OFFSET
+      // in a world of WORLD_SIZE, with the master on MASTER_ADDR.
+      const char *offsetVar = std::getenv("ZRUN_RANK_OFFSET");
+      const char *worldVar = std::getenv("WORLD_SIZE");
+      int offset = offsetVar ? std::atoi(offsetVar) : 0;
+      setenv("RANK", std::to_string(offset + r).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      if (!(offsetVar && worldVar))
+        setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", offsetVar ? 0 : 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("NCCL_NVLS_ENABLE", "0", 0);
       std::vector<char *> cargv;
@@ -939,39 +1066,10 @@ int launchLocal(int argc, char **argv, int nproc, int port) {
     }
     children.push_back(pid);
   }
-  int failedRank = -1, failedStatus = 0, left = nproc;
-  while (left > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0)
-      break;
-    --left;
-    int r = (int)(std::find(children.begin(), children.end(), pid) - children.begin());
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!ok && failedRank < 0) {
-      failedRank = r;
-      failedStatus = status;
-      for (pid_t c : children)
-        if (c != pid)
-          kill(c, SIGTERM);
-      // Stragglers get 10 s, then SIGKILL.
-      std::thread([children] {
-        std::this_thread::sleep_for(std::chrono::seconds(10));
-        for (pid_t c : children)
-          kill(c, SIGKILL);
-      }).detach();
-    }
-  }
-  if (failedRank >= 0) {
-    if (WIFSIGNALED(failedStatus))
-      std::fprintf(stderr, "zrun: rank %d was killed by signal %d; the other ranks were stopped\n",
-                   failedRank, WTERMSIG(failedStatus));
-    else
-      std::fprintf(stderr, "zrun: rank %d failed (exit %d); the other ranks were stopped\n",
-                   failedRank, WEXITSTATUS(failedStatus));
-    return WIFEXITED(failedStatus) ? WEXITSTATUS(failedStatus) : 1;
-  }
-  return 0;
+  std::vector<std::string> names;
+  for (int r = 0; r < nproc; ++r)
+    names.push_back("rank " + std::to_string(r));
+  return superviseChildren(children, names);
 }
 
 int main(int argc, char **argv) {
@@ -985,6 +1083,9 @@ int main(int argc, char **argv) {
   launched = readLaunchEnv(launchEnv, envError);
   if (!envError.empty())
     return usageError("launcher environment: " + envError);
+  for (int i = 2; i + 1 < argc && !launched; ++i)
+    if (!std::strcmp(argv[i], "--hostfile"))
+      return launchHosts(argc, argv);
   for (int i = 2; i + 1 < argc && !launched; ++i)
     if (!std::strcmp(argv[i], "--nproc-per-node")) {
       int nproc = std::atoi(argv[i + 1]), port = 29500;
