@@ -117,6 +117,9 @@ static cl::opt<bool> overlapComm(
     cl::desc("overlap collectives with compute: gradient reductions with the backward, stage-3 "
              "parameter prefetch (DeepSpeed's overlap_comm)"),
     cl::init(false), cl::cat(zccCategory));
+static cl::opt<std::string> target(
+    "target", cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
+    cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(zccCategory));
 static cl::opt<std::string> deepspeedConfig(
     "deepspeed",
     cl::desc("a DeepSpeed JSON config: its optimizer, scheduler, fp16/bf16, gradient_clipping, "
@@ -438,6 +441,10 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: bucket sizes must be >= 1 and the persistence threshold >= 0\n";
     return 2;
   }
+  if (target != "cpu" && target != "cuda") {
+    llvm::errs() << "zcc: error: --target '" << target << "': expected cpu or cuda\n";
+    return 2;
+  }
   if (S.zeroStage < 0 || S.zeroStage > 3 || S.worldSize < 1 || S.worldSize > 4096) {
     llvm::errs() << "zcc: error: --zero-stage must be 0-3 and --world-size 1-4096, got "
                  << S.zeroStage << " and " << S.worldSize << "\n";
@@ -513,6 +520,7 @@ int main(int argc, char **argv) {
     pm.addPass(zcc::createZeroMixedPrecision(mpOptions));
   }
   module.get()->setAttr("zero.precision", Builder(&context).getStringAttr(S.precision));
+  module.get()->setAttr("zero.target", Builder(&context).getStringAttr(target));
   // Plans of models with parameters train: backward, then the optimizer.
   auto trainable = module.get()->getAttrOfType<IntegerAttr>("zero.trainable_count");
   bool train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;

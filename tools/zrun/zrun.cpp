@@ -117,8 +117,9 @@ int64_t plannedBytes(const plan::Plan &plan) {
 LaunchEnv launchEnv;
 bool launched = false;
 
-std::unique_ptr<ExecutorBase> makeExecutor(const std::string &backend, const plan::Plan &plan,
+std::unique_ptr<ExecutorBase> makeExecutor(const std::string &chosen, const plan::Plan &plan,
                                            int rank, Communicator *comm, Status &status) {
+  std::string backend = !chosen.empty() ? chosen : plan.target() == "cuda" ? "cuda" : "cpu";
   if (backend == "cuda")
     return makeCudaExecutor(plan, rank, comm, launched ? launchEnv.localRank : -1, status);
   status = Status::ok();
@@ -127,7 +128,8 @@ std::unique_ptr<ExecutorBase> makeExecutor(const std::string &backend, const pla
 
 /// Prints which kernels ran natively on the GPU and which on the host
 /// fallback (stderr, once per run), so that a slow kernel is never a surprise.
-void reportCudaStats(const std::string &backend) {
+void reportCudaStats(const std::string &chosen, const plan::Plan &plan) {
+  std::string backend = !chosen.empty() ? chosen : plan.target();
   if (backend != "cuda")
     return;
   CudaStats st = cudaStats();
@@ -243,7 +245,7 @@ public:
   std::string plan;
   std::vector<std::pair<std::string, std::string>> data;
   bool printMemory = false;
-  std::string backend = "cpu";
+  std::string backend; // empty: the plan's target (zcc --target), else cpu
 
 private:
   int argc_;
@@ -322,7 +324,7 @@ int evalCommand(int argc, char **argv) {
   };
   if (Status s = runRanks(world, evalRank); !s)
     return fail(s);
-  reportCudaStats(args.backend);
+  reportCudaStats(args.backend, plan);
   if (lossBuffer >= 0) {
     double sum = 0;
     for (double t : total)
@@ -525,8 +527,9 @@ int trainCommand(int argc, char **argv) {
     return fail(errorf(planPath, ": the plan is for world size ", world, ", the launcher started ",
                        launchEnv.world, " ranks (", launchEnv.source, "); compile with --world-size ",
                        launchEnv.world));
-  if (launched && args.backend != "cuda")
-    return usageError("multi-process runs use NCCL: pass --backend cuda");
+  if (launched && (args.backend.empty() ? plan.target() : args.backend) != "cuda")
+    return usageError("multi-process runs use NCCL: pass --backend cuda (or compile with "
+                      "zcc --target cuda)");
   if (launched && launchEnv.rank != 0)
     metricsPath.clear(); // rank 0 logs and writes the metrics
   std::string tmpMetrics = metricsPath + ".tmp";
@@ -726,7 +729,7 @@ int trainCommand(int argc, char **argv) {
   }
   if (!ran)
     return abandon(ran);
-  reportCudaStats(args.backend);
+  reportCudaStats(args.backend, plan);
   if (skippedTotal)
     std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skippedTotal,
                 (long long)steps);
@@ -758,7 +761,7 @@ int gradcheckCommand(int argc, char **argv) {
       return usageError(*error);
     }
   }
-  if (args.backend != "cpu")
+  if (args.backend == "cuda")
     return usageError("gradcheck runs on the CPU backend");
   if (args.plan.empty())
     return usageError("missing PLAN");

@@ -43,6 +43,8 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
   }
   if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
     plan.set_source(source.str());
+  if (auto target = module->getAttrOfType<StringAttr>("zero.target"))
+    plan.set_target(target.str());
   auto arenaBytes = [&](StringRef arena) -> int64_t {
     auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + arena + "_arena_bytes").str());
     return attr ? attr.getInt() : -1;
