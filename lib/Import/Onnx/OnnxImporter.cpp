@@ -56,7 +56,7 @@ static const OpInfo kOps[] = {
     {"Cos", 1, 1}, {"CumSum", 2, 2}, {"Div", 2, 2}, {"Dropout", 1, 3}, {"Equal", 2, 2},
     {"Erf", 1, 1}, {"Exp", 1, 1}, {"Expand", 2, 2}, {"Flatten", 1, 1}, {"Floor", 1, 1},
     {"Gather", 2, 2}, {"GatherElements", 2, 2}, {"GatherND", 2, 2}, {"Gelu", 1, 1},
-    {"Gemm", 2, 3}, {"Greater", 2, 2}, {"GreaterOrEqual", 2, 2}, {"Identity", 1, 1},
+    {"Gemm", 2, 3}, {"Greater", 2, 2}, {"GreaterOrEqual", 2, 2}, {"Identity", 1, 1}, {"IsNaN", 1, 1},
     {"LayerNormalization", 2, 3}, {"Less", 2, 2}, {"LessOrEqual", 2, 2}, {"Log", 1, 1},
     {"LogSoftmax", 1, 1}, {"MatMul", 2, 2}, {"Max", 1, 1 << 20}, {"Min", 1, 1 << 20},
     {"Mul", 2, 2}, {"Neg", 1, 1}, {"Not", 1, 1}, {"Or", 2, 2}, {"Pow", 2, 2},

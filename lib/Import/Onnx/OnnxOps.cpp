@@ -365,6 +365,13 @@ LogicalResult NodeEmitter::run() {
   if (op == "Max") return variadic<zero::MaxOp>();
   if (op == "Min") return variadic<zero::MinOp>();
   if (op == "Equal") return compare(K::eq);
+  if (op == "IsNaN") { // x != x only for NaN (PyTorch's SDPA export guards softmax with it)
+    Value x = in(0);
+    if (failed(requireFloat(x)))
+      return failure();
+    results.push_back(zero::CmpOp::create(b, loc, K::ne, x, x));
+    return success();
+  }
   if (op == "Less") return compare(K::lt);
   if (op == "LessOrEqual") return compare(K::le);
   if (op == "Greater") return compare(K::gt);

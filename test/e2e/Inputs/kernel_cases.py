@@ -133,6 +133,8 @@ results = [
     case("equal_i64", "Equal", [("i", ints), ("j", ints[::-1].copy())], ints == ints[::-1], out_type=B),
     case("where", "Where", [("m", mask), ("a", a), ("c", c)], np.where(mask, a, c).astype(np.float64)),
     case("neg", "Neg", [("a", a)], -a.astype(np.float64)),
+    case("isnan", "IsNaN", [("n", np.array([[1.0, np.nan, -np.inf, 0.0]], np.float32))],
+         np.isnan(np.array([[1.0, np.nan, -np.inf, 0.0]])), out_type=B),
     case("abs", "Abs", [("a", a)], np.abs(a).astype(np.float64)),
     case("exp", "Exp", [("a", a)], np.exp(a.astype(np.float64))),
     case("log", "Log", [("p", pos)], np.log(pos.astype(np.float64))),
