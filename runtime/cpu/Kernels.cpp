@@ -943,6 +943,26 @@ Status normImpl(const KernelCall &c, bool rms) {
 Status run_layer_norm(const KernelCall &c) { return normImpl(c, false); }
 Status run_rms_norm(const KernelCall &c) { return normImpl(c, true); }
 
+/// The parts of a stable log-sum-exp over one row of logits: its maximum and
+/// the sum of exp(x - max). cross_entropy and its gradient share it so both
+/// see the same numbers.
+struct RowLse {
+  float max;
+  double sum;
+};
+static RowLse rowLse(const float *xr, int64_t classes) {
+  RowLse r{-INFINITY, 0};
+  for (int64_t j = 0; j < classes; ++j)
+    r.max = std::max(r.max, xr[j]);
+  for (int64_t j = 0; j < classes; ++j)
+    r.sum += std::exp((double)xr[j] - r.max);
+  return r;
+}
+static Status labelOutOfRange(int64_t label, int64_t position, int64_t classes, int64_t ignore) {
+  return errorf("label ", label, " at position ", position, " is out of range for ", classes,
+                " classes (use ", ignore, " to ignore a position)");
+}
+
 std::string check_cross_entropy(const KernelCall &c) {
   if (auto e = arity(c, 2, 1); !e.empty())
     return e;
@@ -966,16 +986,10 @@ Status run_cross_entropy(const KernelCall &c) {
     if (y[r] == ignore)
       continue;
     if (y[r] < 0 || y[r] >= classes)
-      return errorf("label ", y[r], " at position ", r, " is out of range for ", classes,
-                    " classes (use ", ignore, " to ignore a position)");
+      return labelOutOfRange(y[r], r, classes, ignore);
     const float *xr = x + r * classes;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < classes; ++j)
-      mx = std::max(mx, xr[j]);
-    double sum = 0;
-    for (int64_t j = 0; j < classes; ++j)
-      sum += std::exp((double)xr[j] - mx);
-    total += std::log(sum) + mx - xr[y[r]];
+    RowLse lse = rowLse(xr, classes);
+    total += std::log(lse.sum) + lse.max - xr[y[r]];
     ++count;
   }
   // PyTorch: the mean over no positions is NaN.
@@ -1146,17 +1160,11 @@ Status run_cross_entropy_grad(const KernelCall &c) {
       continue;
     }
     if (y[r] < 0 || y[r] >= classes)
-      return errorf("label ", y[r], " at position ", r, " is out of range for ", classes,
-                    " classes (use ", ignore, " to ignore a position)");
+      return labelOutOfRange(y[r], r, classes, ignore);
     const float *xr = x + r * classes;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < classes; ++j)
-      mx = std::max(mx, xr[j]);
-    double sum = 0;
-    for (int64_t j = 0; j < classes; ++j)
-      sum += std::exp((double)xr[j] - mx);
+    RowLse lse = rowLse(xr, classes);
     for (int64_t j = 0; j < classes; ++j) {
-      double p = std::exp((double)xr[j] - mx) / sum - (j == y[r] ? 1.0 : 0.0);
+      double p = std::exp((double)xr[j] - lse.max) / lse.sum - (j == y[r] ? 1.0 : 0.0);
       dr[j] = (float)(p * scale / count);
     }
   }

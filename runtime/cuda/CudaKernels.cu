@@ -608,13 +608,12 @@ __global__ void softmaxGradKernel(const T *y, const T *g, T *dx, int64_t dim, in
   }
 }
 
-/// layer_norm / rms_norm over the trailing `cols` elements of each row.
+/// One block's row of a layer_norm (mean and 1/std) or rms_norm (mean 0 and
+/// 1/rms); the forward and the backward both use it so they agree bit for bit.
 template <typename T>
-__global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t cols, double eps,
-                           bool rms) {
-  const T *xr = x + blockIdx.x * cols;
-  T *yr = y + blockIdx.x * cols;
-  double mean = 0;
+__device__ void rowMeanRstd(const T *xr, int64_t cols, double eps, bool rms, double &mean,
+                            double &rstd) {
+  mean = 0;
   if (!rms) {
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
       mean += toF(xr[j]);
@@ -626,7 +625,17 @@ __global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t 
     var += d * d;
   }
   var = blockSum(var) / cols;
-  double rstd = 1.0 / sqrt(var + eps);
+  rstd = 1.0 / sqrt(var + eps);
+}
+
+/// layer_norm / rms_norm over the trailing `cols` elements of each row.
+template <typename T>
+__global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t cols, double eps,
+                           bool rms) {
+  const T *xr = x + blockIdx.x * cols;
+  T *yr = y + blockIdx.x * cols;
+  double mean, rstd;
+  rowMeanRstd(xr, cols, eps, rms, mean, rstd);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     double v = (toF(xr[j]) - mean) * rstd * toF(w[j]);
     yr[j] = fromF<T>((float)(bias ? v + toF(bias[j]) : v));
@@ -639,19 +648,8 @@ template <typename T>
 __global__ void normGradRowKernel(const T *x, const T *w, const T *g, T *dx, double *stats,
                                   int64_t cols, double eps, bool rms) {
   const T *xr = x + blockIdx.x * cols, *gr = g + blockIdx.x * cols;
-  double mean = 0;
-  if (!rms) {
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      mean += toF(xr[j]);
-    mean = blockSum(mean) / cols;
-  }
-  double var = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    double d = toF(xr[j]) - mean;
-    var += d * d;
-  }
-  var = blockSum(var) / cols;
-  double rstd = 1.0 / sqrt(var + eps);
+  double mean, rstd;
+  rowMeanRstd(xr, cols, eps, rms, mean, rstd);
   double sumD = 0, sumDX = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     double xhat = (toF(xr[j]) - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
