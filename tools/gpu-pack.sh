@@ -22,7 +22,8 @@ cp $M/mlp.x.npy $M/mlp.labels.npy $M/gpt2-tiny.input_ids.npy $M/gpt2-tiny.labels
 cp $E/llama-tiny.input_ids.npy $E/llama-tiny.labels.npy "$out/data/"
 cp $M/references.json "$out/data/references.json"
 cp $E/references.json "$out/data/llama-references.json"
-cp test/Inputs/check_trajectory.py tools/gpu-check.sh tools/gpu-faults.sh tools/kernel_parity.py "$out/"
+cp test/Inputs/check_trajectory.py tools/gpu-check.sh tools/gpu-faults.sh tools/kernel_parity.py \
+  tools/gpu-bench.sh tools/bench_summary.py ../shared/bench/torch_gpt2_baseline.py "$out/"
 # Every kernel case, compiled and run on the CPU here (checked against NumPy).
 /usr/bin/python3 test/e2e/Inputs/kernel_cases.py "$build/tools/zcc/zcc" "$build/runtime/zrun" \
   "$out/kernels" | tail -1
@@ -40,4 +41,18 @@ for st in 0 1 2 3; do
       --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z$st-w$w.zplan"
   done
 done
+# GPT-2 124M for tools/gpu-bench.sh, from the graph of an export of
+# torch_gpt2_baseline.py (GPT2_ONNX=gpt2.onnx; its weights file may be a
+# stand-in of zeros): plans without weights, which zrun --weights fills from
+# the model the benchmark exports on the GPU machine (same script, same seed).
+if [ -n "${GPT2_ONNX:-}" ]; then
+  g="--loss cross-entropy --precision bf16 --target cuda --weights external --lr 1e-4"
+  TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
+  { time $zcc "$GPT2_ONNX" $g -o "$out/plans/gpt2-124m-bf16.zplan"; } 2> "$out/gpt2-124m.compile"
+  $zcc "$GPT2_ONNX" $g --emit=report > "$out/gpt2-124m-bf16.report"
+  $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 2 --overlap-comm -o "$out/plans/gpt2-124m-z3-w2.zplan"
+  $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 2 --overlap-comm --emit=report \
+    > "$out/gpt2-124m-z3-w2.report"
+  cat "$out/gpt2-124m.compile"
+fi
 du -sh "$out"

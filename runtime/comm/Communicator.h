@@ -2,8 +2,8 @@
 //
 // What the executor needs from a data-parallel group: all-reduce,
 // reduce-scatter and all-gather on float32 buffers, plus a host barrier.
-// Implementations: InProcessGroup (W ranks as threads of one process, on the
-// CPU) here; NCCL comes with the CUDA backend.
+// Implementations: InProcessGroup (W ranks as threads of one process) here;
+// NCCL (one process per GPU) in runtime/cuda/Nccl.h.
 //
 // Results are deterministic and bit-identical on every rank: each element is
 // summed over ranks 0, 1, ..., W-1 in that order.
@@ -38,6 +38,14 @@ public:
   virtual Status allGather(const float *in, float *out, int64_t n) = 0;
   /// Waits for every rank (host-side synchronization of the trainer).
   virtual Status barrier() = 0;
+  /// Ranks that share an address space (in-process ranks): every rank posts
+  /// |bytes| bytes at |mine| and gets every rank's, concatenated in rank
+  /// order. What the CUDA backend exchanges device pointers and events
+  /// through, so that in-process collectives run on the GPU.
+  virtual bool sharesAddressSpace() const { return false; }
+  virtual Status exchange(const void *mine, size_t bytes, std::vector<char> &all) {
+    return Status::error("this communicator cannot exchange pointers");
+  }
   /// Ends every rank's pending and future calls with an error: a rank that
   /// fails calls it so that the others do not wait forever.
   virtual void abort(const std::string &why) = 0;
@@ -65,8 +73,10 @@ private:
   uint64_t generation_ = 0;
   bool aborted_ = false;
   std::string why_;
-  // Per rank: the buffer it shares in the current collective, and scratch.
+  // Per rank: the buffer it shares in the current collective (or exchange),
+  // and scratch.
   std::vector<const float *> inputs_;
+  std::vector<const char *> posted_;
   std::vector<std::vector<float>> scratch_;
 };
 

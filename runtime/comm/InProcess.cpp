@@ -14,7 +14,7 @@
 namespace zrt {
 
 InProcessGroup::InProcessGroup(int size)
-    : size_(size), inputs_(size, nullptr), scratch_(size) {}
+    : size_(size), inputs_(size, nullptr), posted_(size, nullptr), scratch_(size) {}
 
 Status InProcessGroup::arrive() {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -96,6 +96,16 @@ public:
   }
 
   Status barrier() override { return group_.arrive(); }
+  bool sharesAddressSpace() const override { return true; }
+  Status exchange(const void *mine, size_t bytes, std::vector<char> &all) override {
+    group_.posted_[rank_] = static_cast<const char *>(mine);
+    ZRT_RETURN_IF_ERROR(group_.arrive());
+    all.resize(bytes * size());
+    for (int r = 0; r < size(); ++r)
+      if (bytes)
+        std::memcpy(all.data() + r * bytes, group_.posted_[r], bytes);
+    return group_.arrive(); // everyone has copied every rank's bytes
+  }
   void abort(const std::string &why) override { group_.abort(why); }
 
 private:

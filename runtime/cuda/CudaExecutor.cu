@@ -15,6 +15,37 @@ namespace {
 std::mutex statsMutex;
 CudaStats stats;
 
+/// Free device memory when this process created its CUDA context, before any
+/// allocation of ours, by device: what measured device memory is against.
+std::map<int, size_t> freeAtStart;
+
+/// Records the device memory zrun's allocations (arenas, workspace, scratch,
+/// cuBLASLt, NCCL) use on |device| now, keeping the maximum.
+void measureDeviceMemory(int device) {
+  size_t freeBytes = 0, total = 0;
+  if (cudaMemGetInfo(&freeBytes, &total) != cudaSuccess)
+    return;
+  std::lock_guard<std::mutex> lock(statsMutex);
+  auto it = freeAtStart.find(device);
+  if (it == freeAtStart.end() || freeBytes > it->second)
+    return;
+  int64_t used = (int64_t)(it->second - freeBytes);
+  int64_t &peak = stats.deviceBytes[device];
+  peak = std::max(peak, used);
+}
+
+/// The baseline of measureDeviceMemory: once per device, before anything of
+/// ours is allocated there (the context first: cudaFree(0) creates it).
+void captureBaseline(int device) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  if (freeAtStart.count(device))
+    return;
+  size_t freeBytes = 0, total = 0;
+  if (cudaSetDevice(device) == cudaSuccess && cudaFree(0) == cudaSuccess &&
+      cudaMemGetInfo(&freeBytes, &total) == cudaSuccess)
+    freeAtStart[device] = freeBytes;
+}
+
 void count(bool native, const std::string &name) {
   std::lock_guard<std::mutex> lock(statsMutex);
   ++(native ? stats.native : stats.fallback)[name];
@@ -51,6 +82,9 @@ public:
       cublasLtDestroy(ctx_.lt);
     for (cudaEvent_t e : allEvents_)
       cudaEventDestroy(e);
+    for (cudaEvent_t e : {readyEvent_, doneEvents_[0], doneEvents_[1]})
+      if (e)
+        cudaEventDestroy(e);
     if (commStream_) {
       cudaStreamSynchronize(commStream_);
       cudaStreamDestroy(commStream_);
@@ -199,6 +233,7 @@ public:
       ZRT_RETURN_IF_ERROR(nccl->wait(ctx_.stream, ("program '" + program.name() + "'").c_str()));
     else
       ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    measureDeviceMemory(device_);
     // Data-dependent errors the kernels found (labels, indices).
     long long info[5];
     ZRT_RETURN_IF_ERROR(copy(info, ctx_.errorInfo, sizeof info, cudaMemcpyDeviceToHost));
@@ -285,8 +320,9 @@ private:
     return Status::ok();
   }
 
-  /// Collectives: one rank copies; several ranks stage through the host and
-  /// the in-process communicator (NCCL replaces this).
+  /// Collectives: one rank copies; NCCL between processes; in-process ranks
+  /// on the device (deviceCollective), or through the host when they are
+  /// spread over several devices.
   Status collective(const plan::Collective &c) {
     TensorRef in = device(c.input()), out = device(c.output());
     int world = plan_.world_size();
@@ -305,6 +341,7 @@ private:
       // collective runs on the compute stream; an async one (zero-schedule's
       // start) on the communication stream once the compute stream reaches
       // it, overlapping the kernels that follow until its wait.
+      count(true, "collective");
       const float *src = (const float *)in.data;
       float *dst = (float *)out.data;
       cudaStream_t stream = ctx_.stream;
@@ -335,6 +372,109 @@ private:
       }
       return Status::ok();
     }
+    if (comm_->sharesAddressSpace() && sameDevice_ != 0 && world <= kMaxDeviceRanks)
+      return deviceCollective(c, in, out);
+    return hostCollective(c, in, out);
+  }
+
+  /// W in-process ranks on one device: the collective runs on the GPU, the
+  /// host threads only exchange pointers and events. Each rank records
+  /// 'ready' on its stream (the communication stream for an async
+  /// collective), waits for every rank's 'ready', computes its own output
+  /// from every rank's input (rank-ordered float sums, bit-identical to the
+  /// CPU group), records 'done', and waits for every rank's 'done' before
+  /// anything after the collective may overwrite its input.
+  Status deviceCollective(const plan::Collective &c, TensorRef in, TensorRef out) {
+    struct Post {
+      const float *in;
+      cudaEvent_t event;
+      int device;
+    };
+    const int world = plan_.world_size();
+    if (!readyEvent_) {
+      ZRT_CUDA(cudaEventCreateWithFlags(&readyEvent_, cudaEventDisableTiming));
+      for (cudaEvent_t &e : doneEvents_)
+        ZRT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    cudaStream_t stream = ctx_.stream;
+    if (c.async()) {
+      cudaEvent_t reached = event();
+      ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
+      ZRT_CUDA(cudaStreamWaitEvent(commStream_, reached, 0));
+      freeEvents_.push_back(reached);
+      stream = commStream_;
+    }
+    ZRT_CUDA(cudaEventRecord(readyEvent_, stream));
+    Post mine{(const float *)in.data, readyEvent_, device_};
+    std::vector<char> bytes;
+    ZRT_RETURN_IF_ERROR(comm_->exchange(&mine, sizeof mine, bytes));
+    std::vector<Post> posts(world);
+    std::memcpy(posts.data(), bytes.data(), world * sizeof(Post));
+    for (const Post &p : posts)
+      if (p.device != device_) {
+        // Ranks spread over several GPUs of one process: host-staged (every
+        // rank sees the same posts, so all take this path from now on).
+        sameDevice_ = 0;
+        return hostCollective(c, in, out);
+      }
+    sameDevice_ = 1;
+    count(true, "collective");
+    for (int r = 0; r < world; ++r)
+      if (r != rank_)
+        ZRT_CUDA(cudaStreamWaitEvent(stream, posts[r].event, 0));
+    std::vector<const float *> inputs(world);
+    for (int r = 0; r < world; ++r)
+      inputs[r] = posts[r].in;
+    // An output that overlaps this rank's input is written once every rank
+    // has read the input: through stream-ordered scratch.
+    size_t outBytes = bytesOf(out);
+    bool overlap = out.data < in.data + bytesOf(in) && in.data < out.data + outBytes;
+    float *dst = (float *)out.data;
+    if (overlap)
+      ZRT_CUDA(cudaMallocAsync((void **)&dst, std::max<size_t>(outBytes, 4), stream));
+    bool avg = c.reduce() == plan::Collective::AVG;
+    switch (c.kind()) {
+    case plan::Collective::ALL_REDUCE:
+      ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, 0, in.numel(), dst, avg, stream));
+      break;
+    case plan::Collective::REDUCE_SCATTER:
+      ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, rank_ * out.numel(),
+                                           out.numel(), dst, avg, stream));
+      break;
+    case plan::Collective::ALL_GATHER:
+      for (int r = 0; r < world; ++r)
+        ZRT_CUDA(cudaMemcpyAsync(dst + r * in.numel(), inputs[r], bytesOf(in),
+                                 cudaMemcpyDeviceToDevice, stream));
+      break;
+    default:
+      return errorf("unknown collective ", (int)c.kind());
+    }
+    // 'done' alternates between two events: a rank re-records one only two
+    // collectives later, when every rank has enqueued its waits on it.
+    cudaEvent_t done = doneEvents_[collectives_++ % 2];
+    ZRT_CUDA(cudaEventRecord(done, stream));
+    Post finished{nullptr, done, device_};
+    ZRT_RETURN_IF_ERROR(comm_->exchange(&finished, sizeof finished, bytes));
+    std::memcpy(posts.data(), bytes.data(), world * sizeof(Post));
+    for (int r = 0; r < world; ++r)
+      if (r != rank_)
+        ZRT_CUDA(cudaStreamWaitEvent(stream, posts[r].event, 0));
+    if (overlap) {
+      ZRT_CUDA(cudaMemcpyAsync(out.data, dst, outBytes, cudaMemcpyDeviceToDevice, stream));
+      ZRT_CUDA(cudaFreeAsync(dst, stream));
+    }
+    if (c.async()) {
+      cudaEvent_t complete = event();
+      ZRT_CUDA(cudaEventRecord(complete, stream));
+      pending_[c.output()] = complete;
+    }
+    return Status::ok();
+  }
+
+  /// Ranks of one process on several devices: staged through the host and
+  /// the in-process communicator.
+  Status hostCollective(const plan::Collective &c, TensorRef in, TensorRef out) {
+    count(false, "collective");
     std::vector<float> hin(in.numel()), hout(out.numel());
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     ZRT_RETURN_IF_ERROR(copy(hin.data(), in.data, hin.size() * 4, cudaMemcpyDeviceToHost));
@@ -369,6 +509,10 @@ private:
   cudaStream_t commStream_ = nullptr;     // async NCCL collectives
   std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer
   std::vector<cudaEvent_t> freeEvents_, allEvents_;
+  // In-process device collectives (deviceCollective).
+  int sameDevice_ = -1; // unknown until the first collective
+  cudaEvent_t readyEvent_ = nullptr, doneEvents_[2] = {nullptr, nullptr};
+  int64_t collectives_ = 0;
 
   /// An event for ordering the two streams (reused; recording one again is
   /// safe once the stream that waited on it has been enqueued).
@@ -411,6 +555,7 @@ Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeco
     cudaGetDeviceCount(&count);
     device = env.localRank % count;
   }
+  captureBaseline(device);
   std::unique_ptr<NcclCommunicator> nccl;
   ZRT_RETURN_IF_ERROR(NcclCommunicator::create(env, device, timeoutSeconds, nccl));
   out = std::move(nccl);
@@ -434,6 +579,7 @@ std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
     cudaGetDeviceCount(&count);
     device = rank % count;
   }
+  captureBaseline(device);
   auto executor = std::make_unique<CudaExecutor>(plan, rank, comm, device);
   status = executor->init();
   if (!status)

@@ -10,8 +10,10 @@
 // kernels with a CUDA implementation (CudaKernels.cu) launch there; the
 // others run on the host on staged copies of their buffers (the host
 // fallback: correct, slow, counted in stats(), and the list shrinks as
-// kernels are ported). Collectives of W ranks on one device stage through
-// host memory and the in-process communicator until NCCL is in.
+// kernels are ported). Collectives: NCCL between processes (one per GPU);
+// W in-process ranks on one device run theirs as device kernels and copies,
+// ordered by events that the rank threads exchange (ranks of one process on
+// several devices stage through the host).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_CUDA_CUDAEXECUTOR_H
@@ -32,8 +34,12 @@ bool cudaUsable(std::string &why);
 
 /// Per-kernel launch counts of the CUDA executors of this process: native
 /// (a CUDA kernel) and host fallback.
+/// deviceBytes: per device, the most device memory this process's
+/// allocations used when a program ended (cudaMemGetInfo against the free
+/// memory before the first allocation, after the CUDA context existed).
 struct CudaStats {
   std::map<std::string, int64_t> native, fallback;
+  std::map<int, int64_t> deviceBytes;
 };
 CudaStats cudaStats();
 

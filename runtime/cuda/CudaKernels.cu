@@ -1109,6 +1109,38 @@ bool hasCudaKernel(const std::string &name, const KernelCall &c) {
   return false;
 }
 
+namespace {
+struct RankPointers {
+  const float *p[kMaxDeviceRanks];
+};
+
+__global__ void rankReduceKernel(RankPointers in, int world, int64_t begin, int64_t n,
+                                 float *out, bool avg) {
+  for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n;
+       k += (int64_t)gridDim.x * blockDim.x) {
+    float acc = 0.0f;
+    for (int r = 0; r < world; ++r)
+      acc = __fadd_rn(acc, in.p[r][begin + k]);
+    out[k] = avg ? __fdiv_rn(acc, (float)world) : acc;
+  }
+}
+} // namespace
+
+Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n,
+                        float *out, bool avg, cudaStream_t stream) {
+  if (world < 1 || world > kMaxDeviceRanks)
+    return errorf("an in-process collective of ", world, " ranks (at most ", kMaxDeviceRanks,
+                  " on one device)");
+  if (n == 0)
+    return Status::ok();
+  RankPointers ptrs{};
+  for (int r = 0; r < world; ++r)
+    ptrs.p[r] = inputs[r];
+  rankReduceKernel<<<blocksFor(n), kThreads, 0, stream>>>(ptrs, world, begin, n, out, avg);
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+
 Status CudaContext::reserve(size_t bytes) {
   if (bytes <= scratchBytes)
     return Status::ok();

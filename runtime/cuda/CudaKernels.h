@@ -40,6 +40,16 @@ std::string describeCudaError(const long long info[5]);
 /// Whether |name| has a CUDA implementation for this call's types and shapes.
 bool hasCudaKernel(const std::string &name, const KernelCall &call);
 
+/// In-process ranks on one device: how many a collective kernel takes.
+constexpr int kMaxDeviceRanks = 64;
+
+/// out[k] = the sum over ranks r = 0..world-1, in that order, of
+/// inputs[r][begin + k] for k < n, in float (divided by world if |avg|): the
+/// in-process group's arithmetic (runtime/comm), so results are bit-identical
+/// to the CPU backend's. Device pointers, on |stream|.
+Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n,
+                        float *out, bool avg, cudaStream_t stream);
+
 /// Launches it on ctx.stream (asynchronously).
 Status launchCudaKernel(const std::string &name, const KernelCall &call, CudaContext &ctx);
 

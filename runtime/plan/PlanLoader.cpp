@@ -115,7 +115,12 @@ Status zrt::validatePlan(const plan::Plan &p) {
                       world, ")");
       dataBytes = bytes * world;
     }
-    if (hasData && !b.has_fill() && (int64_t)b.initial_data().size() != dataBytes)
+    if (b.external() && (b.arena() != plan::STATE || b.view() || dtype != DType::F32 ||
+                         b.has_fill() || !b.initial_data().empty()))
+      return errorf(where(), ": an external weight is an owning float32 state buffer without "
+                             "initial data or fill");
+    if (hasData && !b.has_fill() && !b.external() &&
+        (int64_t)b.initial_data().size() != dataBytes)
       return errorf(where(), " needs ", dataBytes, " bytes of initial data, the plan has ",
                     b.initial_data().size());
     if (!hasData && !b.initial_data().empty())

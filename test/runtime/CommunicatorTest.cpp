@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -94,6 +95,30 @@ TEST_P(Collectives, AllGatherConcatenatesInRankOrder) {
     for (int q = 0; q < world; ++q)
       for (int64_t k = 0; k < n; ++k)
         EXPECT_EQ(out[r][q * n + k], in[q][k]);
+}
+
+TEST_P(Collectives, ExchangeGivesEveryRankEveryPointerInOrder) {
+  // Back-to-back exchanges: a fast rank must not overwrite a slot a slow one
+  // has not read yet.
+  int world = GetParam();
+  std::vector<std::vector<int>> seen(world);
+  onRanks(world, [&](int r, Communicator &c) {
+    for (int round = 0; round < 50; ++round) {
+      int mine = r * 1000 + round;
+      std::vector<char> all;
+      ASSERT_TRUE(c.exchange(&mine, sizeof mine, all));
+      ASSERT_EQ(all.size(), world * sizeof mine);
+      for (int q = 0; q < world; ++q) {
+        int v;
+        std::memcpy(&v, all.data() + q * sizeof v, sizeof v);
+        seen[r].push_back(v);
+      }
+    }
+  });
+  for (int r = 0; r < world; ++r)
+    for (int round = 0; round < 50; ++round)
+      for (int q = 0; q < world; ++q)
+        EXPECT_EQ(seen[r][round * world + q], q * 1000 + round);
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, ::testing::Values(1, 2, 3, 4, 8));

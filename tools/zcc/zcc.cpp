@@ -120,6 +120,12 @@ static cl::opt<bool> overlapComm(
 static cl::opt<std::string> target(
     "target", cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(zccCategory));
+static cl::opt<std::string> weightsMode(
+    "weights",
+    cl::desc("embed (default): the plan carries the model's initial weights; external: it "
+             "carries none and zrun --weights MODEL.onnx loads them at start (plans of large "
+             "models stay small)"),
+    cl::value_desc("embed|external"), cl::init("embed"), cl::cat(zccCategory));
 static cl::opt<std::string> deepspeedConfig(
     "deepspeed",
     cl::desc("a DeepSpeed JSON config: its optimizer, scheduler, fp16/bf16, gradient_clipping, "
@@ -445,6 +451,10 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: --target '" << target << "': expected cpu or cuda\n";
     return 2;
   }
+  if (weightsMode != "embed" && weightsMode != "external") {
+    llvm::errs() << "zcc: error: --weights '" << weightsMode << "': expected embed or external\n";
+    return 2;
+  }
   if (S.zeroStage < 0 || S.zeroStage > 3 || S.worldSize < 1 || S.worldSize > 4096) {
     llvm::errs() << "zcc: error: --zero-stage must be 0-3 and --world-size 1-4096, got "
                  << S.zeroStage << " and " << S.worldSize << "\n";
@@ -601,7 +611,8 @@ int main(int argc, char **argv) {
     output->os() << "\n";
     break;
   case EmitKind::Plan:
-    if (failed(zcc::writePlan(*module, output->os())))
+    if (failed(zcc::writePlan(*module, output->os(),
+                              {/*externalWeights=*/weightsMode == "external"})))
       return 1;
     break;
   case EmitKind::Report:

@@ -16,6 +16,7 @@
 #include "train/LossScaler.h"
 #include "train/Npy.h"
 #include "train/Schedule.h"
+#include "train/Weights.h"
 
 #include <algorithm>
 #include <atomic>
@@ -79,6 +80,8 @@ const char *kUsage =
     "  gradcheck  compares micro_step's gradients with finite differences of the eval\n"
     "          loss along a random direction per parameter (first batch)\n"
     "  all     --data NAME=FILE.npy   an array of samples for the plan input NAME\n"
+    "          --weights MODEL.onnx   initial weights from this model's initializers (needed\n"
+    "                                 by plans compiled with zcc --weights external)\n"
     "          --print-memory         prints the bytes allocated for the arenas\n";
 
 int usageError(const std::string &message) {
@@ -117,13 +120,45 @@ int64_t plannedBytes(const plan::Plan &plan) {
 LaunchEnv launchEnv;
 bool launched = false;
 
+/// |weights| (zrun --weights), if any, replaces the plan's initial weights.
 std::unique_ptr<ExecutorBase> makeExecutor(const std::string &chosen, const plan::Plan &plan,
-                                           int rank, Communicator *comm, Status &status) {
+                                           int rank, Communicator *comm,
+                                           const WeightFile *weights, Status &status) {
   std::string backend = !chosen.empty() ? chosen : plan.target() == "cuda" ? "cuda" : "cpu";
-  if (backend == "cuda")
-    return makeCudaExecutor(plan, rank, comm, launched ? launchEnv.localRank : -1, status);
+  std::unique_ptr<ExecutorBase> executor;
   status = Status::ok();
-  return std::make_unique<Executor>(plan, rank, comm);
+  if (backend == "cuda")
+    executor = makeCudaExecutor(plan, rank, comm, launched ? launchEnv.localRank : -1, status);
+  else
+    executor = std::make_unique<Executor>(plan, rank, comm);
+  if (status && weights) {
+    int loaded = 0;
+    status = loadWeights(plan, *weights, rank, *executor, loaded);
+    if (status && rank == 0)
+      std::fprintf(stderr, "zrun: %d weights loaded from %s\n", loaded, weights->path().c_str());
+  }
+  return status ? std::move(executor) : nullptr;
+}
+
+/// --weights FILE, opened and checked against the plan before any rank
+/// starts (null without the flag). A plan compiled with zcc --weights
+/// external cannot run without it, unless a checkpoint supplies the state.
+Status openWeights(const std::string &path, const std::string &planPath, const plan::Plan &plan,
+                   bool resuming, std::unique_ptr<WeightFile> &out) {
+  if (path.empty()) {
+    if (planNeedsWeights(plan) && !resuming)
+      return errorf(planPath, ": the plan carries no weights (zcc --weights external); pass "
+                              "--weights MODEL.onnx, the model it was compiled from");
+    return Status::ok();
+  }
+  if (resuming) {
+    std::fprintf(stderr, "zrun: --resume: the weights come from the checkpoint; --weights %s "
+                         "is not read\n", path.c_str());
+    return Status::ok();
+  }
+  out = std::make_unique<WeightFile>();
+  ZRT_RETURN_IF_ERROR(WeightFile::open(path, *out));
+  return checkWeights(plan, *out);
 }
 
 /// Prints which kernels ran natively on the GPU and which on the host
@@ -139,6 +174,19 @@ void reportCudaStats(const std::string &chosen, const plan::Plan &plan) {
   std::fprintf(stderr, "zrun: cuda: %zu kernel kinds native, %zu on the host fallback%s%s\n",
                st.native.size(), st.fallback.size(), fallback.empty() ? "" : ": ",
                fallback.c_str());
+  // Measured device memory next to the plan's arenas (what zcc's report
+  // predicts per rank); with in-process ranks a device holds several.
+  int ranksHere = launched ? 1 : plan.world_size();
+  for (const auto &[device, bytes] : st.deviceBytes) {
+    int per = std::max(1, ranksHere / std::max<int>(1, (int)st.deviceBytes.size()));
+    std::fprintf(stderr,
+                 "zrun: cuda: device %d: %lld bytes (%.3f GiB) allocated by zrun at most%s%s, "
+                 "planned arenas %lld bytes per rank (measured %+.2f%%)\n",
+                 device, (long long)bytes, bytes / 1073741824.0, per > 1 ? ", for " : "",
+                 per > 1 ? (std::to_string(per) + " ranks").c_str() : "",
+                 (long long)plannedBytes(plan),
+                 100.0 * ((double)bytes / per - plannedBytes(plan)) / plannedBytes(plan));
+  }
 }
 
 /// Runs |body| for every rank of a |world|-rank plan: one thread per rank,
@@ -229,6 +277,9 @@ public:
       data.emplace_back(name, path);
     } else if (is("--print-memory")) {
       printMemory = true;
+    } else if (is("--weights")) {
+      if (!value(weights))
+        return std::string("--weights expects an ONNX model");
     } else if (is("--backend")) {
       if (!value(backend) || (backend != "cpu" && backend != "cuda"))
         return std::string("--backend expects cpu or cuda");
@@ -245,6 +296,7 @@ public:
   std::string plan;
   std::vector<std::pair<std::string, std::string>> data;
   bool printMemory = false;
+  std::string weights; // --weights MODEL.onnx: initial weights from this model
   std::string backend; // empty: the plan's target (zcc --target), else cpu
 
 private:
@@ -287,6 +339,9 @@ int evalCommand(int argc, char **argv) {
   DataFeeder feeder;
   if (Status s = feeder.load(data, plan, *program); !s)
     return fail(s);
+  std::unique_ptr<WeightFile> weights;
+  if (Status s = openWeights(args.weights, planPath, plan, /*resuming=*/false, weights); !s)
+    return fail(s);
   int lossBuffer = namedBuffer(program, true, "loss");
   for (const auto &[name, path] : outputs)
     if (namedBuffer(program, true, name) < 0)
@@ -300,7 +355,8 @@ int evalCommand(int argc, char **argv) {
   std::vector<double> total(world, 0.0);
   auto evalRank = [&](int rank, Communicator *comm) -> Status {
     Status made;
-    std::unique_ptr<ExecutorBase> owned = makeExecutor(args.backend, plan, rank, comm, made);
+    std::unique_ptr<ExecutorBase> owned =
+        makeExecutor(args.backend, plan, rank, comm, weights.get(), made);
     ZRT_RETURN_IF_ERROR(made);
     ExecutorBase &executor = *owned;
     for (int64_t k = 0; k < batches; ++k) {
@@ -476,6 +532,9 @@ int trainCommand(int argc, char **argv) {
                          ", --steps ", steps, " asks for no more; raise --steps"));
     std::printf("resuming from %s: step %lld\n", resumeDir.c_str(), (long long)firstStep);
   }
+  std::unique_ptr<WeightFile> weights;
+  if (Status s = openWeights(args.weights, planPath, plan, !resumeDir.empty(), weights); !s)
+    return fail(s);
   DataFeeder feeder;
   if (!tokenFile.empty() && !data.empty())
     return usageError("use --tokens or --data, not both");
@@ -593,7 +652,8 @@ int trainCommand(int argc, char **argv) {
   std::string checkpointTmp; // shared by the ranks during a save
   auto trainRank = [&](int rank, Communicator *comm) -> Status {
     Status made;
-    std::unique_ptr<ExecutorBase> owned = makeExecutor(args.backend, plan, rank, comm, made);
+    std::unique_ptr<ExecutorBase> owned =
+        makeExecutor(args.backend, plan, rank, comm, weights.get(), made);
     ZRT_RETURN_IF_ERROR(made);
     ExecutorBase &executor = *owned;
     std::optional<LossScaler> scaler;
@@ -776,7 +836,15 @@ int gradcheckCommand(int argc, char **argv) {
                                  "--world-size 1)"));
   if (!plan.has_training())
     return fail(errorf(planPath, ": the plan does not train"));
+  std::unique_ptr<WeightFile> weights;
+  if (Status s = openWeights(args.weights, planPath, plan, /*resuming=*/false, weights); !s)
+    return fail(s);
   Executor executor(plan);
+  if (weights) {
+    int loaded = 0;
+    if (Status s = loadWeights(plan, *weights, 0, executor, loaded); !s)
+      return fail(s);
+  }
   const plan::Program *micro = executor.program("micro_step");
   const plan::Program *eval = executor.program("eval");
   DataFeeder microData, evalData;

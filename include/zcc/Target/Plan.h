@@ -7,8 +7,16 @@
 
 namespace zcc {
 
+struct PlanWriterOptions {
+  /// zcc --weights external: weights (float32 trainable parameters, frozen
+  /// buffers, stage-3 parameter shards) are marked `external` and carry no
+  /// bytes; zrun --weights MODEL.onnx supplies them at start.
+  bool externalWeights = false;
+};
+
 /// Serializes a module produced by convert-zero-to-zrt as plan.proto bytes.
-mlir::LogicalResult writePlan(mlir::ModuleOp module, llvm::raw_ostream &os);
+mlir::LogicalResult writePlan(mlir::ModuleOp module, llvm::raw_ostream &os,
+                              const PlanWriterOptions &options = {});
 
 /// Prints the per-rank memory table of a module produced by
 /// convert-zero-to-zrt: parameters, frozen buffers, constants, inputs,

@@ -30,7 +30,8 @@ static FailureOr<zplan::DType> dtypeOf(Type t, Location loc) {
 
 /// The little-endian contents of |attr|, one element after another (i1 as
 /// one byte each, splats expanded).
-LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
+LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
+                             const PlanWriterOptions &options) {
   zplan::Plan plan;
   plan.set_version(1);
   plan.set_world_size(1);
@@ -76,8 +77,17 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os) {
       pb->set_role(role.str());
     if (auto shardOf = buffer.getShardOfAttr())
       pb->set_shard_of(shardOf.getInt());
+    // The weights zrun's --weights file supplies (runtime/train/Weights.cpp
+    // picks the same buffers).
+    StringRef role = buffer.getRole() ? *buffer.getRole() : "";
+    bool weight = buffer.getArena() == zcc::zrt::Arena::state && !buffer.getView() &&
+                  type.getElementType().isF32() && buffer.getInitialValueAttr() &&
+                  (buffer.getTrainable() || role == "buffer" ||
+                   (role == "param" && buffer.getShardOfAttr()));
     auto splat = dyn_cast_if_present<DenseElementsAttr>(buffer.getInitialValueAttr());
-    if (splat && splat.isSplat() && isa<FloatType>(splat.getElementType()) &&
+    if (options.externalWeights && weight) {
+      pb->set_external(true);
+    } else if (splat && splat.isSplat() && isa<FloatType>(splat.getElementType()) &&
         type.getNumElements() > 1) {
       pb->set_fill(splat.getSplatValue<APFloat>().convertToDouble());
     } else if (auto init = buffer.getInitialValueAttr()) {

@@ -102,6 +102,10 @@ def add_copy(p, source, target):
 
 case("fill-on-device", "a fill value is for owning float state or constant buffers",
      lambda p: setattr(buffer_named(p, "t"), "fill", 1.0))
+case("external-on-device", "an external weight is an owning float32 state buffer",
+     lambda p: setattr(buffer_named(p, "t"), "external", True))
+case("external-with-data", "an external weight is an owning float32 state buffer",
+     lambda p: setattr(buffer_named(p, "w"), "external", True))
 case("copy-size", "of another type or size",
      lambda p: add_copy(p, buffer_index(p, lambda b: b.trainable and len(b.shape) == 2),
                         buffer_index(p, lambda b: b.role == "step")))

@@ -1,0 +1,71 @@
+//===- Weights.h - parameter values from an ONNX model at start --*- C++ -*-===//
+//
+// `zcc --weights external` writes plans without parameter values (a GPT-2
+// 124M plan is then 3 MB instead of 500 MB); `zrun --weights MODEL.onnx`
+// fills them when a rank starts, from the model's float32 initializers
+// (inline or in its external data files, as torch.onnx.export writes large
+// models). The same flag replaces the values an embedded plan carries, e.g.
+// with the trained model `zrun export --onnx` wrote.
+//
+// Which state buffers hold weights (`weightBuffers`): owning state buffers
+// that are trainable parameters or frozen buffers (loaded by their name,
+// which is the initializer's), and stage-3 parameter shards (loaded through
+// the plan's ParamLayout: each rank takes its slice of every member).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_TRAIN_WEIGHTS_H
+#define ZRT_TRAIN_WEIGHTS_H
+
+#include "exec/Executor.h"
+#include "plan/plan.pb.h"
+#include "support/Status.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// The float32 tensors of an ONNX model by initializer name; external data is
+/// read when a tensor is asked for, so opening a 500 MB model reads its graph only.
+class WeightFile {
+public:
+  static Status open(const std::string &path, WeightFile &out);
+
+  const std::string &path() const { return path_; }
+  /// Whether |name| is a float32 tensor of |shape| (the error says what it is).
+  Status check(const std::string &name, const std::vector<int64_t> &shape) const;
+  /// Reads |name|, checking that it is a float32 tensor of |shape|.
+  Status read(const std::string &name, const std::vector<int64_t> &shape,
+              std::vector<float> &out) const;
+
+private:
+  struct Entry {
+    std::vector<int64_t> shape;
+    int32_t dataType = 0;
+    std::string inline_;  // raw_data (or float_data as bytes)
+    std::string file;     // external data: path, byte offset and length
+    int64_t offset = 0, length = -1;
+  };
+  std::string path_;
+  std::map<std::string, Entry> tensors_;
+};
+
+/// True when the plan carries no values for some weight buffer (zcc --weights
+/// external): zrun then needs --weights.
+bool planNeedsWeights(const plan::Plan &plan);
+
+/// Checks, before any rank starts, that |weights| has every tensor the plan
+/// loads, with its shape (the error names the first missing or mismatched one).
+Status checkWeights(const plan::Plan &plan, const WeightFile &weights);
+
+/// Writes rank |rank|'s part of every weight into |executor|'s state arena;
+/// |loaded| counts the tensors read.
+Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
+                   ExecutorBase &executor, int &loaded);
+
+} // namespace zrt
+
+#endif // ZRT_TRAIN_WEIGHTS_H
