@@ -29,5 +29,9 @@ sample "$out/z3-smi.txt" & sampler=$!
   --tokens "$work/tokens.bin" --steps 3 --metrics "$out/z3.jsonl" 2>&1 | tee "$out/z3.log"
 kill $sampler 2>/dev/null || true
 echo "nvidia-smi: the 2-rank process used at most $(sort -n "$out/z3-smi.txt" | tail -1) MiB"
+# Where zcc's step time goes (event-timed; not part of the timed run above).
+"$here/zrun" train "$here/plans/gpt2-124m-bf16.zplan" --backend cuda --weights "$work/gpt2.onnx" \
+  --tokens "$work/tokens.bin" --steps 3 --profile > "$out/profile.txt" 2>&1
+head -40 "$out/profile.txt" | cut -c1-200
 python3 "$here/bench_summary.py" "$out/torch.txt" "$out/zcc.jsonl" "$warmup" "$here/gpt2-124m.compile" \
   "$here/gpt2-124m-bf16.report" "$out/zcc.log" "$here/gpt2-124m-z3-w2.report" "$out/z3.log" | tee "$out/summary.md"

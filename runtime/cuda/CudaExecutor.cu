@@ -82,6 +82,9 @@ public:
       cublasLtDestroy(ctx_.lt);
     for (cudaEvent_t e : allEvents_)
       cudaEventDestroy(e);
+    for (auto &[name, marks] : profileEvents_)
+      for (cudaEvent_t e : marks)
+        cudaEventDestroy(e);
     for (cudaEvent_t e : {readyEvent_, doneEvents_[0], doneEvents_[1]})
       if (e)
         cudaEventDestroy(e);
@@ -177,8 +180,19 @@ public:
       ZRT_CUDA(cudaMemcpyAsync(arenas_[plan::INPUT], input_.data, sizes_[plan::INPUT],
                                cudaMemcpyHostToDevice, ctx_.stream));
     KernelCall call;
+    std::vector<cudaEvent_t> *marks = nullptr;
+    if (profiling_) {
+      marks = &profileEvents_[program.name()];
+      while ((int)marks->size() < program.instructions_size() + 1) {
+        cudaEvent_t e = nullptr;
+        ZRT_CUDA(cudaEventCreate(&e));
+        marks->push_back(e);
+      }
+    }
     for (int i = 0; i < program.instructions_size(); ++i) {
       const plan::Instruction &inst = program.instructions(i);
+      if (marks)
+        ZRT_CUDA(cudaEventRecord((*marks)[i], ctx_.stream));
       Status s = Status::ok();
       std::string where;
       if (inst.has_copy()) {
@@ -221,6 +235,8 @@ public:
         return errorf("program '", program.name(), "', instruction ", i,
                       where.empty() ? "" : " (" + where + ")", " on the GPU: ", s.message());
     }
+    if (marks)
+      ZRT_CUDA(cudaEventRecord((*marks)[program.instructions_size()], ctx_.stream));
     // The program's outputs come back to the host.
     for (const plan::NamedBuffer &out : program.outputs()) {
       TensorRef t = device(out.buffer());
@@ -234,6 +250,14 @@ public:
     else
       ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     measureDeviceMemory(device_);
+    if (marks)
+      for (int i = 0; i < program.instructions_size(); ++i) {
+        float ms = 0;
+        ZRT_CUDA(cudaEventElapsedTime(&ms, (*marks)[i], (*marks)[i + 1]));
+        InstructionTime &t = profile_[{program.name(), i}];
+        t.ms += ms;
+        ++t.runs;
+      }
     // Data-dependent errors the kernels found (labels, indices).
     long long info[5];
     ZRT_RETURN_IF_ERROR(copy(info, ctx_.errorInfo, sizeof info, cudaMemcpyDeviceToHost));
@@ -513,6 +537,7 @@ private:
   int sameDevice_ = -1; // unknown until the first collective
   cudaEvent_t readyEvent_ = nullptr, doneEvents_[2] = {nullptr, nullptr};
   int64_t collectives_ = 0;
+  std::map<std::string, std::vector<cudaEvent_t>> profileEvents_; // zrun --profile
 
   /// An event for ordering the two streams (reused; recording one again is
   /// safe once the stream that waited on it has been enqueued).
@@ -560,6 +585,24 @@ Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeco
   ZRT_RETURN_IF_ERROR(NcclCommunicator::create(env, device, timeoutSeconds, nccl));
   out = std::move(nccl);
   return Status::ok();
+}
+
+bool cudaRunsNatively(const plan::Plan &plan, const plan::Kernel &k) {
+  KernelCall call;
+  auto describe = [&](int index) {
+    const plan::Buffer &b = plan.buffers(index);
+    TensorRef t;
+    toDType(b.dtype(), t.dtype);
+    t.shape.assign(b.shape().begin(), b.shape().end());
+    return t;
+  };
+  for (int index : k.inputs())
+    call.in.push_back(describe(index));
+  for (int index : k.outputs())
+    call.out.push_back(describe(index));
+  call.ints.assign(k.ints().begin(), k.ints().end());
+  call.floats.assign(k.floats().begin(), k.floats().end());
+  return hasCudaKernel(k.name(), call);
 }
 
 CudaStats cudaStats() {

@@ -43,6 +43,10 @@ struct CudaStats {
 };
 CudaStats cudaStats();
 
+/// Whether the CUDA backend runs kernel |k| of |plan| natively (false: the
+/// host fallback; also false without the CUDA backend). Needs no GPU.
+bool cudaRunsNatively(const plan::Plan &plan, const plan::Kernel &k);
+
 /// The NCCL communicator of a launched multi-process job (cuda/Nccl.h).
 Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeconds,
                             std::unique_ptr<Communicator> &out);

@@ -209,13 +209,20 @@ cudaDataType_t cudaType(DType t) {
 /// Row-major C = op(A) op(B), batched, through cuBLASLt's column-major view:
 /// C^T (n x m) = op(B)^T op(A)^T, where a stored row-major matrix is its own
 /// transpose in column-major order. Batch dimensions: equal to the output's,
-/// or absent (a shared 2-D operand, batch stride 0).
+/// or a single matrix shared by the batch (absent or all 1: batch stride 0).
+int64_t batchOf(const TensorRef &t) {
+  int64_t n = 1;
+  for (size_t d = 0; d + 2 < t.shape.size(); ++d)
+    n *= t.shape[d];
+  return n;
+}
+
 bool matmulSupported(const KernelCall &c) {
   const TensorRef &a = c.in[0], &b = c.in[1], &o = c.out[0];
   std::vector<int64_t> batch(o.shape.begin(), o.shape.end() - 2);
   for (const TensorRef *t : {&a, &b}) {
     std::vector<int64_t> tb(t->shape.begin(), t->shape.end() - 2);
-    if (!tb.empty() && tb != batch)
+    if (!tb.empty() && tb != batch && batchOf(*t) != 1)
       return false;
   }
   return true;
@@ -231,7 +238,7 @@ Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
     batch *= o.shape[d];
   int64_t aRows = a.shape[ra - 2], aCols = a.shape[ra - 1];
   int64_t bRows = b.shape[rb - 2], bCols = b.shape[rb - 1];
-  int64_t strideA = ra > 2 ? aRows * aCols : 0, strideB = rb > 2 ? bRows * bCols : 0;
+  int64_t strideA = batchOf(a) > 1 ? aRows * aCols : 0, strideB = batchOf(b) > 1 ? bRows * bCols : 0;
   cudaDataType_t type = cudaType(a.dtype);
   cublasComputeType_t compute =
       a.dtype == DType::F32 && ctx.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -670,16 +677,37 @@ __global__ void normGradRowKernel(const T *x, const T *w, const T *g, T *dx, dou
   }
 }
 
+/// The parameter gradients, in two deterministic passes: each thread sums one
+/// column over a chunk of rows (adjacent threads, adjacent columns), then a
+/// thread per column adds the chunks in order.
 template <typename T>
-__global__ void normGradParamKernel(const T *x, const T *g, const double *stats, T *dw, T *db,
-                                    int64_t rows, int64_t cols) {
-  ZRT_GRID_LOOP(j, cols) {
+__global__ void normGradParamPartialKernel(const T *x, const T *g, const double *stats,
+                                           double *partial, int64_t rows, int64_t cols,
+                                           int64_t chunkRows) {
+  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+  ZRT_GRID_LOOP(t, chunks * cols) {
+    int64_t j = t % cols, chunk = t / cols;
+    int64_t begin = chunk * chunkRows, end = min(rows, begin + chunkRows);
     double sw = 0, sb = 0;
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = begin; r < end; ++r) {
       double xhat = (toF(x[r * cols + j]) - stats[2 * r]) * stats[2 * r + 1];
       double gv = toF(g[r * cols + j]);
       sw += gv * xhat;
       sb += gv;
+    }
+    partial[2 * t] = sw;
+    partial[2 * t + 1] = sb;
+  }
+}
+
+template <typename T>
+__global__ void normGradParamKernel(const double *partial, T *dw, T *db, int64_t chunks,
+                                    int64_t cols) {
+  ZRT_GRID_LOOP(j, cols) {
+    double sw = 0, sb = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sw += partial[2 * (c * cols + j)];
+      sb += partial[2 * (c * cols + j) + 1];
     }
     dw[j] = fromF<T>((float)sw);
     if (db)
@@ -773,8 +801,9 @@ __global__ void crossEntropyGradKernel(const T *x, const int64_t *labels, const 
   }
 }
 
-/// reduce: thread per output element, the reduced elements in input order
-/// (double accumulation, as the CPU kernel).
+/// reduce: double accumulation, as the CPU kernel; a thread per output
+/// element (reduced elements in input order) when each has few, else
+/// reduceBlocksKernel.
 struct ReduceMap {
   int rank = 0;
   int64_t keptShape[kMaxRank], keptStride[kMaxRank]; // output coords -> input offset
@@ -803,6 +832,78 @@ __global__ void reduceKernel(const T *x, T *y, ReduceMap m, int64_t n, int64_t c
       else if (kind == 3) a = v < a ? v : a;
       else a *= v;
     }
+    y[i] = fromF<T>((float)(kind == 1 ? a / count : a));
+  }
+}
+
+__device__ __forceinline__ double reduceIdentity(int kind) {
+  return kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1.0 : 0.0;
+}
+/// The CPU kernel's step (a NaN element leaves max/min as they were).
+__device__ __forceinline__ double reduceStep(int kind, double a, double v) {
+  return kind <= 1 ? a + v : kind == 2 ? (a < v ? v : a) : kind == 3 ? (v < a ? v : a) : a * v;
+}
+
+__device__ double blockReduce(double v, int kind) {
+  __shared__ double shared[32];
+  for (int o = 16; o > 0; o >>= 1)
+    v = reduceStep(kind, v, __shfl_down_sync(0xffffffff, v, o));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < (int)(blockDim.x >> 5) ? shared[lane] : reduceIdentity(kind);
+    for (int o = 16; o > 0; o >>= 1)
+      v = reduceStep(kind, v, __shfl_down_sync(0xffffffff, v, o));
+  }
+  return v; // thread 0's is the block's
+}
+
+/// reduce, many elements per output: block b reduces split (b % splits) of
+/// output (b / splits), its threads striding over the split; with one split
+/// it writes the output, else a double partial that reduceFinishKernel
+/// combines in split order. Deterministic (fixed grid and order).
+template <typename T>
+__global__ void reduceBlocksKernel(const T *x, T *y, double *partial, ReduceMap m, int64_t count,
+                                   int64_t chunk, int splits, int kind) {
+  int64_t b = blockIdx.x, i = b / splits, s = b % splits;
+  int64_t r = i, base = 0;
+  for (int k = m.keptRank - 1; k >= 0; --k) {
+    base += (r % m.keptShape[k]) * m.keptStride[k];
+    r /= m.keptShape[k];
+  }
+  int64_t begin = s * chunk, end = min(count, begin + chunk);
+  double a = reduceIdentity(kind);
+  for (int64_t e = begin + threadIdx.x; e < end; e += blockDim.x) {
+    int64_t off = base;
+    if (m.redRank == 1) {
+      off += e * m.redStride[0];
+    } else {
+      for (int64_t q = e, k = m.redRank - 1; k >= 0; --k) {
+        off += (q % m.redShape[k]) * m.redStride[k];
+        q /= m.redShape[k];
+      }
+    }
+    a = reduceStep(kind, a, toF(x[off]));
+  }
+  a = blockReduce(a, kind);
+  if (threadIdx.x == 0) {
+    if (splits == 1)
+      y[i] = fromF<T>((float)(kind == 1 ? a / count : a));
+    else
+      partial[b] = a;
+  }
+}
+
+template <typename T>
+__global__ void reduceFinishKernel(const double *partial, T *y, int64_t n, int splits,
+                                   int64_t count, int kind) {
+  ZRT_GRID_LOOP(i, n) {
+    double a = reduceIdentity(kind);
+    for (int s = 0; s < splits; ++s)
+      a = reduceStep(kind, a, partial[i * splits + s]);
     y[i] = fromF<T>((float)(kind == 1 ? a / count : a));
   }
 }
@@ -1016,12 +1117,18 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
       rows *= x.shape[d];
     for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
       cols *= x.shape[d];
-    ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(rows, 1) * 2 * sizeof(double)));
-    double *stats = (double *)ctx.scratch;
+    // Rows' statistics, then the column partial sums of chunks of 64 rows
+    // (at most 4096 chunks).
+    int64_t chunkRows = std::max<int64_t>(64, (rows + 4095) / 4096);
+    int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+    ZRT_RETURN_IF_ERROR(
+        ctx.reserve((std::max<int64_t>(rows, 1) + chunks * cols) * 2 * sizeof(double)));
+    double *stats = (double *)ctx.scratch, *partial = stats + 2 * std::max<int64_t>(rows, 1);
     if (rows > 0)
       ZRT_FLOAT_DISPATCH(x.dtype, T,
         normGradRowKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, cols, c.floats[0], rms);
-        normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(x.as<T>(), c.in[2].as<T>(), stats, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), rows, cols))
+        normGradParamPartialKernel<T><<<blocksFor(chunks * cols), kThreads, 0, st>>>(x.as<T>(), c.in[2].as<T>(), stats, partial, rows, cols, chunkRows);
+        normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(partial, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), chunks, cols))
   } else if (name == "cross_entropy") {
     const TensorRef &x = c.in[0], &labels = c.in[1];
     int64_t classes = x.shape.back(), rows = labels.numel();
@@ -1057,9 +1164,30 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
       }
     }
     int64_t n = y.numel();
-    if (n > 0)
+    int kind = (int)c.ints[0];
+    if (n > 0 && count <= 64) {
+      // Few elements per output: a thread each.
       ZRT_FLOAT_DISPATCH(x.dtype, T,
-        reduceKernel<T><<<blocksFor(n), kThreads, 0, st>>>(x.as<T>(), y.as<T>(), m, n, count, (int)c.ints[0]))
+        reduceKernel<T><<<blocksFor(n), kThreads, 0, st>>>(x.as<T>(), y.as<T>(), m, n, count, kind))
+    } else if (n > 0) {
+      // A block per output, and several when there are few outputs to
+      // spread a long reduction over the GPU (partials combined in order).
+      int64_t splits = 1;
+      if (n < 1024)
+        splits = std::min<int64_t>((count + kRowThreads * 64 - 1) / (kRowThreads * 64),
+                                   std::max<int64_t>(1, 2048 / n));
+      int64_t chunk = (count + splits - 1) / splits;
+      double *partial = nullptr;
+      if (splits > 1) {
+        ZRT_RETURN_IF_ERROR(ctx.reserve(n * splits * sizeof(double)));
+        partial = static_cast<double *>(ctx.scratch);
+      }
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        reduceBlocksKernel<T><<<(unsigned)(n * splits), kRowThreads, 0, st>>>(x.as<T>(), y.as<T>(), partial, m, count, chunk, (int)splits, kind))
+      if (splits > 1)
+        ZRT_FLOAT_DISPATCH(x.dtype, T,
+          reduceFinishKernel<T><<<blocksFor(n), kThreads, 0, st>>>(partial, y.as<T>(), n, (int)splits, count, kind))
+    }
   } else if (name == "gelu_grad") {
     int64_t n = c.out[0].numel();
     ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,

@@ -12,6 +12,8 @@ bool cudaUsable(std::string &why) {
 
 CudaStats cudaStats() { return {}; }
 
+bool cudaRunsNatively(const plan::Plan &, const plan::Kernel &) { return false; }
+
 Status makeNcclCommunicator(const LaunchEnv &, int, double, std::unique_ptr<Communicator> &) {
   std::string why;
   cudaUsable(why);

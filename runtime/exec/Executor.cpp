@@ -4,6 +4,7 @@
 #include "plan/PlanLoader.h"
 
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 
 using namespace zrt;
@@ -119,7 +120,15 @@ Status Executor::run(const plan::Program &program) {
       call.out.push_back(buffer(index));
     call.ints.assign(k.ints().begin(), k.ints().end());
     call.floats.assign(k.floats().begin(), k.floats().end());
+    auto start = profiling_ ? std::chrono::steady_clock::now()
+                            : std::chrono::steady_clock::time_point();
     Status s = findKernel(k.name())->run(call);
+    if (profiling_) {
+      InstructionTime &t = profile_[{program.name(), i}];
+      t.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count();
+      ++t.runs;
+    }
     if (!s)
       return errorf("program '", program.name(), "', instruction ", i,
                     k.location().empty() ? "" : " (" + k.location() + ")", ", kernel '", k.name(),

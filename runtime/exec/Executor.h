@@ -59,6 +59,23 @@ public:
   /// checkpoints, and back.
   virtual Status saveState(std::vector<char> &bytes) = 0;
   virtual Status loadState(const std::vector<char> &bytes) = 0;
+
+  /// zrun --profile: the time of every instruction, summed over runs, by
+  /// program name and instruction index. The CPU times kernels with a clock;
+  /// the CUDA backend records an event between instructions on its compute
+  /// stream (so an async collective counts only its launch).
+  struct InstructionTime {
+    double ms = 0;
+    int64_t runs = 0;
+  };
+  using Profile = std::map<std::pair<std::string, int>, InstructionTime>;
+  void enableProfiling() { profiling_ = true; }
+  void resetProfile() { profile_.clear(); }
+  const Profile &profile() const { return profile_; }
+
+protected:
+  bool profiling_ = false;
+  Profile profile_;
 };
 
 /// Owns the arenas of one rank and runs the plan's programs over them.

@@ -54,10 +54,12 @@ const char *kUsage =
     "                  [--tokens FILE.bin [--token-bytes 2|4]]\n"
     "                  [--checkpoint-dir DIR [--save-every K]] [--resume DIR]\n"
     "                  [--backend cpu|cuda] [--nproc-per-node N [--master-port P]]\n"
-    "                  [--comm-timeout SECONDS]\n"
+    "                  [--comm-timeout SECONDS] [--profile]\n"
     "                  [--hostfile FILE [--include H[:GPUS]@..|--exclude ..] [--num_nodes N]\n"
     "                   [--num_gpus N] [--dry-run]]   (one zrun per node over ssh)\n"
     "       zrun devices   (whether --backend cuda can run here)\n"
+    "       zrun kernels PLAN   (its kernel kinds; which would run on the CUDA backend's\n"
+    "                            host fallback)\n"
     "       zrun export CHECKPOINT [--safetensors OUT.safetensors]\n"
     "                  [--onnx MODEL.onnx -o TRAINED.onnx]\n"
     "\n"
@@ -72,6 +74,8 @@ const char *kUsage =
     "                                 WarmupCosineLR with their parameters (docs/training.md)\n"
     "          --metrics FILE.jsonl   one JSON object per step (written atomically at the end)\n"
     "          --shuffle SEED         visit samples in a seeded random order, new each epoch\n"
+    "          --profile              time every instruction (rank 0, steps after the first);\n"
+    "                                 print where a step's time goes, by kind and instruction\n"
     "          --tokens FILE.bin      token ids (uint16, or uint32 with --token-bytes 4; raw as\n"
     "                                 nanoGPT writes them or with llm.c's header) cut into\n"
     "                                 input_ids and labels shifted by one\n"
@@ -306,6 +310,125 @@ private:
   std::string arg_;
 };
 
+/// zrun train --profile: where a step's time goes, by kernel and by
+/// instruction (rank 0), per optimizer step.
+void printProfile(const plan::Plan &plan, const ExecutorBase::Profile &profile, int64_t steps) {
+  auto describe = [&](const plan::Instruction &inst, std::string &what, std::string &where) {
+    auto shape = [&](int index) {
+      std::string s;
+      for (int64_t d : plan.buffers(index).shape())
+        s += (s.empty() ? "" : "x") + std::to_string(d);
+      return "[" + s + "]";
+    };
+    if (inst.has_kernel()) {
+      what = inst.kernel().name();
+      where = inst.kernel().location() + " ";
+      for (int i : inst.kernel().inputs())
+        where += shape(i);
+      where += " -> ";
+      for (int o : inst.kernel().outputs())
+        where += shape(o);
+    } else if (inst.has_collective()) {
+      what = plan::Collective::Kind_Name(inst.collective().kind());
+      where = inst.collective().location() + " " + shape(inst.collective().output());
+    } else if (inst.has_copy()) {
+      what = "copy";
+      where = inst.copy().location() + " " + shape(inst.copy().target());
+    } else {
+      what = "wait";
+      where = inst.wait().location();
+    }
+  };
+  std::map<std::string, std::pair<double, int64_t>> byKind;
+  std::vector<std::pair<double, std::pair<std::string, int>>> byInstruction;
+  double total = 0;
+  for (const auto &[key, t] : profile) {
+    const plan::Program *p = findProgram(plan, key.first);
+    std::string what, where;
+    describe(p->instructions(key.second), what, where);
+    byKind[what].first += t.ms;
+    byKind[what].second += t.runs;
+    byInstruction.push_back({t.ms, key});
+    total += t.ms;
+  }
+  double per = std::max<int64_t>(steps, 1);
+  std::printf("profile: %.1f ms per step in %zu instructions (rank 0, steps after the first; "
+              "timed on the compute stream)\n",
+              total / per, profile.size());
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto &[name, v] : byKind)
+    kinds.push_back({v.first, name});
+  std::sort(kinds.rbegin(), kinds.rend());
+  std::printf("  %-22s %10s %7s %8s\n", "by kind", "ms/step", "share", "calls");
+  for (const auto &[ms, name] : kinds)
+    std::printf("  %-22s %10.3f %6.1f%% %8lld\n", name.c_str(), ms / per, 100 * ms / total,
+                (long long)(byKind[name].second / per));
+  std::sort(byInstruction.rbegin(), byInstruction.rend());
+  std::printf("  top instructions (ms/step, program:index kind location operands -> results)\n");
+  for (size_t i = 0; i < byInstruction.size() && i < 25; ++i) {
+    const auto &[ms, key] = byInstruction[i];
+    std::string what, where;
+    describe(findProgram(plan, key.first)->instructions(key.second), what, where);
+    std::printf("  %10.3f  %s:%d %s %s\n", ms / per, key.first.c_str(), key.second, what.c_str(),
+                where.c_str());
+  }
+}
+
+/// zrun kernels PLAN: every kernel kind of the plan with its count, and
+/// which instructions the CUDA backend would run on the host fallback.
+int kernelsCommand(int argc, char **argv) {
+  Args args(argc, argv);
+  while (args.next())
+    if (auto error = args.common())
+      return usageError(*error);
+  if (args.plan.empty())
+    return usageError("missing PLAN");
+  plan::Plan plan;
+  if (Status s = loadPlan(args.plan, plan); !s)
+    return fail(s);
+  std::string why;
+  bool cuda = cudaUsable(why) || why.find("built without") == std::string::npos;
+  std::map<std::string, std::pair<int64_t, int64_t>> kinds; // name -> (count, fallback)
+  for (const plan::Program &p : plan.programs())
+    for (int i = 0; i < p.instructions_size(); ++i) {
+      const plan::Instruction &inst = p.instructions(i);
+      if (!inst.has_kernel())
+        continue;
+      bool native = cudaRunsNatively(plan, inst.kernel());
+      auto &[n, fallback] = kinds[inst.kernel().name()];
+      ++n;
+      if (!native) {
+        ++fallback;
+        if (cuda) {
+          std::string shapes;
+          for (int b : inst.kernel().inputs()) {
+            shapes += "[";
+            for (int k = 0; k < plan.buffers(b).shape_size(); ++k)
+              shapes += (k ? "x" : "") + std::to_string(plan.buffers(b).shape(k));
+            shapes += "]";
+          }
+          std::printf("host fallback: %s:%d %s (%s) %s\n", p.name().c_str(), i,
+                      inst.kernel().name().c_str(), inst.kernel().location().c_str(),
+                      shapes.c_str());
+        }
+      }
+    }
+  int64_t total = 0, fallback = 0;
+  for (const auto &[name, v] : kinds) {
+    std::printf("%-24s %6lld%s\n", name.c_str(), (long long)v.first,
+                !cuda ? "" : v.second ? ("  (" + std::to_string(v.second) + " on the host fallback)").c_str() : "");
+    total += v.first;
+    fallback += v.second;
+  }
+  if (cuda)
+    std::printf("kernels: %lld in %zu kinds, %lld on the CUDA backend's host fallback\n",
+                (long long)total, kinds.size(), (long long)fallback);
+  else
+    std::printf("kernels: %lld in %zu kinds (this zrun has no CUDA backend)\n", (long long)total,
+                kinds.size());
+  return 0;
+}
+
 int evalCommand(int argc, char **argv) {
   std::vector<std::pair<std::string, std::string>> outputs;
   int64_t batches = 1;
@@ -395,6 +518,7 @@ int trainCommand(int argc, char **argv) {
   int64_t steps = -1, shuffleSeed = -1, tokenBytes = 2, saveEvery = 0;
   double ncclTimeout = 300;
   std::string checkpointDir, resumeFrom;
+  bool profile = false;
   bool haveTotal = false;
   double lr = -1;
   Schedule schedule;
@@ -450,6 +574,8 @@ int trainCommand(int argc, char **argv) {
     } else if (args.is("--resume")) {
       if (!args.value(resumeFrom))
         return usageError("--resume expects a checkpoint directory");
+    } else if (args.is("--profile")) {
+      profile = true;
     } else if (args.is("--comm-timeout")) {
       if (!args.number(ncclTimeout, 0, /*strict=*/true))
         return usageError("--comm-timeout expects seconds");
@@ -656,6 +782,8 @@ int trainCommand(int argc, char **argv) {
         makeExecutor(args.backend, plan, rank, comm, weights.get(), made);
     ZRT_RETURN_IF_ERROR(made);
     ExecutorBase &executor = *owned;
+    if (profile)
+      executor.enableProfiling();
     std::optional<LossScaler> scaler;
     if (scaling)
       scaler.emplace(*scaling);
@@ -763,11 +891,17 @@ int trainCommand(int argc, char **argv) {
       }
       if (rank == 0)
         report(k, loss, stepLr, norm, scale, ms, tps, note, overflow);
+      // --profile: the first step warms up (cuBLASLt heuristics, lazy
+      // module loading); the profile counts the steps after it.
+      if (profile && k == firstStep && steps - firstStep > 1)
+        executor.resetProfile();
       if (!checkpointDir.empty() && ((saveEvery > 0 && (k + 1) % saveEvery == 0) || k + 1 == steps))
         ZRT_RETURN_IF_ERROR(save(k + 1));
     }
     if (rank == 0)
       skippedTotal = skipped;
+    if (rank == 0 && profile)
+      printProfile(plan, executor.profile(), std::max<int64_t>(1, steps - firstStep - 1));
     return Status::ok();
   };
   Status ran = Status::ok();
@@ -1180,6 +1314,8 @@ int main(int argc, char **argv) {
   }
   if (command == "export")
     return exportCommand(argc - 2, argv + 2);
+  if (command == "kernels")
+    return kernelsCommand(argc - 2, argv + 2);
   if (command == "devices") {
     // Whether --backend cuda can run here (exit 0) or not (1, and why).
     std::string why;

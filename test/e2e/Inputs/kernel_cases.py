@@ -116,6 +116,8 @@ pos = r(3, 4, lo=0.1, hi=3.0)
 ints = rng.integers(-5, 5, (3, 4)).astype(np.int64)
 mask = rng.random((3, 4)) > 0.5
 x3 = r(2, 3, 5)
+xl = r(300, 40)     # 300 elements per output: a block each
+xs = r(2, 40000)    # 40000 per output, 2 outputs: split over several blocks
 w54, y152 = r(5, 4), r(1, 5, 2)
 results = [
     case("add", "Add", [("a", a)], a.astype(np.float64) + b, consts=[("b", b)]),
@@ -165,6 +167,13 @@ results = [
          consts=[("ax", np.array([1], np.int64))]),
     case("reduce_mean", "ReduceMean", [("x", x3)], x3.astype(np.float64).mean((0, 2), keepdims=True),
          consts=[("ax", np.array([0, 2], np.int64))]),
+    # Long reductions (the CUDA backend's block and split-block paths).
+    case("reduce_sum_long", "ReduceSum", [("x", xl)], xl.astype(np.float64).sum(0, keepdims=True),
+         consts=[("ax", np.array([0], np.int64))]),
+    case("reduce_max_split", "ReduceMax", [("x", xs)], xs.max(1, keepdims=True).astype(np.float64),
+         consts=[("ax", np.array([1], np.int64))]),
+    case("reduce_mean_split", "ReduceMean", [("x", xs)], xs.astype(np.float64).mean(1, keepdims=True),
+         consts=[("ax", np.array([1], np.int64))]),
     case("softmax", "Softmax", [("x", x3)], softmax(x3.astype(np.float64), 1), attrs={"axis": 1}),
     case("log_softmax", "LogSoftmax", [("x", x3)], np.log(softmax(x3.astype(np.float64), -1))),
     case("layer_norm", "LayerNormalization", [("x", x3)],
