@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU suite, in one go on the GPU machine (from a directory packed by
 # tools/gpu-pack.sh): fp32 trajectories of mlp, gpt2-tiny and the Llama
-# export within 5e-4 of PyTorch at every step; bf16 within 2e-2 and
-# decreasing; ZeRO stages 0-3 with 2 and 4 in-process ranks on one GPU
-# within 5e-4. Prints one line per case and 'gpu-check: N of N passed'.
+# export within 5e-4 of PyTorch at every step; bf16 and fp16 (loss scaling)
+# within 2e-2 and decreasing; ZeRO stages 0-3 with 2 and 4 in-process ranks
+# on one GPU within 5e-4; NCCL, one process per GPU (W = the GPUs there). Prints one line per case and 'gpu-check: N of N passed'.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
@@ -38,6 +38,9 @@ check gpt2 gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 check llama llama.zplan "$llama" llama-tiny plain "$D/llama-references.json" 5e-4
 check gpt2-bf16 gpt2-bf16.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
 check llama-bf16 llama-bf16.zplan "$llama" llama-tiny plain "$D/llama-references.json" 2e-2
+# fp16 with DeepSpeed's dynamic loss scaling (2^16 to start).
+check gpt2-fp16 gpt2-fp16.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
+check llama-fp16 llama-fp16.zplan "$llama" llama-tiny plain "$D/llama-references.json" 2e-2
 for st in 0 1 2 3; do
   for w in 2 4; do
     check gpt2-z$st-w$w gpt2-z$st-w$w.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
@@ -69,7 +72,9 @@ if [ "$gpus" -ge 2 ]; then
     echo "FAIL multinode:"; tail -3 "$out"/multinode-*.log "$out/multinode.check"
   fi
 else
-  echo "nccl: skipped (one GPU)"
+  # One GPU: the launcher, the rendezvous and an NCCL communicator of one rank.
+  check gpt2-nccl-w1 gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched \
+    --nproc-per-node 1 --master-port 29600
 fi
 # Every kernel case against the CPU's output.
 total=$((total + 1))

@@ -35,6 +35,8 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 -o "$out/plans/gpt2.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama -o "$out/plans/llama.zplan"
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --precision bf16 -o "$out/plans/gpt2-bf16.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --precision bf16 -o "$out/plans/llama-bf16.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --precision fp16 -o "$out/plans/gpt2-fp16.zplan"
+$zcc $E/llama-tiny.onnx --micro-batch 4 $llama --precision fp16 -o "$out/plans/llama-fp16.zplan"
 for st in 0 1 2 3; do
   for w in 2 4; do
     $zcc $M/gpt2-tiny.onnx --micro-batch $((4 / w)) $gpt2 --zero-stage $st --world-size $w \

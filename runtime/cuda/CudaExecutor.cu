@@ -69,9 +69,9 @@ public:
     cudaSetDevice(device_);
     if (ctx_.stream)
       cudaStreamSynchronize(ctx_.stream);
-    for (char *p : arenas_)
-      if (p)
-        cudaFree(p);
+    for (int a = plan::DEVICE; a <= plan::INPUT; ++a)
+      if (arenas_[a])
+        cudaFree(arenas_[a]);
     if (ctx_.workspace)
       cudaFree(ctx_.workspace);
     if (ctx_.scratch)
@@ -117,6 +117,14 @@ public:
     }
     ZRT_CUDA(cudaMallocHost(&input_.data, (size_t)std::max<int64_t>(sizes[plan::INPUT], 1)));
     std::memset(input_.data, 0, (size_t)std::max<int64_t>(sizes[plan::INPUT], 1));
+    // The host arena (offloaded state, issue 7): pinned and mapped, so that
+    // copies to and from it are asynchronous and kernels can address it.
+    sizes_[plan::HOST] = sizes[plan::HOST];
+    if (sizes[plan::HOST] > 0) {
+      ZRT_CUDA(cudaMallocHost(&host_.data, (size_t)sizes[plan::HOST]));
+      std::memset(host_.data, 0, (size_t)sizes[plan::HOST]);
+      arenas_[plan::HOST] = host_.data;
+    }
     // The initial state and constants, assembled on the host as the CPU
     // executor does (fills, then data; this rank's slice of shards).
     for (int a : {plan::STATE, plan::CONSTANT}) {
@@ -157,6 +165,8 @@ public:
     TensorRef t = describe(index);
     if (b.arena() == plan::INPUT) {
       t.data = input_.data + b.offset();
+    } else if (b.arena() == plan::HOST) {
+      t.data = host_.data + b.offset();
     } else {
       auto it = outputs_.find(index);
       t.data = it == outputs_.end() ? nullptr : const_cast<char *>(it->second.data());
@@ -525,10 +535,10 @@ private:
   Communicator *comm_;
   int device_;
   CudaContext ctx_;
-  char *arenas_[plan::INPUT + 1] = {};
-  int64_t sizes_[plan::INPUT + 1] = {};
+  char *arenas_[plan::HOST + 1] = {}; // HOST: host_.data
+  int64_t sizes_[plan::HOST + 1] = {};
   int64_t allocated_ = 0;
-  Pinned input_;
+  Pinned input_, host_;
   mutable std::map<int, std::vector<char>> outputs_;
   cudaStream_t commStream_ = nullptr;     // async NCCL collectives
   std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer
