@@ -367,7 +367,19 @@ Expected<DeepSpeedConfig> readDeepSpeedConfig(StringRef path) {
                         "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger",
                         "memory_breakdown", "zero_force_ds_cpu_optimizer", "seed"})
     top.ignored[k] = "";
-  top.ignored["activation_checkpointing"] = "recompute comes with zcc --recompute";
+  // activation_checkpointing: DeepSpeed's checkpointing of the blocks the
+  // model code wraps, i.e. zcc's --recompute layer; its knobs tune how
+  // checkpoints are stored.
+  Section checkpointing;
+  checkpointing.keys["partition_activations"] = flag(config.partitionActivations);
+  checkpointing.keys["cpu_checkpointing"] = flag(config.cpuCheckpointing);
+  for (const char *k : {"contiguous_memory_optimization", "number_checkpoints",
+                        "synchronize_checkpoint_boundary", "profile"})
+    checkpointing.ignored[k] = "";
+  top.keys["activation_checkpointing"] = [&](StringRef k, const json::Value &v) {
+    config.activationCheckpointing = true;
+    return r.walk(k, v, checkpointing);
+  };
   top.ignored["amp"] = "use fp16 or bf16";
 
   if (Error e = r.walk("", *root, top))

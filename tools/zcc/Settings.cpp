@@ -227,6 +227,21 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (Error e = merge(s.overlapComm, flags.overlapComm, f.overlapComm, c.overlapComm,
                       "--overlap-comm", "zero_optimization.overlap_comm", path))
     return std::move(e);
+  if (c.activationCheckpointing) {
+    if (flags.recompute && f.recompute != "layer")
+      return fail("--recompute " + f.recompute + " conflicts with activation_checkpointing in " +
+                  path + " (DeepSpeed's checkpointing of each block: --recompute layer); give "
+                  "one of them");
+    s.recompute = "layer";
+    if (c.partitionActivations.value_or(false))
+      warn((path + ": key 'activation_checkpointing.partition_activations': checkpoints are "
+                   "not partitioned over the ranks (each rank keeps its own micro-batch's)")
+               .str());
+    if (c.cpuCheckpointing.value_or(false))
+      warn((path + ": key 'activation_checkpointing.cpu_checkpointing': checkpoints stay in "
+                   "device memory")
+               .str());
+  }
   if (c.offloadOptimizer && c.offloadOptimizer->device != "none")
     warn((path + ": key 'zero_optimization.offload_optimizer': offload is not implemented yet; "
                  "the optimizer state stays in device memory")

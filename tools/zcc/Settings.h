@@ -46,6 +46,8 @@ struct Settings {
   int64_t prefetchBucketSize = 50000000, persistenceThreshold = 100000;
   int64_t maxLiveParameters = 1000000000;
   bool overlapComm = false;
+  // Activation checkpointing: none, layer, selective (zero-recompute).
+  std::string recompute = "none";
 };
 
 /// What the flags say; |given| tells which were on the command line.
@@ -56,7 +58,8 @@ struct FlagValues {
        gradClip = false, lossScale = false, minLossScale = false, initialScalePower = false,
        lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false,
        zeroStage = false, worldSize = false, reduceBucketSize = false,
-       allgatherBucketSize = false, persistenceThreshold = false, overlapComm = false;
+       allgatherBucketSize = false, persistenceThreshold = false, overlapComm = false,
+       recompute = false;
 };
 
 /// Merges the flags with |config| (if any) and checks the result. Warnings

@@ -120,6 +120,12 @@ static cl::opt<bool> overlapComm(
 static cl::opt<std::string> target(
     "target", cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(zccCategory));
+static cl::opt<std::string> recomputeMode(
+    "recompute",
+    cl::desc("activation checkpointing: none (default), layer (each repeated block, as "
+             "HuggingFace's gradient_checkpointing), selective (cheap ops from saved matmul "
+             "outputs)"),
+    cl::value_desc("none|layer|selective"), cl::init("none"), cl::cat(zccCategory));
 static cl::opt<std::string> weightsMode(
     "weights",
     cl::desc("embed (default): the plan carries the model's initial weights; external: it "
@@ -396,6 +402,8 @@ int main(int argc, char **argv) {
     flags.persistenceThreshold = persistenceThreshold.getNumOccurrences();
     f.overlapComm = overlapComm;
     flags.overlapComm = overlapComm.getNumOccurrences();
+    f.recompute = recomputeMode;
+    flags.recompute = recomputeMode.getNumOccurrences();
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
@@ -451,6 +459,11 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: --target '" << target << "': expected cpu or cuda\n";
     return 2;
   }
+  if (S.recompute != "none" && S.recompute != "layer" && S.recompute != "selective") {
+    llvm::errs() << "zcc: error: --recompute '" << S.recompute
+                 << "': expected none, layer or selective\n";
+    return 2;
+  }
   if (weightsMode != "embed" && weightsMode != "external") {
     llvm::errs() << "zcc: error: --weights '" << weightsMode << "': expected embed or external\n";
     return 2;
@@ -501,102 +514,114 @@ int main(int argc, char **argv) {
   if (estimate)
     return printEstimate(*module, llvm::outs());
 
-  PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)))
-    return 1;
-  DefaultTimingManager tm;
-  applyDefaultTimingManagerCLOptions(tm);
-  TimingScope timing = tm.getRootScope();
-  pm.enableTiming(timing);
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(zcc::createZeroRecognizePatterns());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  // The loss is attached only when asked for (or needed by a plan).
-  if (lossKind != "none" || emit != EmitKind::Mlir) {
-    zcc::ZeroAttachLossOptions lossOptions;
-    lossOptions.loss = lossKind;
-    pm.addPass(zcc::createZeroAttachLoss(lossOptions));
-  }
-  if (S.precision != "fp32") {
-    zcc::ZeroMixedPrecisionOptions mpOptions;
-    mpOptions.precision = S.precision;
-    mpOptions.lossScale = S.lossScale;
-    mpOptions.initialScalePower = S.initialScalePower;
-    mpOptions.lossScaleWindow = S.lossScaleWindow;
-    mpOptions.hysteresis = S.hysteresis;
-    mpOptions.consecutiveHysteresis = S.consecutiveHysteresis;
-    mpOptions.minLossScale = S.minLossScale;
-    pm.addPass(zcc::createZeroMixedPrecision(mpOptions));
-  }
-  module.get()->setAttr("zero.precision", Builder(&context).getStringAttr(S.precision));
-  module.get()->setAttr("zero.target", Builder(&context).getStringAttr(target));
-  // Plans of models with parameters train: backward, then the optimizer.
-  auto trainable = module.get()->getAttrOfType<IntegerAttr>("zero.trainable_count");
-  bool train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
-  if (train) {
-    zcc::ZeroAutodiffOptions adOptions;
-    adOptions.gradAccum = S.gradAccum;
-    pm.addPass(zcc::createZeroAutodiff(adOptions));
-    // ZeRO. "auto" bucket sizes follow HuggingFace's rule from the hidden
-    // size H: reduce_bucket_size H^2, stage3_prefetch_bucket_size 0.9 H^2,
-    // stage3_param_persistence_threshold 10 H.
-    int64_t hidden = hiddenSize(module.get());
-    auto resolve = [&](int64_t v, double perH2, double perH) -> int64_t {
-      if (v >= 0)
-        return v;
-      return std::max<int64_t>(1, (int64_t)(perH2 * hidden * hidden + perH * hidden));
-    };
-    zcc::ZeroPartitionOptions partOptions;
-    partOptions.stage = S.zeroStage;
-    partOptions.worldSize = S.worldSize;
-    partOptions.reduceBucketSize = resolve(S.reduceBucketSize, 1.0, 0);
-    partOptions.allgatherBucketSize = resolve(S.allgatherBucketSize, 1.0, 0);
-    partOptions.persistenceThreshold = resolve(S.persistenceThreshold, 0, 10.0);
-    pm.addPass(zcc::createZeroPartition(partOptions));
-    zcc::ZeroOptimizerOptions optOptions;
-    optOptions.optimizer = S.optimizer;
-    optOptions.momentum = S.momentum;
-    optOptions.nesterov = S.nesterov;
-    optOptions.beta1 = S.beta1;
-    optOptions.beta2 = S.beta2;
-    optOptions.epsilon = S.eps;
-    optOptions.weightDecay = S.weightDecay;
-    optOptions.gradClip = S.gradClip;
-    pm.addPass(zcc::createZeroOptimizer(optOptions));
-    zcc::ZeroScheduleOptions schedOptions;
-    schedOptions.overlapComm = S.overlapComm;
-    schedOptions.prefetchBucketSize = resolve(S.prefetchBucketSize, 0.9, 0);
-    schedOptions.maxLiveParameters = S.maxLiveParameters;
-    pm.addPass(zcc::createZeroSchedule(schedOptions));
-    Builder b(&context);
-    SmallVector<NamedAttribute> training{
-        b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(S.gradAccum)),
-        b.getNamedAttr("lr", b.getF64FloatAttr(S.lr)),
-        b.getNamedAttr("optimizer", b.getStringAttr(S.optimizer)),
-        b.getNamedAttr("beta1", b.getF64FloatAttr(S.beta1)),
-        b.getNamedAttr("beta2", b.getF64FloatAttr(S.beta2)),
-        b.getNamedAttr("eps", b.getF64FloatAttr(S.eps)),
-        b.getNamedAttr("weight_decay", b.getF64FloatAttr(S.weightDecay)),
-        b.getNamedAttr("grad_clip", b.getF64FloatAttr(S.gradClip))};
-    if (S.schedule)
-      training.push_back(b.getNamedAttr(
-          "schedule",
-          b.getDictionaryAttr({b.getNamedAttr("name", b.getStringAttr(*S.schedule)),
-                               b.getNamedAttr("lr", b.getF64FloatAttr(S.scheduleLr)),
-                               b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(S.warmupSteps)),
-                               b.getNamedAttr("total_steps", b.getI64IntegerAttr(S.totalSteps)),
-                               b.getNamedAttr("warmup_min_lr", b.getF64FloatAttr(S.warmupMinLr)),
-                               b.getNamedAttr("warmup_log", b.getBoolAttr(S.warmupLog)),
-                               b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(S.warmupMinRatio)),
-                               b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(S.cosMinRatio))})));
-    module.get()->setAttr("zero.training", b.getDictionaryAttr(training));
-  }
-  if (emit != EmitKind::Mlir) {
-    pm.addPass(zcc::createZeroPlanMemory());
-    pm.addPass(zcc::createConvertZeroToZrt());
-  }
-  if (failed(pm.run(*module)))
+  // The pipeline, on |m|, with recomputation |recompute| (--recompute, or
+  // each candidate of --auto).
+  auto compile = [&](ModuleOp m, const zcc::Settings &S, StringRef recompute) -> LogicalResult {
+    PassManager pm(&context);
+    if (failed(applyPassManagerCLOptions(pm)))
+      return failure();
+    DefaultTimingManager tm;
+    applyDefaultTimingManagerCLOptions(tm);
+    TimingScope timing = tm.getRootScope();
+    pm.enableTiming(timing);
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(zcc::createZeroRecognizePatterns());
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    // The loss is attached only when asked for (or needed by a plan).
+    if (lossKind != "none" || emit != EmitKind::Mlir) {
+      zcc::ZeroAttachLossOptions lossOptions;
+      lossOptions.loss = lossKind;
+      pm.addPass(zcc::createZeroAttachLoss(lossOptions));
+    }
+    if (S.precision != "fp32") {
+      zcc::ZeroMixedPrecisionOptions mpOptions;
+      mpOptions.precision = S.precision;
+      mpOptions.lossScale = S.lossScale;
+      mpOptions.initialScalePower = S.initialScalePower;
+      mpOptions.lossScaleWindow = S.lossScaleWindow;
+      mpOptions.hysteresis = S.hysteresis;
+      mpOptions.consecutiveHysteresis = S.consecutiveHysteresis;
+      mpOptions.minLossScale = S.minLossScale;
+      pm.addPass(zcc::createZeroMixedPrecision(mpOptions));
+    }
+    m->setAttr("zero.precision", Builder(&context).getStringAttr(S.precision));
+    m->setAttr("zero.target", Builder(&context).getStringAttr(target));
+    // Plans of models with parameters train: backward, then the optimizer.
+    auto trainable = m->getAttrOfType<IntegerAttr>("zero.trainable_count");
+    bool train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
+    if (train) {
+      zcc::ZeroAutodiffOptions adOptions;
+      adOptions.gradAccum = S.gradAccum;
+      pm.addPass(zcc::createZeroAutodiff(adOptions));
+      if (recompute != "none") {
+        zcc::ZeroRecomputeOptions rcOptions;
+        rcOptions.policy = recompute.str();
+        pm.addPass(zcc::createZeroRecompute(rcOptions));
+      }
+      // ZeRO. "auto" bucket sizes follow HuggingFace's rule from the hidden
+      // size H: reduce_bucket_size H^2, stage3_prefetch_bucket_size 0.9 H^2,
+      // stage3_param_persistence_threshold 10 H.
+      int64_t hidden = hiddenSize(m);
+      auto resolve = [&](int64_t v, double perH2, double perH) -> int64_t {
+        if (v >= 0)
+          return v;
+        return std::max<int64_t>(1, (int64_t)(perH2 * hidden * hidden + perH * hidden));
+      };
+      zcc::ZeroPartitionOptions partOptions;
+      partOptions.stage = S.zeroStage;
+      partOptions.worldSize = S.worldSize;
+      partOptions.reduceBucketSize = resolve(S.reduceBucketSize, 1.0, 0);
+      partOptions.allgatherBucketSize = resolve(S.allgatherBucketSize, 1.0, 0);
+      partOptions.persistenceThreshold = resolve(S.persistenceThreshold, 0, 10.0);
+      pm.addPass(zcc::createZeroPartition(partOptions));
+      zcc::ZeroOptimizerOptions optOptions;
+      optOptions.optimizer = S.optimizer;
+      optOptions.momentum = S.momentum;
+      optOptions.nesterov = S.nesterov;
+      optOptions.beta1 = S.beta1;
+      optOptions.beta2 = S.beta2;
+      optOptions.epsilon = S.eps;
+      optOptions.weightDecay = S.weightDecay;
+      optOptions.gradClip = S.gradClip;
+      pm.addPass(zcc::createZeroOptimizer(optOptions));
+      zcc::ZeroScheduleOptions schedOptions;
+      schedOptions.overlapComm = S.overlapComm;
+      schedOptions.prefetchBucketSize = resolve(S.prefetchBucketSize, 0.9, 0);
+      schedOptions.maxLiveParameters = S.maxLiveParameters;
+      pm.addPass(zcc::createZeroSchedule(schedOptions));
+      Builder b(&context);
+      SmallVector<NamedAttribute> training{
+          b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(S.gradAccum)),
+          b.getNamedAttr("lr", b.getF64FloatAttr(S.lr)),
+          b.getNamedAttr("optimizer", b.getStringAttr(S.optimizer)),
+          b.getNamedAttr("beta1", b.getF64FloatAttr(S.beta1)),
+          b.getNamedAttr("beta2", b.getF64FloatAttr(S.beta2)),
+          b.getNamedAttr("eps", b.getF64FloatAttr(S.eps)),
+          b.getNamedAttr("weight_decay", b.getF64FloatAttr(S.weightDecay)),
+          b.getNamedAttr("grad_clip", b.getF64FloatAttr(S.gradClip))};
+      if (S.schedule)
+        training.push_back(b.getNamedAttr(
+            "schedule",
+            b.getDictionaryAttr({b.getNamedAttr("name", b.getStringAttr(*S.schedule)),
+                                 b.getNamedAttr("lr", b.getF64FloatAttr(S.scheduleLr)),
+                                 b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(S.warmupSteps)),
+                                 b.getNamedAttr("total_steps", b.getI64IntegerAttr(S.totalSteps)),
+                                 b.getNamedAttr("warmup_min_lr", b.getF64FloatAttr(S.warmupMinLr)),
+                                 b.getNamedAttr("warmup_log", b.getBoolAttr(S.warmupLog)),
+                                 b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(S.warmupMinRatio)),
+                                 b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(S.cosMinRatio))})));
+      m->setAttr("zero.training", b.getDictionaryAttr(training));
+    }
+    if (emit != EmitKind::Mlir) {
+      pm.addPass(zcc::createZeroPlanMemory());
+      pm.addPass(zcc::createConvertZeroToZrt());
+    }
+    return pm.run(m);
+  };
+  // --auto: the first candidate, cheapest first, whose planned peak fits
+  // --memory-budget (docs/memory.md).
+  if (failed(compile(*module, S, S.recompute)))
     return 1;
 
   std::string errorMessage;

@@ -60,6 +60,10 @@ struct DeepSpeedConfig {
   std::optional<bool> overlapComm, contiguousGradients, reduceScatter, allgatherPartitions;
   std::optional<DeepSpeedOffload> offloadOptimizer, offloadParam;
 
+  // activation_checkpointing (present: zcc --recompute layer)
+  bool activationCheckpointing = false;
+  std::optional<bool> partitionActivations, cpuCheckpointing;
+
   /// Dotted keys whose value was "auto", e.g. "zero_optimization.reduce_bucket_size".
   llvm::StringSet<> autoKeys;
   /// Warnings: unknown keys, keys zcc reads but ignores.

@@ -126,6 +126,34 @@ def ZeroAutodiff : Pass<"zero-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroRecompute : Pass<"zero-recompute", "mlir::ModuleOp"> {
+  let summary = "Activation checkpointing: recompute forward values in the backward";
+  let description = [{
+    Rewrites `@micro_step` (after zero-autodiff) so that forward values the
+    backward reads are recomputed just before the backward first needs them,
+    instead of living from the forward to the backward.
+
+    `layer`: each repeated block (the forward ops between the first uses of
+    parameters named `...<prefix>.<N>....`, e.g. `transformer.h.3`,
+    `model.layers.7`) is a segment; its inputs are the checkpoints (kept), and
+    the ops of the segment that the backward needs are cloned, in order, before
+    the segment's backward begins (HuggingFace's gradient_checkpointing,
+    DeepSpeed's activation checkpointing).
+
+    `selective`: cheap ops (elementwise, casts, layout, norms) are recomputed
+    from values the backward keeps anyway (matmul outputs stay saved), each
+    before its first backward use, through at most 8 ops.
+
+    Recomputation runs the same kernels on the same inputs: the trajectory is
+    bit-identical to the plain plan's.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"none\"",
+           "none, layer or selective">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
   let summary = "ZeRO stages 0-3 over world-size data-parallel ranks: flat buckets, sharding, collectives";
   let description = [{

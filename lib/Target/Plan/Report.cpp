@@ -169,6 +169,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                        (long long)count, (long long)sharded, i("reduce_bucket_size"),
                        i("allgather_bucket_size"), i("persistence_threshold"));
   }
+  if (auto rc = module->getAttrOfType<DictionaryAttr>("zero.recompute"))
+    os << "  recompute: " << rc.getAs<StringAttr>("policy").getValue() << " ("
+       << rc.getAs<StringAttr>("note").getValue() << ")\n";
   row("parameters", params, "trainable state");
   row("gradients", grads, "accumulated over micro-steps");
   row("optimizer state", optimizer, "AdamW moments and step");
