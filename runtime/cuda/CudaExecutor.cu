@@ -98,6 +98,11 @@ public:
 
   Status init() {
     ZRT_CUDA(cudaSetDevice(device_));
+    if (plan_.memory_budget() > 0) // zrun checked the arenas and workspace against it
+      ctx_.scratchLimit = std::max<int64_t>(
+          0, plan_.memory_budget() - (32 << 20) - plan_.device_arena_bytes() -
+                 plan_.state_arena_bytes() - plan_.constant_arena_bytes() -
+                 plan_.input_arena_bytes());
     ZRT_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));

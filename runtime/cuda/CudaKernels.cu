@@ -1272,6 +1272,9 @@ Status launchRankReduce(const float *const *inputs, int world, int64_t begin, in
 Status CudaContext::reserve(size_t bytes) {
   if (bytes <= scratchBytes)
     return Status::ok();
+  if (scratchLimit >= 0 && (int64_t)bytes > scratchLimit)
+    return errorf("a kernel needs ", bytes, " bytes of scratch, more than the ", scratchLimit,
+                  " that --memory-budget leaves beside the arenas; raise the budget");
   ZRT_CUDA(cudaStreamSynchronize(stream));
   if (scratch)
     ZRT_CUDA(cudaFree(scratch));

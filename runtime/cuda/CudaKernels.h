@@ -30,6 +30,8 @@ struct CudaContext {
   /// Scratch device memory for multi-pass kernels (grown on demand).
   void *scratch = nullptr;
   size_t scratchBytes = 0;
+  /// What --memory-budget leaves for scratch (-1: no limit).
+  int64_t scratchLimit = -1;
   Status reserve(size_t bytes);
 };
 

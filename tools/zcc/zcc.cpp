@@ -19,6 +19,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "support/ByteSize.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
@@ -126,6 +127,20 @@ static cl::opt<std::string> recomputeMode(
              "HuggingFace's gradient_checkpointing), selective (cheap ops from saved matmul "
              "outputs)"),
     cl::value_desc("none|layer|selective"), cl::init("none"), cl::cat(zccCategory));
+/// The CUDA backend's fixed device allocation besides the arenas
+/// (runtime/cuda/CudaExecutor.cu: the cuBLASLt workspace).
+constexpr int64_t kCudaWorkspaceBytes = 32 << 20;
+static cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("the most device memory a rank may use, e.g. 16GiB or 1.5GB: recorded in the plan "
+             "(zrun refuses to exceed it); with --auto, zcc picks a plan that fits"),
+    cl::value_desc("SIZE"), cl::init(""), cl::cat(zccCategory));
+static cl::opt<bool> autoPlan(
+    "auto",
+    cl::desc("with --memory-budget: the fastest ZeRO stage (with --world-size > 1) and "
+             "--recompute policy whose planned peak fits, and why (flags and DeepSpeed config "
+             "keys that set them keep them fixed)"),
+    cl::init(false), cl::cat(zccCategory));
 static cl::opt<std::string> weightsMode(
     "weights",
     cl::desc("embed (default): the plan carries the model's initial weights; external: it "
@@ -464,6 +479,19 @@ int main(int argc, char **argv) {
                  << "': expected none, layer or selective\n";
     return 2;
   }
+  std::optional<int64_t> budget;
+  if (!memoryBudget.empty()) {
+    budget = zrt::parseByteSize(memoryBudget);
+    if (!budget || *budget <= 0) {
+      llvm::errs() << "zcc: error: --memory-budget '" << memoryBudget
+                   << "': expected a size such as 16GiB, 1.5GB or 4096\n";
+      return 2;
+    }
+  }
+  if (autoPlan && !budget) {
+    llvm::errs() << "zcc: error: --auto picks a plan that fits --memory-budget; give one\n";
+    return 2;
+  }
   if (weightsMode != "embed" && weightsMode != "external") {
     llvm::errs() << "zcc: error: --weights '" << weightsMode << "': expected embed or external\n";
     return 2;
@@ -619,10 +647,91 @@ int main(int argc, char **argv) {
     }
     return pm.run(m);
   };
-  // --auto: the first candidate, cheapest first, whose planned peak fits
-  // --memory-budget (docs/memory.md).
-  if (failed(compile(*module, S, S.recompute)))
-    return 1;
+  // Device bytes a rank of a compiled module allocates: its arenas, and the
+  // CUDA backend's fixed cuBLASLt workspace (runtime/cuda).
+  auto devicePeak = [&](ModuleOp m) {
+    int64_t bytes = 0;
+    for (const char *arena : {"device", "state", "constant", "input"})
+      if (auto a = m->getAttrOfType<IntegerAttr>(("zrt." + std::string(arena) + "_arena_bytes")))
+        bytes += a.getInt();
+    return bytes + (target == "cuda" ? kCudaWorkspaceBytes : 0);
+  };
+  if (!autoPlan) {
+    if (failed(compile(*module, S, S.recompute)))
+      return 1;
+    if (budget && emit != EmitKind::Mlir && devicePeak(*module) > *budget)
+      llvm::errs() << "zcc: warning: the plan needs " << zrt::showByteSize(devicePeak(*module))
+                   << " per rank, more than --memory-budget " << zrt::showByteSize(*budget)
+                   << ": zrun will refuse it; zcc --auto picks a plan that fits\n";
+  } else {
+    // --auto: candidates from the fastest (estimated step time: recompute
+    // selective ~5% and layer ~33% more compute, stage 3 ~10% more
+    // communication than stages 0-2); the first whose peak fits wins.
+    bool stageFixed = zeroStage.getNumOccurrences() || (dsConfig && dsConfig->zeroStage);
+    bool recomputeFixed =
+        recomputeMode.getNumOccurrences() || (dsConfig && dsConfig->activationCheckpointing);
+    struct Candidate {
+      int64_t stage;
+      std::string recompute;
+      double cost;
+      int64_t peak = -1;
+    };
+    std::vector<Candidate> candidates;
+    std::vector<int64_t> stages = {S.zeroStage};
+    if (!stageFixed && S.worldSize > 1)
+      stages = {0, 1, 2, 3};
+    std::vector<std::pair<std::string, double>> policies = {
+        {"none", 1.0}, {"selective", 1.05}, {"layer", 1.33}};
+    if (recomputeFixed)
+      policies = {{S.recompute, 1.0}};
+    for (int64_t stage : stages)
+      for (auto &[policy, cost] : policies)
+        candidates.push_back({stage, policy, cost * (stage == 3 ? 1.1 : 1.0) + stage * 1e-3});
+    llvm::stable_sort(candidates,
+                      [](const Candidate &a, const Candidate &b) { return a.cost < b.cost; });
+    OwningOpRef<ModuleOp> chosen;
+    Candidate *best = nullptr, *smallest = nullptr;
+    for (Candidate &c : candidates) {
+      OwningOpRef<ModuleOp> m = module->clone();
+      zcc::Settings T = S;
+      T.zeroStage = c.stage;
+      T.recompute = c.recompute;
+      if (failed(compile(*m, T, c.recompute)))
+        return 1;
+      c.peak = devicePeak(*m);
+      if (!smallest || c.peak < smallest->peak)
+        smallest = &c;
+      llvm::errs() << "zcc: --auto: stage " << c.stage << ", recompute " << c.recompute << ": "
+                   << zrt::showByteSize(c.peak) << (c.peak <= *budget ? " fits" : " does not fit")
+                   << "\n";
+      if (c.peak <= *budget) {
+        best = &c;
+        chosen = std::move(m);
+        break;
+      }
+    }
+    if (!best) {
+      llvm::errs() << "zcc: error: --auto: no plan fits --memory-budget "
+                   << zrt::showByteSize(*budget) << ": the smallest (stage " << smallest->stage
+                   << ", recompute " << smallest->recompute << ") needs "
+                   << zrt::showByteSize(smallest->peak) << ", "
+                   << zrt::showByteSize(smallest->peak - *budget)
+                   << " more; raise the budget, add ranks (--world-size), or lower "
+                      "--micro-batch\n";
+      return 1;
+    }
+    llvm::errs() << "zcc: --auto: chose stage " << best->stage << ", recompute "
+                 << best->recompute << ": the fastest of " << candidates.size()
+                 << " candidates whose planned peak fits "
+                 << zrt::showByteSize(*budget) << "\n";
+    Builder b(&context);
+    (*chosen)->setAttr("zero.auto",
+                       b.getStringAttr("stage " + std::to_string(best->stage) + ", recompute " +
+                                       best->recompute + ": the fastest candidate that fits"));
+    module = std::move(chosen);
+  }
+  if (budget)
+    (*module)->setAttr("zero.memory_budget", Builder(&context).getI64IntegerAttr(*budget));
 
   std::string errorMessage;
   auto output = openOutputFile(outputFile, &errorMessage);

@@ -17,6 +17,7 @@
 #include "train/Npy.h"
 #include "train/Schedule.h"
 #include "train/Weights.h"
+#include "support/ByteSize.h"
 
 #include <algorithm>
 #include <atomic>
@@ -84,6 +85,8 @@ const char *kUsage =
     "  gradcheck  compares micro_step's gradients with finite differences of the eval\n"
     "          loss along a random direction per parameter (first batch)\n"
     "  all     --data NAME=FILE.npy   an array of samples for the plan input NAME\n"
+    "          --memory-budget SIZE   device memory a rank may use, e.g. 16GiB (default: the\n"
+    "                                 plan's, from zcc --memory-budget): refused if exceeded\n"
     "          --weights MODEL.onnx   initial weights from this model's initializers (needed\n"
     "                                 by plans compiled with zcc --weights external)\n"
     "          --print-memory         prints the bytes allocated for the arenas\n";
@@ -118,6 +121,10 @@ int64_t plannedBytes(const plan::Plan &plan) {
          plan.input_arena_bytes() + plan.host_arena_bytes();
 }
 
+/// The CUDA backend's device allocation besides the arenas (its cuBLASLt
+/// workspace, runtime/cuda/CudaExecutor.cu).
+constexpr int64_t kCudaWorkspaceBytes = 32 << 20;
+
 /// Rank |rank|'s executor on the chosen backend.
 /// Launched as one rank of a multi-process job (torchrun-style environment
 /// or zrun --nproc-per-node): which one, and on which GPU.
@@ -131,6 +138,19 @@ std::unique_ptr<ExecutorBase> makeExecutor(const std::string &chosen, const plan
   std::string backend = !chosen.empty() ? chosen : plan.target() == "cuda" ? "cuda" : "cpu";
   std::unique_ptr<ExecutorBase> executor;
   status = Status::ok();
+  // --memory-budget (the plan's, or zrun's): checked before anything is
+  // allocated; the CUDA backend also keeps its kernel scratch within it.
+  if (plan.memory_budget() > 0) {
+    int64_t need = plannedBytes(plan) - plan.host_arena_bytes() +
+                   (backend == "cuda" ? kCudaWorkspaceBytes : 0);
+    if (need > plan.memory_budget()) {
+      status = errorf("the plan needs ", showByteSize(need), " per rank",
+                      backend == "cuda" ? " (arenas and the 32 MiB cuBLASLt workspace)" : "",
+                      ", more than --memory-budget ", showByteSize(plan.memory_budget()),
+                      "; compile with zcc --memory-budget SIZE --auto for a plan that fits");
+      return nullptr;
+    }
+  }
   if (backend == "cuda")
     executor = makeCudaExecutor(plan, rank, comm, launched ? launchEnv.localRank : -1, status);
   else
@@ -281,6 +301,11 @@ public:
       data.emplace_back(name, path);
     } else if (is("--print-memory")) {
       printMemory = true;
+    } else if (is("--memory-budget")) {
+      std::optional<int64_t> bytes;
+      if (!value(v) || !(bytes = parseByteSize(v)) || *bytes <= 0)
+        return std::string("--memory-budget expects a size such as 16GiB, 1.5GB or 4096");
+      memoryBudget = *bytes;
     } else if (is("--weights")) {
       if (!value(weights))
         return std::string("--weights expects an ONNX model");
@@ -301,6 +326,7 @@ public:
   std::vector<std::pair<std::string, std::string>> data;
   bool printMemory = false;
   std::string weights; // --weights MODEL.onnx: initial weights from this model
+  int64_t memoryBudget = 0; // --memory-budget: overrides the plan's
   std::string backend; // empty: the plan's target (zcc --target), else cpu
 
 private:
@@ -455,6 +481,8 @@ int evalCommand(int argc, char **argv) {
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
+  if (args.memoryBudget > 0)
+    plan.set_memory_budget(args.memoryBudget);
   const int world = plan.world_size();
   const plan::Program *program = findProgram(plan, "eval");
   if (!program)
@@ -596,6 +624,8 @@ int trainCommand(int argc, char **argv) {
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
+  if (args.memoryBudget > 0)
+    plan.set_memory_budget(args.memoryBudget);
   if (!plan.has_training())
     return fail(errorf(planPath, ": the plan does not train (its model has no trainable "
                                  "parameters; see zcc --trainable/--frozen)"));
@@ -965,6 +995,8 @@ int gradcheckCommand(int argc, char **argv) {
   plan::Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
+  if (args.memoryBudget > 0)
+    plan.set_memory_budget(args.memoryBudget);
   if (plan.world_size() != 1)
     return fail(errorf(planPath, ": gradcheck runs world-size-1 plans (compile with "
                                  "--world-size 1)"));

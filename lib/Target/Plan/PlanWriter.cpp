@@ -46,6 +46,8 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     plan.set_source(source.str());
   if (auto target = module->getAttrOfType<StringAttr>("zero.target"))
     plan.set_target(target.str());
+  if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
+    plan.set_memory_budget(budget.getInt());
   auto arenaBytes = [&](StringRef arena) -> int64_t {
     auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + arena + "_arena_bytes").str());
     return attr ? attr.getInt() : -1;

@@ -169,6 +169,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                        (long long)count, (long long)sharded, i("reduce_bucket_size"),
                        i("allgather_bucket_size"), i("persistence_threshold"));
   }
+  if (auto chosen = module->getAttrOfType<StringAttr>("zero.auto"))
+    os << "  auto: " << chosen.getValue() << "\n";
   if (auto rc = module->getAttrOfType<DictionaryAttr>("zero.recompute"))
     os << "  recompute: " << rc.getAs<StringAttr>("policy").getValue() << " ("
        << rc.getAs<StringAttr>("note").getValue() << ")\n";
@@ -180,6 +182,11 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   row("inputs", input, "one micro-batch of data");
   row("activations+workspace", device, "device arena: peak of live temporaries");
   row("peak", state + constant + input + device, "sum of the arenas the runtime allocates");
+  int64_t host = arena("host");
+  row("host memory", host > 0 ? host : 0, "pinned host arena (offloaded state)");
+  if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
+    row("memory budget", budget.getInt(),
+        "zcc/zrun --memory-budget (the CUDA backend adds a 32 MiB cuBLASLt workspace)");
   if (!module->getAttr("zero.buckets"))
     return success();
 
