@@ -516,6 +516,18 @@ def Zero_LocalShardOp : Zero_Op<"local_shard", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Zero_TransferOp : Zero_Op<"transfer", [Pure, SameOperandsAndResultType]> {
+  let summary = "a copy between device memory and pinned host memory (offload)";
+  let description = [{
+    zero-offload moves what the host optimizer reads to host memory and its
+    results back: `to_host` places the result in the host arena, otherwise
+    the device arena. Lowered to a plan copy (an async cudaMemcpy on the GPU).
+  }];
+  let arguments = (ins AnyRankedTensor:$input, BoolAttr:$to_host);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def Zero_WaitOp : Zero_Op<"wait", [Pure, AllTypesMatch<["started", "result"]>]> {
   let summary = "the result of an `async` collective, once it has completed";
   let description = [{

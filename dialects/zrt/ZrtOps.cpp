@@ -23,9 +23,11 @@ LogicalResult BufferOp::verify() {
   // I64Attr's accessor is unsigned: read the signed value.
   if (getOffsetAttr().getInt() < 0)
     return emitOpError("offset must be non-negative, got ") << getOffsetAttr().getInt();
-  bool hasData = getArena() == Arena::state || getArena() == Arena::constant;
+  // The host arena's offloaded state (zero-offload) starts from values too.
+  bool hasData =
+      getArena() == Arena::state || getArena() == Arena::constant || getArena() == Arena::host;
   if (getInitialValue() && !hasData)
-    return emitOpError("only state and constant buffers have initial values");
+    return emitOpError("only state, constant and host buffers have initial values");
   if (auto shardOf = getShardOfAttr()) {
     auto t = cast<RankedTensorType>(getType());
     if (getArena() != Arena::state || t.getRank() != 1 || t.getNumElements() <= 0 ||

@@ -17,6 +17,7 @@ StringRef zcc::arenaName(ArenaKind arena) {
   case ArenaKind::State: return "state";
   case ArenaKind::Constant: return "constant";
   case ArenaKind::Input: return "input";
+  case ArenaKind::Host: return "host";
   }
   return "?";
 }
@@ -88,7 +89,8 @@ std::optional<Placement> zcc::getRootPlacement(Value v) {
     if (!global)
       return std::nullopt;
     if (auto off = global->getAttrOfType<IntegerAttr>("zero.offset"))
-      return Placement{ArenaKind::State, off.getInt()};
+      return Placement{global->hasAttr("zero.host") ? ArenaKind::Host : ArenaKind::State,
+                       off.getInt()};
     return std::nullopt;
   }
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("zero.offsets");
@@ -100,15 +102,23 @@ std::optional<Placement> zcc::getRootPlacement(Value v) {
   if (auto inState = op->getAttrOfType<DenseI64ArrayAttr>("zero.in_state"))
     if ((int64_t)index < inState.size() && inState[index])
       arena = ArenaKind::State;
+  // Per-result arenas where some are not the device's (offload: host values,
+  // results written into host-resident globals).
+  if (auto arenas = op->getAttrOfType<DenseI64ArrayAttr>("zero.arenas"))
+    if ((int64_t)index < arenas.size())
+      arena = static_cast<ArenaKind>(arenas[index]);
   return Placement{arena, offsets[index]};
 }
 
 std::optional<ArenaSizes> zcc::getArenaSizes(ModuleOp module) {
   ArenaSizes sizes;
+  if (auto host = module->getAttrOfType<IntegerAttr>("zero.host_arena_bytes"))
+    sizes.host = host.getInt();
   for (auto [name, field] : {std::pair{"zero.device_arena_bytes", &sizes.device},
                              {"zero.state_arena_bytes", &sizes.state},
                              {"zero.constant_arena_bytes", &sizes.constant},
                              {"zero.input_arena_bytes", &sizes.input}}) {
+    // (zero.host_arena_bytes is optional: plans without offload have none.)
     auto attr = module->getAttrOfType<IntegerAttr>(name);
     if (!attr)
       return std::nullopt;

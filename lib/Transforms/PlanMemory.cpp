@@ -75,7 +75,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
   /// the result needs no device memory (AdamW updating p, m, v in place;
   /// gradients accumulating into @p.grad). Maps each such result to the
   /// global's state offset.
-  DenseMap<Value, int64_t> findStoreForwarding(Block &block, ModuleOp module) {
+  DenseMap<Value, Placement> findStoreForwarding(Block &block, ModuleOp module) {
     DenseMap<Operation *, int64_t> index = programOrder(block);
     // The last op that reads each global (through its loads and their views).
     DenseMap<StringAttr, int64_t> lastRead;
@@ -90,7 +90,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
             last = std::max(last, index[user]);
           }
       }
-    DenseMap<Value, int64_t> forwarded;
+    DenseMap<Value, Placement> forwarded;
     for (Operation &op : block) {
       auto store = dyn_cast<StoreOp>(op);
       if (!store)
@@ -102,7 +102,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         v = wait.getStarted();
       Operation *def = v.getDefiningOp();
       if (!def || !v.hasOneUse() || v.getType() != storeType(module, store) ||
-          !(isElementwise(def) || isa<AdamWOp, SgdOp, AllGatherOp>(def)))
+          !(isElementwise(def) || isa<AdamWOp, SgdOp, AllGatherOp, TransferOp>(def)))
         continue;
       // Operands must be read element by element at the result's positions
       // (an all-gather reads its input whole, before any rank writes).
@@ -114,10 +114,23 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (!sameShapes || lastRead.lookup(g) > index[def])
         continue;
       auto global = module.lookupSymbol<GlobalOp>(g);
+      // A host op's result goes into host globals only, a device op's into
+      // device ones.
+      bool hostGlobal = global->hasAttr("zero.host");
+      if (hostGlobal != onHost(def))
+        continue;
       if (auto off = global->getAttrOfType<IntegerAttr>("zero.offset"))
-        forwarded[v] = off.getInt();
+        forwarded[v] = Placement{hostGlobal ? ArenaKind::Host : ArenaKind::State, off.getInt()};
     }
     return forwarded;
+  }
+
+  /// Ops whose results live in host memory (zero-offload): host ops and
+  /// transfers to the host.
+  static bool onHost(Operation *op) {
+    if (auto t = dyn_cast<TransferOp>(op))
+      return t.getToHost();
+    return op->hasAttr("zero.on_host");
   }
 
   static Type storeType(ModuleOp module, StoreOp store) {
@@ -125,11 +138,13 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     return global ? global.getType() : Type();
   }
 
-  /// Places the values of |block| in a fresh device arena and its constants
-  /// after |constantBytes|; returns the device peak.
-  int64_t planDevice(Block &block, int64_t &constantBytes) {
+  /// Places the values of |block| in a fresh device arena (host values of
+  /// offload after |hostBase| in the host arena, whose temporaries' peak goes
+  /// to |hostPeak|) and its constants after |constantBytes|; returns the
+  /// device peak.
+  int64_t planDevice(Block &block, int64_t &constantBytes, int64_t hostBase, int64_t &hostPeak) {
     auto module = block.getParentOp()->getParentOfType<ModuleOp>();
-    DenseMap<Value, int64_t> forwarded = findStoreForwarding(block, module);
+    DenseMap<Value, Placement> forwarded = findStoreForwarding(block, module);
     Builder b(block.getParentOp()->getContext());
     // Program order and last uses (through views; results live to the end).
     DenseMap<Operation *, int64_t> index = programOrder(block);
@@ -142,14 +157,20 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         lastUse[root] = std::max(lastUse.lookup(root), at);
       }
 
-    ArenaAllocator device;
+    ArenaAllocator device, host;
     DenseMap<Value, int64_t> deviceOffset; // roots in the device arena
+    DenseMap<Value, int64_t> hostOffset;   // roots in the host arena (offload)
     // Frees what dies at op |i|, after the op has read its inputs.
     auto releaseDeadAt = [&](int64_t i) {
       for (Value root : llvm::to_vector(llvm::make_first_range(deviceOffset)))
         if (lastUse.lookup(root) == i) {
           device.release(deviceOffset[root]);
           deviceOffset.erase(root);
+        }
+      for (Value root : llvm::to_vector(llvm::make_first_range(hostOffset)))
+        if (lastUse.lookup(root) == i) {
+          host.release(hostOffset[root]);
+          hostOffset.erase(root);
         }
     };
     for (Operation &op : block) {
@@ -162,22 +183,38 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         continue;
       }
 
+      // Host values (offload): the host arena, after its globals.
+      bool hostOp = onHost(&op);
       // Written straight into a global: no device memory.
-      if (llvm::any_of(op.getResults(), [&](Value r) { return forwarded.count(r); })) {
-        SmallVector<int64_t> offsets, inState;
+      if (hostOp || llvm::any_of(op.getResults(), [&](Value r) { return forwarded.count(r); })) {
+        SmallVector<int64_t> offsets, inState, arenas;
         for (Value result : op.getResults()) {
           bool direct = forwarded.count(result);
-          int64_t offset = direct ? forwarded[result] : device.allocate(storageBytes(result.getType()));
-          if (!direct) {
+          int64_t offset;
+          ArenaKind arena;
+          if (direct) {
+            offset = forwarded[result].offset;
+            arena = forwarded[result].arena;
+          } else if (hostOp) {
+            offset = host.allocate(storageBytes(result.getType()));
+            hostOffset[result] = offset;
+            offset += hostBase;
+            arena = ArenaKind::Host;
+          } else {
+            offset = device.allocate(storageBytes(result.getType()));
             deviceOffset[result] = offset;
-            if (!lastUse.count(result))
-              lastUse[result] = i;
+            arena = ArenaKind::Device;
           }
+          if (!direct && !lastUse.count(result))
+            lastUse[result] = i;
           offsets.push_back(offset);
-          inState.push_back(direct);
+          inState.push_back(arena == ArenaKind::State);
+          arenas.push_back((int64_t)arena);
         }
         op.setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
         op.setAttr("zero.in_state", b.getDenseI64ArrayAttr(inState));
+        if (llvm::is_contained(arenas, (int64_t)ArenaKind::Host))
+          op.setAttr("zero.arenas", b.getDenseI64ArrayAttr(arenas));
         releaseDeadAt(i);
         continue;
       }
@@ -213,6 +250,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
 
       releaseDeadAt(i);
     }
+    hostPeak = std::max(hostPeak, host.getPeak());
     return device.getPeak();
   }
 
@@ -222,12 +260,14 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
 
     // State: every global, in declaration order; a global inside a ZeRO
     // bucket (zero-partition) lives at its offset in the bucket's bytes.
-    int64_t stateBytes = 0;
+    // Offloaded globals (zero.host) lead the host arena instead.
+    int64_t stateBytes = 0, hostStateBytes = 0;
     for (auto global : module.getOps<GlobalOp>()) {
       if (global.getBucket())
         continue;
-      global->setAttr("zero.offset", b.getI64IntegerAttr(stateBytes));
-      stateBytes += alignArena(storageBytes(global.getType()));
+      int64_t &bytes = global->hasAttr("zero.host") ? hostStateBytes : stateBytes;
+      global->setAttr("zero.offset", b.getI64IntegerAttr(bytes));
+      bytes += alignArena(storageBytes(global.getType()));
     }
     for (auto global : module.getOps<GlobalOp>()) {
       auto bucketName = global.getBucketAttr();
@@ -258,7 +298,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     // across functions), its constants in the constant arena, its values in
     // the device arena. Programs run one at a time, so they share the device
     // arena, whose size is the largest peak.
-    int64_t inputBytes = 0, constantBytes = 0, devicePeak = 0;
+    int64_t inputBytes = 0, constantBytes = 0, devicePeak = 0, hostPeak = 0;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (!func.getBody().hasOneBlock()) {
         func.emitError("zero-plan-memory expects single-block functions");
@@ -269,12 +309,16 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         func.setArgAttr(arg.getArgNumber(), "zero.offset", b.getI64IntegerAttr(inputBytes));
         inputBytes += alignArena(storageBytes(arg.getType()));
       }
-      devicePeak = std::max(devicePeak, planDevice(block, constantBytes));
+      devicePeak = std::max(devicePeak, planDevice(block, constantBytes, hostStateBytes, hostPeak));
     }
     module->setAttr("zero.device_arena_bytes", b.getI64IntegerAttr(devicePeak));
     module->setAttr("zero.state_arena_bytes", b.getI64IntegerAttr(stateBytes));
     module->setAttr("zero.constant_arena_bytes", b.getI64IntegerAttr(constantBytes));
     module->setAttr("zero.input_arena_bytes", b.getI64IntegerAttr(inputBytes));
+    if (hostStateBytes + hostPeak > 0) {
+      module->setAttr("zero.host_arena_bytes", b.getI64IntegerAttr(hostStateBytes + hostPeak));
+      module->setAttr("zero.host_state_bytes", b.getI64IntegerAttr(hostStateBytes));
+    }
   }
 };
 } // namespace

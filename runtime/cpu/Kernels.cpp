@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -1288,6 +1289,25 @@ std::string check_adamw(const KernelCall &c) {
       return "expects float32 scalars lr and step";
   return "";
 }
+/// Runs fn(begin, end) over [0, n) in chunks on up to hardware_concurrency
+/// threads (one thread below 256K elements).
+void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn) {
+  constexpr int64_t kGrain = 1 << 18;
+  int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                      (n + kGrain - 1) / kGrain);
+  if (threads <= 1) {
+    fn(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  int64_t chunk = (n + threads - 1) / threads;
+  for (int64_t t = 1; t < threads; ++t)
+    pool.emplace_back(fn, t * chunk, std::min(n, (t + 1) * chunk));
+  fn(0, std::min(n, chunk));
+  for (std::thread &th : pool)
+    th.join();
+}
+
 Status run_adamw(const KernelCall &c) {
   // PyTorch's AdamW (torch/optim/adamw.py, non-capturable): scalars in double,
   // tensor math in float32, in the same order.
@@ -1302,15 +1322,19 @@ Status run_adamw(const KernelCall &c) {
   const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *m = c.in[2].as<float>(),
               *v = c.in[3].as<float>();
   float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
-  for (int64_t k = 0, n = c.in[0].numel(); k < n; ++k) {
-    float pk = p[k] * decay;
-    float mk = m[k] + w1 * (g[k] - m[k]); // lerp(m, g, 1 - beta1)
-    float vk = v[k] * fb2 + w2 * g[k] * g[k];
-    float denom = std::sqrt(vk) / bc2Sqrt + feps;
-    po[k] = pk - stepSize * (mk / denom);
-    mo[k] = mk;
-    vo[k] = vk;
-  }
+  // Element by element, so any split over threads gives the same bits: as
+  // DeepSpeed's CPU Adam, large (offloaded) shards use every core.
+  parallelFor(c.in[0].numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      float pk = p[k] * decay;
+      float mk = m[k] + w1 * (g[k] - m[k]); // lerp(m, g, 1 - beta1)
+      float vk = v[k] * fb2 + w2 * g[k] * g[k];
+      float denom = std::sqrt(vk) / bc2Sqrt + feps;
+      po[k] = pk - stepSize * (mk / denom);
+      mo[k] = mk;
+      vo[k] = vk;
+    }
+  });
   return Status::ok();
 }
 

@@ -132,7 +132,7 @@ public:
     }
     // The initial state and constants, assembled on the host as the CPU
     // executor does (fills, then data; this rank's slice of shards).
-    for (int a : {plan::STATE, plan::CONSTANT}) {
+    for (int a : {plan::STATE, plan::CONSTANT, plan::HOST}) {
       std::vector<char> image((size_t)sizes[a], 0);
       for (int i = 0; i < plan_.buffers_size(); ++i) {
         const plan::Buffer &b = plan_.buffers(i);
@@ -157,7 +157,9 @@ public:
         }
         std::memcpy(image.data() + b.offset(), b.initial_data().data() + skip, bytes);
       }
-      if (!image.empty())
+      if (a == plan::HOST && !image.empty())
+        std::memcpy(host_.data, image.data(), image.size()); // pinned: no copy engine
+      else if (!image.empty())
         ZRT_RETURN_IF_ERROR(copy(arenas_[a], image.data(), image.size(), cudaMemcpyHostToDevice));
     }
     return Status::ok();
@@ -212,7 +214,8 @@ public:
       std::string where;
       if (inst.has_copy()) {
         TensorRef src = device(inst.copy().source()), dst = device(inst.copy().target());
-        s = cudaStatus(cudaMemcpyAsync(dst.data, src.data, bytesOf(src), cudaMemcpyDeviceToDevice,
+        // cudaMemcpyDefault: either side may be the pinned host arena (offload).
+        s = cudaStatus(cudaMemcpyAsync(dst.data, src.data, bytesOf(src), cudaMemcpyDefault,
                                        ctx_.stream),
                        "copy", __FILE__, __LINE__);
         where = inst.copy().location();
@@ -242,9 +245,18 @@ public:
           call.out.push_back(device(index));
         call.ints.assign(k.ints().begin(), k.ints().end());
         call.floats.assign(k.floats().begin(), k.floats().end());
-        bool native = hasCudaKernel(k.name(), call);
-        count(native, k.name());
-        s = native ? launchCudaKernel(k.name(), call, ctx_) : hostFallback(k, call);
+        if (onHost(k)) {
+          // Every operand in the pinned host arena (zero-offload's host
+          // optimizer): the CPU kernel, once the stream has produced them.
+          count(true, k.name() + " (host)");
+          s = cudaStatus(cudaStreamSynchronize(ctx_.stream), "sync", __FILE__, __LINE__);
+          if (s)
+            s = findKernel(k.name())->run(call);
+        } else {
+          bool native = hasCudaKernel(k.name(), call);
+          count(native, k.name());
+          s = native ? launchCudaKernel(k.name(), call, ctx_) : hostFallback(k, call);
+        }
       }
       if (!s)
         return errorf("program '", program.name(), "', instruction ", i,
@@ -283,24 +295,29 @@ public:
     return Status::ok();
   }
 
+  /// The state arena, then the host arena's offloaded state.
   Status saveState(std::vector<char> &bytes) override {
     ZRT_CUDA(cudaSetDevice(device_));
-    bytes.resize((size_t)sizes_[plan::STATE]);
+    size_t state = (size_t)sizes_[plan::STATE], host = (size_t)plan_.host_state_bytes();
+    bytes.resize(state + host);
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
-    if (!bytes.empty())
-      ZRT_RETURN_IF_ERROR(
-          copy(bytes.data(), arenas_[plan::STATE], bytes.size(), cudaMemcpyDeviceToHost));
+    if (state)
+      ZRT_RETURN_IF_ERROR(copy(bytes.data(), arenas_[plan::STATE], state, cudaMemcpyDeviceToHost));
+    if (host)
+      std::memcpy(bytes.data() + state, host_.data, host);
     return Status::ok();
   }
 
   Status loadState(const std::vector<char> &bytes) override {
-    if ((int64_t)bytes.size() != sizes_[plan::STATE])
-      return errorf("the state has ", bytes.size(), " bytes, the plan's state arena ",
-                    sizes_[plan::STATE]);
+    size_t state = (size_t)sizes_[plan::STATE], host = (size_t)plan_.host_state_bytes();
+    if (bytes.size() != state + host)
+      return errorf("the state has ", bytes.size(), " bytes, the plan's state ", state + host);
     ZRT_CUDA(cudaSetDevice(device_));
-    if (!bytes.empty())
-      ZRT_RETURN_IF_ERROR(
-          copy(arenas_[plan::STATE], bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    if (state)
+      ZRT_RETURN_IF_ERROR(copy(arenas_[plan::STATE], bytes.data(), state, cudaMemcpyHostToDevice));
+    if (host)
+      std::memcpy(host_.data, bytes.data() + state, host);
     return Status::ok();
   }
 
@@ -321,6 +338,13 @@ private:
     TensorRef t = describe(index);
     t.data = arenas_[plan_.buffers(index).arena()] + plan_.buffers(index).offset();
     return t;
+  }
+  bool onHost(const plan::Kernel &k) const {
+    for (const auto *list : {&k.inputs(), &k.outputs()})
+      for (int index : *list)
+        if (plan_.buffers(index).arena() != plan::HOST)
+          return false;
+    return true;
   }
   static size_t bytesOf(const TensorRef &t) { return (size_t)t.numel() * dtypeSize(t.dtype); }
 

@@ -226,8 +226,10 @@ Status Executor::runCollective(const plan::Collective &c) {
 }
 
 Status Executor::loadState(const std::vector<char> &bytes) {
-  if ((int64_t)bytes.size() != stateBytes())
-    return errorf("the state has ", bytes.size(), " bytes, the plan's state arena ", stateBytes());
-  std::memcpy(stateData(), bytes.data(), bytes.size());
+  if ((int64_t)bytes.size() != checkpointStateBytes(plan_))
+    return errorf("the state has ", bytes.size(), " bytes, the plan's state ",
+                  checkpointStateBytes(plan_));
+  std::memcpy(stateData(), bytes.data(), stateBytes());
+  std::memcpy(host_.data.get(), bytes.data() + stateBytes(), plan_.host_state_bytes());
   return Status::ok();
 }

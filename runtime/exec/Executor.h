@@ -55,8 +55,8 @@ public:
   virtual TensorRef buffer(int index) const = 0;
   /// Runs every instruction of |program| in order.
   virtual Status run(const plan::Program &program) = 0;
-  /// The state arena's bytes (parameters, gradients, optimizer state), for
-  /// checkpoints, and back.
+  /// The state arena's bytes (parameters, gradients, optimizer state), then
+  /// the host arena's offloaded state, for checkpoints and weights, and back.
   virtual Status saveState(std::vector<char> &bytes) = 0;
   virtual Status loadState(const std::vector<char> &bytes) = 0;
 
@@ -100,8 +100,10 @@ public:
   /// checkpoint saves and restores.
   char *stateData() const { return state_.data.get(); }
   int64_t stateBytes() const { return state_.bytes; }
+  /// The state arena, then the host arena's offloaded state.
   Status saveState(std::vector<char> &bytes) override {
     bytes.assign(stateData(), stateData() + stateBytes());
+    bytes.insert(bytes.end(), host_.data.get(), host_.data.get() + plan_.host_state_bytes());
     return Status::ok();
   }
   Status loadState(const std::vector<char> &bytes) override;

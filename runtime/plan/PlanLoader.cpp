@@ -68,6 +68,9 @@ Status zrt::validatePlan(const plan::Plan &p) {
   if (p.zero_stage() < 0 || p.zero_stage() > 3)
     return errorf("the plan's ZeRO stage ", p.zero_stage(), " is not 0-3");
   const int64_t world = p.world_size();
+  if (p.host_state_bytes() < 0 || p.host_state_bytes() > p.host_arena_bytes())
+    return errorf("the plan's host state (", p.host_state_bytes(),
+                  " bytes) is not inside its host arena (", p.host_arena_bytes(), " bytes)");
   for (int a = plan::DEVICE; a <= plan::HOST; ++a)
     if (arenaSize(p, a) < 0 || arenaSize(p, a) > kMaxArenaBytes)
       return errorf("arena ", plan::Arena_Name(static_cast<plan::Arena>(a)), " has an invalid size ",
@@ -100,7 +103,10 @@ Status zrt::validatePlan(const plan::Plan &p) {
       return errorf(where(), ": bytes [", b.offset(), ", ", b.offset() + bytes,
                     ") are outside its ", plan::Arena_Name(b.arena()), " arena of ", size,
                     " bytes");
-    bool hasData = (b.arena() == plan::STATE || b.arena() == plan::CONSTANT) && !b.view();
+    // Owning state (and the host arena's offloaded state) starts from data.
+    bool hasData = (b.arena() == plan::STATE || b.arena() == plan::CONSTANT ||
+                    (b.arena() == plan::HOST && b.offset() < p.host_state_bytes())) &&
+                   !b.view();
     if (b.has_fill() && (!hasData || !b.initial_data().empty() ||
                          (dtype != DType::F32 && dtype != DType::F64)))
       return errorf(where(), ": a fill value is for owning float state or constant buffers "

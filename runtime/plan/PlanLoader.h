@@ -25,6 +25,12 @@ constexpr int kPlanVersion = 1;
 /// The most ranks a plan may be compiled for.
 constexpr int kMaxWorldSize = 4096;
 
+/// The bytes of a rank's state that checkpoints hold: the state arena, then
+/// the host arena's offloaded state (zero-offload).
+inline int64_t checkpointStateBytes(const plan::Plan &p) {
+  return p.state_arena_bytes() + p.host_state_bytes();
+}
+
 /// Parses |bytes| as a plan and validates it.
 Status parsePlan(const std::string &bytes, plan::Plan &out);
 

@@ -1,6 +1,8 @@
 //===- Checkpoint.cpp - sharded checkpoints, resume and export ------------===//
 #include "train/Checkpoint.h"
 
+#include "plan/PlanLoader.h"
+
 #include "onnx.pb.h"
 
 #include <cerrno>
@@ -120,7 +122,7 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
   m.set_plan_source(plan.source());
   m.set_world_size(plan.world_size());
   m.set_zero_stage(plan.zero_stage());
-  m.set_state_arena_bytes(plan.state_arena_bytes());
+  m.set_state_arena_bytes(checkpointStateBytes(plan));
   m.set_shuffle_seed(-1);
   for (const plan::ParamLayout &l : plan.params()) {
     plan::CheckpointTensor *t = m.add_tensors();

@@ -242,10 +242,12 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
                    "device memory")
                .str());
   }
-  if (c.offloadOptimizer && c.offloadOptimizer->device != "none")
-    warn((path + ": key 'zero_optimization.offload_optimizer': offload is not implemented yet; "
-                 "the optimizer state stays in device memory")
-             .str());
+  if (c.offloadOptimizer) {
+    std::optional<std::string> device = c.offloadOptimizer->device;
+    if (Error e = merge(s.offloadOptimizer, flags.offloadOptimizer, f.offloadOptimizer, device,
+                        "--offload-optimizer", "zero_optimization.offload_optimizer.device", path))
+      return std::move(e);
+  }
   if (c.offloadParam && c.offloadParam->device != "none")
     warn((path + ": key 'zero_optimization.offload_param': offload is not implemented yet; "
                  "the parameters stay in device memory")

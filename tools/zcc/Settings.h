@@ -48,6 +48,8 @@ struct Settings {
   bool overlapComm = false;
   // Activation checkpointing: none, layer, selective (zero-recompute).
   std::string recompute = "none";
+  // ZeRO-Offload of the optimizer: none or cpu (zero-offload).
+  std::string offloadOptimizer = "none";
 };
 
 /// What the flags say; |given| tells which were on the command line.
@@ -59,7 +61,7 @@ struct FlagValues {
        lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false,
        zeroStage = false, worldSize = false, reduceBucketSize = false,
        allgatherBucketSize = false, persistenceThreshold = false, overlapComm = false,
-       recompute = false;
+       recompute = false, offloadOptimizer = false;
 };
 
 /// Merges the flags with |config| (if any) and checks the result. Warnings

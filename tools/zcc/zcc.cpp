@@ -141,6 +141,11 @@ static cl::opt<bool> autoPlan(
              "--recompute policy whose planned peak fits, and why (flags and DeepSpeed config "
              "keys that set them keep them fixed)"),
     cl::init(false), cl::cat(zccCategory));
+static cl::opt<std::string> offloadOptimizer(
+    "offload-optimizer",
+    cl::desc("ZeRO-Offload (stages 1-3): none (default), or cpu: the AdamW/SGD state in pinned "
+             "host memory and its update on the host (DeepSpeed's offload_optimizer)"),
+    cl::value_desc("none|cpu"), cl::init("none"), cl::cat(zccCategory));
 static cl::opt<std::string> weightsMode(
     "weights",
     cl::desc("embed (default): the plan carries the model's initial weights; external: it "
@@ -419,6 +424,8 @@ int main(int argc, char **argv) {
     flags.overlapComm = overlapComm.getNumOccurrences();
     f.recompute = recomputeMode;
     flags.recompute = recomputeMode.getNumOccurrences();
+    f.offloadOptimizer = offloadOptimizer;
+    flags.offloadOptimizer = offloadOptimizer.getNumOccurrences();
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
@@ -477,6 +484,17 @@ int main(int argc, char **argv) {
   if (S.recompute != "none" && S.recompute != "layer" && S.recompute != "selective") {
     llvm::errs() << "zcc: error: --recompute '" << S.recompute
                  << "': expected none, layer or selective\n";
+    return 2;
+  }
+  if (S.offloadOptimizer != "none" && S.offloadOptimizer != "cpu") {
+    llvm::errs() << "zcc: error: --offload-optimizer '" << S.offloadOptimizer
+                 << "': expected none or cpu"
+                 << (S.offloadOptimizer == "nvme" ? " (NVMe offload is a later step)" : "") << "\n";
+    return 2;
+  }
+  if (S.offloadOptimizer == "cpu" && S.zeroStage < 1) {
+    llvm::errs() << "zcc: error: --offload-optimizer cpu needs ZeRO stage 1, 2 or 3 (as "
+                    "DeepSpeed's offload_optimizer); give --zero-stage\n";
     return 2;
   }
   std::optional<int64_t> budget;
@@ -613,6 +631,11 @@ int main(int argc, char **argv) {
       optOptions.weightDecay = S.weightDecay;
       optOptions.gradClip = S.gradClip;
       pm.addPass(zcc::createZeroOptimizer(optOptions));
+    if (S.offloadOptimizer != "none") {
+      zcc::ZeroOffloadOptions offOptions;
+      offOptions.device = S.offloadOptimizer;
+      pm.addPass(zcc::createZeroOffload(offOptions));
+    }
       zcc::ZeroScheduleOptions schedOptions;
       schedOptions.overlapComm = S.overlapComm;
       schedOptions.prefetchBucketSize = resolve(S.prefetchBucketSize, 0.9, 0);

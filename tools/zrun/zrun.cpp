@@ -672,7 +672,7 @@ int trainCommand(int argc, char **argv) {
     if (Status s = readManifest(resumeDir, resumed); !s)
       return fail(s);
     if (resumed.plan_hash() != planHash || resumed.world_size() != world ||
-        resumed.state_arena_bytes() != plan.state_arena_bytes())
+        resumed.state_arena_bytes() != checkpointStateBytes(plan))
       return fail(errorf("--resume ", resumeDir, ": the checkpoint was saved by another plan (",
                          resumed.plan_source(), ", world size ", resumed.world_size(),
                          "); resume with the plan that saved it"));
@@ -823,7 +823,7 @@ int trainCommand(int argc, char **argv) {
     int64_t applied = 0, skipped = 0;
     if (!resumeDir.empty()) {
       std::vector<char> state;
-      ZRT_RETURN_IF_ERROR(readRankState(resumeDir, rank, plan.state_arena_bytes(), state));
+      ZRT_RETURN_IF_ERROR(readRankState(resumeDir, rank, checkpointStateBytes(plan), state));
       ZRT_RETURN_IF_ERROR(executor.loadState(state));
       applied = resumed.steps_applied();
       if (scaler)

@@ -19,7 +19,7 @@
 namespace zcc {
 
 /// The arenas of a plan (runtime/plan/plan.proto).
-enum class ArenaKind { Device, State, Constant, Input };
+enum class ArenaKind { Device, State, Constant, Input, Host };
 
 /// Name used in attributes and reports ("device", "state", ...).
 llvm::StringRef arenaName(ArenaKind arena);
@@ -65,7 +65,7 @@ std::optional<Placement> getRootPlacement(mlir::Value v);
 
 /// Per-rank arena sizes that zero-plan-memory recorded on the module.
 struct ArenaSizes {
-  int64_t device = 0, state = 0, constant = 0, input = 0;
+  int64_t device = 0, state = 0, constant = 0, input = 0, host = 0;
   int64_t total() const { return device + state + constant + input; }
 };
 std::optional<ArenaSizes> getArenaSizes(mlir::ModuleOp module);

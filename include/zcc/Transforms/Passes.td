@@ -199,6 +199,24 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroOffload : Pass<"zero-offload", "mlir::ModuleOp"> {
+  let summary = "ZeRO-Offload: optimizer state and update in pinned host memory";
+  let description = [{
+    DeepSpeed's `offload_optimizer: {device: cpu}` (stages 1-3): the optimizer
+    moments (`adam_m`, `adam_v` globals) move to the host arena, and every
+    optimizer update of `@apply` runs on the host: its device operands (the
+    parameter and gradient shards, the step, the lr and the clip/skip
+    scalars) are copied to the host first (`zero.transfer`), the updated
+    parameter shard is copied back before it is gathered or stored. The
+    update is the same kernel on the same values: trajectories are identical
+    to the plain plan's on the CPU backend.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"none\"", "none or cpu">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroSchedule : Pass<"zero-schedule", "mlir::ModuleOp"> {
   let summary = "Split collectives into start/wait and, with overlap-comm, overlap them with compute";
   let description = [{

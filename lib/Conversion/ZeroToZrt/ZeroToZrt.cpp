@@ -166,6 +166,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
   ModuleOp module;
   llvm::StringSet<> usedNames;
   DenseMap<Value, FlatSymbolRefAttr> bufferOf;
+  int64_t hostStateBytes = 0; // the host arena's offloaded globals come first
 
   /// A symbol name not yet used in the module.
   std::string uniqueName(StringRef base) {
@@ -182,6 +183,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
     auto arena = p.arena == ArenaKind::Device     ? zrt::Arena::device
                  : p.arena == ArenaKind::State    ? zrt::Arena::state
                  : p.arena == ArenaKind::Constant ? zrt::Arena::constant
+                 : p.arena == ArenaKind::Host     ? zrt::Arena::host
                                                   : zrt::Arena::input;
     zrt::BufferOp::create(b, loc, name, arena, p.offset, cast<RankedTensorType>(type), init,
                           /*trainable=*/false, view, /*role=*/nullptr, /*shard_of=*/nullptr);
@@ -294,9 +296,12 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         } else if (isViewOp(&op)) {
           base = "v" + std::to_string(counter - 1);
         }
+        // Results written into a global's bytes (state, or the host arena's
+        // offloaded globals) are views of it.
+        bool inGlobal = p.arena == ArenaKind::State ||
+                        (p.arena == ArenaKind::Host && p.offset < hostStateBytes);
         bufferOf[result] = createBuffer(b, op.getLoc(), base, p, result.getType(), init,
-                                        /*view=*/isViewOp(&op) ||
-                                            p.arena == ArenaKind::State);
+                                        /*view=*/isViewOp(&op) || inGlobal);
       }
       if (auto wait = dyn_cast<zero::WaitOp>(op)) {
         // A view of the started collective's buffer, and the instruction
@@ -306,6 +311,11 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       }
       if (isa<zero::ConstantOp>(op) || isViewOp(&op))
         continue; // data or a view: no instruction
+      if (auto transfer = dyn_cast<zero::TransferOp>(op)) {
+        zrt::CopyOp::create(pb, op.getLoc(), bufferOf[transfer.getInput()],
+                            bufferOf[transfer.getResult()]);
+        continue;
+      }
       if (isa<zero::AllReduceOp, zero::ReduceScatterOp, zero::AllGatherOp, zero::LocalShardOp>(
               op)) {
         StringRef kind = isa<zero::AllReduceOp>(op)       ? "all_reduce"
@@ -349,6 +359,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       return signalPassFailure();
     }
     OpBuilder b(module.getBodyRegion());
+    if (auto bytes = module->getAttrOfType<IntegerAttr>("zero.host_state_bytes"))
+      hostStateBytes = bytes.getInt();
     for (auto global : module.getOps<zero::GlobalOp>())
       usedNames.insert(global.getSymName());
 
@@ -362,14 +374,17 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       }
       std::string name = global.getSymName().str();
       OpBuilder gb(global);
-      auto buffer = zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt", zrt::Arena::state,
+      bool host = global->hasAttr("zero.host");
+      auto buffer = zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt",
+                                          host ? zrt::Arena::host : zrt::Arena::state,
                                           off.getInt(), global.getTensorType(),
                                           global.getInitialValueAttr(), global.getTrainable(),
                                           /*view=*/false, /*role=*/nullptr,
                                           global.getShardOfAttr());
       buffer.setRoleAttr(gb.getStringAttr(zero::stringifyGlobalRole(global.getRole())));
       globalBuffer[global.getSymNameAttr()] = FlatSymbolRefAttr::get(b.getContext(), name);
-      globalPlacement[global.getSymNameAttr()] = Placement{ArenaKind::State, off.getInt()};
+      globalPlacement[global.getSymNameAttr()] =
+          Placement{host ? ArenaKind::Host : ArenaKind::State, off.getInt()};
       toErase.push_back(global);
     }
     SmallVector<func::FuncOp> funcs = llvm::to_vector(module.getOps<func::FuncOp>());
@@ -383,10 +398,15 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
     for (auto buffer : module.getOps<zrt::BufferOp>())
       if (buffer.getSymName().ends_with(".__zrt"))
         buffer.setSymName(buffer.getSymName().drop_back(strlen(".__zrt")));
-    for (StringRef arena : {"device", "state", "constant", "input"}) {
+    for (StringRef arena : {"device", "state", "constant", "input", "host"}) {
       std::string from = ("zero." + arena + "_arena_bytes").str();
-      module->setAttr(("zrt." + arena + "_arena_bytes").str(), module->getAttr(from));
+      if (Attribute bytes = module->getAttr(from))
+        module->setAttr(("zrt." + arena + "_arena_bytes").str(), bytes);
       module->removeAttr(from);
+    }
+    if (Attribute bytes = module->getAttr("zero.host_state_bytes")) {
+      module->setAttr("zrt.host_state_bytes", bytes);
+      module->removeAttr("zero.host_state_bytes");
     }
   }
 };

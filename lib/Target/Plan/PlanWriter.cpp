@@ -56,6 +56,9 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   plan.set_state_arena_bytes(arenaBytes("state"));
   plan.set_constant_arena_bytes(arenaBytes("constant"));
   plan.set_input_arena_bytes(arenaBytes("input"));
+  plan.set_host_arena_bytes(std::max<int64_t>(0, arenaBytes("host")));
+  if (auto hostState = module->getAttrOfType<IntegerAttr>("zrt.host_state_bytes"))
+    plan.set_host_state_bytes(hostState.getInt());
   if (plan.device_arena_bytes() < 0 || plan.state_arena_bytes() < 0)
     return module.emitError("the module has no arena sizes; run convert-zero-to-zrt first");
 

@@ -1,0 +1,92 @@
+//===- Offload.cpp - ZeRO-Offload of the optimizer -------------------------===//
+//
+// The optimizer's moments live in the host arena and its updates run on the
+// host (runtime: a kernel whose operands are all in the host arena runs on
+// the CPU, on pinned memory); zero.transfer ops move the update's device
+// operands to the host and the new parameters back. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace zcc {
+#define GEN_PASS_DEF_ZEROOFFLOAD
+#include "zcc/Transforms/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+using namespace zcc::zero;
+
+namespace {
+
+struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
+  using ZeroOffloadBase::ZeroOffloadBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (device == "none")
+      return;
+    if (device != "cpu") {
+      module.emitError("zero-offload: device '") << device << "' is not none or cpu";
+      return signalPassFailure();
+    }
+    auto apply = module.lookupSymbol<func::FuncOp>("apply");
+    if (!apply)
+      return;
+    Builder b(module.getContext());
+    int64_t moved = 0;
+    for (auto global : module.getOps<GlobalOp>())
+      if (global.getRole() == GlobalRole::adam_m || global.getRole() == GlobalRole::adam_v) {
+        global->setAttr("zero.host", b.getUnitAttr());
+        moved += global.getTensorType().getNumElements();
+      }
+    auto onHost = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (auto load = dyn_cast_if_present<LoadOp>(def))
+        if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr()))
+          return g->hasAttr("zero.host");
+      if (auto t = dyn_cast_if_present<TransferOp>(def))
+        return t.getToHost();
+      return def && def->hasAttr("zero.on_host");
+    };
+    int64_t updates = 0;
+    SmallVector<Operation *> optimizers;
+    apply.walk([&](Operation *op) {
+      if (isa<AdamWOp, SgdOp>(op))
+        optimizers.push_back(op);
+    });
+    for (Operation *op : optimizers) {
+      OpBuilder ob(op);
+      for (OpOperand &operand : op->getOpOperands())
+        if (!onHost(operand.get()))
+          operand.set(TransferOp::create(ob, op->getLoc(), operand.get(), /*to_host=*/true));
+      op->setAttr("zero.on_host", b.getUnitAttr());
+      ob.setInsertionPointAfter(op);
+      for (Value result : op->getResults()) {
+        // Stores into host globals read the host value; everything else
+        // (the gather, the parameter's store) the device copy.
+        SmallVector<OpOperand *> deviceUses;
+        for (OpOperand &use : result.getUses()) {
+          auto store = dyn_cast<StoreOp>(use.getOwner());
+          auto g = store ? module.lookupSymbol<GlobalOp>(store.getGlobalAttr()) : GlobalOp();
+          if (!g || !g->hasAttr("zero.host"))
+            deviceUses.push_back(&use);
+        }
+        if (deviceUses.empty())
+          continue;
+        Value back = TransferOp::create(ob, op->getLoc(), result, /*to_host=*/false);
+        for (OpOperand *use : deviceUses)
+          use->set(back);
+      }
+      ++updates;
+    }
+    module->setAttr("zero.offload",
+                    b.getDictionaryAttr({b.getNamedAttr("optimizer", b.getStringAttr(device)),
+                                         b.getNamedAttr("updates", b.getI64IntegerAttr(updates)),
+                                         b.getNamedAttr("elements", b.getI64IntegerAttr(moved))}));
+  }
+};
+
+} // namespace
