@@ -114,6 +114,16 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
   /// The initial value of a partitioned bucket: every member's bytes at its
   /// offset, zeros elsewhere (all N elements; each rank keeps its shard).
   FailureOr<ElementsAttr> packedInitialValue(Bucket &bucket, StringRef name) {
+    // All members zero splats (zcc --weights external): a zero splat, without
+    // materializing the bucket's bytes.
+    auto f32 = Float32Type::get(&getContext());
+    if (llvm::all_of(bucket.members, [](Member &m) {
+          auto splat = dyn_cast_if_present<DenseElementsAttr>(m.param.getInitialValueAttr());
+          return splat && splat.isSplat() && splat.getSplatValue<APFloat>().isZero();
+        })) {
+      auto type = RankedTensorType::get({bucket.size}, f32);
+      return cast<ElementsAttr>(DenseElementsAttr::get(type, FloatAttr::get(f32, 0.0)));
+    }
     std::vector<char> bytes(bucket.size * sizeof(float), 0);
     for (Member &m : bucket.members) {
       auto init = m.param.getInitialValueAttr();

@@ -551,6 +551,7 @@ int main(int argc, char **argv) {
   }
   options.trainableRegex = trainable;
   options.frozenRegex = frozen;
+  options.skipWeightData = weightsMode == "external";
 
   if (estimate && !options.microBatch)
     options.microBatch = 1; // the batch does not change the parameter count

@@ -27,6 +27,11 @@ struct OnnxImportOptions {
   /// Constant subgraphs whose results have at most this many elements are
   /// evaluated at import; larger ones are imported as ops on constants.
   int64_t maxFoldElements = int64_t(1) << 22;
+  /// zcc --weights external: the values of float initializers (parameters and
+  /// frozen buffers, which become globals) are not read; the globals start as
+  /// zeros and the plan marks them external (zrun --weights supplies them).
+  /// Large models then compile without reading their weights at all.
+  bool skipWeightData = false;
 };
 
 /// Imports the ONNX model at |path| (binary .onnx, or the ONNX text format for

@@ -256,13 +256,28 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
       return fileError() << "initializer '" << t.name() << "' has unsupported element type "
                          << onnxTypeName(t.data_type());
     std::string bytes, error;
+    SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
+    if (options.skipWeightData && isFloatType(t.data_type())) {
+      bool isTrainable = trainable.match(t.name()) &&
+                         !(!options.frozenRegex.empty() && frozen.match(t.name()));
+      (isTrainable ? numTrainable : numFrozen)++;
+      auto type = RankedTensorType::get(shape, et);
+      builder.setInsertionPointToEnd(module.getBody());
+      auto global = zero::GlobalOp::create(
+          builder, FileLineColLoc::get(ctx, path, 0, 0), t.name(),
+          isTrainable ? zero::GlobalRole::param : zero::GlobalRole::buffer, isTrainable, type,
+          cast<ElementsAttr>(DenseElementsAttr::get(type, builder.getFloatAttr(et, 0.0))));
+      globals[t.name()] = global;
+      globalOrder.push_back(t.name());
+      values[t.name()] = Entry{nullptr, Value(), t.data_type()};
+      continue;
+    }
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
       if (!readExternalData(t, bytes))
         return failure();
     } else if (!tensorBytes(t, bytes, error)) {
       return fileError() << error;
     }
-    SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
     if (!isFloatType(t.data_type())) {
       // Integer initializers (shape constants, token-type ids) are constants.
       auto host = std::make_shared<HostTensor>();
