@@ -30,9 +30,10 @@ LogicalResult BufferOp::verify() {
     return emitOpError("only state, constant and host buffers have initial values");
   if (auto shardOf = getShardOfAttr()) {
     auto t = cast<RankedTensorType>(getType());
-    if (getArena() != Arena::state || t.getRank() != 1 || t.getNumElements() <= 0 ||
-        shardOf.getInt() % t.getNumElements())
-      return emitOpError("a shard is a 1-D state buffer whose size divides shard_of");
+    if ((getArena() != Arena::state && getArena() != Arena::host) || t.getRank() != 1 ||
+        t.getNumElements() <= 0 || shardOf.getInt() % t.getNumElements())
+      return emitOpError("a shard is a 1-D state (or offloaded host) buffer whose size divides "
+                         "shard_of");
     if (getInitialValue() &&
         cast<ShapedType>(getInitialValue()->getType()).getNumElements() != shardOf.getInt())
       return emitOpError("a shard's initial value holds all ") << shardOf.getInt()

@@ -26,10 +26,13 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (device == "none")
+    if (device == "none" && param == "none")
       return;
-    if (device != "cpu") {
-      module.emitError("zero-offload: device '") << device << "' is not none or cpu";
+    if (device != "cpu" || (param != "none" && param != "cpu")) {
+      module.emitError("zero-offload: offload_optimizer '")
+          << device << "' / offload_param '" << param
+          << "': offload_optimizer must be cpu (offload_param needs it) and offload_param none "
+             "or cpu";
       return signalPassFailure();
     }
     auto apply = module.lookupSymbol<func::FuncOp>("apply");
@@ -37,11 +40,18 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       return;
     Builder b(module.getContext());
     int64_t moved = 0;
-    for (auto global : module.getOps<GlobalOp>())
+    int64_t paramsMoved = 0;
+    for (auto global : module.getOps<GlobalOp>()) {
       if (global.getRole() == GlobalRole::adam_m || global.getRole() == GlobalRole::adam_v) {
         global->setAttr("zero.host", b.getUnitAttr());
         moved += global.getTensorType().getNumElements();
       }
+      // offload_param: stage 3's partitioned parameter shards.
+      if (param == "cpu" && global.getRole() == GlobalRole::param && global.getShardOfAttr()) {
+        global->setAttr("zero.host", b.getUnitAttr());
+        paramsMoved += global.getTensorType().getNumElements();
+      }
+    }
     auto onHost = [&](Value v) {
       Operation *def = v.getDefiningOp();
       if (auto load = dyn_cast_if_present<LoadOp>(def))
@@ -82,9 +92,36 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       }
       ++updates;
     }
+    // Device ops reading host globals (the gathers of offloaded parameter
+    // shards) read a device copy made right after the load.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      SmallVector<LoadOp> loads;
+      func.walk([&](LoadOp load) {
+        if (onHost(load.getResult()))
+          loads.push_back(load);
+      });
+      for (LoadOp load : loads) {
+        SmallVector<OpOperand *> deviceUses;
+        for (OpOperand &use : load.getResult().getUses()) {
+          Operation *user = use.getOwner();
+          if (!user->hasAttr("zero.on_host") && !isa<TransferOp>(user))
+            deviceUses.push_back(&use);
+        }
+        if (deviceUses.empty())
+          continue;
+        OpBuilder lb(load);
+        lb.setInsertionPointAfter(load);
+        Value copy = TransferOp::create(lb, load.getLoc(), load.getResult(), /*to_host=*/false);
+        for (OpOperand *use : deviceUses)
+          use->set(copy);
+      }
+    }
     module->setAttr("zero.offload",
                     b.getDictionaryAttr({b.getNamedAttr("optimizer", b.getStringAttr(device)),
+                                         b.getNamedAttr("param", b.getStringAttr(param)),
                                          b.getNamedAttr("updates", b.getI64IntegerAttr(updates)),
+                                         b.getNamedAttr("param_elements",
+                                                        b.getI64IntegerAttr(paramsMoved)),
                                          b.getNamedAttr("elements", b.getI64IntegerAttr(moved))}));
   }
 };

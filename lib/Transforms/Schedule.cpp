@@ -116,9 +116,18 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
     // flight stay within the budget.
     int64_t budget = std::min(prefetchBucketSize.getValue(), maxLiveParameters.getValue());
     SmallVector<WaitOp> gathers;
+    // (An offloaded shard is a load copied to the device: both move along.)
+    auto loadOf = [](AllGatherOp g) -> SmallVector<Operation *> {
+      if (auto load = g.getInput().getDefiningOp<LoadOp>())
+        return {load};
+      if (auto t = g.getInput().getDefiningOp<TransferOp>())
+        if (auto load = t.getInput().getDefiningOp<LoadOp>(); load && t->hasOneUse())
+          return {load, t};
+      return {};
+    };
     for (WaitOp wait : waits)
       if (auto g = dyn_cast<AllGatherOp>(wait.getStarted().getDefiningOp()))
-        if (g.getInput().getDefiningOp<LoadOp>())
+        if (!loadOf(g).empty())
           gathers.push_back(wait);
     llvm::sort(gathers, [](WaitOp a, WaitOp b) { return a->isBeforeInBlock(b); });
     for (size_t i = 1; i < gathers.size(); ++i) {
@@ -133,12 +142,15 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
       if (earliest < 0)
         continue;
       Operation *start = gathers[i].getStarted().getDefiningOp();
-      Operation *load = gathers[i].getInput().getDefiningOp();
+      SmallVector<Operation *> feed = loadOf(cast<AllGatherOp>(start));
       Operation *after = gathers[earliest];
       if (!after->isBeforeInBlock(start))
         continue;
-      load->moveAfter(after);
-      start->moveAfter(load);
+      for (Operation *op : feed) {
+        op->moveAfter(after);
+        after = op;
+      }
+      start->moveAfter(after);
     }
   }
 

@@ -114,14 +114,15 @@ Status zrt::validatePlan(const plan::Plan &p) {
     // A shard's initial data holds every rank's elements.
     int64_t dataBytes = bytes;
     if (b.shard_of() != 0) {
-      if (b.arena() != plan::STATE || b.view() || b.shape_size() != 1 ||
-          b.shard_of() != n * world)
+      if ((b.arena() != plan::STATE && b.arena() != plan::HOST) || b.view() ||
+          b.shape_size() != 1 || b.shard_of() != n * world)
         return errorf(where(), ": a shard is a 1-D state buffer of shard_of / world size "
                                "elements (shard_of ", b.shard_of(), ", ", n, " elements, world size ",
                       world, ")");
       dataBytes = bytes * world;
     }
-    if (b.external() && (b.arena() != plan::STATE || b.view() || dtype != DType::F32 ||
+    if (b.external() && ((b.arena() != plan::STATE && b.arena() != plan::HOST) || b.view() ||
+                         dtype != DType::F32 ||
                          b.has_fill() || !b.initial_data().empty()))
       return errorf(where(), ": an external weight is an owning float32 state buffer without "
                              "initial data or fill");

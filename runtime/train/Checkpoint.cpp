@@ -128,7 +128,10 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
     plan::CheckpointTensor *t = m.add_tensors();
     t->set_name(l.name());
     *t->mutable_shape() = l.shape();
-    t->set_state_offset(plan.buffers(l.bucket()).offset());
+    // Offloaded shards (host arena) follow the state arena in a rank's bytes.
+    const plan::Buffer &bucket = plan.buffers(l.bucket());
+    t->set_state_offset(bucket.offset() +
+                        (bucket.arena() == plan::HOST ? plan.state_arena_bytes() : 0));
     t->set_offset(l.offset());
     t->set_bucket_size(l.bucket_size());
     t->set_sharded(l.sharded());

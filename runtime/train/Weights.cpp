@@ -35,10 +35,17 @@ bool isNamedWeight(const plan::Buffer &b) {
          (b.external() || b.trainable() || b.role() == "buffer");
 }
 
-/// A stage-3 parameter shard: loaded through the ParamLayouts naming it.
+/// A stage-3 parameter shard (in the state arena, or offloaded to the host
+/// arena): loaded through the ParamLayouts naming it.
 bool isShardedBucket(const plan::Buffer &b) {
-  return b.arena() == plan::STATE && !b.view() && b.dtype() == plan::F32 && b.shard_of() != 0 &&
-         (b.external() || b.role() == "param");
+  return (b.arena() == plan::STATE || b.arena() == plan::HOST) && !b.view() &&
+         b.dtype() == plan::F32 && b.shard_of() != 0 && (b.external() || b.role() == "param");
+}
+
+/// Where |b| starts in a rank's state bytes (ExecutorBase::saveState: the
+/// state arena, then the host arena's offloaded state).
+int64_t stateOffset(const plan::Plan &plan, const plan::Buffer &b) {
+  return b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes() : 0);
 }
 
 template <typename Fn> void forEachNamedWeight(const plan::Plan &plan, Fn fn) {
@@ -197,7 +204,7 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
     int64_t begin = std::max(lo, l.offset()),
             end = std::min(hi, l.offset() + (int64_t)values.size());
     if (begin < end)
-      std::memcpy(state.data() + bucket.offset() + (begin - lo) * sizeof(float),
+      std::memcpy(state.data() + stateOffset(plan, bucket) + (begin - lo) * sizeof(float),
                   values.data() + (begin - l.offset()), (end - begin) * sizeof(float));
     ++loaded;
   }

@@ -248,10 +248,12 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
                         "--offload-optimizer", "zero_optimization.offload_optimizer.device", path))
       return std::move(e);
   }
-  if (c.offloadParam && c.offloadParam->device != "none")
-    warn((path + ": key 'zero_optimization.offload_param': offload is not implemented yet; "
-                 "the parameters stay in device memory")
-             .str());
+  if (c.offloadParam) {
+    std::optional<std::string> device = c.offloadParam->device;
+    if (Error e = merge(s.offloadParam, flags.offloadParam, f.offloadParam, device,
+                        "--offload-param", "zero_optimization.offload_param.device", path))
+      return std::move(e);
+  }
   if (s.zeroStage < 3 && c.offloadParam && c.offloadParam->device != "none")
     return fail(path + ": key 'zero_optimization.offload_param' needs stage 3 (DeepSpeed "
                        "offloads parameters only with stage 3)");

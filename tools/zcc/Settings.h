@@ -50,6 +50,7 @@ struct Settings {
   std::string recompute = "none";
   // ZeRO-Offload of the optimizer: none or cpu (zero-offload).
   std::string offloadOptimizer = "none";
+  std::string offloadParam = "none"; // stage 3, with offloadOptimizer cpu
 };
 
 /// What the flags say; |given| tells which were on the command line.
@@ -61,7 +62,7 @@ struct FlagValues {
        lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false,
        zeroStage = false, worldSize = false, reduceBucketSize = false,
        allgatherBucketSize = false, persistenceThreshold = false, overlapComm = false,
-       recompute = false, offloadOptimizer = false;
+       recompute = false, offloadOptimizer = false, offloadParam = false;
 };
 
 /// Merges the flags with |config| (if any) and checks the result. Warnings

@@ -146,6 +146,12 @@ static cl::opt<std::string> offloadOptimizer(
     cl::desc("ZeRO-Offload (stages 1-3): none (default), or cpu: the AdamW/SGD state in pinned "
              "host memory and its update on the host (DeepSpeed's offload_optimizer)"),
     cl::value_desc("none|cpu"), cl::init("none"), cl::cat(zccCategory));
+static cl::opt<std::string> offloadParam(
+    "offload-param",
+    cl::desc("stage 3, with --offload-optimizer cpu: none (default), or cpu: the partitioned "
+             "parameter shards in pinned host memory, copied to the device ahead of each "
+             "all-gather (DeepSpeed's offload_param)"),
+    cl::value_desc("none|cpu"), cl::init("none"), cl::cat(zccCategory));
 static cl::opt<std::string> weightsMode(
     "weights",
     cl::desc("embed (default): the plan carries the model's initial weights; external: it "
@@ -426,6 +432,8 @@ int main(int argc, char **argv) {
     flags.recompute = recomputeMode.getNumOccurrences();
     f.offloadOptimizer = offloadOptimizer;
     flags.offloadOptimizer = offloadOptimizer.getNumOccurrences();
+    f.offloadParam = offloadParam;
+    flags.offloadParam = offloadParam.getNumOccurrences();
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
@@ -495,6 +503,17 @@ int main(int argc, char **argv) {
   if (S.offloadOptimizer == "cpu" && S.zeroStage < 1) {
     llvm::errs() << "zcc: error: --offload-optimizer cpu needs ZeRO stage 1, 2 or 3 (as "
                     "DeepSpeed's offload_optimizer); give --zero-stage\n";
+    return 2;
+  }
+  if (S.offloadParam != "none" && S.offloadParam != "cpu") {
+    llvm::errs() << "zcc: error: --offload-param '" << S.offloadParam << "': expected none or cpu"
+                 << (S.offloadParam == "nvme" ? " (NVMe offload is a later step)" : "") << "\n";
+    return 2;
+  }
+  if (S.offloadParam == "cpu" && (S.zeroStage != 3 || S.offloadOptimizer != "cpu")) {
+    llvm::errs() << "zcc: error: --offload-param cpu needs ZeRO stage 3 (as DeepSpeed's "
+                    "offload_param) and --offload-optimizer cpu (the update runs where the "
+                    "parameters live)\n";
     return 2;
   }
   std::optional<int64_t> budget;
@@ -635,6 +654,7 @@ int main(int argc, char **argv) {
     if (S.offloadOptimizer != "none") {
       zcc::ZeroOffloadOptions offOptions;
       offOptions.device = S.offloadOptimizer;
+      offOptions.param = S.offloadParam;
       pm.addPass(zcc::createZeroOffload(offOptions));
     }
       zcc::ZeroScheduleOptions schedOptions;

@@ -213,6 +213,9 @@ def ZeroOffload : Pass<"zero-offload", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"none\"", "none or cpu">,
+    Option<"param", "param", "std::string", /*default=*/"\"none\"",
+           "offload_param: none or cpu (stage 3: partitioned parameter shards live on the "
+           "host, copied to the device before each all-gather, which prefetch moves ahead)">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }

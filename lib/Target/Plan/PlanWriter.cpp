@@ -85,7 +85,9 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     // The weights zrun's --weights file supplies (runtime/train/Weights.cpp
     // picks the same buffers).
     StringRef role = buffer.getRole() ? *buffer.getRole() : "";
-    bool weight = buffer.getArena() == zcc::zrt::Arena::state && !buffer.getView() &&
+    bool weight = (buffer.getArena() == zcc::zrt::Arena::state ||
+                   (buffer.getArena() == zcc::zrt::Arena::host && buffer.getShardOfAttr())) &&
+                  !buffer.getView() &&
                   type.getElementType().isF32() && buffer.getInitialValueAttr() &&
                   (buffer.getTrainable() || role == "buffer" ||
                    (role == "param" && buffer.getShardOfAttr()));

@@ -27,6 +27,9 @@ CASES = [
     ("gpt2-tiny stage 2 bf16", gpt2, ["--zero-stage", "2", "--precision", "bf16"]),
     ("gpt2-tiny stage 2 fp16", gpt2, ["--zero-stage", "2", "--precision", "fp16"]),
     ("llama-tiny stage 2", llama, ["--zero-stage", "2"]),
+    # offload_param too: the stage-3 shards on the host, copied ahead of the gathers.
+    ("gpt2-tiny stage 3 + offload_param, overlap", gpt2,
+     ["--zero-stage", "3", "--overlap-comm", "--offload-param", "cpu"]),
 ]
 
 
@@ -39,7 +42,8 @@ runs = ok = 0
 for k, (name, (model, flags, data), extra) in enumerate(CASES):
     results = {}
     for offload in ("none", "cpu"):
-        base = [zcc, model, "--loss", "cross-entropy", "--world-size", "2", *flags, *extra,
+        both = extra if offload == "cpu" else [a for a in extra if a not in ("--offload-param", "cpu")]
+        base = [zcc, model, "--loss", "cross-entropy", "--world-size", "2", *flags, *both,
                 "--offload-optimizer", offload]
         plan = os.path.join(work, f"{k}-{offload}.zplan")
         subprocess.run(base + ["-o", plan], check=True)
