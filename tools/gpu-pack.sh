@@ -23,7 +23,8 @@ cp $E/llama-tiny.input_ids.npy $E/llama-tiny.labels.npy "$out/data/"
 cp $M/references.json "$out/data/references.json"
 cp $E/references.json "$out/data/llama-references.json"
 cp test/Inputs/check_trajectory.py tools/gpu-check.sh tools/gpu-faults.sh tools/kernel_parity.py \
-  tools/gpu-bench.sh tools/bench_summary.py ../shared/bench/torch_gpt2_baseline.py "$out/"
+  tools/gpu-bench.sh tools/bench_summary.py tools/gpu-memory.sh tools/memory_summary.py \
+  ../shared/bench/torch_gpt2_baseline.py "$out/"
 # Every kernel case, compiled and run on the CPU here (checked against NumPy).
 /usr/bin/python3 test/e2e/Inputs/kernel_cases.py "$build/tools/zcc/zcc" "$build/runtime/zrun" \
   "$out/kernels" | tail -1
@@ -56,5 +57,32 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 2 --overlap-comm --emit=report \
     > "$out/gpt2-124m-z3-w2.report"
   cat "$out/gpt2-124m.compile"
+  # Memory levers (tools/gpu-memory.sh): plain, recompute, offload, and the
+  # plan --auto picks for an 8 GiB budget; each with its report.
+  mem() { # name flags...
+    local name=$1; shift
+    $zcc "$GPT2_ONNX" $g "$@" -o "$out/plans/mem-124m-$name.zplan" 2> "$out/plans/mem-124m-$name.zcc"
+    $zcc "$GPT2_ONNX" $g "$@" --emit=report > "$out/plans/mem-124m-$name.report" 2>/dev/null
+  }
+  mem a-plain
+  mem b-recompute-layer --recompute layer
+  mem c-recompute-selective --recompute selective
+  mem d-offload-optimizer --zero-stage 1 --offload-optimizer cpu
+  mem e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
+  mem f-auto-8GiB --memory-budget 8GiB --auto
+fi
+# A >= 1B model (GPT2_XL_ONNX, exported on the GPU machine by gpu-memory's
+# first call): the same levers.
+if [ -n "${GPT2_XL_ONNX:-}" ]; then
+  x="--loss cross-entropy --precision bf16 --target cuda --weights external --lr 1e-4"
+  memxl() {
+    local name=$1; shift
+    $zcc "$GPT2_XL_ONNX" $x "$@" -o "$out/plans/memxl-$name.zplan" 2> "$out/plans/memxl-$name.zcc"
+    $zcc "$GPT2_XL_ONNX" $x "$@" --emit=report > "$out/plans/memxl-$name.report" 2>/dev/null
+  }
+  memxl a-plain
+  memxl b-recompute-layer --recompute layer
+  memxl d-offload-optimizer --zero-stage 1 --offload-optimizer cpu
+  memxl e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
 fi
 du -sh "$out"

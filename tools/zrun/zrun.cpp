@@ -205,11 +205,12 @@ void reportCudaStats(const std::string &chosen, const plan::Plan &plan) {
     int per = std::max(1, ranksHere / std::max<int>(1, (int)st.deviceBytes.size()));
     std::fprintf(stderr,
                  "zrun: cuda: device %d: %lld bytes (%.3f GiB) allocated by zrun at most%s%s, "
-                 "planned arenas %lld bytes per rank (measured %+.2f%%)\n",
+                 "planned device arenas %lld bytes per rank (measured %+.2f%%)\n",
                  device, (long long)bytes, bytes / 1073741824.0, per > 1 ? ", for " : "",
                  per > 1 ? (std::to_string(per) + " ranks").c_str() : "",
-                 (long long)plannedBytes(plan),
-                 100.0 * ((double)bytes / per - plannedBytes(plan)) / plannedBytes(plan));
+                 (long long)(plannedBytes(plan) - plan.host_arena_bytes()),
+                 100.0 * ((double)bytes / per - (plannedBytes(plan) - plan.host_arena_bytes())) /
+                     (plannedBytes(plan) - plan.host_arena_bytes()));
   }
 }
 

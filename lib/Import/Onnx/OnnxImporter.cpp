@@ -522,9 +522,15 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
     if (status == FoldStatus::Error)
       return nodeError(node) << error;
     bool small = status == FoldStatus::Folded;
+    // (Also elementwise ops whose broadcasting grows the result: a float
+    // [batch, 1, T, T] additive mask made by Where from a [1, 1, T, T] one
+    // would be 16 MB of plan per copy at batch 4.)
+    bool broadcasting = op == "Expand" || op == "Where" || op == "Add" || op == "Sub" ||
+                        op == "Mul" || op == "Div" || op == "And" || op == "Or" ||
+                        op == "Equal" || op == "Less" || op == "Greater";
     for (const HostTensor &t : out)
       small &= t.numel() <= options.maxFoldElements &&
-               !(op == "Expand" && t.numel() > (1 << 16) && t.numel() > largestIn);
+               !(broadcasting && t.numel() > (1 << 16) && t.numel() > largestIn);
     if (small) {
       if ((int)out.size() < node.output_size())
         return nodeError(node) << "produces " << out.size() << " outputs, the node names "
