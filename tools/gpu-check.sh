@@ -46,6 +46,21 @@ for st in 0 1 2 3; do
     check gpt2-z$st-w$w gpt2-z$st-w$w.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
   done
 done
+# Recompute and offload: PyTorch's trajectory, and bit for bit the plain plan's.
+same() { # name plain-name
+  total=$((total + 1))
+  if python3 "$here/same_losses.py" "$out/$1.jsonl" "$out/$2.jsonl" > "$out/$1.same" 2>&1; then
+    pass=$((pass + 1)); echo "ok   $1 = $2: $(cat "$out/$1.same")"
+  else
+    echo "FAIL $1 = $2: $(cat "$out/$1.same")"
+  fi
+}
+check gpt2-layer gpt2-layer.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
+same gpt2-layer gpt2
+check gpt2-z2-w2-offload gpt2-z2-w2-offload.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
+same gpt2-z2-w2-offload gpt2-z2-w2
+check gpt2-z3-w2-offload-param gpt2-z3-w2-offload-param.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
+same gpt2-z3-w2-offload-param gpt2-z3-w2
 # NCCL, one process per GPU, where the machine has several.
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 if [ "$gpus" -ge 2 ]; then

@@ -38,6 +38,15 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --precision bf16 -o "$out/plans/gpt
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --precision bf16 -o "$out/plans/llama-bf16.zplan"
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --precision fp16 -o "$out/plans/gpt2-fp16.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --precision fp16 -o "$out/plans/llama-fp16.zplan"
+# Memory levers (issue 7): bit-identical to their plain plans on the GPU too.
+$zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --recompute layer -o "$out/plans/gpt2-layer.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 2 --world-size 2 \
+  --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer cpu \
+  -o "$out/plans/gpt2-z2-w2-offload.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 3 --world-size 2 \
+  --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer cpu \
+  --offload-param cpu -o "$out/plans/gpt2-z3-w2-offload-param.zplan"
+cp test/e2e/Inputs/same_losses.py "$out/"
 for st in 0 1 2 3; do
   for w in 2 4; do
     $zcc $M/gpt2-tiny.onnx --micro-batch $((4 / w)) $gpt2 --zero-stage $st --world-size $w \

@@ -156,11 +156,14 @@ __global__ void adamwKernel(const float *p, const float *g, const float *m, cons
       vo[k] = v[k];
       continue;
     }
-    float pk = p[k] * decay;
-    float mk = m[k] + w1 * (g[k] - m[k]);
-    float vk = v[k] * fb2 + w2 * g[k] * g[k];
-    float denom = sqrtf(vk) / bc2Sqrt + feps;
-    po[k] = pk - stepSize * (mk / denom);
+    // The CPU kernel's operations in its order, each rounded (no FMA
+    // contraction): the host AdamW of an offloaded optimizer gives the same
+    // bits as this one.
+    float pk = __fmul_rn(p[k], decay);
+    float mk = __fadd_rn(m[k], __fmul_rn(w1, __fsub_rn(g[k], m[k])));
+    float vk = __fadd_rn(__fmul_rn(v[k], fb2), __fmul_rn(__fmul_rn(w2, g[k]), g[k]));
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), bc2Sqrt), feps);
+    po[k] = __fsub_rn(pk, __fmul_rn(stepSize, __fdiv_rn(mk, denom)));
     mo[k] = mk;
     vo[k] = vk;
   }
