@@ -125,8 +125,8 @@ static cl::opt<std::string> recomputeMode(
     "recompute",
     cl::desc("activation checkpointing: none (default), layer (each repeated block, as "
              "HuggingFace's gradient_checkpointing), selective (cheap ops from saved matmul "
-             "outputs)"),
-    cl::value_desc("none|layer|selective"), cl::init("none"), cl::cat(zccCategory));
+             "outputs), auto (the cheapest of these whose plan fits --memory-budget)"),
+    cl::value_desc("none|layer|selective|auto"), cl::init("none"), cl::cat(zccCategory));
 /// The CUDA backend's fixed device allocation besides the arenas
 /// (runtime/cuda/CudaExecutor.cu: the cuBLASLt workspace).
 constexpr int64_t kCudaWorkspaceBytes = 32 << 20;
@@ -489,11 +489,14 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: --target '" << target << "': expected cpu or cuda\n";
     return 2;
   }
-  if (S.recompute != "none" && S.recompute != "layer" && S.recompute != "selective") {
+  if (S.recompute != "none" && S.recompute != "layer" && S.recompute != "selective" &&
+      S.recompute != "auto") {
     llvm::errs() << "zcc: error: --recompute '" << S.recompute
-                 << "': expected none, layer or selective\n";
+                 << "': expected none, layer, selective or auto\n";
     return 2;
   }
+  // --recompute auto: --auto over the recompute policies only.
+  bool recomputeAuto = S.recompute == "auto";
   if (S.offloadOptimizer != "none" && S.offloadOptimizer != "cpu") {
     llvm::errs() << "zcc: error: --offload-optimizer '" << S.offloadOptimizer
                  << "': expected none or cpu"
@@ -525,8 +528,9 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (autoPlan && !budget) {
-    llvm::errs() << "zcc: error: --auto picks a plan that fits --memory-budget; give one\n";
+  if ((autoPlan || recomputeAuto) && !budget) {
+    llvm::errs() << "zcc: error: " << (autoPlan ? "--auto" : "--recompute auto")
+                 << " picks a plan that fits --memory-budget; give one\n";
     return 2;
   }
   if (weightsMode != "embed" && weightsMode != "external") {
@@ -700,7 +704,7 @@ int main(int argc, char **argv) {
         bytes += a.getInt();
     return bytes + (target == "cuda" ? kCudaWorkspaceBytes : 0);
   };
-  if (!autoPlan) {
+  if (!autoPlan && !recomputeAuto) {
     if (failed(compile(*module, S, S.recompute)))
       return 1;
     if (budget && emit != EmitKind::Mlir && devicePeak(*module) > *budget)
@@ -711,10 +715,11 @@ int main(int argc, char **argv) {
     // --auto: candidates from the fastest (estimated step time: recompute
     // selective ~5% and layer ~33% more compute, stage 3 ~10% more
     // communication than stages 0-2); the first whose peak fits wins.
-    bool stageFixed = zeroStage.getNumOccurrences() || (dsConfig && dsConfig->zeroStage);
-    bool recomputeFixed =
-        recomputeMode.getNumOccurrences() || (dsConfig && dsConfig->activationCheckpointing);
-    bool offloadFixed = offloadOptimizer.getNumOccurrences() ||
+    bool stageFixed =
+        recomputeAuto || zeroStage.getNumOccurrences() || (dsConfig && dsConfig->zeroStage);
+    bool recomputeFixed = !recomputeAuto && (recomputeMode.getNumOccurrences() ||
+                                             (dsConfig && dsConfig->activationCheckpointing));
+    bool offloadFixed = recomputeAuto || offloadOptimizer.getNumOccurrences() ||
                         (dsConfig && dsConfig->offloadOptimizer);
     struct Candidate {
       int64_t stage;
