@@ -67,6 +67,45 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       if (isa<AdamWOp, SgdOp>(op))
         optimizers.push_back(op);
     });
+    // Stages 2-3: each rank's gradient shard accumulates in @micro_step; a
+    // host twin of it is written right after the micro-step's last
+    // accumulation (an async copy that overlaps the rest of the backward), and
+    // the host update reads the twin.
+    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+    DenseMap<StringAttr, GlobalOp> hostTwin;
+    int64_t copiedInBackward = 0;
+    for (Operation *op : optimizers) {
+      auto load = op->getOperand(1).getDefiningOp<LoadOp>();
+      auto g = load ? module.lookupSymbol<GlobalOp>(load.getGlobalAttr()) : GlobalOp();
+      if (!micro || !g || g.getRole() != GlobalRole::grad || hostTwin.count(g.getSymNameAttr()))
+        continue;
+      StoreOp last;
+      micro.walk([&](StoreOp store) {
+        if (store.getGlobalAttr().getAttr() == g.getSymNameAttr())
+          last = store;
+      });
+      if (!last)
+        continue;
+      OpBuilder gb(g);
+      gb.setInsertionPointAfter(g);
+      auto type = g.getTensorType();
+      auto twin = GlobalOp::create(gb, g.getLoc(), (g.getSymName() + ".host").str(),
+                                   GlobalRole::grad, /*trainable=*/false, type,
+                                   DenseElementsAttr::get(type, gb.getFloatAttr(
+                                                                    type.getElementType(), 0.0)));
+      twin->setAttr("zero.host", b.getUnitAttr());
+      hostTwin[g.getSymNameAttr()] = twin;
+      OpBuilder mb(last);
+      mb.setInsertionPointAfter(last);
+      Value shard = LoadOp::create(mb, last.getLoc(), type,
+                                   FlatSymbolRefAttr::get(g.getSymNameAttr()));
+      Value onHost = TransferOp::create(mb, last.getLoc(), shard, /*to_host=*/true);
+      StoreOp::create(mb, last.getLoc(), onHost, FlatSymbolRefAttr::get(twin.getSymNameAttr()));
+      OpBuilder ab(op);
+      op->setOperand(1, LoadOp::create(ab, op->getLoc(), type,
+                                       FlatSymbolRefAttr::get(twin.getSymNameAttr())));
+      ++copiedInBackward;
+    }
     for (Operation *op : optimizers) {
       OpBuilder ob(op);
       for (OpOperand &operand : op->getOpOperands())
@@ -119,6 +158,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     module->setAttr("zero.offload",
                     b.getDictionaryAttr({b.getNamedAttr("optimizer", b.getStringAttr(device)),
                                          b.getNamedAttr("param", b.getStringAttr(param)),
+                                         b.getNamedAttr("gradients_copied_in_backward",
+                                                        b.getI64IntegerAttr(copiedInBackward)),
                                          b.getNamedAttr("updates", b.getI64IntegerAttr(updates)),
                                          b.getNamedAttr("param_elements",
                                                         b.getI64IntegerAttr(paramsMoved)),

@@ -655,17 +655,19 @@ int main(int argc, char **argv) {
       optOptions.weightDecay = S.weightDecay;
       optOptions.gradClip = S.gradClip;
       pm.addPass(zcc::createZeroOptimizer(optOptions));
-    if (S.offloadOptimizer != "none") {
-      zcc::ZeroOffloadOptions offOptions;
-      offOptions.device = S.offloadOptimizer;
-      offOptions.param = S.offloadParam;
-      pm.addPass(zcc::createZeroOffload(offOptions));
-    }
       zcc::ZeroScheduleOptions schedOptions;
       schedOptions.overlapComm = S.overlapComm;
       schedOptions.prefetchBucketSize = resolve(S.prefetchBucketSize, 0.9, 0);
       schedOptions.maxLiveParameters = S.maxLiveParameters;
       pm.addPass(zcc::createZeroSchedule(schedOptions));
+      // After the schedule: the gradient copies to the host follow the
+      // accumulations where they ended up.
+      if (S.offloadOptimizer != "none") {
+        zcc::ZeroOffloadOptions offOptions;
+        offOptions.device = S.offloadOptimizer;
+        offOptions.param = S.offloadParam;
+        pm.addPass(zcc::createZeroOffload(offOptions));
+      }
       Builder b(&context);
       SmallVector<NamedAttribute> training{
           b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(S.gradAccum)),

@@ -205,8 +205,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
   DenseMap<StringAttr, Placement> globalPlacement;
   int64_t counter = 0;
 
-  /// Loads read the global's bytes in place, so a load must not be used after
-  /// a store to the same global in the same function.
+  /// Loads read the global's bytes in place, so a load from before a store to
+  /// the same global must not be used after the store.
   LogicalResult checkLoadStoreOrder(Block &block) {
     DenseMap<Operation *, int64_t> index = programOrder(block);
     for (Operation &op : block) {
@@ -215,7 +215,9 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         continue;
       for (Operation &other : block) {
         auto load = dyn_cast<zero::LoadOp>(other);
-        if (!load || load.getGlobalAttr() != store.getGlobalAttr())
+        // (A load after the store reads the stored bytes: fine.)
+        if (!load || load.getGlobalAttr() != store.getGlobalAttr() ||
+            index.lookup(load) > index[&op])
           continue;
         SmallVector<Value> worklist{load.getResult()};
         while (!worklist.empty()) {

@@ -64,11 +64,12 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       }
     }
   int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, kernels = 0;
-  int64_t hostOptimizer = 0, hostParams = 0;
+  int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
     if (buffer.getArena() == zcc::zrt::Arena::host && !buffer.getView() && buffer.getRole())
-      (*buffer.getRole() == "param" ? hostParams : hostOptimizer) +=
-          alignArena(storageBytes(buffer.getType()));
+      (*buffer.getRole() == "param"  ? hostParams
+       : *buffer.getRole() == "grad" ? hostGrads
+                                     : hostOptimizer) += alignArena(storageBytes(buffer.getType()));
     if (buffer.getArena() != zcc::zrt::Arena::state || buffer.getView())
       continue;
     int64_t bytes = alignArena(storageBytes(buffer.getType()));
@@ -189,6 +190,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   int64_t host = arena("host");
   if (hostParams > 0)
     row("parameters (host)", hostParams, "stage-3 shards offloaded (--offload-param cpu)");
+  if (hostGrads > 0)
+    row("gradients (host)", hostGrads, "shards copied in the backward for the host update");
   if (hostOptimizer > 0)
     row("optimizer state (host)", hostOptimizer, "AdamW moments offloaded (--offload-optimizer cpu)");
   row("host memory", host > 0 ? host : 0, "pinned host arena: offloaded state + host temporaries");
