@@ -92,10 +92,6 @@ public:
       cudaStreamSynchronize(commStream_);
       cudaStreamDestroy(commStream_);
     }
-    if (copyStream_) {
-      cudaStreamSynchronize(copyStream_);
-      cudaStreamDestroy(copyStream_);
-    }
     if (ctx_.stream)
       cudaStreamDestroy(ctx_.stream);
   }
@@ -109,7 +105,6 @@ public:
                  plan_.input_arena_bytes());
     ZRT_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
-    ZRT_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
@@ -215,35 +210,14 @@ public:
       const plan::Instruction &inst = program.instructions(i);
       if (marks)
         ZRT_CUDA(cudaEventRecord((*marks)[i], ctx_.stream));
-      if (!copies_.empty())
-        ZRT_RETURN_IF_ERROR(orderAfterCopies(inst));
       Status s = Status::ok();
       std::string where;
       if (inst.has_copy()) {
         TensorRef src = device(inst.copy().source()), dst = device(inst.copy().target());
-        bool toHost = plan_.buffers(inst.copy().target()).arena() == plan::HOST &&
-                      plan_.buffers(inst.copy().source()).arena() != plan::HOST;
-        if (toHost) {
-          // Off the compute stream: the kernels after it run while it copies.
-          cudaEvent_t reached = event(), done = event();
-          s = cudaStatus(cudaEventRecord(reached, ctx_.stream), "record", __FILE__, __LINE__);
-          if (s)
-            s = cudaStatus(cudaStreamWaitEvent(copyStream_, reached, 0), "wait", __FILE__,
-                           __LINE__);
-          freeEvents_.push_back(reached);
-          if (s)
-            s = cudaStatus(cudaMemcpyAsync(dst.data, src.data, bytesOf(src), cudaMemcpyDefault,
-                                           copyStream_),
-                           "copy", __FILE__, __LINE__);
-          if (s)
-            s = cudaStatus(cudaEventRecord(done, copyStream_), "record", __FILE__, __LINE__);
-          copies_.push_back({src.data, dst.data, bytesOf(src), done});
-        } else {
-          // cudaMemcpyDefault: either side may be the pinned host arena (offload).
-          s = cudaStatus(cudaMemcpyAsync(dst.data, src.data, bytesOf(src), cudaMemcpyDefault,
-                                         ctx_.stream),
-                         "copy", __FILE__, __LINE__);
-        }
+        // cudaMemcpyDefault: either side may be the pinned host arena (offload).
+        s = cudaStatus(cudaMemcpyAsync(dst.data, src.data, bytesOf(src), cudaMemcpyDefault,
+                                       ctx_.stream),
+                       "copy", __FILE__, __LINE__);
         where = inst.copy().location();
       } else if (inst.has_wait()) {
         // An async NCCL collective on the communication stream: the compute
@@ -302,12 +276,6 @@ public:
       ZRT_RETURN_IF_ERROR(nccl->wait(ctx_.stream, ("program '" + program.name() + "'").c_str()));
     else
       ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
-    if (!copies_.empty()) {
-      ZRT_CUDA(cudaStreamSynchronize(copyStream_));
-      for (PendingCopy &c : copies_)
-        freeEvents_.push_back(c.done);
-      copies_.clear();
-    }
     measureDeviceMemory(device_);
     if (marks)
       for (int i = 0; i < program.instructions_size(); ++i) {
@@ -371,51 +339,6 @@ private:
     t.data = arenas_[plan_.buffers(index).arena()] + plan_.buffers(index).offset();
     return t;
   }
-  /// Orders |inst| after the pending device-to-host copies whose bytes it
-  /// touches (reads or writes a copy's target, or writes its source): the
-  /// compute stream waits for them, or the host does for a host kernel.
-  Status orderAfterCopies(const plan::Instruction &inst) {
-    std::vector<std::pair<int, bool>> operands; // buffer, written
-    bool host = false;
-    if (inst.has_kernel()) {
-      for (int b : inst.kernel().inputs())
-        operands.push_back({b, false});
-      for (int b : inst.kernel().outputs())
-        operands.push_back({b, true});
-      host = onHost(inst.kernel());
-    } else if (inst.has_copy()) {
-      operands = {{inst.copy().source(), false}, {inst.copy().target(), true}};
-    } else if (inst.has_collective()) {
-      operands = {{inst.collective().input(), false}, {inst.collective().output(), true}};
-    } else if (inst.has_wait()) {
-      operands = {{inst.wait().output(), false}};
-    }
-    auto overlaps = [](const char *a, size_t an, const char *b, size_t bn) {
-      return a < b + bn && b < a + an;
-    };
-    for (size_t k = 0; k < copies_.size();) {
-      const PendingCopy &c = copies_[k];
-      bool conflict = false;
-      for (auto [b, written] : operands) {
-        TensorRef t = device(b);
-        size_t n = bytesOf(t);
-        conflict |= overlaps(t.data, n, c.dst, c.bytes) ||
-                    (written && overlaps(t.data, n, c.src, c.bytes));
-      }
-      if (!conflict) {
-        ++k;
-        continue;
-      }
-      if (host)
-        ZRT_CUDA(cudaEventSynchronize(c.done));
-      else
-        ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, c.done, 0));
-      freeEvents_.push_back(c.done);
-      copies_.erase(copies_.begin() + k);
-    }
-    return Status::ok();
-  }
-
   bool onHost(const plan::Kernel &k) const {
     for (const auto *list : {&k.inputs(), &k.outputs()})
       for (int index : *list)
@@ -647,15 +570,6 @@ private:
   Pinned input_, host_;
   mutable std::map<int, std::vector<char>> outputs_;
   cudaStream_t commStream_ = nullptr;     // async NCCL collectives
-  // Device-to-host copies (offload: gradient shards during the backward) run
-  // on a copy stream; later instructions that touch their bytes wait for them.
-  cudaStream_t copyStream_ = nullptr;
-  struct PendingCopy {
-    const char *src, *dst;
-    size_t bytes;
-    cudaEvent_t done;
-  };
-  std::vector<PendingCopy> copies_;
   std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer
   std::vector<cudaEvent_t> freeEvents_, allEvents_;
   // In-process device collectives (deviceCollective).
