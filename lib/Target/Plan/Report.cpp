@@ -223,6 +223,17 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                      (long long)stage, formula(4, 4, 8));
   os << llvm::format("    ZeRO paper, stage %lld    %14.0f B  (%s, mixed-precision Adam: 2+2+12)\n",
                      (long long)stage, formula(2, 2, 12), paper[std::clamp<int64_t>(stage, 0, 3)]);
+  if (hostOptimizer + hostParams > 0) {
+    // Offload: the moments (and stage-3 parameter shards) are on the host;
+    // the device keeps the rest of the formula.
+    bool paramsOff = hostParams > 0;
+    os << llvm::format("    zcc formula, offloaded %14.0f B  (on the device: %s; on the host: the "
+                       "moments%s, %0.f B)\n",
+                       formula(paramsOff ? 0 : 4, 4, 0),
+                       paramsOff ? "gradient shards" : "parameters and gradients",
+                       paramsOff ? " and parameter shards" : "",
+                       formula(paramsOff ? 4 : 0, 0, 8));
+  }
 
   // Communication per rank and step, as ring collectives send it: all-reduce
   // 2(N-1)/N of the buffer, reduce-scatter and all-gather (N-1)/N of the full
