@@ -53,6 +53,15 @@ for st in 0 1 2 3; do
       --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z$st-w$w.zplan"
   done
 done
+# The memory-lever plans of each model go to a sibling directory (OUT-mem124m,
+# OUT-mem1.5b) with their own zrun and libraries: each carried directory stays
+# under the 64 MiB a device call takes (then, there:
+# [PREFIX=memxl-] bash DIR/gpu-memory.sh MODEL.onnx TOKENS.bin).
+memdir() {
+  rm -rf "$1" && mkdir -p "$1/plans"
+  cp -r "$out/lib" "$out/zrun" "$out"/*.py "$out"/*.sh "$1/"
+}
+dirs=()
 # GPT-2 124M for tools/gpu-bench.sh, from the graph of an export of
 # torch_gpt2_baseline.py (GPT2_ONNX=gpt2.onnx; its weights file may be a
 # stand-in of zeros): plans without weights, which zrun --weights fills from
@@ -68,10 +77,11 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   cat "$out/gpt2-124m.compile"
   # Memory levers (tools/gpu-memory.sh): plain, recompute, offload, and the
   # plan --auto picks for an 8 GiB budget; each with its report.
+  mem="$out-mem124m"; memdir "$mem"; dirs+=("$mem")
   mem() { # name flags...
     local name=$1; shift
-    $zcc "$GPT2_ONNX" $g "$@" -o "$out/plans/mem-124m-$name.zplan" 2> "$out/plans/mem-124m-$name.zcc"
-    $zcc "$GPT2_ONNX" $g "$@" --emit=report > "$out/plans/mem-124m-$name.report" 2>/dev/null
+    $zcc "$GPT2_ONNX" $g "$@" -o "$mem/plans/mem-124m-$name.zplan" 2> "$mem/plans/mem-124m-$name.zcc"
+    $zcc "$GPT2_ONNX" $g "$@" --emit=report > "$mem/plans/mem-124m-$name.report" 2>/dev/null
   }
   mem a-plain
   mem b-recompute-layer --recompute layer
@@ -84,14 +94,15 @@ fi
 # first call): the same levers.
 if [ -n "${GPT2_XL_ONNX:-}" ]; then
   x="--loss cross-entropy --precision bf16 --target cuda --weights external --lr 1e-4"
+  mem="$out-mem1.5b"; memdir "$mem"; dirs+=("$mem")
   memxl() {
     local name=$1; shift
-    $zcc "$GPT2_XL_ONNX" $x "$@" -o "$out/plans/memxl-$name.zplan" 2> "$out/plans/memxl-$name.zcc"
-    $zcc "$GPT2_XL_ONNX" $x "$@" --emit=report > "$out/plans/memxl-$name.report" 2>/dev/null
+    $zcc "$GPT2_XL_ONNX" $x "$@" -o "$mem/plans/memxl-$name.zplan" 2> "$mem/plans/memxl-$name.zcc"
+    $zcc "$GPT2_XL_ONNX" $x "$@" --emit=report > "$mem/plans/memxl-$name.report" 2>/dev/null
   }
   memxl a-plain
   memxl b-recompute-layer --recompute layer
   memxl d-offload-optimizer --zero-stage 1 --offload-optimizer cpu
   memxl e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
 fi
-du -sh "$out"
+du -sh "$out" "${dirs[@]}"
