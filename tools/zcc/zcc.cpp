@@ -722,7 +722,12 @@ int main(int argc, char **argv) {
     bool recomputeFixed = !recomputeAuto && (recomputeMode.getNumOccurrences() ||
                                              (dsConfig && dsConfig->activationCheckpointing));
     bool offloadFixed = recomputeAuto || offloadOptimizer.getNumOccurrences() ||
-                        (dsConfig && dsConfig->offloadOptimizer);
+                        offloadParam.getNumOccurrences() ||
+                        (dsConfig && (dsConfig->offloadOptimizer || dsConfig->offloadParam));
+    // "offload_optimizer cpu, offload_param cpu" for the stage-3 candidate.
+    auto offloadLabel = [](const std::string &offload) {
+      return offload == "cpu+param" ? std::string("cpu, offload_param cpu") : offload;
+    };
     struct Candidate {
       int64_t stage;
       std::string recompute, offload;
@@ -739,13 +744,19 @@ int main(int argc, char **argv) {
       policies = {{S.recompute, 1.0}};
     // Offloading the optimizer (stages 1-3): PCIe copies and a CPU AdamW,
     // ~25% on the step where the GPU would otherwise wait for them.
-    std::vector<std::pair<std::string, double>> offloads = {{"none", 1.0}, {"cpu", 1.25}};
+    // Stage 3 can also offload the parameter shards (offload_param): more
+    // copies, ~35%.
+    std::vector<std::pair<std::string, double>> offloads = {
+        {"none", 1.0}, {"cpu", 1.25}, {"cpu+param", 1.35}};
     if (offloadFixed)
-      offloads = {{S.offloadOptimizer, 1.0}};
+      offloads = {{S.offloadOptimizer == "cpu"
+                       ? (S.offloadParam == "cpu" ? "cpu+param" : "cpu")
+                       : "none",
+                   1.0}};
     for (int64_t stage : stages)
       for (auto &[policy, cost] : policies)
         for (auto &[offload, offloadCost] : offloads)
-          if (offload == "none" || stage >= 1)
+          if ((offload == "none" || stage >= 1) && (offload != "cpu+param" || stage == 3))
             candidates.push_back({stage, policy, offload,
                                   cost * offloadCost * (stage == 3 ? 1.1 : 1.0) + stage * 1e-3});
     llvm::stable_sort(candidates,
@@ -757,14 +768,15 @@ int main(int argc, char **argv) {
       zcc::Settings T = S;
       T.zeroStage = c.stage;
       T.recompute = c.recompute;
-      T.offloadOptimizer = c.offload;
+      T.offloadOptimizer = c.offload == "none" ? "none" : "cpu";
+      T.offloadParam = c.offload == "cpu+param" ? "cpu" : "none";
       if (failed(compile(*m, T, c.recompute)))
         return 1;
       c.peak = devicePeak(*m);
       if (!smallest || c.peak < smallest->peak)
         smallest = &c;
       llvm::errs() << "zcc: --auto: stage " << c.stage << ", recompute " << c.recompute
-                   << ", offload_optimizer " << c.offload << ": "
+                   << ", offload_optimizer " << offloadLabel(c.offload) << ": "
                    << zrt::showByteSize(c.peak) << (c.peak <= *budget ? " fits" : " does not fit")
                    << "\n";
       if (c.peak <= *budget) {
@@ -777,7 +789,7 @@ int main(int argc, char **argv) {
       llvm::errs() << "zcc: error: --auto: no plan fits --memory-budget "
                    << zrt::showByteSize(*budget) << ": the smallest (stage " << smallest->stage
                    << ", recompute " << smallest->recompute << ", offload_optimizer "
-                   << smallest->offload << ") needs "
+                   << offloadLabel(smallest->offload) << ") needs "
                    << zrt::showByteSize(smallest->peak) << ", "
                    << zrt::showByteSize(smallest->peak - *budget)
                    << " more; raise the budget, add ranks (--world-size), or lower "
@@ -785,14 +797,15 @@ int main(int argc, char **argv) {
       return 1;
     }
     llvm::errs() << "zcc: --auto: chose stage " << best->stage << ", recompute "
-                 << best->recompute << ", offload_optimizer " << best->offload
+                 << best->recompute << ", offload_optimizer " << offloadLabel(best->offload)
                  << ": the fastest of " << candidates.size()
                  << " candidates whose planned peak fits "
                  << zrt::showByteSize(*budget) << "\n";
     Builder b(&context);
     (*chosen)->setAttr("zero.auto",
                        b.getStringAttr("stage " + std::to_string(best->stage) + ", recompute " +
-                                       best->recompute + ", offload_optimizer " + best->offload +
+                                       best->recompute + ", offload_optimizer " +
+                                       offloadLabel(best->offload) +
                                        ": the fastest candidate that fits"));
     module = std::move(chosen);
   }
