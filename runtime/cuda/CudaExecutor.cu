@@ -322,13 +322,7 @@ public:
   }
 
 private:
-  TensorRef describe(int index) const {
-    const plan::Buffer &b = plan_.buffers(index);
-    TensorRef t;
-    toDType(b.dtype(), t.dtype);
-    t.shape.assign(b.shape().begin(), b.shape().end());
-    return t;
-  }
+  TensorRef describe(int index) const { return describeBuffer(plan_.buffers(index)); }
   TensorRef hostView(int index, char *arenaBase) const {
     TensorRef t = describe(index);
     t.data = arenaBase + plan_.buffers(index).offset();
@@ -407,14 +401,8 @@ private:
       count(true, "collective");
       const float *src = (const float *)in.data;
       float *dst = (float *)out.data;
-      cudaStream_t stream = ctx_.stream;
-      if (c.async()) {
-        cudaEvent_t ready = event();
-        ZRT_CUDA(cudaEventRecord(ready, ctx_.stream));
-        ZRT_CUDA(cudaStreamWaitEvent(commStream_, ready, 0));
-        freeEvents_.push_back(ready);
-        stream = commStream_;
-      }
+      cudaStream_t stream;
+      ZRT_RETURN_IF_ERROR(streamFor(c, stream));
       switch (c.kind()) {
       case plan::Collective::ALL_REDUCE:
         ZRT_RETURN_IF_ERROR(nccl->deviceAllReduce(src, dst, in.numel(), rop, stream));
@@ -440,6 +428,21 @@ private:
     return hostCollective(c, in, out);
   }
 
+  /// The stream collective |c| runs on: the compute stream, or for an async
+  /// one (zero-schedule's start) the communication stream, once the compute
+  /// stream has reached it.
+  Status streamFor(const plan::Collective &c, cudaStream_t &stream) {
+    stream = ctx_.stream;
+    if (!c.async())
+      return Status::ok();
+    cudaEvent_t reached = event();
+    ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
+    ZRT_CUDA(cudaStreamWaitEvent(commStream_, reached, 0));
+    freeEvents_.push_back(reached);
+    stream = commStream_;
+    return Status::ok();
+  }
+
   /// W in-process ranks on one device: the collective runs on the GPU, the
   /// host threads only exchange pointers and events. Each rank records
   /// 'ready' on its stream (the communication stream for an async
@@ -459,14 +462,8 @@ private:
       for (cudaEvent_t &e : doneEvents_)
         ZRT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
-    cudaStream_t stream = ctx_.stream;
-    if (c.async()) {
-      cudaEvent_t reached = event();
-      ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
-      ZRT_CUDA(cudaStreamWaitEvent(commStream_, reached, 0));
-      freeEvents_.push_back(reached);
-      stream = commStream_;
-    }
+    cudaStream_t stream;
+    ZRT_RETURN_IF_ERROR(streamFor(c, stream));
     ZRT_CUDA(cudaEventRecord(readyEvent_, stream));
     Post mine{(const float *)in.data, readyEvent_, device_};
     std::vector<char> bytes;
@@ -627,21 +624,7 @@ Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeco
 }
 
 bool cudaRunsNatively(const plan::Plan &plan, const plan::Kernel &k) {
-  KernelCall call;
-  auto describe = [&](int index) {
-    const plan::Buffer &b = plan.buffers(index);
-    TensorRef t;
-    toDType(b.dtype(), t.dtype);
-    t.shape.assign(b.shape().begin(), b.shape().end());
-    return t;
-  };
-  for (int index : k.inputs())
-    call.in.push_back(describe(index));
-  for (int index : k.outputs())
-    call.out.push_back(describe(index));
-  call.ints.assign(k.ints().begin(), k.ints().end());
-  call.floats.assign(k.floats().begin(), k.floats().end());
-  return hasCudaKernel(k.name(), call);
+  return hasCudaKernel(k.name(), describeKernel(plan, k));
 }
 
 CudaStats cudaStats() {

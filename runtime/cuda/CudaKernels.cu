@@ -718,6 +718,20 @@ __global__ void normGradParamKernel(const double *partial, T *dw, T *db, int64_t
   }
 }
 
+/// A row's maximum and sum of exp(x - max) (double), over the block: the
+/// log-sum-exp of cross-entropy and its gradient.
+template <typename T>
+__device__ void rowMaxExpSum(const T *xr, int64_t classes, float &mx, double &sum) {
+  mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    mx = fmaxf(mx, toF(xr[j]));
+  mx = blockMax(mx);
+  sum = 0;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    sum += exp((double)toF(xr[j]) - mx);
+  sum = blockSum(sum);
+}
+
 /// Cross-entropy: per row, log-sum-exp minus the label's logit (0 for
 /// ignored rows); then one block adds the rows in order.
 template <typename T>
@@ -737,14 +751,9 @@ __global__ void crossEntropyRowKernel(const T *x, const int64_t *labels, double 
     return;
   }
   const T *xr = x + r * classes;
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    mx = fmaxf(mx, toF(xr[j]));
-  mx = blockMax(mx);
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    sum += exp((double)toF(xr[j]) - mx);
-  sum = blockSum(sum);
+  float mx;
+  double sum;
+  rowMaxExpSum(xr, classes, mx, sum);
   if (threadIdx.x == 0)
     rowLoss[r] = ::log(sum) + mx - toF(xr[label]);
 }
@@ -789,14 +798,9 @@ __global__ void crossEntropyGradKernel(const T *x, const int64_t *labels, const 
     return;
   }
   const T *xr = x + r * classes;
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    mx = fmaxf(mx, toF(xr[j]));
-  mx = blockMax(mx);
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    sum += exp((double)toF(xr[j]) - mx);
-  sum = blockSum(sum);
+  float mx;
+  double sum;
+  rowMaxExpSum(xr, classes, mx, sum);
   double scale = *dloss;
   for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
     double p = exp((double)toF(xr[j]) - mx) / sum - (j == label ? 1.0 : 0.0);

@@ -74,9 +74,7 @@ const plan::Program *Executor::program(const std::string &name) const {
 
 TensorRef Executor::buffer(int index) const {
   const plan::Buffer &b = plan_.buffers(index);
-  TensorRef t;
-  toDType(b.dtype(), t.dtype);
-  t.shape.assign(b.shape().begin(), b.shape().end());
+  TensorRef t = describeBuffer(b);
   t.data = arenaBase(b.arena()) + b.offset();
   return t;
 }

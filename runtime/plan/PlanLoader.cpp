@@ -297,24 +297,16 @@ Status zrt::validatePlan(const plan::Plan &p) {
       if (!info)
         return errorf(where.str(), ": unknown kernel '", k.name(), "' (known: ", kernelNames(),
                       ")");
-      KernelCall call;
-      for (auto [list, dst] : {std::pair{&k.inputs(), &call.in}, {&k.outputs(), &call.out}})
-        for (int index : *list) {
+      for (const auto *list : {&k.inputs(), &k.outputs()})
+        for (int index : *list)
           ZRT_RETURN_IF_ERROR(checkIndex(index, where.str() + " operand"));
-          const plan::Buffer &b = p.buffers(index);
-          TensorRef t;
-          toDType(b.dtype(), t.dtype);
-          t.shape.assign(b.shape().begin(), b.shape().end());
-          dst->push_back(t);
-        }
+      KernelCall call = describeKernel(p, k);
       for (int index : k.outputs()) {
         int arena = p.buffers(index).arena();
         if (arena == plan::CONSTANT || arena == plan::INPUT)
           return errorf(where.str(), ": kernel '", k.name(), "' writes buffer ", index,
                         ", which is read-only (", plan::Arena_Name(p.buffers(index).arena()), ")");
       }
-      call.ints.assign(k.ints().begin(), k.ints().end());
-      call.floats.assign(k.floats().begin(), k.floats().end());
       std::string problem = info->check(call);
       if (!problem.empty())
         return errorf(where.str(), ": kernel '", k.name(), "' ", problem);
@@ -345,4 +337,22 @@ Status zrt::loadPlan(const std::string &path, plan::Plan &out) {
   if (!s)
     return errorf(path, ": ", s.message());
   return Status::ok();
+}
+
+TensorRef zrt::describeBuffer(const plan::Buffer &b) {
+  TensorRef t;
+  toDType(b.dtype(), t.dtype);
+  t.shape.assign(b.shape().begin(), b.shape().end());
+  return t;
+}
+
+KernelCall zrt::describeKernel(const plan::Plan &p, const plan::Kernel &k) {
+  KernelCall call;
+  for (int index : k.inputs())
+    call.in.push_back(describeBuffer(p.buffers(index)));
+  for (int index : k.outputs())
+    call.out.push_back(describeBuffer(p.buffers(index)));
+  call.ints.assign(k.ints().begin(), k.ints().end());
+  call.floats.assign(k.floats().begin(), k.floats().end());
+  return call;
 }

@@ -11,6 +11,7 @@
 #ifndef ZRT_PLAN_PLANLOADER_H
 #define ZRT_PLAN_PLANLOADER_H
 
+#include "cpu/Kernels.h"
 #include "plan/plan.pb.h"
 #include "train/Npy.h"
 #include "support/Status.h"
@@ -42,6 +43,13 @@ Status validatePlan(const plan::Plan &plan);
 
 /// Element type of a plan dtype, or false if the dtype is unknown.
 bool toDType(int planDType, DType &out);
+
+/// Buffer |b|'s type and shape, without data.
+TensorRef describeBuffer(const plan::Buffer &b);
+
+/// Kernel |k|'s operands (described, without data) and attributes: what a
+/// kernel's check, or a backend's "can it run this" question, needs.
+KernelCall describeKernel(const plan::Plan &p, const plan::Kernel &k);
 
 } // namespace zrt
 

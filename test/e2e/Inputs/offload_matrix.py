@@ -8,7 +8,10 @@ runs the same AdamW kernel on the same values), less device memory (the
 moments leave it) and a host arena holding them. Prints one line per case and
 'N of N offload runs identical to the plain plan'.
 """
-import json, os, re, subprocess, sys
+import os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plan_runs import compile_and_train, report_bytes
 
 zcc, zrun, shared, examples, work = sys.argv[1:6]
 os.makedirs(work, exist_ok=True)
@@ -33,11 +36,6 @@ CASES = [
 ]
 
 
-def row(report, name):
-    m = re.search(r"^\s*" + re.escape(name) + r"\s+(\d+) B", report, re.M)
-    return int(m.group(1)) if m else 0
-
-
 runs = ok = 0
 for k, (name, (model, flags, data), extra) in enumerate(CASES):
     results = {}
@@ -45,16 +43,11 @@ for k, (name, (model, flags, data), extra) in enumerate(CASES):
         both = extra if offload == "cpu" else [a for a in extra if a not in ("--offload-param", "cpu")]
         base = [zcc, model, "--loss", "cross-entropy", "--world-size", "2", *flags, *both,
                 "--offload-optimizer", offload]
-        plan = os.path.join(work, f"{k}-{offload}.zplan")
-        subprocess.run(base + ["-o", plan], check=True)
-        report = subprocess.run(base + ["--emit=report"], check=True, capture_output=True,
-                                text=True).stdout
-        metrics = plan + ".jsonl"
-        subprocess.run([zrun, "train", plan, *data, "--steps", "6", "--metrics", metrics],
-                       check=True, capture_output=True)
-        rows = [json.loads(l) for l in open(metrics) if l.strip()]
-        results[offload] = ([(r["loss"], r["grad_norm"]) for r in rows], row(report, "peak"),
-                            row(report, "optimizer state (host)"), row(report, "host memory"))
+        steps, report = compile_and_train(base, zrun, os.path.join(work, f"{k}-{offload}.zplan"),
+                                          data)
+        results[offload] = (steps, report_bytes(report, "peak"),
+                            report_bytes(report, "optimizer state (host)"),
+                            report_bytes(report, "host memory"))
     runs += 1
     (plain, dev0, _, _), (off, dev1, moments, host) = results["none"], results["cpu"]
     good = plain == off and dev1 < dev0 and moments > 0 and host >= moments

@@ -8,7 +8,10 @@ train 6 steps each, and require the same loss and gradient norm at every step
 activation peak than the plain plan. Prints one line per case and
 'N of N recompute runs identical to the plain plan'.
 """
-import json, os, re, subprocess, sys
+import os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plan_runs import compile_and_train, report_bytes
 
 zcc, zrun, shared, examples, work = sys.argv[1:6]
 os.makedirs(work, exist_ok=True)
@@ -29,24 +32,14 @@ CASES = [
 ]
 
 
-def activations(report):
-    return int(re.search(r"activations\+workspace\s+(\d+) B", report).group(1))
-
-
 runs = ok = 0
 for k, (name, (model, flags, data), extra) in enumerate(CASES):
     results = {}
     for policy in ("none", "layer", "selective"):
         base = [zcc, model, "--loss", "cross-entropy", *flags, *extra, "--recompute", policy]
-        plan = os.path.join(work, f"{k}-{policy}.zplan")
-        subprocess.run(base + ["-o", plan], check=True)
-        report = subprocess.run(base + ["--emit=report"], check=True, capture_output=True,
-                                text=True).stdout
-        metrics = plan + ".jsonl"
-        subprocess.run([zrun, "train", plan, *data, "--steps", "6", "--metrics", metrics],
-                       check=True, capture_output=True)
-        rows = [json.loads(l) for l in open(metrics) if l.strip()]
-        results[policy] = ([(r["loss"], r["grad_norm"]) for r in rows], activations(report))
+        steps, report = compile_and_train(base, zrun, os.path.join(work, f"{k}-{policy}.zplan"),
+                                          data)
+        results[policy] = (steps, report_bytes(report, "activations+workspace"))
     for policy in ("layer", "selective"):
         runs += 1
         same = results[policy][0] == results["none"][0]
