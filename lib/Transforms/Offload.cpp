@@ -69,13 +69,20 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     });
     // Stages 2-3: each rank's gradient shard accumulates in @micro_step; a
     // host twin of it is written right after the micro-step's last
-    // accumulation (an async copy that overlaps the rest of the backward), and
-    // the host update reads the twin.
+    // accumulation (a device-to-host copy that overlaps the rest of the
+    // backward), and the host update reads the twin. Clipping and loss-scale
+    // unscaling (g * coef, coef a scalar known only after the backward) move
+    // to the host with it: the same multiply on the twin.
     auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
     DenseMap<StringAttr, GlobalOp> hostTwin;
     int64_t copiedInBackward = 0;
     for (Operation *op : optimizers) {
-      auto load = op->getOperand(1).getDefiningOp<LoadOp>();
+      Value grad = op->getOperand(1);
+      auto scale = grad.getDefiningOp<MulOp>();
+      if (scale && (!scale->hasOneUse() ||
+                    cast<RankedTensorType>(scale.getRhs().getType()).getRank() != 0))
+        scale = MulOp();
+      auto load = (scale ? scale.getLhs() : grad).getDefiningOp<LoadOp>();
       auto g = load ? module.lookupSymbol<GlobalOp>(load.getGlobalAttr()) : GlobalOp();
       if (!micro || !g || g.getRole() != GlobalRole::grad || hostTwin.count(g.getSymNameAttr()))
         continue;
@@ -102,8 +109,17 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       Value onHost = TransferOp::create(mb, last.getLoc(), shard, /*to_host=*/true);
       StoreOp::create(mb, last.getLoc(), onHost, FlatSymbolRefAttr::get(twin.getSymNameAttr()));
       OpBuilder ab(op);
-      op->setOperand(1, LoadOp::create(ab, op->getLoc(), type,
-                                       FlatSymbolRefAttr::get(twin.getSymNameAttr())));
+      Value hostGrad =
+          LoadOp::create(ab, op->getLoc(), type, FlatSymbolRefAttr::get(twin.getSymNameAttr()));
+      if (scale) {
+        Value coef = TransferOp::create(ab, scale.getLoc(), scale.getRhs(), /*to_host=*/true);
+        auto hostScale = MulOp::create(ab, scale.getLoc(), hostGrad, coef);
+        hostScale->setAttr("zero.on_host", b.getUnitAttr());
+        hostGrad = hostScale;
+      }
+      op->setOperand(1, hostGrad);
+      if (scale)
+        scale->erase();
       ++copiedInBackward;
     }
     for (Operation *op : optimizers) {

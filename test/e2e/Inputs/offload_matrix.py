@@ -30,6 +30,10 @@ CASES = [
     ("gpt2-tiny stage 2 bf16", gpt2, ["--zero-stage", "2", "--precision", "bf16"]),
     ("gpt2-tiny stage 2 fp16", gpt2, ["--zero-stage", "2", "--precision", "fp16"]),
     ("llama-tiny stage 2", llama, ["--zero-stage", "2"]),
+    # Clipping: the gradient twin copied in the backward, the clip on the host.
+    ("gpt2-tiny stage 2, clip", gpt2, ["--zero-stage", "2", "--grad-clip", "1.0"]),
+    ("gpt2-tiny stage 3 fp16, clip", gpt2,
+     ["--zero-stage", "3", "--precision", "fp16", "--grad-clip", "1.0"]),
     # offload_param too: the stage-3 shards on the host, copied ahead of the gathers.
     ("gpt2-tiny stage 3 + offload_param, overlap", gpt2,
      ["--zero-stage", "3", "--overlap-comm", "--offload-param", "cpu"]),
@@ -47,12 +51,16 @@ for k, (name, (model, flags, data), extra) in enumerate(CASES):
                                           data)
         results[offload] = (steps, report_bytes(report, "peak"),
                             report_bytes(report, "optimizer state (host)"),
-                            report_bytes(report, "host memory"))
+                            report_bytes(report, "host memory"),
+                            report_bytes(report, "gradients (host)"))
     runs += 1
-    (plain, dev0, _, _), (off, dev1, moments, host) = results["none"], results["cpu"]
-    good = plain == off and dev1 < dev0 and moments > 0 and host >= moments
+    (plain, dev0, _, _, _), (off, dev1, moments, host, grads) = results["none"], results["cpu"]
+    # Stages 2-3 copy the gradient shards to the host in the backward.
+    twin = grads > 0 if "--zero-stage" in extra and extra[extra.index("--zero-stage") + 1] != "1" \
+        else grads == 0
+    good = plain == off and dev1 < dev0 and moments > 0 and host >= moments + grads and twin
     ok += good
     print(f"{'ok  ' if good else 'FAIL'} {name}: {'identical' if plain == off else 'DIFFERENT'} "
           f"losses and grad norms over 6 steps; device peak {dev1} B vs {dev0} B; moments on the "
-          f"host {moments} B of a {host} B host arena")
+          f"host {moments} B and gradients {grads} B of a {host} B host arena")
 print(f"{ok} of {runs} offload runs identical to the plain plan")
