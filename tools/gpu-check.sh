@@ -55,6 +55,9 @@ same() { # name plain-name
     echo "FAIL $1 = $2: $(cat "$out/$1.same")"
   fi
 }
+# Deterministic kernels (no float atomics): the same plan twice, the same bits.
+check gpt2-again gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
+same gpt2-again gpt2
 check gpt2-layer gpt2-layer.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 same gpt2-layer gpt2
 check gpt2-z2-w2-offload gpt2-z2-w2-offload.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched

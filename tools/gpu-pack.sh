@@ -91,17 +91,20 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   mem f-auto-8GiB --memory-budget 8GiB --auto
 fi
 # A >= 1B model (GPT2_XL_ONNX, exported on the GPU machine by gpu-memory's
-# first call): the same levers.
+# first call): the same levers, and stage 2 offload with clipping (the
+# gradient twin); MEMXL="a c" packs only some (the carry is 64 MiB).
 if [ -n "${GPT2_XL_ONNX:-}" ]; then
   x="--loss cross-entropy --precision bf16 --target cuda --weights external --lr 1e-4"
   mem="$out-mem1.5b"; memdir "$mem"; dirs+=("$mem")
   memxl() {
     local name=$1; shift
+    case " ${MEMXL:-a b c d e} " in *" ${name%%-*} "*) ;; *) return 0 ;; esac
     $zcc "$GPT2_XL_ONNX" $x "$@" -o "$mem/plans/memxl-$name.zplan" 2> "$mem/plans/memxl-$name.zcc"
     $zcc "$GPT2_XL_ONNX" $x "$@" --emit=report > "$mem/plans/memxl-$name.report" 2>/dev/null
   }
   memxl a-plain
   memxl b-recompute-layer --recompute layer
+  memxl c-offload-optimizer-z2-clip --zero-stage 2 --offload-optimizer cpu --grad-clip 1.0
   memxl d-offload-optimizer --zero-stage 1 --offload-optimizer cpu
   memxl e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
 fi

@@ -6,6 +6,7 @@
 
 #include "plan/PlanLoader.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -88,10 +89,11 @@ public:
     for (cudaEvent_t e : {readyEvent_, doneEvents_[0], doneEvents_[1]})
       if (e)
         cudaEventDestroy(e);
-    if (commStream_) {
-      cudaStreamSynchronize(commStream_);
-      cudaStreamDestroy(commStream_);
-    }
+    for (cudaStream_t *s : {&commStream_, &copyStream_})
+      if (*s) {
+        cudaStreamSynchronize(*s);
+        cudaStreamDestroy(*s);
+      }
     if (ctx_.stream)
       cudaStreamDestroy(ctx_.stream);
   }
@@ -105,6 +107,9 @@ public:
                  plan_.input_arena_bytes());
     ZRT_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
+    ZRT_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
+    const char *copyStream = std::getenv("ZRT_COPY_STREAM");
+    useCopyStream_ = !copyStream || std::string(copyStream) != "0";
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
@@ -206,18 +211,21 @@ public:
         marks->push_back(e);
       }
     }
+    int issuedAhead = -1; // an upload a chunked host kernel already issued
     for (int i = 0; i < program.instructions_size(); ++i) {
       const plan::Instruction &inst = program.instructions(i);
       if (marks)
         ZRT_CUDA(cudaEventRecord((*marks)[i], ctx_.stream));
+      if (i == issuedAhead)
+        continue;
+      bool chunked = inst.has_kernel() && chunkedOnHost(inst.kernel());
+      if (!copies_.empty() && !chunked)
+        ZRT_RETURN_IF_ERROR(orderAfterCopies(operandsOf(inst), inst.has_kernel() &&
+                                                                   onHost(inst.kernel())));
       Status s = Status::ok();
       std::string where;
       if (inst.has_copy()) {
-        TensorRef src = device(inst.copy().source()), dst = device(inst.copy().target());
-        // cudaMemcpyDefault: either side may be the pinned host arena (offload).
-        s = cudaStatus(cudaMemcpyAsync(dst.data, src.data, bytesOf(src), cudaMemcpyDefault,
-                                       ctx_.stream),
-                       "copy", __FILE__, __LINE__);
+        s = copyInstruction(inst.copy());
         where = inst.copy().location();
       } else if (inst.has_wait()) {
         // An async NCCL collective on the communication stream: the compute
@@ -245,7 +253,10 @@ public:
           call.out.push_back(device(index));
         call.ints.assign(k.ints().begin(), k.ints().end());
         call.floats.assign(k.floats().begin(), k.floats().end());
-        if (onHost(k)) {
+        if (chunked) {
+          count(true, k.name() + " (host, chunked)");
+          s = runChunkedOnHost(program, i, call, issuedAhead);
+        } else if (onHost(k)) {
           // Every operand in the pinned host arena (zero-offload's host
           // optimizer): the CPU kernel, once the stream has produced them.
           count(true, k.name() + " (host)");
@@ -262,6 +273,12 @@ public:
         return errorf("program '", program.name(), "', instruction ", i,
                       where.empty() ? "" : " (" + where + ")", " on the GPU: ", s.message());
     }
+    // The copies still in flight end before the program does.
+    for (const PendingCopy &c : copies_) {
+      ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, c.done, 0));
+      freeEvents_.push_back(c.done);
+    }
+    copies_.clear();
     if (marks)
       ZRT_CUDA(cudaEventRecord((*marks)[program.instructions_size()], ctx_.stream));
     // The program's outputs come back to the host.
@@ -333,6 +350,177 @@ private:
     t.data = arenas_[plan_.buffers(index).arena()] + plan_.buffers(index).offset();
     return t;
   }
+  /// A copy instruction. Between the host arena and the device (offload:
+  /// gradient shards in the backward, optimizer operands, updated
+  /// parameters) it runs on the copy stream once the compute stream has
+  /// reached it, so that the kernels after it overlap the transfer; the
+  /// instructions that touch its bytes wait for it (orderAfterCopies).
+  Status copyInstruction(const plan::Copy &c) {
+    TensorRef src = device(c.source()), dst = device(c.target());
+    size_t bytes = bytesOf(src);
+    bool crossing = (plan_.buffers(c.source()).arena() == plan::HOST) !=
+                    (plan_.buffers(c.target()).arena() == plan::HOST);
+    if (!crossing || !useCopyStream_) {
+      // cudaMemcpyDefault: either side may be the pinned host arena.
+      ZRT_CUDA(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDefault, ctx_.stream));
+      return Status::ok();
+    }
+    ZRT_RETURN_IF_ERROR(copyStreamReached());
+    return copyOnCopyStream(dst.data, src.data, bytes);
+  }
+
+  /// The copy stream waits for what the compute stream has enqueued so far.
+  Status copyStreamReached() {
+    cudaEvent_t reached = event();
+    ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
+    ZRT_CUDA(cudaStreamWaitEvent(copyStream_, reached, 0));
+    freeEvents_.push_back(reached);
+    return Status::ok();
+  }
+
+  /// |bytes| from |src| to |dst| on the copy stream, in pieces of
+  /// kCopyChunk bytes with an event each: a chunked host kernel waits only
+  /// for the pieces its chunk reads.
+  Status copyOnCopyStream(char *dst, const char *src, size_t bytes) {
+    for (size_t at = 0; at < bytes; at += kCopyChunk) {
+      size_t n = std::min(kCopyChunk, bytes - at);
+      cudaEvent_t done = event();
+      ZRT_CUDA(cudaMemcpyAsync(dst + at, src + at, n, cudaMemcpyDefault, copyStream_));
+      ZRT_CUDA(cudaEventRecord(done, copyStream_));
+      copies_.push_back({src + at, dst + at, n, done});
+    }
+    return Status::ok();
+  }
+
+  /// Large elementwise host kernels (the offloaded AdamW/SGD update and the
+  /// clip of the gradient twin) run in chunks, as DeepSpeed's CPU Adam runs
+  /// sub-groups: each chunk waits only for the copies into its own bytes, and
+  /// when the next instruction uploads the kernel's first output, each
+  /// chunk's part goes to the device as soon as it is computed.
+  bool chunkedOnHost(const plan::Kernel &k) const {
+    if (!useCopyStream_ || !onHost(k) ||
+        (k.name() != "adamw" && k.name() != "sgd" && k.name() != "mul"))
+      return false;
+    auto numel = [&](int b) {
+      int64_t n = 1;
+      for (int64_t d : plan_.buffers(b).shape())
+        n *= d;
+      return n;
+    };
+    int64_t n = numel(k.inputs(0));
+    // Elementwise over operands of n elements; the others are scalars.
+    for (const auto *list : {&k.inputs(), &k.outputs()})
+      for (int b : *list)
+        if (numel(b) != 1 && numel(b) != n)
+          return false;
+    return n >= 2 * kHostChunk;
+  }
+
+  Status runChunkedOnHost(const plan::Program &program, int i, const KernelCall &call,
+                          int &issuedAhead) {
+    int64_t n = call.in[0].numel();
+    auto slice = [&](const TensorRef &t, int64_t begin, int64_t count) {
+      if (t.shape.empty() || t.numel() != n)
+        return t; // a scalar operand (lr, step, skip, the clip coefficient)
+      TensorRef part = t;
+      part.shape = {count};
+      part.data = t.data + begin * dtypeSize(t.dtype);
+      return part;
+    };
+    // The upload of output 0 that follows, if any.
+    const plan::Copy *upload = nullptr;
+    if (i + 1 < program.instructions_size() && program.instructions(i + 1).has_copy()) {
+      const plan::Copy &c = program.instructions(i + 1).copy();
+      if (c.source() == program.instructions(i).kernel().outputs(0) &&
+          plan_.buffers(c.target()).arena() != plan::HOST)
+        upload = &c;
+    }
+    ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+    if (upload) {
+      // Its target's earlier readers and writers are on the compute stream
+      // (just drained) or the copy stream (in order).
+      ZRT_RETURN_IF_ERROR(copyStreamReached());
+      issuedAhead = i + 1;
+    }
+    const KernelInfo *kernel = findKernel(program.instructions(i).kernel().name());
+    KernelCall part = call;
+    for (int64_t begin = 0; begin < n; begin += kHostChunk) {
+      int64_t count = std::min<int64_t>(kHostChunk, n - begin);
+      std::vector<Range> ranges;
+      for (size_t k = 0; k < call.in.size(); ++k) {
+        part.in[k] = slice(call.in[k], begin, count);
+        ranges.push_back({part.in[k].data, bytesOf(part.in[k]), false});
+      }
+      for (size_t k = 0; k < call.out.size(); ++k) {
+        part.out[k] = slice(call.out[k], begin, count);
+        ranges.push_back({part.out[k].data, bytesOf(part.out[k]), true});
+      }
+      ZRT_RETURN_IF_ERROR(orderAfterCopies(ranges, /*host=*/true));
+      ZRT_RETURN_IF_ERROR(kernel->run(part));
+      if (upload)
+        ZRT_RETURN_IF_ERROR(copyOnCopyStream(
+            device(upload->target()).data + begin * dtypeSize(call.out[0].dtype), part.out[0].data,
+            bytesOf(part.out[0])));
+    }
+    return Status::ok();
+  }
+
+  /// Bytes an instruction reads or writes.
+  struct Range {
+    const char *data;
+    size_t bytes;
+    bool written;
+  };
+  std::vector<Range> operandsOf(const plan::Instruction &inst) {
+    std::vector<std::pair<int, bool>> buffers;
+    if (inst.has_kernel()) {
+      for (int b : inst.kernel().inputs())
+        buffers.push_back({b, false});
+      for (int b : inst.kernel().outputs())
+        buffers.push_back({b, true});
+    } else if (inst.has_copy()) {
+      buffers = {{inst.copy().source(), false}, {inst.copy().target(), true}};
+    } else if (inst.has_collective()) {
+      buffers = {{inst.collective().input(), false}, {inst.collective().output(), true}};
+    } else if (inst.has_wait()) {
+      buffers = {{inst.wait().output(), false}};
+    }
+    std::vector<Range> ranges;
+    for (auto [b, written] : buffers) {
+      TensorRef t = device(b);
+      ranges.push_back({t.data, bytesOf(t), written});
+    }
+    return ranges;
+  }
+
+  /// Orders an instruction touching |ranges| after the copies in flight
+  /// whose bytes it touches (it reads or writes a copy's target, or writes
+  /// its source): the compute stream waits for them, or for a host kernel
+  /// (|host|) the host does.
+  Status orderAfterCopies(const std::vector<Range> &ranges, bool host) {
+    auto overlaps = [](const char *a, size_t an, const char *b, size_t bn) {
+      return a < b + bn && b < a + an;
+    };
+    for (size_t k = 0; k < copies_.size();) {
+      const PendingCopy &c = copies_[k];
+      bool conflict = false;
+      for (const Range &r : ranges)
+        conflict |= overlaps(r.data, r.bytes, c.dst, c.bytes) ||
+                    (r.written && overlaps(r.data, r.bytes, c.src, c.bytes));
+      if (!conflict) {
+        ++k;
+        continue;
+      }
+      if (host)
+        ZRT_CUDA(cudaEventSynchronize(c.done));
+      else
+        ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, c.done, 0));
+      freeEvents_.push_back(c.done);
+      copies_.erase(copies_.begin() + k);
+    }
+    return Status::ok();
+  }
+
   bool onHost(const plan::Kernel &k) const {
     for (const auto *list : {&k.inputs(), &k.outputs()})
       for (int index : *list)
@@ -567,6 +755,17 @@ private:
   Pinned input_, host_;
   mutable std::map<int, std::vector<char>> outputs_;
   cudaStream_t commStream_ = nullptr;     // async NCCL collectives
+  // Host <-> device copy instructions (copyInstruction), unless ZRT_COPY_STREAM=0.
+  cudaStream_t copyStream_ = nullptr;
+  bool useCopyStream_ = true;
+  struct PendingCopy {
+    const char *src, *dst;
+    size_t bytes;
+    cudaEvent_t done;
+  };
+  std::vector<PendingCopy> copies_; // in flight on the copy stream, in issue order
+  static constexpr size_t kCopyChunk = 64u << 20;    // bytes per copy piece
+  static constexpr int64_t kHostChunk = 16ll << 20;  // elements per host kernel chunk
   std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer
   std::vector<cudaEvent_t> freeEvents_, allEvents_;
   // In-process device collectives (deviceCollective).

@@ -9,6 +9,7 @@
 #include "cuda/CudaCheck.h"
 #include "cuda/CudaKernels.h"
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -514,23 +515,61 @@ template <typename T> __global__ void fromF32Kernel(const float *x, T *y, int64_
   ZRT_GRID_LOOP(k, n) { y[k] = fromF<T>(x[k]); }
 }
 
-template <typename I, typename T>
-__global__ void gatherGradKernel(const I *idx, const T *g, float *dx, int64_t outer,
-                                 int64_t dim, int64_t n, int64_t inner, int64_t padding,
-                                 long long *err) {
-  ZRT_GRID_LOOP(t, outer * n * inner) {
-    int64_t i = t % inner, k = (t / inner) % n, o = t / (inner * n);
+// gather_grad, deterministically: the positions sorted by the row they add
+// to (a stable radix sort), then each row sums its positions in position
+// order in float32, as the CPU kernel does: bit-identical to it, and the same
+// bits on every run (atomics would add in a different order each time).
+
+/// The row position k adds to (dim: none, for the padding row or an index out
+/// of range, which is reported).
+template <typename I>
+__global__ void gatherGradKeys(const I *idx, int64_t n, int64_t dim, int64_t padding,
+                               int32_t *keys, int32_t *positions, long long *err) {
+  ZRT_GRID_LOOP(k, n) {
     int64_t j = idx[k];
     if (j < -dim || j >= dim) {
-      if (i == 0)
-        recordError(err, 2, j, k, dim, 0);
-      continue;
+      recordError(err, 2, j, k, dim, 0);
+      j = dim;
+    } else {
+      if (j < 0)
+        j += dim;
+      if (j == padding)
+        j = dim;
     }
-    if (j < 0)
-      j += dim;
-    if (j == padding)
-      continue;
-    atomicAdd(&dx[(o * dim + j) * inner + i], toF(g[t]));
+    keys[k] = (int32_t)j;
+    positions[k] = (int32_t)k;
+  }
+}
+
+__device__ int64_t lowerBound(const int32_t *keys, int64_t n, int64_t key) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = (lo + hi) / 2;
+    if (keys[mid] < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// Block (row j, outer o): dx[o][j][:] = the sum over the sorted positions of
+/// row j, in order, of g[o][position][:].
+template <typename T>
+__global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, int64_t n,
+                               const T *g, float *dx, int64_t dim, int64_t inner) {
+  int64_t j = blockIdx.x, o = blockIdx.y;
+  __shared__ int64_t range[2];
+  if (threadIdx.x == 0) {
+    range[0] = lowerBound(keys, n, j);
+    range[1] = lowerBound(keys, n, j + 1);
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t p = range[0]; p < range[1]; ++p)
+      sum += toF(g[(o * n + positions[p]) * inner + i]);
+    dx[(o * dim + j) * inner + i] = sum;
   }
 }
 
@@ -1066,8 +1105,9 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
         gatherKernel<int32_t><<<blocksFor(total), kThreads, 0, st>>>(x.data, idx.as<int32_t>(), c.out[0].data, outer, dim, n, inner, ctx.errorInfo);
     }
   } else if (name == "gather_grad") {
-    // Scatter-add in float32 (atomics; into a float32 scratch for 16-bit
-    // gradients, rounded once at the end, as the CPU's float32 widening).
+    // Sorted scatter-add in float32 (gatherGradRows; into float32 scratch
+    // for 16-bit gradients, rounded once at the end, as the CPU's float32
+    // widening).
     const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
     int64_t axis = c.ints[0], dim = dx.shape[axis], outer = 1, inner = 1;
     for (int64_t d = 0; d < axis; ++d)
@@ -1075,19 +1115,40 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     for (size_t d = axis + 1; d < dx.shape.size(); ++d)
       inner *= dx.shape[d];
     int64_t padding = c.ints.size() > 1 ? c.ints[1] : INT64_MIN, n = idx.numel();
-    float *acc = dx.as<float>();
-    if (dx.dtype != DType::F32) {
-      ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(dx.numel(), 1) * sizeof(float)));
-      acc = (float *)ctx.scratch;
+    if (n >= INT32_MAX || dim >= INT32_MAX || outer > 65535)
+      return errorf("gather_grad: ", n, " indices into ", dim, " rows (", outer,
+                    " outer) exceed the sort's 32-bit keys or the grid");
+    // Scratch: [float32 accumulator] keys, sorted keys, positions, sorted
+    // positions, the sort's temporary storage.
+    auto align = [](size_t b) { return (b + 255) / 256 * 256; };
+    size_t accBytes = dx.dtype == DType::F32 ? 0 : align(std::max<int64_t>(dx.numel(), 1) * 4);
+    size_t keyBytes = align(std::max<int64_t>(n, 1) * 4), sortBytes = 0;
+    int bits = 1;
+    while ((int64_t(1) << bits) <= dim)
+      ++bits;
+    ZRT_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, sortBytes, (int32_t *)nullptr,
+                                             (int32_t *)nullptr, (int32_t *)nullptr,
+                                             (int32_t *)nullptr, (int)n, 0, bits, st));
+    ZRT_RETURN_IF_ERROR(ctx.reserve(accBytes + 4 * keyBytes + sortBytes));
+    char *scratch = (char *)ctx.scratch;
+    float *acc = accBytes ? (float *)scratch : dx.as<float>();
+    int32_t *keys = (int32_t *)(scratch + accBytes), *sortedKeys = keys + keyBytes / 4,
+            *positions = sortedKeys + keyBytes / 4, *sortedPositions = positions + keyBytes / 4;
+    void *sortScratch = (char *)(sortedPositions) + keyBytes;
+    if (n > 0) {
+      if (idx.dtype == DType::I64)
+        gatherGradKeys<int64_t><<<blocksFor(n), kThreads, 0, st>>>(idx.as<int64_t>(), n, dim, padding, keys, positions, ctx.errorInfo);
+      else
+        gatherGradKeys<int32_t><<<blocksFor(n), kThreads, 0, st>>>(idx.as<int32_t>(), n, dim, padding, keys, positions, ctx.errorInfo);
+      ZRT_CUDA(cub::DeviceRadixSort::SortPairs(sortScratch, sortBytes, keys, sortedKeys, positions,
+                                               sortedPositions, (int)n, 0, bits, st));
     }
-    ZRT_CUDA(cudaMemsetAsync(acc, 0, dx.numel() * sizeof(float), st));
-    int64_t total = outer * n * inner;
-    if (total > 0)
+    if (dx.numel() > 0) {
+      dim3 grid((unsigned)dim, (unsigned)outer);
+      int threads = (int)std::min<int64_t>(std::max<int64_t>(inner, 32), 256);
       ZRT_FLOAT_DISPATCH(g.dtype, T,
-        if (idx.dtype == DType::I64)
-          gatherGradKernel<int64_t, T><<<blocksFor(total), kThreads, 0, st>>>(idx.as<int64_t>(), g.as<T>(), acc, outer, dim, n, inner, padding, ctx.errorInfo);
-        else
-          gatherGradKernel<int32_t, T><<<blocksFor(total), kThreads, 0, st>>>(idx.as<int32_t>(), g.as<T>(), acc, outer, dim, n, inner, padding, ctx.errorInfo))
+        gatherGradRows<T><<<grid, threads, 0, st>>>(sortedKeys, sortedPositions, n, g.as<T>(), acc, dim, inner))
+    }
     if (dx.dtype == DType::BF16)
       fromF32Kernel<__nv_bfloat16><<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__nv_bfloat16>(), dx.numel());
     else if (dx.dtype == DType::F16)
