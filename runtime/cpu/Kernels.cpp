@@ -12,7 +12,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <cstring>
 #include <functional>
@@ -297,9 +300,117 @@ bool validAxis(int64_t axis, size_t rank) { return axis >= 0 && axis < (int64_t)
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// Elementwise work over every core: a pool of hardware_concurrency - 1
+/// threads kept for the process (the offloaded update runs once per step on
+/// shards of ~1e9 elements, in chunks), which take blocks of kGrain elements
+/// from a shared counter together with the caller, so a slow core delays
+/// one block, not a fixed share. Callers from several threads (in-process
+/// ranks) take turns.
+class ElementwisePool {
+public:
+  static constexpr int64_t kGrain = 1 << 16;
+
+  static ElementwisePool &get() {
+    static ElementwisePool pool;
+    return pool;
+  }
+
+  void run(int64_t n, const std::function<void(int64_t, int64_t)> &fn) {
+    std::lock_guard<std::mutex> turn(submit_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &fn;
+      size_ = n;
+      next_.store(0);
+      pending_ = (int)workers_.size();
+      ++generation_;
+    }
+    wake_.notify_all();
+    work(fn, n);
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+
+  ~ElementwisePool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread &t : workers_)
+      t.join();
+  }
+
+private:
+  ElementwisePool() {
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned k = 1; k < cores; ++k)
+      workers_.emplace_back([this] { loop(); });
+  }
+
+  void work(const std::function<void(int64_t, int64_t)> &fn, int64_t n) {
+    for (int64_t begin; (begin = next_.fetch_add(kGrain)) < n;)
+      fn(begin, std::min(n, begin + kGrain));
+  }
+
+  void loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int64_t, int64_t)> *job;
+      int64_t n;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_)
+          return;
+        seen = generation_;
+        job = job_;
+        n = size_;
+      }
+      work(*job, n);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--pending_ == 0)
+        finished_.notify_one();
+    }
+  }
+
+  std::mutex submit_, mutex_;
+  std::condition_variable wake_, finished_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int64_t, int64_t)> *job_ = nullptr;
+  int64_t size_ = 0;
+  std::atomic<int64_t> next_{0};
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+/// Runs fn(begin, end) over [0, n) in blocks on every core (on the caller
+/// alone below 256K elements). For elementwise work only: which thread runs
+/// which block varies.
+void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn) {
+  if (n < 4 * ElementwisePool::kGrain) {
+    fn(0, n);
+    return;
+  }
+  ElementwisePool::get().run(n, fn);
+}
+
 template <typename T, typename R, typename Fn> void binaryLoop(const KernelCall &c, Fn fn) {
   const T *a = c.in[0].as<T>(), *b = c.in[1].as<T>();
   R *o = c.out[0].as<R>();
+  // Operands of the result's shape or single elements (the offloaded
+  // update's clip of a whole gradient shard): flat, over every core.
+  int64_t n = c.out[0].numel(), na = c.in[0].numel(), nb = c.in[1].numel();
+  if ((na == n || na == 1) && (nb == n || nb == 1)) {
+    int64_t sa = na == n, sb = nb == n;
+    parallelFor(n, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k)
+        o[k] = fn(a[k * sa], b[k * sb]);
+    });
+    return;
+  }
   forEachBroadcast<2>(c.out[0].shape, {c.in[0].shape, c.in[1].shape},
                       [&](int64_t k, const std::array<int64_t, 2> &off) {
                         o[k] = fn(a[off[0]], b[off[1]]);
@@ -1289,25 +1400,6 @@ std::string check_adamw(const KernelCall &c) {
       return "expects float32 scalars lr and step";
   return "";
 }
-/// Runs fn(begin, end) over [0, n) in chunks on up to hardware_concurrency
-/// threads (one thread below 256K elements).
-void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn) {
-  constexpr int64_t kGrain = 1 << 18;
-  int64_t threads = std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()),
-                                      (n + kGrain - 1) / kGrain);
-  if (threads <= 1) {
-    fn(0, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  int64_t chunk = (n + threads - 1) / threads;
-  for (int64_t t = 1; t < threads; ++t)
-    pool.emplace_back(fn, t * chunk, std::min(n, (t + 1) * chunk));
-  fn(0, std::min(n, chunk));
-  for (std::thread &th : pool)
-    th.join();
-}
-
 Status run_adamw(const KernelCall &c) {
   // PyTorch's AdamW (torch/optim/adamw.py, non-capturable): scalars in double,
   // tensor math in float32, in the same order.

@@ -110,6 +110,8 @@ public:
     ZRT_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
     const char *copyStream = std::getenv("ZRT_COPY_STREAM");
     useCopyStream_ = !copyStream || std::string(copyStream) != "0";
+    if (const char *chunk = std::getenv("ZRT_HOST_CHUNK")) // elements; 0: whole kernels
+      hostChunk_ = std::atoll(chunk);
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
@@ -413,7 +415,7 @@ private:
       for (int b : *list)
         if (numel(b) != 1 && numel(b) != n)
           return false;
-    return n >= 2 * kHostChunk;
+    return hostChunk_ > 0 && n >= 2 * hostChunk_;
   }
 
   Status runChunkedOnHost(const plan::Program &program, int i, const KernelCall &call,
@@ -444,8 +446,8 @@ private:
     }
     const KernelInfo *kernel = findKernel(program.instructions(i).kernel().name());
     KernelCall part = call;
-    for (int64_t begin = 0; begin < n; begin += kHostChunk) {
-      int64_t count = std::min<int64_t>(kHostChunk, n - begin);
+    for (int64_t begin = 0; begin < n; begin += hostChunk_) {
+      int64_t count = std::min<int64_t>(hostChunk_, n - begin);
       std::vector<Range> ranges;
       for (size_t k = 0; k < call.in.size(); ++k) {
         part.in[k] = slice(call.in[k], begin, count);
@@ -765,7 +767,7 @@ private:
   };
   std::vector<PendingCopy> copies_; // in flight on the copy stream, in issue order
   static constexpr size_t kCopyChunk = 64u << 20;    // bytes per copy piece
-  static constexpr int64_t kHostChunk = 16ll << 20;  // elements per host kernel chunk
+  int64_t hostChunk_ = 16ll << 20; // elements per host kernel chunk (ZRT_HOST_CHUNK)
   std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer
   std::vector<cudaEvent_t> freeEvents_, allEvents_;
   // In-process device collectives (deviceCollective).
