@@ -77,19 +77,30 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
   /// global's state offset.
   DenseMap<Value, Placement> findStoreForwarding(Block &block, ModuleOp module) {
     DenseMap<Operation *, int64_t> index = programOrder(block);
-    // The last op that reads each global (through its loads and their views).
-    DenseMap<StringAttr, int64_t> lastRead;
+    // Per global, its loads: (the load's position, the last op that reads it
+    // through the load and its views).
+    DenseMap<StringAttr, SmallVector<std::pair<int64_t, int64_t>>> reads;
     for (Operation &op : block)
       if (auto load = dyn_cast<LoadOp>(op)) {
+        int64_t last = index[&op];
         SmallVector<Value> worklist{load.getResult()};
         while (!worklist.empty())
           for (Operation *user : worklist.pop_back_val().getUsers()) {
             if (isViewOp(user))
               worklist.push_back(user->getResult(0));
-            int64_t &last = lastRead[load.getGlobalAttr().getAttr()];
             last = std::max(last, index[user]);
           }
+        reads[load.getGlobalAttr().getAttr()].push_back({index[&op], last});
       }
+    // The last read of the value a global holds before the store at |at|
+    // (loads after the store read the stored bytes).
+    auto lastReadBefore = [&](StringAttr g, int64_t at) {
+      int64_t last = -1;
+      for (auto [load, lastUse] : reads.lookup(g))
+        if (load < at)
+          last = std::max(last, lastUse);
+      return last;
+    };
     DenseMap<Value, Placement> forwarded;
     for (Operation &op : block) {
       auto store = dyn_cast<StoreOp>(op);
@@ -111,7 +122,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         return t.getRank() == 0 || t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
       });
       StringAttr g = store.getGlobalAttr().getAttr();
-      if (!sameShapes || lastRead.lookup(g) > index[def])
+      if (!sameShapes || lastReadBefore(g, index[store]) > index[def])
         continue;
       auto global = module.lookupSymbol<GlobalOp>(g);
       // A host op's result goes into host globals only, a device op's into
