@@ -557,6 +557,20 @@ static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
 LogicalResult SoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getType().getRank());
 }
+LogicalResult BiasSoftmaxOp::verify() {
+  auto in = getInput().getType(), bias = getBias().getType();
+  if (getType() != in)
+    return emitOpError() << "result type " << getType() << " differs from the input's " << in;
+  if (bias.getElementType() != in.getElementType() || bias.getRank() > in.getRank() ||
+      in.getRank() == 0)
+    return emitOpError() << "bias " << bias << " does not broadcast to " << in;
+  for (int64_t k = 1; k <= bias.getRank(); ++k) {
+    int64_t b = bias.getDimSize(bias.getRank() - k), x = in.getDimSize(in.getRank() - k);
+    if (b != 1 && b != x)
+      return emitOpError() << "bias " << bias << " does not broadcast to " << in;
+  }
+  return success();
+}
 LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getType().getRank());
 }

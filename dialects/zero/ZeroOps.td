@@ -289,6 +289,21 @@ def Zero_SoftmaxOp : Zero_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def Zero_BiasSoftmaxOp : Zero_Op<"bias_softmax", [Pure]> {
+  let summary = "softmax(input + bias) along the last axis, in one pass";
+  let description = [{
+    Attention's scores to probabilities (zero-recognize-patterns): the
+    additive mask `bias` (broadcast to the input's shape, of its element
+    type), the softmax along the last axis, and with `nan_to_zero` the NaN
+    guard PyTorch's exported scaled_dot_product_attention puts after it
+    (`where(isnan(p), 0, p)`). Its gradient is softmax_grad of its result.
+  }];
+  let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$bias, UnitAttr:$nan_to_zero);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $bias attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
 def Zero_LogSoftmaxOp : Zero_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
   let summary = "log-softmax along an axis";
   let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$axis);

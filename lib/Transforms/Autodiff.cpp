@@ -323,6 +323,15 @@ LogicalResult Differentiator::backward(Operation *op) {
         accumulate(loc, x(0), SoftmaxGradOp::create(b, loc, y(), g, s.getAxisAttr()));
         return success();
       })
+      .Case([&](BiasSoftmaxOp s) {
+        // d(x + bias) = softmax_grad(y, dy); the bias (a mask, usually
+        // constant) sums it over the broadcast dimensions.
+        auto last = b.getI64IntegerAttr(tensorType(y()).getRank() - 1);
+        Value dx = SoftmaxGradOp::create(b, loc, y(), g, last);
+        accumulate(loc, x(0), dx);
+        accumulate(loc, x(1), dx);
+        return success();
+      })
       .Case([&](LogSoftmaxOp s) {
         accumulate(loc, x(0), LogSoftmaxGradOp::create(b, loc, y(), g, s.getAxisAttr()));
         return success();

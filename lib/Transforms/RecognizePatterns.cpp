@@ -1,4 +1,4 @@
-//===- RecognizePatterns.cpp - fuse GELU, SiLU and RMSNorm chains ---------===//
+//===- RecognizePatterns.cpp - fuse GELU, SiLU, RMSNorm, masked softmax ---===//
 //
 // PyTorch's exporter spells F.gelu, F.silu and LlamaRMSNorm as chains of
 // elementwise ops. A product node is flattened into its factors (through
@@ -225,11 +225,56 @@ struct FuseRmsNorm : OpRewritePattern<MulOp> {
   }
 };
 
+/// softmax(x + bias) over the last axis -> bias_softmax(x, bias), taking the
+/// NaN guard that PyTorch's exported scaled_dot_product_attention puts after
+/// it (where(p != p, 0, p)) along: attention's mask, softmax and guard in one
+/// pass over the scores instead of four.
+struct FuseBiasSoftmax : OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SoftmaxOp softmax, PatternRewriter &rewriter) const override {
+    auto type = cast<RankedTensorType>(softmax.getType());
+    auto add = softmax.getInput().getDefiningOp<AddOp>();
+    if (softmax.getAxis() != type.getRank() - 1 || !add || !add->hasOneUse())
+      return failure();
+    Value x = add.getLhs(), bias = add.getRhs();
+    if (x.getType() != type)
+      std::swap(x, bias);
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    if (x.getType() != type || biasType.getElementType() != type.getElementType())
+      return failure();
+    // The guard, when the softmax's only users are cmp ne(p, p) and
+    // where(that, 0, p); other users keep the unguarded values.
+    WhereOp guard;
+    CmpOp isNan;
+    bool others = false;
+    for (Operation *user : softmax->getUsers()) {
+      if (auto c = dyn_cast<CmpOp>(user); c && c.getPredicate() == CmpPredicate::ne &&
+                                          c.getLhs() == softmax && c.getRhs() == softmax)
+        isNan = c;
+      else if (auto w = dyn_cast<WhereOp>(user); w && w.getRhs() == softmax && isSplat(w.getLhs(), 0))
+        guard = w;
+      else
+        others = true;
+    }
+    bool nanToZero = guard && isNan && !others && guard.getCondition() == isNan.getResult() &&
+                     isNan->hasOneUse() && guard.getType() == type;
+    auto fused = BiasSoftmaxOp::create(rewriter, softmax.getLoc(), type, x, bias,
+                                       nanToZero ? rewriter.getUnitAttr() : UnitAttr());
+    if (nanToZero) {
+      rewriter.replaceOp(guard, fused.getResult());
+      rewriter.eraseOp(isNan);
+    }
+    rewriter.replaceOp(softmax, fused.getResult());
+    rewriter.eraseOp(add);
+    return success();
+  }
+};
+
 struct ZeroRecognizePatternsPass
     : zcc::impl::ZeroRecognizePatternsBase<ZeroRecognizePatternsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseGelu, FuseSilu, FuseRmsNorm>(&getContext());
+    patterns.add<FuseGelu, FuseSilu, FuseRmsNorm, FuseBiasSoftmax>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

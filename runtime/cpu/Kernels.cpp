@@ -997,6 +997,72 @@ Status run_softmax(const KernelCall &c) {
   return dispatchFloat(c.in[0].dtype,
                        [&](auto tag) { return softmaxImpl<decltype(tag)>(c, false); });
 }
+std::string check_bias_softmax(const KernelCall &c) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  const TensorRef &x = c.in[0], &bias = c.in[1], &y = c.out[0];
+  if (!isFloatStorage(x.dtype) || bias.dtype != x.dtype || y.dtype != x.dtype ||
+      y.shape != x.shape || x.shape.empty())
+    return "expects float input, bias and result of one type, result of the input's shape";
+  Shape s;
+  if (!broadcastShape(x.shape, bias.shape, s) || s != x.shape)
+    return "bias " + describe(bias) + " does not broadcast to " + describe(x);
+  if (c.ints.size() != 1)
+    return "expects ints [nan_to_zero]";
+  return "";
+}
+/// Element offsets into a bias broadcast to |shape|: of each row (all but
+/// the last dimension), and the stride along the row (0 or 1).
+void biasRows(const Shape &shape, const Shape &bias, std::vector<int64_t> &rowOffset,
+              int64_t &step) {
+  size_t rank = shape.size(), lead = rank - bias.size();
+  std::vector<int64_t> stride(rank, 0);
+  for (int64_t d = (int64_t)rank - 1, s = 1; d >= (int64_t)lead; --d) {
+    int64_t size = bias[d - lead];
+    stride[d] = size == 1 ? 0 : s;
+    s *= size;
+  }
+  step = stride[rank - 1];
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    rows *= shape[d];
+  rowOffset.assign(rows, 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = (int64_t)rank - 2, rest = r; d >= 0; --d) {
+      rowOffset[r] += (rest % shape[d]) * stride[d];
+      rest /= shape[d];
+    }
+}
+template <typename T> Status biasSoftmaxImpl(const KernelCall &c) {
+  const Shape &shape = c.in[0].shape;
+  int64_t dim = shape.back(), step;
+  std::vector<int64_t> rowOffset;
+  biasRows(shape, c.in[1].shape, rowOffset, step);
+  const T *x = c.in[0].as<T>(), *bias = c.in[1].as<T>();
+  T *y = c.out[0].as<T>();
+  bool nanToZero = c.ints[0] != 0;
+  std::vector<float> z(dim);
+  for (size_t r = 0; r < rowOffset.size(); ++r) {
+    const T *xr = x + r * dim, *br = bias + rowOffset[r];
+    T *yr = y + r * dim;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < dim; ++j) {
+      z[j] = float(xr[j]) + float(br[j * step]);
+      mx = std::max(mx, z[j]);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < dim; ++j)
+      sum += std::exp((double)z[j] - mx);
+    for (int64_t j = 0; j < dim; ++j) {
+      float p = (float)(std::exp((double)z[j] - mx) / sum);
+      yr[j] = T(nanToZero && std::isnan(p) ? 0.0f : p);
+    }
+  }
+  return Status::ok();
+}
+Status run_bias_softmax(const KernelCall &c) {
+  return dispatchFloat(c.in[0].dtype, [&](auto tag) { return biasSoftmaxImpl<decltype(tag)>(c); });
+}
 Status run_log_softmax(const KernelCall &c) {
   return dispatchFloat(c.in[0].dtype,
                        [&](auto tag) { return softmaxImpl<decltype(tag)>(c, true); });
@@ -1531,6 +1597,7 @@ const KernelInfo kKernels[] = {
     {"matmul", check_matmul, run_matmul},
     {"reduce", check_reduce, run_reduce},
     {"softmax", check_softmax, run_softmax},
+    {"bias_softmax", check_bias_softmax, run_bias_softmax},
     {"log_softmax", check_softmax, run_log_softmax},
     {"layer_norm", check_layer_norm, [](const KernelCall &c) { return viaFloat32(c, run_layer_norm); }},
     {"rms_norm", check_rms_norm, [](const KernelCall &c) { return viaFloat32(c, run_rms_norm); }},

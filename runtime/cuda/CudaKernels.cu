@@ -640,6 +640,41 @@ __global__ void softmaxKernel(const T *x, T *y, int64_t dim, int64_t inner, bool
   }
 }
 
+/// Where each row (all dimensions but the last) of a broadcast bias starts,
+/// and its stride along the row (0 or 1).
+struct BiasRows {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {}, stride[kMaxRank] = {};
+  int64_t step = 0;
+};
+
+/// bias_softmax: one block per row; softmax(x + bias) with the CPU's
+/// arithmetic (float sums of x and bias, double exp and sum), NaN -> 0 when
+/// asked (PyTorch's attention guard).
+template <typename T>
+__global__ void biasSoftmaxKernel(const T *x, const T *bias, T *y, int64_t dim, BiasRows rows,
+                                  bool nanToZero) {
+  int64_t row = blockIdx.x, offset = 0;
+  for (int64_t d = rows.rank - 2, rest = row; d >= 0; --d) {
+    offset += (rest % rows.shape[d]) * rows.stride[d];
+    rest /= rows.shape[d];
+  }
+  const T *xr = x + row * dim, *br = bias + offset;
+  T *yr = y + row * dim;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    mx = fmaxf(mx, toF(xr[j]) + toF(br[j * rows.step]));
+  mx = blockMax(mx);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    sum += exp((double)(toF(xr[j]) + toF(br[j * rows.step])) - mx);
+  sum = blockSum(sum);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    float p = (float)(exp((double)(toF(xr[j]) + toF(br[j * rows.step])) - mx) / sum);
+    yr[j] = fromF<T>(nanToZero && isnan(p) ? 0.0f : p);
+  }
+}
+
 template <typename T>
 __global__ void softmaxGradKernel(const T *y, const T *g, T *dx, int64_t dim, int64_t inner,
                                   bool log) {
@@ -1160,6 +1195,22 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     if (rows > 0)
       ZRT_FLOAT_DISPATCH(c.in[0].dtype, T,
         softmaxKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(c.in[0].as<T>(), c.out[0].as<T>(), dim, inner, name == "log_softmax"))
+  } else if (name == "bias_softmax") {
+    const TensorRef &x = c.in[0], &bias = c.in[1];
+    BiasRows rows;
+    rows.rank = (int)x.shape.size();
+    int64_t lead = rows.rank - (int64_t)bias.shape.size(), dim = x.shape.back();
+    for (int64_t d = rows.rank - 1, s = 1; d >= 0; --d) {
+      rows.shape[d] = x.shape[d];
+      int64_t size = d < lead ? 1 : bias.shape[d - lead];
+      rows.stride[d] = size == 1 ? 0 : s;
+      s *= size;
+    }
+    rows.step = rows.stride[rows.rank - 1];
+    int64_t count = x.numel() / std::max<int64_t>(dim, 1);
+    if (count > 0 && dim > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        biasSoftmaxKernel<T><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, c.ints[0] != 0))
   } else if (name == "softmax_grad" || name == "log_softmax_grad") {
     int64_t outer, dim, inner;
     around(c.out[0].shape, c.ints[0], outer, dim, inner);
@@ -1273,7 +1324,7 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
 
 const std::set<std::string> kMore = {
     "cmp", "and", "or", "not", "where", "expand", "cast", "transpose", "slice", "slice_grad",
-    "concat", "split", "gather", "gather_grad", "softmax", "log_softmax", "softmax_grad",
+    "concat", "split", "gather", "gather_grad", "softmax", "bias_softmax", "log_softmax", "softmax_grad",
     "log_softmax_grad", "layer_norm", "rms_norm", "layer_norm_grad", "rms_norm_grad",
     "cross_entropy", "cross_entropy_grad", "reduce", "gelu_grad", "sgd"};
 

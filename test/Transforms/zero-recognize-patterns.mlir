@@ -107,3 +107,46 @@ func.func @not_rms_norm(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x
   %6 = zero.mul %w, %5 : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %6 : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Attention's scores: an additive mask, the softmax and the NaN guard of
+// PyTorch's exported scaled_dot_product_attention become one bias_softmax.
+// CHECK-LABEL: func.func @attention_softmax
+// CHECK-SAME: (%[[S:.*]]: tensor<2x3x4x4xf32>, %[[M:.*]]: tensor<2x1x4x4xf32>)
+func.func @attention_softmax(%s: tensor<2x3x4x4xf32>, %m: tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32> {
+  // CHECK-NEXT: %[[P:.*]] = zero.bias_softmax %[[S]], %[[M]] {nan_to_zero}
+  // CHECK-NEXT: return %[[P]]
+  %zero = zero.constant dense<0.0> : tensor<f32>
+  %0 = zero.add %s, %m : (tensor<2x3x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %1 = zero.softmax %0 {axis = 3 : i64} : tensor<2x3x4x4xf32>
+  %2 = zero.cmp ne %1, %1 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xi1>
+  %3 = zero.where %2, %zero, %1 : (tensor<2x3x4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %3 : tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Without the guard (the mask first), and a softmax whose result has other
+// users keeps its guard unfused; softmax over another axis is left alone.
+// CHECK-LABEL: func.func @masked_softmax
+// CHECK-SAME: (%[[S:.*]]: tensor<3x4xf32>, %[[M:.*]]: tensor<4xf32>)
+func.func @masked_softmax(%s: tensor<3x4xf32>, %m: tensor<4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) {
+  // CHECK: %[[P:.*]] = zero.bias_softmax %[[S]], %[[M]] :
+  // CHECK: %[[Q:.*]] = zero.bias_softmax %{{.*}}, %[[M]] :
+  // CHECK: zero.cmp ne %[[Q]], %[[Q]]
+  // CHECK: zero.softmax {{.*}}axis = 0
+  // CHECK-NOT: bias_softmax
+  %zero = zero.constant dense<0.0> : tensor<f32>
+  %0 = zero.add %m, %s : (tensor<4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %1 = zero.softmax %0 {axis = 1 : i64} : tensor<3x4xf32>
+  %2 = zero.mul %s, %s : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %3 = zero.add %2, %m : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  %4 = zero.softmax %3 {axis = 1 : i64} : tensor<3x4xf32>
+  %5 = zero.cmp ne %4, %4 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xi1>
+  %6 = zero.where %5, %zero, %4 : (tensor<3x4xi1>, tensor<f32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %7 = zero.add %6, %4 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %8 = zero.add %s, %m : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  %9 = zero.softmax %8 {axis = 0 : i64} : tensor<3x4xf32>
+  return %1, %7, %9 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+}

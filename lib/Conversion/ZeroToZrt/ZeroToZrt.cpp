@@ -109,6 +109,9 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{"reduce", ints, {}};
       })
       .Case([&](zero::SoftmaxOp s) { return KernelSpec{"softmax", {s.getAxis()}, {}}; })
+      .Case([&](zero::BiasSoftmaxOp s) {
+        return KernelSpec{"bias_softmax", {s.getNanToZero() ? 1 : 0}, {}};
+      })
       .Case([&](zero::LogSoftmaxOp s) { return KernelSpec{"log_softmax", {s.getAxis()}, {}}; })
       .Case([&](zero::LayerNormOp l) {
         return KernelSpec{"layer_norm", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};

@@ -140,6 +140,16 @@ cases = [
          consts=[("ax", np.array([0, 2], np.int64))]),
     case("softmax", [n("Softmax", ["a"], axis=0)], [("a", A)], (3, 4)),
     case("log_softmax", [n("LogSoftmax", ["a"])], [("a", A)], (3, 4)),
+    # Attention's masked softmax (zero-recognize-patterns: bias_softmax), the
+    # mask trainable here so that its gradient (summed over the broadcast
+    # rows) is checked too; the NaN guard as PyTorch's SDPA export writes it.
+    case("bias_softmax", [helper.make_node("Add", ["a", "mb"], ["z"]),
+                          helper.make_node("Softmax", ["z"], ["p"], axis=-1),
+                          helper.make_node("IsNaN", ["p"], ["nan"]),
+                          helper.make_node("Constant", [], ["zf"],
+                                           value=numpy_helper.from_array(np.zeros((), np.float32))),
+                          n("Where", ["nan", "zf", "p"])],
+         [("a", A), ("mb", r(4))], (3, 4)),
     case("layer_norm", [n("LayerNormalization", ["a", "g", "b"], epsilon=1e-5)],
          [("a", A), ("g", r(4)), ("b", B)], (3, 4)),
     case("rms_norm", [helper.make_node("Constant", [], ["two"], value_float=2.0),
