@@ -14,6 +14,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
 #include <cmath>
 #include <set>
 #include <type_traits>
@@ -232,6 +235,73 @@ bool matmulSupported(const KernelCall &c) {
   return true;
 }
 
+} // namespace
+
+/// One GEMM shape's cuBLASLt objects (owned).
+struct MatmulPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo;
+  ~MatmulPlan() {
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+struct MatmulPlans {
+  // m, n, k, batch, transposes, batch strides, data and compute types.
+  using Key = std::array<int64_t, 10>;
+  std::map<Key, std::unique_ptr<MatmulPlan>> byShape;
+};
+
+namespace {
+
+/// Builds the descriptors of a GEMM and asks the heuristic for its best
+/// algorithm (once per shape: launchMatmul caches the result).
+Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
+                       cublasComputeType_t compute, bool ta, bool tb, int64_t m, int64_t n,
+                       int64_t k, int64_t aRows, int64_t aCols, int64_t bRows, int64_t bCols,
+                       int64_t batch, int64_t strideA, int64_t strideB) {
+  ZRT_CUBLAS(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
+  cublasOperation_t opFirst = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opSecond = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst,
+                                            sizeof opFirst));
+  ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
+                                            sizeof opSecond));
+  // First operand: B's storage viewed column-major (bCols x bRows), second: A's.
+  ZRT_CUBLAS(cublasLtMatrixLayoutCreate(&p.la, type, bCols, bRows, bCols));
+  ZRT_CUBLAS(cublasLtMatrixLayoutCreate(&p.lb, type, aCols, aRows, aCols));
+  ZRT_CUBLAS(cublasLtMatrixLayoutCreate(&p.lc, type, n, m, n));
+  int32_t count = (int32_t)batch;
+  int64_t strideC = m * n;
+  for (auto [layout, stride] : {std::pair{p.la, strideB}, {p.lb, strideA}, {p.lc, strideC}}) {
+    ZRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                &count, sizeof count));
+    ZRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  ZRT_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = ctx.workspaceBytes;
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  cublasStatus_t st =
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                           sizeof ws);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result,
+                                        &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  ZRT_CUBLAS(st);
+  if (!found)
+    return errorf("cuBLASLt has no algorithm for ", m, "x", k, " @ ", k, "x", n, " batch ",
+                  batch);
+  p.algo = result.algo;
+  return Status::ok();
+}
+
 Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
   const TensorRef &a = c.in[0], &b = c.in[1], &o = c.out[0];
   bool ta = c.ints[0], tb = c.ints[1];
@@ -246,55 +316,22 @@ Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
   cudaDataType_t type = cudaType(a.dtype);
   cublasComputeType_t compute =
       a.dtype == DType::F32 && ctx.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  Status status = Status::ok();
-  auto run = [&]() -> Status {
-    ZRT_CUBLAS(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F));
-    cublasOperation_t opFirst = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                      opSecond = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst,
-                                              sizeof opFirst));
-    ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
-                                              sizeof opSecond));
-    // First operand: B's storage viewed column-major (bCols x bRows), second: A's.
-    ZRT_CUBLAS(cublasLtMatrixLayoutCreate(&la, type, bCols, bRows, bCols));
-    ZRT_CUBLAS(cublasLtMatrixLayoutCreate(&lb, type, aCols, aRows, aCols));
-    ZRT_CUBLAS(cublasLtMatrixLayoutCreate(&lc, type, n, m, n));
-    int32_t count = (int32_t)batch;
-    int64_t strideC = m * n;
-    for (auto [layout, stride] : {std::pair{la, strideB}, {lb, strideA}, {lc, strideC}}) {
-      ZRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                  &count, sizeof count));
-      ZRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(
-          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
-    }
-    ZRT_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = ctx.workspaceBytes;
-    ZRT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasLtMatmulHeuristicResult_t result;
-    int found = 0;
-    ZRT_CUBLAS(cublasLtMatmulAlgoGetHeuristic(ctx.lt, op, la, lb, lc, lc, pref, 1, &result,
-                                              &found));
-    if (!found)
-      return errorf("cuBLASLt has no algorithm for ", m, "x", k, " @ ", k, "x", n, " batch ",
-                    batch);
-    float alpha = 1.0f, beta = 0.0f;
-    ZRT_CUBLAS(cublasLtMatmul(ctx.lt, op, &alpha, b.data, la, a.data, lb, &beta, o.data, lc,
-                              o.data, lc, &result.algo, ctx.workspace, ctx.workspaceBytes,
-                              ctx.stream));
-    return Status::ok();
-  };
-  status = run();
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  if (lc) cublasLtMatrixLayoutDestroy(lc);
-  if (lb) cublasLtMatrixLayoutDestroy(lb);
-  if (la) cublasLtMatrixLayoutDestroy(la);
-  if (op) cublasLtMatmulDescDestroy(op);
-  return status;
+  if (!ctx.matmulPlans)
+    ctx.matmulPlans = std::make_shared<MatmulPlans>();
+  // (aRows, aCols) follow from m, k and ta; (bRows, bCols) from k, n and tb.
+  MatmulPlans::Key key{m, n, k, batch, ta, tb, strideA, strideB, (int64_t)type, (int64_t)compute};
+  std::unique_ptr<MatmulPlan> &plan = ctx.matmulPlans->byShape[key];
+  if (!plan) {
+    auto built = std::make_unique<MatmulPlan>();
+    ZRT_RETURN_IF_ERROR(buildMatmulPlan(*built, ctx, type, compute, ta, tb, m, n, k, aRows,
+                                        aCols, bRows, bCols, batch, strideA, strideB));
+    plan = std::move(built);
+  }
+  float alpha = 1.0f, beta = 0.0f;
+  ZRT_CUBLAS(cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb, &beta,
+                            o.data, plan->lc, o.data, plan->lc, &plan->algo, ctx.workspace,
+                            ctx.workspaceBytes, ctx.stream));
+  return Status::ok();
 }
 
 Status launchAdamW(const KernelCall &c, CudaContext &ctx) {

@@ -13,9 +13,12 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 
 namespace zrt {
+
+struct MatmulPlans; // cuBLASLt descriptors and algorithm per GEMM shape
 
 struct CudaContext {
   cudaStream_t stream = nullptr;
@@ -33,6 +36,9 @@ struct CudaContext {
   /// What --memory-budget leaves for scratch (-1: no limit).
   int64_t scratchLimit = -1;
   Status reserve(size_t bytes);
+  /// GEMM shapes seen so far: their cuBLASLt descriptors and the algorithm
+  /// the heuristic chose, built once (a plan repeats its shapes every step).
+  std::shared_ptr<MatmulPlans> matmulPlans;
 };
 
 /// The message of a kernel error recorded in errorInfo (host copy), as the
