@@ -712,6 +712,48 @@ __global__ void biasSoftmaxKernel(const T *x, const T *bias, T *y, int64_t dim, 
   }
 }
 
+/// bias_softmax for rows of up to kRowThreads * kPer elements: the row is
+/// read once into registers, exp in float (expf), the sum of the row in
+/// double; the same values as biasSoftmaxKernel up to float rounding of exp.
+/// Reads the scores once and writes the probabilities once (the kernel is
+/// bandwidth-bound: attention's [B, H, S, S] scores).
+template <typename T, int kPer>
+__global__ void biasSoftmaxRowKernel(const T *x, const T *bias, T *y, int64_t dim, BiasRows rows,
+                                     bool nanToZero) {
+  int64_t row = blockIdx.x, offset = 0;
+  for (int64_t d = rows.rank - 2, rest = row; d >= 0; --d) {
+    offset += (rest % rows.shape[d]) * rows.stride[d];
+    rest /= rows.shape[d];
+  }
+  const T *xr = x + row * dim, *br = bias + offset;
+  T *yr = y + row * dim;
+  float z[kPer];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    int64_t j = threadIdx.x + (int64_t)e * blockDim.x;
+    z[e] = j < dim ? toF(xr[j]) + toF(br[j * rows.step]) : -INFINITY;
+    mx = fmaxf(mx, z[e]);
+  }
+  mx = blockMax(mx);
+  float partial = 0;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    int64_t j = threadIdx.x + (int64_t)e * blockDim.x;
+    z[e] = j < dim ? expf(z[e] - mx) : 0.0f;
+    partial += z[e];
+  }
+  float sum = (float)blockSum(partial);
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    int64_t j = threadIdx.x + (int64_t)e * blockDim.x;
+    if (j < dim) {
+      float p = z[e] / sum;
+      yr[j] = fromF<T>(nanToZero && isnan(p) ? 0.0f : p);
+    }
+  }
+}
+
 template <typename T>
 __global__ void softmaxGradKernel(const T *y, const T *g, T *dx, int64_t dim, int64_t inner,
                                   bool log) {
@@ -1245,9 +1287,17 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     }
     rows.step = rows.stride[rows.rank - 1];
     int64_t count = x.numel() / std::max<int64_t>(dim, 1);
+    bool nanToZero = c.ints[0] != 0;
     if (count > 0 && dim > 0)
       ZRT_FLOAT_DISPATCH(x.dtype, T,
-        biasSoftmaxKernel<T><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, c.ints[0] != 0))
+        if (dim <= kRowThreads * 2)
+          biasSoftmaxRowKernel<T, 2><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+        else if (dim <= kRowThreads * 4)
+          biasSoftmaxRowKernel<T, 4><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+        else if (dim <= kRowThreads * 8)
+          biasSoftmaxRowKernel<T, 8><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+        else
+          biasSoftmaxKernel<T><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero))
   } else if (name == "softmax_grad" || name == "log_softmax_grad") {
     int64_t outer, dim, inner;
     around(c.out[0].shape, c.ints[0], outer, dim, inner);
