@@ -17,11 +17,31 @@ def ZeroRecognizePatterns : Pass<"zero-recognize-patterns", "mlir::ModuleOp"> {
     - SiLU:        x * sigmoid(x)
     - RMSNorm:     w * (x * rsqrt(mean(x^2) + eps)), with rsqrt written as
                    1/sqrt or sqrt then reciprocal, and x^2 as pow(x, 2) or x*x
+    - masked softmax: softmax(x + mask) over the last axis, with PyTorch's
+                   SDPA NaN guard where(p != p, 0, p) after it -> bias_softmax
 
-    Attention (QK^T * scale + mask, softmax, * V) is left as separate ops for
-    now: its fused form needs the backward rule and kernel that come with the
-    CUDA backend.
+    The two GEMMs of attention (QK^T, * V) stay separate ops.
   }];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
+def ZeroPadGemms : Pass<"zero-pad-gemms", "mlir::ModuleOp"> {
+  let summary = "Pad GEMMs with an odd number of output columns (a vocabulary)";
+  let description = [{
+    cuBLASLt's fast kernels want 16-byte aligned rows; a 16-bit output with
+    50257 columns (GPT-2's vocabulary) has 2-byte aligned rows and runs at a
+    fraction of the GEMM rate, in the forward and both backward GEMMs. For a
+    matmul in @forward whose output has at least `min-columns` columns, not a
+    multiple of `multiple`, the right operand gets zero columns (rows, when it
+    is transposed) up to the multiple, and a slice takes the real columns from
+    the result: the padded columns are zero and their gradient is dropped, so
+    the values are those of the unpadded product. zcc runs it for --target cuda.
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"64", "pad columns to a multiple of this">,
+    Option<"minColumns", "min-columns", "int64_t", /*default=*/"4096",
+           "pad only outputs at least this wide">,
+  ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
