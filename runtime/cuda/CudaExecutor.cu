@@ -4,6 +4,7 @@
 #include "cuda/CudaKernels.h"
 #include "cuda/Nccl.h"
 
+#include "exec/InFlightCopies.h"
 #include "plan/PlanLoader.h"
 
 #include <cstdlib>
@@ -276,11 +277,10 @@ public:
                       where.empty() ? "" : " (" + where + ")", " on the GPU: ", s.message());
     }
     // The copies still in flight end before the program does.
-    for (const PendingCopy &c : copies_) {
-      ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, c.done, 0));
-      freeEvents_.push_back(c.done);
+    for (cudaEvent_t done : copies_.takeAll()) {
+      ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, done, 0));
+      freeEvents_.push_back(done);
     }
-    copies_.clear();
     if (marks)
       ZRT_CUDA(cudaEventRecord((*marks)[program.instructions_size()], ctx_.stream));
     // The program's outputs come back to the host.
@@ -389,7 +389,7 @@ private:
       cudaEvent_t done = event();
       ZRT_CUDA(cudaMemcpyAsync(dst + at, src + at, n, cudaMemcpyDefault, copyStream_));
       ZRT_CUDA(cudaEventRecord(done, copyStream_));
-      copies_.push_back({src + at, dst + at, n, done});
+      copies_.add(src + at, dst + at, n, done);
     }
     return Status::ok();
   }
@@ -448,7 +448,7 @@ private:
     KernelCall part = call;
     for (int64_t begin = 0; begin < n; begin += hostChunk_) {
       int64_t count = std::min<int64_t>(hostChunk_, n - begin);
-      std::vector<Range> ranges;
+      std::vector<ByteRange> ranges;
       for (size_t k = 0; k < call.in.size(); ++k) {
         part.in[k] = slice(call.in[k], begin, count);
         ranges.push_back({part.in[k].data, bytesOf(part.in[k]), false});
@@ -467,13 +467,8 @@ private:
     return Status::ok();
   }
 
-  /// Bytes an instruction reads or writes.
-  struct Range {
-    const char *data;
-    size_t bytes;
-    bool written;
-  };
-  std::vector<Range> operandsOf(const plan::Instruction &inst) {
+  /// The bytes an instruction reads or writes.
+  std::vector<ByteRange> operandsOf(const plan::Instruction &inst) {
     std::vector<std::pair<int, bool>> buffers;
     if (inst.has_kernel()) {
       for (int b : inst.kernel().inputs())
@@ -487,7 +482,7 @@ private:
     } else if (inst.has_wait()) {
       buffers = {{inst.wait().output(), false}};
     }
-    std::vector<Range> ranges;
+    std::vector<ByteRange> ranges;
     for (auto [b, written] : buffers) {
       TensorRef t = device(b);
       ranges.push_back({t.data, bytesOf(t), written});
@@ -499,26 +494,13 @@ private:
   /// whose bytes it touches (it reads or writes a copy's target, or writes
   /// its source): the compute stream waits for them, or for a host kernel
   /// (|host|) the host does.
-  Status orderAfterCopies(const std::vector<Range> &ranges, bool host) {
-    auto overlaps = [](const char *a, size_t an, const char *b, size_t bn) {
-      return a < b + bn && b < a + an;
-    };
-    for (size_t k = 0; k < copies_.size();) {
-      const PendingCopy &c = copies_[k];
-      bool conflict = false;
-      for (const Range &r : ranges)
-        conflict |= overlaps(r.data, r.bytes, c.dst, c.bytes) ||
-                    (r.written && overlaps(r.data, r.bytes, c.src, c.bytes));
-      if (!conflict) {
-        ++k;
-        continue;
-      }
+  Status orderAfterCopies(const std::vector<ByteRange> &ranges, bool host) {
+    for (cudaEvent_t done : copies_.takeConflicts(ranges)) {
       if (host)
-        ZRT_CUDA(cudaEventSynchronize(c.done));
+        ZRT_CUDA(cudaEventSynchronize(done));
       else
-        ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, c.done, 0));
-      freeEvents_.push_back(c.done);
-      copies_.erase(copies_.begin() + k);
+        ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, done, 0));
+      freeEvents_.push_back(done);
     }
     return Status::ok();
   }
@@ -760,12 +742,7 @@ private:
   // Host <-> device copy instructions (copyInstruction), unless ZRT_COPY_STREAM=0.
   cudaStream_t copyStream_ = nullptr;
   bool useCopyStream_ = true;
-  struct PendingCopy {
-    const char *src, *dst;
-    size_t bytes;
-    cudaEvent_t done;
-  };
-  std::vector<PendingCopy> copies_; // in flight on the copy stream, in issue order
+  InFlightCopies<cudaEvent_t> copies_; // on the copy stream
   static constexpr size_t kCopyChunk = 64u << 20;    // bytes per copy piece
   int64_t hostChunk_ = 16ll << 20; // elements per host kernel chunk (ZRT_HOST_CHUNK)
   std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer

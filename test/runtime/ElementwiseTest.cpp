@@ -1,0 +1,80 @@
+//===- ElementwiseTest.cpp - the CPU's multi-core elementwise kernels -----===//
+//
+// Large element-wise kernels (the offloaded AdamW, flat binary ops) split
+// their work over a process-wide pool of threads; in-process ranks call them
+// from several threads at once. The results must be those of one thread.
+//
+//===----------------------------------------------------------------------===//
+#include "cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+using namespace zrt;
+
+namespace {
+TensorRef ref(std::vector<float> &v, std::vector<int64_t> shape) {
+  TensorRef t;
+  t.dtype = DType::F32;
+  t.shape = std::move(shape);
+  t.data = reinterpret_cast<char *>(v.data());
+  return t;
+}
+} // namespace
+
+TEST(Elementwise, ScalarMultiplyFromSeveralThreads) {
+  // 1M elements (pool path) times a scalar, from 4 threads at once.
+  const int64_t n = 1 << 20;
+  std::vector<std::thread> callers;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&, t] {
+      std::vector<float> a(n), s{0.5f + t}, o(n, -1.0f);
+      for (int64_t k = 0; k < n; ++k)
+        a[k] = (float)(k % 1000) * 0.25f;
+      KernelCall c;
+      c.in = {ref(a, {n}), ref(s, {})};
+      c.out = {ref(o, {n})};
+      if (!findKernel("mul")->run(c))
+        return;
+      bool same = true;
+      for (int64_t k = 0; k < n; ++k)
+        same &= o[k] == a[k] * s[0];
+      ok[t] = same;
+    });
+  for (std::thread &t : callers)
+    t.join();
+  EXPECT_EQ(ok, (std::vector<int>{1, 1, 1, 1}));
+}
+
+TEST(Elementwise, AdamWOverThePoolMatchesOneElementAtATime) {
+  const int64_t n = (1 << 18) + 7; // several blocks and a ragged end
+  std::vector<float> p(n), g(n), m(n), v(n), lr{1e-3f}, step{3.0f}, po(n), mo(n), vo(n);
+  for (int64_t k = 0; k < n; ++k) {
+    p[k] = std::sin((float)k);
+    g[k] = std::cos((float)k * 0.5f);
+    m[k] = 0.01f * g[k];
+    v[k] = 0.001f * g[k] * g[k];
+  }
+  KernelCall c;
+  c.in = {ref(p, {n}), ref(g, {n}), ref(m, {n}), ref(v, {n}), ref(lr, {}), ref(step, {})};
+  c.out = {ref(po, {n}), ref(mo, {n}), ref(vo, {n})};
+  c.floats = {0.9, 0.999, 1e-8, 0.01};
+  ASSERT_TRUE(findKernel("adamw")->run(c));
+  // The same call on a 3-element slice at the end (the caller alone) gives
+  // the same bits for those elements.
+  int64_t at = n - 3;
+  std::vector<float> p3(p.begin() + at, p.end()), g3(g.begin() + at, g.end()),
+      m3(m.begin() + at, m.end()), v3(v.begin() + at, v.end()), po3(3), mo3(3), vo3(3);
+  KernelCall c3 = c;
+  c3.in = {ref(p3, {3}), ref(g3, {3}), ref(m3, {3}), ref(v3, {3}), ref(lr, {}), ref(step, {})};
+  c3.out = {ref(po3, {3}), ref(mo3, {3}), ref(vo3, {3})};
+  ASSERT_TRUE(findKernel("adamw")->run(c3));
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(po3[k], po[at + k]);
+    EXPECT_EQ(mo3[k], mo[at + k]);
+    EXPECT_EQ(vo3[k], vo[at + k]);
+  }
+}
