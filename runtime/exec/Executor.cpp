@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <chrono>
+#include <optional>
 #include <cstring>
 
 using namespace zrt;
@@ -83,6 +84,26 @@ Status Executor::run(const plan::Program &program) {
   KernelCall call;
   for (int i = 0; i < program.instructions_size(); ++i) {
     const plan::Instruction &inst = program.instructions(i);
+    // zrun --profile: every instruction's wall time (a wait's is the time
+    // the program stood still for its collective).
+    struct Timer {
+      Executor &e;
+      const std::string &program;
+      int index;
+      std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+      Timer(Executor &e, const std::string &program, int index)
+          : e(e), program(program), index(index) {}
+      Timer(const Timer &) = delete;
+      ~Timer() {
+        InstructionTime &t = e.profile_[{program, index}];
+        t.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count();
+        ++t.runs;
+      }
+    };
+    std::optional<Timer> timer;
+    if (profiling_)
+      timer.emplace(*this, program.name(), i);
     if (inst.has_copy()) {
       TensorRef src = buffer(inst.copy().source()), dst = buffer(inst.copy().target());
       std::memmove(dst.data, src.data, src.numel() * dtypeSize(src.dtype));
@@ -118,15 +139,7 @@ Status Executor::run(const plan::Program &program) {
       call.out.push_back(buffer(index));
     call.ints.assign(k.ints().begin(), k.ints().end());
     call.floats.assign(k.floats().begin(), k.floats().end());
-    auto start = profiling_ ? std::chrono::steady_clock::now()
-                            : std::chrono::steady_clock::time_point();
     Status s = findKernel(k.name())->run(call);
-    if (profiling_) {
-      InstructionTime &t = profile_[{program.name(), i}];
-      t.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count();
-      ++t.runs;
-    }
     if (!s)
       return errorf("program '", program.name(), "', instruction ", i,
                     k.location().empty() ? "" : " (" + k.location() + ")", ", kernel '", k.name(),

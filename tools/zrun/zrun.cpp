@@ -357,6 +357,7 @@ void printProfile(const plan::Plan &plan, const ExecutorBase::Profile &profile, 
         where += shape(o);
     } else if (inst.has_collective()) {
       what = plan::Collective::Kind_Name(inst.collective().kind());
+      std::transform(what.begin(), what.end(), what.begin(), ::tolower); // as zcc prints it
       where = inst.collective().location() + " " + shape(inst.collective().output());
     } else if (inst.has_copy()) {
       what = "copy";
@@ -390,6 +391,26 @@ void printProfile(const plan::Plan &plan, const ExecutorBase::Profile &profile, 
   for (const auto &[ms, name] : kinds)
     std::printf("  %-22s %10.3f %6.1f%% %8lld\n", name.c_str(), ms / per, 100 * ms / total,
                 (long long)(byKind[name].second / per));
+  // Communication the compute stream waits for: synchronous collectives run
+  // on it, async ones (zero-schedule's starts) only stall it at their wait,
+  // so the waits are the exposed part of the overlapped communication.
+  double syncMs = 0, waitMs = 0;
+  int64_t async = 0, sync = 0;
+  for (const auto &[key, t] : profile) {
+    const plan::Instruction &inst = findProgram(plan, key.first)->instructions(key.second);
+    if (inst.has_collective() && inst.collective().kind() != plan::Collective::LOCAL_SHARD) {
+      (inst.collective().async() ? async : sync) += t.runs;
+      if (!inst.collective().async())
+        syncMs += t.ms;
+    } else if (inst.has_wait()) {
+      waitMs += t.ms;
+    }
+  }
+  if (async + sync > 0)
+    std::printf("  communication exposed on the compute stream: %.3f ms/step (%.3f in %lld "
+                "synchronous collectives, %.3f waiting for %lld async ones)\n",
+                (syncMs + waitMs) / per, syncMs / per, (long long)(sync / per), waitMs / per,
+                (long long)(async / per));
   std::sort(byInstruction.rbegin(), byInstruction.rend());
   std::printf("  top instructions (ms/step, program:index kind location operands -> results)\n");
   for (size_t i = 0; i < byInstruction.size() && i < 25; ++i) {
