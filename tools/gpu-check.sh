@@ -60,6 +60,10 @@ check gpt2-again gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $s
 same gpt2-again gpt2
 check gpt2-layer gpt2-layer.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 same gpt2-layer gpt2
+check gpt2-selective gpt2-selective.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
+same gpt2-selective gpt2
+check gpt2-z1-w2-offload gpt2-z1-w2-offload.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
+same gpt2-z1-w2-offload gpt2-z1-w2
 check gpt2-z2-w2-offload gpt2-z2-w2-offload.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 same gpt2-z2-w2-offload gpt2-z2-w2
 check gpt2-z3-w2-offload-param gpt2-z3-w2-offload-param.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched

@@ -40,6 +40,10 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --precision fp16 -o "$out/plans/gpt
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --precision fp16 -o "$out/plans/llama-fp16.zplan"
 # Memory levers (issue 7): bit-identical to their plain plans on the GPU too.
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --recompute layer -o "$out/plans/gpt2-layer.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --recompute selective -o "$out/plans/gpt2-selective.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 1 --world-size 2 \
+  --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer cpu \
+  -o "$out/plans/gpt2-z1-w2-offload.zplan"
 $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 2 --world-size 2 \
   --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer cpu \
   -o "$out/plans/gpt2-z2-w2-offload.zplan"
