@@ -557,6 +557,13 @@ static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
 LogicalResult SoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getType().getRank());
 }
+LogicalResult MatmulBiasOp::verify() {
+  auto out = getType(), bias = getBias().getType();
+  if (bias.getRank() != 1 || out.getRank() < 2 || bias.getDimSize(0) != out.getShape().back() ||
+      bias.getElementType() != out.getElementType())
+    return emitOpError() << "bias " << bias << " is not one value per column of " << out;
+  return success();
+}
 LogicalResult BiasSoftmaxOp::verify() {
   auto in = getInput().getType(), bias = getBias().getType();
   if (getType() != in)

@@ -273,6 +273,20 @@ def Zero_MatmulOp : Zero_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let hasCanonicalizer = 1;
 }
 
+def Zero_MatmulBiasOp : Zero_Op<"matmul_bias", [Pure]> {
+  let summary = "matmul plus a bias along the result's last dimension";
+  let description = [{
+    `matmul(lhs, rhs) + bias` with `bias` of shape [N] (N the result's last
+    dimension), formed by zero-fuse-epilogues after differentiation: one
+    kernel (a cuBLASLt bias epilogue) instead of a GEMM and a broadcast add.
+  }];
+  let arguments = (ins Zero_FloatTensor:$lhs, Zero_FloatTensor:$rhs, Zero_FloatTensor:$bias,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `,` $bias attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
 def Zero_ReduceOp : Zero_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
   let summary = "reduce over axes (sum, mean, max, min, prod)";
   let arguments = (ins Zero_ReduceKind:$kind, AnyRankedTensor:$input,

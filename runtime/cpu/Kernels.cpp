@@ -896,6 +896,30 @@ Status run_matmul(const KernelCall &c) {
   return Status::ok();
 }
 
+std::string check_matmul_bias(const KernelCall &c) {
+  if (c.in.size() != 3)
+    return "expects lhs, rhs and bias";
+  KernelCall product = c;
+  product.in.pop_back();
+  if (auto e = check_matmul(product); !e.empty())
+    return e;
+  const TensorRef &bias = c.in[2], &o = c.out[0];
+  if (bias.dtype != o.dtype || bias.shape != Shape{o.shape.back()})
+    return "bias " + describe(bias) + " should be one value per column of " + describe(o);
+  return "";
+}
+/// The GEMM, then the bias added as the separate add kernel does (in float,
+/// rounded to the storage type): the same bits as the unfused pair.
+Status run_matmul_bias(const KernelCall &c) {
+  KernelCall product = c;
+  product.in.pop_back();
+  ZRT_RETURN_IF_ERROR(run_matmul(product));
+  KernelCall add;
+  add.in = {c.out[0], c.in[2]};
+  add.out = {c.out[0]};
+  return run_add(add);
+}
+
 std::string check_reduce(const KernelCall &c) {
   if (auto e = arity(c, 1, 1); !e.empty())
     return e;
@@ -1595,6 +1619,7 @@ const KernelInfo kKernels[] = {
     {"split", check_split, run_split},
     {"gather", check_gather, run_gather},
     {"matmul", check_matmul, run_matmul},
+    {"matmul_bias", check_matmul_bias, run_matmul_bias},
     {"reduce", check_reduce, run_reduce},
     {"softmax", check_softmax, run_softmax},
     {"bias_softmax", check_bias_softmax, run_bias_softmax},

@@ -242,6 +242,9 @@ struct MatmulPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo;
+  // matmul_bias: the bias is added in cuBLASLt's epilogue, unless no
+  // algorithm offers it for this shape (then by the add kernel after).
+  bool epilogue = false;
   ~MatmulPlan() {
     if (lc) cublasLtMatrixLayoutDestroy(lc);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -251,7 +254,7 @@ struct MatmulPlan {
 };
 struct MatmulPlans {
   // m, n, k, batch, transposes, batch strides, data and compute types.
-  using Key = std::array<int64_t, 10>;
+  using Key = std::array<int64_t, 11>;
   std::map<Key, std::unique_ptr<MatmulPlan>> byShape;
 };
 
@@ -262,7 +265,7 @@ namespace {
 Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
                        cublasComputeType_t compute, bool ta, bool tb, int64_t m, int64_t n,
                        int64_t k, int64_t aRows, int64_t aCols, int64_t bRows, int64_t bCols,
-                       int64_t batch, int64_t strideA, int64_t strideB) {
+                       int64_t batch, int64_t strideA, int64_t strideB, bool bias) {
   ZRT_CUBLAS(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
   cublasOperation_t opFirst = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                     opSecond = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -290,7 +293,27 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
   cublasStatus_t st =
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                            sizeof ws);
-  if (st == CUBLAS_STATUS_SUCCESS)
+  if (st == CUBLAS_STATUS_SUCCESS && bias) {
+    // The bias (one value per row of the column-major result, i.e. per
+    // column of ours), of the result's type, added before the rounding.
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                        sizeof epilogue);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
+                                          sizeof type);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 1,
+                                          &result, &found);
+    p.epilogue = st == CUBLAS_STATUS_SUCCESS && found;
+    if (!p.epilogue) {
+      cublasLtEpilogue_t none = CUBLASLT_EPILOGUE_DEFAULT;
+      st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &none,
+                                          sizeof none);
+      found = 0;
+    }
+  }
+  if (st == CUBLAS_STATUS_SUCCESS && !found)
     st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result,
                                         &found);
   cublasLtMatmulPreferenceDestroy(pref);
@@ -318,19 +341,32 @@ Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
       a.dtype == DType::F32 && ctx.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (!ctx.matmulPlans)
     ctx.matmulPlans = std::make_shared<MatmulPlans>();
+  bool bias = c.in.size() == 3; // matmul_bias
   // (aRows, aCols) follow from m, k and ta; (bRows, bCols) from k, n and tb.
-  MatmulPlans::Key key{m, n, k, batch, ta, tb, strideA, strideB, (int64_t)type, (int64_t)compute};
+  MatmulPlans::Key key{m,       n,       k,           batch,           ta,  tb,
+                       strideA, strideB, (int64_t)type, (int64_t)compute, bias};
   std::unique_ptr<MatmulPlan> &plan = ctx.matmulPlans->byShape[key];
   if (!plan) {
     auto built = std::make_unique<MatmulPlan>();
     ZRT_RETURN_IF_ERROR(buildMatmulPlan(*built, ctx, type, compute, ta, tb, m, n, k, aRows,
-                                        aCols, bRows, bCols, batch, strideA, strideB));
+                                        aCols, bRows, bCols, batch, strideA, strideB, bias));
     plan = std::move(built);
+  }
+  if (plan->epilogue) {
+    const void *biasData = c.in[2].data;
+    ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                              &biasData, sizeof biasData));
   }
   float alpha = 1.0f, beta = 0.0f;
   ZRT_CUBLAS(cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb, &beta,
                             o.data, plan->lc, o.data, plan->lc, &plan->algo, ctx.workspace,
                             ctx.workspaceBytes, ctx.stream));
+  if (bias && !plan->epilogue) {
+    KernelCall add;
+    add.in = {o, c.in[2]};
+    add.out = {o};
+    return launchCudaKernel("add", add, ctx);
+  }
   return Status::ok();
 }
 
@@ -1431,7 +1467,7 @@ bool hasCudaKernel(const std::string &name, const KernelCall &c) {
     return c.out[0].dtype == DType::F32;
   if (name == "adamw")
     return true;
-  if (name == "matmul")
+  if (name == "matmul" || name == "matmul_bias")
     return matmulSupported(c);
   if (kMore.count(name)) {
     for (const std::vector<TensorRef> *list : {&c.in, &c.out})
@@ -1536,7 +1572,7 @@ Status launchCudaKernel(const std::string &name, const KernelCall &c, CudaContex
   }
   if (name == "adamw")
     return launchAdamW(c, ctx);
-  if (name == "matmul")
+  if (name == "matmul" || name == "matmul_bias")
     return launchMatmul(c, ctx);
   return launchMore(name, c, ctx);
 }

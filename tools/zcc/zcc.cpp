@@ -339,8 +339,8 @@ int main(int argc, char **argv) {
       "Passes of the pipeline (for --mlir-print-ir-before/after=PASS): canonicalize,\n"
       "zero-recognize-patterns, cse, zero-attach-loss, zero-mixed-precision, zero-pad-gemms\n"
       "(--target cuda), zero-autodiff, zero-recompute, zero-partition, zero-optimizer,\n"
-      "zero-schedule, zero-offload, zero-plan-memory, convert-zero-to-zrt. --help-hidden\n"
-      "lists every LLVM/MLIR option.\n");
+      "zero-schedule, zero-offload, zero-fuse-epilogues, zero-plan-memory, convert-zero-to-zrt.\n"
+      "--help-hidden lists every LLVM/MLIR option.\n");
 
   MLIRContext context;
   context.loadDialect<zcc::zero::ZeroDialect, zcc::zrt::ZrtDialect, func::FuncDialect>();
@@ -697,6 +697,7 @@ int main(int argc, char **argv) {
       m->setAttr("zero.training", b.getDictionaryAttr(training));
     }
     if (emit != EmitKind::Mlir) {
+      pm.addPass(zcc::createZeroFuseEpilogues());
       pm.addPass(zcc::createZeroPlanMemory());
       pm.addPass(zcc::createConvertZeroToZrt());
     }

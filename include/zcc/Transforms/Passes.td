@@ -45,6 +45,17 @@ def ZeroPadGemms : Pass<"zero-pad-gemms", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
+  let summary = "Fold a matmul's bias add into the GEMM (matmul_bias)";
+  let description = [{
+    After differentiation (the plan's programs are final): `add(matmul(a, b),
+    bias)` with a [N] bias over the result's last dimension, the matmul used
+    only there, becomes `zero.matmul_bias` — a cuBLASLt bias epilogue on the
+    GPU, the same float additions as the separate add on the CPU.
+  }];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroAttachLoss : Pass<"zero-attach-loss", "mlir::ModuleOp"> {
   let summary = "Make @forward return the training loss";
   let description = [{

@@ -9,7 +9,7 @@
 //   cast, expand                                  (x) -> y, shapes/types from buffers
 //   transpose ints = permutation; slice ints = start ++ stride
 //   concat / split ints = [axis]; gather ints = [axis] (data, indices) -> y
-//   matmul  ints = [transpose_lhs, transpose_rhs]
+//   matmul  ints = [transpose_lhs, transpose_rhs] (matmul_bias: the same, bias third input)
 //   reduce  ints = [kind, keepdims, axes...]      (kind: sum mean max min prod)
 //   softmax / log_softmax ints = [axis]
 //   layer_norm ints = [axis], floats = [epsilon]  (x, scale[, bias]) -> y
@@ -102,6 +102,9 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       })
       .Case([&](zero::MatmulOp m) {
         return KernelSpec{"matmul", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+      })
+      .Case([&](zero::MatmulBiasOp m) {
+        return KernelSpec{"matmul_bias", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::ReduceOp r) {
         SmallVector<int64_t> ints{(int64_t)r.getKind(), r.getKeepdims()};

@@ -267,7 +267,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
         continue;
       }
       auto kernel = dyn_cast<zcc::zrt::KernelOp>(op);
-      if (!kernel || kernel.getName() != "matmul" || name != "micro_step")
+      if (!kernel || !(kernel.getName() == "matmul" || kernel.getName() == "matmul_bias") ||
+          name != "micro_step")
         continue;
       // 2 * batch * M * N * K from the output's shape and the contraction.
       auto lhs = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getInputs()[0]).getAttr());

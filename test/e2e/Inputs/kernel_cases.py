@@ -118,7 +118,7 @@ mask = rng.random((3, 4)) > 0.5
 x3 = r(2, 3, 5)
 xl = r(300, 40)     # 300 elements per output: a block each
 xs = r(2, 40000)    # 40000 per output, 2 outputs: split over several blocks
-w54, y152 = r(5, 4), r(1, 5, 2)
+w54, y152, b4 = r(5, 4), r(1, 5, 2), r(4)
 results = [
     case("add", "Add", [("a", a)], a.astype(np.float64) + b, consts=[("b", b)]),
     case("sub", "Sub", [("a", a), ("c", c)], a.astype(np.float64) - c),
@@ -161,6 +161,10 @@ results = [
          consts=[("w", a)], order=["w", "i"]),
     case("matmul", "MatMul", [("x", x3)], x3.astype(np.float64) @ w54.astype(np.float64),
          consts=[("w", w54)]),
+    # Gemm with a bias: zero-fuse-epilogues makes it matmul_bias (cuBLASLt's bias epilogue).
+    case("gemm_bias", "Gemm", [("x", x3[0])],
+         x3[0].astype(np.float64) @ w54.astype(np.float64) + b4.astype(np.float64),
+         consts=[("w", w54), ("b", b4)]),
     case("matmul_batch", "MatMul", [("x", x3)], x3.astype(np.float64) @ y152.astype(np.float64),
          consts=[("y", y152)]),
     case("reduce_max", "ReduceMax", [("x", x3)], x3.max(1, keepdims=True).astype(np.float64),
