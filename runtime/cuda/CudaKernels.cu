@@ -342,14 +342,18 @@ Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
   if (!ctx.matmulPlans)
     ctx.matmulPlans = std::make_shared<MatmulPlans>();
   bool bias = c.in.size() == 3; // matmul_bias
+  // The epilogue reads the bias vector with wide loads: a bias that is not
+  // 16-byte aligned (a view into a parameter bucket) takes the add kernel.
+  bool epilogue = bias && reinterpret_cast<uintptr_t>(c.in[2].data) % 16 == 0;
   // (aRows, aCols) follow from m, k and ta; (bRows, bCols) from k, n and tb.
   MatmulPlans::Key key{m,       n,       k,           batch,           ta,  tb,
-                       strideA, strideB, (int64_t)type, (int64_t)compute, bias};
+                       strideA, strideB, (int64_t)type, (int64_t)compute, epilogue};
   std::unique_ptr<MatmulPlan> &plan = ctx.matmulPlans->byShape[key];
   if (!plan) {
     auto built = std::make_unique<MatmulPlan>();
     ZRT_RETURN_IF_ERROR(buildMatmulPlan(*built, ctx, type, compute, ta, tb, m, n, k, aRows,
-                                        aCols, bRows, bCols, batch, strideA, strideB, bias));
+                                        aCols, bRows, bCols, batch, strideA, strideB,
+                                        epilogue));
     plan = std::move(built);
   }
   if (plan->epilogue) {
