@@ -403,12 +403,7 @@ private:
     if (!useCopyStream_ || !onHost(k) ||
         (k.name() != "adamw" && k.name() != "sgd" && k.name() != "mul"))
       return false;
-    auto numel = [&](int b) {
-      int64_t n = 1;
-      for (int64_t d : plan_.buffers(b).shape())
-        n *= d;
-      return n;
-    };
+    auto numel = [&](int b) { return describe(b).numel(); };
     int64_t n = numel(k.inputs(0));
     // Elementwise over operands of n elements; the others are scalars.
     for (const auto *list : {&k.inputs(), &k.outputs()})

@@ -725,18 +725,24 @@ struct BiasRows {
   int64_t step = 0;
 };
 
+/// Where row |row| of the input starts in the broadcast bias.
+__device__ int64_t biasRowOffset(const BiasRows &rows, int64_t row) {
+  int64_t offset = 0;
+  for (int64_t d = rows.rank - 2, rest = row; d >= 0; --d) {
+    offset += (rest % rows.shape[d]) * rows.stride[d];
+    rest /= rows.shape[d];
+  }
+  return offset;
+}
+
 /// bias_softmax: one block per row; softmax(x + bias) with the CPU's
 /// arithmetic (float sums of x and bias, double exp and sum), NaN -> 0 when
 /// asked (PyTorch's attention guard).
 template <typename T>
 __global__ void biasSoftmaxKernel(const T *x, const T *bias, T *y, int64_t dim, BiasRows rows,
                                   bool nanToZero) {
-  int64_t row = blockIdx.x, offset = 0;
-  for (int64_t d = rows.rank - 2, rest = row; d >= 0; --d) {
-    offset += (rest % rows.shape[d]) * rows.stride[d];
-    rest /= rows.shape[d];
-  }
-  const T *xr = x + row * dim, *br = bias + offset;
+  int64_t row = blockIdx.x;
+  const T *xr = x + row * dim, *br = bias + biasRowOffset(rows, row);
   T *yr = y + row * dim;
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
@@ -760,12 +766,8 @@ __global__ void biasSoftmaxKernel(const T *x, const T *bias, T *y, int64_t dim, 
 template <typename T, int kPer>
 __global__ void biasSoftmaxRowKernel(const T *x, const T *bias, T *y, int64_t dim, BiasRows rows,
                                      bool nanToZero) {
-  int64_t row = blockIdx.x, offset = 0;
-  for (int64_t d = rows.rank - 2, rest = row; d >= 0; --d) {
-    offset += (rest % rows.shape[d]) * rows.stride[d];
-    rest /= rows.shape[d];
-  }
-  const T *xr = x + row * dim, *br = bias + offset;
+  int64_t row = blockIdx.x;
+  const T *xr = x + row * dim, *br = bias + biasRowOffset(rows, row);
   T *yr = y + row * dim;
   float z[kPer];
   float mx = -INFINITY;

@@ -11,18 +11,13 @@ moments leave it) and a host arena holding them. Prints one line per case and
 import os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plan_runs import compile_and_train, report_bytes
+from plan_runs import compile_and_train, report_bytes, tiny_models
 
 zcc, zrun, shared, examples, work = sys.argv[1:6]
 os.makedirs(work, exist_ok=True)
-gpt2 = (f"{shared}/gpt2-tiny.onnx", ["--micro-batch", "2", "--frozen", "lifted_tensor",
-                                     "--reduce-bucket-size", "40000",
-                                     "--stage3-param-persistence-threshold", "1000"],
-        ["--data", f"input_ids={shared}/gpt2-tiny.input_ids.npy",
-         "--data", f"labels={shared}/gpt2-tiny.labels.npy"])
-llama = (f"{examples}/models/llama-tiny.onnx", ["--micro-batch", "2", "--frozen", "inv_freq|lifted_tensor"],
-         ["--data", f"input_ids={examples}/models/llama-tiny.input_ids.npy",
-          "--data", f"labels={examples}/models/llama-tiny.labels.npy"])
+gpt2, llama = tiny_models(shared, examples, 2)
+gpt2 = (gpt2[0], gpt2[1] + ["--reduce-bucket-size", "40000",
+                            "--stage3-param-persistence-threshold", "1000"], gpt2[2])
 CASES = [
     ("gpt2-tiny stage 1", gpt2, ["--zero-stage", "1"]),
     ("gpt2-tiny stage 2", gpt2, ["--zero-stage", "2"]),

@@ -19,3 +19,14 @@ def report_bytes(report, name):
     """The bytes of the report row |name| (0 if absent)."""
     m = re.search(r"^\s*" + re.escape(name) + r"\s+(\d+) B", report, re.M)
     return int(m.group(1)) if m else 0
+
+
+def tiny_models(shared, examples, micro_batch):
+    """(model, zcc flags, zrun data flags) of gpt2-tiny and llama-tiny."""
+    def model(path, data_dir, name, frozen):
+        return (path, ["--micro-batch", str(micro_batch), "--frozen", frozen],
+                ["--data", f"input_ids={data_dir}/{name}.input_ids.npy",
+                 "--data", f"labels={data_dir}/{name}.labels.npy"])
+    return (model(f"{shared}/gpt2-tiny.onnx", shared, "gpt2-tiny", "lifted_tensor"),
+            model(f"{examples}/models/llama-tiny.onnx", f"{examples}/models", "llama-tiny",
+                  "inv_freq|lifted_tensor"))
