@@ -296,9 +296,25 @@ LogicalResult Differentiator::backward(Operation *op) {
           accumulate(loc, a, da);
         }
         if (needsGrad.contains(bb)) {
-          Value db = tb ? MatmulOp::create(b, loc, g, a, true, ta)
-                        : MatmulOp::create(b, loc, a, g, !ta, false);
-          accumulate(loc, bb, db);
+          RankedTensorType at = tensorType(a), gt = tensorType(g);
+          if (tensorType(bb).getRank() == 2 && at.getRank() > 2 && !ta &&
+              at.getShape().drop_back(2) == gt.getShape().drop_back(2)) {
+            // A weight shared by every batch (a linear layer): its gradient is one GEMM
+            // that contracts over the batch and the rows together, [B*M, K]^T [B*M, N],
+            // instead of B GEMMs and a reduction over B (and a B-times-larger temporary).
+            int64_t rows = at.getNumElements() / at.getShape().back();
+            auto flat = [&](Value v, RankedTensorType t) {
+              return ReshapeOp::create(
+                  b, loc, RankedTensorType::get({rows, t.getShape().back()}, t.getElementType()), v);
+            };
+            Value a2 = flat(a, at), g2 = flat(g, gt);
+            accumulate(loc, bb, tb ? MatmulOp::create(b, loc, g2, a2, true, false)
+                                   : MatmulOp::create(b, loc, a2, g2, true, false));
+          } else {
+            Value db = tb ? MatmulOp::create(b, loc, g, a, true, ta)
+                          : MatmulOp::create(b, loc, a, g, !ta, false);
+            accumulate(loc, bb, db);
+          }
         }
         return success();
       })

@@ -14,7 +14,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 
-#include <map>
 
 namespace zcc {
 #define GEN_PASS_DEF_ZEROPLANMEMORY
@@ -27,33 +26,80 @@ using namespace zcc::zero;
 
 namespace {
 
-/// A first-fit-by-best-gap allocator over one arena: live blocks are kept
-/// sorted by offset; a new block goes into the smallest gap that fits, or at
-/// the end.
-class ArenaAllocator {
+/// Offsets for blocks whose lifetimes are known in advance (a straight-line
+/// program): a block is live over [first, last] instruction indices, both
+/// inclusive (an op's results are allocated while its dying operands are
+/// still live). A block goes into the smallest gap that the already placed
+/// blocks whose lifetimes overlap its own leave, or above them. assign()
+/// tries a few placement orders and keeps the lowest peak (as TFLite's
+/// planner does): program order (what an allocator that frees as the program
+/// runs would do), largest first (the "greedy by size" packing), and longest
+/// lived first. No order wins everywhere: on GPT-2 124M program order is
+/// 1.3% above the live peak and largest-first 12%; on llama-tiny with
+/// selective recompute program order is 34% above it.
+class ArenaPlanner {
 public:
-  int64_t allocate(int64_t bytes) {
-    bytes = alignArena(std::max<int64_t>(bytes, 1));
-    int64_t bestOffset = -1, bestGap = INT64_MAX, cursor = 0;
-    for (auto [offset, size] : live) {
-      int64_t gap = offset - cursor;
-      if (gap >= bytes && gap < bestGap) {
-        bestGap = gap;
-        bestOffset = cursor;
-      }
-      cursor = std::max(cursor, offset + size);
-    }
-    if (bestOffset < 0)
-      bestOffset = cursor;
-    live[bestOffset] = bytes;
-    peak = std::max(peak, bestOffset + bytes);
-    return bestOffset;
+  int open(int64_t bytes, int64_t first) {
+    blocks.push_back({alignArena(std::max<int64_t>(bytes, 1)), first, INT64_MAX});
+    return blocks.size() - 1;
   }
-  void release(int64_t offset) { live.erase(offset); }
+  void close(int id, int64_t last) { blocks[id].last = last; }
+
+  void assign() {
+    SmallVector<int> order(blocks.size());
+    auto tryOrder = [&](auto before) {
+      for (int i = 0; i < (int)blocks.size(); ++i)
+        order[i] = i;
+      llvm::stable_sort(order, before);
+      SmallVector<int64_t> offsets(blocks.size());
+      int64_t top = place(order, offsets);
+      if (offsets_.empty() || top < peak) {
+        peak = top;
+        offsets_ = std::move(offsets);
+      }
+    };
+    tryOrder([&](int a, int b) { return blocks[a].first < blocks[b].first; });
+    tryOrder([&](int a, int b) { return blocks[a].bytes > blocks[b].bytes; });
+    tryOrder([&](int a, int b) {
+      return blocks[a].last - blocks[a].first > blocks[b].last - blocks[b].first;
+    });
+  }
+  int64_t offset(int id) const { return offsets_[id]; }
   int64_t getPeak() const { return peak; }
 
 private:
-  std::map<int64_t, int64_t> live; // offset -> size
+  struct Block {
+    int64_t bytes, first, last;
+  };
+  /// Places the blocks in |order|; returns the arena's top.
+  int64_t place(ArrayRef<int> order, MutableArrayRef<int64_t> offsets) const {
+    SmallVector<int> placed; // sorted by offset
+    int64_t top = 0;
+    for (int id : order) {
+      const Block &blk = blocks[id];
+      int64_t bestOffset = -1, bestGap = INT64_MAX, cursor = 0;
+      for (int other : placed) {
+        const Block &o = blocks[other];
+        if (o.last < blk.first || blk.last < o.first)
+          continue; // never live together
+        int64_t gap = offsets[other] - cursor;
+        if (gap >= blk.bytes && gap < bestGap) {
+          bestGap = gap;
+          bestOffset = cursor;
+        }
+        cursor = std::max(cursor, offsets[other] + o.bytes);
+      }
+      offsets[id] = bestOffset >= 0 ? bestOffset : cursor;
+      top = std::max(top, offsets[id] + blk.bytes);
+      placed.insert(llvm::upper_bound(placed, offsets[id],
+                                      [&](int64_t off, int b) { return off < offsets[b]; }),
+                    id);
+    }
+    return top;
+  }
+
+  SmallVector<Block> blocks;
+  SmallVector<int64_t> offsets_;
   int64_t peak = 0;
 };
 
@@ -168,21 +214,28 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         lastUse[root] = std::max(lastUse.lookup(root), at);
       }
 
-    ArenaAllocator device, host;
-    DenseMap<Value, int64_t> deviceOffset; // roots in the device arena
-    DenseMap<Value, int64_t> hostOffset;   // roots in the host arena (offload)
-    // Frees what dies at op |i|, after the op has read its inputs.
+    ArenaPlanner device, host;
+    DenseMap<Value, int> deviceBlock; // live roots in the device arena -> block
+    DenseMap<Value, int> hostBlock;   // live roots in the host arena (offload) -> block
+    // Where each result goes, resolved once the arenas are packed.
+    enum class Slot { Fixed, Device, Host };
+    struct Pending {
+      Operation *op;
+      SmallVector<std::pair<Slot, int64_t>> results; // offset, or block id
+      SmallVector<int64_t> inState, arenas; // for ops with results in state or host memory
+      bool stateOrHost = false;
+    };
+    SmallVector<Pending> pending;
+    // Ends the blocks whose values die at op |i|, after the op has read its inputs.
     auto releaseDeadAt = [&](int64_t i) {
-      for (Value root : llvm::to_vector(llvm::make_first_range(deviceOffset)))
-        if (lastUse.lookup(root) == i) {
-          device.release(deviceOffset[root]);
-          deviceOffset.erase(root);
-        }
-      for (Value root : llvm::to_vector(llvm::make_first_range(hostOffset)))
-        if (lastUse.lookup(root) == i) {
-          host.release(hostOffset[root]);
-          hostOffset.erase(root);
-        }
+      for (auto *live : {&deviceBlock, &hostBlock}) {
+        ArenaPlanner &arena = live == &deviceBlock ? device : host;
+        for (Value root : llvm::to_vector(llvm::make_first_range(*live)))
+          if (lastUse.lookup(root) == i) {
+            arena.close((*live)[root], i);
+            live->erase(root);
+          }
+      }
     };
     for (Operation &op : block) {
       if (isa<func::ReturnOp, LoadOp, StoreOp, FillOp>(op) || isViewOp(&op))
@@ -198,68 +251,81 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       bool hostOp = onHost(&op);
       // Written straight into a global: no device memory.
       if (hostOp || llvm::any_of(op.getResults(), [&](Value r) { return forwarded.count(r); })) {
-        SmallVector<int64_t> offsets, inState, arenas;
+        Pending p{&op, {}, {}, {}, true};
         for (Value result : op.getResults()) {
           bool direct = forwarded.count(result);
-          int64_t offset;
           ArenaKind arena;
           if (direct) {
-            offset = forwarded[result].offset;
+            p.results.push_back({Slot::Fixed, forwarded[result].offset});
             arena = forwarded[result].arena;
           } else if (hostOp) {
-            offset = host.allocate(storageBytes(result.getType()));
-            hostOffset[result] = offset;
-            offset += hostBase;
+            hostBlock[result] = host.open(storageBytes(result.getType()), i);
+            p.results.push_back({Slot::Host, hostBlock[result]});
             arena = ArenaKind::Host;
           } else {
-            offset = device.allocate(storageBytes(result.getType()));
-            deviceOffset[result] = offset;
+            deviceBlock[result] = device.open(storageBytes(result.getType()), i);
+            p.results.push_back({Slot::Device, deviceBlock[result]});
             arena = ArenaKind::Device;
           }
           if (!direct && !lastUse.count(result))
             lastUse[result] = i;
-          offsets.push_back(offset);
-          inState.push_back(arena == ArenaKind::State);
-          arenas.push_back((int64_t)arena);
+          p.inState.push_back(arena == ArenaKind::State);
+          p.arenas.push_back((int64_t)arena);
         }
-        op.setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
-        op.setAttr("zero.in_state", b.getDenseI64ArrayAttr(inState));
-        if (llvm::is_contained(arenas, (int64_t)ArenaKind::Host))
-          op.setAttr("zero.arenas", b.getDenseI64ArrayAttr(arenas));
+        pending.push_back(std::move(p));
         releaseDeadAt(i);
         continue;
       }
 
       // In place: an operand that dies here and has the result's type.
-      SmallVector<int64_t> offsets;
       Value donor;
       if (inPlace && op.getNumResults() == 1 && isElementwise(&op)) {
         for (Value operand : op.getOperands()) {
           Value root = storageRoot(operand);
-          if (operand.getType() == op.getResult(0).getType() && deviceOffset.count(root) &&
+          if (operand.getType() == op.getResult(0).getType() && deviceBlock.count(root) &&
               lastUse.lookup(root) == i) {
             donor = root;
             break;
           }
         }
       }
+      Pending p{&op, {}, {}, {}, false};
       for (Value result : op.getResults()) {
-        int64_t offset;
+        int id;
         if (donor) {
-          offset = deviceOffset[donor];
-          deviceOffset.erase(donor); // the block now belongs to the result
+          id = deviceBlock[donor]; // the block now belongs to the result
+          deviceBlock.erase(donor);
           donor = Value();
         } else {
-          offset = device.allocate(storageBytes(result.getType()));
+          id = device.open(storageBytes(result.getType()), i);
         }
-        deviceOffset[result] = offset;
-        offsets.push_back(offset);
+        deviceBlock[result] = id;
+        p.results.push_back({Slot::Device, id});
         if (!lastUse.count(result))
           lastUse[result] = i; // unused result: dead right after its op
       }
-      op.setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
-
+      pending.push_back(std::move(p));
       releaseDeadAt(i);
+    }
+    // Whatever is still live (results returned) lives to the end.
+    for (auto [root, id] : deviceBlock)
+      device.close(id, n);
+    for (auto [root, id] : hostBlock)
+      host.close(id, n);
+    device.assign();
+    host.assign();
+    for (Pending &p : pending) {
+      SmallVector<int64_t> offsets;
+      for (auto [slot, v] : p.results)
+        offsets.push_back(slot == Slot::Fixed    ? v
+                          : slot == Slot::Device ? device.offset(v)
+                                                 : hostBase + host.offset(v));
+      p.op->setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
+      if (p.stateOrHost) {
+        p.op->setAttr("zero.in_state", b.getDenseI64ArrayAttr(p.inState));
+        if (llvm::is_contained(p.arenas, (int64_t)ArenaKind::Host))
+          p.op->setAttr("zero.arenas", b.getDenseI64ArrayAttr(p.arenas));
+      }
     }
     hostPeak = std::max(hostPeak, host.getPeak());
     return device.getPeak();

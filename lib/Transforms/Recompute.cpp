@@ -235,11 +235,27 @@ public:
     }
     // A value is kept (the backward reads the original) or recomputed
     // through its cone: the cheap ops between it and kept or free values.
+    // A value whose last forward use comes after the forward's last GEMM is
+    // read again at the very start of the backward (the head and the loss lie
+    // between): recomputing it frees nothing and its cone's temporaries would
+    // add to the peak there.
+    int64_t lastGemm = -1;
+    for (Operation &op : step.getBody().front()) {
+      if (!inForward(&op))
+        break;
+      if (isa<MatmulOp>(op))
+        lastGemm = order[&op];
+    }
+    auto usedUpToTheHead = [&](Value v) {
+      return llvm::any_of(v.getUsers(), [&](Operation *user) {
+        return inForward(user) && order.lookup(user) >= lastGemm;
+      });
+    };
     DenseSet<Value> recomputed;
     SmallVector<std::pair<Value, SmallVector<Operation *>>> plan;
     for (Value v : read) {
       Operation *def = v.getDefiningOp();
-      if (!isCheap(def))
+      if (!isCheap(def) || usedUpToTheHead(v))
         continue;
       llvm::SetVector<Operation *> cone;
       if (!collectCone(def, readSet, recomputed, cone))
