@@ -51,6 +51,12 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 3 --world-size 2 \
   --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer cpu \
   --offload-param cpu -o "$out/plans/gpt2-z3-w2-offload-param.zplan"
 cp test/e2e/Inputs/same_losses.py "$out/"
+# A vocabulary of 4099 (padded to 4160 by --target cuda): CUDA vs CPU.
+/usr/bin/python3 test/e2e/Inputs/odd_vocab_lm.py "$out/lm.onnx" "$out/data/lm.ids.npy" "$out/data/lm.labels.npy"
+$zcc "$out/lm.onnx" --micro-batch 2 --loss cross-entropy --target cuda -o "$out/plans/lm-padded.zplan"
+$zcc "$out/lm.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precision bf16 \
+  -o "$out/plans/lm-padded-bf16.zplan"
+rm "$out/lm.onnx"
 for st in 0 1 2 3; do
   for w in 2 4; do
     $zcc $M/gpt2-tiny.onnx --micro-batch $((4 / w)) $gpt2 --zero-stage $st --world-size $w \

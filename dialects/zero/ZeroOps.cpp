@@ -627,6 +627,9 @@ LogicalResult CrossEntropyOp::verify() {
                                   << shapeStr(logits.getShape()) << " without the class axis";
   if (getType().getRank() != 0)
     return emitOpError("result must be a scalar tensor");
+  if (auto classes = getClasses(); classes && (*classes < 1 || *classes > logits.getShape().back()))
+    return emitOpError("classes ") << *classes << " must be in [1, " << logits.getShape().back()
+                                   << "], the logits' last dimension";
   return success();
 }
 

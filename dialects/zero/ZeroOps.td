@@ -357,8 +357,11 @@ def Zero_CrossEntropyOp : Zero_Op<"cross_entropy", [Pure]> {
     logits [N..., C] against labels [N...]; positions whose label equals
     ignore_index are left out of the sum and of the count (PyTorch
     F.cross_entropy with reduction='mean'). The result is a scalar.
+    With `classes` (zero-pad-gemms' padded vocabulary), only the first
+    `classes` of the C columns are logits; the rest are padding and ignored.
   }];
-  let arguments = (ins Zero_FloatTensor:$logits, Zero_IndexTensor:$labels, Zero_I64Attr:$ignore_index);
+  let arguments = (ins Zero_FloatTensor:$logits, Zero_IndexTensor:$labels, Zero_I64Attr:$ignore_index,
+                       OptionalAttr<Zero_I64Attr>:$classes);
   let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
@@ -415,10 +418,12 @@ def Zero_CrossEntropyGradOp : Zero_Op<"cross_entropy_grad", [Pure]> {
   let summary = "dlogits of the mean cross-entropy, scaled by the scalar dloss";
   let description = [{
     (softmax(logits) - onehot(labels)) * dloss / count on rows whose label is
-    not ignore_index, 0 on ignored rows.
+    not ignore_index, 0 on ignored rows. With `classes`, the columns from
+    `classes` on are padding: their gradient is 0.
   }];
   let arguments = (ins Zero_FloatTensor:$logits, Zero_IndexTensor:$labels,
-                       RankedTensorOf<[F32]>:$grad, Zero_I64Attr:$ignore_index);
+                       RankedTensorOf<[F32]>:$grad, Zero_I64Attr:$ignore_index,
+                       OptionalAttr<Zero_I64Attr>:$classes);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, $result)";
 }

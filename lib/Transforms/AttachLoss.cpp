@@ -78,7 +78,7 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
     Value labels = func.getArgument(argIndex);
     Value ce = CrossEntropyOp::create(b, logits.getLoc(),
                                       RankedTensorType::get({}, b.getF32Type()), logits,
-                                      labels, b.getI64IntegerAttr(ignoreIndex));
+                                      labels, b.getI64IntegerAttr(ignoreIndex), IntegerAttr());
     SmallVector<Value> results{ce};
     llvm::append_range(results, returnOp.getOperands());
     SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr(

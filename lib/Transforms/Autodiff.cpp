@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -371,7 +372,8 @@ LogicalResult Differentiator::backward(Operation *op) {
       })
       .Case([&](CrossEntropyOp ce) {
         accumulate(loc, x(0), CrossEntropyGradOp::create(b, loc, x(0).getType(), x(0), x(1), g,
-                                                         ce.getIgnoreIndexAttr()));
+                                                         ce.getIgnoreIndexAttr(),
+                                                         ce.getClassesAttr()));
         return success();
       })
       .Case<ConstantOp, LoadOp, CmpOp, AndOp, OrOp, NotOp>([](Operation *) { return success(); })
@@ -496,6 +498,12 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
     DictionaryAttr lossAttrs = step.getResultAttrDict(lossIndex);
     step.setFunctionType(mb.getFunctionType(step.getArgumentTypes(), {loss.getType()}));
     step.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossAttrs});
+
+    // What only @forward's other results needed (the logits, when the loss
+    // reads them through another op, e.g. padded) is dead here.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+      if (&op != ret && op.use_empty() && isMemoryEffectFree(&op))
+        op.erase();
   }
 };
 } // namespace

@@ -58,6 +58,21 @@ struct ZeroPadGemms : zcc::impl::ZeroPadGemmsBase<ZeroPadGemms> {
                                    b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(stride));
       mm.replaceAllUsesWith(real);
       mm.erase();
+      // The loss reads the padded logits in place: no slice of the logits
+      // and no zero-padding of their gradient (two copies of the largest
+      // tensor of a language model's step).
+      if (out.getRank() >= 1)
+        for (Operation *user : llvm::to_vector(real.getUsers()))
+          if (auto ce = dyn_cast<CrossEntropyOp>(user); ce && ce.getLogits() == real) {
+            OpBuilder at(ce);
+            auto wideCe = CrossEntropyOp::create(at, ce.getLoc(), ce.getType(), product,
+                                                 ce.getLabels(), ce.getIgnoreIndexAttr(),
+                                                 at.getI64IntegerAttr(n));
+            ce.replaceAllUsesWith(wideCe.getResult());
+            ce.erase();
+          }
+      if (real.use_empty())
+        real.getDefiningOp()->erase();
       ++padded;
     }
     if (padded)

@@ -1165,21 +1165,35 @@ static Status labelOutOfRange(int64_t label, int64_t position, int64_t classes, 
                 " classes (use ", ignore, " to ignore a position)");
 }
 
+/// cross_entropy(_grad)'s ints: [ignore_index] or [ignore_index, classes]
+/// (logits whose last dimension is padded beyond |classes|).
+static std::string checkCrossEntropyInts(const KernelCall &c) {
+  if (c.ints.size() != 1 && c.ints.size() != 2)
+    return "expects 1 or 2 integer attributes (ignore_index, classes), got " +
+           std::to_string(c.ints.size());
+  if (c.ints.size() == 2 && (c.in[0].shape.empty() || c.ints[1] < 1 ||
+                             c.ints[1] > c.in[0].shape.back()))
+    return "classes " + std::to_string(c.ints[1]) + " is not in [1, the logits' last dimension]";
+  return "";
+}
+static int64_t crossEntropyClasses(const KernelCall &c) {
+  return c.ints.size() > 1 ? c.ints[1] : c.in[0].shape.back();
+}
+
 std::string check_cross_entropy(const KernelCall &c) {
   if (auto e = arity(c, 2, 1); !e.empty())
-    return e;
-  if (auto e = checkInts(c, 1); !e.empty())
     return e;
   const TensorRef &logits = c.in[0], &labels = c.in[1], &loss = c.out[0];
   if (!isFloatStorage(logits.dtype) || labels.dtype != DType::I64 || loss.dtype != DType::F32 ||
       !loss.shape.empty() || logits.shape.empty() ||
       labels.shape != Shape(logits.shape.begin(), logits.shape.end() - 1))
     return "expects float32 logits [N..., C], int64 labels [N...] and a float32 scalar";
-  return "";
+  return checkCrossEntropyInts(c);
 }
 Status run_cross_entropy(const KernelCall &c) {
   const TensorRef &logits = c.in[0], &labels = c.in[1];
-  int64_t classes = logits.shape.back(), rows = labels.numel(), ignore = c.ints[0];
+  int64_t stride = logits.shape.back(), classes = crossEntropyClasses(c), rows = labels.numel(),
+          ignore = c.ints[0];
   const float *x = logits.as<float>();
   const int64_t *y = labels.as<int64_t>();
   double total = 0;
@@ -1189,7 +1203,7 @@ Status run_cross_entropy(const KernelCall &c) {
       continue;
     if (y[r] < 0 || y[r] >= classes)
       return labelOutOfRange(y[r], r, classes, ignore);
-    const float *xr = x + r * classes;
+    const float *xr = x + r * stride;
     RowLse lse = rowLse(xr, classes);
     total += std::log(lse.sum) + lse.max - xr[y[r]];
     ++count;
@@ -1335,19 +1349,18 @@ Status run_rms_norm_grad(const KernelCall &c) { return normGradImpl(c, true); }
 std::string check_cross_entropy_grad(const KernelCall &c) {
   if (auto e = arity(c, 3, 1); !e.empty())
     return e;
-  if (auto e = checkInts(c, 1); !e.empty())
-    return e;
   const TensorRef &logits = c.in[0], &labels = c.in[1], &g = c.in[2], &dx = c.out[0];
   if (!isFloatStorage(logits.dtype) || labels.dtype != DType::I64 || g.dtype != DType::F32 ||
       !g.shape.empty() || logits.shape.empty() || dx.shape != logits.shape ||
       dx.dtype != logits.dtype ||
       labels.shape != Shape(logits.shape.begin(), logits.shape.end() - 1))
     return "expects float32 logits [N..., C], int64 labels [N...], a scalar dloss, dlogits";
-  return "";
+  return checkCrossEntropyInts(c);
 }
 Status run_cross_entropy_grad(const KernelCall &c) {
   const TensorRef &logits = c.in[0], &labels = c.in[1];
-  int64_t classes = logits.shape.back(), rows = labels.numel(), ignore = c.ints[0];
+  int64_t stride = logits.shape.back(), classes = crossEntropyClasses(c), rows = labels.numel(),
+          ignore = c.ints[0];
   const float *x = logits.as<float>();
   const int64_t *y = labels.as<int64_t>();
   double scale = *c.in[2].as<float>();
@@ -1356,14 +1369,15 @@ Status run_cross_entropy_grad(const KernelCall &c) {
   for (int64_t r = 0; r < rows; ++r)
     count += y[r] != ignore;
   for (int64_t r = 0; r < rows; ++r) {
-    float *dr = dx + r * classes;
+    float *dr = dx + r * stride;
+    std::fill(dr + classes, dr + stride, 0.0f); // padding
     if (y[r] == ignore || count == 0) {
       std::fill(dr, dr + classes, 0.0f);
       continue;
     }
     if (y[r] < 0 || y[r] >= classes)
       return labelOutOfRange(y[r], r, classes, ignore);
-    const float *xr = x + r * classes;
+    const float *xr = x + r * stride;
     RowLse lse = rowLse(xr, classes);
     for (int64_t j = 0; j < classes; ++j) {
       double p = std::exp((double)xr[j] - lse.max) / lse.sum - (j == y[r] ? 1.0 : 0.0);

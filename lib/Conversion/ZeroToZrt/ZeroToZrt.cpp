@@ -14,7 +14,8 @@
 //   softmax / log_softmax ints = [axis]
 //   layer_norm ints = [axis], floats = [epsilon]  (x, scale[, bias]) -> y
 //   rms_norm   ints = [axis], floats = [epsilon]  (x, scale) -> y
-//   cross_entropy ints = [ignore_index]           (logits, labels) -> f32 scalar
+//   cross_entropy ints = [ignore_index(, classes)] (logits, labels) -> f32 scalar; with
+//                 classes, the logits' last dimension is padding beyond it
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Analysis/MemoryPlan.h"
@@ -44,6 +45,15 @@ struct KernelSpec {
 };
 
 /// The runtime kernel that computes |op|, or failure for an op without one.
+/// cross_entropy(_grad): [ignore_index], then the real class count when the
+/// logits are padded (zero-pad-gemms).
+template <typename Op> SmallVector<int64_t> crossEntropyInts(Op op) {
+  SmallVector<int64_t> ints{op.getIgnoreIndex()};
+  if (auto classes = op.getClasses())
+    ints.push_back(*classes);
+  return ints;
+}
+
 FailureOr<KernelSpec> kernelFor(Operation *op) {
   auto simple = [](StringRef name) { return KernelSpec{name.str(), {}, {}}; };
   return llvm::TypeSwitch<Operation *, FailureOr<KernelSpec>>(op)
@@ -123,7 +133,7 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{"rms_norm", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
       })
       .Case([&](zero::CrossEntropyOp c) {
-        return KernelSpec{"cross_entropy", {c.getIgnoreIndex()}, {}};
+        return KernelSpec{"cross_entropy", crossEntropyInts(c), {}};
       })
       .Case([&](zero::GeluGradOp g) {
         return KernelSpec{"gelu_grad", {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
@@ -139,7 +149,7 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{"rms_norm_grad", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
       })
       .Case([&](zero::CrossEntropyGradOp c) {
-        return KernelSpec{"cross_entropy_grad", {c.getIgnoreIndex()}, {}};
+        return KernelSpec{"cross_entropy_grad", crossEntropyInts(c), {}};
       })
       .Case([&](zero::GatherGradOp g) {
         KernelSpec spec{"gather_grad", {g.getAxis()}, {}};
