@@ -71,9 +71,9 @@ same gpt2-z3-w2-offload-param gpt2-z3-w2
 # The padded vocabulary (zero-pad-gemms, --target cuda): the loss and its
 # gradient read and write the padded logits in place; the CUDA backend within
 # a tolerance of the CPU backend running the same plan.
-agree() { # name plan rtol
+agree() { # name plan rtol [data-prefix]
   total=$((total + 1))
-  local lm="--data input_ids=$D/lm.ids.npy --data labels=$D/lm.labels.npy --steps 8"
+  local lm="--data input_ids=$D/${4:-lm}.ids.npy --data labels=$D/${4:-lm}.labels.npy --steps 8"
   if "$zrun" train "$here/plans/$2" --backend cuda $lm --metrics "$out/$1.cuda.jsonl" >"$out/$1.log" 2>&1 &&
      "$zrun" train "$here/plans/$2" --backend cpu $lm --metrics "$out/$1.cpu.jsonl" >>"$out/$1.log" 2>&1 &&
      python3 "$here/same_losses.py" --rtol "$3" "$out/$1.cuda.jsonl" "$out/$1.cpu.jsonl" >"$out/$1.same" 2>&1; then
@@ -84,6 +84,16 @@ agree() { # name plan rtol
 }
 agree lm-padded lm-padded.zplan 1e-5
 agree lm-padded-bf16 lm-padded-bf16.zplan 1e-2
+# Fused attention (zero.attention): the CUDA kernels against the CPU
+# reference on the same plan (both head dimensions share the data file's
+# token ids; d16 fp32 runs the per-row kernels, 16-bit the tensor cores).
+for d in 16 64; do
+  agree attn-d$d-fp32 attn-d$d-fp32.zplan 1e-5 attn
+  agree attn-d$d-bf16 attn-d$d-bf16.zplan 1e-2 attn
+  agree attn-d$d-fp16 attn-d$d-fp16.zplan 1e-2 attn
+done
+check gpt2-fused gpt2-fused.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
+check gpt2-fused-bf16 gpt2-fused-bf16.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
 # NCCL, one process per GPU, where the machine has several.
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 if [ "$gpus" -ge 2 ]; then

@@ -57,6 +57,20 @@ $zcc "$out/lm.onnx" --micro-batch 2 --loss cross-entropy --target cuda -o "$out/
 $zcc "$out/lm.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precision bf16 \
   -o "$out/plans/lm-padded-bf16.zplan"
 rm "$out/lm.onnx"
+# Fused attention (--target cuda): a layer of 80 positions with an empty
+# query row, head dimension 64 (bf16: the tensor-core kernels) and 16 (fp32:
+# the per-row kernels), CUDA vs CPU; GPT-2 fused vs PyTorch's references.
+for d in 16 64; do
+  /usr/bin/python3 test/e2e/Inputs/attention_lm.py "$out/attn.onnx" "$out/data/attn.ids.npy" \
+    "$out/data/attn.labels.npy" $d
+  for p in fp32 bf16 fp16; do
+    $zcc "$out/attn.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precision $p \
+      -o "$out/plans/attn-d$d-$p.zplan"
+  done
+done
+rm "$out/attn.onnx"
+$zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda -o "$out/plans/gpt2-fused.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda --precision bf16 -o "$out/plans/gpt2-fused-bf16.zplan"
 for st in 0 1 2 3; do
   for w in 2 4; do
     $zcc $M/gpt2-tiny.onnx --micro-batch $((4 / w)) $gpt2 --zero-stage $st --world-size $w \

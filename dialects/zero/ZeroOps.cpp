@@ -578,6 +578,28 @@ LogicalResult BiasSoftmaxOp::verify() {
   }
   return success();
 }
+LogicalResult AttentionOp::verify() {
+  auto q = tensorOf(getQ()), k = tensorOf(getK()), v = tensorOf(getV()),
+       bias = tensorOf(getBias()), out = tensorOf(getResult()), lse = tensorOf(getLse());
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return emitOpError("expects q, k, v of rank 4 ([B, S, H, D])");
+  int64_t b = q.getDimSize(0), sq = q.getDimSize(1), h = q.getDimSize(2), d = q.getDimSize(3),
+          sk = k.getDimSize(1);
+  if (k.getShape() != ArrayRef<int64_t>{b, sk, h, d} || v.getShape() != k.getShape())
+    return emitOpError() << "k " << shapeStr(k.getShape()) << " and v " << shapeStr(v.getShape())
+                         << " must be [B, Sk, H, D] with q's B, H, D " << shapeStr(q.getShape());
+  if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType() ||
+      bias.getElementType() != q.getElementType() || out != q)
+    return emitOpError("q, k, v, bias and the result must have one element type, the result q's shape");
+  if (bias.getRank() != 4 || (bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
+      (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != sq ||
+      bias.getDimSize(3) != sk)
+    return emitOpError() << "bias " << shapeStr(bias.getShape()) << " must be [B or 1, H or 1, "
+                         << sq << ", " << sk << "]";
+  if (lse.getShape() != ArrayRef<int64_t>{b, h, sq})
+    return emitOpError() << "lse must be [B, H, Sq] = " << shapeStr({b, h, sq});
+  return success();
+}
 LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getType().getRank());
 }

@@ -318,6 +318,25 @@ def Zero_BiasSoftmaxOp : Zero_Op<"bias_softmax", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Zero_AttentionOp : Zero_Op<"attention", [Pure]> {
+  let summary = "softmax(q k^T * scale + bias) v in one pass (flash attention)";
+  let description = [{
+    zero-fuse-attention's form of scaled dot-product attention. q is
+    [B, Sq, H, D], k and v [B, Sk, H, D]: the layout the projections produce,
+    heads not transposed out; `bias` [B or 1, H or 1, Sq, Sk] is the additive
+    mask. The result is [B, Sq, H, D]; `lse` [B, H, Sq] (float32) is each
+    row's log-sum-exp of the scaled, biased scores, which the backward reads
+    instead of the probabilities (+inf for a row whose scores are all -inf,
+    so that its probabilities recompute to 0). With `nan_to_zero` such a row's
+    output is 0 (PyTorch's exported NaN guard), else NaN.
+  }];
+  let arguments = (ins Zero_FloatTensor:$q, Zero_FloatTensor:$k, Zero_FloatTensor:$v,
+                       Zero_FloatTensor:$bias, F64Attr:$scale, UnitAttr:$nan_to_zero);
+  let results = (outs Zero_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
+  let assemblyFormat = "$q `,` $k `,` $v `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Zero_LogSoftmaxOp : Zero_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
   let summary = "log-softmax along an axis";
   let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$axis);
@@ -426,6 +445,22 @@ def Zero_CrossEntropyGradOp : Zero_Op<"cross_entropy_grad", [Pure]> {
                        OptionalAttr<Zero_I64Attr>:$classes);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, $result)";
+}
+
+def Zero_AttentionGradOp : Zero_Op<"attention_grad", [Pure]> {
+  let summary = "dq, dk, dv of zero.attention given its inputs, result, lse and dresult";
+  let description = [{
+    The flash-attention backward: the probabilities are recomputed from q, k,
+    bias and lse; the bias gets no gradient (zero-fuse-attention fuses only
+    masks that do not depend on a trainable parameter).
+  }];
+  let arguments = (ins Zero_FloatTensor:$q, Zero_FloatTensor:$k, Zero_FloatTensor:$v,
+                       Zero_FloatTensor:$bias, Zero_FloatTensor:$out, RankedTensorOf<[F32]>:$lse,
+                       Zero_FloatTensor:$grad, F64Attr:$scale);
+  let results = (outs Zero_FloatTensor:$dq, Zero_FloatTensor:$dk, Zero_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $bias `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 def Zero_GatherGradOp : Zero_Op<"gather_grad", [Pure]> {

@@ -370,6 +370,19 @@ LogicalResult Differentiator::backward(Operation *op) {
         accumulate(loc, rn.getScale(), grad.getDscale());
         return success();
       })
+      .Case([&](AttentionOp att) -> LogicalResult {
+        if (!dy[0])
+          return success();
+        auto grads = AttentionGradOp::create(
+            b, loc, TypeRange{x(0).getType(), x(1).getType(), x(2).getType()}, x(0), x(1), x(2),
+            x(3), att.getResult(), att.getLse(), dy[0], att.getScaleAttr());
+        for (int i = 0; i < 3; ++i)
+          accumulate(loc, x(i), grads->getResult(i));
+        if (needsGrad.contains(x(3)))
+          return att.emitError("zero.attention: no gradient for a mask that depends on a "
+                               "trainable parameter");
+        return success();
+      })
       .Case([&](CrossEntropyOp ce) {
         accumulate(loc, x(0), CrossEntropyGradOp::create(b, loc, x(0).getType(), x(0), x(1), g,
                                                          ce.getIgnoreIndexAttr(),

@@ -1021,6 +1021,154 @@ Status run_softmax(const KernelCall &c) {
   return dispatchFloat(c.in[0].dtype,
                        [&](auto tag) { return softmaxImpl<decltype(tag)>(c, false); });
 }
+/// zero.attention's operands: q [B, Sq, H, D], k and v [B, Sk, H, D], bias
+/// [B or 1, H or 1, Sq, Sk]; element (b, i, h, d) of q at ((b Sq + i) H + h) D + d.
+struct AttentionShape {
+  int64_t b, sq, sk, h, d, biasB, biasH;
+  int64_t qAt(int64_t bi, int64_t i, int64_t hi) const { return ((bi * sq + i) * h + hi) * d; }
+  int64_t kAt(int64_t bi, int64_t j, int64_t hi) const { return ((bi * sk + j) * h + hi) * d; }
+  int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
+    return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;
+  }
+  int64_t lseAt(int64_t bi, int64_t hi, int64_t i) const { return (bi * h + hi) * sq + i; }
+};
+static std::string attentionShape(const KernelCall &c, AttentionShape &a) {
+  const TensorRef &q = c.in[0], &k = c.in[1], &v = c.in[2], &bias = c.in[3];
+  if (!isFloatStorage(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype ||
+      bias.dtype != q.dtype || q.shape.size() != 4 || k.shape.size() != 4 ||
+      v.shape != k.shape || bias.shape.size() != 4)
+    return "expects q [B, Sq, H, D], k and v [B, Sk, H, D] and bias [B|1, H|1, Sq, Sk] of one "
+           "float type";
+  a = {q.shape[0], q.shape[1], k.shape[1], q.shape[2], q.shape[3], bias.shape[0], bias.shape[1]};
+  if (k.shape != Shape{a.b, a.sk, a.h, a.d} || (a.biasB != 1 && a.biasB != a.b) ||
+      (a.biasH != 1 && a.biasH != a.h) || bias.shape[2] != a.sq || bias.shape[3] != a.sk)
+    return "q " + shapeStr(q.shape) + ", k/v " + shapeStr(k.shape) + " and bias " +
+           shapeStr(bias.shape) + " do not agree";
+  return "";
+}
+std::string check_attention(const KernelCall &c) {
+  if (auto e = arity(c, 4, 2); !e.empty())
+    return e;
+  if (auto e = checkInts(c, 1); !e.empty())
+    return e;
+  AttentionShape a;
+  if (auto e = attentionShape(c, a); !e.empty())
+    return e;
+  if (c.floats.size() != 1 || c.out[0].shape != c.in[0].shape || c.out[0].dtype != c.in[0].dtype ||
+      c.out[1].dtype != DType::F32 || c.out[1].shape != Shape{a.b, a.h, a.sq})
+    return "expects a scale, a result of q's type and shape and a float32 lse [B, H, Sq]";
+  return "";
+}
+/// The reference flash attention: per row, the scaled, biased scores, their
+/// log-sum-exp and the probability-weighted sum of v (double accumulation).
+/// A row whose scores are all -inf gets 0 (nan_to_zero) or NaN, lse +inf.
+Status run_attention(const KernelCall &c) {
+  AttentionShape a;
+  attentionShape(c, a);
+  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>(),
+              *bias = c.in[3].as<float>();
+  float *out = c.out[0].as<float>(), *lse = c.out[1].as<float>();
+  double scale = c.floats[0];
+  bool nanToZero = c.ints[0] != 0;
+  std::vector<double> s(a.sk), o(a.d);
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t h = 0; h < a.h; ++h)
+      for (int64_t i = 0; i < a.sq; ++i) {
+        const float *qi = q + a.qAt(b, i, h), *bi = bias + a.biasRow(b, h, i);
+        double m = -INFINITY;
+        for (int64_t j = 0; j < a.sk; ++j) {
+          const float *kj = k + a.kAt(b, j, h);
+          double dot = 0;
+          for (int64_t d = 0; d < a.d; ++d)
+            dot += (double)qi[d] * kj[d];
+          s[j] = dot * scale + bi[j];
+          m = std::max(m, s[j]);
+        }
+        float *oi = out + a.qAt(b, i, h);
+        if (m == -INFINITY) {
+          std::fill(oi, oi + a.d, nanToZero ? 0.0f : NAN);
+          lse[a.lseAt(b, h, i)] = INFINITY;
+          continue;
+        }
+        double l = 0;
+        std::fill(o.begin(), o.end(), 0.0);
+        for (int64_t j = 0; j < a.sk; ++j) {
+          double p = std::exp(s[j] - m);
+          l += p;
+          const float *vj = v + a.kAt(b, j, h);
+          for (int64_t d = 0; d < a.d; ++d)
+            o[d] += p * vj[d];
+        }
+        for (int64_t d = 0; d < a.d; ++d)
+          oi[d] = (float)(o[d] / l);
+        lse[a.lseAt(b, h, i)] = (float)(m + std::log(l));
+      }
+  return Status::ok();
+}
+std::string check_attention_grad(const KernelCall &c) {
+  if (auto e = arity(c, 7, 3); !e.empty())
+    return e;
+  AttentionShape a;
+  if (auto e = attentionShape(c, a); !e.empty())
+    return e;
+  const TensorRef &out = c.in[4], &lse = c.in[5], &g = c.in[6];
+  if (c.floats.size() != 1 || out.shape != c.in[0].shape || out.dtype != c.in[0].dtype ||
+      g.shape != out.shape || g.dtype != out.dtype || lse.dtype != DType::F32 ||
+      lse.shape != Shape{a.b, a.h, a.sq})
+    return "expects a scale, the forward's result and lse, and a gradient of the result's type";
+  for (int i = 0; i < 3; ++i)
+    if (c.out[i].shape != c.in[i].shape || c.out[i].dtype != c.in[i].dtype)
+      return "expects dq, dk, dv of q's, k's and v's types";
+  return "";
+}
+/// The reference backward: probabilities recomputed from lse; dS = P (dP - rowsum(dO * O)).
+Status run_attention_grad(const KernelCall &c) {
+  AttentionShape a;
+  attentionShape(c, a);
+  const float *q = c.in[0].as<float>(), *k = c.in[1].as<float>(), *v = c.in[2].as<float>(),
+              *bias = c.in[3].as<float>(), *out = c.in[4].as<float>(), *lse = c.in[5].as<float>(),
+              *g = c.in[6].as<float>();
+  double scale = c.floats[0];
+  std::vector<double> dq(c.in[0].numel()), dk(c.in[1].numel()), dv(c.in[2].numel());
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t h = 0; h < a.h; ++h)
+      for (int64_t i = 0; i < a.sq; ++i) {
+        double rowLse = lse[a.lseAt(b, h, i)];
+        if (rowLse == INFINITY)
+          continue; // an all -inf row: its probabilities are 0
+        const float *qi = q + a.qAt(b, i, h), *gi = g + a.qAt(b, i, h),
+                    *oi = out + a.qAt(b, i, h), *bi = bias + a.biasRow(b, h, i);
+        double rowD = 0;
+        for (int64_t d = 0; d < a.d; ++d)
+          rowD += (double)gi[d] * oi[d];
+        double *dqi = dq.data() + a.qAt(b, i, h);
+        for (int64_t j = 0; j < a.sk; ++j) {
+          const float *kj = k + a.kAt(b, j, h), *vj = v + a.kAt(b, j, h);
+          double dot = 0, dp = 0;
+          for (int64_t d = 0; d < a.d; ++d) {
+            dot += (double)qi[d] * kj[d];
+            dp += (double)gi[d] * vj[d];
+          }
+          double p = std::exp(dot * scale + bi[j] - rowLse);
+          if (p == 0)
+            continue;
+          double ds = p * (dp - rowD) * scale;
+          double *dkj = dk.data() + a.kAt(b, j, h), *dvj = dv.data() + a.kAt(b, j, h);
+          for (int64_t d = 0; d < a.d; ++d) {
+            dqi[d] += ds * kj[d];
+            dkj[d] += ds * qi[d];
+            dvj[d] += p * gi[d];
+          }
+        }
+      }
+  for (auto [i, acc] : {std::pair{0, &dq}, {1, &dk}, {2, &dv}}) {
+    float *o = c.out[i].as<float>();
+    for (size_t e = 0; e < acc->size(); ++e)
+      o[e] = (float)(*acc)[e];
+  }
+  return Status::ok();
+}
+
 std::string check_bias_softmax(const KernelCall &c) {
   if (auto e = arity(c, 2, 1); !e.empty())
     return e;
@@ -1637,6 +1785,8 @@ const KernelInfo kKernels[] = {
     {"reduce", check_reduce, run_reduce},
     {"softmax", check_softmax, run_softmax},
     {"bias_softmax", check_bias_softmax, run_bias_softmax},
+    {"attention", check_attention, [](const KernelCall &c) { return viaFloat32(c, run_attention); }},
+    {"attention_grad", check_attention_grad, [](const KernelCall &c) { return viaFloat32(c, run_attention_grad); }},
     {"log_softmax", check_softmax, run_log_softmax},
     {"layer_norm", check_layer_norm, [](const KernelCall &c) { return viaFloat32(c, run_layer_norm); }},
     {"rms_norm", check_rms_norm, [](const KernelCall &c) { return viaFloat32(c, run_rms_norm); }},

@@ -1528,6 +1528,8 @@ bool hasCudaKernel(const std::string &name, const KernelCall &c) {
     return true;
   if (name == "matmul" || name == "matmul_bias")
     return matmulSupported(c);
+  if (name == "attention" || name == "attention_grad")
+    return hasAttentionKernel(c);
   if (kMore.count(name)) {
     for (const std::vector<TensorRef> *list : {&c.in, &c.out})
       for (const TensorRef &t : *list)
@@ -1599,6 +1601,11 @@ std::string describeCudaError(const long long info[5]) {
 }
 
 Status launchCudaKernel(const std::string &name, const KernelCall &c, CudaContext &ctx) {
+  if (name == "attention" || name == "attention_grad") {
+    ZRT_RETURN_IF_ERROR(launchAttention(name == "attention_grad", c, ctx));
+    ZRT_CUDA(cudaGetLastError());
+    return Status::ok();
+  }
   if (name == "add") return binaryByType<Bin::Add>(c, ctx);
   if (name == "sub") return binaryByType<Bin::Sub>(c, ctx);
   if (name == "mul") return binaryByType<Bin::Mul>(c, ctx);

@@ -58,6 +58,11 @@ constexpr int kMaxDeviceRanks = 64;
 Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n,
                         float *out, bool avg, cudaStream_t stream);
 
+/// zero.attention (|backward|: attention_grad) on ctx.stream (runtime/cuda/Attention.cu);
+/// hasAttentionKernel says whether the call's head dimension is supported.
+bool hasAttentionKernel(const KernelCall &call);
+Status launchAttention(bool backward, const KernelCall &call, CudaContext &ctx);
+
 /// Launches it on ctx.stream (asynchronously).
 Status launchCudaKernel(const std::string &name, const KernelCall &call, CudaContext &ctx);
 

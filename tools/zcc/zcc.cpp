@@ -337,8 +337,8 @@ int main(int argc, char **argv) {
       "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
       "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
       "Passes of the pipeline (for --mlir-print-ir-before/after=PASS): canonicalize,\n"
-      "zero-recognize-patterns, cse, zero-attach-loss, zero-mixed-precision, zero-pad-gemms\n"
-      "(--target cuda), zero-autodiff, zero-recompute, zero-partition, zero-optimizer,\n"
+      "zero-recognize-patterns, cse, zero-attach-loss, zero-mixed-precision, zero-fuse-attention\n"
+      "and zero-pad-gemms (--target cuda), zero-autodiff, zero-recompute, zero-partition, zero-optimizer,\n"
       "zero-schedule, zero-offload, zero-fuse-epilogues, zero-plan-memory, convert-zero-to-zrt.\n"
       "--help-hidden lists every LLVM/MLIR option.\n");
 
@@ -618,8 +618,11 @@ int main(int argc, char **argv) {
       pm.addPass(zcc::createZeroMixedPrecision(mpOptions));
     }
     // The GPU's GEMMs want aligned rows: a vocabulary-sized output is padded.
-    if (target == "cuda")
+    // ... and its attention runs as one flash-attention kernel.
+    if (target == "cuda") {
+      pm.addPass(zcc::createZeroFuseAttention());
       pm.addPass(zcc::createZeroPadGemms());
+    }
     m->setAttr("zero.precision", Builder(&context).getStringAttr(S.precision));
     m->setAttr("zero.target", Builder(&context).getStringAttr(target));
     // Plans of models with parameters train: backward, then the optimizer.

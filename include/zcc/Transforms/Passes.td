@@ -45,6 +45,27 @@ def ZeroPadGemms : Pass<"zero-pad-gemms", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroFuseAttention : Pass<"zero-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Fuse scaled dot-product attention into zero.attention (flash attention)";
+  let description = [{
+    In @forward, before differentiation: `matmul(bias_softmax(matmul(q' * a,
+    k'^T * b), mask), v')`, where q', k', v' are [B, S, H, D] projections
+    with their heads transposed out ([0, 2, 1, 3]) and a, b constant scalars,
+    becomes `zero.attention(q, k, v, mask) {scale = a * b}` on the untransposed
+    projections; the transpose of its result back to [B, S, H, D] goes too.
+    The [B, H, Sq, Sk] scores and probabilities are never stored; the
+    backward recomputes them (zero.attention_grad). A mask that depends on a
+    trainable parameter, a head dimension above `max-head-dim`, or
+    probabilities read elsewhere keep the unfused form. zcc runs it for
+    --target cuda.
+  }];
+  let options = [
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"128",
+           "fuse only heads of at most this many elements">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
   let summary = "Fold a matmul's bias add into the GEMM (matmul_bias)";
   let description = [{

@@ -14,6 +14,8 @@
 //   softmax / log_softmax ints = [axis]
 //   layer_norm ints = [axis], floats = [epsilon]  (x, scale[, bias]) -> y
 //   rms_norm   ints = [axis], floats = [epsilon]  (x, scale) -> y
+//   attention ints = [nan_to_zero], floats = [scale] (q, k, v, bias) -> (out, lse)
+//   attention_grad floats = [scale]  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
 //   cross_entropy ints = [ignore_index(, classes)] (logits, labels) -> f32 scalar; with
 //                 classes, the logits' last dimension is padding beyond it
 //
@@ -124,6 +126,13 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::SoftmaxOp s) { return KernelSpec{"softmax", {s.getAxis()}, {}}; })
       .Case([&](zero::BiasSoftmaxOp s) {
         return KernelSpec{"bias_softmax", {s.getNanToZero() ? 1 : 0}, {}};
+      })
+      .Case([&](zero::AttentionOp a) {
+        return KernelSpec{"attention", {a.getNanToZero() ? 1 : 0},
+                          {a.getScale().convertToDouble()}};
+      })
+      .Case([&](zero::AttentionGradOp a) {
+        return KernelSpec{"attention_grad", {}, {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::LogSoftmaxOp s) { return KernelSpec{"log_softmax", {s.getAxis()}, {}}; })
       .Case([&](zero::LayerNormOp l) {

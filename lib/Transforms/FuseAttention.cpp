@@ -1,0 +1,205 @@
+//===- FuseAttention.cpp - scaled dot-product attention as one op ---------===//
+//
+// PyTorch's exported scaled_dot_product_attention is, per layer: the three
+// projections reshaped to [B, S, H, D] and transposed to [B, H, S, D]; q and
+// k^T each scaled by sqrt(1/sqrt(D)); their product; the mask added, the
+// softmax and its NaN guard (zero.bias_softmax); the product with v; and the
+// transpose back. zero.attention computes the same from the untransposed
+// projections without storing the [B, H, S, S] scores. See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <cmath>
+
+namespace zcc {
+#define GEN_PASS_DEF_ZEROFUSEATTENTION
+#include "zcc/Transforms/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+using namespace zcc::zero;
+
+namespace {
+
+/// |x| rounded to the float type of |v|'s elements.
+double roundTo(double x, Value v) {
+  auto type = cast<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+  APFloat f(x);
+  bool lost;
+  f.convert(type.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+  return f.convertToDouble();
+}
+
+/// The value of a scalar constant: a splat, or the sqrt or float cast of one
+/// (mixed precision casts the exporter's float32 scale), rounded as computed.
+std::optional<double> scalarConstant(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || type.getNumElements() != 1 || !isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  if (auto sqrt = v.getDefiningOp<SqrtOp>()) {
+    auto inner = scalarConstant(sqrt.getOperand());
+    if (!inner || *inner < 0)
+      return std::nullopt;
+    return roundTo(std::sqrt(*inner), v);
+  }
+  if (auto cast = v.getDefiningOp<CastOp>()) {
+    auto inner = scalarConstant(cast.getOperand());
+    return inner ? std::optional<double>(roundTo(*inner, v)) : std::nullopt;
+  }
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  return (*attr.getValues<APFloat>().begin()).convertToDouble();
+}
+
+/// Strips multiplications by scalar constants off |v|, multiplying |scale|.
+Value peelScale(Value v, double &scale) {
+  while (auto mul = v.getDefiningOp<MulOp>()) {
+    if (auto c = scalarConstant(mul.getRhs())) {
+      scale *= *c;
+      v = mul.getLhs();
+    } else if (auto c = scalarConstant(mul.getLhs())) {
+      scale *= *c;
+      v = mul.getRhs();
+    } else {
+      break;
+    }
+  }
+  return v;
+}
+
+bool isTranspose(Value v, ArrayRef<int64_t> perm) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  return t && t.getPermutation() == perm;
+}
+
+/// x [B, S, H, D] when |v| is x transposed to [B, H, S, D].
+Value headsOut(Value v) {
+  return isTranspose(v, {0, 2, 1, 3}) ? v.getDefiningOp<TransposeOp>().getInput() : Value();
+}
+
+/// y [B, S, H, D] when |v| [B, H, D, S] is y with its heads out and the last
+/// two axes swapped: transpose [0, 2, 3, 1] of y, or the exporter's
+/// reshape(transpose(reshape(t), [0, 2, 1])) of t = y transposed [0, 2, 1, 3].
+Value headsOutTransposed(Value v) {
+  if (isTranspose(v, {0, 2, 3, 1}))
+    return v.getDefiningOp<TransposeOp>().getInput();
+  auto outer = v.getDefiningOp<ReshapeOp>();
+  if (!outer || !isTranspose(outer.getInput(), {0, 2, 1}))
+    return Value();
+  auto inner = outer.getInput().getDefiningOp<TransposeOp>().getInput().getDefiningOp<ReshapeOp>();
+  if (!inner)
+    return Value();
+  auto t = cast<RankedTensorType>(inner.getInput().getType());
+  auto flat = cast<RankedTensorType>(inner.getType());
+  if (t.getRank() != 4 || flat.getRank() != 3 ||
+      flat.getShape() != ArrayRef<int64_t>{t.getDimSize(0) * t.getDimSize(1), t.getDimSize(2),
+                                           t.getDimSize(3)})
+    return Value();
+  return headsOut(inner.getInput());
+}
+
+/// True if |v| is computed from a trainable global (a mask that learns).
+bool dependsOnTrainable(Value v, ModuleOp module) {
+  SmallVector<Value> stack{v};
+  DenseSet<Value> seen;
+  while (!stack.empty()) {
+    Value x = stack.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    Operation *def = x.getDefiningOp();
+    if (!def)
+      continue;
+    if (auto load = dyn_cast<LoadOp>(def)) {
+      auto global = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
+      if (global && global.getTrainable())
+        return true;
+      continue;
+    }
+    llvm::append_range(stack, def->getOperands());
+  }
+  return false;
+}
+
+struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
+  using ZeroFuseAttentionBase::ZeroFuseAttentionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward)
+      return;
+    SmallVector<BiasSoftmaxOp> candidates;
+    forward.walk([&](BiasSoftmaxOp op) { candidates.push_back(op); });
+    int64_t fused = 0;
+    for (BiasSoftmaxOp softmax : candidates)
+      fused += succeeded(fuse(softmax, module));
+    if (!fused)
+      return;
+    // The transposes and scalings the fused ops no longer read.
+    Block &block = forward.getBody().front();
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+      if (op.use_empty() && !isa<func::ReturnOp>(op) && isMemoryEffectFree(&op))
+        op.erase();
+    module->setAttr("zero.fused_attention", Builder(module.getContext()).getI64IntegerAttr(fused));
+  }
+
+  LogicalResult fuse(BiasSoftmaxOp softmax, ModuleOp module) {
+    // The scale is on q and k (torch.onnx's SDPA) or on the scores.
+    double scale = 1;
+    auto scores = peelScale(softmax.getInput(), scale).getDefiningOp<MatmulOp>();
+    if (!scores || scores.getTransposeLhs() || !softmax->hasOneUse() || !scores->hasOneUse())
+      return failure();
+    auto pv = dyn_cast<MatmulOp>(*softmax->getUsers().begin());
+    if (!pv || pv.getLhs() != softmax.getResult() || pv.getTransposeLhs() || pv.getTransposeRhs())
+      return failure();
+    Value q = headsOut(peelScale(scores.getLhs(), scale));
+    Value kt = peelScale(scores.getRhs(), scale);
+    Value k = scores.getTransposeRhs() ? headsOut(kt) : headsOutTransposed(kt);
+    Value v = headsOut(pv.getRhs());
+    if (!q || !k || !v)
+      return failure();
+    auto qt = cast<RankedTensorType>(q.getType()), kType = cast<RankedTensorType>(k.getType());
+    auto bias = cast<RankedTensorType>(softmax.getBias().getType());
+    int64_t b = qt.getDimSize(0), sq = qt.getDimSize(1), h = qt.getDimSize(2), d = qt.getDimSize(3);
+    if (!qt.hasStaticShape() || d > maxHeadDim || kType != v.getType() ||
+        kType.getShape() != ArrayRef<int64_t>{b, kType.getDimSize(1), h, d} ||
+        bias.getRank() != 4 || dependsOnTrainable(softmax.getBias(), module))
+      return failure();
+    int64_t sk = kType.getDimSize(1);
+    if ((bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
+        (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != sq ||
+        bias.getDimSize(3) != sk)
+      return failure();
+
+    OpBuilder builder(pv);
+    auto lseType = RankedTensorType::get({b, h, sq}, builder.getF32Type());
+    auto attention = AttentionOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, q, k, v,
+                                         softmax.getBias(), builder.getF64FloatAttr(scale),
+                                         softmax.getNanToZeroAttr());
+    // The [B, H, Sq, D] product: its transpose back to [B, Sq, H, D] is the
+    // fused result; any other reader gets the result with its heads out.
+    Value headsOutResult;
+    for (OpOperand &use : llvm::make_early_inc_range(pv->getUses())) {
+      auto back = dyn_cast<TransposeOp>(use.getOwner());
+      if (back && back.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3}) {
+        back.getResult().replaceAllUsesWith(attention.getResult());
+        continue;
+      }
+      if (!headsOutResult)
+        headsOutResult = TransposeOp::create(builder, pv.getLoc(), attention.getResult(),
+                                             builder.getDenseI64ArrayAttr({0, 2, 1, 3}));
+      use.set(headsOutResult);
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,641 @@
+//===- Attention.cu - flash attention forward and backward ----------------===//
+//
+// zero.attention and zero.attention_grad (runtime/cpu/Kernels.cpp has the
+// reference). q [B, Sq, H, D], k and v [B, Sk, H, D], bias [B|1, H|1, Sq, Sk],
+// lse [B, H, Sq]. Nothing of size Sq x Sk is stored: each block walks the
+// key (or query) tiles with the scores in registers.
+//
+// 16-bit types, head dimensions 16/32/64/128 (rows 16-byte aligned): tensor
+// cores through mma.sync m16n8k16 (float accumulation), the FlashAttention-2
+// scheme: a warp owns 16 query rows of a 64-row block, keeps its q fragments
+// and output in registers, and rescales its running sum when the row maximum
+// grows; the probabilities go from the score accumulators straight into the
+// A operand of the P.V product (the fragment layouts line up). Shared memory
+// holds one 64-key tile of k and v (v transposed), rows padded by 8 elements
+// so that the fragment loads hit 32 different banks.
+//
+// The backward recomputes the probabilities from lse (no atomics, so the
+// result does not depend on scheduling): one kernel per 64-query block for
+// dq, one per 64-key block for dk and dv, after a kernel that forms
+// D = rowsum(dO * O).
+//
+// float32 (and any other shape): a thread per row, the same arithmetic in
+// plain float; it is there for exactness tests and small models, not speed.
+//
+// Why our own kernels and not cuDNN's SDPA: cuDNN's fused attention is
+// reached through its graph API, which the cudnn-frontend C++ headers
+// wrap; those headers are not part of the CUDA or Debian packages here, and
+// the backend descriptors alone would mean re-deriving the frontend's
+// operation graph. These kernels are ~400 lines, deterministic, and match
+// the reference on every plan (tools/gpu-check.sh).
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaKernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace zrt {
+namespace {
+
+constexpr int kTile = 64;   // rows (queries or keys) per block and per tile
+constexpr int kWarps = 4;   // 16 rows each
+constexpr int kPad = 8;     // shared-memory row padding, elements
+
+struct Dims {
+  int64_t b, sq, sk, h, d, biasB, biasH;
+  float scale;
+  bool nanToZero;
+  __host__ __device__ int64_t qAt(int64_t bi, int64_t i, int64_t hi) const {
+    return ((bi * sq + i) * h + hi) * d;
+  }
+  __host__ __device__ int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
+    return ((bi * sk + j) * h + hi) * d;
+  }
+  __host__ __device__ int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
+    return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;
+  }
+  __host__ __device__ int64_t lseAt(int64_t bi, int64_t hi, int64_t i) const {
+    return (bi * h + hi) * sq + i;
+  }
+};
+
+template <typename T> __device__ __forceinline__ float toF(T v);
+template <> __device__ __forceinline__ float toF<float>(float v) { return v; }
+template <> __device__ __forceinline__ float toF<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <> __device__ __forceinline__ float toF<__half>(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T fromF(float v);
+template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ __half fromF<__half>(float v) { return __float2half_rn(v); }
+
+/// Two floats as one 32-bit register of two 16-bit values (lo at the lower address).
+template <typename T> __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  T pair[2] = {fromF<T>(lo), fromF<T>(hi)};
+  return *reinterpret_cast<uint32_t *>(pair);
+}
+__device__ __forceinline__ uint32_t load32(const void *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
+
+/// c += a b for a 16x16 A (row-major fragment), a 16x8 B (column fragment),
+/// float accumulators.
+template <typename T>
+__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// The A fragments of 16 rows x D of a [.., S, H, D] tensor (rows |row0|.. of
+/// head |h|, zero past |rows|): frag[kk] covers columns 16 kk .. 16 kk + 15.
+template <typename T, int D>
+__device__ __forceinline__ void loadRowsA(const T *x, const Dims &m, int64_t b, int64_t h,
+                                          int64_t row0, int64_t rows, bool keys,
+                                          uint32_t frag[D / 16][4]) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    int64_t row = row0 + g + 8 * half;
+    const T *p = row < rows ? x + (keys ? m.kAt(b, row, h) : m.qAt(b, row, h)) : nullptr;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      frag[kk][half] = p ? load32(p + kk * 16 + t * 2) : 0u;
+      frag[kk][half + 2] = p ? load32(p + kk * 16 + 8 + t * 2) : 0u;
+    }
+  }
+}
+
+/// Copies a 64-row tile of a [.., S, H, D] tensor into shared memory: rows
+/// [row0, row0 + 64) as tile[r][d] (stride D + kPad) and, if |transposed|,
+/// as transposed[d][r] (stride 64 + kPad); rows past |rows| are zero.
+template <typename T, int D>
+__device__ void loadTile(const T *x, const Dims &m, int64_t b, int64_t h, int64_t row0,
+                         int64_t rows, bool keys, T *tile, T *transposed) {
+  constexpr int V = 8; // elements per 16-byte load
+  for (int k = threadIdx.x; k < kTile * D / V; k += blockDim.x) {
+    int r = k / (D / V), c = (k % (D / V)) * V;
+    int64_t row = row0 + r;
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (row < rows)
+      raw = *reinterpret_cast<const uint4 *>(x + (keys ? m.kAt(b, row, h) : m.qAt(b, row, h)) + c);
+    if (tile)
+      *reinterpret_cast<uint4 *>(tile + r * (D + kPad) + c) = raw;
+    if (transposed) {
+      const T *e = reinterpret_cast<const T *>(&raw);
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        transposed[(c + i) * (kTile + kPad) + r] = e[i];
+    }
+  }
+}
+
+/// S[nt] (16 rows x 8 columns each, 8 of them: 64 columns) = A B^T where A's
+/// fragments are in registers and B's 64 rows are tile[r][d].
+template <typename T, int D>
+__device__ __forceinline__ void scoresTile(const uint32_t a[D / 16][4], const T *tile,
+                                           float s[8][4]) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const T *row = tile + (nt * 8 + g) * (D + kPad) + kk * 16 + t * 2;
+      mma<T>(s[nt], a[kk], load32(row), load32(row + 8));
+    }
+  }
+}
+
+/// acc[nd] (16 rows x D) += P B where P (16 x 64) is in score accumulators
+/// and B (64 x D) is given transposed: tileT[d][r].
+template <typename T, int D>
+__device__ __forceinline__ void productTile(const float p[8][4], const T *tileT,
+                                            float acc[D / 8][4]) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[4] = {pack<T>(p[2 * kk][0], p[2 * kk][1]), pack<T>(p[2 * kk][2], p[2 * kk][3]),
+                     pack<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                     pack<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      const T *row = tileT + (nd * 8 + g) * (kTile + kPad) + kk * 16 + t * 2;
+      mma<T>(acc[nd], a, load32(row), load32(row + 8));
+    }
+  }
+}
+
+/// Forward, tensor cores: block (query tile, b * H + h).
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    flashForwardKernel(const T *q, const T *k, const T *v, const T *bias, T *out, float *lse,
+                       Dims m) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T *ks = reinterpret_cast<T *>(smem);
+  T *vt = ks + kTile * (D + kPad);
+  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
+  int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  int64_t row0 = blockIdx.x * kTile + warp * 16;
+  uint32_t qa[D / 16][4];
+  loadRowsA<T, D>(q, m, b, h, row0, m.sq, false, qa);
+  float o[D / 8][4] = {};
+  float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
+  const T *biasRows[2];
+  for (int half = 0; half < 2; ++half) {
+    int64_t row = min(row0 + g + 8 * half, m.sq - 1);
+    biasRows[half] = bias + m.biasRow(b, h, row);
+  }
+  for (int64_t key0 = 0; key0 < m.sk; key0 += kTile) {
+    __syncthreads();
+    loadTile<T, D>(k, m, b, h, key0, m.sk, true, ks, nullptr);
+    loadTile<T, D>(v, m, b, h, key0, m.sk, true, nullptr, vt);
+    __syncthreads();
+    float s[8][4];
+    scoresTile<T, D>(qa, ks, s);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float tileMax = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          int64_t col = key0 + nt * 8 + t * 2 + e;
+          float &x = s[nt][2 * half + e];
+          x = col < m.sk ? x * m.scale + toF(biasRows[half][col]) : -INFINITY;
+          tileMax = fmaxf(tileMax, x);
+        }
+      tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 1));
+      tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 2));
+      float newMax = fmaxf(mx[half], tileMax);
+      float base = newMax == -INFINITY ? 0.0f : newMax;
+      float alpha = expf(mx[half] - base);
+      float sum = 0;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float &x = s[nt][2 * half + e];
+          x = expf(x - base);
+          sum += x;
+        }
+      l[half] = l[half] * alpha + sum;
+      mx[half] = newMax;
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        o[nd][2 * half] *= alpha;
+        o[nd][2 * half + 1] *= alpha;
+      }
+    }
+    productTile<T, D>(s, vt, o);
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = l[half];
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    sum += __shfl_xor_sync(0xffffffff, sum, 2);
+    int64_t row = row0 + g + 8 * half;
+    if (row >= m.sq)
+      continue;
+    bool empty = mx[half] == -INFINITY;
+    float inv = empty ? 0.0f : 1.0f / sum, fill = m.nanToZero ? 0.0f : NAN;
+    T *orow = out + m.qAt(b, row, h);
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      float lo = empty ? fill : o[nd][2 * half] * inv, hi = empty ? fill : o[nd][2 * half + 1] * inv;
+      *reinterpret_cast<uint32_t *>(orow + nd * 8 + t * 2) = pack<T>(lo, hi);
+    }
+    if (t == 0)
+      lse[m.lseAt(b, h, row)] = empty ? INFINITY : mx[half] + logf(sum);
+  }
+}
+
+/// D[b, h, i] = sum_d dO * O (float), a warp per row.
+template <typename T>
+__global__ void rowDotKernel(const T *g, const T *out, float *dsum, Dims m) {
+  int64_t rows = m.b * m.h * m.sq;
+  int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows)
+    return;
+  int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
+  const T *gr = g + m.qAt(b, i, h), *orow = out + m.qAt(b, i, h);
+  float acc = 0;
+  for (int64_t d = threadIdx.x & 31; d < m.d; d += 32)
+    acc += toF(gr[d]) * toF(orow[d]);
+  for (int o = 16; o > 0; o >>= 1)
+    acc += __shfl_xor_sync(0xffffffff, acc, o);
+  if ((threadIdx.x & 31) == 0)
+    dsum[r] = acc;
+}
+
+/// Backward for dq, tensor cores: block (query tile, b * H + h).
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    flashBackwardDqKernel(const T *q, const T *k, const T *v, const T *bias, const float *lse,
+                          const float *dsum, const T *g, T *dq, Dims m) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T *ks = reinterpret_cast<T *>(smem);
+  T *vs = ks + kTile * (D + kPad);
+  T *kt = vs + kTile * (D + kPad);
+  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
+  int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  int64_t row0 = blockIdx.x * kTile + warp * 16;
+  uint32_t qa[D / 16][4], ga[D / 16][4];
+  loadRowsA<T, D>(q, m, b, h, row0, m.sq, false, qa);
+  loadRowsA<T, D>(g, m, b, h, row0, m.sq, false, ga);
+  float rowLse[2], rowD[2];
+  const T *biasRows[2];
+  for (int half = 0; half < 2; ++half) {
+    int64_t row = row0 + gi + 8 * half;
+    bool in = row < m.sq;
+    rowLse[half] = in ? lse[m.lseAt(b, h, row)] : INFINITY;
+    rowD[half] = in ? dsum[m.lseAt(b, h, row)] : 0.0f;
+    biasRows[half] = bias + m.biasRow(b, h, in ? row : 0);
+  }
+  float acc[D / 8][4] = {};
+  for (int64_t key0 = 0; key0 < m.sk; key0 += kTile) {
+    __syncthreads();
+    loadTile<T, D>(k, m, b, h, key0, m.sk, true, ks, kt);
+    loadTile<T, D>(v, m, b, h, key0, m.sk, true, vs, nullptr);
+    __syncthreads();
+    float s[8][4], dp[8][4];
+    scoresTile<T, D>(qa, ks, s);
+    scoresTile<T, D>(ga, vs, dp);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int half = e >> 1;
+        int64_t col = key0 + nt * 8 + t * 2 + (e & 1);
+        float p = col < m.sk ? expf(s[nt][e] * m.scale + toF(biasRows[half][col]) - rowLse[half])
+                             : 0.0f;
+        s[nt][e] = p * (dp[nt][e] - rowD[half]); // dS
+      }
+    productTile<T, D>(s, kt, acc);
+  }
+  for (int half = 0; half < 2; ++half) {
+    int64_t row = row0 + gi + 8 * half;
+    if (row >= m.sq)
+      continue;
+    T *drow = dq + m.qAt(b, row, h);
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd)
+      *reinterpret_cast<uint32_t *>(drow + nd * 8 + t * 2) =
+          pack<T>(acc[nd][2 * half] * m.scale, acc[nd][2 * half + 1] * m.scale);
+  }
+}
+
+/// Backward for dk and dv, tensor cores: block (key tile, b * H + h); the
+/// scores transposed (a warp's 16 keys x 64 queries of a query tile).
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias, const float *lse,
+                           const float *dsum, const T *g, T *dk, T *dv, Dims m) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T *qs = reinterpret_cast<T *>(smem);
+  T *gs = qs + kTile * (D + kPad);
+  T *qt = gs + kTile * (D + kPad);
+  T *gt = qt + D * (kTile + kPad);
+  float *tileLse = reinterpret_cast<float *>(gt + D * (kTile + kPad));
+  float *tileD = tileLse + kTile;
+  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
+  int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  int64_t key0 = blockIdx.x * kTile + warp * 16;
+  uint32_t ka[D / 16][4], va[D / 16][4];
+  loadRowsA<T, D>(k, m, b, h, key0, m.sk, true, ka);
+  loadRowsA<T, D>(v, m, b, h, key0, m.sk, true, va);
+  float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
+  for (int64_t q0 = 0; q0 < m.sq; q0 += kTile) {
+    __syncthreads();
+    loadTile<T, D>(q, m, b, h, q0, m.sq, false, qs, qt);
+    loadTile<T, D>(g, m, b, h, q0, m.sq, false, gs, gt);
+    for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
+      bool in = q0 + r < m.sq;
+      tileLse[r] = in ? lse[m.lseAt(b, h, q0 + r)] : INFINITY;
+      tileD[r] = in ? dsum[m.lseAt(b, h, q0 + r)] : 0.0f;
+    }
+    __syncthreads();
+    float s[8][4], dp[8][4];
+    scoresTile<T, D>(ka, qs, s);  // S^T: keys x queries
+    scoresTile<T, D>(va, gs, dp); // dP^T
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int64_t key = key0 + gi + 8 * (e >> 1);
+        int col = nt * 8 + t * 2 + (e & 1);
+        int64_t query = q0 + col;
+        float p = key < m.sk && query < m.sq
+                      ? expf(s[nt][e] * m.scale + toF(bias[m.biasRow(b, h, query) + key]) -
+                             tileLse[col])
+                      : 0.0f;
+        s[nt][e] = p;
+        dp[nt][e] = p * (dp[nt][e] - tileD[col]); // dS^T
+      }
+    productTile<T, D>(s, gt, dvAcc);
+    productTile<T, D>(dp, qt, dkAcc);
+  }
+  for (int half = 0; half < 2; ++half) {
+    int64_t key = key0 + gi + 8 * half;
+    if (key >= m.sk)
+      continue;
+    T *dkRow = dk + m.kAt(b, key, h), *dvRow = dv + m.kAt(b, key, h);
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      *reinterpret_cast<uint32_t *>(dkRow + nd * 8 + t * 2) =
+          pack<T>(dkAcc[nd][2 * half] * m.scale, dkAcc[nd][2 * half + 1] * m.scale);
+      *reinterpret_cast<uint32_t *>(dvRow + nd * 8 + t * 2) =
+          pack<T>(dvAcc[nd][2 * half], dvAcc[nd][2 * half + 1]);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// A thread per row: any type and head dimension up to kMaxSimtD.
+//===----------------------------------------------------------------------===//
+
+constexpr int kMaxSimtD = 128;
+
+template <typename T>
+__global__ void simtForwardKernel(const T *q, const T *k, const T *v, const T *bias, T *out,
+                                  float *lse, Dims m) {
+  int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= m.b * m.h * m.sq)
+    return;
+  int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
+  const T *qi = q + m.qAt(b, i, h), *bi = bias + m.biasRow(b, h, i);
+  float o[kMaxSimtD];
+  for (int d = 0; d < m.d; ++d)
+    o[d] = 0;
+  float mx = -INFINITY, l = 0;
+  for (int64_t j = 0; j < m.sk; ++j) {
+    const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
+    float dot = 0;
+    for (int d = 0; d < m.d; ++d)
+      dot += toF(qi[d]) * toF(kj[d]);
+    float s = dot * m.scale + toF(bi[j]);
+    if (s == -INFINITY)
+      continue;
+    if (s > mx) {
+      float alpha = expf(mx - s);
+      l *= alpha;
+      for (int d = 0; d < m.d; ++d)
+        o[d] *= alpha;
+      mx = s;
+    }
+    float p = expf(s - mx);
+    l += p;
+    for (int d = 0; d < m.d; ++d)
+      o[d] += p * toF(vj[d]);
+  }
+  T *oi = out + m.qAt(b, i, h);
+  bool empty = mx == -INFINITY;
+  for (int d = 0; d < m.d; ++d)
+    oi[d] = fromF<T>(empty ? (m.nanToZero ? 0.0f : NAN) : o[d] / l);
+  lse[m.lseAt(b, h, i)] = empty ? INFINITY : mx + logf(l);
+}
+
+template <typename T>
+__global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T *bias,
+                                     const float *lse, const float *dsum, const T *g, T *dq,
+                                     Dims m) {
+  int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= m.b * m.h * m.sq)
+    return;
+  int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
+  const T *qi = q + m.qAt(b, i, h), *gi = g + m.qAt(b, i, h), *bi = bias + m.biasRow(b, h, i);
+  float rowLse = lse[m.lseAt(b, h, i)], rowD = dsum[m.lseAt(b, h, i)];
+  float acc[kMaxSimtD];
+  for (int d = 0; d < m.d; ++d)
+    acc[d] = 0;
+  for (int64_t j = 0; rowLse != INFINITY && j < m.sk; ++j) {
+    const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
+    float dot = 0, dp = 0;
+    for (int d = 0; d < m.d; ++d) {
+      dot += toF(qi[d]) * toF(kj[d]);
+      dp += toF(gi[d]) * toF(vj[d]);
+    }
+    float p = expf(dot * m.scale + toF(bi[j]) - rowLse);
+    float ds = p * (dp - rowD);
+    for (int d = 0; d < m.d; ++d)
+      acc[d] += ds * toF(kj[d]);
+  }
+  T *out = dq + m.qAt(b, i, h);
+  for (int d = 0; d < m.d; ++d)
+    out[d] = fromF<T>(acc[d] * m.scale);
+}
+
+template <typename T>
+__global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
+                                      const float *lse, const float *dsum, const T *g, T *dk,
+                                      T *dv, Dims m) {
+  int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= m.b * m.h * m.sk)
+    return;
+  int64_t j = r % m.sk, h = (r / m.sk) % m.h, b = r / (m.sk * m.h);
+  const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
+  float dkAcc[kMaxSimtD], dvAcc[kMaxSimtD];
+  for (int d = 0; d < m.d; ++d)
+    dkAcc[d] = dvAcc[d] = 0;
+  for (int64_t i = 0; i < m.sq; ++i) {
+    float rowLse = lse[m.lseAt(b, h, i)];
+    if (rowLse == INFINITY)
+      continue;
+    const T *qi = q + m.qAt(b, i, h), *gi = g + m.qAt(b, i, h);
+    float dot = 0, dp = 0;
+    for (int d = 0; d < m.d; ++d) {
+      dot += toF(qi[d]) * toF(kj[d]);
+      dp += toF(gi[d]) * toF(vj[d]);
+    }
+    float p = expf(dot * m.scale + toF(bias[m.biasRow(b, h, i) + j]) - rowLse);
+    float ds = p * (dp - dsum[m.lseAt(b, h, i)]);
+    for (int d = 0; d < m.d; ++d) {
+      dkAcc[d] += ds * toF(qi[d]);
+      dvAcc[d] += p * toF(gi[d]);
+    }
+  }
+  T *dkRow = dk + m.kAt(b, j, h), *dvRow = dv + m.kAt(b, j, h);
+  for (int d = 0; d < m.d; ++d) {
+    dkRow[d] = fromF<T>(dkAcc[d] * m.scale);
+    dvRow[d] = fromF<T>(dvAcc[d]);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Launch
+//===----------------------------------------------------------------------===//
+
+Dims dimsOf(const KernelCall &c) {
+  const TensorRef &q = c.in[0], &k = c.in[1], &bias = c.in[3];
+  return Dims{q.shape[0],    q.shape[1],    k.shape[1], q.shape[2], q.shape[3],
+              bias.shape[0], bias.shape[1], (float)c.floats[0],
+              c.ints.empty() ? true : c.ints[0] != 0};
+}
+
+bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+/// Whether the tensor-core kernels take this call: 16-bit, D in {16, 32,
+/// 64, 128}, every [.., D] operand 16-byte aligned.
+bool tensorCorePath(const KernelCall &c) {
+  DType t = c.in[0].dtype;
+  int64_t d = c.in[0].shape[3];
+  if ((t != DType::BF16 && t != DType::F16) || (d != 16 && d != 32 && d != 64 && d != 128))
+    return false;
+  for (const auto *list : {&c.in, &c.out})
+    for (const TensorRef &x : *list)
+      if (!aligned16(x.data))
+        return false;
+  return true;
+}
+
+template <typename K> Status setSmem(K kernel, size_t bytes) {
+  if (bytes > 48 * 1024) {
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess)
+      return errorf("attention: ", cudaGetErrorString(e));
+  }
+  return Status::ok();
+}
+
+template <typename T, int D> Status launchTensorCore(bool backward, const KernelCall &c,
+                                                     CudaContext &ctx, float *dsum) {
+  Dims m = dimsOf(c);
+  cudaStream_t st = ctx.stream;
+  const T *q = c.in[0].as<T>(), *k = c.in[1].as<T>(), *v = c.in[2].as<T>(),
+          *bias = c.in[3].as<T>();
+  dim3 block(kWarps * 32);
+  if (!backward) {
+    size_t bytes = sizeof(T) * (kTile * (D + kPad) + D * (kTile + kPad));
+    ZRT_RETURN_IF_ERROR(setSmem(flashForwardKernel<T, D>, bytes));
+    dim3 grid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
+    flashForwardKernel<T, D><<<grid, block, bytes, st>>>(q, k, v, bias, c.out[0].as<T>(),
+                                                         c.out[1].as<float>(), m);
+    return Status::ok();
+  }
+  const float *lse = c.in[5].as<float>();
+  const T *g = c.in[6].as<T>();
+  size_t dqBytes = sizeof(T) * (2 * kTile * (D + kPad) + D * (kTile + kPad));
+  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqKernel<T, D>, dqBytes));
+  dim3 dqGrid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
+  flashBackwardDqKernel<T, D><<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, lse, dsum, g,
+                                                              c.out[0].as<T>(), m);
+  size_t kvBytes = sizeof(T) * (2 * kTile * (D + kPad) + 2 * D * (kTile + kPad)) +
+                   2 * kTile * sizeof(float);
+  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, kvBytes));
+  dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.h));
+  flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(
+      q, k, v, bias, lse, dsum, g, c.out[1].as<T>(), c.out[2].as<T>(), m);
+  return Status::ok();
+}
+
+template <typename T>
+Status launchTyped(bool backward, const KernelCall &c, CudaContext &ctx) {
+  Dims m = dimsOf(c);
+  float *dsum = nullptr;
+  if (backward) {
+    int64_t rows = m.b * m.h * m.sq;
+    ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(rows, 1) * sizeof(float)));
+    dsum = static_cast<float *>(ctx.scratch);
+    if (rows > 0)
+      rowDotKernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, ctx.stream>>>(
+          c.in[6].as<T>(), c.in[4].as<T>(), dsum, m);
+  }
+  if (m.b * m.h * std::max(m.sq, m.sk) == 0)
+    return Status::ok();
+  if constexpr (!std::is_same_v<T, float>) {
+    if (tensorCorePath(c)) {
+      switch (m.d) {
+      case 16: return launchTensorCore<T, 16>(backward, c, ctx, dsum);
+      case 32: return launchTensorCore<T, 32>(backward, c, ctx, dsum);
+      case 64: return launchTensorCore<T, 64>(backward, c, ctx, dsum);
+      default: return launchTensorCore<T, 128>(backward, c, ctx, dsum);
+      }
+    }
+  }
+  const T *q = c.in[0].as<T>(), *k = c.in[1].as<T>(), *v = c.in[2].as<T>(),
+          *bias = c.in[3].as<T>();
+  constexpr int kThreadsPerBlock = 128;
+  auto blocks = [&](int64_t n) { return (unsigned)((n + kThreadsPerBlock - 1) / kThreadsPerBlock); };
+  if (!backward) {
+    simtForwardKernel<T><<<blocks(m.b * m.h * m.sq), kThreadsPerBlock, 0, ctx.stream>>>(
+        q, k, v, bias, c.out[0].as<T>(), c.out[1].as<float>(), m);
+    return Status::ok();
+  }
+  const float *lse = c.in[5].as<float>();
+  const T *g = c.in[6].as<T>();
+  if (m.sq > 0)
+    simtBackwardDqKernel<T><<<blocks(m.b * m.h * m.sq), kThreadsPerBlock, 0, ctx.stream>>>(
+        q, k, v, bias, lse, dsum, g, c.out[0].as<T>(), m);
+  if (m.sk > 0)
+    simtBackwardDkvKernel<T><<<blocks(m.b * m.h * m.sk), kThreadsPerBlock, 0, ctx.stream>>>(
+        q, k, v, bias, lse, dsum, g, c.out[1].as<T>(), c.out[2].as<T>(), m);
+  return Status::ok();
+}
+
+} // namespace
+
+bool hasAttentionKernel(const KernelCall &c) { return c.in[0].shape[3] <= kMaxSimtD; }
+
+Status launchAttention(bool backward, const KernelCall &c, CudaContext &ctx) {
+  switch (c.in[0].dtype) {
+  case DType::F32: return launchTyped<float>(backward, c, ctx);
+  case DType::BF16: return launchTyped<__nv_bfloat16>(backward, c, ctx);
+  default: return launchTyped<__half>(backward, c, ctx);
+  }
+}
+
+} // namespace zrt

@@ -1,0 +1,77 @@
+// RUN: zcc-opt %s -split-input-file -zero-fuse-attention | FileCheck %s
+
+// torch.onnx's SDPA: q and k^T each scaled by sqrt(1/sqrt(D)) (cast to the
+// compute type), the mask added with the NaN guard, the heads transposed back.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x4x16xbf16>, %[[K:.*]]: tensor<2x8x4x16xbf16>, %[[V:.*]]: tensor<2x8x4x16xbf16>, %[[M:.*]]: tensor<2x1x8x8xbf16>)
+// CHECK: %[[O:.*]], %{{.*}} = zero.attention %[[Q]], %[[K]], %[[V]], %[[M]] {nan_to_zero, scale = 0.12497329711914063 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+// CHECK-NEXT: return %[[O]]
+// CHECK-NOT: zero.transpose
+func.func @forward(%q: tensor<2x8x4x16xbf16>, %k: tensor<2x8x4x16xbf16>, %v: tensor<2x8x4x16xbf16>, %mask: tensor<2x1x8x8xbf16>) -> tensor<2x8x4x16xbf16> {
+  %c = zero.constant dense<0.125> : tensor<f32>
+  %cb = zero.cast %c : tensor<f32> to tensor<bf16>
+  %s = zero.sqrt %cb : tensor<bf16>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<2x8x4x16xbf16> -> tensor<2x4x8x16xbf16>
+  %kt = zero.transpose %k [0, 2, 1, 3] : tensor<2x8x4x16xbf16> -> tensor<2x4x8x16xbf16>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<2x8x4x16xbf16> -> tensor<2x4x8x16xbf16>
+  %k3 = zero.reshape %kt : tensor<2x4x8x16xbf16> -> tensor<8x8x16xbf16>
+  %k3t = zero.transpose %k3 [0, 2, 1] : tensor<8x8x16xbf16> -> tensor<8x16x8xbf16>
+  %kT = zero.reshape %k3t : tensor<8x16x8xbf16> -> tensor<2x4x16x8xbf16>
+  %qs = zero.mul %qt, %s : (tensor<2x4x8x16xbf16>, tensor<bf16>) -> tensor<2x4x8x16xbf16>
+  %ks = zero.mul %kT, %s : (tensor<2x4x16x8xbf16>, tensor<bf16>) -> tensor<2x4x16x8xbf16>
+  %scores = zero.matmul %qs, %ks : (tensor<2x4x8x16xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x8x8xbf16>
+  %p = zero.bias_softmax %scores, %mask {nan_to_zero} : (tensor<2x4x8x8xbf16>, tensor<2x1x8x8xbf16>) -> tensor<2x4x8x8xbf16>
+  %o = zero.matmul %p, %vt : (tensor<2x4x8x8xbf16>, tensor<2x4x8x16xbf16>) -> tensor<2x4x8x16xbf16>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<2x4x8x16xbf16> -> tensor<2x8x4x16xbf16>
+  return %ob : tensor<2x8x4x16xbf16>
+}
+
+// -----
+
+// The scale on the scores, k^T as one transpose; the output also read with
+// its heads out: that reader gets the fused result transposed.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[O:.*]], %{{.*}} = zero.attention %{{.*}} {scale = 2.500000e-01 : f64}
+// CHECK: %[[T:.*]] = zero.transpose %[[O]] [0, 2, 1, 3]
+// CHECK: return %[[O]], %[[T]]
+func.func @forward(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>, %mask: tensor<1x1x8x8xf32>) -> (tensor<1x8x2x16xf32>, tensor<1x2x8x16xf32>) {
+  %c = zero.constant dense<0.25> : tensor<f32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x8x2x16xf32> -> tensor<1x2x8x16xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x8x2x16xf32> -> tensor<1x2x16x8xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x8x2x16xf32> -> tensor<1x2x8x16xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x2x8x16xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x8x8xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x2x8x8xf32>, tensor<f32>) -> tensor<1x2x8x8xf32>
+  %p = zero.bias_softmax %scaled, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
+  return %ob, %o : tensor<1x8x2x16xf32>, tensor<1x2x8x16xf32>
+}
+
+// -----
+
+// Left alone: the probabilities read elsewhere (they are never stored when
+// fused), a scale that is not a constant, a mask computed from a trainable
+// parameter (zero.attention's backward gives the mask no gradient).
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: zero.attention
+zero.global @bias param trainable : tensor<1x1x8x8xf32>
+func.func @forward(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>, %mask: tensor<1x1x8x8xf32>, %x: tensor<f32>) -> (tensor<1x8x2x16xf32>, tensor<1x2x8x8xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) {
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x8x2x16xf32> -> tensor<1x2x8x16xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x8x2x16xf32> -> tensor<1x2x16x8xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x8x2x16xf32> -> tensor<1x2x8x16xf32>
+  %s1 = zero.matmul %qt, %kT : (tensor<1x2x8x16xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x8x8xf32>
+  %p1 = zero.bias_softmax %s1, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %o1 = zero.matmul %p1, %vt : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %r1 = zero.transpose %o1 [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
+  %s2 = zero.matmul %qt, %kT : (tensor<1x2x8x16xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x8x8xf32>
+  %s2x = zero.mul %s2, %x : (tensor<1x2x8x8xf32>, tensor<f32>) -> tensor<1x2x8x8xf32>
+  %p2 = zero.bias_softmax %s2x, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %o2 = zero.matmul %p2, %vt : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %r2 = zero.transpose %o2 [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
+  %b = zero.load @bias : tensor<1x1x8x8xf32>
+  %s3 = zero.matmul %qt, %kT : (tensor<1x2x8x16xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x8x8xf32>
+  %p3 = zero.bias_softmax %s3, %b : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %o3 = zero.matmul %p3, %vt : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %r3 = zero.transpose %o3 [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
+  return %r1, %p1, %r2, %r3 : tensor<1x8x2x16xf32>, tensor<1x2x8x8xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>
+}

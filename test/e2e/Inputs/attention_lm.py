@@ -1,0 +1,53 @@
+"""A one-layer attention language model in the form torch.onnx exports
+scaled_dot_product_attention, for zero-fuse-attention.
+
+    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM]
+
+ids [2, 80] -> embedding -> qkv projection -> split -> heads [2, 2, 80, D]
+-> q k^T * 1/sqrt(D) + mask -> softmax -> NaN guard -> . v -> heads back
+-> output projection to 96 logits. 80 positions: a full 64-row tile and a
+partial one. The mask is causal, and query row 5 sees no key at all (every
+score -inf): the guard's zeros, which the fused kernel must reproduce.
+16 samples of random ids; the labels are their shift.
+"""
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+
+D = int(sys.argv[4]) if len(sys.argv) > 4 else 16
+B, S, H, V = 2, 80, 2, 96
+E = H * D
+rng = np.random.default_rng(0)
+init = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)
+mask = np.triu(np.full((S, S), -np.inf, np.float32), 1)
+mask[5, :] = -np.inf
+tensors = {"wte": init(V, E), "w_qkv": init(E, 3 * E), "w_o": init(E, V)}
+constants = {"mask": mask.reshape(1, 1, S, S), "scale": np.array(1 / np.sqrt(D), np.float32),
+             "zero": np.array(0, np.float32), "heads": np.array([B, S, H, D], np.int64),
+             "flat": np.array([B, S, E], np.int64), "split": np.array([E, E, E], np.int64)}
+n = helper.make_node
+nodes = [n("Constant", [], [k], value=numpy_helper.from_array(a, k)) for k, a in constants.items()]
+nodes += [n("Gather", ["wte", "input_ids"], ["h"]),
+         n("MatMul", ["h", "w_qkv"], ["qkv"]),
+         n("Split", ["qkv", "split"], ["q", "k", "v"], axis=2)]
+for x in "qkv":
+    nodes += [n("Reshape", [x, "heads"], [x + "4"]),
+              n("Transpose", [x + "4"], [x + "t"], perm=[0, 2, 1, 3])]
+nodes += [n("Transpose", ["kt"], ["kT"], perm=[0, 1, 3, 2]),
+          n("MatMul", ["qt", "kT"], ["scores"]),
+          n("Mul", ["scores", "scale"], ["scaled"]),
+          n("Add", ["scaled", "mask"], ["masked"]),
+          n("Softmax", ["masked"], ["p"], axis=-1),
+          n("IsNaN", ["p"], ["nan"]),
+          n("Where", ["nan", "zero", "p"], ["p0"]),
+          n("MatMul", ["p0", "vt"], ["o"]),
+          n("Transpose", ["o"], ["ob"], perm=[0, 2, 1, 3]),
+          n("Reshape", ["ob", "flat"], ["attn"]),
+          n("MatMul", ["attn", "w_o"], ["logits"])]
+g = helper.make_graph(nodes, "attention_lm",
+                      [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [B, S])],
+                      [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [B, S, V])],
+                      [numpy_helper.from_array(a, k) for k, a in tensors.items()])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), sys.argv[1])
+ids = rng.integers(0, V, (16, S)).astype(np.int64)
+np.save(sys.argv[2], ids)
+np.save(sys.argv[3], np.roll(ids, -1, axis=1))
