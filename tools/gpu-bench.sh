@@ -6,7 +6,7 @@
 # directory packed by GPT2_ONNX=... tools/gpu-pack.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
+. "$here/gpu-libs.sh"
 export NCCL_NVLS_ENABLE=0
 out=${OUT:-/tmp/gpu-bench}
 work=/tmp/gpu-bench-work

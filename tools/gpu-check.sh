@@ -6,7 +6,7 @@
 # on one GPU within 5e-4; NCCL, one process per GPU (W = the GPUs there). Prints one line per case and 'gpu-check: N of N passed'.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
+. "$here/gpu-libs.sh"
 export NCCL_NVLS_ENABLE=0
 zrun="$here/zrun"
 D="$here/data"

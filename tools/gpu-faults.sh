@@ -10,7 +10,8 @@
 #   4. A rendezvous that never completes (rank 1 never starts).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE=0
+. "$here/gpu-libs.sh"
+export NCCL_NVLS_ENABLE=0
 zrun="$here/zrun"
 plan="$here/plans/gpt2-z3-w2.zplan"
 D="--data input_ids=$here/data/gpt2-tiny.input_ids.npy --data labels=$here/data/gpt2-tiny.labels.npy"

@@ -6,7 +6,7 @@
 # prediction and the step time. Usage: gpu-memory.sh MODEL.onnx TOKENS.bin [STEPS]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
+. "$here/gpu-libs.sh"
 export NCCL_NVLS_ENABLE=0
 model=$1 tokens=$2 steps=${3:-4} prefix=${PREFIX:-mem-}
 out=${OUT:-/tmp/gpu-memory}
