@@ -62,6 +62,15 @@ struct Dims {
   }
 };
 
+/// Which 64 x 64 tiles of the mask hold a finite value: map[((bb * Hb + hb)
+/// * qTiles + qt) * kTiles + kt] = 0 where every score of the tile is -inf
+/// (the upper triangle of a causal mask), so that the kernels skip it.
+__host__ __device__ inline int64_t tileIndex(const Dims &m, int64_t b, int64_t h, int64_t qt,
+                                             int64_t kt) {
+  int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
+  return (((m.biasB == 1 ? 0 : b) * m.biasH + (m.biasH == 1 ? 0 : h)) * qTiles + qt) * kTiles + kt;
+}
+
 template <typename T> __device__ __forceinline__ float toF(T v);
 template <> __device__ __forceinline__ float toF<float>(float v) { return v; }
 template <> __device__ __forceinline__ float toF<__nv_bfloat16>(__nv_bfloat16 v) {
@@ -74,6 +83,20 @@ template <> __device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float 
   return __float2bfloat16_rn(v);
 }
 template <> __device__ __forceinline__ __half fromF<__half>(float v) { return __float2half_rn(v); }
+
+template <typename T>
+__global__ void tileMapKernel(const T *bias, unsigned char *map, Dims m) {
+  int64_t kt = blockIdx.x, qt = blockIdx.y, bh = blockIdx.z;
+  const T *base = bias + (bh * m.sq + qt * 64) * m.sk + kt * 64;
+  int rows = m.sq - qt * 64 < 64 ? (int)(m.sq - qt * 64) : 64;
+  int cols = m.sk - kt * 64 < 64 ? (int)(m.sk - kt * 64) : 64;
+  bool finite = false;
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x)
+    finite |= toF(base[(int64_t)(e / cols) * m.sk + e % cols]) != -INFINITY;
+  finite = __syncthreads_or(finite);
+  if (threadIdx.x == 0)
+    map[(bh * ((m.sq + 63) / 64) + qt) * ((m.sk + 63) / 64) + kt] = finite;
+}
 
 /// Two floats as one 32-bit register of two 16-bit values (lo at the lower address).
 template <typename T> __device__ __forceinline__ uint32_t pack(float lo, float hi) {
@@ -182,8 +205,8 @@ __device__ __forceinline__ void productTile(const float p[8][4], const T *tileT,
 /// Forward, tensor cores: block (query tile, b * H + h).
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32)
-    flashForwardKernel(const T *q, const T *k, const T *v, const T *bias, T *out, float *lse,
-                       Dims m) {
+    flashForwardKernel(const T *q, const T *k, const T *v, const T *bias,
+                       const unsigned char *tiles, T *out, float *lse, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
   T *ks = reinterpret_cast<T *>(smem);
   T *vt = ks + kTile * (D + kPad);
@@ -200,6 +223,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     biasRows[half] = bias + m.biasRow(b, h, row);
   }
   for (int64_t key0 = 0; key0 < m.sk; key0 += kTile) {
+    if (!tiles[tileIndex(m, b, h, blockIdx.x, key0 / kTile)])
+      continue; // every score -inf: no probability mass
     __syncthreads();
     loadTile<T, D>(k, m, b, h, key0, m.sk, true, ks, nullptr);
     loadTile<T, D>(v, m, b, h, key0, m.sk, true, nullptr, vt);
@@ -284,8 +309,9 @@ __global__ void rowDotKernel(const T *g, const T *out, float *dsum, Dims m) {
 /// Backward for dq, tensor cores: block (query tile, b * H + h).
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32)
-    flashBackwardDqKernel(const T *q, const T *k, const T *v, const T *bias, const float *lse,
-                          const float *dsum, const T *g, T *dq, Dims m) {
+    flashBackwardDqKernel(const T *q, const T *k, const T *v, const T *bias,
+                          const unsigned char *tiles, const float *lse, const float *dsum,
+                          const T *g, T *dq, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
   T *ks = reinterpret_cast<T *>(smem);
   T *vs = ks + kTile * (D + kPad);
@@ -307,6 +333,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   float acc[D / 8][4] = {};
   for (int64_t key0 = 0; key0 < m.sk; key0 += kTile) {
+    if (!tiles[tileIndex(m, b, h, blockIdx.x, key0 / kTile)])
+      continue;
     __syncthreads();
     loadTile<T, D>(k, m, b, h, key0, m.sk, true, ks, kt);
     loadTile<T, D>(v, m, b, h, key0, m.sk, true, vs, nullptr);
@@ -342,8 +370,9 @@ __global__ void __launch_bounds__(kWarps * 32)
 /// scores transposed (a warp's 16 keys x 64 queries of a query tile).
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32)
-    flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias, const float *lse,
-                           const float *dsum, const T *g, T *dk, T *dv, Dims m) {
+    flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
+                           const unsigned char *tiles, const float *lse, const float *dsum,
+                           const T *g, T *dk, T *dv, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
   T *qs = reinterpret_cast<T *>(smem);
   T *gs = qs + kTile * (D + kPad);
@@ -359,6 +388,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   loadRowsA<T, D>(v, m, b, h, key0, m.sk, true, va);
   float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
   for (int64_t q0 = 0; q0 < m.sq; q0 += kTile) {
+    if (!tiles[tileIndex(m, b, h, q0 / kTile, blockIdx.x)])
+      continue;
     __syncthreads();
     loadTile<T, D>(q, m, b, h, q0, m.sq, false, qs, qt);
     loadTile<T, D>(g, m, b, h, q0, m.sq, false, gs, gt);
@@ -551,18 +582,22 @@ template <typename K> Status setSmem(K kernel, size_t bytes) {
   return Status::ok();
 }
 
-template <typename T, int D> Status launchTensorCore(bool backward, const KernelCall &c,
-                                                     CudaContext &ctx, float *dsum) {
+template <typename T, int D>
+Status launchTensorCore(bool backward, const KernelCall &c, CudaContext &ctx, float *dsum,
+                        unsigned char *tiles) {
   Dims m = dimsOf(c);
   cudaStream_t st = ctx.stream;
   const T *q = c.in[0].as<T>(), *k = c.in[1].as<T>(), *v = c.in[2].as<T>(),
           *bias = c.in[3].as<T>();
   dim3 block(kWarps * 32);
+  tileMapKernel<T><<<dim3((unsigned)((m.sk + kTile - 1) / kTile),
+                          (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
+                     256, 0, st>>>(bias, tiles, m);
   if (!backward) {
     size_t bytes = sizeof(T) * (kTile * (D + kPad) + D * (kTile + kPad));
     ZRT_RETURN_IF_ERROR(setSmem(flashForwardKernel<T, D>, bytes));
     dim3 grid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-    flashForwardKernel<T, D><<<grid, block, bytes, st>>>(q, k, v, bias, c.out[0].as<T>(),
+    flashForwardKernel<T, D><<<grid, block, bytes, st>>>(q, k, v, bias, tiles, c.out[0].as<T>(),
                                                          c.out[1].as<float>(), m);
     return Status::ok();
   }
@@ -571,25 +606,29 @@ template <typename T, int D> Status launchTensorCore(bool backward, const Kernel
   size_t dqBytes = sizeof(T) * (2 * kTile * (D + kPad) + D * (kTile + kPad));
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqKernel<T, D>, dqBytes));
   dim3 dqGrid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-  flashBackwardDqKernel<T, D><<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, lse, dsum, g,
-                                                              c.out[0].as<T>(), m);
+  flashBackwardDqKernel<T, D><<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, lse, dsum,
+                                                              g, c.out[0].as<T>(), m);
   size_t kvBytes = sizeof(T) * (2 * kTile * (D + kPad) + 2 * D * (kTile + kPad)) +
                    2 * kTile * sizeof(float);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, kvBytes));
   dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.h));
   flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(
-      q, k, v, bias, lse, dsum, g, c.out[1].as<T>(), c.out[2].as<T>(), m);
+      q, k, v, bias, tiles, lse, dsum, g, c.out[1].as<T>(), c.out[2].as<T>(), m);
   return Status::ok();
 }
 
 template <typename T>
 Status launchTyped(bool backward, const KernelCall &c, CudaContext &ctx) {
   Dims m = dimsOf(c);
-  float *dsum = nullptr;
+  // Scratch: the backward's D = rowsum(dO * O), then the mask's tile map.
+  int64_t rows = backward ? m.b * m.h * m.sq : 0;
+  size_t dsumBytes = (size_t)(rows * sizeof(float) + 255) / 256 * 256;
+  size_t mapBytes = (size_t)(m.biasB * m.biasH * ((m.sq + kTile - 1) / kTile) *
+                             ((m.sk + kTile - 1) / kTile));
+  ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<size_t>(dsumBytes + mapBytes, 1)));
+  float *dsum = static_cast<float *>(ctx.scratch);
+  unsigned char *tiles = static_cast<unsigned char *>(ctx.scratch) + dsumBytes;
   if (backward) {
-    int64_t rows = m.b * m.h * m.sq;
-    ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(rows, 1) * sizeof(float)));
-    dsum = static_cast<float *>(ctx.scratch);
     if (rows > 0)
       rowDotKernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, ctx.stream>>>(
           c.in[6].as<T>(), c.in[4].as<T>(), dsum, m);
@@ -599,10 +638,10 @@ Status launchTyped(bool backward, const KernelCall &c, CudaContext &ctx) {
   if constexpr (!std::is_same_v<T, float>) {
     if (tensorCorePath(c)) {
       switch (m.d) {
-      case 16: return launchTensorCore<T, 16>(backward, c, ctx, dsum);
-      case 32: return launchTensorCore<T, 32>(backward, c, ctx, dsum);
-      case 64: return launchTensorCore<T, 64>(backward, c, ctx, dsum);
-      default: return launchTensorCore<T, 128>(backward, c, ctx, dsum);
+      case 16: return launchTensorCore<T, 16>(backward, c, ctx, dsum, tiles);
+      case 32: return launchTensorCore<T, 32>(backward, c, ctx, dsum, tiles);
+      case 64: return launchTensorCore<T, 64>(backward, c, ctx, dsum, tiles);
+      default: return launchTensorCore<T, 128>(backward, c, ctx, dsum, tiles);
       }
     }
   }

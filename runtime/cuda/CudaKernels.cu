@@ -104,6 +104,25 @@ __global__ void binaryKernel(const T *a, const T *b, T *o, Broadcast d, int64_t 
   }
 }
 
+/// Operands of the result's shape, 16-byte aligned (a residual add, a
+/// gradient accumulation): 16 bytes per load and store, no index arithmetic.
+template <typename T, Bin OP>
+__global__ void binarySameKernel(const T *a, const T *b, T *o, int64_t n) {
+  constexpr int V = 16 / sizeof(T);
+  int64_t vectors = n / V, step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < vectors; i += step) {
+    uint4 ra = reinterpret_cast<const uint4 *>(a)[i], rb = reinterpret_cast<const uint4 *>(b)[i], ro;
+    const T *ea = reinterpret_cast<const T *>(&ra), *eb = reinterpret_cast<const T *>(&rb);
+    T *eo = reinterpret_cast<T *>(&ro);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      eo[k] = fromF<T>(binary<OP>(toF(ea[k]), toF(eb[k])));
+    reinterpret_cast<uint4 *>(o)[i] = ro;
+  }
+  for (int64_t i = vectors * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += step)
+    o[i] = fromF<T>(binary<OP>(toF(a[i]), toF(b[i])));
+}
+
 enum class Un { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Erf, Sigmoid, Relu, Silu, Cos, Sin,
                 Gelu, GeluTanh };
 
@@ -174,6 +193,15 @@ __global__ void adamwKernel(const float *p, const float *g, const float *m, cons
 }
 
 template <typename T, Bin OP> Status launchBinary(const KernelCall &c, CudaContext &ctx) {
+  int64_t total = c.out[0].numel();
+  auto aligned = [](const TensorRef &t) { return reinterpret_cast<uintptr_t>(t.data) % 16 == 0; };
+  if (c.in[0].numel() == total && c.in[1].numel() == total && aligned(c.in[0]) &&
+      aligned(c.in[1]) && aligned(c.out[0])) {
+    binarySameKernel<T, OP><<<blocksFor((total + 7) / 8), kThreads, 0, ctx.stream>>>(
+        c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), total);
+    ZRT_CUDA(cudaGetLastError());
+    return Status::ok();
+  }
   Broadcast d;
   makeBroadcast(c.out[0].shape, {c.in[0].shape, c.in[1].shape}, d);
   int64_t n = c.out[0].numel();
@@ -1111,6 +1139,25 @@ __device__ double blockReduce(double v, int kind) {
   return v; // thread 0's is the block's
 }
 
+/// reduce over the leading axes of a contiguous tensor, viewed as [rows,
+/// cols] -> [cols] (a bias gradient: dY summed over the batch and sequence):
+/// thread j of column block x sums column j over row chunk y, so that a warp
+/// reads 32 adjacent elements; the chunks' double partials are combined in
+/// order by reduceFinishKernel. The block-per-output kernel would read each
+/// column with a stride of |cols| elements.
+template <typename T>
+__global__ void reduceColumnsKernel(const T *x, double *partial, int64_t rows, int64_t cols,
+                                    int64_t chunkRows, int kind) {
+  int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= cols)
+    return;
+  int64_t begin = blockIdx.y * chunkRows, end = min(rows, begin + chunkRows);
+  double a = reduceIdentity(kind);
+  for (int64_t r = begin; r < end; ++r)
+    a = reduceStep(kind, a, toF(x[r * cols + j]));
+  partial[j * gridDim.y + blockIdx.y] = a;
+}
+
 /// reduce, many elements per output: block b reduces split (b % splits) of
 /// output (b / splits), its threads striding over the split; with one split
 /// it writes the output, else a double partial that reduceFinishKernel
@@ -1287,11 +1334,25 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     for (size_t d = axis + 1; d < whole.shape.size(); ++d)
       inner *= whole.shape[d];
     int64_t wholeRow = whole.shape[axis] * inner, at = 0;
+    // Each part is |outer| rows of |row| bytes, |wholeRow| apart in the
+    // whole: one (2-D) device copy, which the driver runs at copy bandwidth.
+    constexpr int64_t kMaxPitch = int64_t(1) << 31;
     for (const TensorRef &p : parts) {
       int64_t row = p.shape[axis] * inner;
-      if (outer * row > 0)
+      char *w = whole.data + at;
+      if (outer * row == 0) {
+      } else if (outer == 1) {
+        ZRT_CUDA(cudaMemcpyAsync(toWhole ? w : p.data, toWhole ? p.data : w, row,
+                                 cudaMemcpyDeviceToDevice, st));
+      } else if (wholeRow < kMaxPitch) {
+        if (toWhole)
+          ZRT_CUDA(cudaMemcpy2DAsync(w, wholeRow, p.data, row, row, outer, cudaMemcpyDeviceToDevice, st));
+        else
+          ZRT_CUDA(cudaMemcpy2DAsync(p.data, row, w, wholeRow, row, outer, cudaMemcpyDeviceToDevice, st));
+      } else {
         stackKernel<<<blocksFor(outer * row), kThreads, 0, st>>>(whole.data, p.data, outer, row,
                                                                  wholeRow, at, toWhole);
+      }
       at += row;
     }
   } else if (name == "gather") {
@@ -1466,7 +1527,20 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     }
     int64_t n = y.numel();
     int kind = (int)c.ints[0];
-    if (n > 0 && count <= 64) {
+    // The reduced axes are the leading ones: the input is [count, n].
+    bool leading = m.redRank > 0 && count > 64 && n >= 64;
+    for (int d = 0; d < (int)x.shape.size(); ++d)
+      leading &= reduced[d] == (d < m.redRank);
+    if (leading) {
+      int64_t chunks = std::min<int64_t>((count + 127) / 128, std::max<int64_t>(1, 4096 / ((n + 255) / 256)));
+      int64_t chunkRows = (count + chunks - 1) / chunks;
+      chunks = (count + chunkRows - 1) / chunkRows;
+      ZRT_RETURN_IF_ERROR(ctx.reserve(n * chunks * sizeof(double)));
+      double *partial = static_cast<double *>(ctx.scratch);
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        reduceColumnsKernel<T><<<dim3((unsigned)((n + 255) / 256), (unsigned)chunks), 256, 0, st>>>(x.as<T>(), partial, count, n, chunkRows, kind);
+        reduceFinishKernel<T><<<blocksFor(n), kThreads, 0, st>>>(partial, y.as<T>(), n, (int)chunks, count, kind))
+    } else if (n > 0 && count <= 64) {
       // Few elements per output: a thread each.
       ZRT_FLOAT_DISPATCH(x.dtype, T,
         reduceKernel<T><<<blocksFor(n), kThreads, 0, st>>>(x.as<T>(), y.as<T>(), m, n, count, kind))

@@ -118,6 +118,7 @@ mask = rng.random((3, 4)) > 0.5
 x3 = r(2, 3, 5)
 xl = r(300, 40)     # 300 elements per output: a block each
 xs = r(2, 40000)    # 40000 per output, 2 outputs: split over several blocks
+xc = r(6, 50, 96)   # leading axes reduced, 96 columns: the column kernel (a bias gradient)
 w54, y152, b4 = r(5, 4), r(1, 5, 2), r(4)
 results = [
     case("add", "Add", [("a", a)], a.astype(np.float64) + b, consts=[("b", b)]),
@@ -174,6 +175,10 @@ results = [
     # Long reductions (the CUDA backend's block and split-block paths).
     case("reduce_sum_long", "ReduceSum", [("x", xl)], xl.astype(np.float64).sum(0, keepdims=True),
          consts=[("ax", np.array([0], np.int64))]),
+    case("reduce_sum_columns", "ReduceSum", [("x", xc)], xc.astype(np.float64).sum((0, 1), keepdims=True),
+         consts=[("ax", np.array([0, 1], np.int64))]),
+    case("reduce_mean_columns", "ReduceMean", [("x", xc)], xc.astype(np.float64).mean((0, 1)),
+         consts=[("ax", np.array([0, 1], np.int64))], attrs={"keepdims": 0}),
     case("reduce_max_split", "ReduceMax", [("x", xs)], xs.max(1, keepdims=True).astype(np.float64),
          consts=[("ax", np.array([1], np.int64))]),
     case("reduce_mean_split", "ReduceMean", [("x", xs)], xs.astype(np.float64).mean(1, keepdims=True),
