@@ -142,27 +142,31 @@ __device__ __forceinline__ void loadRowsA(const T *x, const Dims &m, int64_t b, 
   }
 }
 
-/// Copies a 64-row tile of a [.., S, H, D] tensor into shared memory: rows
-/// [row0, row0 + 64) as tile[r][d] (stride D + kPad) and, if |transposed|,
-/// as transposed[d][r] (stride 64 + kPad); rows past |rows| are zero.
+/// Starts copying 16 bytes from global to shared memory (cp.async; zeros
+/// when !valid), to be waited for with cpAsyncWait.
+__device__ __forceinline__ void cpAsync16(void *smem, const void *gmem, bool valid) {
+  unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+/// Waits until at most |N| of the committed groups are still in flight.
+template <int N> __device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/// Starts copying a 64-row tile of a [.., S, H, D] tensor (rows [row0, row0 +
+/// 64) of head |h|) to tile[r][d] (stride D + kPad); rows past |rows| are zero.
 template <typename T, int D>
-__device__ void loadTile(const T *x, const Dims &m, int64_t b, int64_t h, int64_t row0,
-                         int64_t rows, bool keys, T *tile, T *transposed) {
-  constexpr int V = 8; // elements per 16-byte load
+__device__ __forceinline__ void loadTileAsync(const T *x, const Dims &m, int64_t b, int64_t h,
+                                              int64_t row0, int64_t rows, bool keys, T *tile) {
+  constexpr int V = 8; // elements per 16 bytes
   for (int k = threadIdx.x; k < kTile * D / V; k += blockDim.x) {
     int r = k / (D / V), c = (k % (D / V)) * V;
     int64_t row = row0 + r;
-    uint4 raw = make_uint4(0, 0, 0, 0);
-    if (row < rows)
-      raw = *reinterpret_cast<const uint4 *>(x + (keys ? m.kAt(b, row, h) : m.qAt(b, row, h)) + c);
-    if (tile)
-      *reinterpret_cast<uint4 *>(tile + r * (D + kPad) + c) = raw;
-    if (transposed) {
-      const T *e = reinterpret_cast<const T *>(&raw);
-#pragma unroll
-      for (int i = 0; i < V; ++i)
-        transposed[(c + i) * (kTile + kPad) + r] = e[i];
-    }
+    bool valid = row < rows;
+    int64_t at = keys ? m.kAt(b, valid ? row : 0, h) : m.qAt(b, valid ? row : 0, h);
+    cpAsync16(tile + r * (D + kPad) + c, x + at + c, valid);
   }
 }
 
@@ -183,36 +187,61 @@ __device__ __forceinline__ void scoresTile(const uint32_t a[D / 16][4], const T 
   }
 }
 
+/// Four 8x8 16-bit matrices from shared memory, transposed (ldmatrix): lane
+/// i gives the address of row i % 8 of matrix i / 8.
+__device__ __forceinline__ void ldmatrixTrans(uint32_t r[4], const void *smem) {
+  unsigned at = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
+}
+
 /// acc[nd] (16 rows x D) += P B where P (16 x 64) is in score accumulators
-/// and B (64 x D) is given transposed: tileT[d][r].
+/// and B (64 x D) is tile[r][d]: its B fragments come transposed through
+/// ldmatrix, two column blocks of 8 at a time.
 template <typename T, int D>
-__device__ __forceinline__ void productTile(const float p[8][4], const T *tileT,
+__device__ __forceinline__ void productTile(const float p[8][4], const T *tile,
                                             float acc[D / 8][4]) {
-  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     uint32_t a[4] = {pack<T>(p[2 * kk][0], p[2 * kk][1]), pack<T>(p[2 * kk][2], p[2 * kk][3]),
                      pack<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
                      pack<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    const T *base = tile + (kk * 16 + (matrix & 1) * 8 + row) * (D + kPad) + (matrix >> 1) * 8;
 #pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-      const T *row = tileT + (nd * 8 + g) * (kTile + kPad) + kk * 16 + t * 2;
-      mma<T>(acc[nd], a, load32(row), load32(row + 8));
+    for (int nd = 0; nd < D / 8; nd += 2) {
+      uint32_t bf[4];
+      ldmatrixTrans(bf, base + nd * 8);
+      mma<T>(acc[nd], a, bf[0], bf[1]);
+      mma<T>(acc[nd + 1], a, bf[2], bf[3]);
     }
   }
 }
 
-/// Forward, tensor cores: block (query tile, b * H + h).
+/// The next tile at or after |from| that the mask does not rule out
+/// (|count| when none); the same for the whole block.
+__device__ __forceinline__ int64_t nextTile(const unsigned char *tiles, const Dims &m, int64_t b,
+                                            int64_t h, int64_t from, int64_t count, bool overKeys,
+                                            int64_t fixed) {
+  for (int64_t i = from; i < count; ++i)
+    if (tiles[overKeys ? tileIndex(m, b, h, fixed, i) : tileIndex(m, b, h, i, fixed)])
+      return i;
+  return count;
+}
+
+/// Forward, tensor cores: block (query tile, b * H + h). The next k/v tile
+/// is copied (cp.async) while this one is computed.
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     flashForwardKernel(const T *q, const T *k, const T *v, const T *bias,
                        const unsigned char *tiles, T *out, float *lse, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
-  T *ks = reinterpret_cast<T *>(smem);
-  T *vt = ks + kTile * (D + kPad);
+  constexpr int kTileElems = kTile * (D + kPad);
+  T *ks = reinterpret_cast<T *>(smem), *vs = ks + 2 * kTileElems;
   int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
   int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t row0 = blockIdx.x * kTile + warp * 16;
+  int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
   uint32_t qa[D / 16][4];
   loadRowsA<T, D>(q, m, b, h, row0, m.sq, false, qa);
   float o[D / 8][4] = {};
@@ -222,15 +251,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     int64_t row = min(row0 + g + 8 * half, m.sq - 1);
     biasRows[half] = bias + m.biasRow(b, h, row);
   }
-  for (int64_t key0 = 0; key0 < m.sk; key0 += kTile) {
-    if (!tiles[tileIndex(m, b, h, blockIdx.x, key0 / kTile)])
-      continue; // every score -inf: no probability mass
+  int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
+  if (cur < kTiles) {
+    loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, true, ks);
+    loadTileAsync<T, D>(v, m, b, h, cur * kTile, m.sk, true, vs);
+  }
+  cpAsyncCommit();
+  for (int buf = 0; cur < kTiles; buf ^= 1) {
+    int64_t next = nextTile(tiles, m, b, h, cur + 1, kTiles, true, blockIdx.x);
+    if (next < kTiles) {
+      loadTileAsync<T, D>(k, m, b, h, next * kTile, m.sk, true, ks + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(v, m, b, h, next * kTile, m.sk, true, vs + (buf ^ 1) * kTileElems);
+    }
+    cpAsyncCommit();
+    cpAsyncWait<1>();
     __syncthreads();
-    loadTile<T, D>(k, m, b, h, key0, m.sk, true, ks, nullptr);
-    loadTile<T, D>(v, m, b, h, key0, m.sk, true, nullptr, vt);
-    __syncthreads();
+    int64_t key0 = cur * kTile;
     float s[8][4];
-    scoresTile<T, D>(qa, ks, s);
+    scoresTile<T, D>(qa, ks + buf * kTileElems, s);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float tileMax = -INFINITY;
@@ -265,7 +303,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         o[nd][2 * half + 1] *= alpha;
       }
     }
-    productTile<T, D>(s, vt, o);
+    productTile<T, D>(s, vs + buf * kTileElems, o);
+    __syncthreads(); // the next iteration refills this buffer
+    cur = next;
   }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -306,19 +346,19 @@ __global__ void rowDotKernel(const T *g, const T *out, float *dsum, Dims m) {
     dsum[r] = acc;
 }
 
-/// Backward for dq, tensor cores: block (query tile, b * H + h).
+/// Backward for dq, tensor cores: block (query tile, b * H + h); k and v
+/// tiles double-buffered as in the forward.
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     flashBackwardDqKernel(const T *q, const T *k, const T *v, const T *bias,
                           const unsigned char *tiles, const float *lse, const float *dsum,
                           const T *g, T *dq, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
-  T *ks = reinterpret_cast<T *>(smem);
-  T *vs = ks + kTile * (D + kPad);
-  T *kt = vs + kTile * (D + kPad);
+  constexpr int kTileElems = kTile * (D + kPad);
+  T *ks = reinterpret_cast<T *>(smem), *vs = ks + 2 * kTileElems;
   int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t row0 = blockIdx.x * kTile + warp * 16;
+  int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
   uint32_t qa[D / 16][4], ga[D / 16][4];
   loadRowsA<T, D>(q, m, b, h, row0, m.sq, false, qa);
   loadRowsA<T, D>(g, m, b, h, row0, m.sq, false, ga);
@@ -332,16 +372,25 @@ __global__ void __launch_bounds__(kWarps * 32)
     biasRows[half] = bias + m.biasRow(b, h, in ? row : 0);
   }
   float acc[D / 8][4] = {};
-  for (int64_t key0 = 0; key0 < m.sk; key0 += kTile) {
-    if (!tiles[tileIndex(m, b, h, blockIdx.x, key0 / kTile)])
-      continue;
+  int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
+  if (cur < kTiles) {
+    loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, true, ks);
+    loadTileAsync<T, D>(v, m, b, h, cur * kTile, m.sk, true, vs);
+  }
+  cpAsyncCommit();
+  for (int buf = 0; cur < kTiles; buf ^= 1) {
+    int64_t next = nextTile(tiles, m, b, h, cur + 1, kTiles, true, blockIdx.x);
+    if (next < kTiles) {
+      loadTileAsync<T, D>(k, m, b, h, next * kTile, m.sk, true, ks + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(v, m, b, h, next * kTile, m.sk, true, vs + (buf ^ 1) * kTileElems);
+    }
+    cpAsyncCommit();
+    cpAsyncWait<1>();
     __syncthreads();
-    loadTile<T, D>(k, m, b, h, key0, m.sk, true, ks, kt);
-    loadTile<T, D>(v, m, b, h, key0, m.sk, true, vs, nullptr);
-    __syncthreads();
+    int64_t key0 = cur * kTile;
     float s[8][4], dp[8][4];
-    scoresTile<T, D>(qa, ks, s);
-    scoresTile<T, D>(ga, vs, dp);
+    scoresTile<T, D>(qa, ks + buf * kTileElems, s);
+    scoresTile<T, D>(ga, vs + buf * kTileElems, dp);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -352,7 +401,9 @@ __global__ void __launch_bounds__(kWarps * 32)
                              : 0.0f;
         s[nt][e] = p * (dp[nt][e] - rowD[half]); // dS
       }
-    productTile<T, D>(s, kt, acc);
+    productTile<T, D>(s, ks + buf * kTileElems, acc);
+    __syncthreads();
+    cur = next;
   }
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + gi + 8 * half;
@@ -367,41 +418,50 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 /// Backward for dk and dv, tensor cores: block (key tile, b * H + h); the
-/// scores transposed (a warp's 16 keys x 64 queries of a query tile).
+/// scores transposed (a warp's 16 keys x 64 queries of a query tile); q and
+/// dO tiles double-buffered.
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32)
     flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
                            const unsigned char *tiles, const float *lse, const float *dsum,
                            const T *g, T *dk, T *dv, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
-  T *qs = reinterpret_cast<T *>(smem);
-  T *gs = qs + kTile * (D + kPad);
-  T *qt = gs + kTile * (D + kPad);
-  T *gt = qt + D * (kTile + kPad);
-  float *tileLse = reinterpret_cast<float *>(gt + D * (kTile + kPad));
-  float *tileD = tileLse + kTile;
+  constexpr int kTileElems = kTile * (D + kPad);
+  T *qs = reinterpret_cast<T *>(smem), *gs = qs + 2 * kTileElems;
+  float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
   int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t key0 = blockIdx.x * kTile + warp * 16;
+  int64_t key0 = blockIdx.x * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
   uint32_t ka[D / 16][4], va[D / 16][4];
   loadRowsA<T, D>(k, m, b, h, key0, m.sk, true, ka);
   loadRowsA<T, D>(v, m, b, h, key0, m.sk, true, va);
   float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
-  for (int64_t q0 = 0; q0 < m.sq; q0 += kTile) {
-    if (!tiles[tileIndex(m, b, h, q0 / kTile, blockIdx.x)])
-      continue;
-    __syncthreads();
-    loadTile<T, D>(q, m, b, h, q0, m.sq, false, qs, qt);
-    loadTile<T, D>(g, m, b, h, q0, m.sq, false, gs, gt);
+  auto load = [&](int64_t tile, int buf) {
+    loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, false, qs + buf * kTileElems);
+    loadTileAsync<T, D>(g, m, b, h, tile * kTile, m.sq, false, gs + buf * kTileElems);
     for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-      bool in = q0 + r < m.sq;
-      tileLse[r] = in ? lse[m.lseAt(b, h, q0 + r)] : INFINITY;
-      tileD[r] = in ? dsum[m.lseAt(b, h, q0 + r)] : 0.0f;
+      int64_t query = tile * kTile + r;
+      bool in = query < m.sq;
+      tileLse[buf * kTile + r] = in ? lse[m.lseAt(b, h, query)] : INFINITY;
+      tileD[buf * kTile + r] = in ? dsum[m.lseAt(b, h, query)] : 0.0f;
     }
+  };
+  int64_t cur = nextTile(tiles, m, b, h, 0, qTiles, false, blockIdx.x);
+  if (cur < qTiles)
+    load(cur, 0);
+  cpAsyncCommit();
+  for (int buf = 0; cur < qTiles; buf ^= 1) {
+    int64_t next = nextTile(tiles, m, b, h, cur + 1, qTiles, false, blockIdx.x);
+    if (next < qTiles)
+      load(next, buf ^ 1);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
     __syncthreads();
+    int64_t q0 = cur * kTile;
+    const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
     float s[8][4], dp[8][4];
-    scoresTile<T, D>(ka, qs, s);  // S^T: keys x queries
-    scoresTile<T, D>(va, gs, dp); // dP^T
+    scoresTile<T, D>(ka, qs + buf * kTileElems, s);  // S^T: keys x queries
+    scoresTile<T, D>(va, gs + buf * kTileElems, dp); // dP^T
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -411,13 +471,15 @@ __global__ void __launch_bounds__(kWarps * 32)
         int64_t query = q0 + col;
         float p = key < m.sk && query < m.sq
                       ? expf(s[nt][e] * m.scale + toF(bias[m.biasRow(b, h, query) + key]) -
-                             tileLse[col])
+                             curLse[col])
                       : 0.0f;
         s[nt][e] = p;
-        dp[nt][e] = p * (dp[nt][e] - tileD[col]); // dS^T
+        dp[nt][e] = p * (dp[nt][e] - curD[col]); // dS^T
       }
-    productTile<T, D>(s, gt, dvAcc);
-    productTile<T, D>(dp, qt, dkAcc);
+    productTile<T, D>(s, gs + buf * kTileElems, dvAcc);
+    productTile<T, D>(dp, qs + buf * kTileElems, dkAcc);
+    __syncthreads();
+    cur = next;
   }
   for (int half = 0; half < 2; ++half) {
     int64_t key = key0 + gi + 8 * half;
@@ -594,7 +656,7 @@ Status launchTensorCore(bool backward, const KernelCall &c, CudaContext &ctx, fl
                           (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
                      256, 0, st>>>(bias, tiles, m);
   if (!backward) {
-    size_t bytes = sizeof(T) * (kTile * (D + kPad) + D * (kTile + kPad));
+    size_t bytes = sizeof(T) * 4 * kTile * (D + kPad); // k and v, two buffers each
     ZRT_RETURN_IF_ERROR(setSmem(flashForwardKernel<T, D>, bytes));
     dim3 grid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
     flashForwardKernel<T, D><<<grid, block, bytes, st>>>(q, k, v, bias, tiles, c.out[0].as<T>(),
@@ -603,13 +665,12 @@ Status launchTensorCore(bool backward, const KernelCall &c, CudaContext &ctx, fl
   }
   const float *lse = c.in[5].as<float>();
   const T *g = c.in[6].as<T>();
-  size_t dqBytes = sizeof(T) * (2 * kTile * (D + kPad) + D * (kTile + kPad));
+  size_t dqBytes = sizeof(T) * 4 * kTile * (D + kPad);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqKernel<T, D>, dqBytes));
   dim3 dqGrid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
   flashBackwardDqKernel<T, D><<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, lse, dsum,
                                                               g, c.out[0].as<T>(), m);
-  size_t kvBytes = sizeof(T) * (2 * kTile * (D + kPad) + 2 * D * (kTile + kPad)) +
-                   2 * kTile * sizeof(float);
+  size_t kvBytes = sizeof(T) * 4 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, kvBytes));
   dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.h));
   flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(
