@@ -62,9 +62,12 @@ struct Dims {
   }
 };
 
-/// Which 64 x 64 tiles of the mask hold a finite value: map[((bb * Hb + hb)
-/// * qTiles + qt) * kTiles + kt] = 0 where every score of the tile is -inf
-/// (the upper triangle of a causal mask), so that the kernels skip it.
+/// What the mask holds in each 64 x 64 tile: map[((bb * Hb + hb) * qTiles +
+/// qt) * kTiles + kt] is kSkipTile where every element is -inf (the upper
+/// triangle of a causal mask: the kernels skip the tile), kPlainTile where
+/// every element is 0 (below the diagonal: the kernels do not read the mask),
+/// else kBiasTile.
+enum : unsigned char { kSkipTile = 0, kPlainTile = 1, kBiasTile = 2 };
 __host__ __device__ inline int64_t tileIndex(const Dims &m, int64_t b, int64_t h, int64_t qt,
                                              int64_t kt) {
   int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
@@ -90,12 +93,17 @@ __global__ void tileMapKernel(const T *bias, unsigned char *map, Dims m) {
   const T *base = bias + (bh * m.sq + qt * 64) * m.sk + kt * 64;
   int rows = m.sq - qt * 64 < 64 ? (int)(m.sq - qt * 64) : 64;
   int cols = m.sk - kt * 64 < 64 ? (int)(m.sk - kt * 64) : 64;
-  bool finite = false;
-  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x)
-    finite |= toF(base[(int64_t)(e / cols) * m.sk + e % cols]) != -INFINITY;
+  bool finite = false, nonzero = false;
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    float x = toF(base[(int64_t)(e / cols) * m.sk + e % cols]);
+    finite |= x != -INFINITY;
+    nonzero |= x != 0.0f;
+  }
   finite = __syncthreads_or(finite);
+  nonzero = __syncthreads_or(nonzero);
   if (threadIdx.x == 0)
-    map[(bh * ((m.sq + 63) / 64) + qt) * ((m.sk + 63) / 64) + kt] = finite;
+    map[(bh * ((m.sq + 63) / 64) + qt) * ((m.sk + 63) / 64) + kt] =
+        !finite ? kSkipTile : nonzero ? kBiasTile : kPlainTile;
 }
 
 /// Two floats as one 32-bit register of two 16-bit values (lo at the lower address).
@@ -267,6 +275,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     cpAsyncWait<1>();
     __syncthreads();
     int64_t key0 = cur * kTile;
+    bool withBias = tiles[tileIndex(m, b, h, blockIdx.x, cur)] == kBiasTile;
     float s[8][4];
     scoresTile<T, D>(qa, ks + buf * kTileElems, s);
 #pragma unroll
@@ -278,7 +287,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int e = 0; e < 2; ++e) {
           int64_t col = key0 + nt * 8 + t * 2 + e;
           float &x = s[nt][2 * half + e];
-          x = col < m.sk ? x * m.scale + toF(biasRows[half][col]) : -INFINITY;
+          x = col >= m.sk ? -INFINITY
+                          : x * m.scale + (withBias ? toF(biasRows[half][col]) : 0.0f);
           tileMax = fmaxf(tileMax, x);
         }
       tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 1));
@@ -388,6 +398,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     cpAsyncWait<1>();
     __syncthreads();
     int64_t key0 = cur * kTile;
+    bool withBias = tiles[tileIndex(m, b, h, blockIdx.x, cur)] == kBiasTile;
     float s[8][4], dp[8][4];
     scoresTile<T, D>(qa, ks + buf * kTileElems, s);
     scoresTile<T, D>(ga, vs + buf * kTileElems, dp);
@@ -397,8 +408,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int e = 0; e < 4; ++e) {
         int half = e >> 1;
         int64_t col = key0 + nt * 8 + t * 2 + (e & 1);
-        float p = col < m.sk ? expf(s[nt][e] * m.scale + toF(biasRows[half][col]) - rowLse[half])
-                             : 0.0f;
+        float bv = withBias && col < m.sk ? toF(biasRows[half][col]) : 0.0f;
+        float p = col < m.sk ? expf(s[nt][e] * m.scale + bv - rowLse[half]) : 0.0f;
         s[nt][e] = p * (dp[nt][e] - rowD[half]); // dS
       }
     productTile<T, D>(s, ks + buf * kTileElems, acc);
@@ -458,6 +469,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     cpAsyncWait<1>();
     __syncthreads();
     int64_t q0 = cur * kTile;
+    bool withBias = tiles[tileIndex(m, b, h, cur, blockIdx.x)] == kBiasTile;
+    const T *biasTile = bias + m.biasRow(b, h, q0);
     const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
     float s[8][4], dp[8][4];
     scoresTile<T, D>(ka, qs + buf * kTileElems, s);  // S^T: keys x queries
@@ -469,10 +482,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         int64_t key = key0 + gi + 8 * (e >> 1);
         int col = nt * 8 + t * 2 + (e & 1);
         int64_t query = q0 + col;
-        float p = key < m.sk && query < m.sq
-                      ? expf(s[nt][e] * m.scale + toF(bias[m.biasRow(b, h, query) + key]) -
-                             curLse[col])
-                      : 0.0f;
+        bool in = key < m.sk && query < m.sq;
+        float bv = withBias && in ? toF(biasTile[col * m.sk + key]) : 0.0f;
+        float p = in ? expf(s[nt][e] * m.scale + bv - curLse[col]) : 0.0f;
         s[nt][e] = p;
         dp[nt][e] = p * (dp[nt][e] - curD[col]); // dS^T
       }

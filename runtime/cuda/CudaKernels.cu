@@ -146,9 +146,21 @@ template <Un OP> __device__ __forceinline__ float unary(float x) {
   return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
 
-template <typename T, Un OP> __global__ void unaryKernel(const T *x, T *y, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
+/// y = op(x); 16 bytes per access when both are 16-byte aligned.
+template <typename T, Un OP>
+__global__ void unaryKernel(const T *x, T *y, int64_t n, bool vectors) {
+  constexpr int V = 16 / sizeof(T);
+  int64_t nv = vectors ? n / V : 0, step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv; i += step) {
+    uint4 rx = reinterpret_cast<const uint4 *>(x)[i], ry;
+    const T *ex = reinterpret_cast<const T *>(&rx);
+    T *ey = reinterpret_cast<T *>(&ry);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      ey[k] = fromF<T>(unary<OP>(toF(ex[k])));
+    reinterpret_cast<uint4 *>(y)[i] = ry;
+  }
+  for (int64_t i = nv * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += step)
     y[i] = fromF<T>(unary<OP>(toF(x[i])));
 }
 
@@ -221,8 +233,10 @@ template <Bin OP> Status binaryByType(const KernelCall &c, CudaContext &ctx) {
 
 template <typename T, Un OP> Status launchUnary(const KernelCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
-  unaryKernel<T, OP><<<blocksFor(n), kThreads, 0, ctx.stream>>>(c.in[0].as<T>(),
-                                                                c.out[0].as<T>(), n);
+  bool vectors = reinterpret_cast<uintptr_t>(c.in[0].data) % 16 == 0 &&
+                 reinterpret_cast<uintptr_t>(c.out[0].data) % 16 == 0;
+  unaryKernel<T, OP><<<blocksFor(vectors ? (n + 7) / 8 : n), kThreads, 0, ctx.stream>>>(
+      c.in[0].as<T>(), c.out[0].as<T>(), n, vectors);
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -861,6 +875,11 @@ __device__ void rowMeanRstd(const T *xr, int64_t cols, double eps, bool rms, dou
   rstd = 1.0 / sqrt(var + eps);
 }
 
+/// Threads per row of a norm kernel: a warp per 256 elements, 1 to 8 warps.
+inline unsigned normThreads(int64_t cols) {
+  return (unsigned)std::min<int64_t>(kRowThreads, std::max<int64_t>(32, (cols + 255) / 256 * 32));
+}
+
 /// layer_norm / rms_norm over the trailing `cols` elements of each row.
 template <typename T>
 __global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t cols, double eps,
@@ -1208,21 +1227,34 @@ __global__ void reduceFinishKernel(const double *partial, T *y, int64_t n, int s
 /// dx = dy * GELU'(x): in double for float32 tensors (as the CPU kernel), in
 /// float for 16-bit ones, whose result keeps 8 or 11 bits (double erf/exp
 /// made this kernel 3x slower than its memory traffic on GPT-2's MLP).
-template <typename T> __global__ void geluGradKernel(const T *x, const T *g, T *dx, int64_t n,
-                                                     bool approx) {
+template <typename T> __device__ __forceinline__ T geluGrad(T xv, T gv, bool approx) {
   using M = std::conditional_t<std::is_same_v<T, float>, double, float>;
-  ZRT_GRID_LOOP(k, n) {
-    M v = toF(x[k]), d;
-    if (approx) {
-      const M a = 0.7978845608028654, b = 0.044715;
-      M inner = a * (v + b * v * v * v), t = tanh(inner);
-      d = M(0.5) * (1 + t) + M(0.5) * v * (1 - t * t) * a * (1 + 3 * b * v * v);
-    } else {
-      d = M(0.5) * (1 + erf(v * M(0.70710678118654752))) +
-          v * M(0.3989422804014327) * exp(M(-0.5) * v * v);
-    }
-    dx[k] = fromF<T>((float)(toF(g[k]) * d));
+  M v = toF(xv), d;
+  if (approx) {
+    const M a = 0.7978845608028654, b = 0.044715;
+    M inner = a * (v + b * v * v * v), t = tanh(inner);
+    d = M(0.5) * (1 + t) + M(0.5) * v * (1 - t * t) * a * (1 + 3 * b * v * v);
+  } else {
+    d = M(0.5) * (1 + erf(v * M(0.70710678118654752))) +
+        v * M(0.3989422804014327) * exp(M(-0.5) * v * v);
   }
+  return fromF<T>((float)(toF(gv) * d));
+}
+template <typename T> __global__ void geluGradKernel(const T *x, const T *g, T *dx, int64_t n,
+                                                     bool approx, bool vectors) {
+  constexpr int V = 16 / sizeof(T);
+  int64_t nv = vectors ? n / V : 0, step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv; i += step) {
+    uint4 rx = reinterpret_cast<const uint4 *>(x)[i], rg = reinterpret_cast<const uint4 *>(g)[i], ro;
+    const T *ex = reinterpret_cast<const T *>(&rx), *eg = reinterpret_cast<const T *>(&rg);
+    T *eo = reinterpret_cast<T *>(&ro);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      eo[k] = geluGrad(ex[k], eg[k], approx);
+    reinterpret_cast<uint4 *>(dx)[i] = ro;
+  }
+  for (int64_t i = nv * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += step)
+    dx[i] = geluGrad(x[i], g[i], approx);
 }
 
 __global__ void sgdKernel(const float *p, const float *g, const float *b, const float *lrp,
@@ -1462,6 +1494,8 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
       ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,
         softmaxGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), dim, inner, name == "log_softmax_grad"))
   } else if (name == "layer_norm" || name == "rms_norm") {
+    // A block per row, a thread per ~8 elements (GPT-2's 768: 96 threads):
+    // short rows with 256 threads spent their time in the block reductions.
     const TensorRef &x = c.in[0];
     int64_t rows = 1, cols = 1;
     for (int64_t d = 0; d < c.ints[0]; ++d)
@@ -1470,7 +1504,7 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
       cols *= x.shape[d];
     if (rows > 0)
       ZRT_FLOAT_DISPATCH(x.dtype, T,
-        normKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in.size() > 2 ? c.in[2].as<T>() : nullptr, c.out[0].as<T>(), cols, c.floats[0], name == "rms_norm"))
+        normKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in.size() > 2 ? c.in[2].as<T>() : nullptr, c.out[0].as<T>(), cols, c.floats[0], name == "rms_norm"))
   } else if (name == "layer_norm_grad" || name == "rms_norm_grad") {
     const TensorRef &x = c.in[0];
     bool rms = name == "rms_norm_grad";
@@ -1488,7 +1522,7 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     double *stats = (double *)ctx.scratch, *partial = stats + 2 * std::max<int64_t>(rows, 1);
     if (rows > 0)
       ZRT_FLOAT_DISPATCH(x.dtype, T,
-        normGradRowKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, cols, c.floats[0], rms);
+        normGradRowKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, cols, c.floats[0], rms);
         normGradParamPartialKernel<T><<<blocksFor(chunks * cols), kThreads, 0, st>>>(x.as<T>(), c.in[2].as<T>(), stats, partial, rows, cols, chunkRows);
         normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(partial, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), chunks, cols))
   } else if (name == "cross_entropy") {
@@ -1570,8 +1604,11 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     }
   } else if (name == "gelu_grad") {
     int64_t n = c.out[0].numel();
+    bool vectors = true;
+    for (const TensorRef *t : {&c.in[0], &c.in[1], &c.out[0]})
+      vectors &= reinterpret_cast<uintptr_t>(t->data) % 16 == 0;
     ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,
-      geluGradKernel<T><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), n, c.ints[0] == 1))
+      geluGradKernel<T><<<blocksFor(vectors ? (n + 7) / 8 : n), kThreads, 0, st>>>(c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), n, c.ints[0] == 1, vectors))
   } else if (name == "sgd") {
     int64_t n = c.in[0].numel();
     const unsigned char *skip = c.in.size() == 5 ? c.in[4].as<unsigned char>() : nullptr;
