@@ -59,13 +59,14 @@ $zcc "$out/lm.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precisi
 rm "$out/lm.onnx"
 # Fused attention (--target cuda): a layer of 80 positions with an empty
 # query row, head dimension 64 (bf16: the tensor-core kernels) and 16 (fp32:
-# the per-row kernels), CUDA vs CPU; GPT-2 fused vs PyTorch's references.
-for d in 16 64; do
+# the per-row kernels), packed (one split) and separate projections, CUDA vs
+# CPU; GPT-2 fused vs PyTorch's references.
+for d in 16 64 "64 separate"; do
   /usr/bin/python3 test/e2e/Inputs/attention_lm.py "$out/attn.onnx" "$out/data/attn.ids.npy" \
     "$out/data/attn.labels.npy" $d
   for p in fp32 bf16 fp16; do
     $zcc "$out/attn.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precision $p \
-      -o "$out/plans/attn-d$d-$p.zplan"
+      -o "$out/plans/attn-d${d// /-}-$p.zplan"
   done
 done
 rm "$out/attn.onnx"

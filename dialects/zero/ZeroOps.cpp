@@ -600,6 +600,26 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "lse must be [B, H, Sq] = " << shapeStr({b, h, sq});
   return success();
 }
+LogicalResult AttentionPackedOp::verify() {
+  auto qkv = tensorOf(getQkv()), bias = tensorOf(getBias()), out = tensorOf(getResult()),
+       lse = tensorOf(getLse());
+  if (qkv.getRank() != 5 || qkv.getDimSize(2) != 3)
+    return emitOpError("expects qkv [B, S, 3, H, D]");
+  int64_t b = qkv.getDimSize(0), s = qkv.getDimSize(1), h = qkv.getDimSize(3),
+          d = qkv.getDimSize(4);
+  if (out.getShape() != ArrayRef<int64_t>{b, s, h, d} ||
+      out.getElementType() != qkv.getElementType() ||
+      bias.getElementType() != qkv.getElementType())
+    return emitOpError("the result must be [B, S, H, D] of qkv's element type, as the bias");
+  if (bias.getRank() != 4 || (bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
+      (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != s ||
+      bias.getDimSize(3) != s)
+    return emitOpError() << "bias " << shapeStr(bias.getShape()) << " must be [B or 1, H or 1, "
+                         << s << ", " << s << "]";
+  if (lse.getShape() != ArrayRef<int64_t>{b, h, s})
+    return emitOpError() << "lse must be [B, H, S] = " << shapeStr({b, h, s});
+  return success();
+}
 LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getType().getRank());
 }

@@ -337,6 +337,20 @@ def Zero_AttentionOp : Zero_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Zero_AttentionPackedOp : Zero_Op<"attention_packed", [Pure]> {
+  let summary = "zero.attention on the packed projection qkv [B, S, 3, H, D]";
+  let description = [{
+    zero.attention whose q, k, v are qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]:
+    the fused QKV projection as it comes out of its GEMM, so that no split
+    copies it apart (and the backward writes one dqkv, no concat).
+  }];
+  let arguments = (ins Zero_FloatTensor:$qkv, Zero_FloatTensor:$bias, F64Attr:$scale,
+                       UnitAttr:$nan_to_zero);
+  let results = (outs Zero_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
+  let assemblyFormat = "$qkv `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Zero_LogSoftmaxOp : Zero_Op<"log_softmax", [Pure, SameOperandsAndResultType]> {
   let summary = "log-softmax along an axis";
   let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$axis);
@@ -460,6 +474,16 @@ def Zero_AttentionGradOp : Zero_Op<"attention_grad", [Pure]> {
   let results = (outs Zero_FloatTensor:$dq, Zero_FloatTensor:$dk, Zero_FloatTensor:$dv);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $bias `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Zero_AttentionPackedGradOp : Zero_Op<"attention_packed_grad", [Pure]> {
+  let summary = "dqkv of zero.attention_packed";
+  let arguments = (ins Zero_FloatTensor:$qkv, Zero_FloatTensor:$bias, Zero_FloatTensor:$out,
+                       RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad, F64Attr:$scale);
+  let results = (outs Zero_FloatTensor:$dqkv);
+  let assemblyFormat = [{
+    $qkv `,` $bias `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
   }];
 }
 

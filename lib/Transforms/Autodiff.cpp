@@ -383,6 +383,18 @@ LogicalResult Differentiator::backward(Operation *op) {
                                "trainable parameter");
         return success();
       })
+      .Case([&](AttentionPackedOp att) -> LogicalResult {
+        if (!dy[0])
+          return success();
+        if (needsGrad.contains(x(1)))
+          return att.emitError("zero.attention_packed: no gradient for a mask that depends on "
+                               "a trainable parameter");
+        accumulate(loc, x(0),
+                   AttentionPackedGradOp::create(b, loc, x(0).getType(), x(0), x(1),
+                                                 att.getResult(), att.getLse(), dy[0],
+                                                 att.getScaleAttr()));
+        return success();
+      })
       .Case([&](CrossEntropyOp ce) {
         accumulate(loc, x(0), CrossEntropyGradOp::create(b, loc, x(0).getType(), x(0), x(1), g,
                                                          ce.getIgnoreIndexAttr(),

@@ -128,6 +128,33 @@ bool dependsOnTrainable(Value v, ModuleOp module) {
   return false;
 }
 
+/// qkv [B, S, 3, H, D] (a view of the projection) when q, k and v [B, S, H, D]
+/// are its three equal parts along the last axis, in that order: the
+/// reshaped results of one split of a [B, S, 3 H D] tensor.
+Value packedProjection(Value q, Value k, Value v, OpBuilder &builder, Location loc) {
+  auto part = [](Value x, unsigned index) -> SplitOp {
+    auto reshape = x.getDefiningOp<ReshapeOp>();
+    if (!reshape)
+      return nullptr;
+    auto split = reshape.getInput().getDefiningOp<SplitOp>();
+    auto result = dyn_cast<OpResult>(reshape.getInput());
+    return split && result.getResultNumber() == index ? split : nullptr;
+  };
+  SplitOp split = part(q, 0);
+  if (!split || part(k, 1) != split || part(v, 2) != split || split.getNumResults() != 3)
+    return Value();
+  auto whole = cast<RankedTensorType>(split.getInput().getType());
+  auto qt = cast<RankedTensorType>(q.getType());
+  int64_t e = qt.getDimSize(2) * qt.getDimSize(3), axis = split.getAxis();
+  if (whole.getRank() != 3 || (axis != 2 && axis != -1) ||
+      whole.getShape() != ArrayRef<int64_t>{qt.getDimSize(0), qt.getDimSize(1), 3 * e})
+    return Value();
+  auto packed = RankedTensorType::get(
+      {qt.getDimSize(0), qt.getDimSize(1), 3, qt.getDimSize(2), qt.getDimSize(3)},
+      qt.getElementType());
+  return ReshapeOp::create(builder, loc, packed, split.getInput());
+}
+
 struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
   using ZeroFuseAttentionBase::ZeroFuseAttentionBase;
 
@@ -184,17 +211,25 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
     auto attention = AttentionOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, q, k, v,
                                          softmax.getBias(), builder.getF64FloatAttr(scale),
                                          softmax.getNanToZeroAttr());
+    Value result = attention.getResult();
+    if (Value qkv = packedProjection(q, k, v, builder, pv.getLoc())) {
+      auto packed = AttentionPackedOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, qkv,
+                                              softmax.getBias(), builder.getF64FloatAttr(scale),
+                                              softmax.getNanToZeroAttr());
+      attention.erase();
+      result = packed.getResult();
+    }
     // The [B, H, Sq, D] product: its transpose back to [B, Sq, H, D] is the
     // fused result; any other reader gets the result with its heads out.
     Value headsOutResult;
     for (OpOperand &use : llvm::make_early_inc_range(pv->getUses())) {
       auto back = dyn_cast<TransposeOp>(use.getOwner());
       if (back && back.getPermutation() == ArrayRef<int64_t>{0, 2, 1, 3}) {
-        back.getResult().replaceAllUsesWith(attention.getResult());
+        back.getResult().replaceAllUsesWith(result);
         continue;
       }
       if (!headsOutResult)
-        headsOutResult = TransposeOp::create(builder, pv.getLoc(), attention.getResult(),
+        headsOutResult = TransposeOp::create(builder, pv.getLoc(), result,
                                              builder.getDenseI64ArrayAttr({0, 2, 1, 3}));
       use.set(headsOutResult);
     }

@@ -44,15 +44,37 @@ constexpr int kTile = 64;   // rows (queries or keys) per block and per tile
 constexpr int kWarps = 4;   // 16 rows each
 constexpr int kPad = 8;     // shared-memory row padding, elements
 
+/// Which rows a tile or fragment load reads: q, k or v, or the result's
+/// layout (the output gradient dO).
+enum class Rows { Q, K, Out };
+
+/// Element (b, i, h, 0) of each operand: rows (positions) |inStride| apart
+/// in q, k, v (H * D, or 3 H * D when they are the packed projection
+/// [B, S, 3, H, D]), |outStride| in the result and its gradient, and
+/// |gradStride| in dq, dk, dv.
 struct Dims {
   int64_t b, sq, sk, h, d, biasB, biasH;
   float scale;
   bool nanToZero;
+  int64_t inStride, outStride, gradStride;
   __host__ __device__ int64_t qAt(int64_t bi, int64_t i, int64_t hi) const {
-    return ((bi * sq + i) * h + hi) * d;
+    return (bi * sq + i) * inStride + hi * d;
   }
   __host__ __device__ int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
-    return ((bi * sk + j) * h + hi) * d;
+    return (bi * sk + j) * inStride + hi * d;
+  }
+  __host__ __device__ int64_t oAt(int64_t bi, int64_t i, int64_t hi) const {
+    return (bi * sq + i) * outStride + hi * d;
+  }
+  __host__ __device__ int64_t dqAt(int64_t bi, int64_t i, int64_t hi) const {
+    return (bi * sq + i) * gradStride + hi * d;
+  }
+  __host__ __device__ int64_t dkAt(int64_t bi, int64_t j, int64_t hi) const {
+    return (bi * sk + j) * gradStride + hi * d;
+  }
+  /// Row |row| of an operand of layout |which|.
+  __host__ __device__ int64_t at(Rows which, int64_t bi, int64_t row, int64_t hi) const {
+    return which == Rows::Q ? qAt(bi, row, hi) : which == Rows::K ? kAt(bi, row, hi) : oAt(bi, row, hi);
   }
   __host__ __device__ int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
     return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;
@@ -135,13 +157,13 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
 /// head |h|, zero past |rows|): frag[kk] covers columns 16 kk .. 16 kk + 15.
 template <typename T, int D>
 __device__ __forceinline__ void loadRowsA(const T *x, const Dims &m, int64_t b, int64_t h,
-                                          int64_t row0, int64_t rows, bool keys,
+                                          int64_t row0, int64_t rows, Rows which,
                                           uint32_t frag[D / 16][4]) {
   int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + g + 8 * half;
-    const T *p = row < rows ? x + (keys ? m.kAt(b, row, h) : m.qAt(b, row, h)) : nullptr;
+    const T *p = row < rows ? x + m.at(which, b, row, h) : nullptr;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       frag[kk][half] = p ? load32(p + kk * 16 + t * 2) : 0u;
@@ -167,13 +189,13 @@ template <int N> __device__ __forceinline__ void cpAsyncWait() {
 /// 64) of head |h|) to tile[r][d] (stride D + kPad); rows past |rows| are zero.
 template <typename T, int D>
 __device__ __forceinline__ void loadTileAsync(const T *x, const Dims &m, int64_t b, int64_t h,
-                                              int64_t row0, int64_t rows, bool keys, T *tile) {
+                                              int64_t row0, int64_t rows, Rows which, T *tile) {
   constexpr int V = 8; // elements per 16 bytes
   for (int k = threadIdx.x; k < kTile * D / V; k += blockDim.x) {
     int r = k / (D / V), c = (k % (D / V)) * V;
     int64_t row = row0 + r;
     bool valid = row < rows;
-    int64_t at = keys ? m.kAt(b, valid ? row : 0, h) : m.qAt(b, valid ? row : 0, h);
+    int64_t at = m.at(which, b, valid ? row : 0, h);
     cpAsync16(tile + r * (D + kPad) + c, x + at + c, valid);
   }
 }
@@ -251,7 +273,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
   uint32_t qa[D / 16][4];
-  loadRowsA<T, D>(q, m, b, h, row0, m.sq, false, qa);
+  loadRowsA<T, D>(q, m, b, h, row0, m.sq, Rows::Q, qa);
   float o[D / 8][4] = {};
   float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
   const T *biasRows[2];
@@ -261,15 +283,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
   if (cur < kTiles) {
-    loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, true, ks);
-    loadTileAsync<T, D>(v, m, b, h, cur * kTile, m.sk, true, vs);
+    loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, Rows::K, ks);
+    loadTileAsync<T, D>(v, m, b, h, cur * kTile, m.sk, Rows::K, vs);
   }
   cpAsyncCommit();
   for (int buf = 0; cur < kTiles; buf ^= 1) {
     int64_t next = nextTile(tiles, m, b, h, cur + 1, kTiles, true, blockIdx.x);
     if (next < kTiles) {
-      loadTileAsync<T, D>(k, m, b, h, next * kTile, m.sk, true, ks + (buf ^ 1) * kTileElems);
-      loadTileAsync<T, D>(v, m, b, h, next * kTile, m.sk, true, vs + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(k, m, b, h, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(v, m, b, h, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
     }
     cpAsyncCommit();
     cpAsyncWait<1>();
@@ -327,7 +349,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       continue;
     bool empty = mx[half] == -INFINITY;
     float inv = empty ? 0.0f : 1.0f / sum, fill = m.nanToZero ? 0.0f : NAN;
-    T *orow = out + m.qAt(b, row, h);
+    T *orow = out + m.oAt(b, row, h);
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
       float lo = empty ? fill : o[nd][2 * half] * inv, hi = empty ? fill : o[nd][2 * half + 1] * inv;
@@ -346,7 +368,7 @@ __global__ void rowDotKernel(const T *g, const T *out, float *dsum, Dims m) {
   if (r >= rows)
     return;
   int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
-  const T *gr = g + m.qAt(b, i, h), *orow = out + m.qAt(b, i, h);
+  const T *gr = g + m.oAt(b, i, h), *orow = out + m.oAt(b, i, h);
   float acc = 0;
   for (int64_t d = threadIdx.x & 31; d < m.d; d += 32)
     acc += toF(gr[d]) * toF(orow[d]);
@@ -370,8 +392,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
   uint32_t qa[D / 16][4], ga[D / 16][4];
-  loadRowsA<T, D>(q, m, b, h, row0, m.sq, false, qa);
-  loadRowsA<T, D>(g, m, b, h, row0, m.sq, false, ga);
+  loadRowsA<T, D>(q, m, b, h, row0, m.sq, Rows::Q, qa);
+  loadRowsA<T, D>(g, m, b, h, row0, m.sq, Rows::Out, ga);
   float rowLse[2], rowD[2];
   const T *biasRows[2];
   for (int half = 0; half < 2; ++half) {
@@ -384,15 +406,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   float acc[D / 8][4] = {};
   int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
   if (cur < kTiles) {
-    loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, true, ks);
-    loadTileAsync<T, D>(v, m, b, h, cur * kTile, m.sk, true, vs);
+    loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, Rows::K, ks);
+    loadTileAsync<T, D>(v, m, b, h, cur * kTile, m.sk, Rows::K, vs);
   }
   cpAsyncCommit();
   for (int buf = 0; cur < kTiles; buf ^= 1) {
     int64_t next = nextTile(tiles, m, b, h, cur + 1, kTiles, true, blockIdx.x);
     if (next < kTiles) {
-      loadTileAsync<T, D>(k, m, b, h, next * kTile, m.sk, true, ks + (buf ^ 1) * kTileElems);
-      loadTileAsync<T, D>(v, m, b, h, next * kTile, m.sk, true, vs + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(k, m, b, h, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(v, m, b, h, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
     }
     cpAsyncCommit();
     cpAsyncWait<1>();
@@ -420,7 +442,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     int64_t row = row0 + gi + 8 * half;
     if (row >= m.sq)
       continue;
-    T *drow = dq + m.qAt(b, row, h);
+    T *drow = dq + m.dqAt(b, row, h);
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd)
       *reinterpret_cast<uint32_t *>(drow + nd * 8 + t * 2) =
@@ -444,12 +466,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t key0 = blockIdx.x * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
   uint32_t ka[D / 16][4], va[D / 16][4];
-  loadRowsA<T, D>(k, m, b, h, key0, m.sk, true, ka);
-  loadRowsA<T, D>(v, m, b, h, key0, m.sk, true, va);
+  loadRowsA<T, D>(k, m, b, h, key0, m.sk, Rows::K, ka);
+  loadRowsA<T, D>(v, m, b, h, key0, m.sk, Rows::K, va);
   float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
   auto load = [&](int64_t tile, int buf) {
-    loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, false, qs + buf * kTileElems);
-    loadTileAsync<T, D>(g, m, b, h, tile * kTile, m.sq, false, gs + buf * kTileElems);
+    loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * kTileElems);
+    loadTileAsync<T, D>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * kTileElems);
     for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
       int64_t query = tile * kTile + r;
       bool in = query < m.sq;
@@ -497,7 +519,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     int64_t key = key0 + gi + 8 * half;
     if (key >= m.sk)
       continue;
-    T *dkRow = dk + m.kAt(b, key, h), *dvRow = dv + m.kAt(b, key, h);
+    T *dkRow = dk + m.dkAt(b, key, h), *dvRow = dv + m.dkAt(b, key, h);
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
       *reinterpret_cast<uint32_t *>(dkRow + nd * 8 + t * 2) =
@@ -546,7 +568,7 @@ __global__ void simtForwardKernel(const T *q, const T *k, const T *v, const T *b
     for (int d = 0; d < m.d; ++d)
       o[d] += p * toF(vj[d]);
   }
-  T *oi = out + m.qAt(b, i, h);
+  T *oi = out + m.oAt(b, i, h);
   bool empty = mx == -INFINITY;
   for (int d = 0; d < m.d; ++d)
     oi[d] = fromF<T>(empty ? (m.nanToZero ? 0.0f : NAN) : o[d] / l);
@@ -561,7 +583,7 @@ __global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T
   if (r >= m.b * m.h * m.sq)
     return;
   int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
-  const T *qi = q + m.qAt(b, i, h), *gi = g + m.qAt(b, i, h), *bi = bias + m.biasRow(b, h, i);
+  const T *qi = q + m.qAt(b, i, h), *gi = g + m.oAt(b, i, h), *bi = bias + m.biasRow(b, h, i);
   float rowLse = lse[m.lseAt(b, h, i)], rowD = dsum[m.lseAt(b, h, i)];
   float acc[kMaxSimtD];
   for (int d = 0; d < m.d; ++d)
@@ -578,7 +600,7 @@ __global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T
     for (int d = 0; d < m.d; ++d)
       acc[d] += ds * toF(kj[d]);
   }
-  T *out = dq + m.qAt(b, i, h);
+  T *out = dq + m.dqAt(b, i, h);
   for (int d = 0; d < m.d; ++d)
     out[d] = fromF<T>(acc[d] * m.scale);
 }
@@ -599,7 +621,7 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
     float rowLse = lse[m.lseAt(b, h, i)];
     if (rowLse == INFINITY)
       continue;
-    const T *qi = q + m.qAt(b, i, h), *gi = g + m.qAt(b, i, h);
+    const T *qi = q + m.qAt(b, i, h), *gi = g + m.oAt(b, i, h);
     float dot = 0, dp = 0;
     for (int d = 0; d < m.d; ++d) {
       dot += toF(qi[d]) * toF(kj[d]);
@@ -612,7 +634,7 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
       dvAcc[d] += p * toF(gi[d]);
     }
   }
-  T *dkRow = dk + m.kAt(b, j, h), *dvRow = dv + m.kAt(b, j, h);
+  T *dkRow = dk + m.dkAt(b, j, h), *dvRow = dv + m.dkAt(b, j, h);
   for (int d = 0; d < m.d; ++d) {
     dkRow[d] = fromF<T>(dkAcc[d] * m.scale);
     dvRow[d] = fromF<T>(dvAcc[d]);
@@ -623,26 +645,70 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
 // Launch
 //===----------------------------------------------------------------------===//
 
-Dims dimsOf(const KernelCall &c) {
-  const TensorRef &q = c.in[0], &k = c.in[1], &bias = c.in[3];
-  return Dims{q.shape[0],    q.shape[1],    k.shape[1], q.shape[2], q.shape[3],
-              bias.shape[0], bias.shape[1], (float)c.floats[0],
-              c.ints.empty() ? true : c.ints[0] != 0};
+/// A call's operands, packed (q, k, v in one [B, S, 3, H, D] tensor and
+/// dq, dk, dv in one of the same shape) or not.
+///   attention       (q, k, v, bias) -> (out, lse)       ints [nan_to_zero]
+///                   (qkv, bias) -> (out, lse)           ints [nan_to_zero, 1]
+///   attention_grad  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
+///                   (qkv, bias, out, lse, dout) -> (dqkv)   ints [1]
+struct Operands {
+  Dims m;
+  const char *q, *k, *v, *bias, *out = nullptr, *g = nullptr;
+  const float *lse = nullptr;
+  char *o = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  float *lseOut = nullptr;
+  DType type;
+};
+
+bool isPacked(bool backward, const KernelCall &c) {
+  size_t flag = backward ? 0 : 1;
+  return c.ints.size() > flag && c.ints[flag] != 0;
+}
+
+Operands operandsOf(bool backward, const KernelCall &c) {
+  bool packed = isPacked(backward, c);
+  const TensorRef &x = c.in[0];
+  int64_t es = dtypeSize(x.dtype);
+  Operands a;
+  a.type = x.dtype;
+  int64_t b = x.shape[0], sq = x.shape[1], h = packed ? x.shape[3] : x.shape[2],
+          d = packed ? x.shape[4] : x.shape[3], sk = packed ? sq : c.in[1].shape[1];
+  const TensorRef &bias = c.in[packed ? 1 : 3];
+  int64_t in = packed ? 3 * h * d : h * d;
+  a.m = Dims{b, sq, sk, h, d, bias.shape[0], bias.shape[1], (float)c.floats[0],
+             backward || c.ints[0] != 0, in, h * d, in};
+  a.q = x.data;
+  a.k = packed ? x.data + h * d * es : c.in[1].data;
+  a.v = packed ? x.data + 2 * h * d * es : c.in[2].data;
+  a.bias = bias.data;
+  if (!backward) {
+    a.o = c.out[0].data;
+    a.lseOut = c.out[1].as<float>();
+    return a;
+  }
+  int at = packed ? 2 : 4; // out, lse, dout
+  a.out = c.in[at].data;
+  a.lse = c.in[at + 1].as<float>();
+  a.g = c.in[at + 2].data;
+  a.dq = c.out[0].data;
+  a.dk = packed ? c.out[0].data + h * d * es : c.out[1].data;
+  a.dv = packed ? c.out[0].data + 2 * h * d * es : c.out[2].data;
+  return a;
 }
 
 bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 /// Whether the tensor-core kernels take this call: 16-bit, D in {16, 32,
-/// 64, 128}, every [.., D] operand 16-byte aligned.
-bool tensorCorePath(const KernelCall &c) {
-  DType t = c.in[0].dtype;
-  int64_t d = c.in[0].shape[3];
-  if ((t != DType::BF16 && t != DType::F16) || (d != 16 && d != 32 && d != 64 && d != 128))
+/// 64, 128}, every row of every operand 16-byte aligned.
+bool tensorCorePath(const Operands &a) {
+  int64_t d = a.m.d;
+  if ((a.type != DType::BF16 && a.type != DType::F16) || (d != 16 && d != 32 && d != 64 && d != 128))
     return false;
-  for (const auto *list : {&c.in, &c.out})
-    for (const TensorRef &x : *list)
-      if (!aligned16(x.data))
-        return false;
+  for (const void *p : {(const void *)a.q, (const void *)a.k, (const void *)a.v,
+                        (const void *)a.out, (const void *)a.g, (const void *)a.o,
+                        (const void *)a.dq, (const void *)a.dk, (const void *)a.dv})
+    if (p && !aligned16(p))
+      return false;
   return true;
 }
 
@@ -657,12 +723,13 @@ template <typename K> Status setSmem(K kernel, size_t bytes) {
 }
 
 template <typename T, int D>
-Status launchTensorCore(bool backward, const KernelCall &c, CudaContext &ctx, float *dsum,
+Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, float *dsum,
                         unsigned char *tiles) {
-  Dims m = dimsOf(c);
+  const Dims &m = a.m;
   cudaStream_t st = ctx.stream;
-  const T *q = c.in[0].as<T>(), *k = c.in[1].as<T>(), *v = c.in[2].as<T>(),
-          *bias = c.in[3].as<T>();
+  auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
+  auto out = [](char *p) { return reinterpret_cast<T *>(p); };
+  const T *q = in(a.q), *k = in(a.k), *v = in(a.v), *bias = in(a.bias);
   dim3 block(kWarps * 32);
   tileMapKernel<T><<<dim3((unsigned)((m.sk + kTile - 1) / kTile),
                           (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
@@ -671,28 +738,28 @@ Status launchTensorCore(bool backward, const KernelCall &c, CudaContext &ctx, fl
     size_t bytes = sizeof(T) * 4 * kTile * (D + kPad); // k and v, two buffers each
     ZRT_RETURN_IF_ERROR(setSmem(flashForwardKernel<T, D>, bytes));
     dim3 grid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-    flashForwardKernel<T, D><<<grid, block, bytes, st>>>(q, k, v, bias, tiles, c.out[0].as<T>(),
-                                                         c.out[1].as<float>(), m);
+    flashForwardKernel<T, D><<<grid, block, bytes, st>>>(q, k, v, bias, tiles, out(a.o),
+                                                         a.lseOut, m);
     return Status::ok();
   }
-  const float *lse = c.in[5].as<float>();
-  const T *g = c.in[6].as<T>();
   size_t dqBytes = sizeof(T) * 4 * kTile * (D + kPad);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqKernel<T, D>, dqBytes));
   dim3 dqGrid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-  flashBackwardDqKernel<T, D><<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, lse, dsum,
-                                                              g, c.out[0].as<T>(), m);
+  flashBackwardDqKernel<T, D><<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum,
+                                                              in(a.g), out(a.dq), m);
   size_t kvBytes = sizeof(T) * 4 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, kvBytes));
   dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.h));
   flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(
-      q, k, v, bias, tiles, lse, dsum, g, c.out[1].as<T>(), c.out[2].as<T>(), m);
+      q, k, v, bias, tiles, a.lse, dsum, in(a.g), out(a.dk), out(a.dv), m);
   return Status::ok();
 }
 
 template <typename T>
-Status launchTyped(bool backward, const KernelCall &c, CudaContext &ctx) {
-  Dims m = dimsOf(c);
+Status launchTyped(bool backward, const Operands &a, CudaContext &ctx) {
+  const Dims &m = a.m;
+  auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
+  auto out = [](char *p) { return reinterpret_cast<T *>(p); };
   // Scratch: the backward's D = rowsum(dO * O), then the mask's tile map.
   int64_t rows = backward ? m.b * m.h * m.sq : 0;
   size_t dsumBytes = (size_t)(rows * sizeof(float) + 255) / 256 * 256;
@@ -701,52 +768,50 @@ Status launchTyped(bool backward, const KernelCall &c, CudaContext &ctx) {
   ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<size_t>(dsumBytes + mapBytes, 1)));
   float *dsum = static_cast<float *>(ctx.scratch);
   unsigned char *tiles = static_cast<unsigned char *>(ctx.scratch) + dsumBytes;
-  if (backward) {
-    if (rows > 0)
-      rowDotKernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, ctx.stream>>>(
-          c.in[6].as<T>(), c.in[4].as<T>(), dsum, m);
-  }
+  if (backward && rows > 0)
+    rowDotKernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, ctx.stream>>>(in(a.g), in(a.out), dsum,
+                                                                         m);
   if (m.b * m.h * std::max(m.sq, m.sk) == 0)
     return Status::ok();
   if constexpr (!std::is_same_v<T, float>) {
-    if (tensorCorePath(c)) {
+    if (tensorCorePath(a)) {
       switch (m.d) {
-      case 16: return launchTensorCore<T, 16>(backward, c, ctx, dsum, tiles);
-      case 32: return launchTensorCore<T, 32>(backward, c, ctx, dsum, tiles);
-      case 64: return launchTensorCore<T, 64>(backward, c, ctx, dsum, tiles);
-      default: return launchTensorCore<T, 128>(backward, c, ctx, dsum, tiles);
+      case 16: return launchTensorCore<T, 16>(backward, a, ctx, dsum, tiles);
+      case 32: return launchTensorCore<T, 32>(backward, a, ctx, dsum, tiles);
+      case 64: return launchTensorCore<T, 64>(backward, a, ctx, dsum, tiles);
+      default: return launchTensorCore<T, 128>(backward, a, ctx, dsum, tiles);
       }
     }
   }
-  const T *q = c.in[0].as<T>(), *k = c.in[1].as<T>(), *v = c.in[2].as<T>(),
-          *bias = c.in[3].as<T>();
+  const T *q = in(a.q), *k = in(a.k), *v = in(a.v), *bias = in(a.bias);
   constexpr int kThreadsPerBlock = 128;
   auto blocks = [&](int64_t n) { return (unsigned)((n + kThreadsPerBlock - 1) / kThreadsPerBlock); };
   if (!backward) {
     simtForwardKernel<T><<<blocks(m.b * m.h * m.sq), kThreadsPerBlock, 0, ctx.stream>>>(
-        q, k, v, bias, c.out[0].as<T>(), c.out[1].as<float>(), m);
+        q, k, v, bias, out(a.o), a.lseOut, m);
     return Status::ok();
   }
-  const float *lse = c.in[5].as<float>();
-  const T *g = c.in[6].as<T>();
   if (m.sq > 0)
     simtBackwardDqKernel<T><<<blocks(m.b * m.h * m.sq), kThreadsPerBlock, 0, ctx.stream>>>(
-        q, k, v, bias, lse, dsum, g, c.out[0].as<T>(), m);
+        q, k, v, bias, a.lse, dsum, in(a.g), out(a.dq), m);
   if (m.sk > 0)
     simtBackwardDkvKernel<T><<<blocks(m.b * m.h * m.sk), kThreadsPerBlock, 0, ctx.stream>>>(
-        q, k, v, bias, lse, dsum, g, c.out[1].as<T>(), c.out[2].as<T>(), m);
+        q, k, v, bias, a.lse, dsum, in(a.g), out(a.dk), out(a.dv), m);
   return Status::ok();
 }
 
 } // namespace
 
-bool hasAttentionKernel(const KernelCall &c) { return c.in[0].shape[3] <= kMaxSimtD; }
+bool hasAttentionKernel(bool backward, const KernelCall &c) {
+  return c.in[0].shape.back() <= kMaxSimtD && (isPacked(backward, c) || c.in[0].shape.size() == 4);
+}
 
 Status launchAttention(bool backward, const KernelCall &c, CudaContext &ctx) {
-  switch (c.in[0].dtype) {
-  case DType::F32: return launchTyped<float>(backward, c, ctx);
-  case DType::BF16: return launchTyped<__nv_bfloat16>(backward, c, ctx);
-  default: return launchTyped<__half>(backward, c, ctx);
+  Operands a = operandsOf(backward, c);
+  switch (a.type) {
+  case DType::F32: return launchTyped<float>(backward, a, ctx);
+  case DType::BF16: return launchTyped<__nv_bfloat16>(backward, a, ctx);
+  default: return launchTyped<__half>(backward, a, ctx);
   }
 }
 

@@ -60,7 +60,7 @@ Status launchRankReduce(const float *const *inputs, int world, int64_t begin, in
 
 /// zero.attention (|backward|: attention_grad) on ctx.stream (runtime/cuda/Attention.cu);
 /// hasAttentionKernel says whether the call's head dimension is supported.
-bool hasAttentionKernel(const KernelCall &call);
+bool hasAttentionKernel(bool backward, const KernelCall &call);
 Status launchAttention(bool backward, const KernelCall &call, CudaContext &ctx);
 
 /// Launches it on ctx.stream (asynchronously).

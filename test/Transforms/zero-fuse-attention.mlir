@@ -28,6 +28,33 @@ func.func @forward(%q: tensor<2x8x4x16xbf16>, %k: tensor<2x8x4x16xbf16>, %v: ten
 
 // -----
 
+// q, k, v the three parts of one split of a [B, S, 3 H D] projection: the
+// packed form reads the projection (a view) instead of the split's copies.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[X:.*]]: tensor<2x8x192xf32>, %[[M:.*]]: tensor<2x1x8x8xf32>)
+// CHECK: %[[P:.*]] = zero.reshape %[[X]] : tensor<2x8x192xf32> -> tensor<2x8x3x4x16xf32>
+// CHECK: %[[O:.*]], %{{.*}} = zero.attention_packed %[[P]], %[[M]] {scale = 2.500000e-01 : f64}
+// CHECK-NOT: zero.split
+// CHECK: return %[[O]]
+func.func @forward(%x: tensor<2x8x192xf32>, %mask: tensor<2x1x8x8xf32>) -> tensor<2x8x4x16xf32> {
+  %c = zero.constant dense<0.25> : tensor<f32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 64, 64, 64>} : tensor<2x8x192xf32> -> tensor<2x8x64xf32>, tensor<2x8x64xf32>, tensor<2x8x64xf32>
+  %q = zero.reshape %parts#0 : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  %k = zero.reshape %parts#1 : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  %v = zero.reshape %parts#2 : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<2x8x4x16xf32> -> tensor<2x4x16x8xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  %scaled = zero.mul %scores, %c : (tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  %p = zero.bias_softmax %scaled, %mask : (tensor<2x4x8x8xf32>, tensor<2x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %o = zero.matmul %p, %vt : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+  return %ob : tensor<2x8x4x16xf32>
+}
+
+// -----
+
 // The scale on the scores, k^T as one transpose; the output also read with
 // its heads out: that reader gets the fused result transposed.
 // CHECK-LABEL: func.func @forward

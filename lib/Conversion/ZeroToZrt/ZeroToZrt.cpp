@@ -16,6 +16,8 @@
 //   rms_norm   ints = [axis], floats = [epsilon]  (x, scale) -> y
 //   attention ints = [nan_to_zero], floats = [scale] (q, k, v, bias) -> (out, lse)
 //   attention_grad floats = [scale]  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
+//   attention_packed: attention with ints [nan_to_zero, 1], (qkv, bias) -> (out, lse);
+//   its grad: attention_grad with ints [1], (qkv, bias, out, lse, dout) -> (dqkv)
 //   cross_entropy ints = [ignore_index(, classes)] (logits, labels) -> f32 scalar; with
 //                 classes, the logits' last dimension is padding beyond it
 //
@@ -130,6 +132,13 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::AttentionOp a) {
         return KernelSpec{"attention", {a.getNanToZero() ? 1 : 0},
                           {a.getScale().convertToDouble()}};
+      })
+      .Case([&](zero::AttentionPackedOp a) {
+        return KernelSpec{"attention", {a.getNanToZero() ? 1 : 0, 1},
+                          {a.getScale().convertToDouble()}};
+      })
+      .Case([&](zero::AttentionPackedGradOp a) {
+        return KernelSpec{"attention_grad", {1}, {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionGradOp a) {
         return KernelSpec{"attention_grad", {}, {a.getScale().convertToDouble()}};

@@ -1,19 +1,22 @@
 """A one-layer attention language model in the form torch.onnx exports
 scaled_dot_product_attention, for zero-fuse-attention.
 
-    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM]
+    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM [separate]]
 
 ids [2, 80] -> embedding -> qkv projection -> split -> heads [2, 2, 80, D]
 -> q k^T * 1/sqrt(D) + mask -> softmax -> NaN guard -> . v -> heads back
 -> output projection to 96 logits. 80 positions: a full 64-row tile and a
 partial one. The mask is causal, and query row 5 sees no key at all (every
 score -inf): the guard's zeros, which the fused kernel must reproduce.
-16 samples of random ids; the labels are their shift.
+16 samples of random ids; the labels are their shift. With "separate", q, k
+and v come from three projections (Llama's and BERT's form) instead of one
+split (GPT-2's, which zcc fuses as zero.attention_packed).
 """
 import sys, numpy as np, onnx
 from onnx import helper, TensorProto, numpy_helper
 
 D = int(sys.argv[4]) if len(sys.argv) > 4 else 16
+separate = len(sys.argv) > 5 and sys.argv[5] == "separate"
 B, S, H, V = 2, 80, 2, 96
 E = H * D
 rng = np.random.default_rng(0)
@@ -26,9 +29,13 @@ constants = {"mask": mask.reshape(1, 1, S, S), "scale": np.array(1 / np.sqrt(D),
              "flat": np.array([B, S, E], np.int64), "split": np.array([E, E, E], np.int64)}
 n = helper.make_node
 nodes = [n("Constant", [], [k], value=numpy_helper.from_array(a, k)) for k, a in constants.items()]
-nodes += [n("Gather", ["wte", "input_ids"], ["h"]),
-         n("MatMul", ["h", "w_qkv"], ["qkv"]),
-         n("Split", ["qkv", "split"], ["q", "k", "v"], axis=2)]
+nodes += [n("Gather", ["wte", "input_ids"], ["h"])]
+if separate:
+    nodes += [n("Split", ["w_qkv", "split"], ["w_q", "w_k", "w_v"], axis=1)]
+    nodes += [n("MatMul", ["h", "w_" + x], [x]) for x in "qkv"]
+else:
+    nodes += [n("MatMul", ["h", "w_qkv"], ["qkv"]),
+              n("Split", ["qkv", "split"], ["q", "k", "v"], axis=2)]
 for x in "qkv":
     nodes += [n("Reshape", [x, "heads"], [x + "4"]),
               n("Transpose", [x + "4"], [x + "t"], perm=[0, 2, 1, 3])]
