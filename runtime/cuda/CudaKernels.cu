@@ -936,6 +936,115 @@ __global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t 
   }
 }
 
+//--- A warp per row (rows of at most 32 x kWarpRowMax elements) ---------===//
+// The row stays in registers between its passes and the reductions are warp
+// shuffles; with a block per row, GPT-2's 768-wide rows spent their time in
+// __syncthreads of four block reductions. Same double accumulation.
+
+constexpr int kWarpRowMax = 32; // elements per lane: rows up to 1024
+
+/// The per-lane register count N for rows of |cols| (8, 16, 24 or 32 elements a lane).
+/// Whether rows that fit take the warp kernels (ZRT_NORM_WARP=0: the block
+/// kernels, for comparison).
+inline bool normWarpRows(int64_t cols) {
+  static const bool enabled = [] {
+    const char *e = std::getenv("ZRT_NORM_WARP");
+    return !e || std::string(e) != "0";
+  }();
+  return enabled && cols <= 32 * kWarpRowMax;
+}
+inline int warpRowLanes(int64_t cols) { return (int)std::max<int64_t>(8, ((cols + 31) / 32 + 7) / 8 * 8); }
+
+__device__ __forceinline__ double warpSum(double v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}
+
+/// Loads row |xr| (at most 32 N elements) into |xv| (lane's elements lane, lane + 32, ...) and
+/// returns its mean (0 for RMSNorm) and rstd.
+template <typename T, int N>
+__device__ __forceinline__ void warpRowStats(const T *xr, int64_t cols, double eps, bool rms,
+                                             float xv[N], double &mean, double &rstd) {
+  int lane = threadIdx.x & 31;
+  double sum = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int64_t j = lane + 32 * i;
+    xv[i] = j < cols ? toF(xr[j]) : 0.0f;
+    sum += xv[i];
+  }
+  mean = rms ? 0.0 : warpSum(sum) / cols;
+  double var = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (lane + 32 * i < cols) {
+      double d = xv[i] - mean;
+      var += d * d;
+    }
+  rstd = 1.0 / sqrt(warpSum(var) / cols + eps);
+}
+
+template <typename T, int N>
+__global__ void normWarpKernel(const T *x, const T *w, const T *bias, T *y, int64_t rows,
+                               int64_t cols, double eps, bool rms) {
+  int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows)
+    return;
+  int lane = threadIdx.x & 31;
+  float xv[N];
+  double mean, rstd;
+  warpRowStats<T, N>(x + r * cols, cols, eps, rms, xv, mean, rstd);
+  T *yr = y + r * cols;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int64_t j = lane + 32 * i;
+    if (j < cols) {
+      double v = (xv[i] - mean) * rstd * toF(w[j]);
+      yr[j] = fromF<T>((float)(bias ? v + toF(bias[j]) : v));
+    }
+  }
+}
+
+template <typename T, int N>
+__global__ void normGradWarpKernel(const T *x, const T *w, const T *g, T *dx, double *stats,
+                                   int64_t rows, int64_t cols, double eps, bool rms) {
+  int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows)
+    return;
+  int lane = threadIdx.x & 31;
+  float xv[N];
+  double mean, rstd;
+  warpRowStats<T, N>(x + r * cols, cols, eps, rms, xv, mean, rstd);
+  const T *gr = g + r * cols;
+  double sumD = 0, sumDX = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int64_t j = lane + 32 * i;
+    if (j < cols) {
+      double xhat = (xv[i] - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
+      sumD += dxhat;
+      sumDX += dxhat * xhat;
+    }
+  }
+  sumD = warpSum(sumD);
+  sumDX = warpSum(sumDX);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int64_t j = lane + 32 * i;
+    if (j < cols) {
+      double xhat = (xv[i] - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
+      double v = rms ? rstd * (dxhat - xhat * sumDX / cols)
+                     : rstd * (dxhat - sumD / cols - xhat * sumDX / cols);
+      dx[r * cols + j] = fromF<T>((float)v);
+    }
+  }
+  if (lane == 0) {
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = rstd;
+  }
+}
+
 /// The backward of a row: dx, and each row's mean and rstd for the
 /// parameter gradients (a second, deterministic pass over the columns).
 template <typename T>
@@ -1559,7 +1668,20 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
       rows *= x.shape[d];
     for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
       cols *= x.shape[d];
-    if (rows > 0)
+    if (rows > 0 && normWarpRows(cols)) {
+      const void *bias = c.in.size() > 2 ? c.in[2].data : nullptr;
+      bool rms = name == "rms_norm";
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        auto launch = [&](auto lanes) {
+          normWarpKernel<T, decltype(lanes)::value><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(x.as<T>(), c.in[1].as<T>(), (const T *)bias, c.out[0].as<T>(), rows, cols, c.floats[0], rms);
+        };
+        switch (warpRowLanes(cols)) {
+        case 8: launch(std::integral_constant<int, 8>{}); break;
+        case 16: launch(std::integral_constant<int, 16>{}); break;
+        case 24: launch(std::integral_constant<int, 24>{}); break;
+        default: launch(std::integral_constant<int, 32>{}); break;
+        })
+    } else if (rows > 0)
       ZRT_FLOAT_DISPATCH(x.dtype, T,
         normKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in.size() > 2 ? c.in[2].as<T>() : nullptr, c.out[0].as<T>(), cols, c.floats[0], name == "rms_norm"))
   } else if (name == "layer_norm_grad" || name == "rms_norm_grad") {
@@ -1579,7 +1701,18 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     double *stats = (double *)ctx.scratch, *partial = stats + 2 * std::max<int64_t>(rows, 1);
     if (rows > 0)
       ZRT_FLOAT_DISPATCH(x.dtype, T,
-        normGradRowKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, cols, c.floats[0], rms);
+        auto launchGrad = [&](auto lanes) {
+          normGradWarpKernel<T, decltype(lanes)::value><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, rows, cols, c.floats[0], rms);
+        };
+        if (normWarpRows(cols)) {
+          switch (warpRowLanes(cols)) {
+          case 8: launchGrad(std::integral_constant<int, 8>{}); break;
+          case 16: launchGrad(std::integral_constant<int, 16>{}); break;
+          case 24: launchGrad(std::integral_constant<int, 24>{}); break;
+          default: launchGrad(std::integral_constant<int, 32>{}); break;
+          }
+        } else
+          normGradRowKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, cols, c.floats[0], rms);
         normGradParamPartialKernel<T><<<blocksFor(chunks * cols), kThreads, 0, st>>>(x.as<T>(), c.in[2].as<T>(), stats, partial, rows, cols, chunkRows);
         normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(partial, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), chunks, cols))
   } else if (name == "cross_entropy") {
