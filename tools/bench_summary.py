@@ -2,6 +2,7 @@
 
     bench_summary.py torch.txt zcc.jsonl WARMUP compile.txt report zcc.log [z3.report z3.log]
 
+Tokens per step: the PyTorch run's batch x seq (its "config").
 tokens/s of zcc: the mean step time of the steps after WARMUP (as the PyTorch
 script times the steps after its warm-up); MFU with the PyTorch script's FLOP
 count per token (6N + 12LHT) and peak; memory: what zrun measured on the device
@@ -11,15 +12,19 @@ import json, re, sys
 
 torch_txt, zcc_jsonl, warmup, compile_txt, report, zcc_log = sys.argv[1:7]
 warmup = int(warmup)
-torch = {}
+torch, config = {}, {"batch": 16, "seq": 1024}
 for line in open(torch_txt):
+    if line.startswith('{"config"'):
+        whole = json.loads(line)
+        config, torch = whole["config"], whole["results"]
+        continue
     mode, _, rest = line.partition(" ")
     if mode in ("eager", "compile") and rest.startswith("{"):
         torch[mode] = json.loads(rest)
 steps = [json.loads(l) for l in open(zcc_jsonl) if l.strip()]
 timed = steps[warmup:]
 step_ms = sum(s["step_ms"] for s in timed) / len(timed)
-tokens = 16 * 1024
+tokens = config["batch"] * config["seq"]
 tps = tokens / (step_ms / 1e3)
 ref = torch.get("compile") or torch.get("eager")
 flops_per_token = ref["tflops"] * 1e12 / ref["tokens_per_s"]

@@ -132,6 +132,15 @@ if [ -n "${GPT2_XL_ONNX:-}" ]; then
   memxl c-offload-optimizer-z2-clip --zero-stage 2 --offload-optimizer cpu --grad-clip 1.0
   memxl d-offload-optimizer --zero-stage 1 --offload-optimizer cpu
   memxl e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
+  # tools/gpu-bench-large.sh (issue 8's larger shape): ZeRO-3 over 2 in-process ranks, with
+  # and without overlapped communication, and the plain plan's compile time.
+  memxl f-z3-w2 --zero-stage 3 --world-size 2 --overlap-comm
+  memxl g-z3-w2-no-overlap --zero-stage 3 --world-size 2
+  case " ${MEMXL:-a b c d e} " in *" a "*)
+    TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
+    { time $zcc "$GPT2_XL_ONNX" $x -o /dev/null; } 2> "$mem/plans/memxl-a-plain.compile" ;;
+  esac
+  cp tools/gpu-bench-large.sh "$mem/"
 fi
 # The carried libraries as one xz archive (36 MB of OpenBLAS becomes ~6): a
 # device call takes 64 MiB in all, the repository included. The scripts
