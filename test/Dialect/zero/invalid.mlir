@@ -298,3 +298,35 @@ func.func @sgd_skip_not_scalar(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<2
   %b:2 = zero.sgd %p, %p, %p, %lr skip %s : tensor<2xi1> {momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>, tensor<f32>
   return
 }
+
+// -----
+
+func.func @attention_kv_heads(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %m: tensor<2x1x8x8xf32>) {
+  // expected-error @+1 {{k [2x8x2x16] and v [2x8x2x16] must be [B, Sk, H, D] with q's B, H, D [2x8x4x16]}}
+  %o, %l = zero.attention %q, %k, %k, %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<2x8x4x16xf32>, %m: tensor<2x1x8x4xf32>) {
+  // expected-error @+1 {{bias [2x1x8x4] must be [B or 1, H or 1, 8, 8]}}
+  %o, %l = zero.attention %q, %q, %q, %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x1x8x4xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<2x8x4x16xf32>, %m: tensor<1x1x8x8xf32>) {
+  // expected-error @+1 {{lse must be [B, H, Sq] = [2x4x8]}}
+  %o, %l = zero.attention %q, %q, %q, %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_packed_shape(%qkv: tensor<2x8x2x4x16xf32>, %m: tensor<1x1x8x8xf32>) {
+  // expected-error @+1 {{expects qkv [B, S, 3, H, D]}}
+  %o, %l = zero.attention_packed %qkv, %m {scale = 0.25 : f64} : (tensor<2x8x2x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}

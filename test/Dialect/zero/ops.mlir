@@ -136,3 +136,16 @@ func.func @optimizer_skip(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>
   %b:2 = zero.sgd %p, %g, %p, %lr skip %s : tensor<i1> {momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>, tensor<f32>
   return %a#0, %b#0 : tensor<4xf32>, tensor<4xf32>
 }
+
+// CHECK-LABEL: func.func @attention
+// CHECK: zero.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {nan_to_zero, scale = 2.500000e-01 : f64}
+// CHECK: zero.attention_grad
+// CHECK: zero.attention_packed %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f64}
+// CHECK: zero.attention_packed_grad
+func.func @attention(%q: tensor<2x8x4x16xbf16>, %m: tensor<1x1x8x8xbf16>, %qkv: tensor<2x8x3x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>) {
+  %o, %l = zero.attention %q, %q, %q, %m {nan_to_zero, scale = 0.25 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<1x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+  %dq, %dk, %dv = zero.attention_grad %q, %q, %q, %m, %o, %l, %o {scale = 0.25 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<1x1x8x8xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>)
+  %po, %pl = zero.attention_packed %qkv, %m {scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<1x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+  %dqkv = zero.attention_packed_grad %qkv, %m, %po, %pl, %po {scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<1x1x8x8xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> tensor<2x8x3x4x16xbf16>
+  return %dq, %dqkv : tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>
+}
