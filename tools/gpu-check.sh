@@ -94,6 +94,9 @@ for d in 16 64 64-separate; do
 done
 check gpt2-fused gpt2-fused.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 check gpt2-fused-bf16 gpt2-fused-bf16.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
+# Llama: RoPE'd q/k and repeated k/v heads reach the fused op transposed back.
+check llama-fused llama-fused.zplan "$llama" llama-tiny plain "$D/llama-references.json" 5e-4
+check llama-fused-bf16 llama-fused-bf16.zplan "$llama" llama-tiny plain "$D/llama-references.json" 2e-2
 # NCCL, one process per GPU, where the machine has several.
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 if [ "$gpus" -ge 2 ]; then

@@ -72,6 +72,8 @@ done
 rm "$out/attn.onnx"
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda -o "$out/plans/gpt2-fused.zplan"
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda --precision bf16 -o "$out/plans/gpt2-fused-bf16.zplan"
+$zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda -o "$out/plans/llama-fused.zplan"
+$zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --precision bf16 -o "$out/plans/llama-fused-bf16.zplan"
 for st in 0 1 2 3; do
   for w in 2 4; do
     $zcc $M/gpt2-tiny.onnx --micro-batch $((4 / w)) $gpt2 --zero-stage $st --world-size $w \

@@ -106,6 +106,51 @@ Value headsOutTransposed(Value v) {
   return headsOut(inner.getInput());
 }
 
+/// A [B, S, H, D] operand of the fused op: |value| itself, or |value|
+/// transposed by |perm| (inserted only once the whole pattern matched).
+struct Layout {
+  Value value;
+  SmallVector<int64_t, 4> perm;
+  RankedTensorType type() const {
+    auto t = cast<RankedTensorType>(value.getType());
+    if (perm.empty())
+      return t;
+    SmallVector<int64_t> shape;
+    for (int64_t p : perm)
+      shape.push_back(t.getDimSize(p));
+    return RankedTensorType::get(shape, t.getElementType());
+  }
+  Value materialize(OpBuilder &b, Location loc) const {
+    return perm.empty() ? value
+                        : TransposeOp::create(b, loc, value, b.getDenseI64ArrayAttr(perm)).getResult();
+  }
+};
+
+/// The [B, S, H, D] form of |x| [B, H, S, D]: the projection it was
+/// transposed from (GPT-2, BERT), or a transpose of it (Llama applies RoPE
+/// and repeats grouped k/v heads after transposing: those values exist only
+/// in [B, H, S, D]).
+std::optional<Layout> asHeadsLast(Value x) {
+  if (Value y = headsOut(x))
+    return Layout{y, {}};
+  auto t = dyn_cast<RankedTensorType>(x.getType());
+  if (!t || t.getRank() != 4)
+    return std::nullopt;
+  return Layout{x, {0, 2, 1, 3}};
+}
+
+/// The same for k given as k^T [B, H, D, Sk].
+std::optional<Layout> asHeadsLastKt(Value kt) {
+  if (Value y = headsOutTransposed(kt))
+    return Layout{y, {}};
+  if (isTranspose(kt, {0, 1, 3, 2}))
+    return asHeadsLast(kt.getDefiningOp<TransposeOp>().getInput());
+  auto t = dyn_cast<RankedTensorType>(kt.getType());
+  if (!t || t.getRank() != 4)
+    return std::nullopt;
+  return Layout{kt, {0, 3, 1, 2}};
+}
+
 /// True if |v| is computed from a trainable global (a mask that learns).
 bool dependsOnTrainable(Value v, ModuleOp module) {
   SmallVector<Value> stack{v};
@@ -187,16 +232,16 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
     auto pv = dyn_cast<MatmulOp>(*softmax->getUsers().begin());
     if (!pv || pv.getLhs() != softmax.getResult() || pv.getTransposeLhs() || pv.getTransposeRhs())
       return failure();
-    Value q = headsOut(peelScale(scores.getLhs(), scale));
+    std::optional<Layout> qIn = asHeadsLast(peelScale(scores.getLhs(), scale));
     Value kt = peelScale(scores.getRhs(), scale);
-    Value k = scores.getTransposeRhs() ? headsOut(kt) : headsOutTransposed(kt);
-    Value v = headsOut(pv.getRhs());
-    if (!q || !k || !v)
+    std::optional<Layout> kIn = scores.getTransposeRhs() ? asHeadsLast(kt) : asHeadsLastKt(kt);
+    std::optional<Layout> vIn = asHeadsLast(pv.getRhs());
+    if (!qIn || !kIn || !vIn)
       return failure();
-    auto qt = cast<RankedTensorType>(q.getType()), kType = cast<RankedTensorType>(k.getType());
+    auto qt = qIn->type(), kType = kIn->type();
     auto bias = cast<RankedTensorType>(softmax.getBias().getType());
     int64_t b = qt.getDimSize(0), sq = qt.getDimSize(1), h = qt.getDimSize(2), d = qt.getDimSize(3);
-    if (!qt.hasStaticShape() || d > maxHeadDim || kType != v.getType() ||
+    if (!qt.hasStaticShape() || d > maxHeadDim || kType != vIn->type() ||
         kType.getShape() != ArrayRef<int64_t>{b, kType.getDimSize(1), h, d} ||
         bias.getRank() != 4 || dependsOnTrainable(softmax.getBias(), module))
       return failure();
@@ -207,6 +252,8 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
       return failure();
 
     OpBuilder builder(pv);
+    Value q = qIn->materialize(builder, pv.getLoc()), k = kIn->materialize(builder, pv.getLoc()),
+          v = vIn->materialize(builder, pv.getLoc());
     auto lseType = RankedTensorType::get({b, h, sq}, builder.getF32Type());
     auto attention = AttentionOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, q, k, v,
                                          softmax.getBias(), builder.getF64FloatAttr(scale),

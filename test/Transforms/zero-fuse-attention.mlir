@@ -76,6 +76,26 @@ func.func @forward(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tenso
 
 // -----
 
+// q and k computed in [B, H, S, D] (Llama's RoPE after the transpose), k
+// given with transpose_rhs: they reach the fused op transposed back.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x8x16xf32>, %[[K:.*]]: tensor<1x2x8x16xf32>, %[[V:.*]]: tensor<1x8x2x16xf32>
+// CHECK-DAG: %[[QT:.*]] = zero.transpose %[[Q]] [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
+// CHECK-DAG: %[[KT:.*]] = zero.transpose %[[K]] [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
+// CHECK: zero.attention %[[QT]], %[[KT]], %[[V]]
+func.func @forward(%q: tensor<1x2x8x16xf32>, %k: tensor<1x2x8x16xf32>, %v: tensor<1x8x2x16xf32>, %mask: tensor<1x1x8x8xf32>) -> tensor<1x8x2x16xf32> {
+  %c = zero.constant dense<0.25> : tensor<f32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x8x2x16xf32> -> tensor<1x2x8x16xf32>
+  %scores = zero.matmul %q, %k {transpose_rhs} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x8xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x2x8x8xf32>, tensor<f32>) -> tensor<1x2x8x8xf32>
+  %p = zero.bias_softmax %scaled, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
+  return %ob : tensor<1x8x2x16xf32>
+}
+
+// -----
+
 // Left alone: the probabilities read elsewhere (they are never stored when
 // fused), a scale that is not a constant, a mask computed from a trainable
 // parameter (zero.attention's backward gives the mask no gradient).
