@@ -578,6 +578,18 @@ LogicalResult BiasSoftmaxOp::verify() {
   }
   return success();
 }
+/// zero.attention(_packed)'s mask [B or 1, H or 1, Sq, Sk] and lse [B, H, Sq].
+static LogicalResult verifyMaskAndLse(Operation *op, RankedTensorType bias, RankedTensorType lse,
+                                      int64_t b, int64_t h, int64_t sq, int64_t sk) {
+  if (bias.getRank() != 4 || (bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
+      (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != sq ||
+      bias.getDimSize(3) != sk)
+    return op->emitOpError() << "bias " << shapeStr(bias.getShape())
+                             << " must be [B or 1, H or 1, " << sq << ", " << sk << "]";
+  if (lse.getShape() != ArrayRef<int64_t>{b, h, sq})
+    return op->emitOpError() << "lse must be [B, H, Sq] = " << shapeStr({b, h, sq});
+  return success();
+}
 LogicalResult AttentionOp::verify() {
   auto q = tensorOf(getQ()), k = tensorOf(getK()), v = tensorOf(getV()),
        bias = tensorOf(getBias()), out = tensorOf(getResult()), lse = tensorOf(getLse());
@@ -591,14 +603,7 @@ LogicalResult AttentionOp::verify() {
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType() ||
       bias.getElementType() != q.getElementType() || out != q)
     return emitOpError("q, k, v, bias and the result must have one element type, the result q's shape");
-  if (bias.getRank() != 4 || (bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
-      (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != sq ||
-      bias.getDimSize(3) != sk)
-    return emitOpError() << "bias " << shapeStr(bias.getShape()) << " must be [B or 1, H or 1, "
-                         << sq << ", " << sk << "]";
-  if (lse.getShape() != ArrayRef<int64_t>{b, h, sq})
-    return emitOpError() << "lse must be [B, H, Sq] = " << shapeStr({b, h, sq});
-  return success();
+  return verifyMaskAndLse(*this, bias, lse, b, h, sq, sk);
 }
 LogicalResult AttentionPackedOp::verify() {
   auto qkv = tensorOf(getQkv()), bias = tensorOf(getBias()), out = tensorOf(getResult()),
@@ -611,14 +616,7 @@ LogicalResult AttentionPackedOp::verify() {
       out.getElementType() != qkv.getElementType() ||
       bias.getElementType() != qkv.getElementType())
     return emitOpError("the result must be [B, S, H, D] of qkv's element type, as the bias");
-  if (bias.getRank() != 4 || (bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
-      (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != s ||
-      bias.getDimSize(3) != s)
-    return emitOpError() << "bias " << shapeStr(bias.getShape()) << " must be [B or 1, H or 1, "
-                         << s << ", " << s << "]";
-  if (lse.getShape() != ArrayRef<int64_t>{b, h, s})
-    return emitOpError() << "lse must be [B, H, S] = " << shapeStr({b, h, s});
-  return success();
+  return verifyMaskAndLse(*this, bias, lse, b, h, s, s);
 }
 LogicalResult LogSoftmaxOp::verify() {
   return verifyAxis(*this, getAxis(), getType().getRank());

@@ -12,6 +12,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -1047,6 +1048,12 @@ struct AttentionShape {
   int64_t vOffset() const { return packed ? 2 * h * d : 0; }
   /// The index of the bias among the inputs; the forward result's follow.
   int biasIndex() const { return packed ? 1 : 3; }
+  /// q, k, v and the mask of a (float32) call.
+  std::array<const float *, 4> inputs(const KernelCall &c) const {
+    const float *q = c.in[0].as<float>();
+    return {q, packed ? q + kOffset() : c.in[1].as<float>(),
+            packed ? q + vOffset() : c.in[2].as<float>(), c.in[biasIndex()].as<float>()};
+  }
 };
 static std::string attentionShape(const KernelCall &c, bool backward, AttentionShape &a) {
   size_t flag = backward ? 0 : 1;
@@ -1112,9 +1119,7 @@ std::string check_attention(const KernelCall &c) {
 Status run_attention(const KernelCall &c) {
   AttentionShape a;
   attentionShape(c, false, a);
-  const float *q = c.in[0].as<float>(), *bias = c.in[a.biasIndex()].as<float>();
-  const float *k = a.packed ? q + a.kOffset() : c.in[1].as<float>();
-  const float *v = a.packed ? q + a.vOffset() : c.in[2].as<float>();
+  auto [q, k, v, bias] = a.inputs(c);
   float *out = c.out[0].as<float>(), *lse = c.out[1].as<float>();
   double scale = c.floats[0];
   bool nanToZero = c.ints[0] != 0;
@@ -1164,11 +1169,9 @@ Status run_attention_grad(const KernelCall &c) {
   AttentionShape a;
   attentionShape(c, true, a);
   int at = a.biasIndex();
-  const float *q = c.in[0].as<float>(), *bias = c.in[at].as<float>(),
-              *out = c.in[at + 1].as<float>(), *lse = c.in[at + 2].as<float>(),
+  auto [q, k, v, bias] = a.inputs(c);
+  const float *out = c.in[at + 1].as<float>(), *lse = c.in[at + 2].as<float>(),
               *g = c.in[at + 3].as<float>();
-  const float *k = a.packed ? q + a.kOffset() : c.in[1].as<float>();
-  const float *v = a.packed ? q + a.vOffset() : c.in[2].as<float>();
   double scale = c.floats[0];
   // Accumulators in the gradients' layout (dqkv packed: one array).
   std::vector<double> dq(c.out[0].numel()), dkOwn, dvOwn;

@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaKernels.h"
+#include "cuda/DeviceFloat.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -95,19 +96,6 @@ __host__ __device__ inline int64_t tileIndex(const Dims &m, int64_t b, int64_t h
   int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
   return (((m.biasB == 1 ? 0 : b) * m.biasH + (m.biasH == 1 ? 0 : h)) * qTiles + qt) * kTiles + kt;
 }
-
-template <typename T> __device__ __forceinline__ float toF(T v);
-template <> __device__ __forceinline__ float toF<float>(float v) { return v; }
-template <> __device__ __forceinline__ float toF<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <> __device__ __forceinline__ float toF<__half>(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T fromF(float v);
-template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <> __device__ __forceinline__ __half fromF<__half>(float v) { return __float2half_rn(v); }
 
 template <typename T>
 __global__ void tileMapKernel(const T *bias, unsigned char *map, Dims m) {

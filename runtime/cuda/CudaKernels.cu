@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/CudaCheck.h"
 #include "cuda/CudaKernels.h"
+#include "cuda/DeviceFloat.h"
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
@@ -63,19 +64,6 @@ bool makeBroadcast(const std::vector<int64_t> &out, const std::vector<std::vecto
   }
   return true;
 }
-
-template <typename T> __device__ __forceinline__ float toF(T v);
-template <> __device__ __forceinline__ float toF<float>(float v) { return v; }
-template <> __device__ __forceinline__ float toF<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <> __device__ __forceinline__ float toF<__half>(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T fromF(float v);
-template <> __device__ __forceinline__ float fromF<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <> __device__ __forceinline__ __half fromF<__half>(float v) { return __float2half_rn(v); }
 
 enum class Bin { Add, Sub, Mul, Div, Pow, Max, Min };
 
