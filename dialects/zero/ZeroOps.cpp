@@ -564,6 +564,26 @@ LogicalResult MatmulBiasOp::verify() {
     return emitOpError() << "bias " << bias << " is not one value per column of " << out;
   return success();
 }
+LogicalResult MatmulBgradOp::verify() {
+  auto lhs = getLhs().getType(), rhs = getRhs().getType(), weight = getWeight().getType(),
+       bias = getBias().getType();
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 || lhs.getDimSize(0) != rhs.getDimSize(0))
+    return emitOpError() << "expects 2-D operands with as many rows, got " << lhs << " and "
+                         << rhs;
+  int64_t k = lhs.getDimSize(1), n = rhs.getDimSize(1);
+  Type elem = lhs.getElementType();
+  if (rhs.getElementType() != elem || weight.getElementType() != elem ||
+      bias.getElementType() != elem)
+    return emitOpError() << "operands and results must share one element type";
+  if (weight.getShape() != ArrayRef<int64_t>{k, n})
+    return emitOpError() << "weight gradient " << weight << " should be " << k << "x" << n;
+  bool flat = bias.getRank() == 1 && bias.getDimSize(0) == n;
+  bool kept = bias.getRank() == 2 && bias.getDimSize(0) == 1 && bias.getDimSize(1) == n;
+  if (!flat && !kept)
+    return emitOpError() << "bias gradient " << bias << " should be [" << n << "] or [1, " << n
+                         << "]";
+  return success();
+}
 LogicalResult BiasSoftmaxOp::verify() {
   auto in = getInput().getType(), bias = getBias().getType();
   if (getType() != in)

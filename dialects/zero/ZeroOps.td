@@ -287,6 +287,23 @@ def Zero_MatmulBiasOp : Zero_Op<"matmul_bias", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Zero_MatmulBgradOp : Zero_Op<"matmul_bgrad", [Pure]> {
+  let summary = "a linear layer's weight and bias gradients from one GEMM";
+  let description = [{
+    `weight = transpose(lhs) rhs` and `bias = sum(rhs, rows)` for a 2-D
+    `lhs` [R, K] (the layer's input) and `rhs` [R, N] (the output's
+    gradient): formed by zero-fuse-epilogues from `matmul {transpose_lhs}`
+    and `reduce sum [0]` of the same gradient. On the GPU the column sums
+    come from cuBLASLt's bias-gradient epilogue (BGRADA), which reduces the
+    operand as the GEMM reads it; on the CPU they are the separate reduce's
+    additions. `bias` is [N] or [1, N] (the reduce's keepdims).
+  }];
+  let arguments = (ins Zero_FloatTensor:$lhs, Zero_FloatTensor:$rhs);
+  let results = (outs Zero_FloatTensor:$weight, Zero_FloatTensor:$bias);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Zero_ReduceOp : Zero_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
   let summary = "reduce over axes (sum, mean, max, min, prod)";
   let arguments = (ins Zero_ReduceKind:$kind, AnyRankedTensor:$input,

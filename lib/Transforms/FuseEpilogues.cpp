@@ -1,8 +1,10 @@
-//===- FuseEpilogues.cpp - a matmul's bias add into the GEMM -------------===//
+//===- FuseEpilogues.cpp - bias add and bias gradient into the GEMM ------===//
 //
 // nn.Linear exports as a GEMM and a broadcast add of its bias; cuBLASLt adds
-// the bias in the GEMM's epilogue, saving a pass over the output. Runs after
-// autodiff, so the gradient rules never see the fused op. See Passes.td.
+// the bias in the GEMM's epilogue, saving a pass over the output. Its
+// backward's bias gradient (a column sum of dy) rides on the weight-gradient
+// GEMM that reads the same dy. Runs after autodiff, so the gradient rules
+// never see the fused ops. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Transforms/Passes.h"
@@ -45,6 +47,51 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
         mm.erase();
         break;
       }
+    }
+    fuseBiasGradients();
+  }
+
+  /// A linear layer's backward: `matmul(x, dy) {transpose_lhs}` (the weight
+  /// gradient over flattened rows) and `reduce sum dy [0]` (the bias
+  /// gradient) read the same dy: one matmul_bgrad, placed where the first
+  /// of the two was (x and dy exist there: both are operands of ops at or
+  /// after it whose operands dominate them).
+  void fuseBiasGradients() {
+    SmallVector<ReduceOp> reduces;
+    getOperation().walk([&](ReduceOp r) { reduces.push_back(r); });
+    for (ReduceOp r : reduces) {
+      auto dy = r.getInput();
+      auto dyType = cast<RankedTensorType>(dy.getType());
+      if (r.getKind() != ReduceKind::sum || dyType.getRank() != 2 ||
+          r.getAxes() != ArrayRef<int64_t>{0})
+        continue;
+      // The weight gradient's GEMM: x^T dy with x available where the
+      // first of the two ops is.
+      MatmulOp mm;
+      Operation *first = nullptr;
+      for (Operation *user : dy.getUsers()) {
+        auto m = dyn_cast<MatmulOp>(user);
+        if (!m || m.getRhs() != dy || !m.getTransposeLhs() || m.getTransposeRhs() ||
+            m->getBlock() != r->getBlock() ||
+            cast<RankedTensorType>(m.getLhs().getType()).getRank() != 2)
+          continue;
+        Operation *at = m->isBeforeInBlock(r) ? m.getOperation() : r.getOperation();
+        if (Operation *def = m.getLhs().getDefiningOp();
+            def && def->getBlock() == at->getBlock() && !def->isBeforeInBlock(at))
+          continue;
+        mm = m;
+        first = at;
+        break;
+      }
+      if (!mm)
+        continue;
+      Value x = mm.getLhs();
+      OpBuilder b(first);
+      auto fused = MatmulBgradOp::create(b, mm.getLoc(), mm.getType(), r.getType(), x, dy);
+      mm.replaceAllUsesWith(fused.getWeight());
+      r.replaceAllUsesWith(fused.getBias());
+      mm.erase();
+      r.erase();
     }
   }
 };

@@ -978,6 +978,37 @@ Status run_reduce(const KernelCall &c) {
   return Status::ok();
 }
 
+std::string check_matmul_bgrad(const KernelCall &c) {
+  if (auto e = arity(c, 2, 2); !e.empty())
+    return e;
+  const TensorRef &x = c.in[0], &dy = c.in[1], &w = c.out[0], &b = c.out[1];
+  if (x.shape.size() != 2 || dy.shape.size() != 2 || x.shape[0] != dy.shape[0])
+    return "expects x [R, K] and dy [R, N], got " + describe(x) + " and " + describe(dy);
+  if (!isFloatStorage(x.dtype) || dy.dtype != x.dtype || w.dtype != x.dtype || b.dtype != x.dtype)
+    return "expects one float type for x, dy and both gradients";
+  int64_t k = x.shape[1], n = dy.shape[1];
+  if (w.shape != Shape{k, n})
+    return "weight gradient " + describe(w) + " should be " + shapeStr({k, n});
+  if (b.shape != Shape{n} && b.shape != Shape{1, n})
+    return "bias gradient " + describe(b) + " should be [" + std::to_string(n) + "] or [1, " +
+           std::to_string(n) + "]";
+  return "";
+}
+/// x^T dy and the column sums of dy: the matmul and reduce kernels the
+/// unfused pair ran, so the same bits.
+Status run_matmul_bgrad(const KernelCall &c) {
+  KernelCall product;
+  product.in = {c.in[0], c.in[1]};
+  product.out = {c.out[0]};
+  product.ints = {1, 0};
+  ZRT_RETURN_IF_ERROR(run_matmul(product));
+  KernelCall sum;
+  sum.in = {c.in[1]};
+  sum.out = {c.out[1]};
+  sum.ints = {0, c.out[1].shape.size() == 2 ? 1 : 0, 0};
+  return run_reduce(sum);
+}
+
 /// outer x dim x inner decomposition around |axis|.
 void around(const Shape &s, int64_t axis, int64_t &outer, int64_t &dim, int64_t &inner) {
   outer = inner = 1;
@@ -1836,6 +1867,7 @@ const KernelInfo kKernels[] = {
     {"gather", check_gather, run_gather},
     {"matmul", check_matmul, run_matmul},
     {"matmul_bias", check_matmul_bias, run_matmul_bias},
+    {"matmul_bgrad", check_matmul_bgrad, run_matmul_bgrad},
     {"reduce", check_reduce, run_reduce},
     {"softmax", check_softmax, run_softmax},
     {"bias_softmax", check_bias_softmax, run_bias_softmax},

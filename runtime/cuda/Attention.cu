@@ -116,11 +116,26 @@ __global__ void tileMapKernel(const T *bias, unsigned char *map, Dims m) {
         !finite ? kSkipTile : nonzero ? kBiasTile : kPlainTile;
 }
 
-/// Two floats as one 32-bit register of two 16-bit values (lo at the lower address).
+/// Two floats as one 32-bit register of two 16-bit values (lo at the lower
+/// address), rounded to nearest even by one cvt.rn.*x2.f32.
 template <typename T> __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-  T pair[2] = {fromF<T>(lo), fromF<T>(hi)};
-  return *reinterpret_cast<uint32_t *>(pair);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&pair);
+  } else {
+    __half2 pair = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&pair);
+  }
 }
+/// 2^x by the special-function unit (ex2.approx.ftz: relative error ~2^-22;
+/// 2^-inf = 0). The softmax works in the log2 domain, scale * log2(e)
+/// folded into one FFMA per score, as FlashAttention does.
+__device__ __forceinline__ float exp2Approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 __device__ __forceinline__ uint32_t load32(const void *p) {
   return *reinterpret_cast<const uint32_t *>(p);
 }
@@ -139,25 +154,6 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/// The A fragments of 16 rows x D of a [.., S, H, D] tensor (rows |row0|.. of
-/// head |h|, zero past |rows|): frag[kk] covers columns 16 kk .. 16 kk + 15.
-template <typename T, int D>
-__device__ __forceinline__ void loadRowsA(const T *x, const Dims &m, int64_t b, int64_t h,
-                                          int64_t row0, int64_t rows, Rows which,
-                                          uint32_t frag[D / 16][4]) {
-  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    int64_t row = row0 + g + 8 * half;
-    const T *p = row < rows ? x + m.at(which, b, row, h) : nullptr;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      frag[kk][half] = p ? load32(p + kk * 16 + t * 2) : 0u;
-      frag[kk][half + 2] = p ? load32(p + kk * 16 + 8 + t * 2) : 0u;
-    }
-  }
 }
 
 /// Starts copying 16 bytes from global to shared memory (cp.async; zeros
@@ -188,19 +184,40 @@ __device__ __forceinline__ void loadTileAsync(const T *x, const Dims &m, int64_t
   }
 }
 
-/// S[nt] (16 rows x 8 columns each, 8 of them: 64 columns) = A B^T where A's
-/// fragments are in registers and B's 64 rows are tile[r][d].
+/// Four 8x8 16-bit matrices from shared memory (ldmatrix): lane i gives the
+/// address of row i % 8 of matrix i / 8; register j holds matrix j's row
+/// lane / 4, columns 2 (lane % 4) and the next.
+__device__ __forceinline__ void ldmatrix(uint32_t r[4], const void *smem) {
+  unsigned at = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
+}
+
+/// S[nt] (16 rows x 8 columns each, 8 of them: 64 columns) = A B^T where
+/// A's 16 rows are aRows[r][d] and B's 64 rows are tile[r][d], both in
+/// shared memory (stride D + kPad). Fragments come through ldmatrix: A's
+/// 16 x 16 block per kk, B's for two column blocks (nt, nt + 1) at a time.
+/// Keeping A in shared memory rather than registers (as FlashAttention-2
+/// does) leaves the registers to the accumulators: more blocks per SM.
 template <typename T, int D>
-__device__ __forceinline__ void scoresTile(const uint32_t a[D / 16][4], const T *tile,
-                                           float s[8][4]) {
-  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+__device__ __forceinline__ void scoresTile(const T *aRows, const T *tile, float s[8][4]) {
+  int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
+  const T *aBase = aRows + (row + (matrix & 1) * 8) * (D + kPad) + (matrix >> 1) * 8;
+  const T *bBase = tile + ((matrix >> 1) * 8 + row) * (D + kPad) + (matrix & 1) * 8;
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
+  for (int nt = 0; nt < 8; ++nt)
     s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const T *row = tile + (nt * 8 + g) * (D + kPad) + kk * 16 + t * 2;
-      mma<T>(s[nt], a[kk], load32(row), load32(row + 8));
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t af[4];
+    ldmatrix(af, aBase + kk * 16);
+#pragma unroll
+    for (int nt = 0; nt < 8; nt += 2) {
+      uint32_t bf[4];
+      ldmatrix(bf, bBase + nt * 8 * (D + kPad) + kk * 16);
+      mma<T>(s[nt], af, bf[0], bf[1]);
+      mma<T>(s[nt + 1], af, bf[2], bf[3]);
     }
   }
 }
@@ -251,19 +268,21 @@ __device__ __forceinline__ int64_t nextTile(const unsigned char *tiles, const Di
 /// Forward, tensor cores: block (query tile, b * H + h). The next k/v tile
 /// is copied (cp.async) while this one is computed.
 template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
     flashForwardKernel(const T *q, const T *k, const T *v, const T *bias,
                        const unsigned char *tiles, T *out, float *lse, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kTileElems = kTile * (D + kPad);
-  T *ks = reinterpret_cast<T *>(smem), *vs = ks + 2 * kTileElems;
+  // q's 64 rows, then k and v: two buffers each.
+  T *qs = reinterpret_cast<T *>(smem), *ks = qs + kTileElems, *vs = ks + 2 * kTileElems;
   int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
   int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
-  uint32_t qa[D / 16][4];
-  loadRowsA<T, D>(q, m, b, h, row0, m.sq, Rows::Q, qa);
+  const T *qw = qs + warp * 16 * (D + kPad); // this warp's rows
+  loadTileAsync<T, D>(q, m, b, h, blockIdx.x * kTile, m.sq, Rows::Q, qs);
   float o[D / 8][4] = {};
-  float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
+  float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0}; // mx: log2 domain
+  const float sl = m.scale * kLog2e;
   const T *biasRows[2];
   for (int half = 0; half < 2; ++half) {
     int64_t row = min(row0 + g + 8 * half, m.sq - 1);
@@ -287,32 +306,42 @@ __global__ void __launch_bounds__(kWarps * 32)
     int64_t key0 = cur * kTile;
     bool withBias = tiles[tileIndex(m, b, h, blockIdx.x, cur)] == kBiasTile;
     float s[8][4];
-    scoresTile<T, D>(qa, ks + buf * kTileElems, s);
+    scoresTile<T, D>(qw, ks + buf * kTileElems, s);
+    // The scores in the log2 domain, x = s scale log2(e) [+ bias log2(e)]:
+    // tiles with mask values or keys past the end are scaled here (mul = 1
+    // after); interior tiles keep the raw scores and fold the scale into
+    // the exponent's FFMA (max(s) scale = max(s scale) for scale > 0).
+    bool general = withBias || key0 + kTile > m.sk || !(sl > 0);
+    float mul = general ? 1.0f : sl;
+    if (general) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int64_t col = key0 + nt * 8 + t * 2 + (e & 1);
+          float &x = s[nt][e];
+          x = col >= m.sk ? -INFINITY
+                          : x * sl + (withBias ? toF(biasRows[e >> 1][col]) * kLog2e : 0.0f);
+        }
+    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float tileMax = -INFINITY;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          int64_t col = key0 + nt * 8 + t * 2 + e;
-          float &x = s[nt][2 * half + e];
-          x = col >= m.sk ? -INFINITY
-                          : x * m.scale + (withBias ? toF(biasRows[half][col]) : 0.0f);
-          tileMax = fmaxf(tileMax, x);
-        }
+        tileMax = fmaxf(tileMax, fmaxf(s[nt][2 * half], s[nt][2 * half + 1]));
       tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 1));
       tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 2));
-      float newMax = fmaxf(mx[half], tileMax);
+      float newMax = fmaxf(mx[half], tileMax * mul);
       float base = newMax == -INFINITY ? 0.0f : newMax;
-      float alpha = expf(mx[half] - base);
+      float alpha = exp2Approx(mx[half] - base);
       float sum = 0;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float &x = s[nt][2 * half + e];
-          x = expf(x - base);
+          x = exp2Approx(fmaf(x, mul, -base));
           sum += x;
         }
       l[half] = l[half] * alpha + sum;
@@ -327,6 +356,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncthreads(); // the next iteration refills this buffer
     cur = next;
   }
+  cpAsyncWait<0>(); // a block with no tiles still issued its own rows' copies
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float sum = l[half];
@@ -344,7 +374,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       *reinterpret_cast<uint32_t *>(orow + nd * 8 + t * 2) = pack<T>(lo, hi);
     }
     if (t == 0)
-      lse[m.lseAt(b, h, row)] = empty ? INFINITY : mx[half] + logf(sum);
+      lse[m.lseAt(b, h, row)] = empty ? INFINITY : mx[half] * kLn2 + logf(sum);
   }
 }
 
@@ -369,29 +399,32 @@ __global__ void rowDotKernel(const T *g, const T *out, float *dsum, Dims m) {
 /// Backward for dq, tensor cores: block (query tile, b * H + h); k and v
 /// tiles double-buffered as in the forward.
 template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
     flashBackwardDqKernel(const T *q, const T *k, const T *v, const T *bias,
                           const unsigned char *tiles, const float *lse, const float *dsum,
                           const T *g, T *dq, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kTileElems = kTile * (D + kPad);
-  T *ks = reinterpret_cast<T *>(smem), *vs = ks + 2 * kTileElems;
+  // q's and dO's 64 rows, then k and v: two buffers each.
+  T *qs = reinterpret_cast<T *>(smem), *gs = qs + kTileElems, *ks = gs + kTileElems,
+    *vs = ks + 2 * kTileElems;
   int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
-  uint32_t qa[D / 16][4], ga[D / 16][4];
-  loadRowsA<T, D>(q, m, b, h, row0, m.sq, Rows::Q, qa);
-  loadRowsA<T, D>(g, m, b, h, row0, m.sq, Rows::Out, ga);
+  const T *qw = qs + warp * 16 * (D + kPad), *gw = gs + warp * 16 * (D + kPad);
+  loadTileAsync<T, D>(q, m, b, h, blockIdx.x * kTile, m.sq, Rows::Q, qs);
+  loadTileAsync<T, D>(g, m, b, h, blockIdx.x * kTile, m.sq, Rows::Out, gs);
   float rowLse[2], rowD[2];
   const T *biasRows[2];
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + gi + 8 * half;
     bool in = row < m.sq;
-    rowLse[half] = in ? lse[m.lseAt(b, h, row)] : INFINITY;
+    rowLse[half] = in ? lse[m.lseAt(b, h, row)] * kLog2e : INFINITY; // log2 domain
     rowD[half] = in ? dsum[m.lseAt(b, h, row)] : 0.0f;
     biasRows[half] = bias + m.biasRow(b, h, in ? row : 0);
   }
   float acc[D / 8][4] = {};
+  const float sl = m.scale * kLog2e;
   int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
   if (cur < kTiles) {
     loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, Rows::K, ks);
@@ -410,22 +443,32 @@ __global__ void __launch_bounds__(kWarps * 32)
     int64_t key0 = cur * kTile;
     bool withBias = tiles[tileIndex(m, b, h, blockIdx.x, cur)] == kBiasTile;
     float s[8][4], dp[8][4];
-    scoresTile<T, D>(qa, ks + buf * kTileElems, s);
-    scoresTile<T, D>(ga, vs + buf * kTileElems, dp);
+    scoresTile<T, D>(qw, ks + buf * kTileElems, s);
+    scoresTile<T, D>(gw, vs + buf * kTileElems, dp);
+    // P = 2^(s scale log2(e) [+ bias log2(e)] - lse log2(e)); interior
+    // tiles take one FFMA and one ex2 per score.
+    if (withBias || key0 + kTile > m.sk) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int half = e >> 1;
-        int64_t col = key0 + nt * 8 + t * 2 + (e & 1);
-        float bv = withBias && col < m.sk ? toF(biasRows[half][col]) : 0.0f;
-        float p = col < m.sk ? expf(s[nt][e] * m.scale + bv - rowLse[half]) : 0.0f;
-        s[nt][e] = p * (dp[nt][e] - rowD[half]); // dS
-      }
+        for (int e = 0; e < 4; ++e) {
+          int64_t col = key0 + nt * 8 + t * 2 + (e & 1);
+          float bv = withBias && col < m.sk ? toF(biasRows[e >> 1][col]) * kLog2e : 0.0f;
+          float p = col < m.sk ? exp2Approx(fmaf(s[nt][e], sl, bv - rowLse[e >> 1])) : 0.0f;
+          s[nt][e] = p * (dp[nt][e] - rowD[e >> 1]); // dS
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[nt][e] = exp2Approx(fmaf(s[nt][e], sl, -rowLse[e >> 1])) * (dp[nt][e] - rowD[e >> 1]);
+    }
     productTile<T, D>(s, ks + buf * kTileElems, acc);
     __syncthreads();
     cur = next;
   }
+  cpAsyncWait<0>();
   for (int half = 0; half < 2; ++half) {
     int64_t row = row0 + gi + 8 * half;
     if (row >= m.sq)
@@ -442,28 +485,32 @@ __global__ void __launch_bounds__(kWarps * 32)
 /// scores transposed (a warp's 16 keys x 64 queries of a query tile); q and
 /// dO tiles double-buffered.
 template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
                            const unsigned char *tiles, const float *lse, const float *dsum,
                            const T *g, T *dk, T *dv, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kTileElems = kTile * (D + kPad);
-  T *qs = reinterpret_cast<T *>(smem), *gs = qs + 2 * kTileElems;
+  // k's and v's 64 rows, q and dO (two buffers each), then lse and D of
+  // the query tiles.
+  T *kb = reinterpret_cast<T *>(smem), *vb = kb + kTileElems, *qs = vb + kTileElems,
+    *gs = qs + 2 * kTileElems;
   float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
   int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t key0 = blockIdx.x * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
-  uint32_t ka[D / 16][4], va[D / 16][4];
-  loadRowsA<T, D>(k, m, b, h, key0, m.sk, Rows::K, ka);
-  loadRowsA<T, D>(v, m, b, h, key0, m.sk, Rows::K, va);
+  const T *kw = kb + warp * 16 * (D + kPad), *vw = vb + warp * 16 * (D + kPad);
+  loadTileAsync<T, D>(k, m, b, h, blockIdx.x * kTile, m.sk, Rows::K, kb);
+  loadTileAsync<T, D>(v, m, b, h, blockIdx.x * kTile, m.sk, Rows::K, vb);
   float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
+  const float sl = m.scale * kLog2e;
   auto load = [&](int64_t tile, int buf) {
     loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * kTileElems);
     loadTileAsync<T, D>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * kTileElems);
     for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
       int64_t query = tile * kTile + r;
       bool in = query < m.sq;
-      tileLse[buf * kTile + r] = in ? lse[m.lseAt(b, h, query)] : INFINITY;
+      tileLse[buf * kTile + r] = in ? lse[m.lseAt(b, h, query)] * kLog2e : INFINITY;
       tileD[buf * kTile + r] = in ? dsum[m.lseAt(b, h, query)] : 0.0f;
     }
   };
@@ -483,26 +530,39 @@ __global__ void __launch_bounds__(kWarps * 32)
     const T *biasTile = bias + m.biasRow(b, h, q0);
     const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
     float s[8][4], dp[8][4];
-    scoresTile<T, D>(ka, qs + buf * kTileElems, s);  // S^T: keys x queries
-    scoresTile<T, D>(va, gs + buf * kTileElems, dp); // dP^T
+    scoresTile<T, D>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
+    scoresTile<T, D>(vw, gs + buf * kTileElems, dp); // dP^T
+    if (withBias || q0 + kTile > m.sq || (int64_t)(blockIdx.x + 1) * kTile > m.sk) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int64_t key = key0 + gi + 8 * (e >> 1);
-        int col = nt * 8 + t * 2 + (e & 1);
-        int64_t query = q0 + col;
-        bool in = key < m.sk && query < m.sq;
-        float bv = withBias && in ? toF(biasTile[col * m.sk + key]) : 0.0f;
-        float p = in ? expf(s[nt][e] * m.scale + bv - curLse[col]) : 0.0f;
-        s[nt][e] = p;
-        dp[nt][e] = p * (dp[nt][e] - curD[col]); // dS^T
-      }
+        for (int e = 0; e < 4; ++e) {
+          int64_t key = key0 + gi + 8 * (e >> 1);
+          int col = nt * 8 + t * 2 + (e & 1);
+          int64_t query = q0 + col;
+          bool in = key < m.sk && query < m.sq;
+          float bv = withBias && in ? toF(biasTile[col * m.sk + key]) * kLog2e : 0.0f;
+          float p = in ? exp2Approx(fmaf(s[nt][e], sl, bv - curLse[col])) : 0.0f;
+          s[nt][e] = p;
+          dp[nt][e] = p * (dp[nt][e] - curD[col]); // dS^T
+        }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int col = nt * 8 + t * 2 + (e & 1);
+          float p = exp2Approx(fmaf(s[nt][e], sl, -curLse[col]));
+          s[nt][e] = p;
+          dp[nt][e] = p * (dp[nt][e] - curD[col]); // dS^T
+        }
+    }
     productTile<T, D>(s, gs + buf * kTileElems, dvAcc);
     productTile<T, D>(dp, qs + buf * kTileElems, dkAcc);
     __syncthreads();
     cur = next;
   }
+  cpAsyncWait<0>();
   for (int half = 0; half < 2; ++half) {
     int64_t key = key0 + gi + 8 * half;
     if (key >= m.sk)
@@ -723,19 +783,19 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
                           (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
                      256, 0, st>>>(bias, tiles, m);
   if (!backward) {
-    size_t bytes = sizeof(T) * 4 * kTile * (D + kPad); // k and v, two buffers each
+    size_t bytes = sizeof(T) * 5 * kTile * (D + kPad); // q; k and v, two buffers each
     ZRT_RETURN_IF_ERROR(setSmem(flashForwardKernel<T, D>, bytes));
     dim3 grid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
     flashForwardKernel<T, D><<<grid, block, bytes, st>>>(q, k, v, bias, tiles, out(a.o),
                                                          a.lseOut, m);
     return Status::ok();
   }
-  size_t dqBytes = sizeof(T) * 4 * kTile * (D + kPad);
+  size_t dqBytes = sizeof(T) * 6 * kTile * (D + kPad);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqKernel<T, D>, dqBytes));
   dim3 dqGrid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
   flashBackwardDqKernel<T, D><<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum,
                                                               in(a.g), out(a.dq), m);
-  size_t kvBytes = sizeof(T) * 4 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
+  size_t kvBytes = sizeof(T) * 6 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, kvBytes));
   dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.h));
   flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(

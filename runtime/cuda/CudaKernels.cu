@@ -284,8 +284,9 @@ struct MatmulPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo;
-  // matmul_bias: the bias is added in cuBLASLt's epilogue, unless no
-  // algorithm offers it for this shape (then by the add kernel after).
+  // matmul_bias: the bias is added in cuBLASLt's epilogue; matmul_bgrad:
+  // the bias gradient is formed by it (BGRADA). Unless no algorithm offers
+  // the epilogue for this shape: then the add or reduce kernel after.
   bool epilogue = false;
   ~MatmulPlan() {
     if (lc) cublasLtMatrixLayoutDestroy(lc);
@@ -304,10 +305,12 @@ namespace {
 
 /// Builds the descriptors of a GEMM and asks the heuristic for its best
 /// algorithm (once per shape: launchMatmul caches the result).
+enum { kNoEpilogue = 0, kBiasEpilogue = 1, kBgradEpilogue = 2 };
+
 Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
                        cublasComputeType_t compute, bool ta, bool tb, int64_t m, int64_t n,
                        int64_t k, int64_t aRows, int64_t aCols, int64_t bRows, int64_t bCols,
-                       int64_t batch, int64_t strideA, int64_t strideB, bool bias) {
+                       int64_t batch, int64_t strideA, int64_t strideB, int epilogueKind) {
   ZRT_CUBLAS(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
   cublasOperation_t opFirst = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                     opSecond = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -335,10 +338,12 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
   cublasStatus_t st =
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                            sizeof ws);
-  if (st == CUBLAS_STATUS_SUCCESS && bias) {
+  if (st == CUBLAS_STATUS_SUCCESS && epilogueKind != kNoEpilogue) {
     // The bias (one value per row of the column-major result, i.e. per
-    // column of ours), of the result's type, added before the rounding.
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    // column of ours), of the result's type, added before the rounding; or
+    // its gradient, the first operand (dy) summed over the GEMM's k.
+    cublasLtEpilogue_t epilogue =
+        epilogueKind == kBiasEpilogue ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADA;
     st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                         sizeof epilogue);
     if (st == CUBLAS_STATUS_SUCCESS)
@@ -367,9 +372,11 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
   return Status::ok();
 }
 
-Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
-  const TensorRef &a = c.in[0], &b = c.in[1], &o = c.out[0];
-  bool ta = c.ints[0], tb = c.ints[1];
+/// C = op(A) op(B) through cuBLASLt, with |bias| added in the epilogue
+/// (matmul_bias) or |biasGrad| = the column sums of B formed by it
+/// (matmul_bgrad: A = x transposed, B = dy).
+Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bool ta, bool tb,
+                  const TensorRef *bias, const TensorRef *biasGrad, CudaContext &ctx) {
   size_t ra = a.shape.size(), rb = b.shape.size(), ro = o.shape.size();
   int64_t m = o.shape[ro - 2], n = o.shape[ro - 1], k = a.shape[ra - (ta ? 2 : 1)];
   int64_t batch = 1;
@@ -383,37 +390,57 @@ Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
       a.dtype == DType::F32 && ctx.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (!ctx.matmulPlans)
     ctx.matmulPlans = std::make_shared<MatmulPlans>();
-  bool bias = c.in.size() == 3; // matmul_bias
-  // The epilogue reads the bias vector with wide loads: a bias that is not
-  // 16-byte aligned (a view into a parameter bucket) takes the add kernel.
-  bool epilogue = bias && reinterpret_cast<uintptr_t>(c.in[2].data) % 16 == 0;
+  // The epilogue reads (writes) the bias vector with wide accesses: one that
+  // is not 16-byte aligned (a view into a parameter bucket) takes the add
+  // (reduce) kernel.
+  const TensorRef *vec = bias ? bias : biasGrad;
+  int epilogueKind = !vec || reinterpret_cast<uintptr_t>(vec->data) % 16 != 0 ? kNoEpilogue
+                     : bias                                                  ? kBiasEpilogue
+                                                                             : kBgradEpilogue;
   // (aRows, aCols) follow from m, k and ta; (bRows, bCols) from k, n and tb.
   MatmulPlans::Key key{m,       n,       k,           batch,           ta,  tb,
-                       strideA, strideB, (int64_t)type, (int64_t)compute, epilogue};
+                       strideA, strideB, (int64_t)type, (int64_t)compute, epilogueKind};
   std::unique_ptr<MatmulPlan> &plan = ctx.matmulPlans->byShape[key];
   if (!plan) {
     auto built = std::make_unique<MatmulPlan>();
     ZRT_RETURN_IF_ERROR(buildMatmulPlan(*built, ctx, type, compute, ta, tb, m, n, k, aRows,
                                         aCols, bRows, bCols, batch, strideA, strideB,
-                                        epilogue));
+                                        epilogueKind));
     plan = std::move(built);
   }
   if (plan->epilogue) {
-    const void *biasData = c.in[2].data;
+    const void *vecData = vec->data;
     ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                              &biasData, sizeof biasData));
+                                              &vecData, sizeof vecData));
   }
   float alpha = 1.0f, beta = 0.0f;
   ZRT_CUBLAS(cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb, &beta,
                             o.data, plan->lc, o.data, plan->lc, &plan->algo, ctx.workspace,
                             ctx.workspaceBytes, ctx.stream));
-  if (bias && !plan->epilogue) {
-    KernelCall add;
-    add.in = {o, c.in[2]};
-    add.out = {o};
-    return launchCudaKernel("add", add, ctx);
+  if (vec && !plan->epilogue) {
+    KernelCall after;
+    if (bias) {
+      after.in = {o, *bias};
+      after.out = {o};
+      return launchCudaKernel("add", after, ctx);
+    }
+    after.in = {b};
+    after.out = {*biasGrad};
+    after.ints = {0, biasGrad->shape.size() == 2 ? 1 : 0, 0}; // sum over rows
+    return launchCudaKernel("reduce", after, ctx);
   }
   return Status::ok();
+}
+
+Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
+  bool bias = c.in.size() == 3; // matmul_bias
+  return launchGemm(c.in[0], c.in[1], c.out[0], c.ints[0], c.ints[1], bias ? &c.in[2] : nullptr,
+                    nullptr, ctx);
+}
+
+/// matmul_bgrad: x [R, K], dy [R, N] -> x^T dy [K, N] and dy's column sums.
+Status launchMatmulBgrad(const KernelCall &c, CudaContext &ctx) {
+  return launchGemm(c.in[0], c.in[1], c.out[0], true, false, nullptr, &c.out[1], ctx);
 }
 
 Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
@@ -1822,6 +1849,8 @@ bool hasCudaKernel(const std::string &name, const KernelCall &c) {
     return true;
   if (name == "matmul" || name == "matmul_bias")
     return matmulSupported(c);
+  if (name == "matmul_bgrad")
+    return true;
   if (name == "attention" || name == "attention_grad")
     return hasAttentionKernel(name == "attention_grad", c);
   if (kMore.count(name)) {
@@ -1934,6 +1963,8 @@ Status launchCudaKernel(const std::string &name, const KernelCall &c, CudaContex
     return launchAdamW(c, ctx);
   if (name == "matmul" || name == "matmul_bias")
     return launchMatmul(c, ctx);
+  if (name == "matmul_bgrad")
+    return launchMatmulBgrad(c, ctx);
   return launchMore(name, c, ctx);
 }
 

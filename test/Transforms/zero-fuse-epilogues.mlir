@@ -28,3 +28,39 @@ func.func @not_fused(%x: tensor<8x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>
   %6 = zero.add %4, %5 : (tensor<8x3xf32>, tensor<3xf32>) -> tensor<8x3xf32>
   return %0, %1, %3, %6 : tensor<8x3xf32>, tensor<8x3xf32>, tensor<8x3xf32>, tensor<8x3xf32>
 }
+
+// -----
+
+// A linear layer's backward: the weight gradient's GEMM over flattened rows
+// and the bias gradient's column sum of the same dy become one matmul_bgrad,
+// where the first of the two was (here the reduce).
+// CHECK-LABEL: func.func @bias_grad
+// CHECK-SAME: (%[[X:.*]]: tensor<8x4xbf16>, %[[DY:.*]]: tensor<8x3xbf16>)
+func.func @bias_grad(%x: tensor<8x4xbf16>, %dy: tensor<8x3xbf16>) -> (tensor<1x3xbf16>, tensor<4x3xbf16>) {
+  // CHECK-NEXT: %[[W:.*]], %[[B:.*]] = zero.matmul_bgrad %[[X]], %[[DY]] : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> (tensor<4x3xbf16>, tensor<1x3xbf16>)
+  // CHECK-NEXT: return %[[B]], %[[W]]
+  %0 = zero.reduce sum %dy [0] {keepdims = true} : tensor<8x3xbf16> -> tensor<1x3xbf16>
+  %1 = zero.matmul %x, %dy {transpose_lhs} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+  return %0, %1 : tensor<1x3xbf16>, tensor<4x3xbf16>
+}
+
+// -----
+
+// Left alone: a mean (not a sum), a sum over columns, a GEMM that does not
+// transpose x, x computed after the reduce (the fused op would come first).
+// CHECK-LABEL: func.func @bias_grad_not_fused
+// CHECK-NOT: matmul_bgrad
+func.func @bias_grad_not_fused(%x: tensor<8x4xf32>, %z: tensor<3x8xf32>, %d0: tensor<8x3xf32>,
+                               %d1: tensor<8x3xf32>, %d2: tensor<8x3xf32>, %d3: tensor<8x3xf32>)
+    -> (tensor<3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x3xf32>, tensor<3x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4x3xf32>) {
+  %0 = zero.reduce mean %d0 [0] {keepdims = false} : tensor<8x3xf32> -> tensor<3xf32>
+  %1 = zero.matmul %x, %d0 {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %2 = zero.reduce sum %d1 [1] {keepdims = false} : tensor<8x3xf32> -> tensor<8xf32>
+  %3 = zero.matmul %x, %d1 {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %4 = zero.matmul %z, %d2 : (tensor<3x8xf32>, tensor<8x3xf32>) -> tensor<3x3xf32>
+  %5 = zero.reduce sum %d2 [0] {keepdims = false} : tensor<8x3xf32> -> tensor<3xf32>
+  %6 = zero.reduce sum %d3 [0] {keepdims = false} : tensor<8x3xf32> -> tensor<3xf32>
+  %7 = zero.exp %x : tensor<8x4xf32>
+  %8 = zero.matmul %7, %d3 {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  return %0, %1, %2, %3, %4, %5, %6, %8 : tensor<3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x3xf32>, tensor<3x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4x3xf32>
+}

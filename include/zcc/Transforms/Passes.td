@@ -67,12 +67,16 @@ def ZeroFuseAttention : Pass<"zero-fuse-attention", "mlir::ModuleOp"> {
 }
 
 def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
-  let summary = "Fold a matmul's bias add into the GEMM (matmul_bias)";
+  let summary = "Fold a matmul's bias add (matmul_bias) and bias gradient (matmul_bgrad) into the GEMM";
   let description = [{
     After differentiation (the plan's programs are final): `add(matmul(a, b),
     bias)` with a [N] bias over the result's last dimension, the matmul used
     only there, becomes `zero.matmul_bias` — a cuBLASLt bias epilogue on the
-    GPU, the same float additions as the separate add on the CPU.
+    GPU, the same float additions as the separate add on the CPU. A 2-D
+    `matmul(x, dy) {transpose_lhs}` and a `reduce sum dy [0]` of the same dy
+    (a linear layer's weight and bias gradients) become `zero.matmul_bgrad`:
+    cuBLASLt's bias-gradient epilogue on the GPU, the same GEMM and column
+    sums as the separate ops on the CPU.
   }];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }

@@ -10,6 +10,7 @@
 //   transpose ints = permutation; slice ints = start ++ stride
 //   concat / split ints = [axis]; gather ints = [axis] (data, indices) -> y
 //   matmul  ints = [transpose_lhs, transpose_rhs] (matmul_bias: the same, bias third input)
+//   matmul_bgrad  in = [x [R, K], dy [R, N]], out = [x^T dy, column sums of dy]
 //   reduce  ints = [kind, keepdims, axes...]      (kind: sum mean max min prod)
 //   softmax / log_softmax ints = [axis]
 //   layer_norm ints = [axis], floats = [epsilon]  (x, scale[, bias]) -> y
@@ -120,6 +121,7 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::MatmulBiasOp m) {
         return KernelSpec{"matmul_bias", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
+      .Case([&](zero::MatmulBgradOp) { return KernelSpec{"matmul_bgrad", {}, {}}; })
       .Case([&](zero::ReduceOp r) {
         SmallVector<int64_t> ints{(int64_t)r.getKind(), r.getKeepdims()};
         llvm::append_range(ints, r.getAxes());

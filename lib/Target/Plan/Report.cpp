@@ -267,7 +267,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
         continue;
       }
       auto kernel = dyn_cast<zcc::zrt::KernelOp>(op);
-      if (!kernel || !(kernel.getName() == "matmul" || kernel.getName() == "matmul_bias") ||
+      if (!kernel ||
+          !(kernel.getName() == "matmul" || kernel.getName() == "matmul_bias" ||
+            kernel.getName() == "matmul_bgrad") ||
           name != "micro_step")
         continue;
       // 2 * batch * M * N * K from the output's shape and the contraction.
@@ -275,7 +277,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       auto out = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getAttr());
       if (!lhs || !out || lhs.getRank() < 2)
         continue;
-      bool transposeLhs = !kernel.getInts().empty() && kernel.getInts()[0];
+      bool transposeLhs = kernel.getName() == "matmul_bgrad" ||
+                          (!kernel.getInts().empty() && kernel.getInts()[0]);
       int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
       flops += times * 2.0 * (double)out.getNumElements() * (double)k;
     }

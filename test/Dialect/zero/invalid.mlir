@@ -330,3 +330,27 @@ func.func @attention_packed_shape(%qkv: tensor<2x8x2x4x16xf32>, %m: tensor<1x1x8
   %o, %l = zero.attention_packed %qkv, %m {scale = 0.25 : f64} : (tensor<2x8x2x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
   return
 }
+
+// -----
+
+func.func @matmul_bgrad_rows(%x: tensor<8x4xf32>, %dy: tensor<6x3xf32>) {
+  // expected-error @+1 {{expects 2-D operands with as many rows}}
+  %w, %b = zero.matmul_bgrad %x, %dy : (tensor<8x4xf32>, tensor<6x3xf32>) -> (tensor<4x3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @matmul_bgrad_bias(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>) {
+  // expected-error @+1 {{bias gradient 'tensor<4xf32>' should be [3] or [1, 3]}}
+  %w, %b = zero.matmul_bgrad %x, %dy : (tensor<8x4xf32>, tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @matmul_bgrad_weight(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>) {
+  // expected-error @+1 {{weight gradient 'tensor<3x4xf32>' should be 4x3}}
+  %w, %b = zero.matmul_bgrad %x, %dy : (tensor<8x4xf32>, tensor<8x3xf32>) -> (tensor<3x4xf32>, tensor<1x3xf32>)
+  return
+}

@@ -149,3 +149,10 @@ func.func @attention(%q: tensor<2x8x4x16xbf16>, %m: tensor<1x1x8x8xbf16>, %qkv: 
   %dqkv = zero.attention_packed_grad %qkv, %m, %po, %pl, %po {scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<1x1x8x8xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> tensor<2x8x3x4x16xbf16>
   return %dq, %dqkv : tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>
 }
+
+// CHECK-LABEL: func.func @matmul_bgrad
+// CHECK: zero.matmul_bgrad %{{.*}}, %{{.*}} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> (tensor<4x3xbf16>, tensor<1x3xbf16>)
+func.func @matmul_bgrad(%x: tensor<8x4xbf16>, %dy: tensor<8x3xbf16>) -> (tensor<4x3xbf16>, tensor<1x3xbf16>) {
+  %w, %b = zero.matmul_bgrad %x, %dy : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> (tensor<4x3xbf16>, tensor<1x3xbf16>)
+  return %w, %b : tensor<4x3xbf16>, tensor<1x3xbf16>
+}
