@@ -142,7 +142,7 @@ if [ -n "${GPT2_XL_ONNX:-}" ]; then
     TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
     { time $zcc "$GPT2_XL_ONNX" $x -o /dev/null; } 2> "$mem/plans/memxl-a-plain.compile" ;;
   esac
-  cp tools/gpu-bench-large.sh "$mem/"
+  cp tools/gpu-bench-large.sh tools/gpu-bench-multi.sh tools/torch_fsdp2_baseline.py "$mem/"
 fi
 # The carried libraries as one xz archive (36 MB of OpenBLAS becomes ~6): a
 # device call takes 64 MiB in all, the repository included. The scripts

@@ -564,6 +564,35 @@ LogicalResult MatmulBiasOp::verify() {
     return emitOpError() << "bias " << bias << " is not one value per column of " << out;
   return success();
 }
+LogicalResult CastManyOp::verify() {
+  if (getInputs().empty() || getInputs().size() != getResults().size())
+    return emitOpError() << "expects as many results as inputs, at least one; got "
+                         << getInputs().size() << " inputs and " << getResults().size()
+                         << " results";
+  Type from = cast<RankedTensorType>(getInputs()[0].getType()).getElementType();
+  Type to = cast<RankedTensorType>(getResults()[0].getType()).getElementType();
+  for (auto [k, pair] : llvm::enumerate(llvm::zip(getInputs(), getResults()))) {
+    auto in = cast<RankedTensorType>(std::get<0>(pair).getType());
+    auto out = cast<RankedTensorType>(std::get<1>(pair).getType());
+    if (in.getShape() != out.getShape() || in.getElementType() != from ||
+        out.getElementType() != to)
+      return emitOpError() << "pair " << k << ": " << in << " -> " << out
+                           << " is not a " << from << " -> " << to << " cast of one shape";
+  }
+  return success();
+}
+LogicalResult CastConcatOp::verify() {
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (getInputs().empty() || out.getRank() != 1)
+    return emitOpError() << "expects at least one input and a 1-D result, got " << out;
+  int64_t total = 0;
+  for (Value v : getInputs())
+    total += cast<RankedTensorType>(v.getType()).getNumElements();
+  if (total != out.getDimSize(0))
+    return emitOpError() << "the inputs hold " << total << " elements, the result "
+                         << out.getDimSize(0);
+  return success();
+}
 LogicalResult MatmulBgradOp::verify() {
   auto lhs = getLhs().getType(), rhs = getRhs().getType(), weight = getWeight().getType(),
        bias = getBias().getType();

@@ -118,6 +118,36 @@ def Zero_CastOp : Zero_Op<"cast", [Pure, SameOperandsAndResultShape]> {
   let hasFolder = 1;
 }
 
+def Zero_CastManyOp : Zero_Op<"cast_many", [Pure]> {
+  let summary = "element type conversion of several tensors at once";
+  let description = [{
+    `results[i] = cast(inputs[i])`, every input of one float type and every
+    result of one float type: formed by zero-group-casts from a run of
+    casts (mixed precision's per-parameter fp32 -> bf16 copies), so that the
+    GPU converts them in one launch rather than one per parameter.
+  }];
+  let arguments = (ins Variadic<Zero_FloatTensor>:$inputs);
+  let results = (outs Variadic<Zero_FloatTensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
+def Zero_CastConcatOp : Zero_Op<"cast_concat", [Pure]> {
+  let summary = "several tensors converted and laid end to end in one flat tensor";
+  let description = [{
+    `concat(reshape(cast(inputs[i]), [-1]) for i, axis 0)`: the inputs are
+    float tensors of any shape (each of one type or already of the result's),
+    the result a 1-D float tensor of their total element count. Formed by
+    zero-group-casts where mixed precision's per-parameter bf16 gradients
+    are widened and packed into a gradient bucket: one launch, and no
+    float32 copy of each gradient before the bucket.
+  }];
+  let arguments = (ins Variadic<Zero_FloatTensor>:$inputs);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
 def Zero_ReshapeOp : Zero_Op<"reshape", [Pure]> {
   let summary = "reinterpret the shape; element count unchanged";
   let arguments = (ins AnyRankedTensor:$input);

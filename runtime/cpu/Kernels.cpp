@@ -634,6 +634,63 @@ Status run_cast(const KernelCall &c) {
   return Status::ok();
 }
 
+std::string check_cast_many(const KernelCall &c) {
+  if (c.in.empty() || c.in.size() != c.out.size())
+    return "expects as many outputs as inputs, at least one";
+  for (size_t i = 0; i < c.in.size(); ++i)
+    if (c.in[i].shape != c.out[i].shape || !isFloatStorage(c.in[i].dtype) ||
+        !isFloatStorage(c.out[i].dtype) || c.in[i].dtype != c.in[0].dtype ||
+        c.out[i].dtype != c.out[0].dtype)
+      return "pair " + std::to_string(i) + ": cannot cast " + describe(c.in[i]) + " to " +
+             describe(c.out[i]) + " with the others";
+  return "";
+}
+/// Each pair as the cast kernel converts it: the same bits.
+Status run_cast_many(const KernelCall &c) {
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    KernelCall one;
+    one.in = {c.in[i]};
+    one.out = {c.out[i]};
+    ZRT_RETURN_IF_ERROR(run_cast(one));
+  }
+  return Status::ok();
+}
+
+std::string check_cast_concat(const KernelCall &c) {
+  if (c.in.empty() || c.out.size() != 1)
+    return "expects at least one input and one output";
+  const TensorRef &y = c.out[0];
+  if (y.shape.size() != 1 || !isFloatStorage(y.dtype))
+    return "output " + describe(y) + " should be a 1-D float tensor";
+  int64_t total = 0;
+  for (const TensorRef &x : c.in) {
+    if (!isFloatStorage(x.dtype))
+      return "input " + describe(x) + " is not a float tensor";
+    total += x.numel();
+  }
+  if (total != y.shape[0])
+    return "the inputs hold " + std::to_string(total) + " elements, the output " +
+           std::to_string(y.shape[0]);
+  return "";
+}
+/// Piece i cast into its slice of the output, as the cast kernel does.
+Status run_cast_concat(const KernelCall &c) {
+  const TensorRef &y = c.out[0];
+  int64_t at = 0;
+  for (const TensorRef &x : c.in) {
+    KernelCall one;
+    one.in = {x};
+    one.in[0].shape = {x.numel()};
+    TensorRef slice = y;
+    slice.shape = {x.numel()};
+    slice.data = y.data + at * (int64_t)dtypeSize(y.dtype);
+    one.out = {slice};
+    ZRT_RETURN_IF_ERROR(run_cast(one));
+    at += x.numel();
+  }
+  return Status::ok();
+}
+
 std::string check_expand(const KernelCall &c) {
   if (auto e = arity(c, 1, 1); !e.empty())
     return e;
@@ -1859,6 +1916,8 @@ const KernelInfo kKernels[] = {
     {"not", check_not, run_not},
     {"gelu", check_gelu, run_gelu},
     {"cast", check_cast, run_cast},
+    {"cast_many", check_cast_many, run_cast_many},
+    {"cast_concat", check_cast_concat, run_cast_concat},
     {"expand", check_expand, run_expand},
     {"transpose", check_transpose, run_transpose},
     {"slice", check_slice, run_slice},

@@ -393,7 +393,15 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
   // The epilogue reads (writes) the bias vector with wide accesses: one that
   // is not 16-byte aligned (a view into a parameter bucket) takes the add
   // (reduce) kernel.
+  // ZRT_BGRAD_EPILOGUE=0 takes the reduce kernel for bias gradients (to
+  // compare the two; the same sums up to float rounding order).
+  static const bool bgradEpilogue = [] {
+    const char *e = std::getenv("ZRT_BGRAD_EPILOGUE");
+    return !(e && std::string(e) == "0");
+  }();
   const TensorRef *vec = bias ? bias : biasGrad;
+  if (biasGrad && !bgradEpilogue)
+    vec = nullptr;
   int epilogueKind = !vec || reinterpret_cast<uintptr_t>(vec->data) % 16 != 0 ? kNoEpilogue
                      : bias                                                  ? kBiasEpilogue
                                                                              : kBgradEpilogue;
@@ -417,13 +425,14 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
   ZRT_CUBLAS(cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb, &beta,
                             o.data, plan->lc, o.data, plan->lc, &plan->algo, ctx.workspace,
                             ctx.workspaceBytes, ctx.stream));
-  if (vec && !plan->epilogue) {
+  if (bias && !plan->epilogue) {
     KernelCall after;
-    if (bias) {
-      after.in = {o, *bias};
-      after.out = {o};
-      return launchCudaKernel("add", after, ctx);
-    }
+    after.in = {o, *bias};
+    after.out = {o};
+    return launchCudaKernel("add", after, ctx);
+  }
+  if (biasGrad && !plan->epilogue) {
+    KernelCall after;
     after.in = {b};
     after.out = {*biasGrad};
     after.ints = {0, biasGrad->shape.size() == 2 ? 1 : 0, 0}; // sum over rows
@@ -589,6 +598,65 @@ __global__ void castFloatKernel(const From *x, To *y, int64_t n) {
   }
   for (int64_t k = groups * 8 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += step)
     y[k] = fromF<To>(toF(x[k]));
+}
+
+//--- Many casts in one launch (cast_many, cast_concat) -------------------===//
+// Mixed precision casts every parameter (and every gradient) separately: 148
+// launches each way for GPT-2 124M, 580 for 1.5B, most of them small. One
+// launch takes up to kCastGroupMax tensors: block b finds its tensor by a
+// binary search over the tensors' first blocks (kernel parameters, read
+// through the constant cache) and converts kCastChunk elements of it, 16
+// bytes at a time where both arrays are 16-byte aligned. Same conversion as
+// castKernel / castFloatKernel: float, then rounded to nearest even.
+
+constexpr int kCastGroupMax = 96;    // the parameters stay under 4 KB
+constexpr int64_t kCastChunk = 8192; // elements per block
+
+struct CastGroup {
+  const char *src[kCastGroupMax];
+  char *dst[kCastGroupMax];
+  int64_t n[kCastGroupMax];
+  int firstBlock[kCastGroupMax + 1];
+  unsigned char vectors[kCastGroupMax];
+  int count;
+};
+
+template <typename From, typename To>
+__global__ void castGroupKernel(const __grid_constant__ CastGroup g) {
+  int b = blockIdx.x, lo = 0, hi = g.count - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) >> 1;
+    if (g.firstBlock[mid] <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const From *x = reinterpret_cast<const From *>(g.src[lo]);
+  To *y = reinterpret_cast<To *>(g.dst[lo]);
+  int64_t begin = (int64_t)(b - g.firstBlock[lo]) * kCastChunk;
+  int64_t end = min(g.n[lo], begin + kCastChunk), scalarFrom = begin;
+  if (g.vectors[lo]) {
+    constexpr int kIn = sizeof(From) / 2, kOut = sizeof(To) / 2; // uint4s per 8 elements
+    int64_t groups = (end - begin) / 8;
+    for (int64_t k = threadIdx.x; k < groups; k += blockDim.x) {
+      int64_t at = begin / 8 + k;
+      uint4 in[kIn], out[kOut];
+#pragma unroll
+      for (int i = 0; i < kIn; ++i)
+        in[i] = reinterpret_cast<const uint4 *>(x)[at * kIn + i];
+      const From *e = reinterpret_cast<const From *>(in);
+      To *o = reinterpret_cast<To *>(out);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        o[i] = fromF<To>(toF(e[i]));
+#pragma unroll
+      for (int i = 0; i < kOut; ++i)
+        reinterpret_cast<uint4 *>(y)[at * kOut + i] = out[i];
+    }
+    scalarFrom = begin + groups * 8;
+  }
+  for (int64_t i = scalarFrom + threadIdx.x; i < end; i += blockDim.x)
+    y[i] = fromF<To>(toF(x[i]));
 }
 
 __global__ void castKernel(const char *x, char *y, int from, int to, int64_t n) {
@@ -1469,6 +1537,57 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &s) {
   return st;
 }
 
+template <typename From>
+void launchCastGroupTo(DType to, const CastGroup &g, int blocks, cudaStream_t st) {
+  switch (to) {
+  case DType::F32: castGroupKernel<From, float><<<blocks, kThreads, 0, st>>>(g); break;
+  case DType::BF16: castGroupKernel<From, __nv_bfloat16><<<blocks, kThreads, 0, st>>>(g); break;
+  default: castGroupKernel<From, __half><<<blocks, kThreads, 0, st>>>(g); break;
+  }
+}
+
+/// Converts each (x_i, y_i) pair of float tensors, one launch per (from,
+/// to) type pair and kCastGroupMax tensors.
+Status launchCastPairs(const std::vector<std::pair<TensorRef, TensorRef>> &pairs,
+                       CudaContext &ctx) {
+  std::map<std::pair<int, int>, std::vector<size_t>> byTypes;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto &[x, y] = pairs[i];
+    if (!isFloat(x.dtype) || !isFloat(y.dtype) || x.numel() != y.numel())
+      return errorf("cast: pair ", i, ": ", x.numel(), " elements to ", y.numel(),
+                    ", float types only");
+    if (x.numel() > 0)
+      byTypes[{(int)x.dtype, (int)y.dtype}].push_back(i);
+  }
+  for (const auto &[types, members] : byTypes) {
+    for (size_t first = 0; first < members.size(); first += kCastGroupMax) {
+      CastGroup g{};
+      int64_t blocks = 0;
+      for (size_t k = first; k < members.size() && g.count < kCastGroupMax; ++k) {
+        const auto &[x, y] = pairs[members[k]];
+        int i = g.count++;
+        g.src[i] = x.data;
+        g.dst[i] = y.data;
+        g.n[i] = x.numel();
+        g.firstBlock[i] = (int)blocks;
+        g.vectors[i] = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
+        blocks += (g.n[i] + kCastChunk - 1) / kCastChunk;
+      }
+      if (blocks > INT32_MAX / 2)
+        return errorf("cast: ", blocks, " blocks in one launch");
+      g.firstBlock[g.count] = (int)blocks;
+      switch ((DType)types.first) {
+      case DType::F32: launchCastGroupTo<float>((DType)types.second, g, (int)blocks, ctx.stream); break;
+      case DType::BF16: launchCastGroupTo<__nv_bfloat16>((DType)types.second, g, (int)blocks, ctx.stream); break;
+      default: launchCastGroupTo<__half>((DType)types.second, g, (int)blocks, ctx.stream); break;
+      }
+      ZRT_CUDA(cudaGetLastError());
+    }
+  }
+  return Status::ok();
+}
+
 Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
   if (name == "cmp") {
@@ -1502,6 +1621,21 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
     selectKernel<<<blocksFor(n), kThreads, 0, st>>>(nullptr, c.in[0].data, c.in[0].data,
                                                    c.out[0].data, d, n,
                                                    (int)dtypeSize(c.out[0].dtype));
+  } else if (name == "cast_many" || name == "cast_concat") {
+    std::vector<std::pair<TensorRef, TensorRef>> pairs;
+    int64_t at = 0;
+    for (size_t i = 0; i < c.in.size(); ++i) {
+      if (name == "cast_many") {
+        pairs.emplace_back(c.in[i], c.out[i]);
+        continue;
+      }
+      TensorRef slice = c.out[0];
+      slice.shape = {c.in[i].numel()};
+      slice.data = c.out[0].data + at * (int64_t)dtypeSize(slice.dtype);
+      at += c.in[i].numel();
+      pairs.emplace_back(c.in[i], slice);
+    }
+    return launchCastPairs(pairs, ctx);
   } else if (name == "cast") {
     int64_t n = c.out[0].numel();
     DType from = c.in[0].dtype, to = c.out[0].dtype;
@@ -1826,7 +1960,7 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
 }
 
 const std::set<std::string> kMore = {
-    "cmp", "and", "or", "not", "where", "expand", "cast", "transpose", "slice", "slice_grad",
+    "cmp", "and", "or", "not", "where", "expand", "cast", "cast_many", "cast_concat", "transpose", "slice", "slice_grad",
     "concat", "split", "gather", "gather_grad", "softmax", "bias_softmax", "log_softmax", "softmax_grad",
     "log_softmax_grad", "layer_norm", "rms_norm", "layer_norm_grad", "rms_norm_grad",
     "cross_entropy", "cross_entropy_grad", "reduce", "gelu_grad", "sgd"};

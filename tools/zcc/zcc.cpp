@@ -339,7 +339,8 @@ int main(int argc, char **argv) {
       "Passes of the pipeline (for --mlir-print-ir-before/after=PASS): canonicalize,\n"
       "zero-recognize-patterns, cse, zero-attach-loss, zero-mixed-precision, zero-fuse-attention\n"
       "and zero-pad-gemms (--target cuda), zero-autodiff, zero-recompute, zero-partition, zero-optimizer,\n"
-      "zero-schedule, zero-offload, zero-fuse-epilogues, zero-plan-memory, convert-zero-to-zrt.\n"
+      "zero-schedule, zero-offload, zero-fuse-epilogues, zero-group-casts, zero-plan-memory,\n"
+      "convert-zero-to-zrt.\n"
       "--help-hidden lists every LLVM/MLIR option.\n");
 
   MLIRContext context;
@@ -701,6 +702,7 @@ int main(int argc, char **argv) {
     }
     if (emit != EmitKind::Mlir) {
       pm.addPass(zcc::createZeroFuseEpilogues());
+      pm.addPass(zcc::createZeroGroupCasts());
       pm.addPass(zcc::createZeroPlanMemory());
       pm.addPass(zcc::createConvertZeroToZrt());
     }

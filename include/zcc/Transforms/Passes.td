@@ -81,6 +81,20 @@ def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroGroupCasts : Pass<"zero-group-casts", "mlir::ModuleOp"> {
+  let summary = "One launch for mixed precision's per-parameter casts (cast_many, cast_concat)";
+  let description = [{
+    After differentiation: a run of float casts of one source and one target
+    type (the fp32 -> bf16 copies of every parameter at the start of a
+    step), with nothing between them that reads their results, becomes one
+    `zero.cast_many` where the last of them was; a 1-D `concat` along axis 0
+    whose pieces are flattened casts (the bf16 -> fp32 gradients packed into
+    a bucket) becomes one `zero.cast_concat`, pieces already of the result's
+    type copied as they are. The same conversions, element for element.
+  }];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroAttachLoss : Pass<"zero-attach-loss", "mlir::ModuleOp"> {
   let summary = "Make @forward return the training loss";
   let description = [{

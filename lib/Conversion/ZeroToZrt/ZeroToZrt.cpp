@@ -11,6 +11,8 @@
 //   concat / split ints = [axis]; gather ints = [axis] (data, indices) -> y
 //   matmul  ints = [transpose_lhs, transpose_rhs] (matmul_bias: the same, bias third input)
 //   matmul_bgrad  in = [x [R, K], dy [R, N]], out = [x^T dy, column sums of dy]
+//   cast_many     in = [x_0 ..], out = [y_0 ..]: y_i = cast(x_i)
+//   cast_concat   in = [x_0 ..], out = [y (1-D)]: the x_i cast and laid end to end
 //   reduce  ints = [kind, keepdims, axes...]      (kind: sum mean max min prod)
 //   softmax / log_softmax ints = [axis]
 //   layer_norm ints = [axis], floats = [epsilon]  (x, scale[, bias]) -> y
@@ -94,6 +96,8 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{"gelu", {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
       })
       .Case([&](zero::CastOp) { return simple("cast"); })
+      .Case([&](zero::CastManyOp) { return simple("cast_many"); })
+      .Case([&](zero::CastConcatOp) { return simple("cast_concat"); })
       .Case([&](zero::ExpandOp) { return simple("expand"); })
       .Case([&](zero::TransposeOp t) {
         return KernelSpec{"transpose", SmallVector<int64_t>(t.getPermutation()), {}};

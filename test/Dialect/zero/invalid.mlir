@@ -354,3 +354,27 @@ func.func @matmul_bgrad_weight(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>) {
   %w, %b = zero.matmul_bgrad %x, %dy : (tensor<8x4xf32>, tensor<8x3xf32>) -> (tensor<3x4xf32>, tensor<1x3xf32>)
   return
 }
+
+// -----
+
+func.func @cast_many_count(%a: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{expects as many results as inputs, at least one; got 2 inputs and 1 results}}
+  %r = zero.cast_many %a, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @cast_many_types(%a: tensor<8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{pair 1: 'tensor<4xf32>' -> 'tensor<4xf16>' is not a 'f32' -> 'bf16' cast of one shape}}
+  %r:2 = zero.cast_many %a, %b : (tensor<8xf32>, tensor<4xf32>) -> (tensor<8xbf16>, tensor<4xf16>)
+  return
+}
+
+// -----
+
+func.func @cast_concat_count(%a: tensor<8xbf16>, %b: tensor<4xbf16>) {
+  // expected-error @+1 {{the inputs hold 12 elements, the result 16}}
+  %r = zero.cast_concat %a, %b : (tensor<8xbf16>, tensor<4xbf16>) -> tensor<16xf32>
+  return
+}
