@@ -46,3 +46,11 @@ import subprocess
 _zrun = os.path.join(config.zcc_obj_root, "runtime", "zrun")
 if os.path.exists(_zrun) and subprocess.run([_zrun, "devices"], capture_output=True).returncode == 0:
     config.available_features.add("cuda")
+
+# ptxas (the CUDA toolkit's PTX assembler, here and in CI though there is no
+# GPU) checks the kernels zero-fuse-elementwise generates for sm_90.
+import shutil
+_ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+if os.path.exists(_ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", _ptxas))

@@ -97,6 +97,11 @@ check gpt2-fused-bf16 gpt2-fused-bf16.zplan "$gpt2" gpt2-tiny sched "$D/referenc
 # Llama: RoPE'd q/k and repeated k/v heads reach the fused op transposed back.
 check llama-fused llama-fused.zplan "$llama" llama-tiny plain "$D/llama-references.json" 5e-4
 check llama-fused-bf16 llama-fused-bf16.zplan "$llama" llama-tiny plain "$D/llama-references.json" 2e-2
+# The same plans' generated kernels (zero-fuse-elementwise: rotary
+# embeddings, SwiGLU, gradient adds; PTX loaded through the driver API)
+# against the CPU running the same plan.
+agree llama-fused llama-fused.zplan 1e-5 llama
+agree llama-fused-bf16 llama-fused-bf16.zplan 1e-2 llama
 # NCCL, one process per GPU, where the machine has several.
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 if [ "$gpus" -ge 2 ]; then

@@ -564,6 +564,36 @@ LogicalResult MatmulBiasOp::verify() {
     return emitOpError() << "bias " << bias << " is not one value per column of " << out;
   return success();
 }
+LogicalResult ElementwiseOp::verify() {
+  ArrayRef<int64_t> program = getProgram();
+  int64_t inputs = getInputs().size(), steps = program.size() / 3;
+  if (program.empty() || program.size() % 3 != 0 || (int64_t)getStepTypes().size() != steps)
+    return emitOpError() << "expects a program of (opcode, a, b) steps and one type per step";
+  auto out = getType();
+  for (int64_t s = 0; s < steps; ++s) {
+    int64_t code = program[3 * s], a = program[3 * s + 1], b = program[3 * s + 2];
+    bool unary = code == 4 || code == 5;
+    if (code < 0 || code > 5 || a < 0 || a >= inputs + s ||
+        (unary ? b != -1 : (b < 0 || b >= inputs + s)))
+      return emitOpError() << "step " << s << " (" << code << ", " << a << ", " << b
+                           << ") is not an opcode 0-5 over earlier values";
+    if (!isa<FloatType>(cast<TypeAttr>(getStepTypes()[s]).getValue()))
+      return emitOpError() << "step " << s << " has no float type";
+  }
+  if (cast<TypeAttr>(getStepTypes()[steps - 1]).getValue() != out.getElementType())
+    return emitOpError() << "the last step's type is not the result's " << out.getElementType();
+  for (Value v : getInputs()) {
+    auto in = cast<RankedTensorType>(v.getType());
+    bool fits = in.getRank() <= out.getRank();
+    for (int64_t k = 1; fits && k <= in.getRank(); ++k) {
+      int64_t d = in.getDimSize(in.getRank() - k);
+      fits = d == 1 || d == out.getDimSize(out.getRank() - k);
+    }
+    if (!fits)
+      return emitOpError() << "input " << in << " does not broadcast to " << out;
+  }
+  return success();
+}
 LogicalResult CastManyOp::verify() {
   if (getInputs().empty() || getInputs().size() != getResults().size())
     return emitOpError() << "expects as many results as inputs, at least one; got "

@@ -118,6 +118,28 @@ def Zero_CastOp : Zero_Op<"cast", [Pure, SameOperandsAndResultShape]> {
   let hasFolder = 1;
 }
 
+def Zero_ElementwiseOp : Zero_Op<"elementwise", [Pure]> {
+  let summary = "a fused chain of exactly rounded elementwise arithmetic: one generated kernel";
+  let description = [{
+    Formed by zero-fuse-elementwise (--target cuda) from a tree of add, sub,
+    mul, div, neg and float casts whose intermediate values had no other
+    reader. `program` is a list of steps, three integers each: opcode (0
+    add, 1 sub, 2 mul, 3 div, 4 neg, 5 cast), then two operand references
+    (below the input count: an input, broadcast NumPy-style to the result's
+    shape; else an earlier step; -1 for none). `step_types[i]` is the
+    element type step i's value had as a tensor: each step computes in f32
+    and rounds to it, so the fused kernel gives the bits of the separate
+    ones. The last step is the result. `ptx` holds the kernel generated for
+    it through MLIR's GPU -> NVVM -> PTX path (sm_90), entry
+    `zcc_elementwise(inputs..., result, n)`.
+  }];
+  let arguments = (ins Variadic<Zero_FloatTensor>:$inputs, DenseI64ArrayAttr:$program,
+                       TypeArrayAttr:$step_types, OptionalAttr<StrAttr>:$ptx);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
 def Zero_CastManyOp : Zero_Op<"cast_many", [Pure]> {
   let summary = "element type conversion of several tensors at once";
   let description = [{

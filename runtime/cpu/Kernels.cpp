@@ -634,6 +634,98 @@ Status run_cast(const KernelCall &c) {
   return Status::ok();
 }
 
+//--- elementwise: a fused tree of exactly rounded arithmetic -------------===//
+// ints = [inputs, steps, then (opcode, a, b, dtype) per step]: opcode 0 add,
+// 1 sub, 2 mul, 3 div, 4 neg, 5 cast; a and b index the inputs (broadcast to
+// the output's shape) and then earlier steps (-1: none); dtype is the plan's
+// type code (1 float32, 3 float16, 4 bfloat16) the step rounds to.
+
+DType planFloatType(int64_t code) {
+  return code == 4 ? DType::BF16 : code == 3 ? DType::F16 : DType::F32;
+}
+
+std::string check_elementwise(const KernelCall &c) {
+  if (c.ints.size() < 2 || c.out.size() != 1 || (int64_t)c.in.size() != c.ints[0] ||
+      c.ints[1] < 1 || (int64_t)c.ints.size() != 2 + 4 * c.ints[1])
+    return "expects [inputs, steps, (opcode, a, b, dtype) per step] over its inputs and one output";
+  int64_t inputs = c.ints[0];
+  for (int64_t s = 0; s < c.ints[1]; ++s) {
+    int64_t op = c.ints[2 + 4 * s], a = c.ints[3 + 4 * s], b = c.ints[4 + 4 * s],
+            t = c.ints[5 + 4 * s];
+    bool unary = op == 4 || op == 5;
+    if (op < 0 || op > 5 || a < 0 || a >= inputs + s || (unary ? b != -1 : b < 0 || b >= inputs + s) ||
+        (t != 1 && t != 3 && t != 4))
+      return "step " + std::to_string(s) + " is not an opcode 0-5 over earlier values";
+  }
+  const TensorRef &y = c.out[0];
+  if (y.dtype != planFloatType(c.ints.back()))
+    return "output " + describe(y) + " is not of the last step's type";
+  for (const TensorRef &x : c.in) {
+    Shape s;
+    if (!isFloatStorage(x.dtype) || !broadcastShape(x.shape, y.shape, s) || s != y.shape)
+      return "input " + describe(x) + " does not broadcast to " + describe(y);
+  }
+  return "";
+}
+
+/// Each output element: the inputs read at their broadcast offsets as float,
+/// each step in float rounded to its type, as the separate kernels do.
+Status run_elementwise(const KernelCall &c) {
+  const TensorRef &y = c.out[0];
+  int64_t inputs = c.ints[0], steps = c.ints[1], rank = (int64_t)y.shape.size();
+  // Per input, the stride of each output dimension (0 where it broadcasts).
+  std::vector<std::vector<int64_t>> strides(inputs, std::vector<int64_t>(rank, 0));
+  for (int64_t k = 0; k < inputs; ++k) {
+    const Shape &s = c.in[k].shape;
+    int64_t lead = rank - (int64_t)s.size(), stride = 1;
+    for (int64_t d = (int64_t)s.size() - 1; d >= 0; --d) {
+      strides[k][d + lead] = s[d] == 1 ? 0 : stride;
+      stride *= s[d];
+    }
+  }
+  auto load = [](const TensorRef &t, int64_t at) {
+    return t.dtype == DType::F32 ? t.as<float>()[at] : loadNarrow(t, at);
+  };
+  auto round = [](float v, DType t) {
+    return t == DType::BF16 ? float(BF16(v)) : t == DType::F16 ? float(F16(v)) : v;
+  };
+  parallelFor(y.numel(), [&](int64_t begin, int64_t end) {
+    std::vector<float> v(inputs + steps);
+    std::vector<int64_t> coord(rank);
+    for (int64_t i = begin; i < end; ++i) {
+      for (int64_t d = rank - 1, r = i; d >= 0; --d) {
+        coord[d] = r % y.shape[d];
+        r /= y.shape[d];
+      }
+      for (int64_t k = 0; k < inputs; ++k) {
+        int64_t at = 0;
+        for (int64_t d = 0; d < rank; ++d)
+          at += coord[d] * strides[k][d];
+        v[k] = load(c.in[k], at);
+      }
+      for (int64_t s = 0; s < steps; ++s) {
+        const int64_t *step = &c.ints[2 + 4 * s];
+        float a = v[step[1]], b = step[2] >= 0 ? v[step[2]] : 0.0f, r;
+        switch (step[0]) {
+        case 0: r = a + b; break;
+        case 1: r = a - b; break;
+        case 2: r = a * b; break;
+        case 3: r = a / b; break;
+        case 4: r = -a; break;
+        default: r = a; break;
+        }
+        v[inputs + s] = round(r, planFloatType(step[3]));
+      }
+      float r = v[inputs + steps - 1];
+      if (y.dtype == DType::F32)
+        y.as<float>()[i] = r;
+      else
+        storeNarrow(y, i, r);
+    }
+  });
+  return Status::ok();
+}
+
 std::string check_cast_many(const KernelCall &c) {
   if (c.in.empty() || c.in.size() != c.out.size())
     return "expects as many outputs as inputs, at least one";
@@ -1917,6 +2009,7 @@ const KernelInfo kKernels[] = {
     {"gelu", check_gelu, run_gelu},
     {"cast", check_cast, run_cast},
     {"cast_many", check_cast_many, run_cast_many},
+    {"elementwise", check_elementwise, run_elementwise},
     {"cast_concat", check_cast_concat, run_cast_concat},
     {"expand", check_expand, run_expand},
     {"transpose", check_transpose, run_transpose},

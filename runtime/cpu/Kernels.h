@@ -58,6 +58,9 @@ struct KernelCall {
   std::vector<TensorRef> in, out;
   std::vector<int64_t> ints;
   std::vector<double> floats;
+  /// Device code the compiler generated for the call (plan Kernel.code:
+  /// PTX), or null; the CPU kernels compute from ints instead.
+  const std::string *code = nullptr;
 };
 
 struct KernelInfo {

@@ -256,6 +256,7 @@ public:
           call.out.push_back(device(index));
         call.ints.assign(k.ints().begin(), k.ints().end());
         call.floats.assign(k.floats().begin(), k.floats().end());
+    call.code = k.code().empty() ? nullptr : &k.code();
         if (chunked) {
           count(true, k.name() + " (host, chunked)");
           s = runChunkedOnHost(program, i, call, issuedAhead);

@@ -19,6 +19,7 @@
 namespace zrt {
 
 struct MatmulPlans; // cuBLASLt descriptors and algorithm per GEMM shape
+struct GeneratedKernels; // the compiler's PTX, loaded (Generated.cu)
 
 struct CudaContext {
   cudaStream_t stream = nullptr;
@@ -39,6 +40,9 @@ struct CudaContext {
   /// GEMM shapes seen so far: their cuBLASLt descriptors and the algorithm
   /// the heuristic chose, built once (a plan repeats its shapes every step).
   std::shared_ptr<MatmulPlans> matmulPlans;
+  /// The compiler's generated kernels (runtime/cuda/Generated.cu), loaded
+  /// once each.
+  std::shared_ptr<GeneratedKernels> generated;
 };
 
 /// The message of a kernel error recorded in errorInfo (host copy), as the
@@ -62,6 +66,8 @@ Status launchRankReduce(const float *const *inputs, int world, int64_t begin, in
 /// hasAttentionKernel says whether the call's head dimension is supported.
 bool hasAttentionKernel(bool backward, const KernelCall &call);
 Status launchAttention(bool backward, const KernelCall &call, CudaContext &ctx);
+/// "elementwise": the PTX the compiler generated for the call (call.code).
+Status launchGenerated(const KernelCall &call, CudaContext &ctx);
 
 /// Launches it on ctx.stream (asynchronously).
 Status launchCudaKernel(const std::string &name, const KernelCall &call, CudaContext &ctx);

@@ -139,6 +139,7 @@ Status Executor::run(const plan::Program &program) {
       call.out.push_back(buffer(index));
     call.ints.assign(k.ints().begin(), k.ints().end());
     call.floats.assign(k.floats().begin(), k.floats().end());
+    call.code = k.code().empty() ? nullptr : &k.code();
     Status s = findKernel(k.name())->run(call);
     if (!s)
       return errorf("program '", program.name(), "', instruction ", i,

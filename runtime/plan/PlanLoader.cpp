@@ -354,5 +354,6 @@ KernelCall zrt::describeKernel(const plan::Plan &p, const plan::Kernel &k) {
     call.out.push_back(describeBuffer(p.buffers(index)));
   call.ints.assign(k.ints().begin(), k.ints().end());
   call.floats.assign(k.floats().begin(), k.floats().end());
+  call.code = k.code().empty() ? nullptr : &k.code();
   return call;
 }

@@ -10,6 +10,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<zcc::zero::ZeroDialect, zcc::zrt::ZrtDialect, mlir::func::FuncDialect>();
+  zcc::registerCodegenInterfaces(registry);
   mlir::registerTransformsPasses(); // canonicalize, cse, symbol-dce, ...
   zcc::registerZeroPasses();
   zcc::registerConversionPasses();

@@ -121,6 +121,11 @@ static cl::opt<bool> overlapComm(
 static cl::opt<std::string> target(
     "target", cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(zccCategory));
+static cl::opt<bool> fuseElementwise(
+    "fuse-elementwise",
+    cl::desc("--target cuda: fuse trees of elementwise arithmetic into kernels generated through "
+             "MLIR's GPU -> NVVM -> PTX path (default on)"),
+    cl::init(true), cl::cat(zccCategory));
 static cl::opt<std::string> recomputeMode(
     "recompute",
     cl::desc("activation checkpointing: none (default), layer (each repeated block, as "
@@ -339,11 +344,13 @@ int main(int argc, char **argv) {
       "Passes of the pipeline (for --mlir-print-ir-before/after=PASS): canonicalize,\n"
       "zero-recognize-patterns, cse, zero-attach-loss, zero-mixed-precision, zero-fuse-attention\n"
       "and zero-pad-gemms (--target cuda), zero-autodiff, zero-recompute, zero-partition, zero-optimizer,\n"
-      "zero-schedule, zero-offload, zero-fuse-epilogues, zero-group-casts, zero-plan-memory,\n"
-      "convert-zero-to-zrt.\n"
+      "zero-schedule, zero-offload, zero-fuse-epilogues, zero-group-casts, zero-fuse-elementwise\n"
+      "(--target cuda), zero-plan-memory, convert-zero-to-zrt.\n"
       "--help-hidden lists every LLVM/MLIR option.\n");
 
-  MLIRContext context;
+  DialectRegistry registry;
+  zcc::registerCodegenInterfaces(registry);
+  MLIRContext context(registry);
   context.loadDialect<zcc::zero::ZeroDialect, zcc::zrt::ZrtDialect, func::FuncDialect>();
   // One line per diagnostic: "zcc: error: FILE: node 'N' (Op): message".
   context.getDiagEngine().registerHandler([](Diagnostic &diag) {
@@ -703,6 +710,8 @@ int main(int argc, char **argv) {
     if (emit != EmitKind::Mlir) {
       pm.addPass(zcc::createZeroFuseEpilogues());
       pm.addPass(zcc::createZeroGroupCasts());
+      if (target == "cuda" && fuseElementwise)
+        pm.addPass(zcc::createZeroFuseElementwise());
       pm.addPass(zcc::createZeroPlanMemory());
       pm.addPass(zcc::createConvertZeroToZrt());
     }

@@ -59,8 +59,8 @@ const char *kUsage =
     "                  [--hostfile FILE [--include H[:GPUS]@..|--exclude ..] [--num_nodes N]\n"
     "                   [--num_gpus N] [--dry-run]]   (one zrun per node over ssh)\n"
     "       zrun devices   (whether --backend cuda can run here)\n"
-    "       zrun kernels PLAN   (its kernel kinds; which would run on the CUDA backend's\n"
-    "                            host fallback)\n"
+    "       zrun kernels PLAN [--ptx DIR]  (its kernel kinds; which would run on the CUDA\n"
+    "                            backend's host fallback; the generated kernels' PTX to DIR)\n"
     "       zrun export CHECKPOINT [--safetensors OUT.safetensors]\n"
     "                  [--onnx MODEL.onnx -o TRAINED.onnx]\n"
     "\n"
@@ -423,12 +423,19 @@ void printProfile(const plan::Plan &plan, const ExecutorBase::Profile &profile, 
 }
 
 /// zrun kernels PLAN: every kernel kind of the plan with its count, and
-/// which instructions the CUDA backend would run on the host fallback.
+/// which instructions the CUDA backend would run on the host fallback; with
+/// --ptx DIR, the compiler-generated kernels' PTX written out (for ptxas).
 int kernelsCommand(int argc, char **argv) {
   Args args(argc, argv);
-  while (args.next())
-    if (auto error = args.common())
+  std::string ptxDir; // --ptx DIR: write the plan's generated kernels
+  while (args.next()) {
+    if (args.is("--ptx")) {
+      if (!args.value(ptxDir))
+        return usageError("--ptx expects a directory");
+    } else if (auto error = args.common()) {
       return usageError(*error);
+    }
+  }
   if (args.plan.empty())
     return usageError("missing PLAN");
   plan::Plan plan;
@@ -461,6 +468,22 @@ int kernelsCommand(int argc, char **argv) {
         }
       }
     }
+  if (!ptxDir.empty()) {
+    // Each distinct generated kernel once, as DIR/kernel-N.ptx, for ptxas.
+    std::set<std::string> seen;
+    for (const plan::Program &p : plan.programs())
+      for (const plan::Instruction &inst : p.instructions())
+        if (inst.has_kernel() && !inst.kernel().code().empty() &&
+            seen.insert(inst.kernel().code()).second) {
+          std::string path = ptxDir + "/kernel-" + std::to_string(seen.size()) + ".ptx";
+          std::ofstream f(path, std::ios::binary);
+          f << inst.kernel().code();
+          if (!f.flush())
+            return fail(errorf("cannot write ", path));
+        }
+    std::printf("generated: %zu distinct kernels (PTX) written to %s\n", seen.size(),
+                ptxDir.c_str());
+  }
   int64_t total = 0, fallback = 0;
   for (const auto &[name, v] : kinds) {
     std::printf("%-24s %6lld%s\n", name.c_str(), (long long)v.first,

@@ -7,7 +7,16 @@
 #include "mlir/Pass/Pass.h"
 #include "zero/ZeroOps.h"
 
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
 namespace zcc {
+
+/// What zero-fuse-elementwise's code generation needs in the context: the
+/// NVVM target, the LLVM IR translations and the to-LLVM conversion
+/// interfaces of the dialects its kernels use.
+void registerCodegenInterfaces(mlir::DialectRegistry &registry);
 
 #define GEN_PASS_DECL
 #include "zcc/Transforms/Passes.h.inc"

@@ -81,6 +81,27 @@ def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroFuseElementwise : Pass<"zero-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Fuse trees of elementwise arithmetic into generated GPU kernels (--target cuda)";
+  let description = [{
+    A tree of add, sub, mul, div, neg and float casts (operands broadcast to
+    the root's shape; intermediate values of the root's shape with no other
+    reader) becomes one `zero.elementwise`, and with `codegen` its kernel is
+    generated: a gpu.func lowered by convert-gpu-to-nvvm and
+    gpu-module-to-binary (format isa, chip sm_90) to PTX, kept in the op's
+    `ptx` attribute and in the plan. Each step rounds to the type its tensor
+    had, so the fused kernel gives the separate kernels' bits.
+  }];
+  let options = [
+    Option<"codegen", "codegen", "bool", /*default=*/"true",
+           "generate each fused op's PTX (off: fusion only, for IR tests)">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect",
+                           "mlir::gpu::GPUDialect", "mlir::LLVM::LLVMDialect",
+                           "mlir::NVVM::NVVMDialect", "mlir::arith::ArithDialect",
+                           "mlir::scf::SCFDialect", "mlir::cf::ControlFlowDialect"];
+}
+
 def ZeroGroupCasts : Pass<"zero-group-casts", "mlir::ModuleOp"> {
   let summary = "One launch for mixed precision's per-parameter casts (cast_many, cast_concat)";
   let description = [{

@@ -12,6 +12,8 @@
 //   matmul  ints = [transpose_lhs, transpose_rhs] (matmul_bias: the same, bias third input)
 //   matmul_bgrad  in = [x [R, K], dy [R, N]], out = [x^T dy, column sums of dy]
 //   cast_many     in = [x_0 ..], out = [y_0 ..]: y_i = cast(x_i)
+//   elementwise   ints = [inputs, steps, (opcode, a, b, dtype) per step], attribute
+//                 `code` = the generated PTX (zero-fuse-elementwise)
 //   cast_concat   in = [x_0 ..], out = [y (1-D)]: the x_i cast and laid end to end
 //   reduce  ints = [kind, keepdims, axes...]      (kind: sum mean max min prod)
 //   softmax / log_softmax ints = [axis]
@@ -49,7 +51,11 @@ struct KernelSpec {
   std::string name;
   SmallVector<int64_t> ints;
   SmallVector<double> floats;
+  std::string code; // generated device code (PTX), if any
 };
+
+/// The plan's element type code (plan.proto's DType) of a float type.
+int64_t planFloatType(Type t) { return t.isBF16() ? 4 : t.isF16() ? 3 : 1; }
 
 /// The runtime kernel that computes |op|, or failure for an op without one.
 /// cross_entropy(_grad): [ignore_index], then the real class count when the
@@ -96,6 +102,20 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{"gelu", {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
       })
       .Case([&](zero::CastOp) { return simple("cast"); })
+      .Case([&](zero::ElementwiseOp e) {
+        // [inputs, steps, then (opcode, a, b, plan dtype) per step]
+        ArrayRef<int64_t> program = e.getProgram();
+        int64_t steps = program.size() / 3;
+        SmallVector<int64_t> ints{(int64_t)e.getInputs().size(), steps};
+        for (int64_t s = 0; s < steps; ++s) {
+          ints.append({program[3 * s], program[3 * s + 1], program[3 * s + 2]});
+          ints.push_back(planFloatType(cast<TypeAttr>(e.getStepTypes()[s]).getValue()));
+        }
+        KernelSpec spec{"elementwise", ints, {}, {}};
+        if (auto ptx = e.getPtxAttr())
+          spec.code = ptx.str();
+        return spec;
+      })
       .Case([&](zero::CastManyOp) { return simple("cast_many"); })
       .Case([&](zero::CastConcatOp) { return simple("cast_concat"); })
       .Case([&](zero::ExpandOp) { return simple("expand"); })
@@ -385,8 +405,10 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         ins.push_back(bufferOf[v]);
       for (Value v : op.getResults())
         outs.push_back(bufferOf[v]);
-      zrt::KernelOp::create(pb, op.getLoc(), spec->name, b.getArrayAttr(ins),
-                            b.getArrayAttr(outs), spec->ints, spec->floats);
+      auto kernel = zrt::KernelOp::create(pb, op.getLoc(), spec->name, b.getArrayAttr(ins),
+                                          b.getArrayAttr(outs), spec->ints, spec->floats);
+      if (!spec->code.empty())
+        kernel->setAttr("code", b.getStringAttr(spec->code));
     }
     program.setInputsAttr(inputs.getDictionary(&getContext()));
     program.setOutputsAttr(outputs.getDictionary(&getContext()));

@@ -161,6 +161,8 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       for (double v : kernel.getFloats())
         pk->add_floats(v);
       pk->set_location(where);
+      if (auto code = kernel->getAttrOfType<StringAttr>("code"))
+        pk->set_code(code.str());
     }
   }
   if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
