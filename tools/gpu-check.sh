@@ -102,6 +102,10 @@ check llama-fused-bf16 llama-fused-bf16.zplan "$llama" llama-tiny plain "$D/llam
 # against the CPU running the same plan.
 agree llama-fused llama-fused.zplan 1e-5 llama
 agree llama-fused-bf16 llama-fused-bf16.zplan 1e-2 llama
+# GPT-2's --target cuda plan: cuBLASLt's GELU_AUX_BIAS / DGELU / BGRADA
+# epilogues, the grouped casts and flash attention against the CPU running
+# the unfused computations of the same plan.
+agree gpt2-fused-bf16 gpt2-fused-bf16.zplan 1e-2 gpt2
 # NCCL, one process per GPU, where the machine has several.
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 if [ "$gpus" -ge 2 ]; then

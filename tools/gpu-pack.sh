@@ -22,6 +22,8 @@ cp $M/mlp.x.npy $M/mlp.labels.npy $M/gpt2-tiny.input_ids.npy $M/gpt2-tiny.labels
 cp $E/llama-tiny.input_ids.npy $E/llama-tiny.labels.npy "$out/data/"
 cp $E/llama-tiny.input_ids.npy "$out/data/llama.ids.npy" # for gpu-check's agree()
 cp $E/llama-tiny.labels.npy "$out/data/llama.labels.npy"
+cp $M/gpt2-tiny.input_ids.npy "$out/data/gpt2.ids.npy"
+cp $M/gpt2-tiny.labels.npy "$out/data/gpt2.labels.npy"
 cp $M/references.json "$out/data/references.json"
 cp $E/references.json "$out/data/llama-references.json"
 cp test/Inputs/check_trajectory.py tools/gpu-check.sh tools/gpu-faults.sh tools/kernel_parity.py tools/gpu-libs.sh \

@@ -623,6 +623,23 @@ LogicalResult CastConcatOp::verify() {
                          << out.getDimSize(0);
   return success();
 }
+LogicalResult MatmulBiasGeluOp::verify() {
+  auto out = getResult().getType(), pre = getPre().getType(), bias = getBias().getType();
+  if (out != pre || out.getRank() != 2)
+    return emitOpError() << "expects a 2-D result and pre-activation of one type, got " << out
+                         << " and " << pre;
+  if (bias.getRank() != 1 || bias.getDimSize(0) != out.getDimSize(1) ||
+      bias.getElementType() != out.getElementType())
+    return emitOpError() << "bias " << bias << " is not one value per column of " << out;
+  return success();
+}
+LogicalResult MatmulGeluGradOp::verify() {
+  auto out = getResult().getType(), pre = getPre().getType();
+  if (out != pre || out.getRank() != 2)
+    return emitOpError() << "expects a 2-D result and pre-activation of one type, got " << out
+                         << " and " << pre;
+  return success();
+}
 LogicalResult MatmulBgradOp::verify() {
   auto lhs = getLhs().getType(), rhs = getRhs().getType(), weight = getWeight().getType(),
        bias = getBias().getType();

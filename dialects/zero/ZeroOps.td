@@ -339,6 +339,39 @@ def Zero_MatmulBiasOp : Zero_Op<"matmul_bias", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Zero_MatmulBiasGeluOp : Zero_Op<"matmul_bias_gelu", [Pure]> {
+  let summary = "a linear layer with a tanh-GELU after it, and the pre-activation kept";
+  let description = [{
+    `pre = matmul(lhs, rhs) + bias` and `result = gelu(pre)` (tanh
+    approximation: GPT-2's gelu_new), `pre` kept for the backward's
+    gelu_grad. Formed by zero-fuse-epilogues (--target cuda): on the GPU one
+    cuBLASLt GEMM with the GELU_AUX_BIAS epilogue (the GELU computed on the
+    float accumulator, `pre` written as the auxiliary output); on the CPU
+    matmul_bias and gelu as the unfused ops compute them.
+  }];
+  let arguments = (ins Zero_FloatTensor:$lhs, Zero_FloatTensor:$rhs, Zero_FloatTensor:$bias,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Zero_FloatTensor:$result, Zero_FloatTensor:$pre);
+  let assemblyFormat = "$lhs `,` $rhs `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Zero_MatmulGeluGradOp : Zero_Op<"matmul_gelu_grad", [Pure]> {
+  let summary = "gelu_grad(pre, matmul(lhs, rhs)): the GEMM into a tanh-GELU's input gradient";
+  let description = [{
+    `gelu_grad(pre, matmul(lhs, rhs))` (tanh approximation), `pre` of the
+    product's shape: the backward of a linear layer that feeds a GELU.
+    Formed by zero-fuse-epilogues (--target cuda): on the GPU one cuBLASLt
+    GEMM with the DGELU epilogue (GELU's derivative at `pre` applied to the
+    float accumulator); on the CPU matmul and gelu_grad as the unfused ops.
+  }];
+  let arguments = (ins Zero_FloatTensor:$lhs, Zero_FloatTensor:$rhs, Zero_FloatTensor:$pre,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `,` $pre attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Zero_MatmulBgradOp : Zero_Op<"matmul_bgrad", [Pure]> {
   let summary = "a linear layer's weight and bias gradients from one GEMM";
   let description = [{

@@ -23,6 +23,8 @@ using namespace zcc::zero;
 namespace {
 
 struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<AddOp> adds;
     getOperation().walk([&](AddOp add) { adds.push_back(add); });
@@ -49,6 +51,70 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
       }
     }
     fuseBiasGradients();
+    if (gelu)
+      fuseGelu();
+  }
+
+  /// reshape(v) to |type| (v itself when it already has that type).
+  static Value reshapedTo(OpBuilder &b, Location loc, Value v, Type type) {
+    return v.getType() == type ? v : ReshapeOp::create(b, loc, type, v).getResult();
+  }
+
+  /// GPT-2's MLP: gelu_new after a linear layer, and in the backward the
+  /// GEMM whose product is the GELU's output gradient. cuBLASLt computes the
+  /// GELU (GELU_AUX_BIAS, keeping the pre-activation) and its derivative
+  /// (DGELU, reading it) in the GEMMs' epilogues.
+  void fuseGelu() {
+    SmallVector<GeluOp> gelus;
+    getOperation().walk([&](GeluOp g) { gelus.push_back(g); });
+    for (GeluOp g : gelus) {
+      if (g.getApproximate() != GeluApprox::tanh)
+        continue;
+      Value v = g.getInput();
+      if (auto r = v.getDefiningOp<ReshapeOp>())
+        v = r.getInput();
+      auto mb = v.getDefiningOp<MatmulBiasOp>();
+      if (!mb || mb.getType().getRank() != 2 ||
+          mb.getType().getNumElements() != g.getType().getNumElements())
+        continue;
+      OpBuilder b(mb);
+      auto fused = MatmulBiasGeluOp::create(b, mb.getLoc(), mb.getType(), mb.getType(),
+                                            mb.getLhs(), mb.getRhs(), mb.getBias(),
+                                            mb.getTransposeLhsAttr(), mb.getTransposeRhsAttr());
+      mb.getResult().replaceAllUsesWith(fused.getPre());
+      mb.erase();
+      b.setInsertionPoint(g);
+      g.getResult().replaceAllUsesWith(reshapedTo(b, g.getLoc(), fused.getResult(), g.getType()));
+      g.erase();
+    }
+    SmallVector<GeluGradOp> grads;
+    getOperation().walk([&](GeluGradOp g) { grads.push_back(g); });
+    for (GeluGradOp g : grads) {
+      if (g.getApproximate() != GeluApprox::tanh)
+        continue;
+      Value dh = g.getGrad();
+      auto reshape = dh.getDefiningOp<ReshapeOp>();
+      if (reshape) {
+        if (!reshape->hasOneUse())
+          continue;
+        dh = reshape.getInput();
+      }
+      auto mm = dh.getDefiningOp<MatmulOp>();
+      if (!mm || !mm->hasOneUse() || mm.getType().getRank() != 2 ||
+          mm.getType().getNumElements() != g.getType().getNumElements() ||
+          mm->getBlock() != g->getBlock())
+        continue;
+      OpBuilder b(g);
+      Value pre = reshapedTo(b, g.getLoc(), g.getInput(), mm.getType());
+      auto fused = MatmulGeluGradOp::create(b, mm.getLoc(), mm.getType(), mm.getLhs(),
+                                            mm.getRhs(), pre, mm.getTransposeLhsAttr(),
+                                            mm.getTransposeRhsAttr());
+      g.getResult().replaceAllUsesWith(reshapedTo(b, g.getLoc(), fused.getResult(), g.getType()));
+      g.erase();
+      if (reshape)
+        reshape.erase();
+      mm.erase();
+    }
   }
 
   /// A linear layer's backward: `matmul(x, dy) {transpose_lhs}` (the weight

@@ -1070,6 +1070,53 @@ Status run_matmul_bias(const KernelCall &c) {
   return run_add(add);
 }
 
+std::string check_matmul_bias_gelu(const KernelCall &c) {
+  if (c.in.size() != 3 || c.out.size() != 2 || c.ints.size() != 2)
+    return "expects lhs, rhs and bias, the result and the pre-activation, [transposes]";
+  KernelCall product = c;
+  product.out.pop_back();
+  if (auto e = check_matmul_bias(product); !e.empty())
+    return e;
+  if (c.out[1].shape != c.out[0].shape || c.out[1].dtype != c.out[0].dtype)
+    return "pre-activation " + describe(c.out[1]) + " should be like " + describe(c.out[0]);
+  return "";
+}
+/// pre = matmul_bias, then the tanh-GELU of it: the unfused kernels' bits
+/// (the GPU's epilogue applies the GELU before rounding pre).
+Status run_matmul_bias_gelu(const KernelCall &c) {
+  KernelCall product = c;
+  product.out = {c.out[1]};
+  ZRT_RETURN_IF_ERROR(run_matmul_bias(product));
+  KernelCall gelu;
+  gelu.in = {c.out[1]};
+  gelu.out = {c.out[0]};
+  gelu.ints = {1};
+  return findKernel("gelu")->run(gelu);
+}
+
+std::string check_matmul_gelu_grad(const KernelCall &c) {
+  if (c.in.size() != 3 || c.out.size() != 1 || c.ints.size() != 2)
+    return "expects lhs, rhs and the pre-activation, one result, [transposes]";
+  KernelCall product = c;
+  product.in.pop_back();
+  if (auto e = check_matmul(product); !e.empty())
+    return e;
+  if (c.in[2].shape != c.out[0].shape || c.in[2].dtype != c.out[0].dtype)
+    return "pre-activation " + describe(c.in[2]) + " should be like " + describe(c.out[0]);
+  return "";
+}
+/// The product, then gelu_grad(pre, product) in place: the unfused bits.
+Status run_matmul_gelu_grad(const KernelCall &c) {
+  KernelCall product = c;
+  product.in.pop_back();
+  ZRT_RETURN_IF_ERROR(run_matmul(product));
+  KernelCall grad;
+  grad.in = {c.in[2], c.out[0]};
+  grad.out = {c.out[0]};
+  grad.ints = {1};
+  return findKernel("gelu_grad")->run(grad);
+}
+
 std::string check_reduce(const KernelCall &c) {
   if (auto e = arity(c, 1, 1); !e.empty())
     return e;
@@ -2020,6 +2067,8 @@ const KernelInfo kKernels[] = {
     {"matmul", check_matmul, run_matmul},
     {"matmul_bias", check_matmul_bias, run_matmul_bias},
     {"matmul_bgrad", check_matmul_bgrad, run_matmul_bgrad},
+    {"matmul_bias_gelu", check_matmul_bias_gelu, run_matmul_bias_gelu},
+    {"matmul_gelu_grad", check_matmul_gelu_grad, run_matmul_gelu_grad},
     {"reduce", check_reduce, run_reduce},
     {"softmax", check_softmax, run_softmax},
     {"bias_softmax", check_bias_softmax, run_bias_softmax},

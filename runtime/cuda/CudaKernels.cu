@@ -305,7 +305,13 @@ namespace {
 
 /// Builds the descriptors of a GEMM and asks the heuristic for its best
 /// algorithm (once per shape: launchMatmul caches the result).
-enum { kNoEpilogue = 0, kBiasEpilogue = 1, kBgradEpilogue = 2 };
+enum {
+  kNoEpilogue = 0,
+  kBiasEpilogue = 1,    // matmul_bias
+  kBgradEpilogue = 2,   // matmul_bgrad
+  kGeluAuxBias = 3,     // matmul_bias_gelu: GELU(AB + bias), AB + bias kept as aux
+  kDgelu = 4,           // matmul_gelu_grad: GELU'(aux) * AB
+};
 
 Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
                        cublasComputeType_t compute, bool ta, bool tb, int64_t m, int64_t n,
@@ -342,10 +348,21 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
     // The bias (one value per row of the column-major result, i.e. per
     // column of ours), of the result's type, added before the rounding; or
     // its gradient, the first operand (dy) summed over the GEMM's k.
-    cublasLtEpilogue_t epilogue =
-        epilogueKind == kBiasEpilogue ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADA;
+    cublasLtEpilogue_t epilogue = epilogueKind == kBiasEpilogue    ? CUBLASLT_EPILOGUE_BIAS
+                                  : epilogueKind == kBgradEpilogue ? CUBLASLT_EPILOGUE_BGRADA
+                                  : epilogueKind == kGeluAuxBias   ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                                   : CUBLASLT_EPILOGUE_DGELU;
     st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                         sizeof epilogue);
+    if (st == CUBLAS_STATUS_SUCCESS && (epilogueKind == kGeluAuxBias || epilogueKind == kDgelu)) {
+      // The pre-activation, laid out as the result (n rows column-major).
+      int64_t ld = n;
+      st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                          sizeof ld);
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+                                            &type, sizeof type);
+    }
     if (st == CUBLAS_STATUS_SUCCESS)
       st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
                                           sizeof type);
@@ -372,11 +389,25 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
   return Status::ok();
 }
 
-/// C = op(A) op(B) through cuBLASLt, with |bias| added in the epilogue
-/// (matmul_bias) or |biasGrad| = the column sums of B formed by it
-/// (matmul_bgrad: A = x transposed, B = dy).
+/// What a GEMM's epilogue does besides the product (launchGemm).
+struct Epilogue {
+  int kind = kNoEpilogue;
+  const TensorRef *vector = nullptr; // the bias (read) or its gradient (written)
+  const TensorRef *aux = nullptr;    // the GELU's pre-activation (written / read)
+};
+
+bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+/// C = op(A) op(B) through cuBLASLt, with the epilogue |e|: a bias added
+/// (matmul_bias), the bias gradient = the column sums of B formed
+/// (matmul_bgrad: A = x transposed, B = dy), GELU of AB + bias with AB +
+/// bias kept (matmul_bias_gelu: C is the activation, aux the
+/// pre-activation), or GELU's derivative at aux applied (matmul_gelu_grad).
+/// Where no algorithm offers the epilogue for the shape, or its vectors
+/// are not 16-byte aligned (a view into a parameter bucket), the plain GEMM
+/// and the separate kernel after it.
 Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bool ta, bool tb,
-                  const TensorRef *bias, const TensorRef *biasGrad, CudaContext &ctx) {
+                  Epilogue e, CudaContext &ctx) {
   size_t ra = a.shape.size(), rb = b.shape.size(), ro = o.shape.size();
   int64_t m = o.shape[ro - 2], n = o.shape[ro - 1], k = a.shape[ra - (ta ? 2 : 1)];
   int64_t batch = 1;
@@ -390,66 +421,105 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
       a.dtype == DType::F32 && ctx.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   if (!ctx.matmulPlans)
     ctx.matmulPlans = std::make_shared<MatmulPlans>();
-  // The epilogue reads (writes) the bias vector with wide accesses: one that
-  // is not 16-byte aligned (a view into a parameter bucket) takes the add
-  // (reduce) kernel.
-  // ZRT_BGRAD_EPILOGUE=0 takes the reduce kernel for bias gradients (to
-  // compare the two; the same sums up to float rounding order).
+  // ZRT_BGRAD_EPILOGUE=0 takes the reduce kernel for bias gradients and
+  // ZRT_GELU_EPILOGUE=0 the GELU kernels (to compare: the same sums up to
+  // float rounding order, the GELU before or after rounding the product).
   static const bool bgradEpilogue = [] {
-    const char *e = std::getenv("ZRT_BGRAD_EPILOGUE");
-    return !(e && std::string(e) == "0");
+    const char *v = std::getenv("ZRT_BGRAD_EPILOGUE");
+    return !(v && std::string(v) == "0");
   }();
-  const TensorRef *vec = bias ? bias : biasGrad;
-  if (biasGrad && !bgradEpilogue)
-    vec = nullptr;
-  int epilogueKind = !vec || reinterpret_cast<uintptr_t>(vec->data) % 16 != 0 ? kNoEpilogue
-                     : bias                                                  ? kBiasEpilogue
-                                                                             : kBgradEpilogue;
+  static const bool geluEpilogue = [] {
+    const char *v = std::getenv("ZRT_GELU_EPILOGUE");
+    return !(v && std::string(v) == "0");
+  }();
+  int kind = e.kind;
+  if ((kind == kBgradEpilogue && !bgradEpilogue) ||
+      ((kind == kGeluAuxBias || kind == kDgelu) && (!geluEpilogue || n % 8 != 0 || batch != 1)) ||
+      (e.vector && !aligned16(e.vector->data)) || (e.aux && !aligned16(e.aux->data)))
+    kind = kNoEpilogue;
   // (aRows, aCols) follow from m, k and ta; (bRows, bCols) from k, n and tb.
   MatmulPlans::Key key{m,       n,       k,           batch,           ta,  tb,
-                       strideA, strideB, (int64_t)type, (int64_t)compute, epilogueKind};
+                       strideA, strideB, (int64_t)type, (int64_t)compute, kind};
   std::unique_ptr<MatmulPlan> &plan = ctx.matmulPlans->byShape[key];
   if (!plan) {
     auto built = std::make_unique<MatmulPlan>();
     ZRT_RETURN_IF_ERROR(buildMatmulPlan(*built, ctx, type, compute, ta, tb, m, n, k, aRows,
-                                        aCols, bRows, bCols, batch, strideA, strideB,
-                                        epilogueKind));
+                                        aCols, bRows, bCols, batch, strideA, strideB, kind));
     plan = std::move(built);
   }
   if (plan->epilogue) {
-    const void *vecData = vec->data;
-    ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                              &vecData, sizeof vecData));
+    if (e.vector) {
+      const void *vecData = e.vector->data;
+      ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &vecData, sizeof vecData));
+    }
+    if (e.aux) {
+      const void *auxData = e.aux->data;
+      ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(
+          plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &auxData, sizeof auxData));
+    }
   }
+  // Without the GELU epilogue the product goes where the separate kernels
+  // read it: the pre-activation (forward) or the result (backward).
+  const TensorRef &product = e.kind == kGeluAuxBias && !plan->epilogue ? *e.aux : o;
   float alpha = 1.0f, beta = 0.0f;
   ZRT_CUBLAS(cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb, &beta,
-                            o.data, plan->lc, o.data, plan->lc, &plan->algo, ctx.workspace,
-                            ctx.workspaceBytes, ctx.stream));
-  if (bias && !plan->epilogue) {
-    KernelCall after;
-    after.in = {o, *bias};
+                            product.data, plan->lc, product.data, plan->lc, &plan->algo,
+                            ctx.workspace, ctx.workspaceBytes, ctx.stream));
+  if (plan->epilogue || e.kind == kNoEpilogue)
+    return Status::ok();
+  KernelCall after;
+  switch (e.kind) {
+  case kBiasEpilogue:
+    after.in = {o, *e.vector};
     after.out = {o};
     return launchCudaKernel("add", after, ctx);
-  }
-  if (biasGrad && !plan->epilogue) {
-    KernelCall after;
+  case kBgradEpilogue:
     after.in = {b};
-    after.out = {*biasGrad};
-    after.ints = {0, biasGrad->shape.size() == 2 ? 1 : 0, 0}; // sum over rows
+    after.out = {*e.vector};
+    after.ints = {0, e.vector->shape.size() == 2 ? 1 : 0, 0}; // sum over rows
     return launchCudaKernel("reduce", after, ctx);
+  case kGeluAuxBias:
+    after.in = {*e.aux, *e.vector};
+    after.out = {*e.aux};
+    ZRT_RETURN_IF_ERROR(launchCudaKernel("add", after, ctx));
+    after.in = {*e.aux};
+    after.out = {o};
+    after.ints = {1}; // tanh
+    return launchCudaKernel("gelu", after, ctx);
+  default: // kDgelu
+    after.in = {*e.aux, o};
+    after.out = {o};
+    after.ints = {1};
+    return launchCudaKernel("gelu_grad", after, ctx);
   }
-  return Status::ok();
 }
 
 Status launchMatmul(const KernelCall &c, CudaContext &ctx) {
-  bool bias = c.in.size() == 3; // matmul_bias
-  return launchGemm(c.in[0], c.in[1], c.out[0], c.ints[0], c.ints[1], bias ? &c.in[2] : nullptr,
-                    nullptr, ctx);
+  Epilogue e;
+  if (c.in.size() == 3) { // matmul_bias
+    e.kind = kBiasEpilogue;
+    e.vector = &c.in[2];
+  }
+  return launchGemm(c.in[0], c.in[1], c.out[0], c.ints[0], c.ints[1], e, ctx);
 }
 
 /// matmul_bgrad: x [R, K], dy [R, N] -> x^T dy [K, N] and dy's column sums.
 Status launchMatmulBgrad(const KernelCall &c, CudaContext &ctx) {
-  return launchGemm(c.in[0], c.in[1], c.out[0], true, false, nullptr, &c.out[1], ctx);
+  return launchGemm(c.in[0], c.in[1], c.out[0], true, false, {kBgradEpilogue, &c.out[1], nullptr},
+                    ctx);
+}
+
+/// matmul_bias_gelu: [a, b, bias] -> [gelu_tanh(a b + bias), a b + bias].
+Status launchMatmulBiasGelu(const KernelCall &c, CudaContext &ctx) {
+  return launchGemm(c.in[0], c.in[1], c.out[0], c.ints[0], c.ints[1],
+                    {kGeluAuxBias, &c.in[2], &c.out[1]}, ctx);
+}
+
+/// matmul_gelu_grad: [a, b, pre] -> [gelu_tanh'(pre) * (a b)].
+Status launchMatmulGeluGrad(const KernelCall &c, CudaContext &ctx) {
+  return launchGemm(c.in[0], c.in[1], c.out[0], c.ints[0], c.ints[1], {kDgelu, nullptr, &c.in[2]},
+                    ctx);
 }
 
 Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
@@ -2089,7 +2159,7 @@ bool hasCudaKernel(const std::string &name, const KernelCall &c) {
     return true;
   if (name == "matmul" || name == "matmul_bias")
     return matmulSupported(c);
-  if (name == "matmul_bgrad")
+  if (name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad")
     return true;
   if (name == "elementwise")
     return c.code != nullptr;
@@ -2207,6 +2277,10 @@ Status launchCudaKernel(const std::string &name, const KernelCall &c, CudaContex
     return launchMatmul(c, ctx);
   if (name == "matmul_bgrad")
     return launchMatmulBgrad(c, ctx);
+  if (name == "matmul_bias_gelu")
+    return launchMatmulBiasGelu(c, ctx);
+  if (name == "matmul_gelu_grad")
+    return launchMatmulGeluGrad(c, ctx);
   if (name == "elementwise")
     return launchGenerated(c, ctx);
   return launchMore(name, c, ctx);

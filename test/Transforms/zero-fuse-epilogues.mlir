@@ -1,4 +1,5 @@
 // RUN: zcc-opt %s -split-input-file -zero-fuse-epilogues | FileCheck %s
+// RUN: zcc-opt %s -split-input-file -zero-fuse-epilogues=gelu | FileCheck %s --check-prefix=GELU
 
 // nn.Linear: the GEMM and its bias add become one matmul_bias.
 // CHECK-LABEL: func.func @linear
@@ -63,4 +64,50 @@ func.func @bias_grad_not_fused(%x: tensor<8x4xf32>, %z: tensor<3x8xf32>, %d0: te
   %7 = zero.exp %x : tensor<8x4xf32>
   %8 = zero.matmul %7, %d3 {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
   return %0, %1, %2, %3, %4, %5, %6, %8 : tensor<3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x3xf32>, tensor<3x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4x3xf32>
+}
+
+// -----
+
+// GPT-2's MLP (--target cuda, gelu): the tanh-GELU after a linear layer
+// becomes matmul_bias_gelu, whose pre-activation the backward's gelu_grad
+// reads; the GEMM producing the GELU's output gradient and the gelu_grad
+// become matmul_gelu_grad. Without the option both stay apart.
+// CHECK-LABEL: func.func @mlp
+// CHECK-NOT: gelu_grad
+// CHECK: zero.gelu %{{.*}} tanh
+// CHECK: zero.gelu_grad
+// GELU-LABEL: func.func @mlp
+// GELU-SAME: (%[[X:.*]]: tensor<8x4xbf16>, %[[W:.*]]: tensor<4x16xbf16>, %[[B:.*]]: tensor<16xbf16>, %[[DY:.*]]: tensor<8x4xbf16>, %[[W2:.*]]: tensor<16x4xbf16>)
+// GELU-NEXT: %[[H:.*]], %[[PRE:.*]] = zero.matmul_bias_gelu %[[X]], %[[W]], %[[B]] : (tensor<8x4xbf16>, tensor<4x16xbf16>, tensor<16xbf16>) -> (tensor<8x16xbf16>, tensor<8x16xbf16>)
+// GELU-NEXT: %[[P3:.*]] = zero.reshape %[[PRE]] : tensor<8x16xbf16> -> tensor<2x4x16xbf16>
+// GELU-NEXT: %[[H3:.*]] = zero.reshape %[[H]] : tensor<8x16xbf16> -> tensor<2x4x16xbf16>
+// GELU-NEXT: %[[P2:.*]] = zero.reshape %[[P3]] : tensor<2x4x16xbf16> -> tensor<8x16xbf16>
+// GELU-NEXT: %[[D:.*]] = zero.matmul_gelu_grad %[[DY]], %[[W2]], %[[P2]] {transpose_rhs} : (tensor<8x4xbf16>, tensor<16x4xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+// GELU-NEXT: %[[D3:.*]] = zero.reshape %[[D]] : tensor<8x16xbf16> -> tensor<2x4x16xbf16>
+// GELU-NEXT: return %[[H3]], %[[D3]]
+func.func @mlp(%x: tensor<8x4xbf16>, %w: tensor<4x16xbf16>, %b: tensor<16xbf16>, %dy: tensor<8x4xbf16>, %w2: tensor<16x4xbf16>)
+    -> (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) {
+  %0 = zero.matmul_bias %x, %w, %b : (tensor<8x4xbf16>, tensor<4x16xbf16>, tensor<16xbf16>) -> tensor<8x16xbf16>
+  %1 = zero.reshape %0 : tensor<8x16xbf16> -> tensor<2x4x16xbf16>
+  %2 = zero.gelu %1 tanh : tensor<2x4x16xbf16>
+  %3 = zero.matmul %dy, %w2 {transpose_rhs} : (tensor<8x4xbf16>, tensor<16x4xbf16>) -> tensor<8x16xbf16>
+  %4 = zero.reshape %3 : tensor<8x16xbf16> -> tensor<2x4x16xbf16>
+  %5 = zero.gelu_grad %1, %4 tanh : tensor<2x4x16xbf16>
+  return %2, %5 : tensor<2x4x16xbf16>, tensor<2x4x16xbf16>
+}
+
+// -----
+
+// Left alone even with gelu: the exact (erf) GELU, whose form cuBLASLt's
+// epilogue does not compute; a product read elsewhere too.
+// GELU-LABEL: func.func @mlp_not_fused
+// GELU-NOT: matmul_bias_gelu
+// GELU-NOT: matmul_gelu_grad
+func.func @mlp_not_fused(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, %dy: tensor<8x4xf32>, %p: tensor<8x16xf32>, %w2: tensor<16x4xf32>)
+    -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) {
+  %0 = zero.matmul_bias %x, %w, %b : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %1 = zero.gelu %0 none : tensor<8x16xf32>
+  %2 = zero.matmul %dy, %w2 {transpose_rhs} : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %3 = zero.gelu_grad %p, %2 tanh : tensor<8x16xf32>
+  return %1, %3, %2 : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
 }

@@ -708,7 +708,9 @@ int main(int argc, char **argv) {
       m->setAttr("zero.training", b.getDictionaryAttr(training));
     }
     if (emit != EmitKind::Mlir) {
-      pm.addPass(zcc::createZeroFuseEpilogues());
+      zcc::ZeroFuseEpiloguesOptions epilogues;
+      epilogues.gelu = target == "cuda";
+      pm.addPass(zcc::createZeroFuseEpilogues(epilogues));
       pm.addPass(zcc::createZeroGroupCasts());
       if (target == "cuda" && fuseElementwise)
         pm.addPass(zcc::createZeroFuseElementwise());

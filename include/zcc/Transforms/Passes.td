@@ -76,8 +76,15 @@ def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
     `matmul(x, dy) {transpose_lhs}` and a `reduce sum dy [0]` of the same dy
     (a linear layer's weight and bias gradients) become `zero.matmul_bgrad`:
     cuBLASLt's bias-gradient epilogue on the GPU, the same GEMM and column
-    sums as the separate ops on the CPU.
+    sums as the separate ops on the CPU. With `gelu` (--target cuda): a
+    tanh-GELU after a matmul_bias becomes `zero.matmul_bias_gelu` (cuBLASLt
+    GELU_AUX_BIAS, the pre-activation kept for the backward), and
+    `gelu_grad(pre, matmul(..))` becomes `zero.matmul_gelu_grad` (DGELU).
   }];
+  let options = [
+    Option<"gelu", "gelu", "bool", /*default=*/"false",
+           "also fold tanh-GELU and its gradient into GEMM epilogues (--target cuda)">,
+  ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 

@@ -11,6 +11,8 @@
 //   concat / split ints = [axis]; gather ints = [axis] (data, indices) -> y
 //   matmul  ints = [transpose_lhs, transpose_rhs] (matmul_bias: the same, bias third input)
 //   matmul_bgrad  in = [x [R, K], dy [R, N]], out = [x^T dy, column sums of dy]
+//   matmul_bias_gelu  ints as matmul; in = [a, b, bias], out = [gelu_tanh(pre), pre]
+//   matmul_gelu_grad  ints as matmul; in = [a, b, pre], out = [gelu_tanh'(pre) * (a b)]
 //   cast_many     in = [x_0 ..], out = [y_0 ..]: y_i = cast(x_i)
 //   elementwise   ints = [inputs, steps, (opcode, a, b, dtype) per step], attribute
 //                 `code` = the generated PTX (zero-fuse-elementwise)
@@ -146,6 +148,12 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{"matmul_bias", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::MatmulBgradOp) { return KernelSpec{"matmul_bgrad", {}, {}}; })
+      .Case([&](zero::MatmulBiasGeluOp m) {
+        return KernelSpec{"matmul_bias_gelu", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+      })
+      .Case([&](zero::MatmulGeluGradOp m) {
+        return KernelSpec{"matmul_gelu_grad", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+      })
       .Case([&](zero::ReduceOp r) {
         SmallVector<int64_t> ints{(int64_t)r.getKind(), r.getKeepdims()};
         llvm::append_range(ints, r.getAxes());

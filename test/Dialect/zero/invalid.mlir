@@ -378,3 +378,19 @@ func.func @cast_concat_count(%a: tensor<8xbf16>, %b: tensor<4xbf16>) {
   %r = zero.cast_concat %a, %b : (tensor<8xbf16>, tensor<4xbf16>) -> tensor<16xf32>
   return
 }
+
+// -----
+
+func.func @matmul_bias_gelu_pre(%x: tensor<8x4xbf16>, %w: tensor<4x16xbf16>, %b: tensor<16xbf16>) {
+  // expected-error @+1 {{expects a 2-D result and pre-activation of one type}}
+  %h, %p = zero.matmul_bias_gelu %x, %w, %b : (tensor<8x4xbf16>, tensor<4x16xbf16>, tensor<16xbf16>) -> (tensor<8x16xbf16>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @matmul_bias_gelu_bias(%x: tensor<8x4xbf16>, %w: tensor<4x16xbf16>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{bias 'tensor<8xbf16>' is not one value per column of 'tensor<8x16xbf16>'}}
+  %h, %p = zero.matmul_bias_gelu %x, %w, %b : (tensor<8x4xbf16>, tensor<4x16xbf16>, tensor<8xbf16>) -> (tensor<8x16xbf16>, tensor<8x16xbf16>)
+  return
+}
