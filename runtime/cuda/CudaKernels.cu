@@ -1198,92 +1198,6 @@ __global__ void normGradWarpKernel(const T *x, const T *w, const T *g, T *dx, do
   }
 }
 
-/// The backward of rows that fit a warp, with the parameter gradients'
-/// partial sums in the same pass (x and dy are read once): a block of 4
-/// warps takes kNormGradRows rows, each lane keeping its columns' sums of
-/// dy * xhat and dy in float registers; the warps' sums are added in a fixed
-/// order through shared memory and the block writes one partial row per
-/// parameter, which normGradParamFloatKernel adds over the blocks in double.
-constexpr int kNormGradRows = 32;
-
-template <typename T, int N>
-__global__ void __launch_bounds__(128)
-    normGradFusedKernel(const T *x, const T *w, const T *g, T *dx, float *partial, int64_t rows,
-                        int64_t cols, double eps, bool rms) {
-  extern __shared__ float sums[]; // [4 warps][2][cols]
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float sw[N] = {}, sb[N] = {};
-  int64_t first = (int64_t)blockIdx.x * kNormGradRows,
-          last = min(rows, first + (int64_t)kNormGradRows);
-  for (int64_t r = first + warp; r < last; r += 4) {
-    float xv[N];
-    double mean, rstd;
-    warpRowStats<T, N>(x + r * cols, cols, eps, rms, xv, mean, rstd);
-    const T *gr = g + r * cols;
-    float gv[N];
-    double sumD = 0, sumDX = 0;
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      int64_t j = lane + 32 * i;
-      gv[i] = j < cols ? toF(gr[j]) : 0.0f;
-      if (j < cols) {
-        double xhat = (xv[i] - mean) * rstd, dxhat = (double)gv[i] * toF(w[j]);
-        sumD += dxhat;
-        sumDX += dxhat * xhat;
-        sw[i] += gv[i] * (float)xhat;
-        sb[i] += gv[i];
-      }
-    }
-    sumD = warpSum(sumD);
-    sumDX = warpSum(sumDX);
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      int64_t j = lane + 32 * i;
-      if (j < cols) {
-        double xhat = (xv[i] - mean) * rstd, dxhat = (double)gv[i] * toF(w[j]);
-        double v = rms ? rstd * (dxhat - xhat * sumDX / cols)
-                       : rstd * (dxhat - sumD / cols - xhat * sumDX / cols);
-        dx[r * cols + j] = fromF<T>((float)v);
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    int64_t j = lane + 32 * i;
-    if (j < cols) {
-      sums[(warp * 2) * cols + j] = sw[i];
-      sums[(warp * 2 + 1) * cols + j] = sb[i];
-    }
-  }
-  __syncthreads();
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float a = 0, b = 0;
-    for (int k = 0; k < 4; ++k) {
-      a += sums[(k * 2) * cols + j];
-      b += sums[(k * 2 + 1) * cols + j];
-    }
-    partial[(blockIdx.x * 2) * cols + j] = a;
-    partial[(blockIdx.x * 2 + 1) * cols + j] = b;
-  }
-}
-
-/// dw[j] (and db[j]) = the blocks' partial sums of column j, in block order,
-/// in double.
-template <typename T>
-__global__ void normGradParamFloatKernel(const float *partial, T *dw, T *db, int64_t blocks,
-                                         int64_t cols) {
-  ZRT_GRID_LOOP(j, cols) {
-    double sw = 0, sb = 0;
-    for (int64_t b = 0; b < blocks; ++b) {
-      sw += partial[(b * 2) * cols + j];
-      sb += partial[(b * 2 + 1) * cols + j];
-    }
-    dw[j] = fromF<T>((float)sw);
-    if (db)
-      db[j] = fromF<T>((float)sb);
-  }
-}
-
 /// The backward of a row: dx, and each row's mean and rstd for the
 /// parameter gradients (a second, deterministic pass over the columns).
 template <typename T>
@@ -1997,26 +1911,6 @@ Status launchMore(const std::string &name, const KernelCall &c, CudaContext &ctx
       rows *= x.shape[d];
     for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
       cols *= x.shape[d];
-    if (rows > 0 && normWarpRows(cols)) {
-      // Rows that fit a warp: dx and the parameters' partial sums in one pass.
-      int64_t blocks = (rows + kNormGradRows - 1) / kNormGradRows;
-      ZRT_RETURN_IF_ERROR(ctx.reserve(blocks * 2 * cols * sizeof(float)));
-      float *partial = (float *)ctx.scratch;
-      size_t smem = 8 * cols * sizeof(float);
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        auto launchFused = [&](auto lanes) {
-          normGradFusedKernel<T, decltype(lanes)::value><<<(unsigned)blocks, 128, smem, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), partial, rows, cols, c.floats[0], rms);
-        };
-        switch (warpRowLanes(cols)) {
-        case 8: launchFused(std::integral_constant<int, 8>{}); break;
-        case 16: launchFused(std::integral_constant<int, 16>{}); break;
-        case 24: launchFused(std::integral_constant<int, 24>{}); break;
-        default: launchFused(std::integral_constant<int, 32>{}); break;
-        }
-        normGradParamFloatKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(partial, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), blocks, cols))
-      ZRT_CUDA(cudaGetLastError());
-      return Status::ok();
-    }
     // Rows' statistics, then the column partial sums of chunks of 64 rows
     // (at most 4096 chunks).
     int64_t chunkRows = std::max<int64_t>(64, (rows + 4095) / 4096);
