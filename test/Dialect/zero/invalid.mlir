@@ -394,3 +394,35 @@ func.func @matmul_bias_gelu_bias(%x: tensor<8x4xbf16>, %w: tensor<4x16xbf16>, %b
   %h, %p = zero.matmul_bias_gelu %x, %w, %b : (tensor<8x4xbf16>, tensor<4x16xbf16>, tensor<8xbf16>) -> (tensor<8x16xbf16>, tensor<8x16xbf16>)
   return
 }
+
+// -----
+
+func.func @elementwise_step(%a: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{step 0 (0, 0, 2) is not an opcode 0-5 over earlier values}}
+  %r = zero.elementwise %a, %b {program = array<i64: 0, 0, 2>, step_types = [f32]} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @elementwise_types(%a: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{the last step's type is not the result's 'bf16'}}
+  %r = zero.elementwise %a, %b {program = array<i64: 0, 0, 1>, step_types = [f32]} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @elementwise_broadcast(%a: tensor<8xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{input 'tensor<3xf32>' does not broadcast to 'tensor<8xf32>'}}
+  %r = zero.elementwise %a, %b {program = array<i64: 0, 0, 1>, step_types = [f32]} : (tensor<8xf32>, tensor<3xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_gelu_grad_pre(%dy: tensor<8x4xbf16>, %w: tensor<16x4xbf16>, %p: tensor<8x8xbf16>) {
+  // expected-error @+1 {{expects a 2-D result and pre-activation of one type}}
+  %r = zero.matmul_gelu_grad %dy, %w, %p {transpose_rhs} : (tensor<8x4xbf16>, tensor<16x4xbf16>, tensor<8x8xbf16>) -> tensor<8x16xbf16>
+  return
+}
