@@ -136,9 +136,6 @@ __device__ __forceinline__ float exp2Approx(float x) {
   return y;
 }
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
-__device__ __forceinline__ uint32_t load32(const void *p) {
-  return *reinterpret_cast<const uint32_t *>(p);
-}
 
 /// c += a b for a 16x16 A (row-major fragment), a 16x8 B (column fragment),
 /// float accumulators.
@@ -743,8 +740,6 @@ Operands operandsOf(bool backward, const KernelCall &c) {
   a.dv = packed ? c.out[0].data + 2 * h * d * es : c.out[2].data;
   return a;
 }
-
-bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 /// Whether the tensor-core kernels take this call: 16-bit, D in {16, 32,
 /// 64, 128}, every row of every operand 16-byte aligned.

@@ -396,8 +396,6 @@ struct Epilogue {
   const TensorRef *aux = nullptr;    // the GELU's pre-activation (written / read)
 };
 
-bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 /// C = op(A) op(B) through cuBLASLt, with the epilogue |e|: a bias added
 /// (matmul_bias), the bias gradient = the column sums of B formed
 /// (matmul_bgrad: A = x transposed, B = dy), GELU of AB + bias with AB +
@@ -648,24 +646,30 @@ __device__ double castLoad(const char *x, int dt, int64_t k) {
 /// float32 <-> 16-bit casts (mixed precision's parameter and gradient casts,
 /// ~300 a step), 8 elements per thread with 16-byte accesses; the same
 /// roundings as castKernel.
+/// Elements 8 g .. 8 g + 7 of x converted into y, 16 bytes at a time (both
+/// arrays 16-byte aligned).
+template <typename From, typename To>
+__device__ __forceinline__ void castGroupOf8(const From *x, To *y, int64_t g) {
+  constexpr int kIn = sizeof(From) / 2, kOut = sizeof(To) / 2; // uint4s per 8 elements
+  uint4 in[kIn], out[kOut];
+#pragma unroll
+  for (int i = 0; i < kIn; ++i)
+    in[i] = reinterpret_cast<const uint4 *>(x)[g * kIn + i];
+  const From *e = reinterpret_cast<const From *>(in);
+  To *o = reinterpret_cast<To *>(out);
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    o[k] = fromF<To>(toF(e[k]));
+#pragma unroll
+  for (int i = 0; i < kOut; ++i)
+    reinterpret_cast<uint4 *>(y)[g * kOut + i] = out[i];
+}
+
 template <typename From, typename To>
 __global__ void castFloatKernel(const From *x, To *y, int64_t n) {
-  constexpr int kIn = sizeof(From) / 2, kOut = sizeof(To) / 2; // uint4s per 8 elements
   int64_t groups = n / 8, step = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < groups; g += step) {
-    uint4 in[kIn], out[kOut];
-#pragma unroll
-    for (int i = 0; i < kIn; ++i)
-      in[i] = reinterpret_cast<const uint4 *>(x)[g * kIn + i];
-    const From *e = reinterpret_cast<const From *>(in);
-    To *o = reinterpret_cast<To *>(out);
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-      o[k] = fromF<To>(toF(e[k]));
-#pragma unroll
-    for (int i = 0; i < kOut; ++i)
-      reinterpret_cast<uint4 *>(y)[g * kOut + i] = out[i];
-  }
+  for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < groups; g += step)
+    castGroupOf8(x, y, g);
   for (int64_t k = groups * 8 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += step)
     y[k] = fromF<To>(toF(x[k]));
 }
@@ -706,23 +710,9 @@ __global__ void castGroupKernel(const __grid_constant__ CastGroup g) {
   int64_t begin = (int64_t)(b - g.firstBlock[lo]) * kCastChunk;
   int64_t end = min(g.n[lo], begin + kCastChunk), scalarFrom = begin;
   if (g.vectors[lo]) {
-    constexpr int kIn = sizeof(From) / 2, kOut = sizeof(To) / 2; // uint4s per 8 elements
     int64_t groups = (end - begin) / 8;
-    for (int64_t k = threadIdx.x; k < groups; k += blockDim.x) {
-      int64_t at = begin / 8 + k;
-      uint4 in[kIn], out[kOut];
-#pragma unroll
-      for (int i = 0; i < kIn; ++i)
-        in[i] = reinterpret_cast<const uint4 *>(x)[at * kIn + i];
-      const From *e = reinterpret_cast<const From *>(in);
-      To *o = reinterpret_cast<To *>(out);
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        o[i] = fromF<To>(toF(e[i]));
-#pragma unroll
-      for (int i = 0; i < kOut; ++i)
-        reinterpret_cast<uint4 *>(y)[at * kOut + i] = out[i];
-    }
+    for (int64_t k = threadIdx.x; k < groups; k += blockDim.x)
+      castGroupOf8(x, y, begin / 8 + k);
     scalarFrom = begin + groups * 8;
   }
   for (int64_t i = scalarFrom + threadIdx.x; i < end; i += blockDim.x)

@@ -49,6 +49,9 @@ struct CudaContext {
 /// CPU kernels word it; empty if none.
 std::string describeCudaError(const long long info[5]);
 
+/// Whether |p| allows 16-byte vector accesses.
+inline bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 /// Whether |name| has a CUDA implementation for this call's types and shapes.
 bool hasCudaKernel(const std::string &name, const KernelCall &call);
 
