@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zero/ZeroOps.h"
+#include "kernels/KernelId.h"
 #include "support/Shape.h"
 
 #include "mlir/IR/Builders.h"
@@ -572,8 +573,8 @@ LogicalResult ElementwiseOp::verify() {
   auto out = getType();
   for (int64_t s = 0; s < steps; ++s) {
     int64_t code = program[3 * s], a = program[3 * s + 1], b = program[3 * s + 2];
-    bool unary = code == 4 || code == 5;
-    if (code < 0 || code > 5 || a < 0 || a >= inputs + s ||
+    bool unary = ::zrt::isUnaryOpcode(code);
+    if (code < 0 || code >= ::zrt::kNumElementwiseOpcodes || a < 0 || a >= inputs + s ||
         (unary ? b != -1 : (b < 0 || b >= inputs + s)))
       return emitOpError() << "step " << s << " (" << code << ", " << a << ", " << b
                            << ") is not an opcode 0-5 over earlier values";

@@ -1,6 +1,8 @@
 //===- ZrtOps.cpp - the plan dialect --------------------------------------===//
 #include "zrt/ZrtOps.h"
 
+#include "kernels/KernelId.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -52,6 +54,11 @@ LogicalResult BufferOp::verify() {
 LogicalResult KernelOp::verify() {
   if (getName().empty())
     return emitOpError("needs a kernel name");
+  // The runtime's kernels (runtime/kernels/Kernels.def): a plan that names
+  // another would be refused by zrun's validator; say so at compile time.
+  if (!::zrt::lookupKernel(getName().str()))
+    return emitOpError("unknown kernel '") << getName() << "' (known: " << ::zrt::kernelNameList()
+                                           << ")";
   return success();
 }
 

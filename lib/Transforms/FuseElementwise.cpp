@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Transforms/Passes.h"
+#include "kernels/KernelId.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -46,7 +47,8 @@ using namespace zcc::zero;
 
 namespace {
 
-enum Opcode : int64_t { kAdd = 0, kSub = 1, kMul = 2, kDiv = 3, kNeg = 4, kCast = 5 };
+// The step opcodes the CPU kernel and the generated kernels agree on.
+using ::zrt::ElementwiseOpcode;
 
 RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
@@ -55,17 +57,17 @@ int64_t opcodeOf(Operation *op) {
   if (op->getNumResults() != 1 || !isa<FloatType>(tensorOf(op->getResult(0)).getElementType()))
     return -1;
   if (isa<AddOp>(op))
-    return kAdd;
+    return (int64_t)ElementwiseOpcode::Add;
   if (isa<SubOp>(op))
-    return kSub;
+    return (int64_t)ElementwiseOpcode::Sub;
   if (isa<MulOp>(op))
-    return kMul;
+    return (int64_t)ElementwiseOpcode::Mul;
   if (isa<DivOp>(op))
-    return kDiv;
+    return (int64_t)ElementwiseOpcode::Div;
   if (isa<NegOp>(op))
-    return kNeg;
+    return (int64_t)ElementwiseOpcode::Neg;
   if (auto c = dyn_cast<CastOp>(op); c && isa<FloatType>(tensorOf(c.getInput()).getElementType()))
-    return kCast;
+    return (int64_t)ElementwiseOpcode::Cast;
   return -1;
 }
 
@@ -143,12 +145,12 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
     Value x = values[program[3 * s + 1]];
     Value y = program[3 * s + 2] >= 0 ? values[program[3 * s + 2]] : Value();
     Value r;
-    switch (program[3 * s]) {
-    case kAdd: r = arith::AddFOp::create(b, loc, x, y); break;
-    case kSub: r = arith::SubFOp::create(b, loc, x, y); break;
-    case kMul: r = arith::MulFOp::create(b, loc, x, y); break;
-    case kDiv: r = arith::DivFOp::create(b, loc, x, y); break;
-    case kNeg: r = arith::NegFOp::create(b, loc, x); break;
+    switch ((ElementwiseOpcode)program[3 * s]) {
+    case ElementwiseOpcode::Add: r = arith::AddFOp::create(b, loc, x, y); break;
+    case ElementwiseOpcode::Sub: r = arith::SubFOp::create(b, loc, x, y); break;
+    case ElementwiseOpcode::Mul: r = arith::MulFOp::create(b, loc, x, y); break;
+    case ElementwiseOpcode::Div: r = arith::DivFOp::create(b, loc, x, y); break;
+    case ElementwiseOpcode::Neg: r = arith::NegFOp::create(b, loc, x); break;
     default: r = x; break; // cast: the rounding below
     }
     Type t = cast<TypeAttr>(op.getStepTypes()[s]).getValue();

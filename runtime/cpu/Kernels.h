@@ -1,6 +1,9 @@
 //===- Kernels.h - the CPU kernel library ------------------------*- C++ -*-===//
 //
-// Every plan instruction names a kernel of this library. A kernel has two
+// Every plan instruction names a kernel of kernels/Kernels.def; this library
+// implements each (the CPU is the reference backend), in one file per family
+// (cpu/Elementwise.cpp, Layout, Gemm, Reduce, Norm, Attention, Loss,
+// Optimizer; cpu/KernelTable.cpp lists them by id). A kernel has two
 // halves: `check` validates the operands' dtypes and shapes and the integer
 // and float attributes before anything runs (the plan validator calls it for
 // every instruction), and `run` computes. The ABI, per kernel:
@@ -30,6 +33,7 @@
 #ifndef ZRT_CPU_KERNELS_H
 #define ZRT_CPU_KERNELS_H
 
+#include "kernels/KernelId.h"
 #include "support/Status.h"
 #include "train/Npy.h"
 
@@ -70,11 +74,9 @@ struct KernelInfo {
   Status (*run)(const KernelCall &call);
 };
 
-/// The kernel named |name|, or null.
-const KernelInfo *findKernel(const std::string &name);
-
-/// All kernel names, for messages.
-std::string kernelNames();
+/// The CPU implementation of kernel |id|: an index into a table built from
+/// Kernels.def (resolve a plan's name with lookupKernel, once).
+const KernelInfo &cpuKernel(KernelId id);
 
 } // namespace zrt
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 
 namespace zrt {
 namespace {
@@ -63,10 +64,10 @@ struct Pinned {
   }
 };
 
-class CudaExecutor : public ExecutorBase {
+class CudaExecutor : public Interpreter {
 public:
   CudaExecutor(const plan::Plan &plan, int rank, Communicator *comm, int device)
-      : plan_(plan), rank_(rank), comm_(comm), device_(device) {}
+      : Interpreter(plan), rank_(rank), comm_(comm), device_(device) {}
 
   ~CudaExecutor() override {
     cudaSetDevice(device_);
@@ -208,82 +209,18 @@ public:
     if (sizes_[plan::INPUT] > 0)
       ZRT_CUDA(cudaMemcpyAsync(arenas_[plan::INPUT], input_.data, sizes_[plan::INPUT],
                                cudaMemcpyHostToDevice, ctx_.stream));
-    KernelCall call;
-    std::vector<cudaEvent_t> *marks = nullptr;
+    marks_ = nullptr;
+    issuedAhead_ = -1;
     if (profiling_) {
-      marks = &profileEvents_[program.name()];
-      while ((int)marks->size() < program.instructions_size() + 1) {
+      marks_ = &profileEvents_[program.name()];
+      while ((int)marks_->size() < program.instructions_size() + 1) {
         cudaEvent_t e = nullptr;
         ZRT_CUDA(cudaEventCreate(&e));
-        marks->push_back(e);
+        marks_->push_back(e);
       }
     }
-    auto issue = [&]() -> Status {
-    int issuedAhead = -1; // an upload a chunked host kernel already issued
-    for (int i = 0; i < program.instructions_size(); ++i) {
-      const plan::Instruction &inst = program.instructions(i);
-      if (marks)
-        ZRT_CUDA(cudaEventRecord((*marks)[i], ctx_.stream));
-      if (i == issuedAhead)
-        continue;
-      bool chunked = inst.has_kernel() && chunkedOnHost(inst.kernel());
-      if (!copies_.empty() && !chunked)
-        ZRT_RETURN_IF_ERROR(orderAfterCopies(operandsOf(inst), inst.has_kernel() &&
-                                                                   onHost(inst.kernel())));
-      Status s = Status::ok();
-      std::string where;
-      if (inst.has_copy()) {
-        s = copyInstruction(inst.copy());
-        where = inst.copy().location();
-      } else if (inst.has_wait()) {
-        // An async NCCL collective on the communication stream: the compute
-        // stream waits for its event (host-staged collectives completed when
-        // issued).
-        auto it = pending_.find(inst.wait().output());
-        if (it != pending_.end()) {
-          s = cudaStatus(cudaStreamWaitEvent(ctx_.stream, it->second, 0), "wait", __FILE__,
-                         __LINE__);
-          freeEvents_.push_back(it->second);
-          pending_.erase(it);
-        }
-        where = inst.wait().location();
-      } else if (inst.has_collective()) {
-        s = collective(inst.collective());
-        where = inst.collective().location();
-      } else {
-        const plan::Kernel &k = inst.kernel();
-        where = k.location();
-        call.in.clear();
-        call.out.clear();
-        for (int index : k.inputs())
-          call.in.push_back(device(index));
-        for (int index : k.outputs())
-          call.out.push_back(device(index));
-        call.ints.assign(k.ints().begin(), k.ints().end());
-        call.floats.assign(k.floats().begin(), k.floats().end());
-        call.code = k.code().empty() ? nullptr : &k.code();
-        if (chunked) {
-          count(true, k.name() + " (host, chunked)");
-          s = runChunkedOnHost(program, i, call, issuedAhead);
-        } else if (onHost(k)) {
-          // Every operand in the pinned host arena (zero-offload's host
-          // optimizer): the CPU kernel, once the stream has produced them.
-          count(true, k.name() + " (host)");
-          s = cudaStatus(cudaStreamSynchronize(ctx_.stream), "sync", __FILE__, __LINE__);
-          if (s)
-            s = findKernel(k.name())->run(call);
-        } else {
-          bool native = hasCudaKernel(k.name(), call);
-          count(native, k.name());
-          s = native ? launchCudaKernel(k.name(), call, ctx_) : hostFallback(k, call);
-        }
-      }
-      if (!s)
-        return errorf("program '", program.name(), "', instruction ", i,
-                      where.empty() ? "" : " (" + where + ")", " on the GPU: ", s.message());
-    }
-    return Status::ok();
-    };
+    std::vector<cudaEvent_t> *marks = marks_;
+    auto issue = [&] { return walk(program); };
     ZRT_RETURN_IF_ERROR(marks ? issue() : issueAsGraph(program, issue));
     // The copies still in flight end before the program does.
     for (cudaEvent_t done : copies_.takeAll()) {
@@ -323,6 +260,69 @@ public:
     return Status::ok();
   }
 
+  //===--- The interpreter's hooks (exec/Interpreter.h) -------------------===//
+
+  TensorRef operand(int index) const override { return device(index); }
+  const char *where() const override { return " on the GPU"; }
+
+  /// zrun --profile's event before the step; a step that touches the bytes
+  /// of a copy in flight waits for it (a chunked host kernel waits per
+  /// chunk instead).
+  Status beforeStep(const Step &step) override {
+    if (marks_)
+      ZRT_CUDA(cudaEventRecord((*marks_)[step.index], ctx_.stream));
+    if (step.index == issuedAhead_)
+      return Status::ok();
+    bool kernel = step.kind == Step::Kernel;
+    if (!copies_.empty() && !(kernel && chunkedOnHost(step.kernel, step.inst->kernel())))
+      return orderAfterCopies(operandsOf(*step.inst), kernel && onHost(step.inst->kernel()));
+    return Status::ok();
+  }
+
+  Status runKernel(const Step &step) override {
+    const plan::Kernel &k = step.inst->kernel();
+    const char *name = kernelName(step.kernel);
+    if (chunkedOnHost(step.kernel, k)) {
+      count(true, std::string(name) + " (host, chunked)");
+      return runChunkedOnHost(step, issuedAhead_);
+    }
+    if (onHost(k)) {
+      // Every operand in the pinned host arena (zero-offload's host
+      // optimizer): the CPU kernel, once the stream has produced them.
+      count(true, std::string(name) + " (host)");
+      ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+      return cpuKernel(step.kernel).run(step.call);
+    }
+    bool native = hasCudaKernel(step.kernel, step.call);
+    count(native, name);
+    return native ? launchCudaKernel(step.kernel, step.call, ctx_)
+                  : hostFallback(step.kernel, step.call);
+  }
+
+  Status runCopy(const Step &step) override {
+    if (step.index == issuedAhead_) // a chunked host kernel issued it already
+      return Status::ok();
+    return copyInstruction(step.inst->copy());
+  }
+
+  Status runCollective(const Step &step) override {
+    return collective(step.inst->collective());
+  }
+
+  /// An async NCCL collective on the communication stream: the compute
+  /// stream waits for its event (host-staged collectives completed when
+  /// issued).
+  Status runWait(const Step &step) override {
+    auto it = pending_.find(step.inst->wait().output());
+    if (it == pending_.end())
+      return Status::ok();
+    Status s = cudaStatus(cudaStreamWaitEvent(ctx_.stream, it->second, 0), "wait", __FILE__,
+                          __LINE__);
+    freeEvents_.push_back(it->second);
+    pending_.erase(it);
+    return s;
+  }
+
   /// ZRT_CUDA_GRAPH=1: a program whose every instruction is a native
   /// kernel or a device copy on the compute stream (one rank, nothing on
   /// the host, no collective) runs as a CUDA graph captured on its second
@@ -346,23 +346,23 @@ public:
     }();
     if (!enabled || plan_.world_size() != 1 || !copies_.empty())
       return false;
-    for (const plan::Instruction &inst : program.instructions()) {
-      if (inst.has_copy()) {
+    for (const Step &step : prepared(program)) {
+      const plan::Instruction &inst = *step.inst;
+      if (step.kind == Step::Copy) {
         if (plan_.buffers(inst.copy().source()).arena() == plan::HOST ||
             plan_.buffers(inst.copy().target()).arena() == plan::HOST)
           return false;
         continue;
       }
-      if (!inst.has_kernel())
+      if (step.kind != Step::Kernel)
         return false;
       const plan::Kernel &k = inst.kernel();
-      if (chunkedOnHost(k) || onHost(k))
+      if (chunkedOnHost(step.kernel, k) || onHost(k))
         return false;
-      KernelCall call = describeKernel(plan_, k);
       for (int index : k.inputs())
         if (plan_.buffers(index).arena() == plan::HOST)
           return false;
-      if (!hasCudaKernel(k.name(), call))
+      if (!hasCudaKernel(step.kernel, step.call))
         return false;
     }
     return true;
@@ -484,9 +484,9 @@ private:
   /// sub-groups: each chunk waits only for the copies into its own bytes, and
   /// when the next instruction uploads the kernel's first output, each
   /// chunk's part goes to the device as soon as it is computed.
-  bool chunkedOnHost(const plan::Kernel &k) const {
+  bool chunkedOnHost(KernelId id, const plan::Kernel &k) const {
     if (!useCopyStream_ || !onHost(k) ||
-        (k.name() != "adamw" && k.name() != "sgd" && k.name() != "mul"))
+        (id != KernelId::Adamw && id != KernelId::Sgd && id != KernelId::Mul))
       return false;
     auto numel = [&](int b) { return describe(b).numel(); };
     int64_t n = numel(k.inputs(0));
@@ -498,8 +498,10 @@ private:
     return hostChunk_ > 0 && n >= 2 * hostChunk_;
   }
 
-  Status runChunkedOnHost(const plan::Program &program, int i, const KernelCall &call,
-                          int &issuedAhead) {
+  Status runChunkedOnHost(const Step &step, int &issuedAhead) {
+    const plan::Program &program = *step.program;
+    const KernelCall &call = step.call;
+    int i = step.index;
     int64_t n = call.in[0].numel();
     auto slice = [&](const TensorRef &t, int64_t begin, int64_t count) {
       if (t.shape.empty() || t.numel() != n)
@@ -524,7 +526,7 @@ private:
       ZRT_RETURN_IF_ERROR(copyStreamReached());
       issuedAhead = i + 1;
     }
-    const KernelInfo *kernel = findKernel(program.instructions(i).kernel().name());
+    const KernelInfo *kernel = &cpuKernel(step.kernel);
     KernelCall part = call;
     for (int64_t begin = 0; begin < n; begin += hostChunk_) {
       int64_t count = std::min<int64_t>(hostChunk_, n - begin);
@@ -608,7 +610,7 @@ private:
 
   /// A kernel without a CUDA implementation yet: its operands are staged to
   /// the host, the CPU kernel runs, the outputs go back.
-  Status hostFallback(const plan::Kernel &k, const KernelCall &deviceCall) {
+  Status hostFallback(KernelId id, const KernelCall &deviceCall) {
     KernelCall host = deviceCall;
     std::vector<std::vector<char>> staging(host.in.size() + host.out.size());
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
@@ -621,7 +623,7 @@ private:
           ZRT_RETURN_IF_ERROR(copy(bytes.data(), t.data, bytes.size(), cudaMemcpyDeviceToHost));
         t.data = bytes.data();
       }
-    ZRT_RETURN_IF_ERROR(findKernel(k.name())->run(host));
+    ZRT_RETURN_IF_ERROR(cpuKernel(id).run(host));
     for (size_t o = 0; o < host.out.size(); ++o)
       if (bytesOf(host.out[o]))
         ZRT_RETURN_IF_ERROR(copy(deviceCall.out[o].data, host.out[o].data,
@@ -808,7 +810,6 @@ private:
     return Status::ok();
   }
 
-  const plan::Plan &plan_;
   int rank_;
   Communicator *comm_;
   int device_;
@@ -833,6 +834,8 @@ private:
   int64_t collectives_ = 0;
   std::map<std::string, std::vector<cudaEvent_t>> profileEvents_; // zrun --profile
   std::map<std::string, ProgramGraph> graphs_;                      // ZRT_CUDA_GRAPH=1
+  std::vector<cudaEvent_t> *marks_ = nullptr; // this run's profile events, if profiling
+  int issuedAhead_ = -1; // the upload a chunked host kernel already issued
 
   /// An event for ordering the two streams (reused; recording one again is
   /// safe once the stream that waited on it has been enqueued).
@@ -883,7 +886,8 @@ Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeco
 }
 
 bool cudaRunsNatively(const plan::Plan &plan, const plan::Kernel &k) {
-  return hasCudaKernel(k.name(), describeKernel(plan, k));
+  std::optional<KernelId> id = lookupKernel(k.name());
+  return id && hasCudaKernel(*id, describeKernel(plan, k));
 }
 
 CudaStats cudaStats() {

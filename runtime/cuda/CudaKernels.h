@@ -1,8 +1,11 @@
 //===- CudaKernels.h - the CUDA implementations of plan kernels --*- C++ -*-===//
 //
-// Same names, operands and attributes as the CPU kernels (runtime/cpu), whose
-// check functions the plan validator already ran: a CUDA kernel may assume a
-// well-formed call. Operands are device pointers.
+// The kernels of kernels/Kernels.def with the operands and attributes of the
+// CPU kernels (runtime/cpu), whose check functions the plan validator already
+// ran: a CUDA kernel may assume a well-formed call. Operands are device
+// pointers. One file per family, as on the CPU (cuda/Elementwise.cu, Layout,
+// Gemm, Reduce, Norm, Attention, Loss, Optimizer; Collectives for in-process
+// ranks; KernelTable.cu lists them by id).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_CUDA_CUDAKERNELS_H
@@ -52,8 +55,9 @@ std::string describeCudaError(const long long info[5]);
 /// Whether |p| allows 16-byte vector accesses.
 inline bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-/// Whether |name| has a CUDA implementation for this call's types and shapes.
-bool hasCudaKernel(const std::string &name, const KernelCall &call);
+/// Whether kernel |id| has a CUDA implementation for this call's types and
+/// shapes (cuda/KernelTable.cu).
+bool hasCudaKernel(KernelId id, const KernelCall &call);
 
 /// In-process ranks on one device: how many a collective kernel takes.
 constexpr int kMaxDeviceRanks = 64;
@@ -73,7 +77,7 @@ Status launchAttention(bool backward, const KernelCall &call, CudaContext &ctx);
 Status launchGenerated(const KernelCall &call, CudaContext &ctx);
 
 /// Launches it on ctx.stream (asynchronously).
-Status launchCudaKernel(const std::string &name, const KernelCall &call, CudaContext &ctx);
+Status launchCudaKernel(KernelId id, const KernelCall &call, CudaContext &ctx);
 
 } // namespace zrt
 

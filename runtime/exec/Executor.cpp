@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <chrono>
-#include <optional>
 #include <cstring>
 
 using namespace zrt;
@@ -23,7 +22,7 @@ static void allocateArena(int64_t bytes, std::unique_ptr<char, void (*)(void *)>
 }
 
 Executor::Executor(const plan::Plan &plan, int rank, Communicator *comm)
-    : plan_(plan), rank_(rank), comm_(comm) {
+    : Interpreter(plan), rank_(rank), comm_(comm) {
   allocateArena(plan.device_arena_bytes(), device_.data, device_.bytes, allocated_);
   allocateArena(plan.state_arena_bytes(), state_.data, state_.bytes, allocated_);
   allocateArena(plan.constant_arena_bytes(), constant_.data, constant_.bytes, allocated_);
@@ -66,13 +65,6 @@ char *Executor::arenaBase(int arena) const {
   }
 }
 
-const plan::Program *Executor::program(const std::string &name) const {
-  for (const plan::Program &p : plan_.programs())
-    if (p.name() == name)
-      return &p;
-  return nullptr;
-}
-
 TensorRef Executor::buffer(int index) const {
   const plan::Buffer &b = plan_.buffers(index);
   TensorRef t = describeBuffer(b);
@@ -80,73 +72,36 @@ TensorRef Executor::buffer(int index) const {
   return t;
 }
 
-Status Executor::run(const plan::Program &program) {
-  KernelCall call;
-  for (int i = 0; i < program.instructions_size(); ++i) {
-    const plan::Instruction &inst = program.instructions(i);
-    // zrun --profile: every instruction's wall time (a wait's is the time
-    // the program stood still for its collective).
-    struct Timer {
-      Executor &e;
-      const std::string &program;
-      int index;
-      std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-      Timer(Executor &e, const std::string &program, int index)
-          : e(e), program(program), index(index) {}
-      Timer(const Timer &) = delete;
-      ~Timer() {
-        InstructionTime &t = e.profile_[{program, index}];
-        t.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                    .count();
-        ++t.runs;
-      }
-    };
-    std::optional<Timer> timer;
-    if (profiling_)
-      timer.emplace(*this, program.name(), i);
-    if (inst.has_copy()) {
-      TensorRef src = buffer(inst.copy().source()), dst = buffer(inst.copy().target());
-      std::memmove(dst.data, src.data, src.numel() * dtypeSize(src.dtype));
-      continue;
-    }
-    if (inst.has_wait()) {
-      auto it = pending_.find(inst.wait().output());
-      Status s = it == pending_.end() ? Status::ok() : stream_->wait(it->second);
-      if (it != pending_.end())
-        pending_.erase(it);
-      if (!s)
-        return errorf("program '", program.name(), "', instruction ", i,
-                      inst.wait().location().empty() ? "" : " (" + inst.wait().location() + ")",
-                      ", wait: ", s.message());
-      continue;
-    }
-    if (inst.has_collective()) {
-      if (Status s = collective(inst.collective()); !s)
-        return errorf("program '", program.name(), "', instruction ", i,
-                      inst.collective().location().empty()
-                          ? ""
-                          : " (" + inst.collective().location() + ")",
-                      ", ", plan::Collective::Kind_Name(inst.collective().kind()), ": ",
-                      s.message());
-      continue;
-    }
-    const plan::Kernel &k = inst.kernel();
-    call.in.clear();
-    call.out.clear();
-    for (int index : k.inputs())
-      call.in.push_back(buffer(index));
-    for (int index : k.outputs())
-      call.out.push_back(buffer(index));
-    call.ints.assign(k.ints().begin(), k.ints().end());
-    call.floats.assign(k.floats().begin(), k.floats().end());
-    call.code = k.code().empty() ? nullptr : &k.code();
-    Status s = findKernel(k.name())->run(call);
-    if (!s)
-      return errorf("program '", program.name(), "', instruction ", i,
-                    k.location().empty() ? "" : " (" + k.location() + ")", ", kernel '", k.name(),
-                    "': ", s.message());
-  }
+// zrun --profile: every instruction's wall time (a wait's is the time the
+// program stood still for its collective).
+Status Executor::beforeStep(const Step &) {
+  if (profiling_)
+    stepStart_ = std::chrono::steady_clock::now();
   return Status::ok();
+}
+
+void Executor::afterStep(const Step &step) {
+  if (!profiling_)
+    return;
+  InstructionTime &t = profile_[{step.program->name(), step.index}];
+  t.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stepStart_)
+              .count();
+  ++t.runs;
+}
+
+Status Executor::runCopy(const Step &step) {
+  TensorRef src = buffer(step.inst->copy().source()), dst = buffer(step.inst->copy().target());
+  std::memmove(dst.data, src.data, src.numel() * dtypeSize(src.dtype));
+  return Status::ok();
+}
+
+Status Executor::runWait(const Step &step) {
+  auto it = pending_.find(step.inst->wait().output());
+  if (it == pending_.end())
+    return Status::ok();
+  Status s = stream_->wait(it->second);
+  pending_.erase(it);
+  return s;
 }
 
 CommStream::CommStream(Communicator *comm) : comm_(comm), thread_([this] { loop(); }) {}

@@ -1,12 +1,18 @@
 //===- Executor.h - run a validated plan on the CPU --------------*- C++ -*-===//
+//
+// The CPU backend: arenas in host memory, kernels from the CPU library
+// (cpu/Kernels.h), collectives over the rank group on a communication thread
+// per rank (so an async collective overlaps the kernels after it).
+//
+//===----------------------------------------------------------------------===//
 #ifndef ZRT_EXEC_EXECUTOR_H
 #define ZRT_EXEC_EXECUTOR_H
 
 #include "comm/Communicator.h"
-#include "cpu/Kernels.h"
-#include "plan/plan.pb.h"
+#include "exec/Interpreter.h"
 #include "support/Status.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -43,43 +49,8 @@ private:
   std::thread thread_;
 };
 
-/// What the trainer needs from a backend (CPU: Executor; CUDA:
-/// runtime/cuda). One object per rank.
-class ExecutorBase {
-public:
-  virtual ~ExecutorBase() = default;
-  /// Bytes allocated for the arenas, as planned.
-  virtual int64_t allocatedBytes() const = 0;
-  /// A host view of buffer |index|: program inputs are written through it
-  /// before run(), program outputs read after it.
-  virtual TensorRef buffer(int index) const = 0;
-  /// Runs every instruction of |program| in order.
-  virtual Status run(const plan::Program &program) = 0;
-  /// The state arena's bytes (parameters, gradients, optimizer state), then
-  /// the host arena's offloaded state, for checkpoints and weights, and back.
-  virtual Status saveState(std::vector<char> &bytes) = 0;
-  virtual Status loadState(const std::vector<char> &bytes) = 0;
-
-  /// zrun --profile: the time of every instruction, summed over runs, by
-  /// program name and instruction index. The CPU times kernels with a clock;
-  /// the CUDA backend records an event between instructions on its compute
-  /// stream (so an async collective counts only its launch).
-  struct InstructionTime {
-    double ms = 0;
-    int64_t runs = 0;
-  };
-  using Profile = std::map<std::pair<std::string, int>, InstructionTime>;
-  void enableProfiling() { profiling_ = true; }
-  void resetProfile() { profile_.clear(); }
-  const Profile &profile() const { return profile_; }
-
-protected:
-  bool profiling_ = false;
-  Profile profile_;
-};
-
 /// Owns the arenas of one rank and runs the plan's programs over them.
-class Executor : public ExecutorBase {
+class Executor : public Interpreter {
 public:
   /// |plan| must have passed validatePlan. Allocates every arena at exactly
   /// the size the compiler planned and copies the initial state in (rank
@@ -89,9 +60,6 @@ public:
 
   /// Bytes allocated for the arenas (device + state + constant + input).
   int64_t allocatedBytes() const override { return allocated_; }
-
-  /// The program named |name|, or null.
-  const plan::Program *program(const std::string &name) const;
 
   /// A view of buffer |index| in its arena.
   TensorRef buffer(int index) const override;
@@ -109,9 +77,17 @@ public:
   Status loadState(const std::vector<char> &bytes) override;
 
   /// Runs every instruction of |program| in order.
-  Status run(const plan::Program &program) override;
+  Status run(const plan::Program &program) override { return walk(program); }
 
 private:
+  TensorRef operand(int index) const override { return buffer(index); }
+  Status beforeStep(const Step &step) override;
+  void afterStep(const Step &step) override;
+  Status runKernel(const Step &step) override { return cpuKernel(step.kernel).run(step.call); }
+  Status runCopy(const Step &step) override;
+  Status runCollective(const Step &step) override { return collective(step.inst->collective()); }
+  Status runWait(const Step &step) override;
+
   struct Arena {
     std::unique_ptr<char, void (*)(void *)> data{nullptr, std::free};
     int64_t bytes = 0;
@@ -121,11 +97,11 @@ private:
   Status collective(const plan::Collective &c);
   Status runCollective(const plan::Collective &c);
 
-  const plan::Plan &plan_;
   int rank_;
   Communicator *comm_;
   Arena device_, state_, constant_, input_, host_;
   int64_t allocated_ = 0;
+  std::chrono::steady_clock::time_point stepStart_; // zrun --profile
   // Last, so that the stream stops before the arenas it reads are freed.
   std::map<int, int64_t> pending_; // async collectives by output buffer
   std::unique_ptr<CommStream> stream_;

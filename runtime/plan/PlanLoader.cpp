@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -293,10 +294,11 @@ Status zrt::validatePlan(const plan::Plan &p) {
       const plan::Kernel &k = inst.kernel();
       if (!k.location().empty())
         where << " (" << k.location() << ")";
-      const KernelInfo *info = findKernel(k.name());
-      if (!info)
-        return errorf(where.str(), ": unknown kernel '", k.name(), "' (known: ", kernelNames(),
+      std::optional<KernelId> id = lookupKernel(k.name());
+      if (!id)
+        return errorf(where.str(), ": unknown kernel '", k.name(), "' (known: ", kernelNameList(),
                       ")");
+      const KernelInfo *info = &cpuKernel(*id);
       for (const auto *list : {&k.inputs(), &k.outputs()})
         for (int index : *list)
           ZRT_RETURN_IF_ERROR(checkIndex(index, where.str() + " operand"));

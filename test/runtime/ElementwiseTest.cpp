@@ -37,7 +37,7 @@ TEST(Elementwise, ScalarMultiplyFromSeveralThreads) {
       KernelCall c;
       c.in = {ref(a, {n}), ref(s, {})};
       c.out = {ref(o, {n})};
-      if (!findKernel("mul")->run(c))
+      if (!cpuKernel(KernelId::Mul).run(c))
         return;
       bool same = true;
       for (int64_t k = 0; k < n; ++k)
@@ -62,7 +62,7 @@ TEST(Elementwise, AdamWOverThePoolMatchesOneElementAtATime) {
   c.in = {ref(p, {n}), ref(g, {n}), ref(m, {n}), ref(v, {n}), ref(lr, {}), ref(step, {})};
   c.out = {ref(po, {n}), ref(mo, {n}), ref(vo, {n})};
   c.floats = {0.9, 0.999, 1e-8, 0.01};
-  ASSERT_TRUE(findKernel("adamw")->run(c));
+  ASSERT_TRUE(cpuKernel(KernelId::Adamw).run(c));
   // The same call on a 3-element slice at the end (the caller alone) gives
   // the same bits for those elements.
   int64_t at = n - 3;
@@ -71,7 +71,7 @@ TEST(Elementwise, AdamWOverThePoolMatchesOneElementAtATime) {
   KernelCall c3 = c;
   c3.in = {ref(p3, {3}), ref(g3, {3}), ref(m3, {3}), ref(v3, {3}), ref(lr, {}), ref(step, {})};
   c3.out = {ref(po3, {3}), ref(mo3, {3}), ref(vo3, {3})};
-  ASSERT_TRUE(findKernel("adamw")->run(c3));
+  ASSERT_TRUE(cpuKernel(KernelId::Adamw).run(c3));
   for (int k = 0; k < 3; ++k) {
     EXPECT_EQ(po3[k], po[at + k]);
     EXPECT_EQ(mo3[k], mo[at + k]);

@@ -1,6 +1,7 @@
 //===- ZeroToZrt.cpp - planned zero module -> runtime buffers and kernels -===//
 //
-// Kernel ABI (the runtime's side is runtime/cpu/Kernels.h):
+// Kernel ABI (the kernels are runtime/kernels/Kernels.def; their checks are
+// the CPU kernels', runtime/cpu/*.cpp):
 //   binary  add sub mul div pow max min and or   (a, b) -> c, NumPy broadcast
 //   cmp     ints = [predicate]                    (a, b) -> bool c
 //   where                                         (cond, a, b) -> c
@@ -34,6 +35,9 @@
 #include "zero/ZeroOps.h"
 #include "zrt/ZrtOps.h"
 
+#include "kernels/KernelId.h"
+#include "plan/plan.pb.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
@@ -49,15 +53,21 @@ using namespace zcc;
 namespace zero = zcc::zero;
 
 namespace {
+using ::zrt::KernelId;
+
+/// The runtime kernel an op lowers to (runtime/kernels/Kernels.def) and its
+/// attributes.
 struct KernelSpec {
-  std::string name;
+  KernelId kernel;
   SmallVector<int64_t> ints;
   SmallVector<double> floats;
   std::string code; // generated device code (PTX), if any
 };
 
 /// The plan's element type code (plan.proto's DType) of a float type.
-int64_t planFloatType(Type t) { return t.isBF16() ? 4 : t.isF16() ? 3 : 1; }
+int64_t planFloatType(Type t) {
+  return t.isBF16() ? ::zrt::plan::BF16 : t.isF16() ? ::zrt::plan::F16 : ::zrt::plan::F32;
+}
 
 /// The runtime kernel that computes |op|, or failure for an op without one.
 /// cross_entropy(_grad): [ignore_index], then the real class count when the
@@ -70,40 +80,40 @@ template <typename Op> SmallVector<int64_t> crossEntropyInts(Op op) {
 }
 
 FailureOr<KernelSpec> kernelFor(Operation *op) {
-  auto simple = [](StringRef name) { return KernelSpec{name.str(), {}, {}}; };
+  auto simple = [](KernelId kernel) { return KernelSpec{kernel, {}, {}}; };
   return llvm::TypeSwitch<Operation *, FailureOr<KernelSpec>>(op)
-      .Case([&](zero::AddOp) { return simple("add"); })
-      .Case([&](zero::SubOp) { return simple("sub"); })
-      .Case([&](zero::MulOp) { return simple("mul"); })
-      .Case([&](zero::DivOp) { return simple("div"); })
-      .Case([&](zero::PowOp) { return simple("pow"); })
-      .Case([&](zero::MaxOp) { return simple("max"); })
-      .Case([&](zero::MinOp) { return simple("min"); })
-      .Case([&](zero::AndOp) { return simple("and"); })
-      .Case([&](zero::OrOp) { return simple("or"); })
+      .Case([&](zero::AddOp) { return simple(KernelId::Add); })
+      .Case([&](zero::SubOp) { return simple(KernelId::Sub); })
+      .Case([&](zero::MulOp) { return simple(KernelId::Mul); })
+      .Case([&](zero::DivOp) { return simple(KernelId::Div); })
+      .Case([&](zero::PowOp) { return simple(KernelId::Pow); })
+      .Case([&](zero::MaxOp) { return simple(KernelId::Max); })
+      .Case([&](zero::MinOp) { return simple(KernelId::Min); })
+      .Case([&](zero::AndOp) { return simple(KernelId::And); })
+      .Case([&](zero::OrOp) { return simple(KernelId::Or); })
       .Case([&](zero::CmpOp c) {
-        return KernelSpec{"cmp", {(int64_t)c.getPredicate()}, {}};
+        return KernelSpec{KernelId::Cmp, {(int64_t)c.getPredicate()}, {}};
       })
-      .Case([&](zero::WhereOp) { return simple("where"); })
-      .Case([&](zero::NegOp) { return simple("neg"); })
-      .Case([&](zero::AbsOp) { return simple("abs"); })
-      .Case([&](zero::ExpOp) { return simple("exp"); })
-      .Case([&](zero::LogOp) { return simple("log"); })
-      .Case([&](zero::SqrtOp) { return simple("sqrt"); })
-      .Case([&](zero::RsqrtOp) { return simple("rsqrt"); })
-      .Case([&](zero::ReciprocalOp) { return simple("reciprocal"); })
-      .Case([&](zero::TanhOp) { return simple("tanh"); })
-      .Case([&](zero::ErfOp) { return simple("erf"); })
-      .Case([&](zero::SigmoidOp) { return simple("sigmoid"); })
-      .Case([&](zero::ReluOp) { return simple("relu"); })
-      .Case([&](zero::SiluOp) { return simple("silu"); })
-      .Case([&](zero::CosOp) { return simple("cos"); })
-      .Case([&](zero::SinOp) { return simple("sin"); })
-      .Case([&](zero::NotOp) { return simple("not"); })
+      .Case([&](zero::WhereOp) { return simple(KernelId::Where); })
+      .Case([&](zero::NegOp) { return simple(KernelId::Neg); })
+      .Case([&](zero::AbsOp) { return simple(KernelId::Abs); })
+      .Case([&](zero::ExpOp) { return simple(KernelId::Exp); })
+      .Case([&](zero::LogOp) { return simple(KernelId::Log); })
+      .Case([&](zero::SqrtOp) { return simple(KernelId::Sqrt); })
+      .Case([&](zero::RsqrtOp) { return simple(KernelId::Rsqrt); })
+      .Case([&](zero::ReciprocalOp) { return simple(KernelId::Reciprocal); })
+      .Case([&](zero::TanhOp) { return simple(KernelId::Tanh); })
+      .Case([&](zero::ErfOp) { return simple(KernelId::Erf); })
+      .Case([&](zero::SigmoidOp) { return simple(KernelId::Sigmoid); })
+      .Case([&](zero::ReluOp) { return simple(KernelId::Relu); })
+      .Case([&](zero::SiluOp) { return simple(KernelId::Silu); })
+      .Case([&](zero::CosOp) { return simple(KernelId::Cos); })
+      .Case([&](zero::SinOp) { return simple(KernelId::Sin); })
+      .Case([&](zero::NotOp) { return simple(KernelId::Not); })
       .Case([&](zero::GeluOp g) {
-        return KernelSpec{"gelu", {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
+        return KernelSpec{KernelId::Gelu, {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
       })
-      .Case([&](zero::CastOp) { return simple("cast"); })
+      .Case([&](zero::CastOp) { return simple(KernelId::Cast); })
       .Case([&](zero::ElementwiseOp e) {
         // [inputs, steps, then (opcode, a, b, plan dtype) per step]
         ArrayRef<int64_t> program = e.getProgram();
@@ -113,98 +123,98 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
           ints.append({program[3 * s], program[3 * s + 1], program[3 * s + 2]});
           ints.push_back(planFloatType(cast<TypeAttr>(e.getStepTypes()[s]).getValue()));
         }
-        KernelSpec spec{"elementwise", ints, {}, {}};
+        KernelSpec spec{KernelId::Elementwise, ints, {}, {}};
         if (auto ptx = e.getPtxAttr())
           spec.code = ptx.str();
         return spec;
       })
-      .Case([&](zero::CastManyOp) { return simple("cast_many"); })
-      .Case([&](zero::CastConcatOp) { return simple("cast_concat"); })
-      .Case([&](zero::ExpandOp) { return simple("expand"); })
+      .Case([&](zero::CastManyOp) { return simple(KernelId::CastMany); })
+      .Case([&](zero::CastConcatOp) { return simple(KernelId::CastConcat); })
+      .Case([&](zero::ExpandOp) { return simple(KernelId::Expand); })
       .Case([&](zero::TransposeOp t) {
-        return KernelSpec{"transpose", SmallVector<int64_t>(t.getPermutation()), {}};
+        return KernelSpec{KernelId::Transpose, SmallVector<int64_t>(t.getPermutation()), {}};
       })
       .Case([&](zero::SliceOp s) {
         SmallVector<int64_t> ints(s.getStart());
         llvm::append_range(ints, s.getStride());
-        return KernelSpec{"slice", ints, {}};
+        return KernelSpec{KernelId::Slice, ints, {}};
       })
       .Case([&](zero::ConcatOp c) {
         int64_t rank = cast<RankedTensorType>(c.getType()).getRank();
-        return KernelSpec{"concat", {(c.getAxis() + rank) % rank}, {}};
+        return KernelSpec{KernelId::Concat, {(c.getAxis() + rank) % rank}, {}};
       })
       .Case([&](zero::SplitOp s) {
         int64_t rank = cast<RankedTensorType>(s.getInput().getType()).getRank();
-        return KernelSpec{"split", {(s.getAxis() + rank) % rank}, {}};
+        return KernelSpec{KernelId::Split, {(s.getAxis() + rank) % rank}, {}};
       })
       .Case([&](zero::GatherOp g) {
         int64_t rank = cast<RankedTensorType>(g.getInput().getType()).getRank();
-        return KernelSpec{"gather", {(g.getAxis() + rank) % rank}, {}};
+        return KernelSpec{KernelId::Gather, {(g.getAxis() + rank) % rank}, {}};
       })
       .Case([&](zero::MatmulOp m) {
-        return KernelSpec{"matmul", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+        return KernelSpec{KernelId::Matmul, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::MatmulBiasOp m) {
-        return KernelSpec{"matmul_bias", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+        return KernelSpec{KernelId::MatmulBias, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
-      .Case([&](zero::MatmulBgradOp) { return KernelSpec{"matmul_bgrad", {}, {}}; })
+      .Case([&](zero::MatmulBgradOp) { return KernelSpec{KernelId::MatmulBgrad, {}, {}}; })
       .Case([&](zero::MatmulBiasGeluOp m) {
-        return KernelSpec{"matmul_bias_gelu", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+        return KernelSpec{KernelId::MatmulBiasGelu, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::MatmulGeluGradOp m) {
-        return KernelSpec{"matmul_gelu_grad", {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+        return KernelSpec{KernelId::MatmulGeluGrad, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::ReduceOp r) {
         SmallVector<int64_t> ints{(int64_t)r.getKind(), r.getKeepdims()};
         llvm::append_range(ints, r.getAxes());
-        return KernelSpec{"reduce", ints, {}};
+        return KernelSpec{KernelId::Reduce, ints, {}};
       })
-      .Case([&](zero::SoftmaxOp s) { return KernelSpec{"softmax", {s.getAxis()}, {}}; })
+      .Case([&](zero::SoftmaxOp s) { return KernelSpec{KernelId::Softmax, {s.getAxis()}, {}}; })
       .Case([&](zero::BiasSoftmaxOp s) {
-        return KernelSpec{"bias_softmax", {s.getNanToZero() ? 1 : 0}, {}};
+        return KernelSpec{KernelId::BiasSoftmax, {s.getNanToZero() ? 1 : 0}, {}};
       })
       .Case([&](zero::AttentionOp a) {
-        return KernelSpec{"attention", {a.getNanToZero() ? 1 : 0},
+        return KernelSpec{KernelId::Attention, {a.getNanToZero() ? 1 : 0},
                           {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionPackedOp a) {
-        return KernelSpec{"attention", {a.getNanToZero() ? 1 : 0, 1},
+        return KernelSpec{KernelId::Attention, {a.getNanToZero() ? 1 : 0, 1},
                           {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionPackedGradOp a) {
-        return KernelSpec{"attention_grad", {1}, {a.getScale().convertToDouble()}};
+        return KernelSpec{KernelId::AttentionGrad, {1}, {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionGradOp a) {
-        return KernelSpec{"attention_grad", {}, {a.getScale().convertToDouble()}};
+        return KernelSpec{KernelId::AttentionGrad, {}, {a.getScale().convertToDouble()}};
       })
-      .Case([&](zero::LogSoftmaxOp s) { return KernelSpec{"log_softmax", {s.getAxis()}, {}}; })
+      .Case([&](zero::LogSoftmaxOp s) { return KernelSpec{KernelId::LogSoftmax, {s.getAxis()}, {}}; })
       .Case([&](zero::LayerNormOp l) {
-        return KernelSpec{"layer_norm", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+        return KernelSpec{KernelId::LayerNorm, {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
       })
       .Case([&](zero::RmsNormOp l) {
-        return KernelSpec{"rms_norm", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+        return KernelSpec{KernelId::RmsNorm, {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
       })
       .Case([&](zero::CrossEntropyOp c) {
-        return KernelSpec{"cross_entropy", crossEntropyInts(c), {}};
+        return KernelSpec{KernelId::CrossEntropy, crossEntropyInts(c), {}};
       })
       .Case([&](zero::GeluGradOp g) {
-        return KernelSpec{"gelu_grad", {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
+        return KernelSpec{KernelId::GeluGrad, {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
       })
-      .Case([&](zero::SoftmaxGradOp s) { return KernelSpec{"softmax_grad", {s.getAxis()}, {}}; })
+      .Case([&](zero::SoftmaxGradOp s) { return KernelSpec{KernelId::SoftmaxGrad, {s.getAxis()}, {}}; })
       .Case([&](zero::LogSoftmaxGradOp s) {
-        return KernelSpec{"log_softmax_grad", {s.getAxis()}, {}};
+        return KernelSpec{KernelId::LogSoftmaxGrad, {s.getAxis()}, {}};
       })
       .Case([&](zero::LayerNormGradOp l) {
-        return KernelSpec{"layer_norm_grad", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+        return KernelSpec{KernelId::LayerNormGrad, {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
       })
       .Case([&](zero::RmsNormGradOp l) {
-        return KernelSpec{"rms_norm_grad", {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+        return KernelSpec{KernelId::RmsNormGrad, {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
       })
       .Case([&](zero::CrossEntropyGradOp c) {
-        return KernelSpec{"cross_entropy_grad", crossEntropyInts(c), {}};
+        return KernelSpec{KernelId::CrossEntropyGrad, crossEntropyInts(c), {}};
       })
       .Case([&](zero::GatherGradOp g) {
-        KernelSpec spec{"gather_grad", {g.getAxis()}, {}};
+        KernelSpec spec{KernelId::GatherGrad, {g.getAxis()}, {}};
         if (auto pad = g.getPaddingIdx())
           spec.ints.push_back(*pad);
         return spec;
@@ -212,16 +222,16 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::SliceGradOp s) {
         SmallVector<int64_t> ints(s.getStart());
         llvm::append_range(ints, s.getStride());
-        return KernelSpec{"slice_grad", ints, {}};
+        return KernelSpec{KernelId::SliceGrad, ints, {}};
       })
       .Case([&](zero::AdamWOp a) {
-        return KernelSpec{"adamw",
+        return KernelSpec{KernelId::Adamw,
                           {},
                           {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
                            a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()}};
       })
       .Case([&](zero::SgdOp o) {
-        return KernelSpec{"sgd",
+        return KernelSpec{KernelId::Sgd,
                           {o.getNesterov() ? 1 : 0},
                           {o.getMomentum().convertToDouble(), o.getWeightDecay().convertToDouble()}};
       })
@@ -248,12 +258,12 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
   FlatSymbolRefAttr createBuffer(OpBuilder &b, Location loc, StringRef base, Placement p,
                                  Type type, ElementsAttr init = {}, bool view = false) {
     std::string name = uniqueName(base);
-    auto arena = p.arena == ArenaKind::Device     ? zrt::Arena::device
-                 : p.arena == ArenaKind::State    ? zrt::Arena::state
-                 : p.arena == ArenaKind::Constant ? zrt::Arena::constant
-                 : p.arena == ArenaKind::Host     ? zrt::Arena::host
-                                                  : zrt::Arena::input;
-    zrt::BufferOp::create(b, loc, name, arena, p.offset, cast<RankedTensorType>(type), init,
+    auto arena = p.arena == ArenaKind::Device     ? zcc::zrt::Arena::device
+                 : p.arena == ArenaKind::State    ? zcc::zrt::Arena::state
+                 : p.arena == ArenaKind::Constant ? zcc::zrt::Arena::constant
+                 : p.arena == ArenaKind::Host     ? zcc::zrt::Arena::host
+                                                  : zcc::zrt::Arena::input;
+    zcc::zrt::BufferOp::create(b, loc, name, arena, p.offset, cast<RankedTensorType>(type), init,
                           /*trainable=*/false, view, /*role=*/nullptr, /*shard_of=*/nullptr);
     return FlatSymbolRefAttr::get(b.getContext(), name);
   }
@@ -320,7 +330,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       bufferOf[arg] = createBuffer(b, func.getLoc(), inPrefix + graphName, p, arg.getType());
       inputs.append(graphName, bufferOf[arg]);
     }
-    auto program = zrt::ProgramOp::create(b, func.getLoc(), progName, b.getDictionaryAttr({}),
+    auto program = zcc::zrt::ProgramOp::create(b, func.getLoc(), progName, b.getDictionaryAttr({}),
                                           b.getDictionaryAttr({}));
     Block *body = new Block();
     program.getBody().push_back(body);
@@ -338,7 +348,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         continue;
       }
       if (auto fill = dyn_cast<zero::FillOp>(op)) {
-        zrt::KernelOp::create(pb, op.getLoc(), "fill", b.getArrayAttr({}),
+        zcc::zrt::KernelOp::create(pb, op.getLoc(), ::zrt::kernelName(KernelId::Fill), b.getArrayAttr({}),
                               b.getArrayAttr({globalBuffer.lookup(fill.getGlobalAttr().getAttr())}),
                               ArrayRef<int64_t>{}, ArrayRef<double>{fill.getValue().convertToDouble()});
         continue;
@@ -350,7 +360,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
           return failure();
         Placement target = globalPlacement.lookup(g);
         if (p.arena != target.arena || p.offset != target.offset)
-          zrt::CopyOp::create(pb, op.getLoc(), bufferOf[store.getValue()], globalBuffer.lookup(g));
+          zcc::zrt::CopyOp::create(pb, op.getLoc(), bufferOf[store.getValue()], globalBuffer.lookup(g));
         continue;
       }
       b.setInsertionPoint(program);
@@ -376,13 +386,13 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       if (auto wait = dyn_cast<zero::WaitOp>(op)) {
         // A view of the started collective's buffer, and the instruction
         // that waits for it.
-        zrt::WaitOp::create(pb, op.getLoc(), bufferOf[wait.getStarted()]);
+        zcc::zrt::WaitOp::create(pb, op.getLoc(), bufferOf[wait.getStarted()]);
         continue;
       }
       if (isa<zero::ConstantOp>(op) || isViewOp(&op))
         continue; // data or a view: no instruction
       if (auto transfer = dyn_cast<zero::TransferOp>(op)) {
-        zrt::CopyOp::create(pb, op.getLoc(), bufferOf[transfer.getInput()],
+        zcc::zrt::CopyOp::create(pb, op.getLoc(), bufferOf[transfer.getInput()],
                             bufferOf[transfer.getResult()]);
         continue;
       }
@@ -397,7 +407,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
           reduce = (int64_t)r.getReduce();
         if (auto r = dyn_cast<zero::ReduceScatterOp>(op))
           reduce = (int64_t)r.getReduce();
-        auto coll = zrt::CollectiveOp::create(pb, op.getLoc(), pb.getStringAttr(kind),
+        auto coll = zcc::zrt::CollectiveOp::create(pb, op.getLoc(), pb.getStringAttr(kind),
                                               bufferOf[op.getOperand(0)],
                                               bufferOf[op.getResult(0)],
                                               pb.getI64IntegerAttr(reduce));
@@ -413,7 +423,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         ins.push_back(bufferOf[v]);
       for (Value v : op.getResults())
         outs.push_back(bufferOf[v]);
-      auto kernel = zrt::KernelOp::create(pb, op.getLoc(), spec->name, b.getArrayAttr(ins),
+      auto kernel = zcc::zrt::KernelOp::create(pb, op.getLoc(), ::zrt::kernelName(spec->kernel), b.getArrayAttr(ins),
                                           b.getArrayAttr(outs), spec->ints, spec->floats);
       if (!spec->code.empty())
         kernel->setAttr("code", b.getStringAttr(spec->code));
@@ -447,8 +457,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       std::string name = global.getSymName().str();
       OpBuilder gb(global);
       bool host = global->hasAttr("zero.host");
-      auto buffer = zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt",
-                                          host ? zrt::Arena::host : zrt::Arena::state,
+      auto buffer = zcc::zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt",
+                                          host ? zcc::zrt::Arena::host : zcc::zrt::Arena::state,
                                           off.getInt(), global.getTensorType(),
                                           global.getInitialValueAttr(), global.getTrainable(),
                                           /*view=*/false, /*role=*/nullptr,
@@ -467,7 +477,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       func.erase();
     for (Operation *op : toErase)
       op->erase();
-    for (auto buffer : module.getOps<zrt::BufferOp>())
+    for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
       if (buffer.getSymName().ends_with(".__zrt"))
         buffer.setSymName(buffer.getSymName().drop_back(strlen(".__zrt")));
     for (StringRef arena : {"device", "state", "constant", "input", "host"}) {

@@ -1,0 +1,220 @@
+//===- Attention.cpp - CPU kernels: attention -------------------------------===//
+//
+// Attention: the reference for the flash-attention kernels of the CUDA
+// backend (zero.attention and its gradient). Per query row, scores and
+// probabilities in double; the backward recomputes the probabilities from
+// the forward's per-row log-sum-exp, as the GPU kernels do.
+//
+//===----------------------------------------------------------------------===//
+#include "cpu/KernelSupport.h"
+
+#include <cmath>
+
+namespace zrt::cpu {
+
+/// zero.attention's operands: q [B, Sq, H, D], k and v [B, Sk, H, D], bias
+/// [B or 1, H or 1, Sq, Sk]; or, packed (zero.attention_packed), q, k, v the
+/// three parts of qkv [B, S, 3, H, D] and dq, dk, dv those of dqkv.
+///   attention       (q, k, v, bias) -> (out, lse)             ints [nan_to_zero]
+///                   (qkv, bias) -> (out, lse)                 ints [nan_to_zero, 1]
+///   attention_grad  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
+///                   (qkv, bias, out, lse, dout) -> (dqkv)     ints [1]
+/// Position i of head h starts at (b S + i) * stride + h D, with the stride
+/// of q/k/v (|in|), of out and dout (|out|) and of dq/dk/dv (|grad|).
+struct AttentionShape {
+  bool packed = false;
+  int64_t b, sq, sk, h, d, biasB, biasH, in, out, grad;
+  int64_t qAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * in + hi * d; }
+  int64_t kAt(int64_t bi, int64_t j, int64_t hi) const { return (bi * sk + j) * in + hi * d; }
+  int64_t oAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * out + hi * d; }
+  int64_t dqAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * grad + hi * d; }
+  int64_t dkAt(int64_t bi, int64_t j, int64_t hi) const { return (bi * sk + j) * grad + hi * d; }
+  int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
+    return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;
+  }
+  int64_t lseAt(int64_t bi, int64_t hi, int64_t i) const { return (bi * h + hi) * sq + i; }
+  /// Offsets of k and v (and dk, dv) from q's (dq's) data, in elements.
+  int64_t kOffset() const { return packed ? h * d : 0; }
+  int64_t vOffset() const { return packed ? 2 * h * d : 0; }
+  /// The index of the bias among the inputs; the forward result's follow.
+  int biasIndex() const { return packed ? 1 : 3; }
+  /// q, k, v and the mask of a (float32) call.
+  std::array<const float *, 4> inputs(const KernelCall &c) const {
+    const float *q = c.in[0].as<float>();
+    return {q, packed ? q + kOffset() : c.in[1].as<float>(),
+            packed ? q + vOffset() : c.in[2].as<float>(), c.in[biasIndex()].as<float>()};
+  }
+};
+static std::string attentionShape(const KernelCall &c, bool backward, AttentionShape &a) {
+  size_t flag = backward ? 0 : 1;
+  a.packed = c.ints.size() > flag && c.ints[flag] != 0;
+  size_t inputs = (a.packed ? 2 : 4) + (backward ? 3 : 0);
+  if (c.in.size() != inputs || c.out.size() != (backward ? (a.packed ? 1u : 3u) : 2u))
+    return "expects " + std::to_string(inputs) + " inputs and " +
+           std::to_string(backward ? (a.packed ? 1 : 3) : 2) + " results";
+  const TensorRef &q = c.in[0], &bias = c.in[a.biasIndex()];
+  bool typesAgree = isFloatStorage(q.dtype) && bias.dtype == q.dtype;
+  if (!a.packed)
+    typesAgree &= c.in[1].dtype == q.dtype && c.in[2].dtype == q.dtype;
+  if (!typesAgree || q.shape.size() != (a.packed ? 5u : 4u) || bias.shape.size() != 4)
+    return a.packed ? "expects qkv [B, S, 3, H, D] and bias [B|1, H|1, S, S] of one float type"
+                    : "expects q [B, Sq, H, D], k and v [B, Sk, H, D] and bias [B|1, H|1, Sq, "
+                      "Sk] of one float type";
+  if (a.packed) {
+    if (q.shape[2] != 3)
+      return "expects qkv [B, S, 3, H, D]";
+    a.b = q.shape[0], a.sq = a.sk = q.shape[1], a.h = q.shape[3], a.d = q.shape[4];
+    a.in = a.grad = 3 * a.h * a.d;
+  } else {
+    const TensorRef &k = c.in[1], &v = c.in[2];
+    a.b = q.shape[0], a.sq = q.shape[1], a.sk = k.shape.size() == 4 ? k.shape[1] : -1,
+    a.h = q.shape[2], a.d = q.shape[3];
+    if (k.shape != Shape{a.b, a.sk, a.h, a.d} || v.shape != k.shape)
+      return "q " + shapeStr(q.shape) + " and k/v " + shapeStr(k.shape) + " do not agree";
+    a.in = a.grad = a.h * a.d;
+  }
+  a.out = a.h * a.d;
+  a.biasB = bias.shape[0], a.biasH = bias.shape[1];
+  if ((a.biasB != 1 && a.biasB != a.b) || (a.biasH != 1 && a.biasH != a.h) ||
+      bias.shape[2] != a.sq || bias.shape[3] != a.sk)
+    return "bias " + shapeStr(bias.shape) + " does not agree with the attention's shape";
+  if (c.floats.size() != 1)
+    return "expects a scale";
+  Shape outShape{a.b, a.sq, a.h, a.d}, lseShape{a.b, a.h, a.sq};
+  const TensorRef &result = backward ? c.in[a.biasIndex() + 1] : c.out[0];
+  const TensorRef &lse = backward ? c.in[a.biasIndex() + 2] : c.out[1];
+  if (result.shape != outShape || result.dtype != q.dtype || lse.dtype != DType::F32 ||
+      lse.shape != lseShape)
+    return "expects a result " + shapeStr(outShape) + " of q's type and a float32 lse " +
+           shapeStr(lseShape);
+  if (backward) {
+    const TensorRef &g = c.in[a.biasIndex() + 3];
+    if (g.shape != outShape || g.dtype != q.dtype)
+      return "expects a result gradient of the result's type and shape";
+    for (size_t i = 0; i < c.out.size(); ++i)
+      if (c.out[i].shape != c.in[i].shape || c.out[i].dtype != c.in[i].dtype)
+        return "expects gradients of the inputs' types and shapes";
+  }
+  return "";
+}
+std::string checkAttention(const KernelCall &c) {
+  if (c.ints.empty() || c.ints.size() > 2)
+    return "expects [nan_to_zero] or [nan_to_zero, packed]";
+  AttentionShape a;
+  return attentionShape(c, false, a);
+}
+/// The reference flash attention: per row, the scaled, biased scores, their
+/// log-sum-exp and the probability-weighted sum of v (double accumulation).
+/// A row whose scores are all -inf gets 0 (nan_to_zero) or NaN, lse +inf.
+Status runAttentionF32(const KernelCall &c) {
+  AttentionShape a;
+  attentionShape(c, false, a);
+  auto [q, k, v, bias] = a.inputs(c);
+  float *out = c.out[0].as<float>(), *lse = c.out[1].as<float>();
+  double scale = c.floats[0];
+  bool nanToZero = c.ints[0] != 0;
+  std::vector<double> s(a.sk), o(a.d);
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t h = 0; h < a.h; ++h)
+      for (int64_t i = 0; i < a.sq; ++i) {
+        const float *qi = q + a.qAt(b, i, h), *bi = bias + a.biasRow(b, h, i);
+        double m = -INFINITY;
+        for (int64_t j = 0; j < a.sk; ++j) {
+          const float *kj = k + a.kAt(b, j, h);
+          double dot = 0;
+          for (int64_t d = 0; d < a.d; ++d)
+            dot += (double)qi[d] * kj[d];
+          s[j] = dot * scale + bi[j];
+          m = std::max(m, s[j]);
+        }
+        float *oi = out + a.oAt(b, i, h);
+        if (m == -INFINITY) {
+          std::fill(oi, oi + a.d, nanToZero ? 0.0f : NAN);
+          lse[a.lseAt(b, h, i)] = INFINITY;
+          continue;
+        }
+        double l = 0;
+        std::fill(o.begin(), o.end(), 0.0);
+        for (int64_t j = 0; j < a.sk; ++j) {
+          double p = std::exp(s[j] - m);
+          l += p;
+          const float *vj = v + a.kAt(b, j, h);
+          for (int64_t d = 0; d < a.d; ++d)
+            o[d] += p * vj[d];
+        }
+        for (int64_t d = 0; d < a.d; ++d)
+          oi[d] = (float)(o[d] / l);
+        lse[a.lseAt(b, h, i)] = (float)(m + std::log(l));
+      }
+  return Status::ok();
+}
+std::string checkAttentionGrad(const KernelCall &c) {
+  if (c.ints.size() > 1)
+    return "expects [] or [packed]";
+  AttentionShape a;
+  return attentionShape(c, true, a);
+}
+/// The reference backward: probabilities recomputed from lse; dS = P (dP - rowsum(dO * O)).
+Status runAttentionGradF32(const KernelCall &c) {
+  AttentionShape a;
+  attentionShape(c, true, a);
+  int at = a.biasIndex();
+  auto [q, k, v, bias] = a.inputs(c);
+  const float *out = c.in[at + 1].as<float>(), *lse = c.in[at + 2].as<float>(),
+              *g = c.in[at + 3].as<float>();
+  double scale = c.floats[0];
+  // Accumulators in the gradients' layout (dqkv packed: one array).
+  std::vector<double> dq(c.out[0].numel()), dkOwn, dvOwn;
+  if (!a.packed) {
+    dkOwn.resize(c.out[1].numel());
+    dvOwn.resize(c.out[2].numel());
+  }
+  double *dk = a.packed ? dq.data() + a.kOffset() : dkOwn.data();
+  double *dv = a.packed ? dq.data() + a.vOffset() : dvOwn.data();
+  for (int64_t b = 0; b < a.b; ++b)
+    for (int64_t h = 0; h < a.h; ++h)
+      for (int64_t i = 0; i < a.sq; ++i) {
+        double rowLse = lse[a.lseAt(b, h, i)];
+        if (rowLse == INFINITY)
+          continue; // an all -inf row: its probabilities are 0
+        const float *qi = q + a.qAt(b, i, h), *gi = g + a.oAt(b, i, h),
+                    *oi = out + a.oAt(b, i, h), *bi = bias + a.biasRow(b, h, i);
+        double rowD = 0;
+        for (int64_t d = 0; d < a.d; ++d)
+          rowD += (double)gi[d] * oi[d];
+        double *dqi = dq.data() + a.dqAt(b, i, h);
+        for (int64_t j = 0; j < a.sk; ++j) {
+          const float *kj = k + a.kAt(b, j, h), *vj = v + a.kAt(b, j, h);
+          double dot = 0, dp = 0;
+          for (int64_t d = 0; d < a.d; ++d) {
+            dot += (double)qi[d] * kj[d];
+            dp += (double)gi[d] * vj[d];
+          }
+          double p = std::exp(dot * scale + bi[j] - rowLse);
+          if (p == 0)
+            continue;
+          double ds = p * (dp - rowD) * scale;
+          double *dkj = dk + a.dkAt(b, j, h), *dvj = dv + a.dkAt(b, j, h);
+          for (int64_t d = 0; d < a.d; ++d) {
+            dqi[d] += ds * kj[d];
+            dkj[d] += ds * qi[d];
+            dvj[d] += p * gi[d];
+          }
+        }
+      }
+  std::vector<std::vector<double> *> acc{&dq};
+  if (!a.packed)
+    acc.insert(acc.end(), {&dkOwn, &dvOwn});
+  for (size_t i = 0; i < acc.size(); ++i) {
+    float *o = c.out[i].as<float>();
+    for (size_t e = 0; e < acc[i]->size(); ++e)
+      o[e] = (float)(*acc[i])[e];
+  }
+  return Status::ok();
+}
+
+// bfloat16/float16 operands: widened to float32 around the float32 kernel.
+Status runAttention(const KernelCall &c) { return viaFloat32(c, runAttentionF32); }
+Status runAttentionGrad(const KernelCall &c) { return viaFloat32(c, runAttentionGradF32); }
+
+} // namespace zrt::cpu

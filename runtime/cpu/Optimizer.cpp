@@ -1,0 +1,115 @@
+//===- Optimizer.cpp - CPU kernels: optimizer -------------------------------===//
+//
+// Optimizers: AdamW (PyTorch's arithmetic, in the same order) and SGD with
+// momentum, each with an optional scalar `skip` input (an fp16 step with
+// an overflow leaves every state unchanged).
+//
+//===----------------------------------------------------------------------===//
+#include "cpu/KernelSupport.h"
+
+#include <cmath>
+
+namespace zrt::cpu {
+
+std::string checkSkip(const KernelCall &c, size_t withoutSkip, size_t nout) {
+  if (c.in.size() == withoutSkip + 1) {
+    const TensorRef &s = c.in.back();
+    if (s.dtype != DType::Bool || !s.shape.empty())
+      return "expects a scalar bool 'skip' as its last input";
+    return arity(c, withoutSkip + 1, nout);
+  }
+  return arity(c, withoutSkip, nout);
+}
+
+/// A skipped optimizer step: results = inputs (nothing moves when in place).
+bool skipStep(const KernelCall &c, size_t withoutSkip) {
+  if (c.in.size() != withoutSkip + 1 || !*c.in.back().as<uint8_t>())
+    return false;
+  for (size_t k = 0; k < c.out.size(); ++k) {
+    // Outputs k correspond to inputs 0 (param) and 2.. (state): param, then
+    // the state tensors in order.
+    const TensorRef &from = c.in[k == 0 ? 0 : k + 1];
+    if (from.data != c.out[k].data)
+      std::memmove(c.out[k].data, from.data, (size_t)from.numel() * sizeof(float));
+  }
+  return true;
+}
+
+std::string checkAdamw(const KernelCall &c) {
+  if (auto e = checkSkip(c, 6, 3); !e.empty())
+    return e;
+  if (c.floats.size() != 4)
+    return "expects [beta1, beta2, eps, weight_decay]";
+  const Shape &s = c.in[0].shape;
+  for (const TensorRef *t : {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1], &c.out[2]})
+    if (t->dtype != DType::F32 || t->shape != s)
+      return "expects float32 parameter, gradient, moments and results of one shape";
+  for (const TensorRef *t : {&c.in[4], &c.in[5]})
+    if (t->dtype != DType::F32 || !t->shape.empty())
+      return "expects float32 scalars lr and step";
+  return "";
+}
+Status runAdamw(const KernelCall &c) {
+  // PyTorch's AdamW (torch/optim/adamw.py, non-capturable): scalars in double,
+  // tensor math in float32, in the same order.
+  if (skipStep(c, 6))
+    return Status::ok();
+  double lr = *c.in[4].as<float>(), t = *c.in[5].as<float>();
+  double b1 = c.floats[0], b2 = c.floats[1], eps = c.floats[2], wd = c.floats[3];
+  float decay = (float)(1.0 - lr * wd);
+  double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
+  float stepSize = (float)(lr / bc1), bc2Sqrt = (float)std::sqrt(bc2);
+  float w1 = (float)(1.0 - b1), fb2 = (float)b2, w2 = (float)(1.0 - b2), feps = (float)eps;
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *m = c.in[2].as<float>(),
+              *v = c.in[3].as<float>();
+  float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
+  // Element by element, so any split over threads gives the same bits: as
+  // DeepSpeed's CPU Adam, large (offloaded) shards use every core.
+  parallelFor(c.in[0].numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      float pk = p[k] * decay;
+      float mk = m[k] + w1 * (g[k] - m[k]); // lerp(m, g, 1 - beta1)
+      float vk = v[k] * fb2 + w2 * g[k] * g[k];
+      float denom = std::sqrt(vk) / bc2Sqrt + feps;
+      po[k] = pk - stepSize * (mk / denom);
+      mo[k] = mk;
+      vo[k] = vk;
+    }
+  });
+  return Status::ok();
+}
+
+std::string checkSgd(const KernelCall &c) {
+  if (auto e = checkSkip(c, 4, 2); !e.empty())
+    return e;
+  if (c.floats.size() != 2 || c.ints.size() != 1)
+    return "expects floats [momentum, weight_decay] and ints [nesterov]";
+  const Shape &s = c.in[0].shape;
+  for (const TensorRef *t : {&c.in[0], &c.in[1], &c.in[2], &c.out[0], &c.out[1]})
+    if (t->dtype != DType::F32 || t->shape != s)
+      return "expects float32 parameter, gradient, buffer and results of one shape";
+  if (c.in[3].dtype != DType::F32 || !c.in[3].shape.empty())
+    return "expects a float32 scalar lr";
+  return "";
+}
+Status runSgd(const KernelCall &c) {
+  // torch.optim.SGD (dampening 0): the buffer starts at zero, so its first
+  // value is the gradient, as PyTorch's clone on the first step.
+  if (skipStep(c, 4))
+    return Status::ok();
+  float lr = *c.in[3].as<float>(), mom = (float)c.floats[0], wd = (float)c.floats[1];
+  bool nesterov = c.ints[0];
+  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *b = c.in[2].as<float>();
+  float *po = c.out[0].as<float>(), *bo = c.out[1].as<float>();
+  for (int64_t k = 0, n = c.in[0].numel(); k < n; ++k) {
+    float d = wd != 0 ? g[k] + wd * p[k] : g[k];
+    float buf = mom != 0 ? mom * b[k] + d : 0.0f;
+    if (mom != 0)
+      d = nesterov ? d + mom * buf : buf;
+    po[k] = p[k] - lr * d;
+    bo[k] = buf;
+  }
+  return Status::ok();
+}
+
+} // namespace zrt::cpu

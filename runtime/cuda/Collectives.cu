@@ -1,0 +1,48 @@
+//===- Collectives.cu - device collectives of in-process ranks -----------===//
+//
+// W ranks of one process on one device (zrun --world-size W on one GPU) run
+// their collectives as device kernels over every rank's buffer: rank-ordered
+// float sums, the in-process group's arithmetic, so results are
+// bit-identical to the CPU backend's (cuda/CudaExecutor.cu orders them with
+// events the rank threads exchange). Between processes, NCCL (cuda/Nccl.cu).
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/KernelSupport.cuh"
+
+namespace zrt {
+namespace {
+
+struct RankPointers {
+  const float *p[kMaxDeviceRanks];
+};
+
+__global__ void rankReduceKernel(RankPointers in, int world, int64_t begin, int64_t n,
+                                 float *out, bool avg) {
+  for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n;
+       k += (int64_t)gridDim.x * blockDim.x) {
+    float acc = 0.0f;
+    for (int r = 0; r < world; ++r)
+      acc = __fadd_rn(acc, in.p[r][begin + k]);
+    out[k] = avg ? __fdiv_rn(acc, (float)world) : acc;
+  }
+}
+
+} // namespace
+
+Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n,
+                        float *out, bool avg, cudaStream_t stream) {
+  if (world < 1 || world > kMaxDeviceRanks)
+    return errorf("an in-process collective of ", world, " ranks (at most ", kMaxDeviceRanks,
+                  " on one device)");
+  if (n == 0)
+    return Status::ok();
+  RankPointers ptrs{};
+  for (int r = 0; r < world; ++r)
+    ptrs.p[r] = inputs[r];
+  rankReduceKernel<<<cuda::blocksFor(n), cuda::kThreads, 0, stream>>>(ptrs, world, begin, n, out, avg);
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+
+
+} // namespace zrt

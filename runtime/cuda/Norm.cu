@@ -1,0 +1,506 @@
+//===- Norm.cu - CUDA kernels: norm -----------------------------------------===//
+//
+// Norms and softmax: softmax/log_softmax and their gradients (a block per
+// row), bias_softmax (a register-resident row when it fits), layer_norm and
+// rms_norm with a warp per row up to 1024 columns (block kernels beyond),
+// and their gradients (dx per row, parameter sums by column chunks).
+// Row statistics in double, as the CPU kernels.
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/KernelSupport.cuh"
+
+namespace zrt::cuda {
+namespace {
+
+__device__ __forceinline__ int64_t rowBase(int64_t r, int64_t dim, int64_t inner) {
+  return (r / inner) * dim * inner + r % inner;
+}
+
+template <typename T>
+__global__ void softmaxKernel(const T *x, T *y, int64_t dim, int64_t inner, bool log) {
+  int64_t base = rowBase(blockIdx.x, dim, inner);
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    mx = fmaxf(mx, toF(x[base + j * inner]));
+  mx = blockMax(mx);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    sum += exp((double)toF(x[base + j * inner]) - mx);
+  sum = blockSum(sum);
+  double lse = ::log(sum);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    double z = (double)toF(x[base + j * inner]) - mx;
+    y[base + j * inner] = fromF<T>((float)(log ? z - lse : exp(z) / sum));
+  }
+}
+
+/// Where each row (all dimensions but the last) of a broadcast bias starts,
+/// and its stride along the row (0 or 1).
+struct BiasRows {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {}, stride[kMaxRank] = {};
+  int64_t step = 0;
+};
+
+/// Where row |row| of the input starts in the broadcast bias.
+__device__ int64_t biasRowOffset(const BiasRows &rows, int64_t row) {
+  int64_t offset = 0;
+  for (int64_t d = rows.rank - 2, rest = row; d >= 0; --d) {
+    offset += (rest % rows.shape[d]) * rows.stride[d];
+    rest /= rows.shape[d];
+  }
+  return offset;
+}
+
+/// bias_softmax: one block per row; softmax(x + bias) with the CPU's
+/// arithmetic (float sums of x and bias, double exp and sum), NaN -> 0 when
+/// asked (PyTorch's attention guard).
+template <typename T>
+__global__ void biasSoftmaxKernel(const T *x, const T *bias, T *y, int64_t dim, BiasRows rows,
+                                  bool nanToZero) {
+  int64_t row = blockIdx.x;
+  const T *xr = x + row * dim, *br = bias + biasRowOffset(rows, row);
+  T *yr = y + row * dim;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    mx = fmaxf(mx, toF(xr[j]) + toF(br[j * rows.step]));
+  mx = blockMax(mx);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+    sum += exp((double)(toF(xr[j]) + toF(br[j * rows.step])) - mx);
+  sum = blockSum(sum);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    float p = (float)(exp((double)(toF(xr[j]) + toF(br[j * rows.step])) - mx) / sum);
+    yr[j] = fromF<T>(nanToZero && isnan(p) ? 0.0f : p);
+  }
+}
+
+/// bias_softmax for rows of up to kRowThreads * kPer elements: the row is
+/// read once into registers, exp in float (expf), the sum of the row in
+/// double; the same values as biasSoftmaxKernel up to float rounding of exp.
+/// Reads the scores once and writes the probabilities once (the kernel is
+/// bandwidth-bound: attention's [B, H, S, S] scores).
+template <typename T, int kPer>
+__global__ void biasSoftmaxRowKernel(const T *x, const T *bias, T *y, int64_t dim, BiasRows rows,
+                                     bool nanToZero) {
+  int64_t row = blockIdx.x;
+  const T *xr = x + row * dim, *br = bias + biasRowOffset(rows, row);
+  T *yr = y + row * dim;
+  float z[kPer];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    int64_t j = threadIdx.x + (int64_t)e * blockDim.x;
+    z[e] = j < dim ? toF(xr[j]) + toF(br[j * rows.step]) : -INFINITY;
+    mx = fmaxf(mx, z[e]);
+  }
+  mx = blockMax(mx);
+  float partial = 0;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    int64_t j = threadIdx.x + (int64_t)e * blockDim.x;
+    z[e] = j < dim ? expf(z[e] - mx) : 0.0f;
+    partial += z[e];
+  }
+  float sum = (float)blockSum(partial);
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    int64_t j = threadIdx.x + (int64_t)e * blockDim.x;
+    if (j < dim) {
+      float p = z[e] / sum;
+      yr[j] = fromF<T>(nanToZero && isnan(p) ? 0.0f : p);
+    }
+  }
+}
+
+template <typename T>
+__global__ void softmaxGradKernel(const T *y, const T *g, T *dx, int64_t dim, int64_t inner,
+                                  bool log) {
+  int64_t base = rowBase(blockIdx.x, dim, inner);
+  double dot = 0;
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    int64_t k = base + j * inner;
+    dot += log ? (double)toF(g[k]) : (double)toF(g[k]) * toF(y[k]);
+  }
+  dot = blockSum(dot);
+  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+    int64_t k = base + j * inner;
+    double gk = toF(g[k]), yk = toF(y[k]);
+    dx[k] = fromF<T>((float)(log ? gk - exp(yk) * dot : yk * (gk - dot)));
+  }
+}
+
+/// One block's row of a layer_norm (mean and 1/std) or rms_norm (mean 0 and
+/// 1/rms); the forward and the backward both use it so they agree bit for bit.
+template <typename T>
+__device__ void rowMeanRstd(const T *xr, int64_t cols, double eps, bool rms, double &mean,
+                            double &rstd) {
+  mean = 0;
+  if (!rms) {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+      mean += toF(xr[j]);
+    mean = blockSum(mean) / cols;
+  }
+  double var = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double d = toF(xr[j]) - mean;
+    var += d * d;
+  }
+  var = blockSum(var) / cols;
+  rstd = 1.0 / sqrt(var + eps);
+}
+
+/// Threads per row of a norm kernel: a warp per 256 elements, 1 to 8 warps.
+inline unsigned normThreads(int64_t cols) {
+  return (unsigned)std::min<int64_t>(kRowThreads, std::max<int64_t>(32, (cols + 255) / 256 * 32));
+}
+
+/// layer_norm / rms_norm over the trailing `cols` elements of each row.
+template <typename T>
+__global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t cols, double eps,
+                           bool rms) {
+  const T *xr = x + blockIdx.x * cols;
+  T *yr = y + blockIdx.x * cols;
+  double mean, rstd;
+  rowMeanRstd(xr, cols, eps, rms, mean, rstd);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double v = (toF(xr[j]) - mean) * rstd * toF(w[j]);
+    yr[j] = fromF<T>((float)(bias ? v + toF(bias[j]) : v));
+  }
+}
+
+//--- A warp per row (rows of at most 32 x kWarpRowMax elements) ---------===//
+// The row stays in registers between its passes and the reductions are warp
+// shuffles; with a block per row, GPT-2's 768-wide rows spent their time in
+// __syncthreads of four block reductions. Same double accumulation.
+
+constexpr int kWarpRowMax = 32; // elements per lane: rows up to 1024
+
+/// The per-lane register count N for rows of |cols| (8, 16, 24 or 32 elements a lane).
+/// Whether rows that fit take the warp kernels (ZRT_NORM_WARP=0: the block
+/// kernels, for comparison).
+inline bool normWarpRows(int64_t cols) {
+  static const bool enabled = [] {
+    const char *e = std::getenv("ZRT_NORM_WARP");
+    return !e || std::string(e) != "0";
+  }();
+  return enabled && cols <= 32 * kWarpRowMax;
+}
+inline int warpRowLanes(int64_t cols) { return (int)std::max<int64_t>(8, ((cols + 31) / 32 + 7) / 8 * 8); }
+
+__device__ __forceinline__ double warpSum(double v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}
+
+/// Loads row |xr| (at most 32 N elements) into |xv| (lane's elements lane, lane + 32, ...) and
+/// returns its mean (0 for RMSNorm) and rstd.
+template <typename T, int N>
+__device__ __forceinline__ void warpRowStats(const T *xr, int64_t cols, double eps, bool rms,
+                                             float xv[N], double &mean, double &rstd) {
+  int lane = threadIdx.x & 31;
+  double sum = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int64_t j = lane + 32 * i;
+    xv[i] = j < cols ? toF(xr[j]) : 0.0f;
+    sum += xv[i];
+  }
+  mean = rms ? 0.0 : warpSum(sum) / cols;
+  double var = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (lane + 32 * i < cols) {
+      double d = xv[i] - mean;
+      var += d * d;
+    }
+  rstd = 1.0 / sqrt(warpSum(var) / cols + eps);
+}
+
+template <typename T, int N>
+__global__ void normWarpKernel(const T *x, const T *w, const T *bias, T *y, int64_t rows,
+                               int64_t cols, double eps, bool rms) {
+  int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows)
+    return;
+  int lane = threadIdx.x & 31;
+  float xv[N];
+  double mean, rstd;
+  warpRowStats<T, N>(x + r * cols, cols, eps, rms, xv, mean, rstd);
+  T *yr = y + r * cols;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int64_t j = lane + 32 * i;
+    if (j < cols) {
+      double v = (xv[i] - mean) * rstd * toF(w[j]);
+      yr[j] = fromF<T>((float)(bias ? v + toF(bias[j]) : v));
+    }
+  }
+}
+
+template <typename T, int N>
+__global__ void normGradWarpKernel(const T *x, const T *w, const T *g, T *dx, double *stats,
+                                   int64_t rows, int64_t cols, double eps, bool rms) {
+  int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows)
+    return;
+  int lane = threadIdx.x & 31;
+  float xv[N];
+  double mean, rstd;
+  warpRowStats<T, N>(x + r * cols, cols, eps, rms, xv, mean, rstd);
+  const T *gr = g + r * cols;
+  double sumD = 0, sumDX = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int64_t j = lane + 32 * i;
+    if (j < cols) {
+      double xhat = (xv[i] - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
+      sumD += dxhat;
+      sumDX += dxhat * xhat;
+    }
+  }
+  sumD = warpSum(sumD);
+  sumDX = warpSum(sumDX);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    int64_t j = lane + 32 * i;
+    if (j < cols) {
+      double xhat = (xv[i] - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
+      double v = rms ? rstd * (dxhat - xhat * sumDX / cols)
+                     : rstd * (dxhat - sumD / cols - xhat * sumDX / cols);
+      dx[r * cols + j] = fromF<T>((float)v);
+    }
+  }
+  if (lane == 0) {
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = rstd;
+  }
+}
+
+/// The backward of a row: dx, and each row's mean and rstd for the
+/// parameter gradients (a second, deterministic pass over the columns).
+template <typename T>
+__global__ void normGradRowKernel(const T *x, const T *w, const T *g, T *dx, double *stats,
+                                  int64_t cols, double eps, bool rms) {
+  const T *xr = x + blockIdx.x * cols, *gr = g + blockIdx.x * cols;
+  double mean, rstd;
+  rowMeanRstd(xr, cols, eps, rms, mean, rstd);
+  double sumD = 0, sumDX = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double xhat = (toF(xr[j]) - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
+    sumD += dxhat;
+    sumDX += dxhat * xhat;
+  }
+  sumD = blockSum(sumD);
+  sumDX = blockSum(sumDX);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    double xhat = (toF(xr[j]) - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
+    double v = rms ? rstd * (dxhat - xhat * sumDX / cols)
+                   : rstd * (dxhat - sumD / cols - xhat * sumDX / cols);
+    dx[blockIdx.x * cols + j] = fromF<T>((float)v);
+  }
+  if (threadIdx.x == 0) {
+    stats[2 * blockIdx.x] = mean;
+    stats[2 * blockIdx.x + 1] = rstd;
+  }
+}
+
+/// The parameter gradients, in two deterministic passes: each thread sums one
+/// column over a chunk of rows (adjacent threads, adjacent columns), then a
+/// thread per column adds the chunks in order.
+template <typename T>
+__global__ void normGradParamPartialKernel(const T *x, const T *g, const double *stats,
+                                           double *partial, int64_t rows, int64_t cols,
+                                           int64_t chunkRows) {
+  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+  ZRT_GRID_LOOP(t, chunks * cols) {
+    int64_t j = t % cols, chunk = t / cols;
+    int64_t begin = chunk * chunkRows, end = min(rows, begin + chunkRows);
+    double sw = 0, sb = 0;
+    for (int64_t r = begin; r < end; ++r) {
+      double xhat = (toF(x[r * cols + j]) - stats[2 * r]) * stats[2 * r + 1];
+      double gv = toF(g[r * cols + j]);
+      sw += gv * xhat;
+      sb += gv;
+    }
+    partial[2 * t] = sw;
+    partial[2 * t + 1] = sb;
+  }
+}
+
+template <typename T>
+__global__ void normGradParamKernel(const double *partial, T *dw, T *db, int64_t chunks,
+                                    int64_t cols) {
+  ZRT_GRID_LOOP(j, cols) {
+    double sw = 0, sb = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sw += partial[2 * (c * cols + j)];
+      sb += partial[2 * (c * cols + j) + 1];
+    }
+    dw[j] = fromF<T>((float)sw);
+    if (db)
+      db[j] = fromF<T>((float)sb);
+  }
+}
+
+/// Calls f(j, x[j]) for the first |n| elements of a row, each once, spread
+/// over the block: 16-byte loads where the row is 16-byte aligned (a padded
+/// vocabulary's rows are), element loads for the tail.
+
+} // namespace
+
+Status launchSoftmaxFamily(KernelId id, const KernelCall &c, CudaContext &ctx) {
+  cudaStream_t st = ctx.stream;
+    int64_t outer, dim, inner;
+    around(c.in[0].shape, c.ints[0], outer, dim, inner);
+    int64_t rows = outer * inner;
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(c.in[0].dtype, T,
+        softmaxKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(c.in[0].as<T>(), c.out[0].as<T>(), dim, inner, id == KernelId::LogSoftmax))
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+Status launchSoftmax(const KernelCall &c, CudaContext &ctx) {
+  return launchSoftmaxFamily(KernelId::Softmax, c, ctx);
+}
+Status launchLogSoftmax(const KernelCall &c, CudaContext &ctx) {
+  return launchSoftmaxFamily(KernelId::LogSoftmax, c, ctx);
+}
+
+Status launchBiasSoftmax(const KernelCall &c, CudaContext &ctx) {
+  cudaStream_t st = ctx.stream;
+    const TensorRef &x = c.in[0], &bias = c.in[1];
+    BiasRows rows;
+    rows.rank = (int)x.shape.size();
+    int64_t lead = rows.rank - (int64_t)bias.shape.size(), dim = x.shape.back();
+    for (int64_t d = rows.rank - 1, s = 1; d >= 0; --d) {
+      rows.shape[d] = x.shape[d];
+      int64_t size = d < lead ? 1 : bias.shape[d - lead];
+      rows.stride[d] = size == 1 ? 0 : s;
+      s *= size;
+    }
+    rows.step = rows.stride[rows.rank - 1];
+    int64_t count = x.numel() / std::max<int64_t>(dim, 1);
+    bool nanToZero = c.ints[0] != 0;
+    if (count > 0 && dim > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        if (dim <= kRowThreads * 2)
+          biasSoftmaxRowKernel<T, 2><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+        else if (dim <= kRowThreads * 4)
+          biasSoftmaxRowKernel<T, 4><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+        else if (dim <= kRowThreads * 8)
+          biasSoftmaxRowKernel<T, 8><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+        else
+          biasSoftmaxKernel<T><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero))
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+
+Status launchSoftmaxGradFamily(KernelId id, const KernelCall &c, CudaContext &ctx) {
+  cudaStream_t st = ctx.stream;
+    int64_t outer, dim, inner;
+    around(c.out[0].shape, c.ints[0], outer, dim, inner);
+    int64_t rows = outer * inner;
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,
+        softmaxGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), dim, inner, id == KernelId::LogSoftmaxGrad))
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+Status launchSoftmaxGrad(const KernelCall &c, CudaContext &ctx) {
+  return launchSoftmaxGradFamily(KernelId::SoftmaxGrad, c, ctx);
+}
+Status launchLogSoftmaxGrad(const KernelCall &c, CudaContext &ctx) {
+  return launchSoftmaxGradFamily(KernelId::LogSoftmaxGrad, c, ctx);
+}
+
+Status launchNorm(KernelId id, const KernelCall &c, CudaContext &ctx) {
+  cudaStream_t st = ctx.stream;
+    // A block per row, a thread per ~8 elements (GPT-2's 768: 96 threads):
+    // short rows with 256 threads spent their time in the block reductions.
+    const TensorRef &x = c.in[0];
+    int64_t rows = 1, cols = 1;
+    for (int64_t d = 0; d < c.ints[0]; ++d)
+      rows *= x.shape[d];
+    for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
+      cols *= x.shape[d];
+    if (rows > 0 && normWarpRows(cols)) {
+      const void *bias = c.in.size() > 2 ? c.in[2].data : nullptr;
+      bool rms = id == KernelId::RmsNorm;
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        auto launch = [&](auto lanes) {
+          normWarpKernel<T, decltype(lanes)::value><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(x.as<T>(), c.in[1].as<T>(), (const T *)bias, c.out[0].as<T>(), rows, cols, c.floats[0], rms);
+        };
+        switch (warpRowLanes(cols)) {
+        case 8: launch(std::integral_constant<int, 8>{}); break;
+        case 16: launch(std::integral_constant<int, 16>{}); break;
+        case 24: launch(std::integral_constant<int, 24>{}); break;
+        default: launch(std::integral_constant<int, 32>{}); break;
+        })
+    } else if (rows > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        normKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in.size() > 2 ? c.in[2].as<T>() : nullptr, c.out[0].as<T>(), cols, c.floats[0], id == KernelId::RmsNorm))
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+Status launchLayerNorm(const KernelCall &c, CudaContext &ctx) {
+  return launchNorm(KernelId::LayerNorm, c, ctx);
+}
+Status launchRmsNorm(const KernelCall &c, CudaContext &ctx) {
+  return launchNorm(KernelId::RmsNorm, c, ctx);
+}
+
+Status launchNormGrad(KernelId id, const KernelCall &c, CudaContext &ctx) {
+  cudaStream_t st = ctx.stream;
+    const TensorRef &x = c.in[0];
+    bool rms = id == KernelId::RmsNormGrad;
+    int64_t rows = 1, cols = 1;
+    for (int64_t d = 0; d < c.ints[0]; ++d)
+      rows *= x.shape[d];
+    for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
+      cols *= x.shape[d];
+    // Rows' statistics, then the column partial sums of chunks of 64 rows
+    // (at most 4096 chunks).
+    int64_t chunkRows = std::max<int64_t>(64, (rows + 4095) / 4096);
+    int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+    ZRT_RETURN_IF_ERROR(
+        ctx.reserve((std::max<int64_t>(rows, 1) + chunks * cols) * 2 * sizeof(double)));
+    double *stats = (double *)ctx.scratch, *partial = stats + 2 * std::max<int64_t>(rows, 1);
+    if (rows > 0)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+        auto launchGrad = [&](auto lanes) {
+          normGradWarpKernel<T, decltype(lanes)::value><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, rows, cols, c.floats[0], rms);
+        };
+        if (normWarpRows(cols)) {
+          switch (warpRowLanes(cols)) {
+          case 8: launchGrad(std::integral_constant<int, 8>{}); break;
+          case 16: launchGrad(std::integral_constant<int, 16>{}); break;
+          case 24: launchGrad(std::integral_constant<int, 24>{}); break;
+          default: launchGrad(std::integral_constant<int, 32>{}); break;
+          }
+        } else
+          normGradRowKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, cols, c.floats[0], rms);
+        normGradParamPartialKernel<T><<<blocksFor(chunks * cols), kThreads, 0, st>>>(x.as<T>(), c.in[2].as<T>(), stats, partial, rows, cols, chunkRows);
+        normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(partial, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), chunks, cols))
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+Status launchLayerNormGrad(const KernelCall &c, CudaContext &ctx) {
+  return launchNormGrad(KernelId::LayerNormGrad, c, ctx);
+}
+Status launchRmsNormGrad(const KernelCall &c, CudaContext &ctx) {
+  return launchNormGrad(KernelId::RmsNormGrad, c, ctx);
+}
+
+bool supportsSoftmax(const KernelCall &c) { return ranksFit(c); }
+bool supportsLogSoftmax(const KernelCall &c) { return ranksFit(c); }
+bool supportsBiasSoftmax(const KernelCall &c) { return ranksFit(c); }
+bool supportsSoftmaxGrad(const KernelCall &c) { return ranksFit(c); }
+bool supportsLogSoftmaxGrad(const KernelCall &c) { return ranksFit(c); }
+bool supportsLayerNorm(const KernelCall &c) { return ranksFit(c); }
+bool supportsRmsNorm(const KernelCall &c) { return ranksFit(c); }
+bool supportsLayerNormGrad(const KernelCall &c) { return ranksFit(c); }
+bool supportsRmsNormGrad(const KernelCall &c) { return ranksFit(c); }
+
+} // namespace zrt::cuda

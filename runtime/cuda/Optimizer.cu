@@ -1,0 +1,113 @@
+//===- Optimizer.cu - CUDA kernels: optimizer -------------------------------===//
+//
+// Optimizers: AdamW (PyTorch's arithmetic, float4 accesses) and SGD; lr
+// and the step count are device scalars, and an fp16 overflow's `skip`
+// input leaves every state unchanged.
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/KernelSupport.cuh"
+
+namespace zrt::cuda {
+namespace {
+
+/// PyTorch's AdamW (non-capturable) as the CPU kernel does it: scalars in
+/// double, tensor math in float32, in the same order. lr and the step count
+/// are device scalars.
+__global__ void adamwKernel(const float *p, const float *g, const float *m, const float *v,
+                            const float *lrp, const float *stepp, const unsigned char *skip,
+                            float *po, float *mo, float *vo, double b1, double b2, double eps,
+                            double wd, int64_t n, bool vectors) {
+  bool skipped = skip && *skip;
+  double lr = *lrp, t = *stepp;
+  float decay = (float)(1.0 - lr * wd);
+  double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+  float stepSize = (float)(lr / bc1), bc2Sqrt = (float)sqrt(bc2);
+  float w1 = (float)(1.0 - b1), fb2 = (float)b2, w2 = (float)(1.0 - b2), feps = (float)eps;
+  // The CPU kernel's operations in its order, each rounded (no FMA
+  // contraction): the host AdamW of an offloaded optimizer gives the same
+  // bits as this one.
+  auto update = [&](float &pk, float gk, float &mk, float &vk) {
+    if (skipped)
+      return;
+    pk = __fmul_rn(pk, decay);
+    mk = __fadd_rn(mk, __fmul_rn(w1, __fsub_rn(gk, mk)));
+    vk = __fadd_rn(__fmul_rn(vk, fb2), __fmul_rn(__fmul_rn(w2, gk), gk));
+    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), bc2Sqrt), feps);
+    pk = __fsub_rn(pk, __fmul_rn(stepSize, __fdiv_rn(mk, denom)));
+  };
+  int64_t step = (int64_t)gridDim.x * blockDim.x, nv = vectors ? n / 4 : 0;
+  for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < nv; k += step) {
+    float4 pk = reinterpret_cast<const float4 *>(p)[k], gk = reinterpret_cast<const float4 *>(g)[k],
+           mk = reinterpret_cast<const float4 *>(m)[k], vk = reinterpret_cast<const float4 *>(v)[k];
+    update(pk.x, gk.x, mk.x, vk.x);
+    update(pk.y, gk.y, mk.y, vk.y);
+    update(pk.z, gk.z, mk.z, vk.z);
+    update(pk.w, gk.w, mk.w, vk.w);
+    reinterpret_cast<float4 *>(po)[k] = pk;
+    reinterpret_cast<float4 *>(mo)[k] = mk;
+    reinterpret_cast<float4 *>(vo)[k] = vk;
+  }
+  for (int64_t k = nv * 4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += step) {
+    float pk = p[k], mk = m[k], vk = v[k];
+    update(pk, g[k], mk, vk);
+    po[k] = pk;
+    mo[k] = mk;
+    vo[k] = vk;
+  }
+}
+
+
+__global__ void sgdKernel(const float *p, const float *g, const float *b, const float *lrp,
+                          const unsigned char *skip, float *po, float *bo, float mom, float wd,
+                          bool nesterov, int64_t n) {
+  bool skipped = skip && *skip;
+  float lr = *lrp;
+  ZRT_GRID_LOOP(k, n) {
+    if (skipped) {
+      po[k] = p[k];
+      bo[k] = b[k];
+      continue;
+    }
+    float d = wd != 0 ? g[k] + wd * p[k] : g[k];
+    float buf = mom != 0 ? mom * b[k] + d : 0.0f;
+    if (mom != 0)
+      d = nesterov ? d + mom * buf : buf;
+    po[k] = p[k] - lr * d;
+    bo[k] = buf;
+  }
+}
+
+
+Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
+  int64_t n = c.in[0].numel();
+  const unsigned char *skip = c.in.size() == 7 ? c.in[6].as<unsigned char>() : nullptr;
+  bool vectors = true; // float4 accesses where every array is 16-byte aligned
+  for (int i = 0; i < 4; ++i)
+    vectors &= reinterpret_cast<uintptr_t>(c.in[i].data) % 16 == 0;
+  for (int i = 0; i < 3; ++i)
+    vectors &= reinterpret_cast<uintptr_t>(c.out[i].data) % 16 == 0;
+  adamwKernel<<<blocksFor(vectors ? (n + 3) / 4 : n), kThreads, 0, ctx.stream>>>(
+      c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(),
+      c.in[4].as<float>(), c.in[5].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(),
+      c.out[2].as<float>(), c.floats[0], c.floats[1], c.floats[2], c.floats[3], n, vectors);
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+
+} // namespace
+
+Status launchSgd(const KernelCall &c, CudaContext &ctx) {
+  cudaStream_t st = ctx.stream;
+    int64_t n = c.in[0].numel();
+    const unsigned char *skip = c.in.size() == 5 ? c.in[4].as<unsigned char>() : nullptr;
+    sgdKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(), (float)c.floats[0], (float)c.floats[1], c.ints[0] != 0, n);
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+
+Status launchAdamw(const KernelCall &c, CudaContext &ctx) { return launchAdamW(c, ctx); }
+
+bool supportsAdamw(const KernelCall &c) { return true; }
+bool supportsSgd(const KernelCall &c) { return ranksFit(c); }
+
+} // namespace zrt::cuda

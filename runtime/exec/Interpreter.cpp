@@ -1,0 +1,75 @@
+//===- Interpreter.cpp - the instruction walk both backends share ---------===//
+#include "exec/Interpreter.h"
+
+using namespace zrt;
+
+const plan::Program *Interpreter::program(const std::string &name) const {
+  for (const plan::Program &p : plan_.programs())
+    if (p.name() == name)
+      return &p;
+  return nullptr;
+}
+
+const std::vector<Interpreter::Step> &Interpreter::prepared(const plan::Program &program) {
+  auto it = prepared_.find(&program);
+  if (it != prepared_.end())
+    return it->second;
+  std::vector<Step> &steps = prepared_[&program];
+  steps.reserve(program.instructions_size());
+  for (int i = 0; i < program.instructions_size(); ++i) {
+    const plan::Instruction &inst = program.instructions(i);
+    Step step{Step::Kernel, &program, i, &inst, {}, {}, {}};
+    const std::string *location = nullptr;
+    if (inst.has_copy()) {
+      step.kind = Step::Copy;
+      location = &inst.copy().location();
+    } else if (inst.has_wait()) {
+      step.kind = Step::Wait;
+      location = &inst.wait().location();
+    } else if (inst.has_collective()) {
+      step.kind = Step::Collective;
+      location = &inst.collective().location();
+    } else {
+      const plan::Kernel &k = inst.kernel();
+      location = &k.location();
+      // validatePlan resolved every name already: this cannot fail.
+      step.kernel = *lookupKernel(k.name());
+      for (int index : k.inputs())
+        step.call.in.push_back(operand(index));
+      for (int index : k.outputs())
+        step.call.out.push_back(operand(index));
+      step.call.ints.assign(k.ints().begin(), k.ints().end());
+      step.call.floats.assign(k.floats().begin(), k.floats().end());
+      step.call.code = k.code().empty() ? nullptr : &k.code();
+    }
+    if (!location->empty())
+      step.location = " (" + *location + ")";
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+Status Interpreter::walk(const plan::Program &program) {
+  for (const Step &step : prepared(program)) {
+    Status s = beforeStep(step);
+    if (s) {
+      switch (step.kind) {
+      case Step::Kernel: s = runKernel(step); break;
+      case Step::Copy: s = runCopy(step); break;
+      case Step::Collective: s = runCollective(step); break;
+      case Step::Wait: s = runWait(step); break;
+      }
+    }
+    afterStep(step);
+    if (s)
+      continue;
+    std::string what =
+        step.kind == Step::Kernel ? std::string("kernel '") + kernelName(step.kernel) + "'"
+        : step.kind == Step::Copy ? std::string("copy")
+        : step.kind == Step::Wait ? std::string("wait")
+                                  : plan::Collective::Kind_Name(step.inst->collective().kind());
+    return errorf("program '", program.name(), "', instruction ", step.index, step.location, ", ",
+                  what, where(), ": ", s.message());
+  }
+  return Status::ok();
+}

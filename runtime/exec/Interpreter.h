@@ -1,0 +1,110 @@
+//===- Interpreter.h - the instruction walk both backends share --*- C++ -*-===//
+//
+// A plan's program is a straight line of kernels, copies, collectives and
+// waits. The walk over it exists once, here: an Interpreter resolves each
+// program the first time it runs (every kernel name to its KernelId, every
+// operand to a TensorRef into the backend's memory, the location for error
+// messages), then each run is a loop over those steps that calls the
+// backend's hook for the step's kind. The CPU executor (exec/Executor.h)
+// and the CUDA executor (cuda/CudaExecutor.cu) are such backends; zrun and
+// the trainer see only ExecutorBase.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_EXEC_INTERPRETER_H
+#define ZRT_EXEC_INTERPRETER_H
+
+#include "cpu/Kernels.h"
+#include "plan/plan.pb.h"
+#include "support/Status.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+/// What the trainer needs from a backend (CPU: Executor; CUDA:
+/// runtime/cuda). One object per rank.
+class ExecutorBase {
+public:
+  virtual ~ExecutorBase() = default;
+  /// Bytes allocated for the arenas, as planned.
+  virtual int64_t allocatedBytes() const = 0;
+  /// A host view of buffer |index|: program inputs are written through it
+  /// before run(), program outputs read after it.
+  virtual TensorRef buffer(int index) const = 0;
+  /// Runs every instruction of |program| in order.
+  virtual Status run(const plan::Program &program) = 0;
+  /// The state arena's bytes (parameters, gradients, optimizer state), then
+  /// the host arena's offloaded state, for checkpoints and weights, and back.
+  virtual Status saveState(std::vector<char> &bytes) = 0;
+  virtual Status loadState(const std::vector<char> &bytes) = 0;
+
+  /// zrun --profile: the time of every instruction, summed over runs, by
+  /// program name and instruction index. The CPU times kernels with a clock;
+  /// the CUDA backend records an event between instructions on its compute
+  /// stream (so an async collective counts only its launch).
+  struct InstructionTime {
+    double ms = 0;
+    int64_t runs = 0;
+  };
+  using Profile = std::map<std::pair<std::string, int>, InstructionTime>;
+  void enableProfiling() { profiling_ = true; }
+  void resetProfile() { profile_.clear(); }
+  const Profile &profile() const { return profile_; }
+
+protected:
+  bool profiling_ = false;
+  Profile profile_;
+};
+
+/// The instruction walk over a backend's hooks.
+class Interpreter : public ExecutorBase {
+public:
+  /// The program named |name|, or null.
+  const plan::Program *program(const std::string &name) const;
+
+protected:
+  explicit Interpreter(const plan::Plan &plan) : plan_(plan) {}
+
+  /// One instruction, resolved.
+  struct Step {
+    enum Kind { Kernel, Copy, Collective, Wait } kind;
+    const plan::Program *program;
+    int index;                    // in its program
+    const plan::Instruction *inst;
+    KernelId kernel{};            // Kernel: the kernel
+    KernelCall call;              // Kernel: operands in the backend's memory
+    std::string location;         // " (ONNX node)" or empty
+  };
+
+  /// Runs |program|'s steps in order; an error names the program, the
+  /// instruction, its ONNX node and (for kernels) the kernel.
+  Status walk(const plan::Program &program);
+
+  /// The view of buffer |index| that kernels of this backend read and write
+  /// (stable for the executor's life: steps keep it).
+  virtual TensorRef operand(int index) const = 0;
+  /// Hooks, per step. before/after bracket every step (profiling; the CUDA
+  /// backend orders a step after the copies in flight that touch it).
+  virtual Status beforeStep(const Step &) { return Status::ok(); }
+  virtual void afterStep(const Step &) {}
+  virtual Status runKernel(const Step &step) = 0;
+  virtual Status runCopy(const Step &step) = 0;
+  virtual Status runCollective(const Step &step) = 0;
+  virtual Status runWait(const Step &step) = 0;
+  /// Appended to the place in error messages (" on the GPU").
+  virtual const char *where() const { return ""; }
+
+  /// |program|'s steps, resolved on first use.
+  const std::vector<Step> &prepared(const plan::Program &program);
+
+  const plan::Plan &plan_;
+
+private:
+  std::map<const plan::Program *, std::vector<Step>> prepared_;
+};
+
+} // namespace zrt
+
+#endif // ZRT_EXEC_INTERPRETER_H
