@@ -1,6 +1,6 @@
 //===- Attention.cu - flash attention forward and backward ----------------===//
 //
-// zero.attention and zero.attention_grad (runtime/cpu/Kernels.cpp has the
+// zero.attention and zero.attention_grad (runtime/cpu/Attention.cpp has the
 // reference). q [B, Sq, H, D], k and v [B, Sk, H, D], bias [B|1, H|1, Sq, Sk],
 // lse [B, H, Sq]. Nothing of size Sq x Sk is stored: each block walks the
 // key (or query) tiles with the scores in registers.

@@ -7,7 +7,7 @@
 // input arena has a pinned host mirror that the trainer writes (copied to the
 // device when a program starts), and program outputs are copied back to
 // pinned host memory when it ends. Instructions run in order on one stream:
-// kernels with a CUDA implementation (CudaKernels.cu) launch there; the
+// kernels with a CUDA implementation (cuda/KernelTable.cu) launch there; the
 // others run on the host on staged copies of their buffers (the host
 // fallback: correct, slow, counted in stats(), and the list shrinks as
 // kernels are ported). Collectives: NCCL between processes (one per GPU);

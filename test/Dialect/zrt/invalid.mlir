@@ -38,3 +38,13 @@ zrt.program @eval inputs {} outputs {} {
   // expected-error @+1 {{needs a kernel name}}
   zrt.kernel "" [@x] -> [@x]
 }
+
+// -----
+
+// A kernel the runtime does not have (runtime/kernels/Kernels.def): zrun's
+// validator would refuse the plan, so the verifier refuses it first.
+zrt.buffer @x input[0] : tensor<2xf32>
+zrt.program @eval inputs {} outputs {} {
+  // expected-error @+1 {{unknown kernel 'relu6' (known: add, sub, mul}}
+  zrt.kernel "relu6" [@x] -> [@x]
+}
