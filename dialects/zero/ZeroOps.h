@@ -13,6 +13,29 @@
 #include "zero/ZeroDialect.h.inc"
 #include "zero/ZeroEnums.h.inc"
 
+namespace zcc::zero {
+namespace OpTrait {
+/// Ops whose result element k depends only on element k of each (broadcast)
+/// operand (ZeroOps.td: Zero_ElementwiseTrait). No verifier: binary ops
+/// broadcast, which MLIR's own Elementwise trait would refuse.
+template <typename ConcreteType>
+class Elementwise : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+} // namespace OpTrait
+
+/// Whether |op| carries the Elementwise trait.
+inline bool isElementwise(mlir::Operation *op) { return op->hasTrait<OpTrait::Elementwise>(); }
+
+/// What the data-parallel collectives read and write besides their operands:
+/// the other ranks. Two gathers of the same shard are two communications
+/// (a stage-3 forward gather and its backward re-gather, between which the
+/// gathered parameters were released): CSE must not merge them, and an
+/// unused collective is still one every rank issues.
+struct CommunicationResource
+    : public mlir::SideEffects::Resource::Base<CommunicationResource> {
+  llvm::StringRef getName() final { return "<zero.communication>"; }
+};
+} // namespace zcc::zero
+
 #define GET_OP_CLASSES
 #include "zero/ZeroOps.h.inc"
 

@@ -244,8 +244,16 @@ def Zero_GatherOp : Zero_Op<"gather", [Pure, InferTypeOpAdaptor]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+// Element k of the result depends only on element k of each (broadcast)
+// operand: the memory planner may write the result into an operand that dies
+// (same type), and selective recompute counts the op as cheap. A new
+// elementwise op gets both by carrying the trait (ZeroOps.h).
+def Zero_ElementwiseTrait : NativeOpTrait<"Elementwise"> {
+  let cppNamespace = "::zcc::zero::OpTrait";
+}
+
 class Zero_UnaryOp<string mnemonic, Type ty, list<Trait> traits = []>
-    : Zero_Op<mnemonic, traits # [Pure, SameOperandsAndResultType]> {
+    : Zero_Op<mnemonic, traits # [Pure, SameOperandsAndResultType, Zero_ElementwiseTrait]> {
   let arguments = (ins ty:$input);
   let results = (outs ty:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
@@ -267,7 +275,7 @@ def Zero_CosOp : Zero_UnaryOp<"cos", Zero_FloatTensor> { let summary = "cos(x)";
 def Zero_SinOp : Zero_UnaryOp<"sin", Zero_FloatTensor> { let summary = "sin(x)"; }
 def Zero_NotOp : Zero_UnaryOp<"not", Zero_BoolTensor> { let summary = "logical not"; }
 
-def Zero_GeluOp : Zero_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Zero_GeluOp : Zero_Op<"gelu", [Pure, SameOperandsAndResultType, Zero_ElementwiseTrait]> {
   let summary = "GELU, exact (erf) or tanh-approximated";
   let arguments = (ins Zero_FloatTensor:$input, Zero_GeluApprox:$approximate);
   let results = (outs Zero_FloatTensor:$result);
@@ -277,7 +285,7 @@ def Zero_GeluOp : Zero_Op<"gelu", [Pure, SameOperandsAndResultType]> {
 // Binary ops broadcast their operands with NumPy rules; both operands have
 // the same element type (the importer inserts casts where ONNX allowed none).
 class Zero_BinaryOp<string mnemonic, list<Trait> traits = []>
-    : Zero_Op<mnemonic, traits # [Pure, InferTypeOpAdaptor]> {
+    : Zero_Op<mnemonic, traits # [Pure, InferTypeOpAdaptor, Zero_ElementwiseTrait]> {
   let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
@@ -300,7 +308,7 @@ def Zero_CmpOp : Zero_Op<"cmp", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$predicate $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
 }
 
-def Zero_WhereOp : Zero_Op<"where", [Pure, InferTypeOpAdaptor]> {
+def Zero_WhereOp : Zero_Op<"where", [Pure, InferTypeOpAdaptor, Zero_ElementwiseTrait]> {
   let summary = "select lhs where condition is true, else rhs (broadcasting)";
   let arguments = (ins Zero_BoolTensor:$condition, AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
   let results = (outs AnyRankedTensor:$result);
@@ -506,7 +514,7 @@ def Zero_CrossEntropyOp : Zero_Op<"cross_entropy", [Pure]> {
 // Backward ops (where a fused backward is the sane choice) and optimizers
 //===----------------------------------------------------------------------===//
 
-def Zero_GeluGradOp : Zero_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def Zero_GeluGradOp : Zero_Op<"gelu_grad", [Pure, SameOperandsAndResultType, Zero_ElementwiseTrait]> {
   let summary = "dx of GELU given x and dy";
   let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$grad,
                        Zero_GeluApprox:$approximate);
@@ -673,7 +681,14 @@ def Zero_CollectiveReduce : I32EnumAttr<"CollectiveReduce", "reduction of a coll
   let cppNamespace = "::zcc::zero";
 }
 
-def Zero_AllReduceOp : Zero_Op<"all_reduce", [Pure, SameOperandsAndResultType]> {
+// The collectives read and write the other ranks (CommunicationResource,
+// ZeroOps.h): not Pure, so that -cse keeps a stage-3 backward re-gather
+// apart from the forward gather of the same shard.
+def Zero_CommunicationResource : Resource<"::zcc::zero::CommunicationResource">;
+defvar Zero_Communicates = MemoryEffects<[MemRead<Zero_CommunicationResource>,
+                                          MemWrite<Zero_CommunicationResource>]>;
+
+def Zero_AllReduceOp : Zero_Op<"all_reduce", [Zero_Communicates, SameOperandsAndResultType]> {
   let summary = "sum or average over the data-parallel ranks; every rank gets the result";
   let arguments = (ins Zero_FloatTensor:$input, Zero_CollectiveReduce:$reduce,
                        Zero_I64Attr:$world_size, UnitAttr:$async);
@@ -682,7 +697,7 @@ def Zero_AllReduceOp : Zero_Op<"all_reduce", [Pure, SameOperandsAndResultType]> 
   let hasVerifier = 1;
 }
 
-def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [Pure]> {
+def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [Zero_Communicates]> {
   let summary = "reduce over the ranks; rank r keeps chunk r of the flat result";
   let description = [{
     A 1-D tensor of N elements (N a multiple of world_size) becomes this
@@ -695,7 +710,7 @@ def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Zero_AllGatherOp : Zero_Op<"all_gather", [Pure]> {
+def Zero_AllGatherOp : Zero_Op<"all_gather", [Zero_Communicates]> {
   let summary = "concatenate every rank's 1-D shard in rank order";
   let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size, UnitAttr:$async);
   let results = (outs Zero_FloatTensor:$result);

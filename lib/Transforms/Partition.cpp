@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Analysis/MemoryPlan.h"
+#include "zcc/Analysis/ModelShape.h"
 #include "zcc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,6 +53,8 @@ struct Bucket {
 };
 
 struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
+  // The options with "auto" (-1) resolved for this module.
+  int64_t reduceCap = 0, allgatherCap = 0, persistence = 0;
   using ZeroPartitionBase::ZeroPartitionBase;
 
   ModuleOp module;
@@ -87,15 +90,15 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
   }
 
   SmallVector<Bucket> formBuckets(ArrayRef<std::pair<GlobalOp, GlobalOp>> params) {
-    int64_t cap = reduceBucketSize;
+    int64_t cap = reduceCap;
     if (stage == 1 || stage == 2)
-      cap = std::min<int64_t>(cap, allgatherBucketSize);
+      cap = std::min<int64_t>(cap, allgatherCap);
     SmallVector<Bucket> buckets;
     // The open bucket of each kind (replicated, partitioned).
     int open[2] = {-1, -1};
     for (auto [param, grad] : params) {
       int64_t n = param.getTensorType().getNumElements();
-      bool sharded = stage == 3 && n >= persistenceThreshold;
+      bool sharded = stage == 3 && n >= persistence;
       int &k = open[sharded];
       if (k < 0 || (buckets[k].used > 0 && buckets[k].used + alignUp(n, kAlign) > cap)) {
         buckets.emplace_back();
@@ -275,9 +278,15 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           << stage << ", world size " << world;
       return signalPassFailure();
     }
-    if (reduceBucketSize < 1 || allgatherBucketSize < 1 || persistenceThreshold < 0) {
+    // -1: DeepSpeed's "auto", from the model's hidden size H (H^2 per
+    // bucket, 10 H for the persistence threshold).
+    reduceCap = autoSize(reduceBucketSize, module, 1.0, 0);
+    allgatherCap = autoSize(allgatherBucketSize, module, 1.0, 0);
+    persistence = autoSize(persistenceThreshold, module, 0, 10.0);
+    if (reduceBucketSize == 0 || allgatherBucketSize == 0 || reduceBucketSize < -1 ||
+        allgatherBucketSize < -1 || persistenceThreshold < -1) {
       module.emitError("zero-partition: bucket sizes must be >= 1 and the persistence "
-                       "threshold >= 0");
+                       "threshold >= 0 (or -1: auto, from the hidden size)");
       return signalPassFailure();
     }
     auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
@@ -373,9 +382,9 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         b.getDictionaryAttr(
             {b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
              b.getNamedAttr("world_size", b.getI64IntegerAttr(world)),
-             b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceBucketSize)),
-             b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherBucketSize)),
-             b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistenceThreshold))}));
+             b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceCap)),
+             b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherCap)),
+             b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistence))}));
     module->setAttr("zero.buckets", b.getArrayAttr(described));
   }
 };

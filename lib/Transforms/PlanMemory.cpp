@@ -103,13 +103,9 @@ private:
   int64_t peak = 0;
 };
 
-/// Elementwise ops whose kernels may write into an operand of the result's
-/// shape: each output element depends only on the same input element.
-bool isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, NegOp, AbsOp, ExpOp,
-             LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp,
-             CosOp, SinOp, NotOp, GeluOp, WhereOp, GeluGradOp>(op);
-}
+// Elementwise ops (the Elementwise trait, zero::isElementwise) may write
+// into an operand of the result's shape: each output element depends only on
+// the same input element.
 
 struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
   using ZeroPlanMemoryBase::ZeroPlanMemoryBase;

@@ -60,11 +60,10 @@ std::string layerKey(StringRef name) {
   return "";
 }
 
+/// Elementwise ops (the trait), casts, layout and norms: cheap to run again.
 bool isCheap(Operation *op) {
-  return isa<CastOp, ReshapeOp, TransposeOp, ExpandOp, SliceOp, ConcatOp, SplitOp, NegOp, AbsOp,
-             ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, TanhOp, ErfOp, SigmoidOp, ReluOp, SiluOp,
-             CosOp, SinOp, NotOp, GeluOp, AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp,
-             OrOp, CmpOp, WhereOp, LayerNormOp, RmsNormOp>(op);
+  return isElementwise(op) || isa<CastOp, ReshapeOp, TransposeOp, ExpandOp, SliceOp, ConcatOp,
+                                  SplitOp, CmpOp, LayerNormOp, RmsNormOp>(op);
 }
 
 /// Values that are free to read at any point: parameters and constants (loads

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Analysis/MemoryPlan.h"
+#include "zcc/Analysis/ModelShape.h"
 #include "zcc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -114,7 +115,9 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
     // Parameter prefetch: a gather of a loaded (partitioned) bucket starts
     // right after an earlier gather's wait, as early as the gathers in
     // flight stay within the budget.
-    int64_t budget = std::min(prefetchBucketSize.getValue(), maxLiveParameters.getValue());
+    // -1: DeepSpeed's "auto" prefetch bucket, 0.9 H^2.
+    int64_t budget = std::min(autoSize(prefetchBucketSize, getOperation(), 0.9, 0),
+                              maxLiveParameters.getValue());
     SmallVector<WaitOp> gathers;
     // (An offloaded shard is a load copied to the device: both move along.)
     auto loadOf = [](AllGatherOp g) -> SmallVector<Operation *> {

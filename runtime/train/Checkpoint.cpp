@@ -14,6 +14,7 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -48,51 +49,39 @@ Status readFile(const std::string &path, std::string &out) {
   return Status::ok();
 }
 
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if ((unsigned char)c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
+/// JSON text of |j| (nlohmann/json: escaping, and names that are not valid
+/// UTF-8 replaced rather than written raw or thrown on).
+std::string dumpJson(const nlohmann::ordered_json &j, int indent = -1) {
+  return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-std::string jsonShape(const google::protobuf::RepeatedField<int64_t> &shape) {
-  std::string s = "[";
-  for (int i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
+/// manifest.json: the manifest for people (zrun reads manifest.pb).
 std::string manifestJson(const plan::Checkpoint &m) {
-  std::ostringstream os;
-  os << "{\n  \"version\": " << m.version() << ",\n  \"plan_hash\": \"" << std::hex
-     << m.plan_hash() << std::dec << "\",\n  \"plan_source\": " << jsonString(m.plan_source())
-     << ",\n  \"world_size\": " << m.world_size() << ",\n  \"zero_stage\": " << m.zero_stage()
-     << ",\n  \"steps_done\": " << m.steps_done() << ",\n  \"steps_applied\": "
-     << m.steps_applied() << ",\n  \"loss_scale\": " << m.loss_scale()
-     << ",\n  \"shuffle_seed\": " << m.shuffle_seed() << ",\n  \"files\": [";
+  std::ostringstream hash;
+  hash << std::hex << m.plan_hash();
+  nlohmann::ordered_json j;
+  j["version"] = m.version();
+  j["plan_hash"] = hash.str();
+  j["plan_source"] = m.plan_source();
+  j["world_size"] = m.world_size();
+  j["zero_stage"] = m.zero_stage();
+  j["steps_done"] = m.steps_done();
+  j["steps_applied"] = m.steps_applied();
+  j["loss_scale"] = m.loss_scale();
+  j["shuffle_seed"] = m.shuffle_seed();
+  j["files"] = nlohmann::ordered_json::array();
   for (int r = 0; r < m.world_size(); ++r)
-    os << (r ? ", " : "") << "\"rank-" << r << ".bin\"";
-  os << "],\n  \"tensors\": [\n";
-  for (int i = 0; i < m.tensors_size(); ++i) {
-    const plan::CheckpointTensor &t = m.tensors(i);
-    os << "    {\"name\": " << jsonString(t.name()) << ", \"shape\": " << jsonShape(t.shape())
-       << ", \"state_offset\": " << t.state_offset() << ", \"offset\": " << t.offset()
-       << ", \"bucket_size\": " << t.bucket_size() << ", \"sharded\": "
-       << (t.sharded() ? "true" : "false") << ", \"trainable\": "
-       << (t.trainable() ? "true" : "false") << "}" << (i + 1 < m.tensors_size() ? "," : "")
-       << "\n";
-  }
-  os << "  ]\n}\n";
-  return os.str();
+    j["files"].push_back("rank-" + std::to_string(r) + ".bin");
+  j["tensors"] = nlohmann::ordered_json::array();
+  for (const plan::CheckpointTensor &t : m.tensors())
+    j["tensors"].push_back({{"name", t.name()},
+                            {"shape", std::vector<int64_t>(t.shape().begin(), t.shape().end())},
+                            {"state_offset", t.state_offset()},
+                            {"offset", t.offset()},
+                            {"bucket_size", t.bucket_size()},
+                            {"sharded", t.sharded()},
+                            {"trainable", t.trainable()}});
+  return dumpJson(j, 2) + "\n";
 }
 
 int64_t numel(const google::protobuf::RepeatedField<int64_t> &shape) {
@@ -282,21 +271,20 @@ Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> 
                         const plan::Checkpoint &m) {
   // Header: JSON with dtype, shape and byte range of each tensor, padded with
   // spaces to a multiple of 8; then the little-endian data.
-  std::ostringstream header;
-  header << "{\"__metadata__\": {\"format\": \"pt\", \"producer\": \"zrun export\", "
-         << "\"source\": " << jsonString(m.plan_source()) << ", \"steps\": \""
-         << m.steps_done() << "\"}";
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", "pt"},
+                            {"producer", "zrun export"},
+                            {"source", m.plan_source()},
+                            {"steps", std::to_string(m.steps_done())}};
   int64_t offset = 0;
   for (const NamedTensor &t : tensors) {
-    header << ", " << jsonString(t.name) << ": {\"dtype\": \"F32\", \"shape\": [";
-    for (size_t i = 0; i < t.shape.size(); ++i)
-      header << (i ? ", " : "") << t.shape[i];
     int64_t bytes = (int64_t)t.data.size() * 4;
-    header << "], \"data_offsets\": [" << offset << ", " << offset + bytes << "]}";
+    header[t.name] = {{"dtype", "F32"},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  header << "}";
-  std::string h = header.str();
+  std::string h = dumpJson(header);
   while (h.size() % 8)
     h += ' ';
   std::string file(8, '\0');

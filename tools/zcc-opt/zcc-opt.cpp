@@ -4,6 +4,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "zcc/Conversion/Passes.h"
+#include "zcc/Pipelines/Pipelines.h"
 #include "zcc/Transforms/Passes.h"
 #include "zero/ZeroOps.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses(); // canonicalize, cse, symbol-dce, ...
   zcc::registerZeroPasses();
   zcc::registerConversionPasses();
+  zcc::registerTrainingPipeline(); // zcc's whole pipeline, with its options
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "zcc optimizer driver\n", registry));
 }

@@ -40,7 +40,7 @@ struct Settings {
   int64_t warmupSteps = 1000, totalSteps = -1;
   bool warmupLog = true;
   // zero_optimization (DeepSpeed's defaults; -1: "auto", resolved from the
-  // model's hidden size H by the driver as HuggingFace does)
+  // model's hidden size H by the passes as HuggingFace does)
   int64_t zeroStage = 0;
   int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
   int64_t prefetchBucketSize = 50000000, persistenceThreshold = 100000;

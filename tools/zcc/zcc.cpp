@@ -10,6 +10,8 @@
 
 #include "zcc/Conversion/Passes.h"
 #include "zcc/Import/OnnxImporter.h"
+#include "zcc/Pipelines/AutoPlan.h"
+#include "zcc/Pipelines/Pipelines.h"
 #include "zcc/Target/Plan.h"
 #include "zcc/Transforms/Passes.h"
 #include "zero/ZeroOps.h"
@@ -58,11 +60,13 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.onnx|MODEL
 static cl::opt<std::string> outputFile("o", cl::desc("output file ('-' for stdout)"),
                                        cl::value_desc("OUT"), cl::init("-"),
                                        cl::cat(zccCategory));
-enum class EmitKind { Plan, Mlir, Report };
+enum class EmitKind { Plan, Mlir, Zrt, Report };
 static cl::opt<EmitKind> emit(
     "emit", cl::desc("what to write"), cl::init(EmitKind::Plan),
     cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan, for zrun (default)"),
                clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after import"),
+               clEnumValN(EmitKind::Zrt, "zrt",
+                          "the plan as zrt IR: what zcc-opt --zero-training-pipeline prints"),
                clEnumValN(EmitKind::Report, "report", "per-rank memory table of the plan")),
     cl::cat(zccCategory));
 static cl::opt<std::string> lossKind(
@@ -228,22 +232,6 @@ static LogicalResult parseInputShape(StringRef spec, std::string &name,
   return success();
 }
 
-/// The model's hidden size, for DeepSpeed's "auto" bucket sizes: the most
-/// common length of the 1-D trainable parameters (norm weights and biases
-/// are H long in GPT-2, Llama and BERT shapes); ties go to the larger.
-static int64_t hiddenSize(ModuleOp module) {
-  std::map<int64_t, int> count;
-  for (auto g : module.getOps<zcc::zero::GlobalOp>())
-    if (g.getTrainable() && g.getTensorType().getRank() == 1)
-      ++count[g.getTensorType().getDimSize(0)];
-  int64_t best = 1;
-  int bestCount = 0;
-  for (auto [size, n] : count)
-    if (n >= bestCount)
-      best = size, bestCount = n;
-  return best;
-}
-
 /// Renders a diagnostic location as "FILE: node 'NAME' (OP)" where known.
 static std::string describeLocation(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc)) {
@@ -332,6 +320,7 @@ int main(int argc, char **argv) {
   registerTransformsPasses();
   zcc::registerZeroPasses();
   zcc::registerConversionPasses();
+  zcc::registerTrainingPipeline();
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -341,10 +330,11 @@ int main(int argc, char **argv) {
       argc, argv,
       "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
       "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
-      "Passes of the pipeline (for --mlir-print-ir-before/after=PASS): canonicalize,\n"
-      "zero-recognize-patterns, cse, zero-attach-loss, zero-mixed-precision, zero-fuse-attention\n"
-      "and zero-pad-gemms (--target cuda), zero-autodiff, zero-recompute, zero-partition, zero-optimizer,\n"
-      "zero-schedule, zero-offload, zero-fuse-epilogues, zero-group-casts, zero-fuse-elementwise\n"
+      "Passes of the pipeline (zero-training-pipeline; for --mlir-print-ir-before/after=PASS):\n"
+      "zero-training-config, canonicalize, zero-recognize-patterns, cse, zero-attach-loss,\n"
+      "zero-mixed-precision, zero-fuse-attention and zero-pad-gemms (--target cuda),\n"
+      "zero-autodiff, zero-recompute, zero-partition, zero-optimizer, zero-schedule,\n"
+      "zero-offload, zero-fuse-epilogues, zero-group-casts, zero-fuse-elementwise\n"
       "(--target cuda), zero-plan-memory, convert-zero-to-zrt.\n"
       "--help-hidden lists every LLVM/MLIR option.\n");
 
@@ -604,119 +594,58 @@ int main(int argc, char **argv) {
     applyDefaultTimingManagerCLOptions(tm);
     TimingScope timing = tm.getRootScope();
     pm.enableTiming(timing);
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(zcc::createZeroRecognizePatterns());
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-    // The loss is attached only when asked for (or needed by a plan).
-    if (lossKind != "none" || emit != EmitKind::Mlir) {
-      zcc::ZeroAttachLossOptions lossOptions;
-      lossOptions.loss = lossKind;
-      pm.addPass(zcc::createZeroAttachLoss(lossOptions));
-    }
-    if (S.precision != "fp32") {
-      zcc::ZeroMixedPrecisionOptions mpOptions;
-      mpOptions.precision = S.precision;
-      mpOptions.lossScale = S.lossScale;
-      mpOptions.initialScalePower = S.initialScalePower;
-      mpOptions.lossScaleWindow = S.lossScaleWindow;
-      mpOptions.hysteresis = S.hysteresis;
-      mpOptions.consecutiveHysteresis = S.consecutiveHysteresis;
-      mpOptions.minLossScale = S.minLossScale;
-      pm.addPass(zcc::createZeroMixedPrecision(mpOptions));
-    }
-    // The GPU's GEMMs want aligned rows: a vocabulary-sized output is padded.
-    // ... and its attention runs as one flash-attention kernel.
-    if (target == "cuda") {
-      pm.addPass(zcc::createZeroFuseAttention());
-      pm.addPass(zcc::createZeroPadGemms());
-    }
-    m->setAttr("zero.precision", Builder(&context).getStringAttr(S.precision));
-    m->setAttr("zero.target", Builder(&context).getStringAttr(target));
     // Plans of models with parameters train: backward, then the optimizer.
     auto trainable = m->getAttrOfType<IntegerAttr>("zero.trainable_count");
-    bool train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
-    if (train) {
-      zcc::ZeroAutodiffOptions adOptions;
-      adOptions.gradAccum = S.gradAccum;
-      pm.addPass(zcc::createZeroAutodiff(adOptions));
-      if (recompute != "none") {
-        zcc::ZeroRecomputeOptions rcOptions;
-        rcOptions.policy = recompute.str();
-        pm.addPass(zcc::createZeroRecompute(rcOptions));
-      }
-      // ZeRO. "auto" bucket sizes follow HuggingFace's rule from the hidden
-      // size H: reduce_bucket_size H^2, stage3_prefetch_bucket_size 0.9 H^2,
-      // stage3_param_persistence_threshold 10 H.
-      int64_t hidden = hiddenSize(m);
-      auto resolve = [&](int64_t v, double perH2, double perH) -> int64_t {
-        if (v >= 0)
-          return v;
-        return std::max<int64_t>(1, (int64_t)(perH2 * hidden * hidden + perH * hidden));
-      };
-      zcc::ZeroPartitionOptions partOptions;
-      partOptions.stage = S.zeroStage;
-      partOptions.worldSize = S.worldSize;
-      partOptions.reduceBucketSize = resolve(S.reduceBucketSize, 1.0, 0);
-      partOptions.allgatherBucketSize = resolve(S.allgatherBucketSize, 1.0, 0);
-      partOptions.persistenceThreshold = resolve(S.persistenceThreshold, 0, 10.0);
-      pm.addPass(zcc::createZeroPartition(partOptions));
-      zcc::ZeroOptimizerOptions optOptions;
-      optOptions.optimizer = S.optimizer;
-      optOptions.momentum = S.momentum;
-      optOptions.nesterov = S.nesterov;
-      optOptions.beta1 = S.beta1;
-      optOptions.beta2 = S.beta2;
-      optOptions.epsilon = S.eps;
-      optOptions.weightDecay = S.weightDecay;
-      optOptions.gradClip = S.gradClip;
-      pm.addPass(zcc::createZeroOptimizer(optOptions));
-      zcc::ZeroScheduleOptions schedOptions;
-      schedOptions.overlapComm = S.overlapComm;
-      schedOptions.prefetchBucketSize = resolve(S.prefetchBucketSize, 0.9, 0);
-      schedOptions.maxLiveParameters = S.maxLiveParameters;
-      pm.addPass(zcc::createZeroSchedule(schedOptions));
-      // After the schedule: the gradient copies to the host follow the
-      // accumulations where they ended up.
-      if (S.offloadOptimizer != "none") {
-        zcc::ZeroOffloadOptions offOptions;
-        offOptions.device = S.offloadOptimizer;
-        offOptions.param = S.offloadParam;
-        pm.addPass(zcc::createZeroOffload(offOptions));
-      }
-      Builder b(&context);
-      SmallVector<NamedAttribute> training{
-          b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(S.gradAccum)),
-          b.getNamedAttr("lr", b.getF64FloatAttr(S.lr)),
-          b.getNamedAttr("optimizer", b.getStringAttr(S.optimizer)),
-          b.getNamedAttr("beta1", b.getF64FloatAttr(S.beta1)),
-          b.getNamedAttr("beta2", b.getF64FloatAttr(S.beta2)),
-          b.getNamedAttr("eps", b.getF64FloatAttr(S.eps)),
-          b.getNamedAttr("weight_decay", b.getF64FloatAttr(S.weightDecay)),
-          b.getNamedAttr("grad_clip", b.getF64FloatAttr(S.gradClip))};
-      if (S.schedule)
-        training.push_back(b.getNamedAttr(
-            "schedule",
-            b.getDictionaryAttr({b.getNamedAttr("name", b.getStringAttr(*S.schedule)),
-                                 b.getNamedAttr("lr", b.getF64FloatAttr(S.scheduleLr)),
-                                 b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(S.warmupSteps)),
-                                 b.getNamedAttr("total_steps", b.getI64IntegerAttr(S.totalSteps)),
-                                 b.getNamedAttr("warmup_min_lr", b.getF64FloatAttr(S.warmupMinLr)),
-                                 b.getNamedAttr("warmup_log", b.getBoolAttr(S.warmupLog)),
-                                 b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(S.warmupMinRatio)),
-                                 b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(S.cosMinRatio))})));
-      m->setAttr("zero.training", b.getDictionaryAttr(training));
+    zcc::TrainingPipelineOptions o;
+    o.loss = lossKind == "cross-entropy" ? zcc::LossKind::CrossEntropy : zcc::LossKind::None;
+    o.precision = S.precision == "bf16"   ? zcc::Precision::BF16
+                  : S.precision == "fp16" ? zcc::Precision::FP16
+                                          : zcc::Precision::FP32;
+    o.lossScale = S.lossScale;
+    o.initialScalePower = S.initialScalePower;
+    o.lossScaleWindow = S.lossScaleWindow;
+    o.hysteresis = S.hysteresis;
+    o.consecutiveHysteresis = S.consecutiveHysteresis;
+    o.minLossScale = S.minLossScale;
+    o.target = target == "cuda" ? zcc::Target::CUDA : zcc::Target::CPU;
+    o.fuseElementwise = fuseElementwise;
+    o.lower = emit != EmitKind::Mlir;
+    o.train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
+    o.gradAccum = S.gradAccum;
+    o.recompute = recompute == "layer"       ? zcc::RecomputePolicy::Layer
+                  : recompute == "selective" ? zcc::RecomputePolicy::Selective
+                                             : zcc::RecomputePolicy::None;
+    o.zeroStage = S.zeroStage;
+    o.worldSize = S.worldSize;
+    o.reduceBucketSize = S.reduceBucketSize;
+    o.allgatherBucketSize = S.allgatherBucketSize;
+    o.persistenceThreshold = S.persistenceThreshold;
+    o.prefetchBucketSize = S.prefetchBucketSize;
+    o.maxLiveParameters = S.maxLiveParameters;
+    o.overlapComm = S.overlapComm;
+    o.offloadOptimizer = S.offloadOptimizer == "cpu" ? zcc::OffloadDevice::CPU
+                                                     : zcc::OffloadDevice::None;
+    o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
+    o.optimizer = S.optimizer == "sgd" ? zcc::OptimizerKind::SGD : zcc::OptimizerKind::AdamW;
+    o.lr = S.lr;
+    o.momentum = S.momentum;
+    o.nesterov = S.nesterov;
+    o.beta1 = S.beta1;
+    o.beta2 = S.beta2;
+    o.eps = S.eps;
+    o.weightDecay = S.weightDecay;
+    o.gradClip = S.gradClip;
+    if (S.schedule) {
+      o.schedule = *S.schedule;
+      o.scheduleLr = S.scheduleLr;
+      o.warmupSteps = S.warmupSteps;
+      o.totalSteps = S.totalSteps;
+      o.warmupMinLr = S.warmupMinLr;
+      o.warmupLog = S.warmupLog;
+      o.warmupMinRatio = S.warmupMinRatio;
+      o.cosMinRatio = S.cosMinRatio;
     }
-    if (emit != EmitKind::Mlir) {
-      zcc::ZeroFuseEpiloguesOptions epilogues;
-      epilogues.gelu = target == "cuda";
-      pm.addPass(zcc::createZeroFuseEpilogues(epilogues));
-      pm.addPass(zcc::createZeroGroupCasts());
-      if (target == "cuda" && fuseElementwise)
-        pm.addPass(zcc::createZeroFuseElementwise());
-      pm.addPass(zcc::createZeroPlanMemory());
-      pm.addPass(zcc::createConvertZeroToZrt());
-    }
+    zcc::buildTrainingPipeline(pm, o);
     return pm.run(m);
   };
   // Device bytes a rank of a compiled module allocates: its arenas, and the
@@ -736,100 +665,36 @@ int main(int argc, char **argv) {
                    << " per rank, more than --memory-budget " << zrt::showByteSize(*budget)
                    << ": zrun will refuse it; zcc --auto picks a plan that fits\n";
   } else {
-    // --auto: candidates from the fastest (estimated step time: recompute
-    // selective ~5% and layer ~33% more compute, stage 3 ~10% more
-    // communication than stages 0-2); the first whose peak fits wins.
-    bool stageFixed =
+    // --auto (lib/Pipelines/AutoPlan.cpp): what the flags or the DeepSpeed
+    // config fixed stays; the rest is searched.
+    zcc::AutoPlanRequest request;
+    request.budget = *budget;
+    request.worldSize = S.worldSize;
+    request.stage = S.zeroStage;
+    request.recompute = S.recompute;
+    request.offloadOptimizer = S.offloadOptimizer;
+    request.offloadParam = S.offloadParam;
+    request.stageFixed =
         recomputeAuto || zeroStage.getNumOccurrences() || (dsConfig && dsConfig->zeroStage);
-    bool recomputeFixed = !recomputeAuto && (recomputeMode.getNumOccurrences() ||
-                                             (dsConfig && dsConfig->activationCheckpointing));
-    bool offloadFixed = recomputeAuto || offloadOptimizer.getNumOccurrences() ||
-                        offloadParam.getNumOccurrences() ||
-                        (dsConfig && (dsConfig->offloadOptimizer || dsConfig->offloadParam));
-    // "offload_optimizer cpu, offload_param cpu" for the stage-3 candidate.
-    auto offloadLabel = [](const std::string &offload) {
-      return offload == "cpu+param" ? std::string("cpu, offload_param cpu") : offload;
-    };
-    struct Candidate {
-      int64_t stage;
-      std::string recompute, offload;
-      double cost;
-      int64_t peak = -1;
-    };
-    std::vector<Candidate> candidates;
-    std::vector<int64_t> stages = {S.zeroStage};
-    if (!stageFixed && S.worldSize > 1)
-      stages = {0, 1, 2, 3};
-    std::vector<std::pair<std::string, double>> policies = {
-        {"none", 1.0}, {"selective", 1.05}, {"layer", 1.33}};
-    if (recomputeFixed)
-      policies = {{S.recompute, 1.0}};
-    // Offloading the optimizer (stages 1-3): PCIe copies and a CPU AdamW,
-    // ~25% on the step where the GPU would otherwise wait for them.
-    // Stage 3 can also offload the parameter shards (offload_param): more
-    // copies, ~35%.
-    std::vector<std::pair<std::string, double>> offloads = {
-        {"none", 1.0}, {"cpu", 1.25}, {"cpu+param", 1.35}};
-    if (offloadFixed)
-      offloads = {{S.offloadOptimizer == "cpu"
-                       ? (S.offloadParam == "cpu" ? "cpu+param" : "cpu")
-                       : "none",
-                   1.0}};
-    for (int64_t stage : stages)
-      for (auto &[policy, cost] : policies)
-        for (auto &[offload, offloadCost] : offloads)
-          if ((offload == "none" || stage >= 1) && (offload != "cpu+param" || stage == 3))
-            candidates.push_back({stage, policy, offload,
-                                  cost * offloadCost * (stage == 3 ? 1.1 : 1.0) + stage * 1e-3});
-    llvm::stable_sort(candidates,
-                      [](const Candidate &a, const Candidate &b) { return a.cost < b.cost; });
-    OwningOpRef<ModuleOp> chosen;
-    Candidate *best = nullptr, *smallest = nullptr;
-    for (Candidate &c : candidates) {
-      OwningOpRef<ModuleOp> m = module->clone();
-      zcc::Settings T = S;
-      T.zeroStage = c.stage;
-      T.recompute = c.recompute;
-      T.offloadOptimizer = c.offload == "none" ? "none" : "cpu";
-      T.offloadParam = c.offload == "cpu+param" ? "cpu" : "none";
-      if (failed(compile(*m, T, c.recompute)))
-        return 1;
-      c.peak = devicePeak(*m);
-      if (!smallest || c.peak < smallest->peak)
-        smallest = &c;
-      llvm::errs() << "zcc: --auto: stage " << c.stage << ", recompute " << c.recompute
-                   << ", offload_optimizer " << offloadLabel(c.offload) << ": "
-                   << zrt::showByteSize(c.peak) << (c.peak <= *budget ? " fits" : " does not fit")
-                   << "\n";
-      if (c.peak <= *budget) {
-        best = &c;
-        chosen = std::move(m);
-        break;
-      }
-    }
-    if (!best) {
-      llvm::errs() << "zcc: error: --auto: no plan fits --memory-budget "
-                   << zrt::showByteSize(*budget) << ": the smallest (stage " << smallest->stage
-                   << ", recompute " << smallest->recompute << ", offload_optimizer "
-                   << offloadLabel(smallest->offload) << ") needs "
-                   << zrt::showByteSize(smallest->peak) << ", "
-                   << zrt::showByteSize(smallest->peak - *budget)
-                   << " more; raise the budget, add ranks (--world-size), or lower "
-                      "--micro-batch\n";
+    request.recomputeFixed = !recomputeAuto && (recomputeMode.getNumOccurrences() ||
+                                                (dsConfig && dsConfig->activationCheckpointing));
+    request.offloadFixed = recomputeAuto || offloadOptimizer.getNumOccurrences() ||
+                           offloadParam.getNumOccurrences() ||
+                           (dsConfig && (dsConfig->offloadOptimizer || dsConfig->offloadParam));
+    auto chosen = zcc::chooseAutoPlan(
+        *module, request,
+        [&](ModuleOp m, const zcc::AutoCandidate &c) {
+          zcc::Settings T = S;
+          T.zeroStage = c.stage;
+          T.recompute = c.recompute;
+          T.offloadOptimizer = c.offload == "none" ? "none" : "cpu";
+          T.offloadParam = c.offload == "cpu+param" ? "cpu" : "none";
+          return compile(m, T, c.recompute);
+        },
+        devicePeak, llvm::errs());
+    if (failed(chosen))
       return 1;
-    }
-    llvm::errs() << "zcc: --auto: chose stage " << best->stage << ", recompute "
-                 << best->recompute << ", offload_optimizer " << offloadLabel(best->offload)
-                 << ": the fastest of " << candidates.size()
-                 << " candidates whose planned peak fits "
-                 << zrt::showByteSize(*budget) << "\n";
-    Builder b(&context);
-    (*chosen)->setAttr("zero.auto",
-                       b.getStringAttr("stage " + std::to_string(best->stage) + ", recompute " +
-                                       best->recompute + ", offload_optimizer " +
-                                       offloadLabel(best->offload) +
-                                       ": the fastest candidate that fits"));
-    module = std::move(chosen);
+    module = std::move(*chosen);
   }
   if (budget)
     (*module)->setAttr("zero.memory_budget", Builder(&context).getI64IntegerAttr(*budget));
@@ -842,6 +707,7 @@ int main(int argc, char **argv) {
   }
   switch (emit) {
   case EmitKind::Mlir:
+  case EmitKind::Zrt:
     module->print(output->os(), OpPrintingFlags());
     output->os() << "\n";
     break;

@@ -4,6 +4,41 @@
 
 include "mlir/Pass/PassBase.td"
 
+def ZeroTrainingConfig : Pass<"zero-training-config", "mlir::ModuleOp"> {
+  let summary = "Records the step's precision, target and training settings on the module";
+  let description = [{
+    The first pass of zero-training-pipeline. Sets `zero.precision` and
+    `zero.target`, which later passes and the plan writer read, and with
+    `train`, `zero.training`: the trainer's settings (learning rate,
+    optimizer and its hyper-parameters, clipping, gradient accumulation and
+    the DeepSpeed scheduler, if any) that the plan carries to zrun.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"", "fp32, bf16 or fp16">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda">,
+    Option<"train", "train", "bool", /*default=*/"false", "record zero.training">,
+    Option<"gradAccum", "grad-accum", "int64_t", /*default=*/"1", "micro-steps per step">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "base learning rate">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"", "adamw or sgd">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"epsilon", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01", "weight decay">,
+    Option<"gradClip", "grad-clip", "double", /*default=*/"0.0", "global norm clip (0: off)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
+           "a DeepSpeed scheduler (WarmupLR, WarmupDecayLR, WarmupCosineLR) or empty">,
+    Option<"scheduleLr", "schedule-lr", "double", /*default=*/"0.0", "the schedule's peak lr">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"1000", "warmup steps">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"-1", "total steps (-1: auto)">,
+    Option<"warmupMinLr", "warmup-min-lr", "double", /*default=*/"0.0", "warmup's first lr">,
+    Option<"warmupLog", "warmup-log", "bool", /*default=*/"true", "logarithmic warmup">,
+    Option<"warmupMinRatio", "warmup-min-ratio", "double", /*default=*/"0.0",
+           "WarmupCosineLR's first lr ratio">,
+    Option<"cosMinRatio", "cos-min-ratio", "double", /*default=*/"1e-4",
+           "WarmupCosineLR's last lr ratio">,
+  ];
+}
+
 def ZeroRecognizePatterns : Pass<"zero-recognize-patterns", "mlir::ModuleOp"> {
   let summary = "Fuse composite patterns of exported graphs into single zero ops";
   let description = [{
@@ -286,13 +321,15 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
     Option<"stage", "stage", "int64_t", /*default=*/"0", "ZeRO stage 0, 1, 2 or 3">,
     Option<"worldSize", "world-size", "int64_t", /*default=*/"1", "data-parallel ranks">,
     Option<"reduceBucketSize", "reduce-bucket-size", "int64_t", /*default=*/"500000000",
-           "elements per gradient bucket (DeepSpeed's reduce_bucket_size)">,
+           "elements per gradient bucket (DeepSpeed's reduce_bucket_size; -1: auto, H^2 for "
+           "hidden size H)">,
     Option<"allgatherBucketSize", "allgather-bucket-size", "int64_t", /*default=*/"500000000",
-           "elements per parameter all-gather, stages 1-2 (allgather_bucket_size)">,
+           "elements per parameter all-gather, stages 1-2 (allgather_bucket_size; -1: auto, "
+           "H^2)">,
     Option<"persistenceThreshold", "param-persistence-threshold", "int64_t",
            /*default=*/"100000",
            "stage 3: parameters with fewer elements stay whole on every rank "
-           "(stage3_param_persistence_threshold)">,
+           "(stage3_param_persistence_threshold; -1: auto, 10 H)">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
@@ -339,7 +376,8 @@ def ZeroSchedule : Pass<"zero-schedule", "mlir::ModuleOp"> {
     Option<"overlapComm", "overlap-comm", "bool", /*default=*/"false",
            "overlap communication with compute (DeepSpeed's overlap_comm)">,
     Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t", /*default=*/"50000000",
-           "elements of parameters gathered ahead of their use (stage3_prefetch_bucket_size)">,
+           "elements of parameters gathered ahead of their use (stage3_prefetch_bucket_size; "
+           "-1: auto, 0.9 H^2 for hidden size H)">,
     Option<"maxLiveParameters", "max-live-parameters", "int64_t", /*default=*/"1000000000",
            "elements of gathered parameters alive at once (stage3_max_live_parameters)">,
   ];

@@ -1,0 +1,167 @@
+//===- Pipelines.h - zcc's pass pipeline, in the library ---------*- C++ -*-===//
+//
+// zero-training-pipeline: the passes from an imported `zero` module to the
+// `zrt` plan, in order, with typed options. zcc builds it from its flags
+// and a DeepSpeed config; `zcc-opt --zero-training-pipeline='...'` runs the
+// same pipeline on a module printed by `zcc --emit=mlir` (test/Pipelines).
+// docs/runtime.md lists the passes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZCC_PIPELINES_PIPELINES_H
+#define ZCC_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace zcc {
+
+enum class LossKind { None, CrossEntropy };
+enum class Precision { FP32, BF16, FP16 };
+enum class Target { CPU, CUDA };
+enum class RecomputePolicy { None, Layer, Selective };
+enum class OptimizerKind { AdamW, SGD };
+enum class OffloadDevice { None, CPU };
+
+llvm::StringRef stringify(Precision p);
+llvm::StringRef stringify(Target t);
+llvm::StringRef stringify(RecomputePolicy r);
+llvm::StringRef stringify(OptimizerKind o);
+llvm::StringRef stringify(OffloadDevice d);
+
+/// Every setting of the pipeline, with zcc's defaults (DeepSpeed's where it
+/// has one). Sizes of -1 are DeepSpeed's "auto", resolved by the passes from
+/// the model's hidden size.
+struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipelineOptions> {
+  template <typename T> using Opt = Option<T>;
+
+  Opt<LossKind> loss{*this, "loss",
+                     llvm::cl::desc("none: the graph's scalar output is the loss; cross-entropy: "
+                                    "the logits against a new int64 input 'labels'"),
+                     llvm::cl::init(LossKind::None),
+                     llvm::cl::values(clEnumValN(LossKind::None, "none", "the graph's output"),
+                                      clEnumValN(LossKind::CrossEntropy, "cross-entropy",
+                                                 "mean cross-entropy, ignore -100"))};
+  Opt<Precision> precision{
+      *this, "precision", llvm::cl::desc("compute precision (float32 masters for 16-bit)"),
+      llvm::cl::init(Precision::FP32),
+      llvm::cl::values(clEnumValN(Precision::FP32, "fp32", "float32"),
+                       clEnumValN(Precision::BF16, "bf16", "bfloat16 compute"),
+                       clEnumValN(Precision::FP16, "fp16", "float16, dynamic loss scaling"))};
+  Opt<double> lossScale{*this, "loss-scale", llvm::cl::desc("fp16: static scale (0: dynamic)"),
+                        llvm::cl::init(0.0)};
+  Opt<int64_t> initialScalePower{*this, "initial-scale-power",
+                                 llvm::cl::desc("fp16: the scale starts at 2^N"),
+                                 llvm::cl::init(16)};
+  Opt<int64_t> lossScaleWindow{*this, "loss-scale-window",
+                               llvm::cl::desc("fp16: steps before the scale doubles"),
+                               llvm::cl::init(1000)};
+  Opt<int64_t> hysteresis{*this, "hysteresis",
+                          llvm::cl::desc("fp16: overflows before the scale halves"),
+                          llvm::cl::init(2)};
+  Opt<bool> consecutiveHysteresis{*this, "consecutive-hysteresis",
+                                  llvm::cl::desc("fp16: refill hysteresis on good steps"),
+                                  llvm::cl::init(false)};
+  Opt<double> minLossScale{*this, "min-loss-scale", llvm::cl::desc("fp16: the smallest scale"),
+                           llvm::cl::init(1.0)};
+  Opt<Target> target{*this, "target", llvm::cl::desc("where the plan runs by default"),
+                     llvm::cl::init(Target::CPU),
+                     llvm::cl::values(clEnumValN(Target::CPU, "cpu", "the CPU"),
+                                      clEnumValN(Target::CUDA, "cuda",
+                                                 "NVIDIA GPUs: flash attention, padded GEMMs, "
+                                                 "GEMM epilogues, generated kernels"))};
+  Opt<bool> fuseElementwise{*this, "fuse-elementwise",
+                            llvm::cl::desc("cuda: generate kernels for elementwise trees"),
+                            llvm::cl::init(true)};
+  Opt<bool> train{*this, "train",
+                  llvm::cl::desc("differentiate and add the optimizer (a model with trainable "
+                                 "parameters); false: the forward only"),
+                  llvm::cl::init(true)};
+  Opt<bool> lower{*this, "lower",
+                  llvm::cl::desc("plan memory and lower to zrt (false: stop at the zero IR)"),
+                  llvm::cl::init(true)};
+  Opt<int64_t> gradAccum{*this, "grad-accum", llvm::cl::desc("micro-steps per step"),
+                         llvm::cl::init(1)};
+  Opt<RecomputePolicy> recompute{
+      *this, "recompute", llvm::cl::desc("activation checkpointing"),
+      llvm::cl::init(RecomputePolicy::None),
+      llvm::cl::values(clEnumValN(RecomputePolicy::None, "none", "keep every activation"),
+                       clEnumValN(RecomputePolicy::Layer, "layer", "each repeated block"),
+                       clEnumValN(RecomputePolicy::Selective, "selective",
+                                  "cheap ops from saved matmul outputs"))};
+  Opt<int64_t> zeroStage{*this, "zero-stage", llvm::cl::desc("ZeRO stage 0-3"),
+                         llvm::cl::init(0)};
+  Opt<int64_t> worldSize{*this, "world-size", llvm::cl::desc("data-parallel ranks"),
+                         llvm::cl::init(1)};
+  Opt<int64_t> reduceBucketSize{*this, "reduce-bucket-size",
+                                llvm::cl::desc("elements per gradient bucket (-1: auto)"),
+                                llvm::cl::init(500000000)};
+  Opt<int64_t> allgatherBucketSize{*this, "allgather-bucket-size",
+                                   llvm::cl::desc("elements per all-gather, stages 1-2"),
+                                   llvm::cl::init(500000000)};
+  Opt<int64_t> persistenceThreshold{*this, "param-persistence-threshold",
+                                    llvm::cl::desc("stage 3: smaller parameters stay whole"),
+                                    llvm::cl::init(100000)};
+  Opt<int64_t> prefetchBucketSize{*this, "prefetch-bucket-size",
+                                  llvm::cl::desc("stage 3: elements gathered ahead of use"),
+                                  llvm::cl::init(50000000)};
+  Opt<int64_t> maxLiveParameters{*this, "max-live-parameters",
+                                 llvm::cl::desc("stage 3: gathered elements alive at once"),
+                                 llvm::cl::init(1000000000)};
+  Opt<bool> overlapComm{*this, "overlap-comm",
+                        llvm::cl::desc("overlap collectives with compute"),
+                        llvm::cl::init(false)};
+  Opt<OffloadDevice> offloadOptimizer{
+      *this, "offload-optimizer", llvm::cl::desc("ZeRO-Offload of the optimizer state"),
+      llvm::cl::init(OffloadDevice::None),
+      llvm::cl::values(clEnumValN(OffloadDevice::None, "none", "on the device"),
+                       clEnumValN(OffloadDevice::CPU, "cpu", "pinned host memory"))};
+  Opt<OffloadDevice> offloadParam{
+      *this, "offload-param", llvm::cl::desc("stage 3: the parameter shards"),
+      llvm::cl::init(OffloadDevice::None),
+      llvm::cl::values(clEnumValN(OffloadDevice::None, "none", "on the device"),
+                       clEnumValN(OffloadDevice::CPU, "cpu", "pinned host memory"))};
+  Opt<OptimizerKind> optimizer{
+      *this, "optimizer", llvm::cl::desc("the optimizer"), llvm::cl::init(OptimizerKind::AdamW),
+      llvm::cl::values(clEnumValN(OptimizerKind::AdamW, "adamw", "PyTorch's AdamW"),
+                       clEnumValN(OptimizerKind::SGD, "sgd", "SGD with momentum"))};
+  Opt<double> lr{*this, "lr", llvm::cl::desc("base learning rate"), llvm::cl::init(1e-3)};
+  Opt<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0)};
+  Opt<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov"), llvm::cl::init(false)};
+  Opt<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
+  Opt<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999)};
+  Opt<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
+  Opt<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay"),
+                          llvm::cl::init(0.01)};
+  Opt<double> gradClip{*this, "grad-clip", llvm::cl::desc("global L2 clip (0: off)"),
+                       llvm::cl::init(0.0)};
+  Opt<std::string> schedule{*this, "schedule",
+                            llvm::cl::desc("a DeepSpeed scheduler, or empty"),
+                            llvm::cl::init("")};
+  Opt<double> scheduleLr{*this, "schedule-lr", llvm::cl::desc("the schedule's peak lr"),
+                         llvm::cl::init(0.0)};
+  Opt<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::desc("warmup steps"),
+                           llvm::cl::init(1000)};
+  Opt<int64_t> totalSteps{*this, "total-steps", llvm::cl::desc("total steps (-1: auto)"),
+                          llvm::cl::init(-1)};
+  Opt<double> warmupMinLr{*this, "warmup-min-lr", llvm::cl::desc("warmup's first lr"),
+                          llvm::cl::init(0.0)};
+  Opt<bool> warmupLog{*this, "warmup-log", llvm::cl::desc("logarithmic warmup"),
+                      llvm::cl::init(true)};
+  Opt<double> warmupMinRatio{*this, "warmup-min-ratio",
+                             llvm::cl::desc("WarmupCosineLR's first ratio"),
+                             llvm::cl::init(0.0)};
+  Opt<double> cosMinRatio{*this, "cos-min-ratio", llvm::cl::desc("WarmupCosineLR's last ratio"),
+                          llvm::cl::init(1e-4)};
+};
+
+/// Adds zero-training-pipeline's passes to |pm| (a ModuleOp pass manager).
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
+
+/// Registers `zero-training-pipeline` for zcc-opt and pass-pipeline strings.
+void registerTrainingPipeline();
+
+} // namespace zcc
+
+#endif // ZCC_PIPELINES_PIPELINES_H
