@@ -16,6 +16,7 @@
 #include "train/LossScaler.h"
 #include "train/Npy.h"
 #include "train/Schedule.h"
+#include "train/Trainer.h"
 #include "train/Weights.h"
 #include "support/ByteSize.h"
 
@@ -699,7 +700,6 @@ int trainCommand(int argc, char **argv) {
     return usageError(s.message());
   const int world = plan.world_size();
   const plan::Program *micro = findProgram(plan, "micro_step");
-  const plan::Program *apply = findProgram(plan, "apply");
   if (saveEvery > 0 && checkpointDir.empty())
     return usageError("--save-every needs --checkpoint-dir");
   uint64_t planHash = 0;
@@ -745,40 +745,24 @@ int trainCommand(int argc, char **argv) {
     return fail(s);
   if (shuffleSeed >= 0)
     feeder.shuffle((uint64_t)shuffleSeed);
-  int lossBuffer = namedBuffer(micro, true, "loss"), lrBuffer = namedBuffer(apply, false, "lr"),
-      normBuffer = namedBuffer(apply, true, "grad_norm");
-  if (lossBuffer < 0 || lrBuffer < 0 || normBuffer < 0)
-    return fail(errorf(planPath, ": the training programs lack loss, lr or grad_norm"));
-
-  // fp16: the dynamic loss scale, fed to both programs; apply says whether
-  // the step overflowed (and was skipped in place). Every rank keeps a
-  // scaler; their decisions agree because the overflow flag is global.
-  std::optional<LossScalerConfig> scaling;
-  int microScaleBuffer = -1, applyScaleBuffer = -1, overflowBuffer = -1;
-  if (plan.training().has_loss_scaling()) {
-    const plan::LossScaling &ls = plan.training().loss_scaling();
-    scaling = LossScalerConfig{ls.static_scale(), ls.initial_scale(), ls.window(),
-                               ls.hysteresis(), ls.consecutive_hysteresis(), ls.min_scale()};
-    microScaleBuffer = namedBuffer(micro, false, "loss_scale");
-    applyScaleBuffer = namedBuffer(apply, false, "loss_scale");
-    overflowBuffer = namedBuffer(apply, true, "overflow");
-    if (microScaleBuffer < 0 || applyScaleBuffer < 0 || overflowBuffer < 0)
-      return fail(errorf(planPath, ": the plan scales the loss but its programs lack "
-                                   "loss_scale or overflow"));
+  // The step loop (runtime/train/Trainer.h); zrun prints and writes metrics.
+  TrainerConfig config;
+  config.steps = steps;
+  config.schedule = schedule;
+  config.checkpointDir = checkpointDir;
+  config.saveEvery = saveEvery;
+  config.planHash = planHash;
+  config.shuffleSeed = shuffleSeed;
+  if (!resumeDir.empty()) {
+    config.resume = &resumed;
+    config.resumeDir = resumeDir;
   }
-
-  int64_t accum = plan.training().grad_accum_steps();
-  // Tokens per step: the elements of one sample of the first data input, over
-  // the whole global batch.
-  int64_t tokens = 0;
-  for (const plan::NamedBuffer &in : micro->inputs())
-    if (!isTrainerInput(in.name())) {
-      int64_t n = 1;
-      for (int64_t d : plan.buffers(in.buffer()).shape())
-        n *= d;
-      tokens = n * accum * world;
-      break;
-    }
+  config.profile = profile;
+  config.ranksAreProcesses = launched;
+  std::unique_ptr<Trainer> trainer;
+  if (Status s = Trainer::create(plan, feeder, config, trainer); !s)
+    return fail(errorf(planPath, ": ", s.message()));
+  const int64_t tokens = trainer->tokensPerStep();
   const int64_t rankBytes = plannedBytes(plan);
   if (printMemory && (!launched || launchEnv.rank == 0))
     std::printf("arena bytes: %lld%s\n", (long long)rankBytes, world > 1 ? " per rank" : "");
@@ -805,178 +789,60 @@ int trainCommand(int argc, char **argv) {
   };
 
   bool tty = isatty(fileno(stdout));
-  // Each rank's mean micro-batch loss of the current step; rank 0 averages
-  // them (all ranks' micro-batches together are the global batch).
-  std::vector<double> rankLoss(world);
-  int64_t skippedTotal = 0;
-  double elapsedAll = 0;
-  auto report = [&](int64_t k, double loss, double stepLr, double norm, double scale, double ms,
-                    double tps, const std::string &note, bool overflow) {
-      double &elapsed = elapsedAll;
-      if (tty)
-        std::printf("\r\033[K"); // clear the progress bar
-      std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f", (long long)k + 1,
-                  (long long)steps, loss, stepLr, norm);
-      if (scaling)
-        std::printf(" | loss_scale %.0f", scale);
-      std::printf(" | %.1f ms | %.0f tokens/s%s\n", ms, tps, note.c_str());
-      if (tty) {
-        // A progress bar under the log lines, on a terminal only.
-        elapsed += ms;
-        int width = 30, done = (int)(width * (k + 1) / steps);
-        double eta = elapsed / (k + 1) * (steps - k - 1) / 1000.0;
-        std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
-                    std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps,
-                    eta);
-        if (k + 1 == steps)
-          std::printf("\n");
-      }
-      std::fflush(stdout);
-      // JSON has no inf/NaN: an overflowed step's norm is null.
-      char normText[32], lossText[32];
-      if (std::isfinite(norm))
-        std::snprintf(normText, sizeof normText, "%.9g", norm);
-      else
-        std::snprintf(normText, sizeof normText, "null");
-      if (std::isfinite(loss))
-        std::snprintf(lossText, sizeof lossText, "%.9g", loss);
-      else
-        std::snprintf(lossText, sizeof lossText, "null");
-      if (metrics)
-        std::fprintf(metrics,
-                     "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
-                     "\"loss_scale\": %.17g, \"skipped\": %s, \"tokens_per_s\": %.1f, "
-                     "\"step_ms\": %.3f, \"peak_bytes\": %lld}\n",
-                     (long long)k, lossText, stepLr, normText, scale, overflow ? "true" : "false",
-                     tps, ms, (long long)rankBytes);
+  bool scaling = plan.training().has_loss_scaling();
+  double elapsed = 0;
+  // Rank 0's log line, progress bar and metrics record of each step.
+  trainer->onStep = [&](const StepRecord &r) {
+    int64_t k = r.step;
+    if (tty)
+      std::printf("\r\033[K"); // clear the progress bar
+    std::printf("step %lld/%lld | loss %.6f | lr %.3e | grad_norm %.4f", (long long)k + 1,
+                (long long)steps, r.loss, r.lr, r.gradNorm);
+    if (scaling)
+      std::printf(" | loss_scale %.0f", r.lossScale);
+    std::printf(" | %.1f ms | %.0f tokens/s%s\n", r.ms, r.tokensPerSecond, r.note.c_str());
+    if (tty) {
+      // A progress bar under the log lines, on a terminal only.
+      elapsed += r.ms;
+      int width = 30, done = (int)(width * (k + 1) / steps);
+      double eta = elapsed / (k + 1) * (steps - k - 1) / 1000.0;
+      std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
+                  std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps, eta);
+      if (k + 1 == steps)
+        std::printf("\n");
+    }
+    std::fflush(stdout);
+    // JSON has no inf/NaN: an overflowed step's norm is null.
+    char normText[32], lossText[32];
+    if (std::isfinite(r.gradNorm))
+      std::snprintf(normText, sizeof normText, "%.9g", r.gradNorm);
+    else
+      std::snprintf(normText, sizeof normText, "null");
+    if (std::isfinite(r.loss))
+      std::snprintf(lossText, sizeof lossText, "%.9g", r.loss);
+    else
+      std::snprintf(lossText, sizeof lossText, "null");
+    if (metrics)
+      std::fprintf(metrics,
+                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"grad_norm\": %s, "
+                   "\"loss_scale\": %.17g, \"skipped\": %s, \"tokens_per_s\": %.1f, "
+                   "\"step_ms\": %.3f, \"peak_bytes\": %lld}\n",
+                   (long long)k, lossText, r.lr, normText, r.lossScale,
+                   r.skipped ? "true" : "false", r.tokensPerSecond, r.ms, (long long)rankBytes);
   };
-  std::string checkpointTmp; // shared by the ranks during a save
+  trainer->onCheckpoint = [](const std::string &dir) {
+    std::printf("checkpoint: %s\n", dir.c_str());
+    std::fflush(stdout);
+  };
   auto trainRank = [&](int rank, Communicator *comm) -> Status {
     Status made;
-    std::unique_ptr<ExecutorBase> owned =
+    std::unique_ptr<ExecutorBase> executor =
         makeExecutor(args.backend, plan, rank, comm, weights.get(), made);
     ZRT_RETURN_IF_ERROR(made);
-    ExecutorBase &executor = *owned;
-    if (profile)
-      executor.enableProfiling();
-    std::optional<LossScaler> scaler;
-    if (scaling)
-      scaler.emplace(*scaling);
-    double elapsed = 0;
-    // The schedule advances on applied steps only: DeepSpeed does not step
-    // its lr scheduler after an fp16 overflow.
-    int64_t applied = 0, skipped = 0;
-    if (!resumeDir.empty()) {
-      std::vector<char> state;
-      ZRT_RETURN_IF_ERROR(readRankState(resumeDir, rank, checkpointStateBytes(plan), state));
-      ZRT_RETURN_IF_ERROR(executor.loadState(state));
-      applied = resumed.steps_applied();
-      if (scaler)
-        scaler->restore({resumed.loss_scale(), resumed.scaler_hysteresis(),
-                         resumed.scaler_iteration(), resumed.scaler_last_overflow()});
-    }
-    auto sync = [&]() { return comm ? comm->barrier() : Status::ok(); };
-    // Every rank writes its shard; rank 0 the manifest and the renames.
-    auto save = [&](int64_t stepsDone) -> Status {
-      if (rank == 0)
-        ZRT_RETURN_IF_ERROR(beginCheckpoint(checkpointDir, stepsDone, checkpointTmp));
-      ZRT_RETURN_IF_ERROR(sync());
-      std::vector<char> state;
-      ZRT_RETURN_IF_ERROR(executor.saveState(state));
-      ZRT_RETURN_IF_ERROR(writeRankState(checkpointTmp, rank, state));
-      ZRT_RETURN_IF_ERROR(sync());
-      if (rank == 0) {
-        plan::Checkpoint m = describeCheckpoint(plan, planHash);
-        m.set_steps_done(stepsDone);
-        m.set_steps_applied(applied);
-        m.set_shuffle_seed(shuffleSeed);
-        if (scaler) {
-          LossScaler::State st = scaler->state();
-          m.set_loss_scale(st.scale);
-          m.set_scaler_hysteresis(st.remainingHysteresis);
-          m.set_scaler_iteration(st.iteration);
-          m.set_scaler_last_overflow(st.lastOverflow);
-        }
-        ZRT_RETURN_IF_ERROR(finishCheckpoint(checkpointDir, checkpointTmp, stepsDone, m));
-        std::printf("checkpoint: %s/step-%lld\n", checkpointDir.c_str(), (long long)stepsDone);
-        std::fflush(stdout);
-      }
-      return sync();
-    };
-    for (int64_t k = firstStep; k < steps; ++k) {
-      auto start = std::chrono::steady_clock::now();
-      double scale = scaler ? scaler->scale() : 1.0;
-      if (scaler) {
-        *executor.buffer(microScaleBuffer).as<float>() = (float)scale;
-        *executor.buffer(applyScaleBuffer).as<float>() = (float)scale;
-      }
-      double loss = 0;
-      for (int64_t a = 0; a < accum; ++a) {
-        // Micro-batch a of step k: rank r takes the r-th slice of the
-        // world's micro-batches.
-        feeder.feed((k * accum + a) * world + rank, executor, *micro);
-        ZRT_RETURN_IF_ERROR(executor.run(*micro));
-        loss += *executor.buffer(lossBuffer).as<float>();
-      }
-      loss /= accum;
-      double stepLr = schedule.at(applied);
-      *executor.buffer(lrBuffer).as<float>() = (float)stepLr;
-      ZRT_RETURN_IF_ERROR(executor.run(*apply));
-      double norm = *executor.buffer(normBuffer).as<float>();
-      bool overflow = scaler && *executor.buffer(overflowBuffer).as<float>() != 0;
-      if (world > 1 && launched) {
-        float l = (float)loss; // NCCL: the ranks are processes
-        ZRT_RETURN_IF_ERROR(comm->allReduce(&l, &l, 1, ReduceOp::Avg));
-        loss = l;
-      } else if (world > 1) {
-        rankLoss[rank] = loss;
-        ZRT_RETURN_IF_ERROR(comm->barrier());
-        loss = 0;
-        for (double l : rankLoss)
-          loss += l;
-        loss /= world;
-        ZRT_RETURN_IF_ERROR(comm->barrier()); // everyone has read rankLoss
-      }
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      double tps = tokens / (ms / 1000.0);
-      std::string note;
-      if (overflow) {
-        // The compiled step left parameters and optimizer state untouched.
-        ++skipped;
-        int64_t hysteresis = scaler->remainingHysteresis();
-        if (Status s = scaler->update(true); !s)
-          return errorf("step ", k, ": ", s.message());
-        char buf[160];
-        if (scaler->scale() != scale)
-          std::snprintf(buf, sizeof buf, " | OVERFLOW, step skipped: loss scale %.0f -> %.0f",
-                        scale, scaler->scale());
-        else
-          std::snprintf(buf, sizeof buf,
-                        " | OVERFLOW, step skipped: loss scale %.0f kept, hysteresis %lld -> %lld",
-                        scale, (long long)hysteresis, (long long)scaler->remainingHysteresis());
-        note = buf;
-      } else {
-        if (!std::isfinite(loss) || !std::isfinite(norm))
-          return errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss",
-                        " is ", std::isfinite(loss) ? norm : loss,
-                        " (diverged, or NaN in the data); lower --lr or check the inputs");
-        if (scaler)
-          (void)scaler->update(false);
-        ++applied;
-      }
-      if (rank == 0)
-        report(k, loss, stepLr, norm, scale, ms, tps, note, overflow);
-      // --profile: the first step warms up (cuBLASLt heuristics, lazy
-      // module loading); the profile counts the steps after it.
-      if (profile && k == firstStep && steps - firstStep > 1)
-        executor.resetProfile();
-      if (!checkpointDir.empty() && ((saveEvery > 0 && (k + 1) % saveEvery == 0) || k + 1 == steps))
-        ZRT_RETURN_IF_ERROR(save(k + 1));
-    }
-    if (rank == 0)
-      skippedTotal = skipped;
+    ZRT_RETURN_IF_ERROR(trainer->run(rank, *executor, comm));
     if (rank == 0 && profile)
-      printProfile(plan, executor.profile(), std::max<int64_t>(1, steps - firstStep - 1));
+      printProfile(plan, executor->profile(),
+                   std::max<int64_t>(1, steps - trainer->firstStep() - 1));
     return Status::ok();
   };
   Status ran = Status::ok();
@@ -999,8 +865,8 @@ int trainCommand(int argc, char **argv) {
   if (!ran)
     return abandon(ran);
   reportCudaStats(args.backend, plan);
-  if (skippedTotal)
-    std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skippedTotal,
+  if (int64_t skipped = trainer->skippedSteps())
+    std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skipped,
                 (long long)steps);
   if (metrics) {
     if (std::fclose(metrics) != 0 || std::rename(tmpMetrics.c_str(), metricsPath.c_str()) != 0) {

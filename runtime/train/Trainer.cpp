@@ -1,0 +1,212 @@
+//===- Trainer.cpp - the training step loop -------------------------------===//
+#include "train/Trainer.h"
+
+#include "plan/PlanLoader.h"
+#include "train/Checkpoint.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+using namespace zrt;
+
+namespace {
+const plan::Program *findProgram(const plan::Plan &plan, const std::string &name) {
+  for (const plan::Program &p : plan.programs())
+    if (p.name() == name)
+      return &p;
+  return nullptr;
+}
+
+/// The buffer of |program|'s input (or output) |name|, or -1.
+int namedBuffer(const plan::Program *program, bool output, const std::string &name) {
+  if (!program)
+    return -1;
+  for (const plan::NamedBuffer &b : output ? program->outputs() : program->inputs())
+    if (b.name() == name)
+      return b.buffer();
+  return -1;
+}
+} // namespace
+
+Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, TrainerConfig config,
+                       std::unique_ptr<Trainer> &out) {
+  std::unique_ptr<Trainer> t(new Trainer(plan, feeder, std::move(config)));
+  t->micro_ = findProgram(plan, "micro_step");
+  t->apply_ = findProgram(plan, "apply");
+  t->lossBuffer_ = namedBuffer(t->micro_, true, "loss");
+  t->lrBuffer_ = namedBuffer(t->apply_, false, "lr");
+  t->normBuffer_ = namedBuffer(t->apply_, true, "grad_norm");
+  if (!plan.has_training() || t->lossBuffer_ < 0 || t->lrBuffer_ < 0 || t->normBuffer_ < 0)
+    return Status::error("the plan does not train: its programs lack micro_step's loss, or "
+                         "apply's lr or grad_norm");
+  // fp16: the dynamic loss scale, fed to both programs; apply says whether
+  // the step overflowed (and was skipped in place). Every rank keeps a
+  // scaler; their decisions agree because the overflow flag is global.
+  if (plan.training().has_loss_scaling()) {
+    const plan::LossScaling &ls = plan.training().loss_scaling();
+    t->scaling_ = LossScalerConfig{ls.static_scale(), ls.initial_scale(), ls.window(),
+                                   ls.hysteresis(), ls.consecutive_hysteresis(), ls.min_scale()};
+    t->microScaleBuffer_ = namedBuffer(t->micro_, false, "loss_scale");
+    t->applyScaleBuffer_ = namedBuffer(t->apply_, false, "loss_scale");
+    t->overflowBuffer_ = namedBuffer(t->apply_, true, "overflow");
+    if (t->microScaleBuffer_ < 0 || t->applyScaleBuffer_ < 0 || t->overflowBuffer_ < 0)
+      return Status::error("the plan scales the loss but its programs lack loss_scale or "
+                           "overflow");
+  }
+  int64_t world = plan.world_size();
+  // Tokens per step: the elements of one sample of the first data input,
+  // over the whole global batch.
+  for (const plan::NamedBuffer &in : t->micro_->inputs())
+    if (!isTrainerInput(in.name())) {
+      int64_t n = 1;
+      for (int64_t d : plan.buffers(in.buffer()).shape())
+        n *= d;
+      t->tokens_ = n * plan.training().grad_accum_steps() * world;
+      break;
+    }
+  if (t->config_.resume)
+    t->firstStep_ = t->config_.resume->steps_done();
+  if (!t->config_.checkpointDir.empty() && t->config_.saveEvery < 0)
+    return Status::error("the checkpoint interval must be positive");
+  t->rankLoss_.assign(world, 0.0);
+  out = std::move(t);
+  return Status::ok();
+}
+
+Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64_t stepsDone,
+                     int64_t applied, const std::optional<LossScaler> &scaler) {
+  auto sync = [&]() { return comm ? comm->barrier() : Status::ok(); };
+  const std::string &root = config_.checkpointDir;
+  if (rank == 0)
+    ZRT_RETURN_IF_ERROR(beginCheckpoint(root, stepsDone, checkpointTmp_));
+  ZRT_RETURN_IF_ERROR(sync());
+  std::vector<char> state;
+  ZRT_RETURN_IF_ERROR(executor.saveState(state));
+  ZRT_RETURN_IF_ERROR(writeRankState(checkpointTmp_, rank, state));
+  ZRT_RETURN_IF_ERROR(sync());
+  if (rank == 0) {
+    plan::Checkpoint m = describeCheckpoint(plan_, config_.planHash);
+    m.set_steps_done(stepsDone);
+    m.set_steps_applied(applied);
+    m.set_shuffle_seed(config_.shuffleSeed);
+    if (scaler) {
+      LossScaler::State st = scaler->state();
+      m.set_loss_scale(st.scale);
+      m.set_scaler_hysteresis(st.remainingHysteresis);
+      m.set_scaler_iteration(st.iteration);
+      m.set_scaler_last_overflow(st.lastOverflow);
+    }
+    ZRT_RETURN_IF_ERROR(finishCheckpoint(root, checkpointTmp_, stepsDone, m));
+    if (onCheckpoint)
+      onCheckpoint(root + "/step-" + std::to_string(stepsDone));
+  }
+  return sync();
+}
+
+Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
+  const int world = plan_.world_size();
+  const int64_t accum = plan_.training().grad_accum_steps(), steps = config_.steps;
+  if (config_.profile)
+    executor.enableProfiling();
+  std::optional<LossScaler> scaler;
+  if (scaling_)
+    scaler.emplace(*scaling_);
+  // The schedule advances on applied steps only: DeepSpeed does not step
+  // its lr scheduler after an fp16 overflow.
+  int64_t applied = 0, skipped = 0;
+  if (config_.resume) {
+    std::vector<char> state;
+    ZRT_RETURN_IF_ERROR(
+        readRankState(config_.resumeDir, rank, checkpointStateBytes(plan_), state));
+    ZRT_RETURN_IF_ERROR(executor.loadState(state));
+    const plan::Checkpoint &r = *config_.resume;
+    applied = r.steps_applied();
+    if (scaler)
+      scaler->restore({r.loss_scale(), r.scaler_hysteresis(), r.scaler_iteration(),
+                       r.scaler_last_overflow()});
+  }
+  for (int64_t k = firstStep_; k < steps; ++k) {
+    auto start = std::chrono::steady_clock::now();
+    double scale = scaler ? scaler->scale() : 1.0;
+    if (scaler) {
+      *executor.buffer(microScaleBuffer_).as<float>() = (float)scale;
+      *executor.buffer(applyScaleBuffer_).as<float>() = (float)scale;
+    }
+    double loss = 0;
+    for (int64_t a = 0; a < accum; ++a) {
+      // Micro-batch a of step k: rank r takes the r-th slice of the
+      // world's micro-batches.
+      feeder_.feed((k * accum + a) * world + rank, executor, *micro_);
+      ZRT_RETURN_IF_ERROR(executor.run(*micro_));
+      loss += *executor.buffer(lossBuffer_).as<float>();
+    }
+    loss /= accum;
+    double stepLr = config_.schedule.at(applied);
+    *executor.buffer(lrBuffer_).as<float>() = (float)stepLr;
+    ZRT_RETURN_IF_ERROR(executor.run(*apply_));
+    double norm = *executor.buffer(normBuffer_).as<float>();
+    bool overflow = scaler && *executor.buffer(overflowBuffer_).as<float>() != 0;
+    // Each rank's mean micro-batch loss; all ranks' micro-batches together
+    // are the global batch.
+    if (world > 1 && config_.ranksAreProcesses) {
+      float l = (float)loss;
+      ZRT_RETURN_IF_ERROR(comm->allReduce(&l, &l, 1, ReduceOp::Avg));
+      loss = l;
+    } else if (world > 1) {
+      rankLoss_[rank] = loss;
+      ZRT_RETURN_IF_ERROR(comm->barrier());
+      loss = 0;
+      for (double l : rankLoss_)
+        loss += l;
+      loss /= world;
+      ZRT_RETURN_IF_ERROR(comm->barrier()); // everyone has read rankLoss_
+    }
+    StepRecord record;
+    record.step = k;
+    record.loss = loss;
+    record.lr = stepLr;
+    record.gradNorm = norm;
+    record.lossScale = scale;
+    record.skipped = overflow;
+    record.ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    record.tokensPerSecond = tokens_ / (record.ms / 1000.0);
+    if (overflow) {
+      // The compiled step left parameters and optimizer state untouched.
+      ++skipped;
+      int64_t hysteresis = scaler->remainingHysteresis();
+      if (Status s = scaler->update(true); !s)
+        return errorf("step ", k, ": ", s.message());
+      char buf[160];
+      if (scaler->scale() != scale)
+        std::snprintf(buf, sizeof buf, " | OVERFLOW, step skipped: loss scale %.0f -> %.0f", scale,
+                      scaler->scale());
+      else
+        std::snprintf(buf, sizeof buf,
+                      " | OVERFLOW, step skipped: loss scale %.0f kept, hysteresis %lld -> %lld",
+                      scale, (long long)hysteresis, (long long)scaler->remainingHysteresis());
+      record.note = buf;
+    } else {
+      if (!std::isfinite(loss) || !std::isfinite(norm))
+        return errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss", " is ",
+                      std::isfinite(loss) ? norm : loss,
+                      " (diverged, or NaN in the data); lower --lr or check the inputs");
+      if (scaler)
+        (void)scaler->update(false);
+      ++applied;
+    }
+    if (rank == 0 && onStep)
+      onStep(record);
+    // --profile: the first step warms up (cuBLASLt heuristics, lazy module
+    // loading); the profile counts the steps after it.
+    if (config_.profile && k == firstStep_ && steps - firstStep_ > 1)
+      executor.resetProfile();
+    if (!config_.checkpointDir.empty() &&
+        ((config_.saveEvery > 0 && (k + 1) % config_.saveEvery == 0) || k + 1 == steps))
+      ZRT_RETURN_IF_ERROR(save(rank, executor, comm, k + 1, applied, scaler));
+  }
+  if (rank == 0)
+    skipped_ = skipped;
+  return Status::ok();
+}

@@ -1,0 +1,102 @@
+//===- Trainer.h - the training step loop ------------------------*- C++ -*-===//
+//
+// One optimizer step: every micro-step of gradient accumulation (the data
+// feeder fills the inputs, `micro_step` runs), the learning rate of the
+// schedule, `apply`, and then the bookkeeping that the compiled step leaves
+// to the host: the fp16 loss scale (DeepSpeed's dynamic scaler; a step that
+// overflowed was skipped in place and does not advance the schedule), the
+// loss averaged over the ranks, and checkpoints (every rank its shard,
+// rank 0 the manifest). zrun's `train` parses flags, prints and writes
+// metrics around it; test/runtime/TrainerTest.cpp trains through the CPU
+// executor with it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_TRAIN_TRAINER_H
+#define ZRT_TRAIN_TRAINER_H
+
+#include "comm/Communicator.h"
+#include "exec/Interpreter.h"
+#include "train/Data.h"
+#include "train/LossScaler.h"
+#include "train/Schedule.h"
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zrt {
+
+struct TrainerConfig {
+  int64_t steps = 0;            // train until this many steps are done
+  Schedule schedule;            // validated by the caller
+  std::string checkpointDir;    // empty: no checkpoints
+  int64_t saveEvery = 0;        // and at the last step, when checkpointing
+  uint64_t planHash = 0;        // recorded in checkpoints
+  int64_t shuffleSeed = -1;     // recorded in checkpoints (-1: no shuffle)
+  /// --resume: the checkpoint's manifest and directory (null: a fresh run).
+  const plan::Checkpoint *resume = nullptr;
+  std::string resumeDir;
+  /// zrun --profile: the executors profile; the first step is a warm-up.
+  bool profile = false;
+  /// The ranks are processes (NCCL): the loss is averaged with an
+  /// all-reduce. Otherwise they are threads that share this trainer.
+  bool ranksAreProcesses = false;
+};
+
+/// What rank 0 reports after each step.
+struct StepRecord {
+  int64_t step = 0; // 0-based
+  double loss = 0, lr = 0, gradNorm = 0, lossScale = 1, ms = 0, tokensPerSecond = 0;
+  bool skipped = false; // an fp16 overflow: parameters and state unchanged
+  std::string note;     // what happened to the loss scale, if it overflowed
+};
+
+class Trainer {
+public:
+  /// Checks that |plan| trains: micro_step with a `loss` output, apply with
+  /// an `lr` input and a `grad_norm` output, and the loss-scaling buffers
+  /// when it scales the loss. |plan| and |feeder| outlive the trainer.
+  static Status create(const plan::Plan &plan, const DataFeeder &feeder, TrainerConfig config,
+                       std::unique_ptr<Trainer> &out);
+
+  /// The first step this run trains (after --resume: the checkpoint's).
+  int64_t firstStep() const { return firstStep_; }
+  /// Tokens (elements of one sample of the first data input) per step,
+  /// over the global batch.
+  int64_t tokensPerStep() const { return tokens_; }
+  /// Steps rank 0 skipped on fp16 overflow in the last run.
+  int64_t skippedSteps() const { return skipped_; }
+
+  /// Rank |rank|'s step loop on |executor| (the plan's world: |comm|, or
+  /// null for one rank). After --resume it first loads the rank's state.
+  /// Every rank of the world calls it, concurrently.
+  Status run(int rank, ExecutorBase &executor, Communicator *comm);
+
+  /// Called by rank 0 after every step, and after every checkpoint saved.
+  std::function<void(const StepRecord &)> onStep;
+  std::function<void(const std::string &checkpoint)> onCheckpoint;
+
+private:
+  Trainer(const plan::Plan &plan, const DataFeeder &feeder, TrainerConfig config)
+      : plan_(plan), feeder_(feeder), config_(std::move(config)) {}
+  /// Every rank writes its shard; rank 0 the manifest and the renames.
+  Status save(int rank, ExecutorBase &executor, Communicator *comm, int64_t stepsDone,
+              int64_t applied, const std::optional<LossScaler> &scaler);
+
+  const plan::Plan &plan_;
+  const DataFeeder &feeder_;
+  TrainerConfig config_;
+  const plan::Program *micro_ = nullptr, *apply_ = nullptr;
+  int lossBuffer_ = -1, lrBuffer_ = -1, normBuffer_ = -1;
+  std::optional<LossScalerConfig> scaling_;
+  int microScaleBuffer_ = -1, applyScaleBuffer_ = -1, overflowBuffer_ = -1;
+  int64_t firstStep_ = 0, tokens_ = 0, skipped_ = 0;
+  std::vector<double> rankLoss_;   // in-process ranks' losses of a step
+  std::string checkpointTmp_;      // shared by the ranks during a save
+};
+
+} // namespace zrt
+
+#endif // ZRT_TRAIN_TRAINER_H
