@@ -18,6 +18,7 @@
 #include "train/Schedule.h"
 #include "train/Trainer.h"
 #include "train/Weights.h"
+#include "launch/Launch.h"
 #include "support/ByteSize.h"
 
 #include <algorithm>
@@ -127,15 +128,13 @@ int64_t plannedBytes(const plan::Plan &plan) {
 constexpr int64_t kCudaWorkspaceBytes = 32 << 20;
 
 /// Rank |rank|'s executor on the chosen backend.
-/// Launched as one rank of a multi-process job (torchrun-style environment
-/// or zrun --nproc-per-node): which one, and on which GPU.
-LaunchEnv launchEnv;
-bool launched = false;
 
 /// |weights| (zrun --weights), if any, replaces the plan's initial weights.
+/// |device|: the GPU (-1: the rank's, rank % devices).
 std::unique_ptr<ExecutorBase> makeExecutor(const std::string &chosen, const plan::Plan &plan,
                                            int rank, Communicator *comm,
-                                           const WeightFile *weights, Status &status) {
+                                           const WeightFile *weights, Status &status,
+                                           int device = -1) {
   std::string backend = !chosen.empty() ? chosen : plan.target() == "cuda" ? "cuda" : "cpu";
   std::unique_ptr<ExecutorBase> executor;
   status = Status::ok();
@@ -153,7 +152,7 @@ std::unique_ptr<ExecutorBase> makeExecutor(const std::string &chosen, const plan
     }
   }
   if (backend == "cuda")
-    executor = makeCudaExecutor(plan, rank, comm, launched ? launchEnv.localRank : -1, status);
+    executor = makeCudaExecutor(plan, rank, comm, device, status);
   else
     executor = std::make_unique<Executor>(plan, rank, comm);
   if (status && weights) {
@@ -188,7 +187,8 @@ Status openWeights(const std::string &path, const std::string &planPath, const p
 
 /// Prints which kernels ran natively on the GPU and which on the host
 /// fallback (stderr, once per run), so that a slow kernel is never a surprise.
-void reportCudaStats(const std::string &chosen, const plan::Plan &plan) {
+/// |ranksHere|: the ranks of this process (1 when launched as one rank).
+void reportCudaStats(const std::string &chosen, const plan::Plan &plan, int ranksHere) {
   std::string backend = !chosen.empty() ? chosen : plan.target();
   if (backend != "cuda")
     return;
@@ -201,7 +201,6 @@ void reportCudaStats(const std::string &chosen, const plan::Plan &plan) {
                fallback.c_str());
   // Measured device memory next to the plan's arenas (what zcc's report
   // predicts per rank); with in-process ranks a device holds several.
-  int ranksHere = launched ? 1 : plan.world_size();
   for (const auto &[device, bytes] : st.deviceBytes) {
     int per = std::max(1, ranksHere / std::max<int>(1, (int)st.deviceBytes.size()));
     std::fprintf(stderr,
@@ -213,38 +212,6 @@ void reportCudaStats(const std::string &chosen, const plan::Plan &plan) {
                  100.0 * ((double)bytes / per - (plannedBytes(plan) - plan.host_arena_bytes())) /
                      (plannedBytes(plan) - plan.host_arena_bytes()));
   }
-}
-
-/// Runs |body| for every rank of a |world|-rank plan: one thread per rank,
-/// sharing an in-process communicator (world 1: this thread, none). A rank
-/// that fails aborts the group, so that no rank waits forever in a
-/// collective; the error returned is the failing rank's own.
-Status runRanks(int world, const std::function<Status(int, Communicator *)> &body) {
-  if (world == 1)
-    return body(0, nullptr);
-  InProcessGroup group(world);
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < world; ++r)
-    comms.push_back(group.communicator(r));
-  std::vector<Status> results(world);
-  std::atomic<int> firstFailure{-1};
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      Status s = body(r, comms[r].get());
-      if (!s) {
-        int none = -1;
-        if (firstFailure.compare_exchange_strong(none, r))
-          comms[r]->abort(errorf("rank ", r, " failed").message());
-      }
-      results[r] = s;
-    });
-  for (std::thread &t : threads)
-    t.join();
-  int r = firstFailure.load();
-  if (r < 0)
-    return Status::ok();
-  return world > 1 ? errorf("rank ", r, ": ", results[r].message()) : results[r];
 }
 
 bool splitAssign(const std::string &arg, std::string &name, std::string &value) {
@@ -577,7 +544,7 @@ int evalCommand(int argc, char **argv) {
   };
   if (Status s = runRanks(world, evalRank); !s)
     return fail(s);
-  reportCudaStats(args.backend, plan);
+  reportCudaStats(args.backend, plan, plan.world_size());
   if (lossBuffer >= 0) {
     double sum = 0;
     for (double t : total)
@@ -587,7 +554,10 @@ int evalCommand(int argc, char **argv) {
   return 0;
 }
 
-int trainCommand(int argc, char **argv) {
+/// |job|: this process is one rank of a launched multi-process job.
+int trainCommand(int argc, char **argv, const std::optional<LaunchEnv> &job) {
+  const bool launched = job.has_value();
+  const LaunchEnv launchEnv = job.value_or(LaunchEnv{});
   std::string metricsPath, tokenFile, v;
   int64_t steps = -1, shuffleSeed = -1, tokenBytes = 2, saveEvery = 0;
   double ncclTimeout = 300;
@@ -837,7 +807,8 @@ int trainCommand(int argc, char **argv) {
   auto trainRank = [&](int rank, Communicator *comm) -> Status {
     Status made;
     std::unique_ptr<ExecutorBase> executor =
-        makeExecutor(args.backend, plan, rank, comm, weights.get(), made);
+        makeExecutor(args.backend, plan, rank, comm, weights.get(), made,
+                     launched ? launchEnv.localRank : -1);
     ZRT_RETURN_IF_ERROR(made);
     ZRT_RETURN_IF_ERROR(trainer->run(rank, *executor, comm));
     if (rank == 0 && profile)
@@ -864,7 +835,7 @@ int trainCommand(int argc, char **argv) {
   }
   if (!ran)
     return abandon(ran);
-  reportCudaStats(args.backend, plan);
+  reportCudaStats(args.backend, plan, launched ? 1 : plan.world_size());
   if (int64_t skipped = trainer->skippedSteps())
     std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skipped,
                 (long long)steps);
@@ -1049,56 +1020,13 @@ int exportCommand(int argc, char **argv) {
   return 0;
 }
 
-/// zrun ... --nproc-per-node N [--master-port P]: starts N copies of this
-/// command, one per GPU, as a torchrun would (RANK, WORLD_SIZE, LOCAL_RANK,
-/// MASTER_ADDR, MASTER_PORT), and waits for them; when one fails the others
-/// are stopped (SIGTERM, then SIGKILL after 10 s) and its status is returned.
-/// Waits for |children| (their names for messages); when one fails, stops
-/// the others (SIGTERM, then SIGKILL after 10 s) and returns its status.
-int superviseChildren(const std::vector<pid_t> &children, const std::vector<std::string> &names) {
-  int failed = -1, failedStatus = 0, left = (int)children.size();
-  while (left > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0)
-      break;
-    --left;
-    int r = (int)(std::find(children.begin(), children.end(), pid) - children.begin());
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!ok && failed < 0) {
-      failed = r;
-      failedStatus = status;
-      for (pid_t c : children)
-        if (c != pid)
-          kill(c, SIGTERM);
-      std::thread([children] {
-        std::this_thread::sleep_for(std::chrono::seconds(10));
-        for (pid_t c : children)
-          kill(c, SIGKILL);
-      }).detach();
-    }
-  }
-  if (failed < 0)
-    return 0;
-  if (WIFSIGNALED(failedStatus))
-    std::fprintf(stderr, "zrun: %s was killed by signal %d; the others were stopped\n",
-                 names[failed].c_str(), WTERMSIG(failedStatus));
-  else
-    std::fprintf(stderr, "zrun: %s failed (exit %d); the others were stopped\n",
-                 names[failed].c_str(), WEXITSTATUS(failedStatus));
-  return WIFEXITED(failedStatus) ? WEXITSTATUS(failedStatus) : 1;
-}
-
-/// --hostfile: one `zrun ... --nproc-per-node n` per node over ssh
-/// (DeepSpeed's launcher); --dry-run prints the commands instead.
-int launchHosts(int argc, char **argv) {
-  std::string hostfile, include, exclude;
-  int numNodes = -1, numGpus = -1, port = 29500;
-  bool dryRun = false;
-  std::vector<std::string> rest;
+/// --hostfile and DeepSpeed's selection flags; the rest of the command is
+/// what every node runs (runtime/launch/Launch.h).
+int launchHostsCommand(int argc, char **argv) {
+  HostLaunch launch;
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  rest.push_back(n > 0 ? std::string(self, n) : argv[0]);
+  launch.argv.push_back(n > 0 ? std::string(self, n) : argv[0]);
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string &out) {
@@ -1109,115 +1037,26 @@ int launchHosts(int argc, char **argv) {
     };
     std::string v;
     if (a == "--hostfile") {
-      if (!value(hostfile))
+      if (!value(launch.hostfile))
         return usageError("--hostfile expects a file");
     } else if (a == "--include") {
-      if (!value(include))
+      if (!value(launch.include))
         return usageError("--include expects host[:slots]@host...");
     } else if (a == "--exclude") {
-      if (!value(exclude))
+      if (!value(launch.exclude))
         return usageError("--exclude expects host[:slots]@host...");
     } else if (a == "--num_nodes" || a == "--num_gpus" || a == "--master-port") {
       if (!value(v) || v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
         return usageError(a + " expects a positive number");
-      (a == "--num_nodes" ? numNodes : a == "--num_gpus" ? numGpus : port) = std::atoi(v.c_str());
+      (a == "--num_nodes" ? launch.numNodes : a == "--num_gpus" ? launch.numGpus : launch.port) =
+          std::atoi(v.c_str());
     } else if (a == "--dry-run") {
-      dryRun = true;
+      launch.dryRun = true;
     } else {
-      rest.push_back(a);
+      launch.argv.push_back(a);
     }
   }
-  std::ifstream in(hostfile);
-  if (!in)
-    return fail(errorf("--hostfile ", hostfile, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  std::vector<NodeSlots> nodes;
-  if (Status s = parseHostfile(text.str(), hostfile, nodes); !s)
-    return fail(s);
-  if (Status s = selectSlots(nodes, include, exclude, numNodes, numGpus); !s)
-    return fail(s);
-  char cwd[4096];
-  std::string dir = getcwd(cwd, sizeof cwd) ? cwd : ".";
-  std::vector<NodeCommand> commands = nodeCommands(nodes, rest, dir, port);
-  if (dryRun) {
-    for (const NodeCommand &c : commands) {
-      std::string line;
-      for (const std::string &a : c.argv)
-        line += (line.empty() ? "" : " ") + shellQuote(a);
-      std::printf("%s\n", line.c_str());
-    }
-    return 0;
-  }
-  std::vector<pid_t> children;
-  std::vector<std::string> names;
-  for (const NodeCommand &c : commands) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      std::vector<char *> cargv;
-      std::vector<std::string> args = c.argv;
-      for (std::string &a : args)
-        cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execvp("ssh", cargv.data());
-      std::perror("zrun: ssh");
-      _exit(127);
-    }
-    children.push_back(pid);
-    names.push_back("node " + c.host);
-  }
-  return superviseChildren(children, names);
-}
-
-int launchLocal(int argc, char **argv, int nproc, int port) {
-  std::vector<std::string> args;
-  for (int i = 0; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--nproc-per-node") || !std::strcmp(argv[i], "--master-port")) {
-      ++i;
-      continue;
-    }
-    args.push_back(argv[i]);
-  }
-  std::vector<pid_t> children;
-  for (int r = 0; r < nproc; ++r) {
-    pid_t pid = fork();
-    if (pid < 0) {
-      std::perror("zrun: fork");
-      for (pid_t c : children)
-        kill(c, SIGTERM);
-      return 1;
-    }
-    if (pid == 0) {
-      // A rank dies with its launcher: no orphan keeps a GPU.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() == 1)
-        _exit(1);
-      // One node of a --hostfile job: its ranks start at ZRUN_RANK_OFFSET
-      // in a world of WORLD_SIZE, with the master on MASTER_ADDR.
-      const char *offsetVar = std::getenv("ZRUN_RANK_OFFSET");
-      const char *worldVar = std::getenv("WORLD_SIZE");
-      int offset = offsetVar ? std::atoi(offsetVar) : 0;
-      setenv("RANK", std::to_string(offset + r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      if (!(offsetVar && worldVar))
-        setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", offsetVar ? 0 : 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("NCCL_NVLS_ENABLE", "0", 0);
-      std::vector<char *> cargv;
-      for (std::string &a : args)
-        cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execv("/proc/self/exe", cargv.data());
-      std::perror("zrun: exec");
-      _exit(127);
-    }
-    children.push_back(pid);
-  }
-  std::vector<std::string> names;
-  for (int r = 0; r < nproc; ++r)
-    names.push_back("rank " + std::to_string(r));
-  return superviseChildren(children, names);
+  return launchHosts(launch);
 }
 
 int main(int argc, char **argv) {
@@ -1227,13 +1066,19 @@ int main(int argc, char **argv) {
   }
   std::string command = argv[1];
   // Under a launcher (or started by --nproc-per-node): one rank of a job.
+  // Launched as one rank of a multi-process job (torchrun-style environment
+  // or zrun --nproc-per-node): which one, and on which GPU.
   std::string envError;
-  launched = readLaunchEnv(launchEnv, envError);
+  LaunchEnv launchEnv;
+  bool launched = readLaunchEnv(launchEnv, envError);
+  std::optional<LaunchEnv> job;
+  if (launched)
+    job = launchEnv;
   if (!envError.empty())
     return usageError("launcher environment: " + envError);
   for (int i = 2; i + 1 < argc && !launched; ++i)
     if (!std::strcmp(argv[i], "--hostfile"))
-      return launchHosts(argc, argv);
+      return launchHostsCommand(argc, argv);
   for (int i = 2; i + 1 < argc && !launched; ++i)
     if (!std::strcmp(argv[i], "--nproc-per-node")) {
       int nproc = std::atoi(argv[i + 1]), port = 29500;
@@ -1242,13 +1087,21 @@ int main(int argc, char **argv) {
           port = std::atoi(argv[j + 1]);
       if (nproc < 1 || nproc > 4096 || port < 1 || port > 65535)
         return usageError("--nproc-per-node expects 1-4096 processes, --master-port a port");
-      return launchLocal(argc, argv, nproc, port);
+      std::vector<std::string> rest; // the command, without the launch flags
+      for (int j = 0; j < argc; ++j) {
+        if (!std::strcmp(argv[j], "--nproc-per-node") || !std::strcmp(argv[j], "--master-port")) {
+          ++j;
+          continue;
+        }
+        rest.push_back(argv[j]);
+      }
+      return launchLocal(rest, nproc, port);
     }
   try {
     if (command == "eval")
       return evalCommand(argc - 2, argv + 2);
     if (command == "train")
-      return trainCommand(argc - 2, argv + 2);
+      return trainCommand(argc - 2, argv + 2, job);
     if (command == "gradcheck")
       return gradcheckCommand(argc - 2, argv + 2);
   } catch (const std::bad_alloc &) {

@@ -1,0 +1,56 @@
+//===- Launch.h - ranks in threads, processes and nodes ----------*- C++ -*-===//
+//
+// How zrun's ranks start and end, as DeepSpeed's and torchrun's launchers
+// do it:
+//  - in one process: a thread per rank over an in-process communicator
+//    (runRanks);
+//  - one process per GPU on this node (zrun --nproc-per-node N): children
+//    with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+//    MASTER_PORT), each dying with its launcher (launchLocal);
+//  - one `zrun ... --nproc-per-node n` per node of a hostfile over ssh
+//    (launchHosts; comm/Hostfile.h builds the commands).
+// A failing rank, child or node stops the others (no rank waits forever)
+// and its status is the launcher's. No globals: what a launch needs is in
+// its arguments.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_LAUNCH_LAUNCH_H
+#define ZRT_LAUNCH_LAUNCH_H
+
+#include "comm/Communicator.h"
+#include "support/Status.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace zrt {
+
+/// Runs |body| for every rank of a |world|-rank plan: one thread per rank,
+/// sharing an in-process communicator (world 1: this thread, none). A rank
+/// that fails aborts the group; the error returned is the failing rank's.
+Status runRanks(int world, const std::function<Status(int, Communicator *)> &body);
+
+/// Waits for |children| (|names| for messages); when one fails, stops the
+/// others (SIGTERM, then SIGKILL after 10 s). Returns the failed child's
+/// exit status (1 if it was killed by a signal), or 0.
+int superviseChildren(const std::vector<pid_t> &children, const std::vector<std::string> &names);
+
+/// zrun ... --nproc-per-node N: |argv| (this command, without the launch
+/// flags) run as N ranks of this node.
+int launchLocal(const std::vector<std::string> &argv, int nproc, int port);
+
+/// zrun ... --hostfile FILE: DeepSpeed's hostfile and selection flags.
+struct HostLaunch {
+  std::string hostfile, include, exclude;
+  int numNodes = -1, numGpus = -1, port = 29500;
+  bool dryRun = false; // print the ssh commands instead
+  std::vector<std::string> argv; // the zrun command each node runs
+};
+int launchHosts(const HostLaunch &launch);
+
+} // namespace zrt
+
+#endif // ZRT_LAUNCH_LAUNCH_H
