@@ -20,7 +20,8 @@
 // D = rowsum(dO * O).
 //
 // float32 (and any other shape): a thread per row, the same arithmetic in
-// plain float; it is there for exactness tests and small models, not speed.
+// plain float (cuda/AttentionSimt.cu); it is there for exactness tests and
+// small models, not speed.
 //
 // Why our own kernels and not cuDNN's SDPA: cuDNN's fused attention is
 // reached through its graph API, which the cudnn-frontend C++ headers
@@ -30,8 +31,7 @@
 // the reference on every plan (tools/gpu-check.sh).
 //
 //===----------------------------------------------------------------------===//
-#include "cuda/CudaKernels.h"
-#include "cuda/DeviceFloat.h"
+#include "cuda/AttentionShape.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -44,46 +44,6 @@ namespace {
 constexpr int kTile = 64;   // rows (queries or keys) per block and per tile
 constexpr int kWarps = 4;   // 16 rows each
 constexpr int kPad = 8;     // shared-memory row padding, elements
-
-/// Which rows a tile or fragment load reads: q, k or v, or the result's
-/// layout (the output gradient dO).
-enum class Rows { Q, K, Out };
-
-/// Element (b, i, h, 0) of each operand: rows (positions) |inStride| apart
-/// in q, k, v (H * D, or 3 H * D when they are the packed projection
-/// [B, S, 3, H, D]), |outStride| in the result and its gradient, and
-/// |gradStride| in dq, dk, dv.
-struct Dims {
-  int64_t b, sq, sk, h, d, biasB, biasH;
-  float scale;
-  bool nanToZero;
-  int64_t inStride, outStride, gradStride;
-  __host__ __device__ int64_t qAt(int64_t bi, int64_t i, int64_t hi) const {
-    return (bi * sq + i) * inStride + hi * d;
-  }
-  __host__ __device__ int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
-    return (bi * sk + j) * inStride + hi * d;
-  }
-  __host__ __device__ int64_t oAt(int64_t bi, int64_t i, int64_t hi) const {
-    return (bi * sq + i) * outStride + hi * d;
-  }
-  __host__ __device__ int64_t dqAt(int64_t bi, int64_t i, int64_t hi) const {
-    return (bi * sq + i) * gradStride + hi * d;
-  }
-  __host__ __device__ int64_t dkAt(int64_t bi, int64_t j, int64_t hi) const {
-    return (bi * sk + j) * gradStride + hi * d;
-  }
-  /// Row |row| of an operand of layout |which|.
-  __host__ __device__ int64_t at(Rows which, int64_t bi, int64_t row, int64_t hi) const {
-    return which == Rows::Q ? qAt(bi, row, hi) : which == Rows::K ? kAt(bi, row, hi) : oAt(bi, row, hi);
-  }
-  __host__ __device__ int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
-    return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;
-  }
-  __host__ __device__ int64_t lseAt(int64_t bi, int64_t hi, int64_t i) const {
-    return (bi * h + hi) * sq + i;
-  }
-};
 
 /// What the mask holds in each 64 x 64 tile: map[((bb * Hb + hb) * qTiles +
 /// qt) * kTiles + kt] is kSkipTile where every element is -inf (the upper
@@ -576,134 +536,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
 }
 
 //===----------------------------------------------------------------------===//
-// A thread per row: any type and head dimension up to kMaxSimtD.
-//===----------------------------------------------------------------------===//
-
-constexpr int kMaxSimtD = 128;
-
-template <typename T>
-__global__ void simtForwardKernel(const T *q, const T *k, const T *v, const T *bias, T *out,
-                                  float *lse, Dims m) {
-  int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= m.b * m.h * m.sq)
-    return;
-  int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
-  const T *qi = q + m.qAt(b, i, h), *bi = bias + m.biasRow(b, h, i);
-  float o[kMaxSimtD];
-  for (int d = 0; d < m.d; ++d)
-    o[d] = 0;
-  float mx = -INFINITY, l = 0;
-  for (int64_t j = 0; j < m.sk; ++j) {
-    const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
-    float dot = 0;
-    for (int d = 0; d < m.d; ++d)
-      dot += toF(qi[d]) * toF(kj[d]);
-    float s = dot * m.scale + toF(bi[j]);
-    if (s == -INFINITY)
-      continue;
-    if (s > mx) {
-      float alpha = expf(mx - s);
-      l *= alpha;
-      for (int d = 0; d < m.d; ++d)
-        o[d] *= alpha;
-      mx = s;
-    }
-    float p = expf(s - mx);
-    l += p;
-    for (int d = 0; d < m.d; ++d)
-      o[d] += p * toF(vj[d]);
-  }
-  T *oi = out + m.oAt(b, i, h);
-  bool empty = mx == -INFINITY;
-  for (int d = 0; d < m.d; ++d)
-    oi[d] = fromF<T>(empty ? (m.nanToZero ? 0.0f : NAN) : o[d] / l);
-  lse[m.lseAt(b, h, i)] = empty ? INFINITY : mx + logf(l);
-}
-
-template <typename T>
-__global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T *bias,
-                                     const float *lse, const float *dsum, const T *g, T *dq,
-                                     Dims m) {
-  int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= m.b * m.h * m.sq)
-    return;
-  int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
-  const T *qi = q + m.qAt(b, i, h), *gi = g + m.oAt(b, i, h), *bi = bias + m.biasRow(b, h, i);
-  float rowLse = lse[m.lseAt(b, h, i)], rowD = dsum[m.lseAt(b, h, i)];
-  float acc[kMaxSimtD];
-  for (int d = 0; d < m.d; ++d)
-    acc[d] = 0;
-  for (int64_t j = 0; rowLse != INFINITY && j < m.sk; ++j) {
-    const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
-    float dot = 0, dp = 0;
-    for (int d = 0; d < m.d; ++d) {
-      dot += toF(qi[d]) * toF(kj[d]);
-      dp += toF(gi[d]) * toF(vj[d]);
-    }
-    float p = expf(dot * m.scale + toF(bi[j]) - rowLse);
-    float ds = p * (dp - rowD);
-    for (int d = 0; d < m.d; ++d)
-      acc[d] += ds * toF(kj[d]);
-  }
-  T *out = dq + m.dqAt(b, i, h);
-  for (int d = 0; d < m.d; ++d)
-    out[d] = fromF<T>(acc[d] * m.scale);
-}
-
-template <typename T>
-__global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
-                                      const float *lse, const float *dsum, const T *g, T *dk,
-                                      T *dv, Dims m) {
-  int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= m.b * m.h * m.sk)
-    return;
-  int64_t j = r % m.sk, h = (r / m.sk) % m.h, b = r / (m.sk * m.h);
-  const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
-  float dkAcc[kMaxSimtD], dvAcc[kMaxSimtD];
-  for (int d = 0; d < m.d; ++d)
-    dkAcc[d] = dvAcc[d] = 0;
-  for (int64_t i = 0; i < m.sq; ++i) {
-    float rowLse = lse[m.lseAt(b, h, i)];
-    if (rowLse == INFINITY)
-      continue;
-    const T *qi = q + m.qAt(b, i, h), *gi = g + m.oAt(b, i, h);
-    float dot = 0, dp = 0;
-    for (int d = 0; d < m.d; ++d) {
-      dot += toF(qi[d]) * toF(kj[d]);
-      dp += toF(gi[d]) * toF(vj[d]);
-    }
-    float p = expf(dot * m.scale + toF(bias[m.biasRow(b, h, i) + j]) - rowLse);
-    float ds = p * (dp - dsum[m.lseAt(b, h, i)]);
-    for (int d = 0; d < m.d; ++d) {
-      dkAcc[d] += ds * toF(qi[d]);
-      dvAcc[d] += p * toF(gi[d]);
-    }
-  }
-  T *dkRow = dk + m.dkAt(b, j, h), *dvRow = dv + m.dkAt(b, j, h);
-  for (int d = 0; d < m.d; ++d) {
-    dkRow[d] = fromF<T>(dkAcc[d] * m.scale);
-    dvRow[d] = fromF<T>(dvAcc[d]);
-  }
-}
-
-//===----------------------------------------------------------------------===//
 // Launch
 //===----------------------------------------------------------------------===//
-
-/// A call's operands, packed (q, k, v in one [B, S, 3, H, D] tensor and
-/// dq, dk, dv in one of the same shape) or not.
-///   attention       (q, k, v, bias) -> (out, lse)       ints [nan_to_zero]
-///                   (qkv, bias) -> (out, lse)           ints [nan_to_zero, 1]
-///   attention_grad  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
-///                   (qkv, bias, out, lse, dout) -> (dqkv)   ints [1]
-struct Operands {
-  Dims m;
-  const char *q, *k, *v, *bias, *out = nullptr, *g = nullptr;
-  const float *lse = nullptr;
-  char *o = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
-  float *lseOut = nullptr;
-  DType type;
-};
 
 bool isPacked(bool backward, const KernelCall &c) {
   size_t flag = backward ? 0 : 1;
@@ -826,21 +660,7 @@ Status launchTyped(bool backward, const Operands &a, CudaContext &ctx) {
       }
     }
   }
-  const T *q = in(a.q), *k = in(a.k), *v = in(a.v), *bias = in(a.bias);
-  constexpr int kThreadsPerBlock = 128;
-  auto blocks = [&](int64_t n) { return (unsigned)((n + kThreadsPerBlock - 1) / kThreadsPerBlock); };
-  if (!backward) {
-    simtForwardKernel<T><<<blocks(m.b * m.h * m.sq), kThreadsPerBlock, 0, ctx.stream>>>(
-        q, k, v, bias, out(a.o), a.lseOut, m);
-    return Status::ok();
-  }
-  if (m.sq > 0)
-    simtBackwardDqKernel<T><<<blocks(m.b * m.h * m.sq), kThreadsPerBlock, 0, ctx.stream>>>(
-        q, k, v, bias, a.lse, dsum, in(a.g), out(a.dq), m);
-  if (m.sk > 0)
-    simtBackwardDkvKernel<T><<<blocks(m.b * m.h * m.sk), kThreadsPerBlock, 0, ctx.stream>>>(
-        q, k, v, bias, a.lse, dsum, in(a.g), out(a.dk), out(a.dv), m);
-  return Status::ok();
+  return launchSimtAttention<T>(backward, a, dsum, ctx.stream);
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 #include "cuda/CudaCheck.h"
 #include "cuda/CudaExecutor.h"
 #include "cuda/CudaKernels.h"
+#include "cuda/DeviceStats.h"
 #include "cuda/Nccl.h"
 
 #include "exec/InFlightCopies.h"
@@ -15,45 +16,6 @@
 
 namespace zrt {
 namespace {
-
-std::mutex statsMutex;
-CudaStats stats;
-
-/// Free device memory when this process created its CUDA context, before any
-/// allocation of ours, by device: what measured device memory is against.
-std::map<int, size_t> freeAtStart;
-
-/// Records the device memory zrun's allocations (arenas, workspace, scratch,
-/// cuBLASLt, NCCL) use on |device| now, keeping the maximum.
-void measureDeviceMemory(int device) {
-  size_t freeBytes = 0, total = 0;
-  if (cudaMemGetInfo(&freeBytes, &total) != cudaSuccess)
-    return;
-  std::lock_guard<std::mutex> lock(statsMutex);
-  auto it = freeAtStart.find(device);
-  if (it == freeAtStart.end() || freeBytes > it->second)
-    return;
-  int64_t used = (int64_t)(it->second - freeBytes);
-  int64_t &peak = stats.deviceBytes[device];
-  peak = std::max(peak, used);
-}
-
-/// The baseline of measureDeviceMemory: once per device, before anything of
-/// ours is allocated there (the context first: cudaFree(0) creates it).
-void captureBaseline(int device) {
-  std::lock_guard<std::mutex> lock(statsMutex);
-  if (freeAtStart.count(device))
-    return;
-  size_t freeBytes = 0, total = 0;
-  if (cudaSetDevice(device) == cudaSuccess && cudaFree(0) == cudaSuccess &&
-      cudaMemGetInfo(&freeBytes, &total) == cudaSuccess)
-    freeAtStart[device] = freeBytes;
-}
-
-void count(bool native, const std::string &name) {
-  std::lock_guard<std::mutex> lock(statsMutex);
-  ++(native ? stats.native : stats.fallback)[name];
-}
 
 /// Pinned host memory (for the input and output mirrors).
 struct Pinned {
@@ -283,18 +245,18 @@ public:
     const plan::Kernel &k = step.inst->kernel();
     const char *name = kernelName(step.kernel);
     if (chunkedOnHost(step.kernel, k)) {
-      count(true, std::string(name) + " (host, chunked)");
+      countLaunch(true, std::string(name) + " (host, chunked)");
       return runChunkedOnHost(step, issuedAhead_);
     }
     if (onHost(k)) {
       // Every operand in the pinned host arena (zero-offload's host
       // optimizer): the CPU kernel, once the stream has produced them.
-      count(true, std::string(name) + " (host)");
+      countLaunch(true, std::string(name) + " (host)");
       ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
       return cpuKernel(step.kernel).run(step.call);
     }
     bool native = hasCudaKernel(step.kernel, step.call);
-    count(native, name);
+    countLaunch(native, name);
     return native ? launchCudaKernel(step.kernel, step.call, ctx_)
                   : hostFallback(step.kernel, step.call);
   }
@@ -652,7 +614,7 @@ private:
       // collective runs on the compute stream; an async one (zero-schedule's
       // start) on the communication stream once the compute stream reaches
       // it, overlapping the kernels that follow until its wait.
-      count(true, "collective");
+      countLaunch(true, "collective");
       const float *src = (const float *)in.data;
       float *dst = (float *)out.data;
       cudaStream_t stream;
@@ -732,7 +694,7 @@ private:
         return hostCollective(c, in, out);
       }
     sameDevice_ = 1;
-    count(true, "collective");
+    countLaunch(true, "collective");
     for (int r = 0; r < world; ++r)
       if (r != rank_)
         ZRT_CUDA(cudaStreamWaitEvent(stream, posts[r].event, 0));
@@ -788,7 +750,7 @@ private:
   /// Ranks of one process on several devices: staged through the host and
   /// the in-process communicator.
   Status hostCollective(const plan::Collective &c, TensorRef in, TensorRef out) {
-    count(false, "collective");
+    countLaunch(false, "collective");
     std::vector<float> hin(in.numel()), hout(out.numel());
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     ZRT_RETURN_IF_ERROR(copy(hin.data(), in.data, hin.size() * 4, cudaMemcpyDeviceToHost));
@@ -853,47 +815,6 @@ private:
 };
 
 } // namespace
-
-bool cudaUsable(std::string &why) {
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    why = std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
-    return false;
-  }
-  if (count == 0) {
-    why = "no CUDA device";
-    return false;
-  }
-  return true;
-}
-
-Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeconds,
-                            std::unique_ptr<Communicator> &out) {
-  std::string why;
-  if (!cudaUsable(why))
-    return errorf("rank ", env.rank, ": multi-process runs need a GPU: ", why);
-  if (device < 0) {
-    int count = 1;
-    cudaGetDeviceCount(&count);
-    device = env.localRank % count;
-  }
-  captureBaseline(device);
-  std::unique_ptr<NcclCommunicator> nccl;
-  ZRT_RETURN_IF_ERROR(NcclCommunicator::create(env, device, timeoutSeconds, nccl));
-  out = std::move(nccl);
-  return Status::ok();
-}
-
-bool cudaRunsNatively(const plan::Plan &plan, const plan::Kernel &k) {
-  std::optional<KernelId> id = lookupKernel(k.name());
-  return id && hasCudaKernel(*id, describeKernel(plan, k));
-}
-
-CudaStats cudaStats() {
-  std::lock_guard<std::mutex> lock(statsMutex);
-  return stats;
-}
 
 std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
                                                Communicator *comm, int device, Status &status) {

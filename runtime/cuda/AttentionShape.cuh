@@ -1,0 +1,89 @@
+//===- AttentionShape.cuh - what the attention kernels share ----*- CUDA -*-===//
+//
+// The operands of zero.attention / attention_grad as the CUDA kernels see
+// them (Dims: where row i of head h of each operand starts; Operands: the
+// device pointers of a call), for the tensor-core kernels
+// (cuda/Attention.cu) and the per-row kernels (cuda/AttentionSimt.cu).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_CUDA_ATTENTIONSHAPE_CUH
+#define ZRT_CUDA_ATTENTIONSHAPE_CUH
+
+#include "cuda/CudaKernels.h"
+#include "cuda/DeviceFloat.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace zrt {
+
+/// Which rows a tile or fragment load reads: q, k or v, or the result's
+/// layout (the output gradient dO).
+enum class Rows { Q, K, Out };
+
+/// Element (b, i, h, 0) of each operand: rows (positions) |inStride| apart
+/// in q, k, v (H * D, or 3 H * D when they are the packed projection
+/// [B, S, 3, H, D]), |outStride| in the result and its gradient, and
+/// |gradStride| in dq, dk, dv.
+struct Dims {
+  int64_t b, sq, sk, h, d, biasB, biasH;
+  float scale;
+  bool nanToZero;
+  int64_t inStride, outStride, gradStride;
+  __host__ __device__ int64_t qAt(int64_t bi, int64_t i, int64_t hi) const {
+    return (bi * sq + i) * inStride + hi * d;
+  }
+  __host__ __device__ int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
+    return (bi * sk + j) * inStride + hi * d;
+  }
+  __host__ __device__ int64_t oAt(int64_t bi, int64_t i, int64_t hi) const {
+    return (bi * sq + i) * outStride + hi * d;
+  }
+  __host__ __device__ int64_t dqAt(int64_t bi, int64_t i, int64_t hi) const {
+    return (bi * sq + i) * gradStride + hi * d;
+  }
+  __host__ __device__ int64_t dkAt(int64_t bi, int64_t j, int64_t hi) const {
+    return (bi * sk + j) * gradStride + hi * d;
+  }
+  /// Row |row| of an operand of layout |which|.
+  __host__ __device__ int64_t at(Rows which, int64_t bi, int64_t row, int64_t hi) const {
+    return which == Rows::Q ? qAt(bi, row, hi) : which == Rows::K ? kAt(bi, row, hi) : oAt(bi, row, hi);
+  }
+  __host__ __device__ int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
+    return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;
+  }
+  __host__ __device__ int64_t lseAt(int64_t bi, int64_t hi, int64_t i) const {
+    return (bi * h + hi) * sq + i;
+  }
+};
+
+/// A call's operands, packed (q, k, v in one [B, S, 3, H, D] tensor and
+/// dq, dk, dv in one of the same shape) or not.
+///   attention       (q, k, v, bias) -> (out, lse)       ints [nan_to_zero]
+///                   (qkv, bias) -> (out, lse)           ints [nan_to_zero, 1]
+///   attention_grad  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
+///                   (qkv, bias, out, lse, dout) -> (dqkv)   ints [1]
+struct Operands {
+  Dims m;
+  const char *q, *k, *v, *bias, *out = nullptr, *g = nullptr;
+  const float *lse = nullptr;
+  char *o = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  float *lseOut = nullptr;
+  DType type;
+};
+
+/// The head dimensions the per-row kernels take (their row in registers).
+constexpr int kMaxSimtD = 128;
+
+/// The per-row kernels for |a| (any float type, D <= kMaxSimtD): forward,
+/// or the backward's dq and dk/dv from lse and |dsum| = rowsum(dO * O).
+/// Instantiated for float, __nv_bfloat16 and __half (AttentionSimt.cu).
+template <typename T>
+Status launchSimtAttention(bool backward, const Operands &a, const float *dsum,
+                           cudaStream_t stream);
+
+} // namespace zrt
+
+#endif // ZRT_CUDA_ATTENTIONSHAPE_CUH
