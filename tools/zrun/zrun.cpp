@@ -99,6 +99,11 @@ int usageError(const std::string &message) {
   return 2;
 }
 
+int printUsage() {
+  std::fputs(kUsage, stdout);
+  return 0;
+}
+
 int fail(const Status &s) {
   std::fprintf(stderr, "zrun: error: %s\n", s.message().c_str());
   return 1;
@@ -271,6 +276,8 @@ public:
       data.emplace_back(name, path);
     } else if (is("--print-memory")) {
       printMemory = true;
+    } else if (is("--help") || is("-h")) {
+      help = true;
     } else if (is("--memory-budget")) {
       std::optional<int64_t> bytes;
       if (!value(v) || !(bytes = parseByteSize(v)) || *bytes <= 0)
@@ -295,6 +302,7 @@ public:
   std::string plan;
   std::vector<std::pair<std::string, std::string>> data;
   bool printMemory = false;
+  bool help = false; // --help: the usage, on stdout, exit 0
   std::string weights; // --weights MODEL.onnx: initial weights from this model
   int64_t memoryBudget = 0; // --memory-budget: overrides the plan's
   std::string backend; // empty: the plan's target (zcc --target), else cpu
@@ -320,6 +328,8 @@ int kernelsCommand(int argc, char **argv) {
       return usageError(*error);
     }
   }
+  if (args.help)
+    return printUsage();
   if (args.plan.empty())
     return usageError("missing PLAN");
   plan::Plan plan;
@@ -401,6 +411,8 @@ int evalCommand(int argc, char **argv) {
       return usageError(*error);
     }
   }
+  if (args.help)
+    return printUsage();
   if (args.plan.empty())
     return usageError("missing PLAN");
   const std::string &planPath = args.plan;
@@ -543,6 +555,8 @@ int trainCommand(int argc, char **argv, const std::optional<LaunchEnv> &job) {
       return usageError(*error);
     }
   }
+  if (args.help)
+    return printUsage();
   if (args.plan.empty())
     return usageError("missing PLAN");
   if (steps < 0)
@@ -783,6 +797,8 @@ int gradcheckCommand(int argc, char **argv) {
       return usageError(*error);
     }
   }
+  if (args.help)
+    return printUsage();
   if (args.backend == "cuda")
     return usageError("gradcheck runs on the CPU backend");
   if (args.plan.empty())
@@ -902,6 +918,8 @@ int exportCommand(int argc, char **argv) {
       return usageError(*error);
     }
   }
+  if (args.help)
+    return printUsage();
   if (args.plan.empty())
     return usageError("export needs a checkpoint (a --checkpoint-dir or one of its step-K)");
   if (safetensors.empty() && onnxIn.empty())
