@@ -68,6 +68,13 @@ check gpt2-z2-w2-offload gpt2-z2-w2-offload.zplan "$gpt2" gpt2-tiny sched "$D/re
 same gpt2-z2-w2-offload gpt2-z2-w2
 check gpt2-z3-w2-offload-param gpt2-z3-w2-offload-param.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 same gpt2-z3-w2-offload-param gpt2-z3-w2
+# zrun --offload-chunk: the host optimizer in chunks of 4096 elements, each
+# overlapping the copies of the next; the same bits as whole kernels.
+check gpt2-z1-w2-offload-chunked gpt2-z1-w2-offload.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched --offload-chunk 4096
+same gpt2-z1-w2-offload-chunked gpt2-z1-w2
+# zrun --cuda-graphs: the programs captured and replayed as CUDA graphs.
+check gpt2-graphs gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched --cuda-graphs
+same gpt2-graphs gpt2
 # The padded vocabulary (zero-pad-gemms, --target cuda): the loss and its
 # gradient read and write the padded logits in place; the CUDA backend within
 # a tolerance of the CPU backend running the same plan.

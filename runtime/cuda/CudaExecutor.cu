@@ -28,8 +28,9 @@ struct Pinned {
 
 class CudaExecutor : public Interpreter {
 public:
-  CudaExecutor(const plan::Plan &plan, int rank, Communicator *comm, int device)
-      : Interpreter(plan), rank_(rank), comm_(comm), device_(device) {}
+  CudaExecutor(const plan::Plan &plan, int rank, Communicator *comm, int device,
+               const CudaOptions &options)
+      : Interpreter(plan), rank_(rank), comm_(comm), device_(device), options_(options) {}
 
   ~CudaExecutor() override {
     cudaSetDevice(device_);
@@ -76,10 +77,6 @@ public:
     ZRT_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
-    const char *copyStream = std::getenv("ZRT_COPY_STREAM");
-    useCopyStream_ = !copyStream || std::string(copyStream) != "0";
-    if (const char *chunk = std::getenv("ZRT_HOST_CHUNK")) // elements; 0: whole kernels
-      hostChunk_ = std::atoll(chunk);
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
@@ -285,7 +282,7 @@ public:
     return s;
   }
 
-  /// ZRT_CUDA_GRAPH=1: a program whose every instruction is a native
+  /// zrun --cuda-graphs: a program whose every instruction is a native
   /// kernel or a device copy on the compute stream (one rank, nothing on
   /// the host, no collective) runs as a CUDA graph captured on its second
   /// run (the first builds the GEMM descriptors, loads the generated
@@ -302,11 +299,7 @@ public:
   };
 
   bool graphable(const plan::Program &program) {
-    static const bool enabled = [] {
-      const char *e = std::getenv("ZRT_CUDA_GRAPH");
-      return e && std::string(e) == "1";
-    }();
-    if (!enabled || plan_.world_size() != 1 || !copies_.empty())
+    if (!options_.graphs || plan_.world_size() != 1 || !copies_.empty())
       return false;
     for (const Step &step : prepared(program)) {
       const plan::Instruction &inst = *step.inst;
@@ -409,7 +402,7 @@ private:
     size_t bytes = bytesOf(src);
     bool crossing = (plan_.buffers(c.source()).arena() == plan::HOST) !=
                     (plan_.buffers(c.target()).arena() == plan::HOST);
-    if (!crossing || !useCopyStream_) {
+    if (!crossing) {
       // cudaMemcpyDefault: either side may be the pinned host arena.
       ZRT_CUDA(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDefault, ctx_.stream));
       return Status::ok();
@@ -447,7 +440,7 @@ private:
   /// when the next instruction uploads the kernel's first output, each
   /// chunk's part goes to the device as soon as it is computed.
   bool chunkedOnHost(KernelId id, const plan::Kernel &k) const {
-    if (!useCopyStream_ || !onHost(k) ||
+    if (!onHost(k) ||
         (id != KernelId::Adamw && id != KernelId::Sgd && id != KernelId::Mul))
       return false;
     auto numel = [&](int b) { return describe(b).numel(); };
@@ -457,7 +450,7 @@ private:
       for (int b : *list)
         if (numel(b) != 1 && numel(b) != n)
           return false;
-    return hostChunk_ > 0 && n >= 2 * hostChunk_;
+    return options_.offloadChunk > 0 && n >= 2 * options_.offloadChunk;
   }
 
   Status runChunkedOnHost(const Step &step, int &issuedAhead) {
@@ -490,8 +483,8 @@ private:
     }
     const KernelInfo *kernel = &cpuKernel(step.kernel);
     KernelCall part = call;
-    for (int64_t begin = 0; begin < n; begin += hostChunk_) {
-      int64_t count = std::min<int64_t>(hostChunk_, n - begin);
+    for (int64_t begin = 0; begin < n; begin += options_.offloadChunk) {
+      int64_t count = std::min<int64_t>(options_.offloadChunk, n - begin);
       std::vector<ByteRange> ranges;
       for (size_t k = 0; k < call.in.size(); ++k) {
         part.in[k] = slice(call.in[k], begin, count);
@@ -782,12 +775,10 @@ private:
   Pinned input_, host_;
   mutable std::map<int, std::vector<char>> outputs_;
   cudaStream_t commStream_ = nullptr;     // async NCCL collectives
-  // Host <-> device copy instructions (copyInstruction), unless ZRT_COPY_STREAM=0.
-  cudaStream_t copyStream_ = nullptr;
-  bool useCopyStream_ = true;
+  cudaStream_t copyStream_ = nullptr; // host <-> device copy instructions (copyInstruction)
+  CudaOptions options_;
   InFlightCopies<cudaEvent_t> copies_; // on the copy stream
   static constexpr size_t kCopyChunk = 64u << 20;    // bytes per copy piece
-  int64_t hostChunk_ = 16ll << 20; // elements per host kernel chunk (ZRT_HOST_CHUNK)
   std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer
   std::vector<cudaEvent_t> freeEvents_, allEvents_;
   // In-process device collectives (deviceCollective).
@@ -795,7 +786,7 @@ private:
   cudaEvent_t readyEvent_ = nullptr, doneEvents_[2] = {nullptr, nullptr};
   int64_t collectives_ = 0;
   std::map<std::string, std::vector<cudaEvent_t>> profileEvents_; // zrun --profile
-  std::map<std::string, ProgramGraph> graphs_;                      // ZRT_CUDA_GRAPH=1
+  std::map<std::string, ProgramGraph> graphs_;                      // --cuda-graphs
   std::vector<cudaEvent_t> *marks_ = nullptr; // this run's profile events, if profiling
   int issuedAhead_ = -1; // the upload a chunked host kernel already issued
 
@@ -817,7 +808,8 @@ private:
 } // namespace
 
 std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
-                                               Communicator *comm, int device, Status &status) {
+                                               Communicator *comm, int device,
+                                               const CudaOptions &options, Status &status) {
   std::string why;
   if (!cudaUsable(why)) {
     status = errorf("--backend cuda: ", why);
@@ -829,7 +821,7 @@ std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
     device = rank % count;
   }
   captureBaseline(device);
-  auto executor = std::make_unique<CudaExecutor>(plan, rank, comm, device);
+  auto executor = std::make_unique<CudaExecutor>(plan, rank, comm, device, options);
   status = executor->init();
   if (!status)
     return nullptr;

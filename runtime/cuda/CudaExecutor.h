@@ -51,9 +51,21 @@ bool cudaRunsNatively(const plan::Plan &plan, const plan::Kernel &k);
 Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeconds,
                             std::unique_ptr<Communicator> &out);
 
+/// zrun's options of the CUDA backend (docs/cuda.md).
+struct CudaOptions {
+  /// --cuda-graphs: a one-rank program of native kernels and device copies
+  /// runs as a CUDA graph captured on its second run (measured: no faster on
+  /// GPT-2 124M, whose step is GPU-bound; off by default).
+  bool graphs = false;
+  /// --offload-chunk N: elements per chunk of the host optimizer of
+  /// zero-offload (DeepSpeed's sub_group_size); 0: whole kernels.
+  int64_t offloadChunk = 16ll << 20;
+};
+
 /// A rank's executor on device |device| (rank % device count by default).
 std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
-                                               Communicator *comm, int device, Status &status);
+                                               Communicator *comm, int device,
+                                               const CudaOptions &options, Status &status);
 
 } // namespace zrt
 

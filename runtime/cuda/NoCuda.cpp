@@ -21,7 +21,7 @@ Status makeNcclCommunicator(const LaunchEnv &, int, double, std::unique_ptr<Comm
 }
 
 std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &, int, Communicator *, int,
-                                               Status &status) {
+                                               const CudaOptions &, Status &status) {
   std::string why;
   cudaUsable(why);
   status = errorf("--backend cuda: ", why);

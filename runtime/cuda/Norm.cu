@@ -177,15 +177,9 @@ __global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t 
 constexpr int kWarpRowMax = 32; // elements per lane: rows up to 1024
 
 /// The per-lane register count N for rows of |cols| (8, 16, 24 or 32 elements a lane).
-/// Whether rows that fit take the warp kernels (ZRT_NORM_WARP=0: the block
-/// kernels, for comparison).
-inline bool normWarpRows(int64_t cols) {
-  static const bool enabled = [] {
-    const char *e = std::getenv("ZRT_NORM_WARP");
-    return !e || std::string(e) != "0";
-  }();
-  return enabled && cols <= 32 * kWarpRowMax;
-}
+/// Whether rows take the warp kernels (measured against the block kernels
+/// on GPT-2 124M, docs/benchmarks.md); longer rows take the block kernels.
+inline bool normWarpRows(int64_t cols) { return cols <= 32 * kWarpRowMax; }
 inline int warpRowLanes(int64_t cols) { return (int)std::max<int64_t>(8, ((cols + 31) / 32 + 7) / 8 * 8); }
 
 __device__ __forceinline__ double warpSum(double v) {

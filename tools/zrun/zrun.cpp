@@ -92,7 +92,11 @@ const char *kUsage =
     "                                 plan's, from zcc --memory-budget): refused if exceeded\n"
     "          --weights MODEL.onnx   initial weights from this model's initializers (needed\n"
     "                                 by plans compiled with zcc --weights external)\n"
-    "          --print-memory         prints the bytes allocated for the arenas\n";
+    "          --print-memory         prints the bytes allocated for the arenas\n"
+    "          --cuda-graphs          --backend cuda: run one-rank programs as CUDA graphs\n"
+    "                                 (captured on their second run; off by default)\n"
+    "          --offload-chunk N      --backend cuda, zero-offload: elements per chunk of the\n"
+    "                                 host optimizer (default 16M; 0: whole kernels)\n";
 
 int usageError(const std::string &message) {
   std::fprintf(stderr, "zrun: error: %s\n%s", message.c_str(), kUsage);
@@ -136,11 +140,12 @@ constexpr int64_t kCudaWorkspaceBytes = 32 << 20;
 /// Rank |rank|'s executor on the chosen backend.
 
 /// |weights| (zrun --weights), if any, replaces the plan's initial weights.
-/// |device|: the GPU (-1: the rank's, rank % devices).
+/// |device|: the GPU (-1: the rank's, rank % devices); |cuda|: the CUDA
+/// backend's options.
 std::unique_ptr<ExecutorBase> makeExecutor(const std::string &chosen, const plan::Plan &plan,
                                            int rank, Communicator *comm,
                                            const WeightFile *weights, Status &status,
-                                           int device = -1) {
+                                           const CudaOptions &cuda, int device = -1) {
   std::string backend = !chosen.empty() ? chosen : plan.target() == "cuda" ? "cuda" : "cpu";
   std::unique_ptr<ExecutorBase> executor;
   status = Status::ok();
@@ -158,7 +163,7 @@ std::unique_ptr<ExecutorBase> makeExecutor(const std::string &chosen, const plan
     }
   }
   if (backend == "cuda")
-    executor = makeCudaExecutor(plan, rank, comm, device, status);
+    executor = makeCudaExecutor(plan, rank, comm, device, cuda, status);
   else
     executor = std::make_unique<Executor>(plan, rank, comm);
   if (status && weights) {
@@ -289,6 +294,14 @@ public:
     } else if (is("--backend")) {
       if (!value(backend) || (backend != "cpu" && backend != "cuda"))
         return std::string("--backend expects cpu or cuda");
+    } else if (is("--cuda-graphs")) {
+      cuda.graphs = true;
+    } else if (is("--offload-chunk")) {
+      int64_t n = -1;
+      char *end = nullptr;
+      if (!value(v) || v.empty() || (n = std::strtoll(v.c_str(), &end, 10)) < 0 || *end)
+        return std::string("--offload-chunk expects a number of elements (0: whole kernels)");
+      cuda.offloadChunk = n;
     } else if (!arg_.empty() && arg_[0] == '-') {
       return "unknown option '" + arg_ + "'";
     } else if (plan.empty()) {
@@ -306,6 +319,7 @@ public:
   std::string weights; // --weights MODEL.onnx: initial weights from this model
   int64_t memoryBudget = 0; // --memory-budget: overrides the plan's
   std::string backend; // empty: the plan's target (zcc --target), else cpu
+  CudaOptions cuda;    // --cuda-graphs, --offload-chunk
 
 private:
   int argc_;
@@ -448,7 +462,7 @@ int evalCommand(int argc, char **argv) {
   auto evalRank = [&](int rank, Communicator *comm) -> Status {
     Status made;
     std::unique_ptr<ExecutorBase> owned =
-        makeExecutor(args.backend, plan, rank, comm, weights.get(), made);
+        makeExecutor(args.backend, plan, rank, comm, weights.get(), made, args.cuda);
     ZRT_RETURN_IF_ERROR(made);
     ExecutorBase &executor = *owned;
     for (int64_t k = 0; k < batches; ++k) {
@@ -737,7 +751,7 @@ int trainCommand(int argc, char **argv, const std::optional<LaunchEnv> &job) {
   auto trainRank = [&](int rank, Communicator *comm) -> Status {
     Status made;
     std::unique_ptr<ExecutorBase> executor =
-        makeExecutor(args.backend, plan, rank, comm, weights.get(), made,
+        makeExecutor(args.backend, plan, rank, comm, weights.get(), made, args.cuda,
                      launched ? launchEnv.localRank : -1);
     ZRT_RETURN_IF_ERROR(made);
     ZRT_RETURN_IF_ERROR(trainer->run(rank, *executor, comm));
