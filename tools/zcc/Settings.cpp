@@ -51,7 +51,7 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   for (const std::string &w : c.warnings)
     warn(w);
   Settings s = f;
-  if (Error e = merge(s.zeroStage, flags.zeroStage, f.zeroStage, c.zeroStage, "--zero-stage",
+  if (Error e = merge(s.zeroStage, flags.given("zero-stage"), f.zeroStage, c.zeroStage, "--zero-stage",
                       "zero_optimization.stage", path))
     return std::move(e);
 
@@ -59,15 +59,15 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   // world size; any two give the third. Flags fill "auto".
   std::optional<int64_t> tb = c.trainBatchSize, mb = c.microBatchPerGpu,
                          ga = c.gradientAccumulationSteps;
-  if (Error e = merge(s.microBatch, flags.microBatch, f.microBatch, mb, "--micro-batch",
+  if (Error e = merge(s.microBatch, flags.given("micro-batch"), f.microBatch, mb, "--micro-batch",
                       "train_micro_batch_size_per_gpu", path))
     return std::move(e);
-  if (Error e = merge(s.gradAccum, flags.gradAccum, f.gradAccum, ga, "--grad-accum",
+  if (Error e = merge(s.gradAccum, flags.given("grad-accum"), f.gradAccum, ga, "--grad-accum",
                       "gradient_accumulation_steps", path))
     return std::move(e);
-  if (flags.microBatch)
+  if (flags.given("micro-batch"))
     mb = s.microBatch;
-  if (flags.gradAccum)
+  if (flags.given("grad-accum"))
     ga = s.gradAccum;
   int64_t w = s.worldSize;
   if (tb) {
@@ -103,62 +103,62 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     precision = "fp16";
   else if (c.bf16Enabled.value_or(false))
     precision = "bf16";
-  if (Error e = merge(s.precision, flags.precision, f.precision, precision, "--precision",
+  if (Error e = merge(s.precision, flags.given("precision"), f.precision, precision, "--precision",
                       precision == "bf16" ? "bf16.enabled" : "fp16.enabled", path))
     return std::move(e);
-  if (Error e = merge(s.lossScale, flags.lossScale, f.lossScale, c.lossScale, "--loss-scale",
+  if (Error e = merge(s.lossScale, flags.given("loss-scale"), f.lossScale, c.lossScale, "--loss-scale",
                       "fp16.loss_scale", path))
     return std::move(e);
-  if (Error e = merge(s.initialScalePower, flags.initialScalePower, f.initialScalePower,
+  if (Error e = merge(s.initialScalePower, flags.given("initial-scale-power"), f.initialScalePower,
                       c.initialScalePower, "--initial-scale-power", "fp16.initial_scale_power",
                       path))
     return std::move(e);
-  if (Error e = merge(s.lossScaleWindow, flags.lossScaleWindow, f.lossScaleWindow,
+  if (Error e = merge(s.lossScaleWindow, flags.given("loss-scale-window"), f.lossScaleWindow,
                       c.lossScaleWindow, "--loss-scale-window", "fp16.loss_scale_window", path))
     return std::move(e);
-  if (Error e = merge(s.hysteresis, flags.hysteresis, f.hysteresis, c.hysteresis, "--hysteresis",
+  if (Error e = merge(s.hysteresis, flags.given("hysteresis"), f.hysteresis, c.hysteresis, "--hysteresis",
                       "fp16.hysteresis", path))
     return std::move(e);
-  if (Error e = merge(s.consecutiveHysteresis, flags.consecutiveHysteresis,
+  if (Error e = merge(s.consecutiveHysteresis, flags.given("consecutive-hysteresis"),
                       f.consecutiveHysteresis, c.consecutiveHysteresis,
                       "--consecutive-hysteresis", "fp16.consecutive_hysteresis", path))
     return std::move(e);
-  if (Error e = merge(s.minLossScale, flags.minLossScale, f.minLossScale, c.minLossScale,
+  if (Error e = merge(s.minLossScale, flags.given("min-loss-scale"), f.minLossScale, c.minLossScale,
                       "--min-loss-scale", "fp16.min_loss_scale", path))
     return std::move(e);
 
   // Optimizer. DeepSpeed builds its AdamW with FusedAdam's defaults, whose
   // weight decay is 0 (PyTorch's AdamW has 0.01): a config with an optimizer
   // section and no weight_decay decays nothing.
-  if (Error e = merge(s.optimizer, flags.optimizer, f.optimizer, c.optimizer, "--optimizer",
+  if (Error e = merge(s.optimizer, flags.given("optimizer"), f.optimizer, c.optimizer, "--optimizer",
                       "optimizer.type", path))
     return std::move(e);
   std::optional<double> decay = c.weightDecay;
-  if (c.optimizer && !decay && !flags.weightDecay && !c.isAuto("optimizer.params.weight_decay"))
+  if (c.optimizer && !decay && !flags.given("weight-decay") && !c.isAuto("optimizer.params.weight_decay"))
     decay = 0.0;
-  if (Error e = merge(s.weightDecay, flags.weightDecay, f.weightDecay, decay, "--weight-decay",
+  if (Error e = merge(s.weightDecay, flags.given("weight-decay"), f.weightDecay, decay, "--weight-decay",
                       "optimizer.params.weight_decay", path))
     return std::move(e);
-  if (Error e = merge(s.lr, flags.lr, f.lr, c.lr, "--lr", "optimizer.params.lr", path))
+  if (Error e = merge(s.lr, flags.given("lr"), f.lr, c.lr, "--lr", "optimizer.params.lr", path))
     return std::move(e);
-  if (Error e = merge(s.beta1, flags.betas, f.beta1, c.beta1, "--betas",
+  if (Error e = merge(s.beta1, flags.given("betas"), f.beta1, c.beta1, "--betas",
                       "optimizer.params.betas[0]", path))
     return std::move(e);
-  if (Error e = merge(s.beta2, flags.betas, f.beta2, c.beta2, "--betas",
+  if (Error e = merge(s.beta2, flags.given("betas"), f.beta2, c.beta2, "--betas",
                       "optimizer.params.betas[1]", path))
     return std::move(e);
-  if (Error e = merge(s.eps, flags.eps, f.eps, c.eps, "--eps", "optimizer.params.eps", path))
+  if (Error e = merge(s.eps, flags.given("eps"), f.eps, c.eps, "--eps", "optimizer.params.eps", path))
     return std::move(e);
-  if (Error e = merge(s.momentum, flags.momentum, f.momentum, c.momentum, "--momentum",
+  if (Error e = merge(s.momentum, flags.given("momentum"), f.momentum, c.momentum, "--momentum",
                       "optimizer.params.momentum", path))
     return std::move(e);
-  if (Error e = merge(s.nesterov, flags.nesterov, f.nesterov, c.nesterov, "--nesterov",
+  if (Error e = merge(s.nesterov, flags.given("nesterov"), f.nesterov, c.nesterov, "--nesterov",
                       "optimizer.params.nesterov", path))
     return std::move(e);
   if (s.optimizer == "adamw" && (c.momentum || c.nesterov))
     warn((path + ": key 'optimizer.params.momentum'/'nesterov': AdamW has no momentum; "
                  "ignored").str());
-  if (Error e = merge(s.gradClip, flags.gradClip, f.gradClip, c.gradientClipping, "--grad-clip",
+  if (Error e = merge(s.gradClip, flags.given("grad-clip"), f.gradClip, c.gradientClipping, "--grad-clip",
                       "gradient_clipping", path))
     return std::move(e);
 
@@ -209,26 +209,26 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
       out = -1;
     return Error::success();
   };
-  if (Error e = sizeFlag(s.reduceBucketSize, flags.reduceBucketSize, f.reduceBucketSize,
+  if (Error e = sizeFlag(s.reduceBucketSize, flags.given("reduce-bucket-size"), f.reduceBucketSize,
                          c.reduceBucketSize, "--reduce-bucket-size",
                          "zero_optimization.reduce_bucket_size"))
     return std::move(e);
-  if (Error e = sizeFlag(s.allgatherBucketSize, flags.allgatherBucketSize, f.allgatherBucketSize,
+  if (Error e = sizeFlag(s.allgatherBucketSize, flags.given("allgather-bucket-size"), f.allgatherBucketSize,
                          c.allgatherBucketSize, "--allgather-bucket-size",
                          "zero_optimization.allgather_bucket_size"))
     return std::move(e);
-  if (Error e = sizeFlag(s.persistenceThreshold, flags.persistenceThreshold,
+  if (Error e = sizeFlag(s.persistenceThreshold, flags.given("stage3-param-persistence-threshold"),
                          f.persistenceThreshold, c.paramPersistenceThreshold,
                          "--stage3-param-persistence-threshold",
                          "zero_optimization.stage3_param_persistence_threshold"))
     return std::move(e);
   size(s.prefetchBucketSize, c.prefetchBucketSize, "zero_optimization.stage3_prefetch_bucket_size");
   size(s.maxLiveParameters, c.maxLiveParameters, "zero_optimization.stage3_max_live_parameters");
-  if (Error e = merge(s.overlapComm, flags.overlapComm, f.overlapComm, c.overlapComm,
+  if (Error e = merge(s.overlapComm, flags.given("overlap-comm"), f.overlapComm, c.overlapComm,
                       "--overlap-comm", "zero_optimization.overlap_comm", path))
     return std::move(e);
   if (c.activationCheckpointing) {
-    if (flags.recompute && f.recompute != "layer")
+    if (flags.given("recompute") && f.recompute != "layer")
       return fail("--recompute " + f.recompute + " conflicts with activation_checkpointing in " +
                   path + " (DeepSpeed's checkpointing of each block: --recompute layer); give "
                   "one of them");
@@ -244,13 +244,13 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   }
   if (c.offloadOptimizer) {
     std::optional<std::string> device = c.offloadOptimizer->device;
-    if (Error e = merge(s.offloadOptimizer, flags.offloadOptimizer, f.offloadOptimizer, device,
+    if (Error e = merge(s.offloadOptimizer, flags.given("offload-optimizer"), f.offloadOptimizer, device,
                         "--offload-optimizer", "zero_optimization.offload_optimizer.device", path))
       return std::move(e);
   }
   if (c.offloadParam) {
     std::optional<std::string> device = c.offloadParam->device;
-    if (Error e = merge(s.offloadParam, flags.offloadParam, f.offloadParam, device,
+    if (Error e = merge(s.offloadParam, flags.given("offload-param"), f.offloadParam, device,
                         "--offload-param", "zero_optimization.offload_param.device", path))
       return std::move(e);
   }

@@ -15,6 +15,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -53,16 +54,12 @@ struct Settings {
   std::string offloadParam = "none"; // stage 3, with offloadOptimizer cpu
 };
 
-/// What the flags say; |given| tells which were on the command line.
+/// What the flags say, and which were on the command line: |given| asks
+/// the option itself (zcc: cl::opt's occurrence count), by its name without
+/// dashes ("zero-stage"; "betas" for beta1 and beta2).
 struct FlagValues {
   Settings settings;
-  bool microBatch = false, gradAccum = false, precision = false, optimizer = false, lr = false,
-       betas = false, eps = false, weightDecay = false, momentum = false, nesterov = false,
-       gradClip = false, lossScale = false, minLossScale = false, initialScalePower = false,
-       lossScaleWindow = false, hysteresis = false, consecutiveHysteresis = false,
-       zeroStage = false, worldSize = false, reduceBucketSize = false,
-       allgatherBucketSize = false, persistenceThreshold = false, overlapComm = false,
-       recompute = false, offloadOptimizer = false, offloadParam = false;
+  std::function<bool(llvm::StringRef flag)> given = [](llvm::StringRef) { return false; };
 };
 
 /// Merges the flags with |config| (if any) and checks the result. Warnings

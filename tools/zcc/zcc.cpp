@@ -37,6 +37,9 @@ using namespace mlir;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory zccCategory("zcc options");
+/// The flags' defaults: zcc::Settings's (one place, shared with the
+/// DeepSpeed config merge).
+static const zcc::Settings kDefaults;
 static cl::OptionCategory irCategory("IR inspection (MLIR's options, applied to zcc's pipeline)");
 
 /// libLLVM registers hundreds of backend options; --help shows zcc's own and
@@ -78,50 +81,52 @@ static cl::opt<std::string> precisionKind(
     "precision",
     cl::desc("fp32; bf16: bfloat16 compute with float32 master weights and optimizer state; "
              "fp16: float16 compute, float32 masters, dynamic loss scaling"),
-    cl::value_desc("fp32|bf16|fp16"), cl::init("fp32"), cl::cat(zccCategory));
+    cl::value_desc("fp32|bf16|fp16"), cl::init(kDefaults.precision), cl::cat(zccCategory));
 // DeepSpeed's fp16 section, flag by flag.
 static cl::opt<double> lossScale(
-    "loss-scale", cl::desc("fp16: a static loss scale; 0 (default) = dynamic"), cl::init(0.0),
+    "loss-scale", cl::desc("fp16: a static loss scale; 0 (default) = dynamic"),
+    cl::init(kDefaults.lossScale),
     cl::cat(zccCategory));
 static cl::opt<int> initialScalePower(
     "initial-scale-power", cl::desc("fp16: the dynamic loss scale starts at 2^N (default 16)"),
-    cl::init(16), cl::cat(zccCategory));
+    cl::init(kDefaults.initialScalePower), cl::cat(zccCategory));
 static cl::opt<int> lossScaleWindow(
     "loss-scale-window",
     cl::desc("fp16: steps without overflow before the scale doubles (default 1000)"),
-    cl::init(1000), cl::cat(zccCategory));
+    cl::init(kDefaults.lossScaleWindow), cl::cat(zccCategory));
 static cl::opt<int> hysteresis(
     "hysteresis", cl::desc("fp16: overflows tolerated before the scale halves (default 2)"),
-    cl::init(2), cl::cat(zccCategory));
+    cl::init(kDefaults.hysteresis), cl::cat(zccCategory));
 static cl::opt<bool> consecutiveHysteresis(
     "consecutive-hysteresis",
-    cl::desc("fp16: refill the hysteresis after every step without overflow"), cl::init(false),
+    cl::desc("fp16: refill the hysteresis after every step without overflow"),
+    cl::init(kDefaults.consecutiveHysteresis),
     cl::cat(zccCategory));
 static cl::opt<double> minLossScale("min-loss-scale",
                                     cl::desc("fp16: the scale never goes below this (default 1)"),
-                                    cl::init(1.0), cl::cat(zccCategory));
+                                    cl::init(kDefaults.minLossScale), cl::cat(zccCategory));
 static cl::opt<int64_t> zeroStage("zero-stage",
                                   cl::desc("ZeRO stage 0-3 (DeepSpeed's zero_optimization.stage)"),
-                                  cl::init(0), cl::cat(zccCategory));
+                                  cl::init(kDefaults.zeroStage), cl::cat(zccCategory));
 static cl::opt<int64_t> worldSize("world-size",
                                   cl::desc("data-parallel ranks the plan is compiled for"),
-                                  cl::init(1), cl::cat(zccCategory));
+                                  cl::init(kDefaults.worldSize), cl::cat(zccCategory));
 static cl::opt<int64_t> reduceBucketSize(
     "reduce-bucket-size", cl::desc("elements per gradient bucket (default 5e8, DeepSpeed's)"),
-    cl::init(500000000), cl::cat(zccCategory));
+    cl::init(kDefaults.reduceBucketSize), cl::cat(zccCategory));
 static cl::opt<int64_t> allgatherBucketSize(
     "allgather-bucket-size",
     cl::desc("elements per parameter all-gather in stages 1-2 (default 5e8)"),
-    cl::init(500000000), cl::cat(zccCategory));
+    cl::init(kDefaults.allgatherBucketSize), cl::cat(zccCategory));
 static cl::opt<int64_t> persistenceThreshold(
     "stage3-param-persistence-threshold",
     cl::desc("stage 3: parameters with fewer elements stay whole on every rank (default 1e5)"),
-    cl::init(100000), cl::cat(zccCategory));
+    cl::init(kDefaults.persistenceThreshold), cl::cat(zccCategory));
 static cl::opt<bool> overlapComm(
     "overlap-comm",
     cl::desc("overlap collectives with compute: gradient reductions with the backward, stage-3 "
              "parameter prefetch (DeepSpeed's overlap_comm)"),
-    cl::init(false), cl::cat(zccCategory));
+    cl::init(kDefaults.overlapComm), cl::cat(zccCategory));
 static cl::opt<std::string> target(
     "target", cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
     cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(zccCategory));
@@ -135,7 +140,8 @@ static cl::opt<std::string> recomputeMode(
     cl::desc("activation checkpointing: none (default), layer (each repeated block, as "
              "HuggingFace's gradient_checkpointing), selective (cheap ops from saved matmul "
              "outputs), auto (the cheapest of these whose plan fits --memory-budget)"),
-    cl::value_desc("none|layer|selective|auto"), cl::init("none"), cl::cat(zccCategory));
+    cl::value_desc("none|layer|selective|auto"), cl::init(kDefaults.recompute),
+    cl::cat(zccCategory));
 /// The CUDA backend's fixed device allocation besides the arenas
 /// (runtime/cuda/CudaExecutor.cu: the cuBLASLt workspace).
 constexpr int64_t kCudaWorkspaceBytes = 32 << 20;
@@ -154,13 +160,13 @@ static cl::opt<std::string> offloadOptimizer(
     "offload-optimizer",
     cl::desc("ZeRO-Offload (stages 1-3): none (default), or cpu: the AdamW/SGD state in pinned "
              "host memory and its update on the host (DeepSpeed's offload_optimizer)"),
-    cl::value_desc("none|cpu"), cl::init("none"), cl::cat(zccCategory));
+    cl::value_desc("none|cpu"), cl::init(kDefaults.offloadOptimizer), cl::cat(zccCategory));
 static cl::opt<std::string> offloadParam(
     "offload-param",
     cl::desc("stage 3, with --offload-optimizer cpu: none (default), or cpu: the partitioned "
              "parameter shards in pinned host memory, copied to the device ahead of each "
              "all-gather (DeepSpeed's offload_param)"),
-    cl::value_desc("none|cpu"), cl::init("none"), cl::cat(zccCategory));
+    cl::value_desc("none|cpu"), cl::init(kDefaults.offloadParam), cl::cat(zccCategory));
 static cl::opt<std::string> weightsMode(
     "weights",
     cl::desc("embed (default): the plan carries the model's initial weights; external: it "
@@ -174,31 +180,31 @@ static cl::opt<std::string> deepspeedConfig(
     cl::value_desc("FILE.json"), cl::cat(zccCategory));
 static cl::opt<std::string> optimizerKind(
     "optimizer", cl::desc("optimizer of the training step"), cl::value_desc("adamw|sgd"),
-    cl::init("adamw"), cl::cat(zccCategory));
+    cl::init(kDefaults.optimizer), cl::cat(zccCategory));
 static cl::opt<double> sgdMomentum("momentum", cl::desc("SGD momentum (default 0)"),
-                                   cl::init(0.0), cl::cat(zccCategory));
+                                   cl::init(kDefaults.momentum), cl::cat(zccCategory));
 static cl::opt<bool> sgdNesterov("nesterov", cl::desc("SGD with Nesterov momentum"),
-                                 cl::init(false), cl::cat(zccCategory));
+                                 cl::init(kDefaults.nesterov), cl::cat(zccCategory));
 static cl::opt<double> learningRate("lr", cl::desc("base learning rate (zrun train --lr overrides)"),
-                                    cl::init(1e-3), cl::cat(zccCategory));
+                                    cl::init(kDefaults.lr), cl::cat(zccCategory));
 static cl::opt<std::string> betas("betas", cl::desc("AdamW betas"), cl::value_desc("B1,B2"),
                                   cl::init("0.9,0.999"), cl::cat(zccCategory));
-static cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
+static cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon"), cl::init(kDefaults.eps),
                                cl::cat(zccCategory));
 static cl::opt<double> weightDecay(
     "weight-decay",
     cl::desc("weight decay: decoupled for AdamW (default 0.01), L2 for SGD (default 0), "
              "as in PyTorch"),
-    cl::init(0.01), cl::cat(zccCategory));
+    cl::init(kDefaults.weightDecay), cl::cat(zccCategory));
 static cl::opt<double> gradClip("grad-clip",
                                 cl::desc("clip gradients to this global L2 norm (0: off)"),
-                                cl::init(0.0), cl::cat(zccCategory));
+                                cl::init(kDefaults.gradClip), cl::cat(zccCategory));
 static cl::opt<int64_t> gradAccum("grad-accum",
                                   cl::desc("micro-steps accumulated per optimizer step"),
-                                  cl::init(1), cl::cat(zccCategory));
+                                  cl::init(kDefaults.gradAccum), cl::cat(zccCategory));
 static cl::opt<int64_t> microBatch(
     "micro-batch", cl::desc("bind the leading (batch) dimension of the graph inputs, per rank"),
-    cl::value_desc("N"), cl::init(0), cl::cat(zccCategory));
+    cl::value_desc("N"), cl::init(kDefaults.microBatch), cl::cat(zccCategory));
 static cl::list<std::string> inputShapes(
     "input-shape", cl::desc("static shape of a graph input, e.g. input_ids=4x1024 (repeatable)"),
     cl::value_desc("NAME=AxB"), cl::cat(zccCategory));
@@ -368,6 +374,11 @@ int main(int argc, char **argv) {
   }
   // The flags, then the DeepSpeed config merged in (Settings.cpp).
   zcc::FlagValues flags;
+  flags.given = [](StringRef name) {
+    auto &options = cl::getRegisteredOptions();
+    auto it = options.find(name);
+    return it != options.end() && it->second->getNumOccurrences() > 0;
+  };
   {
     zcc::Settings &f = flags.settings;
     auto [b1, b2] = StringRef(betas).split(',');
@@ -399,41 +410,15 @@ int main(int argc, char **argv) {
     f.lossScaleWindow = lossScaleWindow;
     f.hysteresis = hysteresis;
     f.consecutiveHysteresis = consecutiveHysteresis;
-    flags.microBatch = microBatch.getNumOccurrences();
-    flags.gradAccum = gradAccum.getNumOccurrences();
-    flags.precision = precisionKind.getNumOccurrences();
-    flags.optimizer = optimizerKind.getNumOccurrences();
-    flags.lr = learningRate.getNumOccurrences();
-    flags.betas = betas.getNumOccurrences();
-    flags.eps = adamEps.getNumOccurrences();
-    flags.weightDecay = weightDecay.getNumOccurrences();
-    flags.momentum = sgdMomentum.getNumOccurrences();
-    flags.nesterov = sgdNesterov.getNumOccurrences();
-    flags.gradClip = gradClip.getNumOccurrences();
-    flags.lossScale = lossScale.getNumOccurrences();
-    flags.minLossScale = minLossScale.getNumOccurrences();
-    flags.initialScalePower = initialScalePower.getNumOccurrences();
-    flags.lossScaleWindow = lossScaleWindow.getNumOccurrences();
-    flags.hysteresis = hysteresis.getNumOccurrences();
-    flags.consecutiveHysteresis = consecutiveHysteresis.getNumOccurrences();
     f.zeroStage = zeroStage;
     f.worldSize = worldSize;
-    flags.zeroStage = zeroStage.getNumOccurrences();
-    flags.worldSize = worldSize.getNumOccurrences();
     f.reduceBucketSize = reduceBucketSize;
     f.allgatherBucketSize = allgatherBucketSize;
     f.persistenceThreshold = persistenceThreshold;
-    flags.reduceBucketSize = reduceBucketSize.getNumOccurrences();
-    flags.allgatherBucketSize = allgatherBucketSize.getNumOccurrences();
-    flags.persistenceThreshold = persistenceThreshold.getNumOccurrences();
     f.overlapComm = overlapComm;
-    flags.overlapComm = overlapComm.getNumOccurrences();
     f.recompute = recomputeMode;
-    flags.recompute = recomputeMode.getNumOccurrences();
     f.offloadOptimizer = offloadOptimizer;
-    flags.offloadOptimizer = offloadOptimizer.getNumOccurrences();
     f.offloadParam = offloadParam;
-    flags.offloadParam = offloadParam.getNumOccurrences();
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
