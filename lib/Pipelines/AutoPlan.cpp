@@ -22,10 +22,9 @@ std::string describe(const zcc::AutoCandidate &c) {
 }
 } // namespace
 
-FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported,
-                                                     const AutoPlanRequest &r,
-                                                     CompileCandidate compile,
-                                                     PlannedPeak peak, llvm::raw_ostream &log) {
+FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const AutoPlanRequest &r,
+                                                     CompileCandidate compile, PlannedPeak peak,
+                                                     llvm::raw_ostream &log) {
   // Estimated step time, relative to the plain plan: recompute selective
   // ~5% and layer ~33% more compute; offloading the optimizer (stages 1-3)
   // ~25% (PCIe copies and a CPU AdamW where the GPU would otherwise wait),
@@ -41,9 +40,9 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported,
   std::vector<std::pair<std::string, double>> offloads = {
       {"none", 1.0}, {"cpu", 1.25}, {"cpu+param", 1.35}};
   if (r.offloadFixed)
-    offloads = {{r.offloadOptimizer == "cpu" ? (r.offloadParam == "cpu" ? "cpu+param" : "cpu")
-                                             : "none",
-                 1.0}};
+    offloads = {
+        {r.offloadOptimizer == "cpu" ? (r.offloadParam == "cpu" ? "cpu+param" : "cpu") : "none",
+         1.0}};
   std::vector<AutoCandidate> candidates;
   for (int64_t stage : stages)
     for (auto &[policy, cost] : policies)
@@ -51,9 +50,8 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported,
         if ((offload == "none" || stage >= 1) && (offload != "cpu+param" || stage == 3))
           candidates.push_back({stage, policy, offload,
                                 cost * offloadCost * (stage == 3 ? 1.1 : 1.0) + stage * 1e-3});
-  llvm::stable_sort(candidates, [](const AutoCandidate &a, const AutoCandidate &b) {
-    return a.cost < b.cost;
-  });
+  llvm::stable_sort(candidates,
+                    [](const AutoCandidate &a, const AutoCandidate &b) { return a.cost < b.cost; });
 
   AutoCandidate *smallest = nullptr;
   for (AutoCandidate &c : candidates) {
@@ -70,14 +68,14 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported,
       continue;
     log << "zcc: --auto: chose " << describe(c) << ": the fastest of " << candidates.size()
         << " candidates whose planned peak fits " << zrt::showByteSize(r.budget) << "\n";
-    (*m)->setAttr("zero.auto", Builder(m->getContext())
-                                   .getStringAttr(describe(c) + ": the fastest candidate that fits"));
+    (*m)->setAttr(
+        "zero.auto",
+        Builder(m->getContext()).getStringAttr(describe(c) + ": the fastest candidate that fits"));
     return m;
   }
   log << "zcc: error: --auto: no plan fits --memory-budget " << zrt::showByteSize(r.budget)
       << ": the smallest (" << describe(*smallest) << ") needs "
-      << zrt::showByteSize(smallest->peak) << ", "
-      << zrt::showByteSize(smallest->peak - r.budget)
+      << zrt::showByteSize(smallest->peak) << ", " << zrt::showByteSize(smallest->peak - r.budget)
       << " more; raise the budget, add ranks (--world-size), or lower --micro-batch\n";
   return failure();
 }

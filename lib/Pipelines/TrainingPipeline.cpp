@@ -24,22 +24,30 @@ using namespace mlir;
 
 llvm::StringRef zcc::stringify(Precision p) {
   switch (p) {
-  case Precision::FP32: return "fp32";
-  case Precision::BF16: return "bf16";
-  case Precision::FP16: return "fp16";
+  case Precision::FP32:
+    return "fp32";
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
   }
   return "fp32";
 }
 llvm::StringRef zcc::stringify(Target t) { return t == Target::CUDA ? "cuda" : "cpu"; }
 llvm::StringRef zcc::stringify(RecomputePolicy r) {
   switch (r) {
-  case RecomputePolicy::None: return "none";
-  case RecomputePolicy::Layer: return "layer";
-  case RecomputePolicy::Selective: return "selective";
+  case RecomputePolicy::None:
+    return "none";
+  case RecomputePolicy::Layer:
+    return "layer";
+  case RecomputePolicy::Selective:
+    return "selective";
   }
   return "none";
 }
-llvm::StringRef zcc::stringify(OptimizerKind o) { return o == OptimizerKind::SGD ? "sgd" : "adamw"; }
+llvm::StringRef zcc::stringify(OptimizerKind o) {
+  return o == OptimizerKind::SGD ? "sgd" : "adamw";
+}
 llvm::StringRef zcc::stringify(OffloadDevice d) { return d == OffloadDevice::CPU ? "cpu" : "none"; }
 
 void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {

@@ -177,8 +177,8 @@ Status runAttentionGradF32(const KernelCall &c) {
         double rowLse = lse[a.lseAt(b, h, i)];
         if (rowLse == INFINITY)
           continue; // an all -inf row: its probabilities are 0
-        const float *qi = q + a.qAt(b, i, h), *gi = g + a.oAt(b, i, h),
-                    *oi = out + a.oAt(b, i, h), *bi = bias + a.biasRow(b, h, i);
+        const float *qi = q + a.qAt(b, i, h), *gi = g + a.oAt(b, i, h), *oi = out + a.oAt(b, i, h),
+                    *bi = bias + a.biasRow(b, h, i);
         double rowD = 0;
         for (int64_t d = 0; d < a.d; ++d)
           rowD += (double)gi[d] * oi[d];

@@ -30,30 +30,29 @@ template <typename T, typename R, typename Fn> void binaryLoop(const KernelCall 
     });
     return;
   }
-  forEachBroadcast<2>(c.out[0].shape, {c.in[0].shape, c.in[1].shape},
-                      [&](int64_t k, const std::array<int64_t, 2> &off) {
-                        o[k] = fn(a[off[0]], b[off[1]]);
-                      });
+  forEachBroadcast<2>(
+      c.out[0].shape, {c.in[0].shape, c.in[1].shape},
+      [&](int64_t k, const std::array<int64_t, 2> &off) { o[k] = fn(a[off[0]], b[off[1]]); });
 }
 
-#define ZRT_ARITH(NAME, EXPR)                                                              \
-  std::string check##NAME(const KernelCall &c) {                                           \
-    return checkBinary(c, {DType::F32, DType::BF16, DType::F16, DType::I64}, false);       \
-  }                                                                                        \
-  Status run##NAME(const KernelCall &c) {                                                  \
-    if (c.in[0].dtype == DType::I64) {                                                     \
-      binaryLoop<int64_t, int64_t>(c, [](int64_t x, int64_t y) { return EXPR; });          \
-      return Status::ok();                                                                 \
-    }                                                                                      \
-    return dispatchFloat(c.in[0].dtype, [&](auto tag) {                                    \
-      using T = decltype(tag);                                                             \
-      binaryLoop<T, T>(c, [](float x, float y) -> float { return EXPR; });                 \
-      return Status::ok();                                                                 \
-    });                                                                                    \
+#define ZRT_ARITH(NAME, EXPR)                                                                      \
+  std::string check##NAME(const KernelCall &c) {                                                   \
+    return checkBinary(c, {DType::F32, DType::BF16, DType::F16, DType::I64}, false);               \
+  }                                                                                                \
+  Status run##NAME(const KernelCall &c) {                                                          \
+    if (c.in[0].dtype == DType::I64) {                                                             \
+      binaryLoop<int64_t, int64_t>(c, [](int64_t x, int64_t y) { return EXPR; });                  \
+      return Status::ok();                                                                         \
+    }                                                                                              \
+    return dispatchFloat(c.in[0].dtype, [&](auto tag) {                                            \
+      using T = decltype(tag);                                                                     \
+      binaryLoop<T, T>(c, [](float x, float y) -> float { return EXPR; });                         \
+      return Status::ok();                                                                         \
+    });                                                                                            \
   }
 ZRT_ARITH(Add, x + y)
 ZRT_ARITH(Sub, x - y)
-ZRT_ARITH(Mul, x * y)
+ZRT_ARITH(Mul, x *y)
 ZRT_ARITH(Max, std::max(x, y))
 ZRT_ARITH(Min, std::min(x, y))
 #undef ZRT_ARITH
@@ -102,12 +101,18 @@ template <typename T> void cmpLoop(const KernelCall &c) {
   using V = std::conditional_t<std::is_same_v<T, BF16> || std::is_same_v<T, F16>, float, T>;
   binaryLoop<T, uint8_t>(c, [p](V x, V y) -> uint8_t {
     switch (p) {
-    case 0: return x == y;
-    case 1: return x != y;
-    case 2: return x < y;
-    case 3: return x <= y;
-    case 4: return x > y;
-    default: return x >= y;
+    case 0:
+      return x == y;
+    case 1:
+      return x != y;
+    case 2:
+      return x < y;
+    case 3:
+      return x <= y;
+    case 4:
+      return x > y;
+    default:
+      return x >= y;
     }
   });
 }
@@ -131,8 +136,7 @@ std::string checkWhere(const KernelCall &c) {
       dtypeSize(a.dtype) == 0)
     return "expects a bool condition and two values of the result type";
   Shape s1, s;
-  if (!broadcastShape(a.shape, b.shape, s1) || !broadcastShape(cond.shape, s1, s) ||
-      s != o.shape)
+  if (!broadcastShape(a.shape, b.shape, s1) || !broadcastShape(cond.shape, s1, s) || s != o.shape)
     return "shapes do not broadcast to " + describe(o);
   return "";
 }
@@ -160,10 +164,10 @@ template <typename Fn> Status unaryF32(const KernelCall &c, Fn fn) {
   });
 }
 
-#define ZRT_UNARY(NAME, EXPR)                                                              \
-  std::string check##NAME(const KernelCall &c) { return checkUnaryFloat(c); }              \
-  Status run##NAME(const KernelCall &c) {                                                  \
-    return unaryF32(c, [](float x) -> float { return EXPR; });                             \
+#define ZRT_UNARY(NAME, EXPR)                                                                      \
+  std::string check##NAME(const KernelCall &c) { return checkUnaryFloat(c); }                      \
+  Status run##NAME(const KernelCall &c) {                                                          \
+    return unaryF32(c, [](float x) -> float { return EXPR; });                                     \
   }
 ZRT_UNARY(Neg, -x)
 ZRT_UNARY(Abs, std::fabs(x))
@@ -203,9 +207,9 @@ Status runGelu(const KernelCall &c) {
       const float k = 0.7978845608028654f; // sqrt(2/pi)
       return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
     });
-  return unaryF32(c, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
+  return unaryF32(c,
+                  [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
 }
-
 
 bool castable(DType d) {
   return d == DType::F32 || isNarrowFloat(d) || d == DType::F64 || d == DType::I64 ||
@@ -220,13 +224,21 @@ std::string checkCast(const KernelCall &c) {
 }
 double loadAsDouble(const TensorRef &t, int64_t k) {
   switch (t.dtype) {
-  case DType::F32: return t.as<float>()[k];
-  case DType::BF16: case DType::F16: return loadNarrow(t, k);
-  case DType::F64: return t.as<double>()[k];
-  case DType::I64: return (double)t.as<int64_t>()[k];
-  case DType::I32: return t.as<int32_t>()[k];
-  case DType::Bool: return t.as<uint8_t>()[k];
-  default: return 0;
+  case DType::F32:
+    return t.as<float>()[k];
+  case DType::BF16:
+  case DType::F16:
+    return loadNarrow(t, k);
+  case DType::F64:
+    return t.as<double>()[k];
+  case DType::I64:
+    return (double)t.as<int64_t>()[k];
+  case DType::I32:
+    return t.as<int32_t>()[k];
+  case DType::Bool:
+    return t.as<uint8_t>()[k];
+  default:
+    return 0;
   }
 }
 Status runCast(const KernelCall &c) {
@@ -238,13 +250,27 @@ Status runCast(const KernelCall &c) {
     }
     double v = loadAsDouble(x, k);
     switch (y.dtype) {
-    case DType::F32: y.as<float>()[k] = (float)v; break;
-    case DType::BF16: case DType::F16: storeNarrow(y, k, (float)v); break;
-    case DType::F64: y.as<double>()[k] = v; break;
-    case DType::I64: y.as<int64_t>()[k] = x.dtype == DType::I32 ? x.as<int32_t>()[k] : (int64_t)v; break;
-    case DType::I32: y.as<int32_t>()[k] = (int32_t)v; break;
-    case DType::Bool: y.as<uint8_t>()[k] = v != 0; break;
-    default: break;
+    case DType::F32:
+      y.as<float>()[k] = (float)v;
+      break;
+    case DType::BF16:
+    case DType::F16:
+      storeNarrow(y, k, (float)v);
+      break;
+    case DType::F64:
+      y.as<double>()[k] = v;
+      break;
+    case DType::I64:
+      y.as<int64_t>()[k] = x.dtype == DType::I32 ? x.as<int32_t>()[k] : (int64_t)v;
+      break;
+    case DType::I32:
+      y.as<int32_t>()[k] = (int32_t)v;
+      break;
+    case DType::Bool:
+      y.as<uint8_t>()[k] = v != 0;
+      break;
+    default:
+      break;
     }
   }
   return Status::ok();
@@ -260,10 +286,17 @@ Status runCast(const KernelCall &c) {
 /// bfloat16; anything else is not a float a step rounds to.
 bool stepType(int64_t code, DType &out) {
   switch (code) {
-  case plan::F32: out = DType::F32; return true;
-  case plan::F16: out = DType::F16; return true;
-  case plan::BF16: out = DType::BF16; return true;
-  default: return false;
+  case plan::F32:
+    out = DType::F32;
+    return true;
+  case plan::F16:
+    out = DType::F16;
+    return true;
+  case plan::BF16:
+    out = DType::BF16;
+    return true;
+  default:
+    return false;
   }
 }
 DType planFloatType(int64_t code) {
@@ -336,12 +369,24 @@ Status runElementwise(const KernelCall &c) {
         const int64_t *step = &c.ints[2 + 4 * s];
         float a = v[step[1]], b = step[2] >= 0 ? v[step[2]] : 0.0f, r;
         switch (step[0]) {
-        case (int64_t)ElementwiseOpcode::Add: r = a + b; break;
-        case (int64_t)ElementwiseOpcode::Sub: r = a - b; break;
-        case (int64_t)ElementwiseOpcode::Mul: r = a * b; break;
-        case (int64_t)ElementwiseOpcode::Div: r = a / b; break;
-        case (int64_t)ElementwiseOpcode::Neg: r = -a; break;
-        default: r = a; break;
+        case (int64_t)ElementwiseOpcode::Add:
+          r = a + b;
+          break;
+        case (int64_t)ElementwiseOpcode::Sub:
+          r = a - b;
+          break;
+        case (int64_t)ElementwiseOpcode::Mul:
+          r = a * b;
+          break;
+        case (int64_t)ElementwiseOpcode::Div:
+          r = a / b;
+          break;
+        case (int64_t)ElementwiseOpcode::Neg:
+          r = -a;
+          break;
+        default:
+          r = a;
+          break;
         }
         v[inputs + s] = round(r, planFloatType(step[3]));
       }
@@ -440,7 +485,6 @@ Status runGeluGradF32(const KernelCall &c) {
   return Status::ok();
 }
 
-
 std::string checkFill(const KernelCall &c) {
   if (auto e = arity(c, 0, 1); !e.empty())
     return e;
@@ -452,10 +496,14 @@ std::string checkFill(const KernelCall &c) {
 Status runFill(const KernelCall &c) {
   const TensorRef &y = c.out[0];
   for (int64_t k = 0, n = y.numel(); k < n; ++k) {
-    if (y.dtype == DType::F32) y.as<float>()[k] = (float)c.floats[0];
-    else if (isNarrowFloat(y.dtype)) storeNarrow(y, k, (float)c.floats[0]);
-    else if (y.dtype == DType::F64) y.as<double>()[k] = c.floats[0];
-    else y.as<int64_t>()[k] = (int64_t)c.floats[0];
+    if (y.dtype == DType::F32)
+      y.as<float>()[k] = (float)c.floats[0];
+    else if (isNarrowFloat(y.dtype))
+      storeNarrow(y, k, (float)c.floats[0]);
+    else if (y.dtype == DType::F64)
+      y.as<double>()[k] = c.floats[0];
+    else
+      y.as<int64_t>()[k] = (int64_t)c.floats[0];
   }
   return Status::ok();
 }

@@ -109,15 +109,14 @@ Status viaFloat32(const KernelCall &c, Status (*run)(const KernelCall &)) {
 std::string arity(const KernelCall &c, size_t nin, size_t nout) {
   if (c.in.size() != nin || c.out.size() != nout) {
     std::ostringstream os;
-    os << "expects " << nin << " inputs and " << nout << " outputs, got " << c.in.size()
-       << " and " << c.out.size();
+    os << "expects " << nin << " inputs and " << nout << " outputs, got " << c.in.size() << " and "
+       << c.out.size();
     return os.str();
   }
   return "";
 }
 
-std::string checkBinary(const KernelCall &c, std::initializer_list<DType> dtypes,
-                        bool boolResult) {
+std::string checkBinary(const KernelCall &c, std::initializer_list<DType> dtypes, bool boolResult) {
   if (auto e = arity(c, 2, 1); !e.empty())
     return e;
   const TensorRef &a = c.in[0], &b = c.in[1], &o = c.out[0];
@@ -127,8 +126,7 @@ std::string checkBinary(const KernelCall &c, std::initializer_list<DType> dtypes
     return "wrong result type " + describe(o);
   Shape s;
   if (!broadcastShape(a.shape, b.shape, s) || s != o.shape)
-    return "shapes " + describe(a) + " and " + describe(b) + " do not broadcast to " +
-           describe(o);
+    return "shapes " + describe(a) + " and " + describe(b) + " do not broadcast to " + describe(o);
   return "";
 }
 
@@ -246,7 +244,6 @@ private:
   uint64_t generation_ = 0;
   bool stop_ = false;
 };
-
 
 } // namespace
 

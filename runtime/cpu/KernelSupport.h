@@ -22,8 +22,8 @@
 
 namespace zrt::cpu {
 
-#define ZRT_KERNEL(Id, Name)                                                               \
-  std::string check##Id(const KernelCall &c);                                              \
+#define ZRT_KERNEL(Id, Name)                                                                       \
+  std::string check##Id(const KernelCall &c);                                                      \
   Status run##Id(const KernelCall &c);
 #include "kernels/Kernels.def"
 
@@ -79,7 +79,6 @@ void forEachBroadcast(const Shape &out, const std::array<Shape, N> &ins, Fn fn) 
   }
 }
 
-
 inline int64_t numelOf(const Shape &s) {
   int64_t n = 1;
   for (int64_t d : s)
@@ -123,11 +122,11 @@ struct F16 {
     uint32_t x;
     std::memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7fffffff;
-    if (ax > 0x7f800000) {        // NaN
+    if (ax > 0x7f800000) { // NaN
       bits = (uint16_t)(sign | 0x7e00);
     } else if (ax >= 0x477ff000) { // >= 65520 rounds to infinity
       bits = (uint16_t)(sign | 0x7c00);
-    } else if (ax < 0x38800000) {  // below 2^-14: subnormal or zero
+    } else if (ax < 0x38800000) { // below 2^-14: subnormal or zero
       uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
       int shift = 126 - (int)e;
       if (shift > 24) {
@@ -159,7 +158,6 @@ struct F16 {
   }
 };
 
-
 inline bool isFloatStorage(DType d) {
   return d == DType::F32 || d == DType::BF16 || d == DType::F16;
 }
@@ -188,8 +186,7 @@ Status viaFloat32(const KernelCall &c, Status (*run)(const KernelCall &));
 //===----------------------------------------------------------------------===//
 
 std::string arity(const KernelCall &c, size_t nin, size_t nout);
-std::string checkBinary(const KernelCall &c, std::initializer_list<DType> dtypes,
-                        bool boolResult);
+std::string checkBinary(const KernelCall &c, std::initializer_list<DType> dtypes, bool boolResult);
 std::string checkUnary(const KernelCall &c, DType dtype);
 /// One float storage type (float32 or bfloat16) in and out, one shape.
 std::string checkUnaryFloat(const KernelCall &c);

@@ -78,8 +78,7 @@ std::string checkSlice(const KernelCall &c) {
   if (auto e = arity(c, 1, 1); !e.empty())
     return e;
   const Shape &in = c.in[0].shape, &out = c.out[0].shape;
-  if (c.ints.size() != 2 * in.size() || out.size() != in.size() ||
-      c.in[0].dtype != c.out[0].dtype)
+  if (c.ints.size() != 2 * in.size() || out.size() != in.size() || c.in[0].dtype != c.out[0].dtype)
     return "expects start and stride per dimension";
   for (size_t d = 0; d < in.size(); ++d) {
     int64_t start = c.ints[d], stride = c.ints[in.size() + d];

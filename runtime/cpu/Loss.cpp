@@ -12,7 +12,6 @@
 
 namespace zrt::cpu {
 
-
 /// The parts of a stable log-sum-exp over one row of logits: its maximum and
 /// the sum of exp(x - max). cross_entropy and its gradient share it so both
 /// see the same numbers.
@@ -39,8 +38,8 @@ static std::string checkCrossEntropyInts(const KernelCall &c) {
   if (c.ints.size() != 1 && c.ints.size() != 2)
     return "expects 1 or 2 integer attributes (ignore_index, classes), got " +
            std::to_string(c.ints.size());
-  if (c.ints.size() == 2 && (c.in[0].shape.empty() || c.ints[1] < 1 ||
-                             c.ints[1] > c.in[0].shape.back()))
+  if (c.ints.size() == 2 &&
+      (c.in[0].shape.empty() || c.ints[1] < 1 || c.ints[1] > c.in[0].shape.back()))
     return "classes " + std::to_string(c.ints[1]) + " is not in [1, the logits' last dimension]";
   return "";
 }

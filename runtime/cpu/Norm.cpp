@@ -191,8 +191,8 @@ Status softmaxGradImpl(const KernelCall &c, bool log) {
       int64_t base = o * dim * inner + i;
       double dot = 0;
       for (int64_t j = 0; j < dim; ++j)
-        dot += log ? (double)g[base + j * inner]
-                   : (double)g[base + j * inner] * y[base + j * inner];
+        dot +=
+            log ? (double)g[base + j * inner] : (double)g[base + j * inner] * y[base + j * inner];
       for (int64_t j = 0; j < dim; ++j) {
         int64_t k = base + j * inner;
         dx[k] = (float)(log ? g[k] - std::exp((double)y[k]) * dot : y[k] * (g[k] - dot));

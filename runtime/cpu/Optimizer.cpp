@@ -41,7 +41,8 @@ std::string checkAdamw(const KernelCall &c) {
   if (c.floats.size() != 4)
     return "expects [beta1, beta2, eps, weight_decay]";
   const Shape &s = c.in[0].shape;
-  for (const TensorRef *t : {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1], &c.out[2]})
+  for (const TensorRef *t :
+       {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1], &c.out[2]})
     if (t->dtype != DType::F32 || t->shape != s)
       return "expects float32 parameter, gradient, moments and results of one shape";
   for (const TensorRef *t : {&c.in[4], &c.in[5]})

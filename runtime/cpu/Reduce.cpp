@@ -51,10 +51,19 @@ Status runReduce(const KernelCall &c) {
     double v = isNarrowFloat(x.dtype) ? loadNarrow(x, k) : x.as<float>()[k];
     double &a = acc[off[0]];
     switch (kind) {
-    case 0: case 1: a += v; break;
-    case 2: a = std::max(a, v); break;
-    case 3: a = std::min(a, v); break;
-    default: a *= v; break;
+    case 0:
+    case 1:
+      a += v;
+      break;
+    case 2:
+      a = std::max(a, v);
+      break;
+    case 3:
+      a = std::min(a, v);
+      break;
+    default:
+      a *= v;
+      break;
     }
   });
   for (int64_t k = 0; k < n; ++k) {

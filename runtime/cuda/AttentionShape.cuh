@@ -49,7 +49,9 @@ struct Dims {
   }
   /// Row |row| of an operand of layout |which|.
   __host__ __device__ int64_t at(Rows which, int64_t bi, int64_t row, int64_t hi) const {
-    return which == Rows::Q ? qAt(bi, row, hi) : which == Rows::K ? kAt(bi, row, hi) : oAt(bi, row, hi);
+    return which == Rows::Q   ? qAt(bi, row, hi)
+           : which == Rows::K ? kAt(bi, row, hi)
+                              : oAt(bi, row, hi);
   }
   __host__ __device__ int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
     return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;

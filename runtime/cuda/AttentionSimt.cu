@@ -14,7 +14,6 @@
 namespace zrt {
 namespace {
 
-
 template <typename T>
 __global__ void simtForwardKernel(const T *q, const T *k, const T *v, const T *bias, T *out,
                                   float *lse, Dims m) {
@@ -86,8 +85,8 @@ __global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T
 
 template <typename T>
 __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
-                                      const float *lse, const float *dsum, const T *g, T *dk,
-                                      T *dv, Dims m) {
+                                      const float *lse, const float *dsum, const T *g, T *dk, T *dv,
+                                      Dims m) {
   int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= m.b * m.h * m.sk)
     return;
@@ -120,7 +119,6 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
   }
 }
 
-
 } // namespace
 
 template <typename T>
@@ -131,7 +129,9 @@ Status launchSimtAttention(bool backward, const Operands &a, const float *dsum,
   auto out = [](char *p) { return reinterpret_cast<T *>(p); };
   const T *q = in(a.q), *k = in(a.k), *v = in(a.v), *bias = in(a.bias);
   constexpr int kThreadsPerBlock = 128;
-  auto blocks = [&](int64_t n) { return (unsigned)((n + kThreadsPerBlock - 1) / kThreadsPerBlock); };
+  auto blocks = [&](int64_t n) {
+    return (unsigned)((n + kThreadsPerBlock - 1) / kThreadsPerBlock);
+  };
   if (!backward) {
     simtForwardKernel<T><<<blocks(m.b * m.h * m.sq), kThreadsPerBlock, 0, stream>>>(
         q, k, v, bias, out(a.o), a.lseOut, m);
@@ -145,7 +145,6 @@ Status launchSimtAttention(bool backward, const Operands &a, const float *dsum,
         q, k, v, bias, a.lse, dsum, in(a.g), out(a.dk), out(a.dv), m);
   return Status::ok();
 }
-
 
 template Status launchSimtAttention<float>(bool, const Operands &, const float *, cudaStream_t);
 template Status launchSimtAttention<__nv_bfloat16>(bool, const Operands &, const float *,

@@ -16,8 +16,8 @@ struct RankPointers {
   const float *p[kMaxDeviceRanks];
 };
 
-__global__ void rankReduceKernel(RankPointers in, int world, int64_t begin, int64_t n,
-                                 float *out, bool avg) {
+__global__ void rankReduceKernel(RankPointers in, int world, int64_t begin, int64_t n, float *out,
+                                 bool avg) {
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n;
        k += (int64_t)gridDim.x * blockDim.x) {
     float acc = 0.0f;
@@ -29,8 +29,8 @@ __global__ void rankReduceKernel(RankPointers in, int world, int64_t begin, int6
 
 } // namespace
 
-Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n,
-                        float *out, bool avg, cudaStream_t stream) {
+Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n, float *out,
+                        bool avg, cudaStream_t stream) {
   if (world < 1 || world > kMaxDeviceRanks)
     return errorf("an in-process collective of ", world, " ranks (at most ", kMaxDeviceRanks,
                   " on one device)");
@@ -39,10 +39,10 @@ Status launchRankReduce(const float *const *inputs, int world, int64_t begin, in
   RankPointers ptrs{};
   for (int r = 0; r < world; ++r)
     ptrs.p[r] = inputs[r];
-  rankReduceKernel<<<cuda::blocksFor(n), cuda::kThreads, 0, stream>>>(ptrs, world, begin, n, out, avg);
+  rankReduceKernel<<<cuda::blocksFor(n), cuda::kThreads, 0, stream>>>(ptrs, world, begin, n, out,
+                                                                      avg);
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
-
 
 } // namespace zrt

@@ -59,7 +59,6 @@ void countLaunch(bool native, const std::string &name) {
   ++(native ? stats.native : stats.fallback)[name];
 }
 
-
 bool cudaUsable(std::string &why) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);

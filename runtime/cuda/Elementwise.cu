@@ -18,13 +18,19 @@ namespace {
 enum class Bin { Add, Sub, Mul, Div, Pow, Max, Min };
 
 template <Bin OP> __device__ __forceinline__ float binary(float x, float y) {
-  if constexpr (OP == Bin::Add) return x + y;
-  if constexpr (OP == Bin::Sub) return x - y;
-  if constexpr (OP == Bin::Mul) return x * y;
-  if constexpr (OP == Bin::Div) return x / y;
-  if constexpr (OP == Bin::Pow) return powf(x, y);
-  if constexpr (OP == Bin::Max) return x < y ? y : x; // std::max
-  return y < x ? y : x;                              // std::min
+  if constexpr (OP == Bin::Add)
+    return x + y;
+  if constexpr (OP == Bin::Sub)
+    return x - y;
+  if constexpr (OP == Bin::Mul)
+    return x * y;
+  if constexpr (OP == Bin::Div)
+    return x / y;
+  if constexpr (OP == Bin::Pow)
+    return powf(x, y);
+  if constexpr (OP == Bin::Max)
+    return x < y ? y : x; // std::max
+  return y < x ? y : x;   // std::min
 }
 
 template <typename T, Bin OP>
@@ -49,7 +55,8 @@ __global__ void binarySameKernel(const T *a, const T *b, T *o, int64_t n) {
   constexpr int V = 16 / sizeof(T);
   int64_t vectors = n / V, step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < vectors; i += step) {
-    uint4 ra = reinterpret_cast<const uint4 *>(a)[i], rb = reinterpret_cast<const uint4 *>(b)[i], ro;
+    uint4 ra = reinterpret_cast<const uint4 *>(a)[i], rb = reinterpret_cast<const uint4 *>(b)[i],
+          ro;
     const T *ea = reinterpret_cast<const T *>(&ra), *eb = reinterpret_cast<const T *>(&rb);
     T *eo = reinterpret_cast<T *>(&ro);
 #pragma unroll
@@ -61,25 +68,56 @@ __global__ void binarySameKernel(const T *a, const T *b, T *o, int64_t n) {
     o[i] = fromF<T>(binary<OP>(toF(a[i]), toF(b[i])));
 }
 
-enum class Un { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Erf, Sigmoid, Relu, Silu, Cos, Sin,
-                Gelu, GeluTanh };
+enum class Un {
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Recip,
+  Tanh,
+  Erf,
+  Sigmoid,
+  Relu,
+  Silu,
+  Cos,
+  Sin,
+  Gelu,
+  GeluTanh
+};
 
 template <Un OP> __device__ __forceinline__ float unary(float x) {
-  if constexpr (OP == Un::Neg) return -x;
-  if constexpr (OP == Un::Abs) return fabsf(x);
-  if constexpr (OP == Un::Exp) return expf(x);
-  if constexpr (OP == Un::Log) return logf(x);
-  if constexpr (OP == Un::Sqrt) return sqrtf(x);
-  if constexpr (OP == Un::Rsqrt) return 1.0f / sqrtf(x);
-  if constexpr (OP == Un::Recip) return 1.0f / x;
-  if constexpr (OP == Un::Tanh) return tanhf(x);
-  if constexpr (OP == Un::Erf) return erff(x);
-  if constexpr (OP == Un::Sigmoid) return 1.0f / (1.0f + expf(-x));
-  if constexpr (OP == Un::Relu) return x < 0 ? 0.0f : x;
-  if constexpr (OP == Un::Silu) return x / (1.0f + expf(-x));
-  if constexpr (OP == Un::Cos) return cosf(x);
-  if constexpr (OP == Un::Sin) return sinf(x);
-  if constexpr (OP == Un::Gelu) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  if constexpr (OP == Un::Neg)
+    return -x;
+  if constexpr (OP == Un::Abs)
+    return fabsf(x);
+  if constexpr (OP == Un::Exp)
+    return expf(x);
+  if constexpr (OP == Un::Log)
+    return logf(x);
+  if constexpr (OP == Un::Sqrt)
+    return sqrtf(x);
+  if constexpr (OP == Un::Rsqrt)
+    return 1.0f / sqrtf(x);
+  if constexpr (OP == Un::Recip)
+    return 1.0f / x;
+  if constexpr (OP == Un::Tanh)
+    return tanhf(x);
+  if constexpr (OP == Un::Erf)
+    return erff(x);
+  if constexpr (OP == Un::Sigmoid)
+    return 1.0f / (1.0f + expf(-x));
+  if constexpr (OP == Un::Relu)
+    return x < 0 ? 0.0f : x;
+  if constexpr (OP == Un::Silu)
+    return x / (1.0f + expf(-x));
+  if constexpr (OP == Un::Cos)
+    return cosf(x);
+  if constexpr (OP == Un::Sin)
+    return sinf(x);
+  if constexpr (OP == Un::Gelu)
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
   const float k = 0.7978845608028654f; // GeluTanh
   return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 }
@@ -108,7 +146,6 @@ __global__ void fillF32(float *y, float v, int64_t n) {
     y[i] = v;
 }
 
-
 template <typename T>
 __global__ void cmpKernel(const T *a, const T *b, unsigned char *o, Broadcast3 d, int64_t n,
                           int pred) {
@@ -119,12 +156,20 @@ __global__ void cmpKernel(const T *a, const T *b, unsigned char *o, Broadcast3 d
     bool r;
     if constexpr (std::is_same_v<T, int64_t>) {
       int64_t x = a[off[0]], y = b[off[1]];
-      r = pred == 0 ? x == y : pred == 1 ? x != y : pred == 2 ? x < y : pred == 3 ? x <= y
-          : pred == 4 ? x > y : x >= y;
+      r = pred == 0   ? x == y
+          : pred == 1 ? x != y
+          : pred == 2 ? x < y
+          : pred == 3 ? x <= y
+          : pred == 4 ? x > y
+                      : x >= y;
     } else {
       float x = toF(a[off[0]]), y = toF(b[off[1]]);
-      r = pred == 0 ? x == y : pred == 1 ? x != y : pred == 2 ? x < y : pred == 3 ? x <= y
-          : pred == 4 ? x > y : x >= y;
+      r = pred == 0   ? x == y
+          : pred == 1 ? x != y
+          : pred == 2 ? x < y
+          : pred == 3 ? x <= y
+          : pred == 4 ? x > y
+                      : x >= y;
     }
     o[i] = r;
   }
@@ -135,21 +180,26 @@ __global__ void logicKernel(const unsigned char *a, const unsigned char *b, unsi
   ZRT_GRID_LOOP(i, n) {
     int64_t off[3];
     offsets3(d, i, off);
-    o[i] = op == 0 ? (a[off[0]] && b[off[1]]) : op == 1 ? (a[off[0]] || b[off[1]])
-                                                         : !a[off[0]];
+    o[i] = op == 0 ? (a[off[0]] && b[off[1]]) : op == 1 ? (a[off[0]] || b[off[1]]) : !a[off[0]];
   }
 }
 
-
 __device__ double castLoad(const char *x, int dt, int64_t k) {
   switch (dt) {
-  case (int)DType::F32: return ((const float *)x)[k];
-  case (int)DType::BF16: return __bfloat162float(((const __nv_bfloat16 *)x)[k]);
-  case (int)DType::F16: return __half2float(((const __half *)x)[k]);
-  case (int)DType::F64: return ((const double *)x)[k];
-  case (int)DType::I64: return (double)((const int64_t *)x)[k];
-  case (int)DType::I32: return ((const int32_t *)x)[k];
-  default: return ((const unsigned char *)x)[k];
+  case (int)DType::F32:
+    return ((const float *)x)[k];
+  case (int)DType::BF16:
+    return __bfloat162float(((const __nv_bfloat16 *)x)[k]);
+  case (int)DType::F16:
+    return __half2float(((const __half *)x)[k]);
+  case (int)DType::F64:
+    return ((const double *)x)[k];
+  case (int)DType::I64:
+    return (double)((const int64_t *)x)[k];
+  case (int)DType::I32:
+    return ((const int32_t *)x)[k];
+  default:
+    return ((const unsigned char *)x)[k];
   }
 }
 
@@ -237,15 +287,27 @@ __global__ void castKernel(const char *x, char *y, int from, int to, int64_t n) 
     }
     double v = castLoad(x, from, k);
     switch (to) {
-    case (int)DType::F32: ((float *)y)[k] = (float)v; break;
-    case (int)DType::BF16: ((__nv_bfloat16 *)y)[k] = __float2bfloat16_rn((float)v); break;
-    case (int)DType::F16: ((__half *)y)[k] = __float2half_rn((float)v); break;
-    case (int)DType::F64: ((double *)y)[k] = v; break;
+    case (int)DType::F32:
+      ((float *)y)[k] = (float)v;
+      break;
+    case (int)DType::BF16:
+      ((__nv_bfloat16 *)y)[k] = __float2bfloat16_rn((float)v);
+      break;
+    case (int)DType::F16:
+      ((__half *)y)[k] = __float2half_rn((float)v);
+      break;
+    case (int)DType::F64:
+      ((double *)y)[k] = v;
+      break;
     case (int)DType::I64:
       ((int64_t *)y)[k] = from == (int)DType::I32 ? ((const int32_t *)x)[k] : (int64_t)v;
       break;
-    case (int)DType::I32: ((int32_t *)y)[k] = (int32_t)v; break;
-    default: ((unsigned char *)y)[k] = v != 0; break;
+    case (int)DType::I32:
+      ((int32_t *)y)[k] = (int32_t)v;
+      break;
+    default:
+      ((unsigned char *)y)[k] = v != 0;
+      break;
     }
   }
 }
@@ -269,12 +331,14 @@ template <typename T> __device__ __forceinline__ T geluGrad(T xv, T gv, bool app
   }
   return fromF<T>((float)(toF(gv) * d));
 }
-template <typename T> __global__ void geluGradKernel(const T *x, const T *g, T *dx, int64_t n,
-                                                     bool approx, bool vectors) {
+template <typename T>
+__global__ void geluGradKernel(const T *x, const T *g, T *dx, int64_t n, bool approx,
+                               bool vectors) {
   constexpr int V = 16 / sizeof(T);
   int64_t nv = vectors ? n / V : 0, step = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv; i += step) {
-    uint4 rx = reinterpret_cast<const uint4 *>(x)[i], rg = reinterpret_cast<const uint4 *>(g)[i], ro;
+    uint4 rx = reinterpret_cast<const uint4 *>(x)[i], rg = reinterpret_cast<const uint4 *>(g)[i],
+          ro;
     const T *ex = reinterpret_cast<const T *>(&rx), *eg = reinterpret_cast<const T *>(&rg);
     T *eo = reinterpret_cast<T *>(&ro);
 #pragma unroll
@@ -285,7 +349,6 @@ template <typename T> __global__ void geluGradKernel(const T *x, const T *g, T *
   for (int64_t i = nv * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += step)
     dx[i] = geluGrad(x[i], g[i], approx);
 }
-
 
 template <typename T, Bin OP> Status launchBinary(const KernelCall &c, CudaContext &ctx) {
   int64_t total = c.out[0].numel();
@@ -300,17 +363,20 @@ template <typename T, Bin OP> Status launchBinary(const KernelCall &c, CudaConte
   Broadcast d;
   makeBroadcast(c.out[0].shape, {c.in[0].shape, c.in[1].shape}, d);
   int64_t n = c.out[0].numel();
-  binaryKernel<T, OP><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-      c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), d, n);
+  binaryKernel<T, OP><<<blocksFor(n), kThreads, 0, ctx.stream>>>(c.in[0].as<T>(), c.in[1].as<T>(),
+                                                                 c.out[0].as<T>(), d, n);
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 
 template <Bin OP> Status binaryByType(const KernelCall &c, CudaContext &ctx) {
   switch (c.in[0].dtype) {
-  case DType::F32: return launchBinary<float, OP>(c, ctx);
-  case DType::BF16: return launchBinary<__nv_bfloat16, OP>(c, ctx);
-  default: return launchBinary<__half, OP>(c, ctx);
+  case DType::F32:
+    return launchBinary<float, OP>(c, ctx);
+  case DType::BF16:
+    return launchBinary<__nv_bfloat16, OP>(c, ctx);
+  default:
+    return launchBinary<__half, OP>(c, ctx);
   }
 }
 
@@ -326,18 +392,27 @@ template <typename T, Un OP> Status launchUnary(const KernelCall &c, CudaContext
 
 template <Un OP> Status unaryByType(const KernelCall &c, CudaContext &ctx) {
   switch (c.in[0].dtype) {
-  case DType::F32: return launchUnary<float, OP>(c, ctx);
-  case DType::BF16: return launchUnary<__nv_bfloat16, OP>(c, ctx);
-  default: return launchUnary<__half, OP>(c, ctx);
+  case DType::F32:
+    return launchUnary<float, OP>(c, ctx);
+  case DType::BF16:
+    return launchUnary<__nv_bfloat16, OP>(c, ctx);
+  default:
+    return launchUnary<__half, OP>(c, ctx);
   }
 }
 
 template <typename From>
 void launchCastGroupTo(DType to, const CastGroup &g, int blocks, cudaStream_t st) {
   switch (to) {
-  case DType::F32: castGroupKernel<From, float><<<blocks, kThreads, 0, st>>>(g); break;
-  case DType::BF16: castGroupKernel<From, __nv_bfloat16><<<blocks, kThreads, 0, st>>>(g); break;
-  default: castGroupKernel<From, __half><<<blocks, kThreads, 0, st>>>(g); break;
+  case DType::F32:
+    castGroupKernel<From, float><<<blocks, kThreads, 0, st>>>(g);
+    break;
+  case DType::BF16:
+    castGroupKernel<From, __nv_bfloat16><<<blocks, kThreads, 0, st>>>(g);
+    break;
+  default:
+    castGroupKernel<From, __half><<<blocks, kThreads, 0, st>>>(g);
+    break;
   }
 }
 
@@ -373,9 +448,15 @@ Status launchCastPairs(const std::vector<std::pair<TensorRef, TensorRef>> &pairs
         return errorf("cast: ", blocks, " blocks in one launch");
       g.firstBlock[g.count] = (int)blocks;
       switch ((DType)types.first) {
-      case DType::F32: launchCastGroupTo<float>((DType)types.second, g, (int)blocks, ctx.stream); break;
-      case DType::BF16: launchCastGroupTo<__nv_bfloat16>((DType)types.second, g, (int)blocks, ctx.stream); break;
-      default: launchCastGroupTo<__half>((DType)types.second, g, (int)blocks, ctx.stream); break;
+      case DType::F32:
+        launchCastGroupTo<float>((DType)types.second, g, (int)blocks, ctx.stream);
+        break;
+      case DType::BF16:
+        launchCastGroupTo<__nv_bfloat16>((DType)types.second, g, (int)blocks, ctx.stream);
+        break;
+      default:
+        launchCastGroupTo<__half>((DType)types.second, g, (int)blocks, ctx.stream);
+        break;
       }
       ZRT_CUDA(cudaGetLastError());
     }
@@ -383,73 +464,86 @@ Status launchCastPairs(const std::vector<std::pair<TensorRef, TensorRef>> &pairs
   return Status::ok();
 }
 
-
 } // namespace
 
 Status launchCmp(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t n = c.out[0].numel();
-    Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape});
-    int pred = (int)c.ints[0];
-    switch (c.in[0].dtype) {
-    case DType::F32: cmpKernel<float><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<float>(), c.in[1].as<float>(), c.out[0].as<unsigned char>(), d, n, pred); break;
-    case DType::BF16: cmpKernel<__nv_bfloat16><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<__nv_bfloat16>(), c.in[1].as<__nv_bfloat16>(), c.out[0].as<unsigned char>(), d, n, pred); break;
-    case DType::F16: cmpKernel<__half><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<__half>(), c.in[1].as<__half>(), c.out[0].as<unsigned char>(), d, n, pred); break;
-    default: cmpKernel<int64_t><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<int64_t>(), c.in[1].as<int64_t>(), c.out[0].as<unsigned char>(), d, n, pred); break;
-    }
+  int64_t n = c.out[0].numel();
+  Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape});
+  int pred = (int)c.ints[0];
+  switch (c.in[0].dtype) {
+  case DType::F32:
+    cmpKernel<float><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<float>(), c.in[1].as<float>(),
+                                                        c.out[0].as<unsigned char>(), d, n, pred);
+    break;
+  case DType::BF16:
+    cmpKernel<__nv_bfloat16><<<blocksFor(n), kThreads, 0, st>>>(
+        c.in[0].as<__nv_bfloat16>(), c.in[1].as<__nv_bfloat16>(), c.out[0].as<unsigned char>(), d,
+        n, pred);
+    break;
+  case DType::F16:
+    cmpKernel<__half><<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<__half>(), c.in[1].as<__half>(),
+                                                         c.out[0].as<unsigned char>(), d, n, pred);
+    break;
+  default:
+    cmpKernel<int64_t><<<blocksFor(n), kThreads, 0, st>>>(
+        c.in[0].as<int64_t>(), c.in[1].as<int64_t>(), c.out[0].as<unsigned char>(), d, n, pred);
+    break;
+  }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 
 Status launchLogic(KernelId id, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t n = c.out[0].numel();
-    bool unary = id == KernelId::Not;
-    Broadcast3 d = unary ? makeBroadcast3(c.out[0].shape, {c.in[0].shape})
-                         : makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape});
-    logicKernel<<<blocksFor(n), kThreads, 0, st>>>(
-        c.in[0].as<unsigned char>(), unary ? nullptr : c.in[1].as<unsigned char>(),
-        c.out[0].as<unsigned char>(), d, n, id == KernelId::And ? 0 : id == KernelId::Or ? 1 : 2);
+  int64_t n = c.out[0].numel();
+  bool unary = id == KernelId::Not;
+  Broadcast3 d = unary ? makeBroadcast3(c.out[0].shape, {c.in[0].shape})
+                       : makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape});
+  logicKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<unsigned char>(),
+                                                 unary ? nullptr : c.in[1].as<unsigned char>(),
+                                                 c.out[0].as<unsigned char>(), d, n,
+                                                 id == KernelId::And  ? 0
+                                                 : id == KernelId::Or ? 1
+                                                                      : 2);
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 Status launchAnd(const KernelCall &c, CudaContext &ctx) {
   return launchLogic(KernelId::And, c, ctx);
 }
-Status launchOr(const KernelCall &c, CudaContext &ctx) {
-  return launchLogic(KernelId::Or, c, ctx);
-}
+Status launchOr(const KernelCall &c, CudaContext &ctx) { return launchLogic(KernelId::Or, c, ctx); }
 Status launchNot(const KernelCall &c, CudaContext &ctx) {
   return launchLogic(KernelId::Not, c, ctx);
 }
 
 Status launchWhere(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t n = c.out[0].numel();
-    Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape, c.in[2].shape});
-    selectKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<unsigned char>(), c.in[1].data,
-                                                   c.in[2].data, c.out[0].data, d, n,
-                                                   (int)dtypeSize(c.out[0].dtype));
+  int64_t n = c.out[0].numel();
+  Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[1].shape, c.in[2].shape});
+  selectKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<unsigned char>(), c.in[1].data,
+                                                  c.in[2].data, c.out[0].data, d, n,
+                                                  (int)dtypeSize(c.out[0].dtype));
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 
 Status launchCastGroup(KernelId id, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    std::vector<std::pair<TensorRef, TensorRef>> pairs;
-    int64_t at = 0;
-    for (size_t i = 0; i < c.in.size(); ++i) {
-      if (id == KernelId::CastMany) {
-        pairs.emplace_back(c.in[i], c.out[i]);
-        continue;
-      }
-      TensorRef slice = c.out[0];
-      slice.shape = {c.in[i].numel()};
-      slice.data = c.out[0].data + at * (int64_t)dtypeSize(slice.dtype);
-      at += c.in[i].numel();
-      pairs.emplace_back(c.in[i], slice);
+  std::vector<std::pair<TensorRef, TensorRef>> pairs;
+  int64_t at = 0;
+  for (size_t i = 0; i < c.in.size(); ++i) {
+    if (id == KernelId::CastMany) {
+      pairs.emplace_back(c.in[i], c.out[i]);
+      continue;
     }
-    return launchCastPairs(pairs, ctx);
+    TensorRef slice = c.out[0];
+    slice.shape = {c.in[i].numel()};
+    slice.data = c.out[0].data + at * (int64_t)dtypeSize(slice.dtype);
+    at += c.in[i].numel();
+    pairs.emplace_back(c.in[i], slice);
+  }
+  return launchCastPairs(pairs, ctx);
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -462,34 +556,38 @@ Status launchCastConcat(const KernelCall &c, CudaContext &ctx) {
 
 Status launchCast(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t n = c.out[0].numel();
-    DType from = c.in[0].dtype, to = c.out[0].dtype;
-    bool vectors = reinterpret_cast<uintptr_t>(c.in[0].data) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(c.out[0].data) % 16 == 0;
-    unsigned blocks = blocksFor((n + 7) / 8);
-    if (vectors && from == DType::F32 && to == DType::BF16)
-      castFloatKernel<<<blocks, kThreads, 0, st>>>(c.in[0].as<float>(), c.out[0].as<__nv_bfloat16>(), n);
-    else if (vectors && from == DType::F32 && to == DType::F16)
-      castFloatKernel<<<blocks, kThreads, 0, st>>>(c.in[0].as<float>(), c.out[0].as<__half>(), n);
-    else if (vectors && from == DType::BF16 && to == DType::F32)
-      castFloatKernel<<<blocks, kThreads, 0, st>>>(c.in[0].as<__nv_bfloat16>(), c.out[0].as<float>(), n);
-    else if (vectors && from == DType::F16 && to == DType::F32)
-      castFloatKernel<<<blocks, kThreads, 0, st>>>(c.in[0].as<__half>(), c.out[0].as<float>(), n);
-    else
-      castKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data, (int)from,
-                                                   (int)to, n);
+  int64_t n = c.out[0].numel();
+  DType from = c.in[0].dtype, to = c.out[0].dtype;
+  bool vectors = reinterpret_cast<uintptr_t>(c.in[0].data) % 16 == 0 &&
+                 reinterpret_cast<uintptr_t>(c.out[0].data) % 16 == 0;
+  unsigned blocks = blocksFor((n + 7) / 8);
+  if (vectors && from == DType::F32 && to == DType::BF16)
+    castFloatKernel<<<blocks, kThreads, 0, st>>>(c.in[0].as<float>(), c.out[0].as<__nv_bfloat16>(),
+                                                 n);
+  else if (vectors && from == DType::F32 && to == DType::F16)
+    castFloatKernel<<<blocks, kThreads, 0, st>>>(c.in[0].as<float>(), c.out[0].as<__half>(), n);
+  else if (vectors && from == DType::BF16 && to == DType::F32)
+    castFloatKernel<<<blocks, kThreads, 0, st>>>(c.in[0].as<__nv_bfloat16>(), c.out[0].as<float>(),
+                                                 n);
+  else if (vectors && from == DType::F16 && to == DType::F32)
+    castFloatKernel<<<blocks, kThreads, 0, st>>>(c.in[0].as<__half>(), c.out[0].as<float>(), n);
+  else
+    castKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data, (int)from, (int)to,
+                                                  n);
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 
 Status launchGeluGrad(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t n = c.out[0].numel();
-    bool vectors = true;
-    for (const TensorRef *t : {&c.in[0], &c.in[1], &c.out[0]})
-      vectors &= reinterpret_cast<uintptr_t>(t->data) % 16 == 0;
-    ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,
-      geluGradKernel<T><<<blocksFor(vectors ? (n + 7) / 8 : n), kThreads, 0, st>>>(c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), n, c.ints[0] == 1, vectors))
+  int64_t n = c.out[0].numel();
+  bool vectors = true;
+  for (const TensorRef *t : {&c.in[0], &c.in[1], &c.out[0]})
+    vectors &= reinterpret_cast<uintptr_t>(t->data) % 16 == 0;
+  ZRT_FLOAT_DISPATCH(
+      c.out[0].dtype, T,
+      geluGradKernel<T><<<blocksFor(vectors ? (n + 7) / 8 : n), kThreads, 0, st>>>(
+          c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), n, c.ints[0] == 1, vectors))
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -507,10 +605,14 @@ Status launchExp(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un:
 Status launchLog(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Log>(c, ctx); }
 Status launchSqrt(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Sqrt>(c, ctx); }
 Status launchRsqrt(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Rsqrt>(c, ctx); }
-Status launchReciprocal(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Recip>(c, ctx); }
+Status launchReciprocal(const KernelCall &c, CudaContext &ctx) {
+  return unaryByType<Un::Recip>(c, ctx);
+}
 Status launchTanh(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Tanh>(c, ctx); }
 Status launchErf(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Erf>(c, ctx); }
-Status launchSigmoid(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Sigmoid>(c, ctx); }
+Status launchSigmoid(const KernelCall &c, CudaContext &ctx) {
+  return unaryByType<Un::Sigmoid>(c, ctx);
+}
 Status launchRelu(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Relu>(c, ctx); }
 Status launchSilu(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Silu>(c, ctx); }
 Status launchCos(const KernelCall &c, CudaContext &ctx) { return unaryByType<Un::Cos>(c, ctx); }
@@ -526,13 +628,27 @@ Status launchFill(const KernelCall &c, CudaContext &ctx) {
 }
 Status launchElementwise(const KernelCall &c, CudaContext &ctx) { return launchGenerated(c, ctx); }
 
-bool supportsAdd(const KernelCall &c) { return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank; }
-bool supportsSub(const KernelCall &c) { return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank; }
-bool supportsMul(const KernelCall &c) { return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank; }
-bool supportsDiv(const KernelCall &c) { return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank; }
-bool supportsPow(const KernelCall &c) { return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank; }
-bool supportsMax(const KernelCall &c) { return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank; }
-bool supportsMin(const KernelCall &c) { return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank; }
+bool supportsAdd(const KernelCall &c) {
+  return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank;
+}
+bool supportsSub(const KernelCall &c) {
+  return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank;
+}
+bool supportsMul(const KernelCall &c) {
+  return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank;
+}
+bool supportsDiv(const KernelCall &c) {
+  return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank;
+}
+bool supportsPow(const KernelCall &c) {
+  return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank;
+}
+bool supportsMax(const KernelCall &c) {
+  return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank;
+}
+bool supportsMin(const KernelCall &c) {
+  return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank;
+}
 bool supportsNeg(const KernelCall &c) { return isFloat(c.in[0].dtype); }
 bool supportsAbs(const KernelCall &c) { return isFloat(c.in[0].dtype); }
 bool supportsExp(const KernelCall &c) { return isFloat(c.in[0].dtype); }

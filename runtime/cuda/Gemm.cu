@@ -26,10 +26,14 @@ struct MatmulPlan {
   // the epilogue for this shape: then the add or reduce kernel after.
   bool epilogue = false;
   ~MatmulPlan() {
-    if (lc) cublasLtMatrixLayoutDestroy(lc);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (op) cublasLtMatmulDescDestroy(op);
+    if (lc)
+      cublasLtMatrixLayoutDestroy(lc);
+    if (lb)
+      cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+      cublasLtMatrixLayoutDestroy(la);
+    if (op)
+      cublasLtMatmulDescDestroy(op);
   }
 };
 struct MatmulPlans {
@@ -67,15 +71,14 @@ bool matmulSupported(const KernelCall &c) {
   return true;
 }
 
-
 /// Builds the descriptors of a GEMM and asks the heuristic for its best
 /// algorithm (once per shape: launchMatmul caches the result).
 enum {
   kNoEpilogue = 0,
-  kBiasEpilogue = 1,    // matmul_bias
-  kBgradEpilogue = 2,   // matmul_bgrad
-  kGeluAuxBias = 3,     // matmul_bias_gelu: GELU(AB + bias), AB + bias kept as aux
-  kDgelu = 4,           // matmul_gelu_grad: GELU'(aux) * AB
+  kBiasEpilogue = 1,  // matmul_bias
+  kBgradEpilogue = 2, // matmul_bgrad
+  kGeluAuxBias = 3,   // matmul_bias_gelu: GELU(AB + bias), AB + bias kept as aux
+  kDgelu = 4,         // matmul_gelu_grad: GELU'(aux) * AB
 };
 
 Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
@@ -85,8 +88,8 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
   ZRT_CUBLAS(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
   cublasOperation_t opFirst = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                     opSecond = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst,
-                                            sizeof opFirst));
+  ZRT_CUBLAS(
+      cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opFirst, sizeof opFirst));
   ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
                                             sizeof opSecond));
   // First operand: B's storage viewed column-major (bCols x bRows), second: A's.
@@ -96,19 +99,18 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
   int32_t count = (int32_t)batch;
   int64_t strideC = m * n;
   for (auto [layout, stride] : {std::pair{p.la, strideB}, {p.lb, strideA}, {p.lc, strideC}}) {
-    ZRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                &count, sizeof count));
-    ZRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+    ZRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                sizeof count));
+    ZRT_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                &stride, sizeof stride));
   }
   cublasLtMatmulPreference_t pref = nullptr;
   ZRT_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = ctx.workspaceBytes;
   cublasLtMatmulHeuristicResult_t result;
   int found = 0;
-  cublasStatus_t st =
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                           sizeof ws);
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
   if (st == CUBLAS_STATUS_SUCCESS && epilogueKind != kNoEpilogue) {
     // The bias (one value per row of the column-major result, i.e. per
     // column of ours), of the result's type, added before the rounding; or
@@ -132,13 +134,12 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
       st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
                                           sizeof type);
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 1,
-                                          &result, &found);
+      st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result,
+                                          &found);
     p.epilogue = st == CUBLAS_STATUS_SUCCESS && found;
     if (!p.epilogue) {
       cublasLtEpilogue_t none = CUBLASLT_EPILOGUE_DEFAULT;
-      st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &none,
-                                          sizeof none);
+      st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &none, sizeof none);
       found = 0;
     }
   }
@@ -148,8 +149,7 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
   cublasLtMatmulPreferenceDestroy(pref);
   ZRT_CUBLAS(st);
   if (!found)
-    return errorf("cuBLASLt has no algorithm for ", m, "x", k, " @ ", k, "x", n, " batch ",
-                  batch);
+    return errorf("cuBLASLt has no algorithm for ", m, "x", k, " @ ", k, "x", n, " batch ", batch);
   p.algo = result.algo;
   return Status::ok();
 }
@@ -178,7 +178,8 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
     batch *= o.shape[d];
   int64_t aRows = a.shape[ra - 2], aCols = a.shape[ra - 1];
   int64_t bRows = b.shape[rb - 2], bCols = b.shape[rb - 1];
-  int64_t strideA = batchOf(a) > 1 ? aRows * aCols : 0, strideB = batchOf(b) > 1 ? bRows * bCols : 0;
+  int64_t strideA = batchOf(a) > 1 ? aRows * aCols : 0,
+          strideB = batchOf(b) > 1 ? bRows * bCols : 0;
   cudaDataType_t type = cudaType(a.dtype);
   cublasComputeType_t compute =
       a.dtype == DType::F32 && ctx.allowTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -192,13 +193,13 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
       (e.vector && !aligned16(e.vector->data)) || (e.aux && !aligned16(e.aux->data)))
     kind = kNoEpilogue;
   // (aRows, aCols) follow from m, k and ta; (bRows, bCols) from k, n and tb.
-  MatmulPlans::Key key{m,       n,       k,           batch,           ta,  tb,
-                       strideA, strideB, (int64_t)type, (int64_t)compute, kind};
+  MatmulPlans::Key key{m,   n, k, batch, ta, tb, strideA, strideB, (int64_t)type, (int64_t)compute,
+                       kind};
   std::unique_ptr<MatmulPlan> &plan = ctx.matmulPlans->byShape[key];
   if (!plan) {
     auto built = std::make_unique<MatmulPlan>();
-    ZRT_RETURN_IF_ERROR(buildMatmulPlan(*built, ctx, type, compute, ta, tb, m, n, k, aRows,
-                                        aCols, bRows, bCols, batch, strideA, strideB, kind));
+    ZRT_RETURN_IF_ERROR(buildMatmulPlan(*built, ctx, type, compute, ta, tb, m, n, k, aRows, aCols,
+                                        bRows, bCols, batch, strideA, strideB, kind));
     plan = std::move(built);
   }
   if (plan->epilogue) {
@@ -209,8 +210,8 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
     }
     if (e.aux) {
       const void *auxData = e.aux->data;
-      ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(
-          plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &auxData, sizeof auxData));
+      ZRT_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                &auxData, sizeof auxData));
     }
   }
   // Without the GELU epilogue the product goes where the separate kernels

@@ -25,8 +25,8 @@
 
 namespace zrt::cuda {
 
-#define ZRT_KERNEL(Id, Name)                                                               \
-  bool supports##Id(const KernelCall &c);                                                  \
+#define ZRT_KERNEL(Id, Name)                                                                       \
+  bool supports##Id(const KernelCall &c);                                                          \
   Status launch##Id(const KernelCall &c, CudaContext &ctx);
 #include "kernels/Kernels.def"
 
@@ -47,8 +47,8 @@ struct Broadcast {
   int64_t stride[2][kMaxRank];
 };
 
-inline bool makeBroadcast(const std::vector<int64_t> &out, const std::vector<std::vector<int64_t>> &ins,
-                   Broadcast &b) {
+inline bool makeBroadcast(const std::vector<int64_t> &out,
+                          const std::vector<std::vector<int64_t>> &ins, Broadcast &b) {
   if (out.size() > (size_t)kMaxRank || ins.size() > 2)
     return false;
   b.rank = (int)out.size();
@@ -91,7 +91,7 @@ struct Broadcast3 {
 };
 
 inline Broadcast3 makeBroadcast3(const std::vector<int64_t> &out,
-                          const std::vector<std::vector<int64_t>> &ins) {
+                                 const std::vector<std::vector<int64_t>> &ins) {
   Broadcast3 b;
   b.rank = (int)out.size();
   for (int d = 0; d < b.rank; ++d)
@@ -120,8 +120,8 @@ __device__ __forceinline__ void offsets3(const Broadcast3 &d, int64_t i, int64_t
   }
 }
 
-#define ZRT_GRID_LOOP(i, n)                                                                \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                \
+#define ZRT_GRID_LOOP(i, n)                                                                        \
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                        \
        i += (int64_t)gridDim.x * blockDim.x)
 
 template <typename T> __device__ __forceinline__ double loadD(const T *p, int64_t k) {
@@ -130,7 +130,6 @@ template <typename T> __device__ __forceinline__ double loadD(const T *p, int64_
   else
     return (double)p[k];
 }
-
 
 __device__ void recordError(long long *info, long long code, long long value, long long position,
                             long long bound, long long ignore) {
@@ -141,7 +140,6 @@ __device__ void recordError(long long *info, long long code, long long value, lo
     info[4] = ignore;
   }
 }
-
 
 //===----------------------------------------------------------------------===//
 // Row kernels: one block per row, float32/double accumulation as the CPU
@@ -189,15 +187,27 @@ __device__ float blockMax(float v) {
 
 /// Row r of an outer x dim x inner tensor: elements base + j * inner.
 
-#define ZRT_FLOAT_DISPATCH(DT, T, ...)                                                     \
-  switch (DT) {                                                                            \
-  case DType::F32: { using T = float; __VA_ARGS__; break; }                                \
-  case DType::BF16: { using T = __nv_bfloat16; __VA_ARGS__; break; }                       \
-  default: { using T = __half; __VA_ARGS__; break; }                                       \
+#define ZRT_FLOAT_DISPATCH(DT, T, ...)                                                             \
+  switch (DT) {                                                                                    \
+  case DType::F32: {                                                                               \
+    using T = float;                                                                               \
+    __VA_ARGS__;                                                                                   \
+    break;                                                                                         \
+  }                                                                                                \
+  case DType::BF16: {                                                                              \
+    using T = __nv_bfloat16;                                                                       \
+    __VA_ARGS__;                                                                                   \
+    break;                                                                                         \
+  }                                                                                                \
+  default: {                                                                                       \
+    using T = __half;                                                                              \
+    __VA_ARGS__;                                                                                   \
+    break;                                                                                         \
+  }                                                                                                \
   }
 
 inline void around(const std::vector<int64_t> &s, int64_t axis, int64_t &outer, int64_t &dim,
-            int64_t &inner) {
+                   int64_t &inner) {
   outer = inner = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= s[d];

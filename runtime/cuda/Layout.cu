@@ -59,7 +59,6 @@ __global__ void stackKernel(char *whole, char *part, int64_t outer, int64_t row,
   }
 }
 
-
 template <typename I>
 __global__ void gatherKernel(const char *x, const I *idx, char *y, int64_t outer, int64_t dim,
                              int64_t n, int64_t innerBytes, long long *err) {
@@ -89,8 +88,8 @@ template <typename T> __global__ void fromF32Kernel(const float *x, T *y, int64_
 /// The row position k adds to (dim: none, for the padding row or an index out
 /// of range, which is reported).
 template <typename I>
-__global__ void gatherGradKeys(const I *idx, int64_t n, int64_t dim, int64_t padding,
-                               int32_t *keys, int32_t *positions, long long *err) {
+__global__ void gatherGradKeys(const I *idx, int64_t n, int64_t dim, int64_t padding, int32_t *keys,
+                               int32_t *positions, long long *err) {
   ZRT_GRID_LOOP(k, n) {
     int64_t j = idx[k];
     if (j < -dim || j >= dim) {
@@ -122,8 +121,8 @@ __device__ int64_t lowerBound(const int32_t *keys, int64_t n, int64_t key) {
 /// Block (row j, outer o): dx[o][j][:] = the sum over the sorted positions of
 /// row j, in order, of g[o][position][:].
 template <typename T>
-__global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, int64_t n,
-                               const T *g, float *dx, int64_t dim, int64_t inner) {
+__global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, int64_t n, const T *g,
+                               float *dx, int64_t dim, int64_t inner) {
   int64_t j = blockIdx.x, o = blockIdx.y;
   __shared__ int64_t range[2];
   if (threadIdx.x == 0) {
@@ -139,45 +138,43 @@ __global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, in
   }
 }
 
-
 } // namespace
 
 Status launchExpand(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t n = c.out[0].numel();
-    // As a select with no condition: input 1 is x.
-    Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[0].shape});
-    selectKernel<<<blocksFor(n), kThreads, 0, st>>>(nullptr, c.in[0].data, c.in[0].data,
-                                                   c.out[0].data, d, n,
-                                                   (int)dtypeSize(c.out[0].dtype));
+  int64_t n = c.out[0].numel();
+  // As a select with no condition: input 1 is x.
+  Broadcast3 d = makeBroadcast3(c.out[0].shape, {c.in[0].shape, c.in[0].shape});
+  selectKernel<<<blocksFor(n), kThreads, 0, st>>>(
+      nullptr, c.in[0].data, c.in[0].data, c.out[0].data, d, n, (int)dtypeSize(c.out[0].dtype));
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 
 Status launchStrided(KernelId id, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    bool grad = id == KernelId::SliceGrad;
-    const TensorRef &src = grad ? c.out[0] : c.in[0], &small = grad ? c.in[0] : c.out[0];
-    std::vector<int64_t> inStrides = contiguousStrides(src.shape);
-    Gather g;
-    g.rank = (int)small.shape.size();
-    for (int d = 0; d < g.rank; ++d) {
-      g.shape[d] = small.shape[d];
-      if (id == KernelId::Transpose) {
-        g.step[d] = inStrides[c.ints[d]];
-      } else {
-        g.base += c.ints[d] * inStrides[d];
-        g.step[d] = c.ints[g.rank + d] * inStrides[d];
-      }
-    }
-    int64_t n = small.numel();
-    int es = (int)dtypeSize(small.dtype);
-    if (grad) {
-      ZRT_CUDA(cudaMemsetAsync(c.out[0].data, 0, c.out[0].numel() * es, st));
-      scatterCopyKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data, g, n, es);
+  bool grad = id == KernelId::SliceGrad;
+  const TensorRef &src = grad ? c.out[0] : c.in[0], &small = grad ? c.in[0] : c.out[0];
+  std::vector<int64_t> inStrides = contiguousStrides(src.shape);
+  Gather g;
+  g.rank = (int)small.shape.size();
+  for (int d = 0; d < g.rank; ++d) {
+    g.shape[d] = small.shape[d];
+    if (id == KernelId::Transpose) {
+      g.step[d] = inStrides[c.ints[d]];
     } else {
-      gatherCopyKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data, g, n, es);
+      g.base += c.ints[d] * inStrides[d];
+      g.step[d] = c.ints[g.rank + d] * inStrides[d];
     }
+  }
+  int64_t n = small.numel();
+  int es = (int)dtypeSize(small.dtype);
+  if (grad) {
+    ZRT_CUDA(cudaMemsetAsync(c.out[0].data, 0, c.out[0].numel() * es, st));
+    scatterCopyKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data, g, n, es);
+  } else {
+    gatherCopyKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].data, c.out[0].data, g, n, es);
+  }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -193,36 +190,38 @@ Status launchSliceGrad(const KernelCall &c, CudaContext &ctx) {
 
 Status launchStacked(KernelId id, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    bool toWhole = id == KernelId::Concat;
-    const TensorRef &whole = toWhole ? c.out[0] : c.in[0];
-    const std::vector<TensorRef> &parts = toWhole ? c.in : c.out;
-    int64_t axis = c.ints[0], es = dtypeSize(whole.dtype), outer = 1, inner = es;
-    for (int64_t d = 0; d < axis; ++d)
-      outer *= whole.shape[d];
-    for (size_t d = axis + 1; d < whole.shape.size(); ++d)
-      inner *= whole.shape[d];
-    int64_t wholeRow = whole.shape[axis] * inner, at = 0;
-    // Each part is |outer| rows of |row| bytes, |wholeRow| apart in the
-    // whole: one (2-D) device copy, which the driver runs at copy bandwidth.
-    constexpr int64_t kMaxPitch = int64_t(1) << 31;
-    for (const TensorRef &p : parts) {
-      int64_t row = p.shape[axis] * inner;
-      char *w = whole.data + at;
-      if (outer * row == 0) {
-      } else if (outer == 1) {
-        ZRT_CUDA(cudaMemcpyAsync(toWhole ? w : p.data, toWhole ? p.data : w, row,
-                                 cudaMemcpyDeviceToDevice, st));
-      } else if (wholeRow < kMaxPitch) {
-        if (toWhole)
-          ZRT_CUDA(cudaMemcpy2DAsync(w, wholeRow, p.data, row, row, outer, cudaMemcpyDeviceToDevice, st));
-        else
-          ZRT_CUDA(cudaMemcpy2DAsync(p.data, row, w, wholeRow, row, outer, cudaMemcpyDeviceToDevice, st));
-      } else {
-        stackKernel<<<blocksFor(outer * row), kThreads, 0, st>>>(whole.data, p.data, outer, row,
-                                                                 wholeRow, at, toWhole);
-      }
-      at += row;
+  bool toWhole = id == KernelId::Concat;
+  const TensorRef &whole = toWhole ? c.out[0] : c.in[0];
+  const std::vector<TensorRef> &parts = toWhole ? c.in : c.out;
+  int64_t axis = c.ints[0], es = dtypeSize(whole.dtype), outer = 1, inner = es;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= whole.shape[d];
+  for (size_t d = axis + 1; d < whole.shape.size(); ++d)
+    inner *= whole.shape[d];
+  int64_t wholeRow = whole.shape[axis] * inner, at = 0;
+  // Each part is |outer| rows of |row| bytes, |wholeRow| apart in the
+  // whole: one (2-D) device copy, which the driver runs at copy bandwidth.
+  constexpr int64_t kMaxPitch = int64_t(1) << 31;
+  for (const TensorRef &p : parts) {
+    int64_t row = p.shape[axis] * inner;
+    char *w = whole.data + at;
+    if (outer * row == 0) {
+    } else if (outer == 1) {
+      ZRT_CUDA(cudaMemcpyAsync(toWhole ? w : p.data, toWhole ? p.data : w, row,
+                               cudaMemcpyDeviceToDevice, st));
+    } else if (wholeRow < kMaxPitch) {
+      if (toWhole)
+        ZRT_CUDA(
+            cudaMemcpy2DAsync(w, wholeRow, p.data, row, row, outer, cudaMemcpyDeviceToDevice, st));
+      else
+        ZRT_CUDA(
+            cudaMemcpy2DAsync(p.data, row, w, wholeRow, row, outer, cudaMemcpyDeviceToDevice, st));
+    } else {
+      stackKernel<<<blocksFor(outer * row), kThreads, 0, st>>>(whole.data, p.data, outer, row,
+                                                               wholeRow, at, toWhole);
     }
+    at += row;
+  }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -235,73 +234,80 @@ Status launchSplit(const KernelCall &c, CudaContext &ctx) {
 
 Status launchGather(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    const TensorRef &x = c.in[0], &idx = c.in[1];
-    int64_t axis = c.ints[0], dim = x.shape[axis], outer = 1, inner = dtypeSize(x.dtype);
-    for (int64_t d = 0; d < axis; ++d)
-      outer *= x.shape[d];
-    for (size_t d = axis + 1; d < x.shape.size(); ++d)
-      inner *= x.shape[d];
-    int64_t n = idx.numel(), total = outer * n * inner;
-    if (total > 0) {
-      if (idx.dtype == DType::I64)
-        gatherKernel<int64_t><<<blocksFor(total), kThreads, 0, st>>>(x.data, idx.as<int64_t>(), c.out[0].data, outer, dim, n, inner, ctx.errorInfo);
-      else
-        gatherKernel<int32_t><<<blocksFor(total), kThreads, 0, st>>>(x.data, idx.as<int32_t>(), c.out[0].data, outer, dim, n, inner, ctx.errorInfo);
-    }
+  const TensorRef &x = c.in[0], &idx = c.in[1];
+  int64_t axis = c.ints[0], dim = x.shape[axis], outer = 1, inner = dtypeSize(x.dtype);
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (size_t d = axis + 1; d < x.shape.size(); ++d)
+    inner *= x.shape[d];
+  int64_t n = idx.numel(), total = outer * n * inner;
+  if (total > 0) {
+    if (idx.dtype == DType::I64)
+      gatherKernel<int64_t><<<blocksFor(total), kThreads, 0, st>>>(
+          x.data, idx.as<int64_t>(), c.out[0].data, outer, dim, n, inner, ctx.errorInfo);
+    else
+      gatherKernel<int32_t><<<blocksFor(total), kThreads, 0, st>>>(
+          x.data, idx.as<int32_t>(), c.out[0].data, outer, dim, n, inner, ctx.errorInfo);
+  }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 
 Status launchGatherGrad(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    // Sorted scatter-add in float32 (gatherGradRows; into float32 scratch
-    // for 16-bit gradients, rounded once at the end, as the CPU's float32
-    // widening).
-    const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
-    int64_t axis = c.ints[0], dim = dx.shape[axis], outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; ++d)
-      outer *= dx.shape[d];
-    for (size_t d = axis + 1; d < dx.shape.size(); ++d)
-      inner *= dx.shape[d];
-    int64_t padding = c.ints.size() > 1 ? c.ints[1] : INT64_MIN, n = idx.numel();
-    if (n >= INT32_MAX || dim >= INT32_MAX || outer > 65535)
-      return errorf("gather_grad: ", n, " indices into ", dim, " rows (", outer,
-                    " outer) exceed the sort's 32-bit keys or the grid");
-    // Scratch: [float32 accumulator] keys, sorted keys, positions, sorted
-    // positions, the sort's temporary storage.
-    auto align = [](size_t b) { return (b + 255) / 256 * 256; };
-    size_t accBytes = dx.dtype == DType::F32 ? 0 : align(std::max<int64_t>(dx.numel(), 1) * 4);
-    size_t keyBytes = align(std::max<int64_t>(n, 1) * 4), sortBytes = 0;
-    int bits = 1;
-    while ((int64_t(1) << bits) <= dim)
-      ++bits;
-    ZRT_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, sortBytes, (int32_t *)nullptr,
-                                             (int32_t *)nullptr, (int32_t *)nullptr,
-                                             (int32_t *)nullptr, (int)n, 0, bits, st));
-    ZRT_RETURN_IF_ERROR(ctx.reserve(accBytes + 4 * keyBytes + sortBytes));
-    char *scratch = (char *)ctx.scratch;
-    float *acc = accBytes ? (float *)scratch : dx.as<float>();
-    int32_t *keys = (int32_t *)(scratch + accBytes), *sortedKeys = keys + keyBytes / 4,
-            *positions = sortedKeys + keyBytes / 4, *sortedPositions = positions + keyBytes / 4;
-    void *sortScratch = (char *)(sortedPositions) + keyBytes;
-    if (n > 0) {
-      if (idx.dtype == DType::I64)
-        gatherGradKeys<int64_t><<<blocksFor(n), kThreads, 0, st>>>(idx.as<int64_t>(), n, dim, padding, keys, positions, ctx.errorInfo);
-      else
-        gatherGradKeys<int32_t><<<blocksFor(n), kThreads, 0, st>>>(idx.as<int32_t>(), n, dim, padding, keys, positions, ctx.errorInfo);
-      ZRT_CUDA(cub::DeviceRadixSort::SortPairs(sortScratch, sortBytes, keys, sortedKeys, positions,
-                                               sortedPositions, (int)n, 0, bits, st));
-    }
-    if (dx.numel() > 0) {
-      dim3 grid((unsigned)dim, (unsigned)outer);
-      int threads = (int)std::min<int64_t>(std::max<int64_t>(inner, 32), 256);
-      ZRT_FLOAT_DISPATCH(g.dtype, T,
-        gatherGradRows<T><<<grid, threads, 0, st>>>(sortedKeys, sortedPositions, n, g.as<T>(), acc, dim, inner))
-    }
-    if (dx.dtype == DType::BF16)
-      fromF32Kernel<__nv_bfloat16><<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__nv_bfloat16>(), dx.numel());
-    else if (dx.dtype == DType::F16)
-      fromF32Kernel<__half><<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__half>(), dx.numel());
+  // Sorted scatter-add in float32 (gatherGradRows; into float32 scratch
+  // for 16-bit gradients, rounded once at the end, as the CPU's float32
+  // widening).
+  const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
+  int64_t axis = c.ints[0], dim = dx.shape[axis], outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dx.shape[d];
+  for (size_t d = axis + 1; d < dx.shape.size(); ++d)
+    inner *= dx.shape[d];
+  int64_t padding = c.ints.size() > 1 ? c.ints[1] : INT64_MIN, n = idx.numel();
+  if (n >= INT32_MAX || dim >= INT32_MAX || outer > 65535)
+    return errorf("gather_grad: ", n, " indices into ", dim, " rows (", outer,
+                  " outer) exceed the sort's 32-bit keys or the grid");
+  // Scratch: [float32 accumulator] keys, sorted keys, positions, sorted
+  // positions, the sort's temporary storage.
+  auto align = [](size_t b) { return (b + 255) / 256 * 256; };
+  size_t accBytes = dx.dtype == DType::F32 ? 0 : align(std::max<int64_t>(dx.numel(), 1) * 4);
+  size_t keyBytes = align(std::max<int64_t>(n, 1) * 4), sortBytes = 0;
+  int bits = 1;
+  while ((int64_t(1) << bits) <= dim)
+    ++bits;
+  ZRT_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, sortBytes, (int32_t *)nullptr,
+                                           (int32_t *)nullptr, (int32_t *)nullptr,
+                                           (int32_t *)nullptr, (int)n, 0, bits, st));
+  ZRT_RETURN_IF_ERROR(ctx.reserve(accBytes + 4 * keyBytes + sortBytes));
+  char *scratch = (char *)ctx.scratch;
+  float *acc = accBytes ? (float *)scratch : dx.as<float>();
+  int32_t *keys = (int32_t *)(scratch + accBytes), *sortedKeys = keys + keyBytes / 4,
+          *positions = sortedKeys + keyBytes / 4, *sortedPositions = positions + keyBytes / 4;
+  void *sortScratch = (char *)(sortedPositions) + keyBytes;
+  if (n > 0) {
+    if (idx.dtype == DType::I64)
+      gatherGradKeys<int64_t><<<blocksFor(n), kThreads, 0, st>>>(idx.as<int64_t>(), n, dim, padding,
+                                                                 keys, positions, ctx.errorInfo);
+    else
+      gatherGradKeys<int32_t><<<blocksFor(n), kThreads, 0, st>>>(idx.as<int32_t>(), n, dim, padding,
+                                                                 keys, positions, ctx.errorInfo);
+    ZRT_CUDA(cub::DeviceRadixSort::SortPairs(sortScratch, sortBytes, keys, sortedKeys, positions,
+                                             sortedPositions, (int)n, 0, bits, st));
+  }
+  if (dx.numel() > 0) {
+    dim3 grid((unsigned)dim, (unsigned)outer);
+    int threads = (int)std::min<int64_t>(std::max<int64_t>(inner, 32), 256);
+    ZRT_FLOAT_DISPATCH(g.dtype, T,
+                       gatherGradRows<T><<<grid, threads, 0, st>>>(sortedKeys, sortedPositions, n,
+                                                                   g.as<T>(), acc, dim, inner))
+  }
+  if (dx.dtype == DType::BF16)
+    fromF32Kernel<__nv_bfloat16>
+        <<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__nv_bfloat16>(), dx.numel());
+  else if (dx.dtype == DType::F16)
+    fromF32Kernel<__half>
+        <<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__half>(), dx.numel());
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

@@ -129,8 +129,8 @@ __global__ void crossEntropyGradKernel(const T *x, const int64_t *labels, const 
     return fromF<T>((expf(v - mx) * invSum - (j == label ? 1.0f : 0.0f)) * coef);
   };
   constexpr int V = 16 / sizeof(T);
-  bool aligned = reinterpret_cast<uintptr_t>(xr) % 16 == 0 &&
-                 reinterpret_cast<uintptr_t>(dr) % 16 == 0;
+  bool aligned =
+      reinterpret_cast<uintptr_t>(xr) % 16 == 0 && reinterpret_cast<uintptr_t>(dr) % 16 == 0;
   int64_t vectors = aligned ? classes / V : 0;
   for (int64_t k = threadIdx.x; k < vectors; k += blockDim.x) {
     uint4 raw = reinterpret_cast<const uint4 *>(xr)[k], out;
@@ -153,31 +153,35 @@ __global__ void crossEntropyGradKernel(const T *x, const int64_t *labels, const 
 
 Status launchCrossEntropy(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    const TensorRef &x = c.in[0], &labels = c.in[1];
-    int64_t stride = x.shape.back(), classes = c.ints.size() > 1 ? c.ints[1] : stride;
-    int64_t rows = labels.numel();
-    ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(rows, 1) * sizeof(double)));
-    double *rowLoss = (double *)ctx.scratch;
-    if (rows > 0)
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        crossEntropyRowKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), labels.as<int64_t>(), rowLoss, classes, stride, c.ints[0], ctx.errorInfo))
-    meanLossKernel<<<1, 1024, 0, st>>>(rowLoss, labels.as<int64_t>(), rows, c.ints[0],
-                                       c.out[0].as<float>());
+  const TensorRef &x = c.in[0], &labels = c.in[1];
+  int64_t stride = x.shape.back(), classes = c.ints.size() > 1 ? c.ints[1] : stride;
+  int64_t rows = labels.numel();
+  ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<int64_t>(rows, 1) * sizeof(double)));
+  double *rowLoss = (double *)ctx.scratch;
+  if (rows > 0)
+    ZRT_FLOAT_DISPATCH(
+        x.dtype, T,
+        crossEntropyRowKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(
+            x.as<T>(), labels.as<int64_t>(), rowLoss, classes, stride, c.ints[0], ctx.errorInfo))
+  meanLossKernel<<<1, 1024, 0, st>>>(rowLoss, labels.as<int64_t>(), rows, c.ints[0],
+                                     c.out[0].as<float>());
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 
 Status launchCrossEntropyGrad(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    const TensorRef &x = c.in[0], &labels = c.in[1];
-    int64_t stride = x.shape.back(), classes = c.ints.size() > 1 ? c.ints[1] : stride;
-    int64_t rows = labels.numel();
-    ZRT_RETURN_IF_ERROR(ctx.reserve(sizeof(double)));
-    double *count = (double *)ctx.scratch;
-    countLabelsKernel<<<1, 1024, 0, st>>>(labels.as<int64_t>(), rows, c.ints[0], count);
-    if (rows > 0)
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        crossEntropyGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(x.as<T>(), labels.as<int64_t>(), c.in[2].as<float>(), count, c.out[0].as<T>(), classes, stride, c.ints[0], ctx.errorInfo))
+  const TensorRef &x = c.in[0], &labels = c.in[1];
+  int64_t stride = x.shape.back(), classes = c.ints.size() > 1 ? c.ints[1] : stride;
+  int64_t rows = labels.numel();
+  ZRT_RETURN_IF_ERROR(ctx.reserve(sizeof(double)));
+  double *count = (double *)ctx.scratch;
+  countLabelsKernel<<<1, 1024, 0, st>>>(labels.as<int64_t>(), rows, c.ints[0], count);
+  if (rows > 0)
+    ZRT_FLOAT_DISPATCH(x.dtype, T,
+                       crossEntropyGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(
+                           x.as<T>(), labels.as<int64_t>(), c.in[2].as<float>(), count,
+                           c.out[0].as<T>(), classes, stride, c.ints[0], ctx.errorInfo))
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

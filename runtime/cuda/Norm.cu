@@ -180,7 +180,9 @@ constexpr int kWarpRowMax = 32; // elements per lane: rows up to 1024
 /// Whether rows take the warp kernels (measured against the block kernels
 /// on GPT-2 124M, docs/benchmarks.md); longer rows take the block kernels.
 inline bool normWarpRows(int64_t cols) { return cols <= 32 * kWarpRowMax; }
-inline int warpRowLanes(int64_t cols) { return (int)std::max<int64_t>(8, ((cols + 31) / 32 + 7) / 8 * 8); }
+inline int warpRowLanes(int64_t cols) {
+  return (int)std::max<int64_t>(8, ((cols + 31) / 32 + 7) / 8 * 8);
+}
 
 __device__ __forceinline__ double warpSum(double v) {
   for (int o = 16; o > 0; o >>= 1)
@@ -346,12 +348,14 @@ __global__ void normGradParamKernel(const double *partial, T *dw, T *db, int64_t
 
 Status launchSoftmaxFamily(KernelId id, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t outer, dim, inner;
-    around(c.in[0].shape, c.ints[0], outer, dim, inner);
-    int64_t rows = outer * inner;
-    if (rows > 0)
-      ZRT_FLOAT_DISPATCH(c.in[0].dtype, T,
-        softmaxKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(c.in[0].as<T>(), c.out[0].as<T>(), dim, inner, id == KernelId::LogSoftmax))
+  int64_t outer, dim, inner;
+  around(c.in[0].shape, c.ints[0], outer, dim, inner);
+  int64_t rows = outer * inner;
+  if (rows > 0)
+    ZRT_FLOAT_DISPATCH(
+        c.in[0].dtype, T,
+        softmaxKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(
+            c.in[0].as<T>(), c.out[0].as<T>(), dim, inner, id == KernelId::LogSoftmax))
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -364,41 +368,46 @@ Status launchLogSoftmax(const KernelCall &c, CudaContext &ctx) {
 
 Status launchBiasSoftmax(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    const TensorRef &x = c.in[0], &bias = c.in[1];
-    BiasRows rows;
-    rows.rank = (int)x.shape.size();
-    int64_t lead = rows.rank - (int64_t)bias.shape.size(), dim = x.shape.back();
-    for (int64_t d = rows.rank - 1, s = 1; d >= 0; --d) {
-      rows.shape[d] = x.shape[d];
-      int64_t size = d < lead ? 1 : bias.shape[d - lead];
-      rows.stride[d] = size == 1 ? 0 : s;
-      s *= size;
-    }
-    rows.step = rows.stride[rows.rank - 1];
-    int64_t count = x.numel() / std::max<int64_t>(dim, 1);
-    bool nanToZero = c.ints[0] != 0;
-    if (count > 0 && dim > 0)
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        if (dim <= kRowThreads * 2)
-          biasSoftmaxRowKernel<T, 2><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
-        else if (dim <= kRowThreads * 4)
-          biasSoftmaxRowKernel<T, 4><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
-        else if (dim <= kRowThreads * 8)
-          biasSoftmaxRowKernel<T, 8><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
-        else
-          biasSoftmaxKernel<T><<<(unsigned)count, kRowThreads, 0, st>>>(x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero))
+  const TensorRef &x = c.in[0], &bias = c.in[1];
+  BiasRows rows;
+  rows.rank = (int)x.shape.size();
+  int64_t lead = rows.rank - (int64_t)bias.shape.size(), dim = x.shape.back();
+  for (int64_t d = rows.rank - 1, s = 1; d >= 0; --d) {
+    rows.shape[d] = x.shape[d];
+    int64_t size = d < lead ? 1 : bias.shape[d - lead];
+    rows.stride[d] = size == 1 ? 0 : s;
+    s *= size;
+  }
+  rows.step = rows.stride[rows.rank - 1];
+  int64_t count = x.numel() / std::max<int64_t>(dim, 1);
+  bool nanToZero = c.ints[0] != 0;
+  if (count > 0 && dim > 0)
+    ZRT_FLOAT_DISPATCH(x.dtype, T,
+                       if (dim <= kRowThreads * 2)
+                           biasSoftmaxRowKernel<T, 2><<<(unsigned)count, kRowThreads, 0, st>>>(
+                               x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+                       else if (dim <= kRowThreads * 4)
+                           biasSoftmaxRowKernel<T, 4><<<(unsigned)count, kRowThreads, 0, st>>>(
+                               x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+                       else if (dim <= kRowThreads * 8)
+                           biasSoftmaxRowKernel<T, 8><<<(unsigned)count, kRowThreads, 0, st>>>(
+                               x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero);
+                       else biasSoftmaxKernel<T><<<(unsigned)count, kRowThreads, 0, st>>>(
+                           x.as<T>(), bias.as<T>(), c.out[0].as<T>(), dim, rows, nanToZero))
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
 
 Status launchSoftmaxGradFamily(KernelId id, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t outer, dim, inner;
-    around(c.out[0].shape, c.ints[0], outer, dim, inner);
-    int64_t rows = outer * inner;
-    if (rows > 0)
-      ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,
-        softmaxGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), dim, inner, id == KernelId::LogSoftmaxGrad))
+  int64_t outer, dim, inner;
+  around(c.out[0].shape, c.ints[0], outer, dim, inner);
+  int64_t rows = outer * inner;
+  if (rows > 0)
+    ZRT_FLOAT_DISPATCH(c.out[0].dtype, T,
+                       softmaxGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(
+                           c.in[0].as<T>(), c.in[1].as<T>(), c.out[0].as<T>(), dim, inner,
+                           id == KernelId::LogSoftmaxGrad))
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -409,32 +418,52 @@ Status launchLogSoftmaxGrad(const KernelCall &c, CudaContext &ctx) {
   return launchSoftmaxGradFamily(KernelId::LogSoftmaxGrad, c, ctx);
 }
 
+/// A norm's rows (the dimensions before |axis|) and columns (from it on).
+static void rowsAndCols(const TensorRef &x, int64_t axis, int64_t &rows, int64_t &cols) {
+  rows = cols = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    rows *= x.shape[d];
+  for (size_t d = axis; d < x.shape.size(); ++d)
+    cols *= x.shape[d];
+}
+
 Status launchNorm(KernelId id, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    // A block per row, a thread per ~8 elements (GPT-2's 768: 96 threads):
-    // short rows with 256 threads spent their time in the block reductions.
-    const TensorRef &x = c.in[0];
-    int64_t rows = 1, cols = 1;
-    for (int64_t d = 0; d < c.ints[0]; ++d)
-      rows *= x.shape[d];
-    for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
-      cols *= x.shape[d];
-    if (rows > 0 && normWarpRows(cols)) {
-      const void *bias = c.in.size() > 2 ? c.in[2].data : nullptr;
-      bool rms = id == KernelId::RmsNorm;
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        auto launch = [&](auto lanes) {
-          normWarpKernel<T, decltype(lanes)::value><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(x.as<T>(), c.in[1].as<T>(), (const T *)bias, c.out[0].as<T>(), rows, cols, c.floats[0], rms);
-        };
+  // A block per row, a thread per ~8 elements (GPT-2's 768: 96 threads):
+  // short rows with 256 threads spent their time in the block reductions.
+  const TensorRef &x = c.in[0];
+  int64_t rows, cols;
+  rowsAndCols(x, c.ints[0], rows, cols);
+  if (rows > 0 && normWarpRows(cols)) {
+    const void *bias = c.in.size() > 2 ? c.in[2].data : nullptr;
+    bool rms = id == KernelId::RmsNorm;
+    ZRT_FLOAT_DISPATCH(
+        x.dtype, T,
+        auto launch =
+            [&](auto lanes) {
+              normWarpKernel<T, decltype(lanes)::value><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(
+                  x.as<T>(), c.in[1].as<T>(), (const T *)bias, c.out[0].as<T>(), rows, cols,
+                  c.floats[0], rms);
+            };
         switch (warpRowLanes(cols)) {
-        case 8: launch(std::integral_constant<int, 8>{}); break;
-        case 16: launch(std::integral_constant<int, 16>{}); break;
-        case 24: launch(std::integral_constant<int, 24>{}); break;
-        default: launch(std::integral_constant<int, 32>{}); break;
+          case 8:
+            launch(std::integral_constant<int, 8>{});
+            break;
+          case 16:
+            launch(std::integral_constant<int, 16>{});
+            break;
+          case 24:
+            launch(std::integral_constant<int, 24>{});
+            break;
+          default:
+            launch(std::integral_constant<int, 32>{});
+            break;
         })
-    } else if (rows > 0)
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        normKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in.size() > 2 ? c.in[2].as<T>() : nullptr, c.out[0].as<T>(), cols, c.floats[0], id == KernelId::RmsNorm))
+  } else if (rows > 0)
+    ZRT_FLOAT_DISPATCH(x.dtype, T,
+                       normKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(
+                           x.as<T>(), c.in[1].as<T>(), c.in.size() > 2 ? c.in[2].as<T>() : nullptr,
+                           c.out[0].as<T>(), cols, c.floats[0], id == KernelId::RmsNorm))
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -447,36 +476,50 @@ Status launchRmsNorm(const KernelCall &c, CudaContext &ctx) {
 
 Status launchNormGrad(KernelId id, const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    const TensorRef &x = c.in[0];
-    bool rms = id == KernelId::RmsNormGrad;
-    int64_t rows = 1, cols = 1;
-    for (int64_t d = 0; d < c.ints[0]; ++d)
-      rows *= x.shape[d];
-    for (size_t d = c.ints[0]; d < x.shape.size(); ++d)
-      cols *= x.shape[d];
-    // Rows' statistics, then the column partial sums of chunks of 64 rows
-    // (at most 4096 chunks).
-    int64_t chunkRows = std::max<int64_t>(64, (rows + 4095) / 4096);
-    int64_t chunks = (rows + chunkRows - 1) / chunkRows;
-    ZRT_RETURN_IF_ERROR(
-        ctx.reserve((std::max<int64_t>(rows, 1) + chunks * cols) * 2 * sizeof(double)));
-    double *stats = (double *)ctx.scratch, *partial = stats + 2 * std::max<int64_t>(rows, 1);
-    if (rows > 0)
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        auto launchGrad = [&](auto lanes) {
-          normGradWarpKernel<T, decltype(lanes)::value><<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, rows, cols, c.floats[0], rms);
-        };
+  const TensorRef &x = c.in[0];
+  bool rms = id == KernelId::RmsNormGrad;
+  int64_t rows, cols;
+  rowsAndCols(x, c.ints[0], rows, cols);
+  // Rows' statistics, then the column partial sums of chunks of 64 rows
+  // (at most 4096 chunks).
+  int64_t chunkRows = std::max<int64_t>(64, (rows + 4095) / 4096);
+  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+  ZRT_RETURN_IF_ERROR(
+      ctx.reserve((std::max<int64_t>(rows, 1) + chunks * cols) * 2 * sizeof(double)));
+  double *stats = (double *)ctx.scratch, *partial = stats + 2 * std::max<int64_t>(rows, 1);
+  if (rows > 0)
+    ZRT_FLOAT_DISPATCH(
+        x.dtype, T,
+        auto launchGrad =
+            [&](auto lanes) {
+              normGradWarpKernel<T, decltype(lanes)::value>
+                  <<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(x.as<T>(), c.in[1].as<T>(),
+                                                               c.in[2].as<T>(), c.out[0].as<T>(),
+                                                               stats, rows, cols, c.floats[0], rms);
+            };
         if (normWarpRows(cols)) {
           switch (warpRowLanes(cols)) {
-          case 8: launchGrad(std::integral_constant<int, 8>{}); break;
-          case 16: launchGrad(std::integral_constant<int, 16>{}); break;
-          case 24: launchGrad(std::integral_constant<int, 24>{}); break;
-          default: launchGrad(std::integral_constant<int, 32>{}); break;
+          case 8:
+            launchGrad(std::integral_constant<int, 8>{});
+            break;
+          case 16:
+            launchGrad(std::integral_constant<int, 16>{});
+            break;
+          case 24:
+            launchGrad(std::integral_constant<int, 24>{});
+            break;
+          default:
+            launchGrad(std::integral_constant<int, 32>{});
+            break;
           }
-        } else
-          normGradRowKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), c.out[0].as<T>(), stats, cols, c.floats[0], rms);
-        normGradParamPartialKernel<T><<<blocksFor(chunks * cols), kThreads, 0, st>>>(x.as<T>(), c.in[2].as<T>(), stats, partial, rows, cols, chunkRows);
-        normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(partial, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), chunks, cols))
+        } else normGradRowKernel<T>
+        <<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(),
+                                                       c.out[0].as<T>(), stats, cols, c.floats[0],
+                                                       rms);
+        normGradParamPartialKernel<T><<<blocksFor(chunks * cols), kThreads, 0, st>>>(
+            x.as<T>(), c.in[2].as<T>(), stats, partial, rows, cols, chunkRows);
+        normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(
+            partial, c.out[1].as<T>(), rms ? nullptr : c.out[2].as<T>(), chunks, cols))
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

@@ -56,7 +56,6 @@ __global__ void adamwKernel(const float *p, const float *g, const float *m, cons
   }
 }
 
-
 __global__ void sgdKernel(const float *p, const float *g, const float *b, const float *lrp,
                           const unsigned char *skip, float *po, float *bo, float mom, float wd,
                           bool nesterov, int64_t n) {
@@ -76,7 +75,6 @@ __global__ void sgdKernel(const float *p, const float *g, const float *b, const 
     bo[k] = buf;
   }
 }
-
 
 Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
   int64_t n = c.in[0].numel();
@@ -98,9 +96,12 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
 
 Status launchSgd(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    int64_t n = c.in[0].numel();
-    const unsigned char *skip = c.in.size() == 5 ? c.in[4].as<unsigned char>() : nullptr;
-    sgdKernel<<<blocksFor(n), kThreads, 0, st>>>(c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(), (float)c.floats[0], (float)c.floats[1], c.ints[0] != 0, n);
+  int64_t n = c.in[0].numel();
+  const unsigned char *skip = c.in.size() == 5 ? c.in[4].as<unsigned char>() : nullptr;
+  sgdKernel<<<blocksFor(n), kThreads, 0, st>>>(
+      c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(), skip,
+      c.out[0].as<float>(), c.out[1].as<float>(), (float)c.floats[0], (float)c.floats[1],
+      c.ints[0] != 0, n);
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

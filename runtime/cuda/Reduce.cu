@@ -33,10 +33,14 @@ __global__ void reduceKernel(const T *x, T *y, ReduceMap m, int64_t n, int64_t c
         q /= m.redShape[k];
       }
       double v = toF(x[off]);
-      if (kind <= 1) a += v;
-      else if (kind == 2) a = a < v ? v : a;
-      else if (kind == 3) a = v < a ? v : a;
-      else a *= v;
+      if (kind <= 1)
+        a += v;
+      else if (kind == 2)
+        a = a < v ? v : a;
+      else if (kind == 3)
+        a = v < a ? v : a;
+      else
+        a *= v;
     }
     y[i] = fromF<T>((float)(kind == 1 ? a / count : a));
   }
@@ -143,61 +147,68 @@ __global__ void reduceFinishKernel(const double *partial, T *y, int64_t n, int s
 
 Status launchReduce(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-    const TensorRef &x = c.in[0], &y = c.out[0];
-    std::vector<bool> reduced(x.shape.size(), false);
-    for (size_t i = 2; i < c.ints.size(); ++i)
-      reduced[c.ints[i]] = true;
-    std::vector<int64_t> strides = contiguousStrides(x.shape);
-    ReduceMap m;
-    int64_t count = 1;
-    for (size_t d = 0; d < x.shape.size(); ++d) {
-      if (reduced[d]) {
-        m.redShape[m.redRank] = x.shape[d];
-        m.redStride[m.redRank++] = strides[d];
-        count *= x.shape[d];
-      } else {
-        m.keptShape[m.keptRank] = x.shape[d];
-        m.keptStride[m.keptRank++] = strides[d];
-      }
+  const TensorRef &x = c.in[0], &y = c.out[0];
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (size_t i = 2; i < c.ints.size(); ++i)
+    reduced[c.ints[i]] = true;
+  std::vector<int64_t> strides = contiguousStrides(x.shape);
+  ReduceMap m;
+  int64_t count = 1;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (reduced[d]) {
+      m.redShape[m.redRank] = x.shape[d];
+      m.redStride[m.redRank++] = strides[d];
+      count *= x.shape[d];
+    } else {
+      m.keptShape[m.keptRank] = x.shape[d];
+      m.keptStride[m.keptRank++] = strides[d];
     }
-    int64_t n = y.numel();
-    int kind = (int)c.ints[0];
-    // The reduced axes are the leading ones: the input is [count, n].
-    bool leading = m.redRank > 0 && count > 64 && n >= 64;
-    for (int d = 0; d < (int)x.shape.size(); ++d)
-      leading &= reduced[d] == (d < m.redRank);
-    if (leading) {
-      int64_t chunks = std::min<int64_t>((count + 127) / 128, std::max<int64_t>(1, 4096 / ((n + 255) / 256)));
-      int64_t chunkRows = (count + chunks - 1) / chunks;
-      chunks = (count + chunkRows - 1) / chunkRows;
-      ZRT_RETURN_IF_ERROR(ctx.reserve(n * chunks * sizeof(double)));
-      double *partial = static_cast<double *>(ctx.scratch);
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        reduceColumnsKernel<T><<<dim3((unsigned)((n + 255) / 256), (unsigned)chunks), 256, 0, st>>>(x.as<T>(), partial, count, n, chunkRows, kind);
-        reduceFinishKernel<T><<<blocksFor(n), kThreads, 0, st>>>(partial, y.as<T>(), n, (int)chunks, count, kind))
-    } else if (n > 0 && count <= 64) {
-      // Few elements per output: a thread each.
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        reduceKernel<T><<<blocksFor(n), kThreads, 0, st>>>(x.as<T>(), y.as<T>(), m, n, count, kind))
-    } else if (n > 0) {
-      // A block per output, and several when there are few outputs to
-      // spread a long reduction over the GPU (partials combined in order).
-      int64_t splits = 1;
-      if (n < 1024)
-        splits = std::min<int64_t>((count + kRowThreads * 64 - 1) / (kRowThreads * 64),
-                                   std::max<int64_t>(1, 2048 / n));
-      int64_t chunk = (count + splits - 1) / splits;
-      double *partial = nullptr;
-      if (splits > 1) {
-        ZRT_RETURN_IF_ERROR(ctx.reserve(n * splits * sizeof(double)));
-        partial = static_cast<double *>(ctx.scratch);
-      }
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-        reduceBlocksKernel<T><<<(unsigned)(n * splits), kRowThreads, 0, st>>>(x.as<T>(), y.as<T>(), partial, m, count, chunk, (int)splits, kind))
-      if (splits > 1)
-        ZRT_FLOAT_DISPATCH(x.dtype, T,
-          reduceFinishKernel<T><<<blocksFor(n), kThreads, 0, st>>>(partial, y.as<T>(), n, (int)splits, count, kind))
+  }
+  int64_t n = y.numel();
+  int kind = (int)c.ints[0];
+  // The reduced axes are the leading ones: the input is [count, n].
+  bool leading = m.redRank > 0 && count > 64 && n >= 64;
+  for (int d = 0; d < (int)x.shape.size(); ++d)
+    leading &= reduced[d] == (d < m.redRank);
+  if (leading) {
+    int64_t chunks =
+        std::min<int64_t>((count + 127) / 128, std::max<int64_t>(1, 4096 / ((n + 255) / 256)));
+    int64_t chunkRows = (count + chunks - 1) / chunks;
+    chunks = (count + chunkRows - 1) / chunkRows;
+    ZRT_RETURN_IF_ERROR(ctx.reserve(n * chunks * sizeof(double)));
+    double *partial = static_cast<double *>(ctx.scratch);
+    ZRT_FLOAT_DISPATCH(
+        x.dtype, T,
+        reduceColumnsKernel<T><<<dim3((unsigned)((n + 255) / 256), (unsigned)chunks), 256, 0, st>>>(
+            x.as<T>(), partial, count, n, chunkRows, kind);
+        reduceFinishKernel<T>
+        <<<blocksFor(n), kThreads, 0, st>>>(partial, y.as<T>(), n, (int)chunks, count, kind))
+  } else if (n > 0 && count <= 64) {
+    // Few elements per output: a thread each.
+    ZRT_FLOAT_DISPATCH(x.dtype, T,
+                       reduceKernel<T>
+                       <<<blocksFor(n), kThreads, 0, st>>>(x.as<T>(), y.as<T>(), m, n, count, kind))
+  } else if (n > 0) {
+    // A block per output, and several when there are few outputs to
+    // spread a long reduction over the GPU (partials combined in order).
+    int64_t splits = 1;
+    if (n < 1024)
+      splits = std::min<int64_t>((count + kRowThreads * 64 - 1) / (kRowThreads * 64),
+                                 std::max<int64_t>(1, 2048 / n));
+    int64_t chunk = (count + splits - 1) / splits;
+    double *partial = nullptr;
+    if (splits > 1) {
+      ZRT_RETURN_IF_ERROR(ctx.reserve(n * splits * sizeof(double)));
+      partial = static_cast<double *>(ctx.scratch);
     }
+    ZRT_FLOAT_DISPATCH(x.dtype, T,
+                       reduceBlocksKernel<T><<<(unsigned)(n * splits), kRowThreads, 0, st>>>(
+                           x.as<T>(), y.as<T>(), partial, m, count, chunk, (int)splits, kind))
+    if (splits > 1)
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+                         reduceFinishKernel<T><<<blocksFor(n), kThreads, 0, st>>>(
+                             partial, y.as<T>(), n, (int)splits, count, kind))
+  }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

@@ -1,13 +1,12 @@
 //===- Interpreter.cpp - the instruction walk both backends share ---------===//
 #include "exec/Interpreter.h"
 
+#include "plan/PlanLoader.h"
+
 using namespace zrt;
 
 const plan::Program *Interpreter::program(const std::string &name) const {
-  for (const plan::Program &p : plan_.programs())
-    if (p.name() == name)
-      return &p;
-  return nullptr;
+  return findProgram(plan_, name);
 }
 
 const std::vector<Interpreter::Step> &Interpreter::prepared(const plan::Program &program) {
@@ -54,10 +53,18 @@ Status Interpreter::walk(const plan::Program &program) {
     Status s = beforeStep(step);
     if (s) {
       switch (step.kind) {
-      case Step::Kernel: s = runKernel(step); break;
-      case Step::Copy: s = runCopy(step); break;
-      case Step::Collective: s = runCollective(step); break;
-      case Step::Wait: s = runWait(step); break;
+      case Step::Kernel:
+        s = runKernel(step);
+        break;
+      case Step::Copy:
+        s = runCopy(step);
+        break;
+      case Step::Collective:
+        s = runCollective(step);
+        break;
+      case Step::Wait:
+        s = runWait(step);
+        break;
       }
     }
     afterStep(step);

@@ -71,11 +71,11 @@ protected:
   struct Step {
     enum Kind { Kernel, Copy, Collective, Wait } kind;
     const plan::Program *program;
-    int index;                    // in its program
+    int index; // in its program
     const plan::Instruction *inst;
-    KernelId kernel{};            // Kernel: the kernel
-    KernelCall call;              // Kernel: operands in the backend's memory
-    std::string location;         // " (ONNX node)" or empty
+    KernelId kernel{};    // Kernel: the kernel
+    KernelCall call;      // Kernel: operands in the backend's memory
+    std::string location; // " (ONNX node)" or empty
   };
 
   /// Runs |program|'s steps in order; an error names the program, the

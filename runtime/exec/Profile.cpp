@@ -1,6 +1,8 @@
 //===- Profile.cpp - where a step's time goes -----------------------------===//
 #include "exec/Profile.h"
 
+#include "plan/PlanLoader.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -9,16 +11,8 @@
 
 using namespace zrt;
 
-namespace {
-const plan::Program *findProgram(const plan::Plan &plan, const std::string &name) {
-  for (const plan::Program &p : plan.programs())
-    if (p.name() == name)
-      return &p;
-  return nullptr;
-}
-} // namespace
-
-void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &profile, int64_t steps) {
+void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &profile,
+                       int64_t steps) {
   auto describe = [&](const plan::Instruction &inst, std::string &what, std::string &where) {
     auto shape = [&](int index) {
       std::string s;
@@ -100,4 +94,3 @@ void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &prof
                 where.c_str());
   }
 }
-

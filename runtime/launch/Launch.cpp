@@ -54,8 +54,8 @@ Status zrt::runRanks(int world, const std::function<Status(int, Communicator *)>
   return world > 1 ? errorf("rank ", r, ": ", results[r].message()) : results[r];
 }
 
-
-int zrt::superviseChildren(const std::vector<pid_t> &children, const std::vector<std::string> &names) {
+int zrt::superviseChildren(const std::vector<pid_t> &children,
+                           const std::vector<std::string> &names) {
   int failed = -1, failedStatus = 0, left = (int)children.size();
   while (left > 0) {
     int status = 0;
@@ -89,7 +89,6 @@ int zrt::superviseChildren(const std::vector<pid_t> &children, const std::vector
   return WIFEXITED(failedStatus) ? WEXITSTATUS(failedStatus) : 1;
 }
 
-
 int zrt::launchHosts(const HostLaunch &launch) {
   std::ifstream in(launch.hostfile);
   if (!in)
@@ -99,7 +98,9 @@ int zrt::launchHosts(const HostLaunch &launch) {
   std::vector<NodeSlots> nodes;
   if (Status s = parseHostfile(text.str(), launch.hostfile, nodes); !s)
     return reportError(s);
-  if (Status s = selectSlots(nodes, launch.include, launch.exclude, launch.numNodes, launch.numGpus); !s)
+  if (Status s =
+          selectSlots(nodes, launch.include, launch.exclude, launch.numNodes, launch.numGpus);
+      !s)
     return reportError(s);
   char cwd[4096];
   std::string dir = getcwd(cwd, sizeof cwd) ? cwd : ".";
@@ -132,7 +133,6 @@ int zrt::launchHosts(const HostLaunch &launch) {
   }
   return superviseChildren(children, names);
 }
-
 
 int zrt::launchLocal(const std::vector<std::string> &argv, int nproc, int port) {
   std::vector<pid_t> children;
@@ -177,4 +177,3 @@ int zrt::launchLocal(const std::vector<std::string> &argv, int nproc, int port) 
     names.push_back("rank " + std::to_string(r));
   return superviseChildren(children, names);
 }
-

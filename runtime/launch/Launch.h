@@ -46,7 +46,7 @@ int launchLocal(const std::vector<std::string> &argv, int nproc, int port);
 struct HostLaunch {
   std::string hostfile, include, exclude;
   int numNodes = -1, numGpus = -1, port = 29500;
-  bool dryRun = false; // print the ssh commands instead
+  bool dryRun = false;           // print the ssh commands instead
   std::vector<std::string> argv; // the zrun command each node runs
 };
 int launchHosts(const HostLaunch &launch);

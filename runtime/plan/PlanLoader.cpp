@@ -341,6 +341,22 @@ Status zrt::loadPlan(const std::string &path, plan::Plan &out) {
   return Status::ok();
 }
 
+const plan::Program *zrt::findProgram(const plan::Plan &plan, const std::string &name) {
+  for (const plan::Program &p : plan.programs())
+    if (p.name() == name)
+      return &p;
+  return nullptr;
+}
+
+int zrt::namedBuffer(const plan::Program *program, bool output, const std::string &name) {
+  if (!program)
+    return -1;
+  for (const plan::NamedBuffer &b : output ? program->outputs() : program->inputs())
+    if (b.name() == name)
+      return b.buffer();
+  return -1;
+}
+
 TensorRef zrt::describeBuffer(const plan::Buffer &b) {
   TensorRef t;
   toDType(b.dtype(), t.dtype);

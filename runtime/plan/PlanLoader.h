@@ -44,6 +44,13 @@ Status validatePlan(const plan::Plan &plan);
 /// Element type of a plan dtype, or false if the dtype is unknown.
 bool toDType(int planDType, DType &out);
 
+/// The program named |name|, or null.
+const plan::Program *findProgram(const plan::Plan &plan, const std::string &name);
+
+/// The buffer of |program|'s output (or input) |name|; -1 if there is none
+/// (or no program).
+int namedBuffer(const plan::Program *program, bool output, const std::string &name);
+
 /// Buffer |b|'s type and shape, without data.
 TensorRef describeBuffer(const plan::Buffer &b);
 

@@ -10,25 +10,6 @@
 
 using namespace zrt;
 
-namespace {
-const plan::Program *findProgram(const plan::Plan &plan, const std::string &name) {
-  for (const plan::Program &p : plan.programs())
-    if (p.name() == name)
-      return &p;
-  return nullptr;
-}
-
-/// The buffer of |program|'s input (or output) |name|, or -1.
-int namedBuffer(const plan::Program *program, bool output, const std::string &name) {
-  if (!program)
-    return -1;
-  for (const plan::NamedBuffer &b : output ? program->outputs() : program->inputs())
-    if (b.name() == name)
-      return b.buffer();
-  return -1;
-}
-} // namespace
-
 Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, TrainerConfig config,
                        std::unique_ptr<Trainer> &out) {
   std::unique_ptr<Trainer> t(new Trainer(plan, feeder, std::move(config)));
@@ -45,8 +26,8 @@ Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, Trainer
   // scaler; their decisions agree because the overflow flag is global.
   if (plan.training().has_loss_scaling()) {
     const plan::LossScaling &ls = plan.training().loss_scaling();
-    t->scaling_ = LossScalerConfig{ls.static_scale(), ls.initial_scale(), ls.window(),
-                                   ls.hysteresis(), ls.consecutive_hysteresis(), ls.min_scale()};
+    t->scaling_ = LossScalerConfig{ls.static_scale(), ls.initial_scale(),          ls.window(),
+                                   ls.hysteresis(),   ls.consecutive_hysteresis(), ls.min_scale()};
     t->microScaleBuffer_ = namedBuffer(t->micro_, false, "loss_scale");
     t->applyScaleBuffer_ = namedBuffer(t->apply_, false, "loss_scale");
     t->overflowBuffer_ = namedBuffer(t->apply_, true, "overflow");
@@ -117,14 +98,13 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
   int64_t applied = 0, skipped = 0;
   if (config_.resume) {
     std::vector<char> state;
-    ZRT_RETURN_IF_ERROR(
-        readRankState(config_.resumeDir, rank, checkpointStateBytes(plan_), state));
+    ZRT_RETURN_IF_ERROR(readRankState(config_.resumeDir, rank, checkpointStateBytes(plan_), state));
     ZRT_RETURN_IF_ERROR(executor.loadState(state));
     const plan::Checkpoint &r = *config_.resume;
     applied = r.steps_applied();
     if (scaler)
-      scaler->restore({r.loss_scale(), r.scaler_hysteresis(), r.scaler_iteration(),
-                       r.scaler_last_overflow()});
+      scaler->restore(
+          {r.loss_scale(), r.scaler_hysteresis(), r.scaler_iteration(), r.scaler_last_overflow()});
   }
   for (int64_t k = firstStep_; k < steps; ++k) {
     auto start = std::chrono::steady_clock::now();

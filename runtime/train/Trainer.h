@@ -29,12 +29,12 @@
 namespace zrt {
 
 struct TrainerConfig {
-  int64_t steps = 0;            // train until this many steps are done
-  Schedule schedule;            // validated by the caller
-  std::string checkpointDir;    // empty: no checkpoints
-  int64_t saveEvery = 0;        // and at the last step, when checkpointing
-  uint64_t planHash = 0;        // recorded in checkpoints
-  int64_t shuffleSeed = -1;     // recorded in checkpoints (-1: no shuffle)
+  int64_t steps = 0;         // train until this many steps are done
+  Schedule schedule;         // validated by the caller
+  std::string checkpointDir; // empty: no checkpoints
+  int64_t saveEvery = 0;     // and at the last step, when checkpointing
+  uint64_t planHash = 0;     // recorded in checkpoints
+  int64_t shuffleSeed = -1;  // recorded in checkpoints (-1: no shuffle)
   /// --resume: the checkpoint's manifest and directory (null: a fresh run).
   const plan::Checkpoint *resume = nullptr;
   std::string resumeDir;
@@ -93,8 +93,8 @@ private:
   std::optional<LossScalerConfig> scaling_;
   int microScaleBuffer_ = -1, applyScaleBuffer_ = -1, overflowBuffer_ = -1;
   int64_t firstStep_ = 0, tokens_ = 0, skipped_ = 0;
-  std::vector<double> rankLoss_;   // in-process ranks' losses of a step
-  std::string checkpointTmp_;      // shared by the ranks during a save
+  std::vector<double> rankLoss_; // in-process ranks' losses of a step
+  std::string checkpointTmp_;    // shared by the ranks during a save
 };
 
 } // namespace zrt

@@ -9,10 +9,10 @@
 // the gradient in apply) the reported loss is the ranks' mean.
 //
 //===----------------------------------------------------------------------===//
+#include "train/Trainer.h"
 #include "exec/Executor.h"
 #include "plan/PlanLoader.h"
 #include "train/Checkpoint.h"
-#include "train/Trainer.h"
 
 #include <gtest/gtest.h>
 
@@ -30,8 +30,8 @@ namespace {
 
 constexpr int kBatch = 2, kWidth = 4, kSamples = 8;
 
-plan::Buffer *addBuffer(plan::Plan &p, const std::string &name, plan::Arena arena,
-                        int64_t offset, std::vector<int64_t> shape) {
+plan::Buffer *addBuffer(plan::Plan &p, const std::string &name, plan::Arena arena, int64_t offset,
+                        std::vector<int64_t> shape) {
   plan::Buffer *b = p.add_buffers();
   b->set_name(name);
   b->set_arena(arena);

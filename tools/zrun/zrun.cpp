@@ -113,20 +113,6 @@ int fail(const Status &s) {
   return 1;
 }
 
-const plan::Program *findProgram(const plan::Plan &plan, const std::string &name) {
-  for (const plan::Program &p : plan.programs())
-    if (p.name() == name)
-      return &p;
-  return nullptr;
-}
-
-int namedBuffer(const plan::Program *p, bool output, const std::string &name) {
-  for (const plan::NamedBuffer &nb : output ? p->outputs() : p->inputs())
-    if (nb.name() == name)
-      return nb.buffer();
-  return -1;
-}
-
 /// Bytes of the arenas one rank allocates (what Executor::allocatedBytes says).
 int64_t plannedBytes(const plan::Plan &plan) {
   return plan.device_arena_bytes() + plan.state_arena_bytes() + plan.constant_arena_bytes() +
@@ -846,10 +832,7 @@ int gradcheckCommand(int argc, char **argv) {
     return fail(s);
   if (Status s = evalData.load(data, plan, *eval); !s)
     return fail(s);
-  int lossBuffer = -1;
-  for (const plan::NamedBuffer &out : eval->outputs())
-    if (out.name() == "loss")
-      lossBuffer = out.buffer();
+  int lossBuffer = namedBuffer(eval, true, "loss");
   microData.feed(0, executor, *micro);
   evalData.feed(0, executor, *eval);
   for (const plan::NamedBuffer &in : micro->inputs())

@@ -33,9 +33,9 @@ struct AutoCandidate {
 /// What the search may vary: a setting the user fixed (a flag, or a key of
 /// the DeepSpeed config) stays as given.
 struct AutoPlanRequest {
-  int64_t budget = 0;      // bytes per rank
-  int64_t worldSize = 1;   // stages vary only with more than one rank
-  int64_t stage = 0;       // the given stage, when fixed
+  int64_t budget = 0;    // bytes per rank
+  int64_t worldSize = 1; // stages vary only with more than one rank
+  int64_t stage = 0;     // the given stage, when fixed
   std::string recompute = "none";
   std::string offloadOptimizer = "none", offloadParam = "none";
   bool stageFixed = false, recomputeFixed = false, offloadFixed = false;
@@ -52,8 +52,8 @@ using PlannedPeak = llvm::function_ref<int64_t(mlir::ModuleOp module)>;
 /// (an error on |log|, naming the smallest candidate and what it lacks)
 /// when none fits or a candidate fails to compile.
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-chooseAutoPlan(mlir::ModuleOp imported, const AutoPlanRequest &request,
-               CompileCandidate compile, PlannedPeak peak, llvm::raw_ostream &log);
+chooseAutoPlan(mlir::ModuleOp imported, const AutoPlanRequest &request, CompileCandidate compile,
+               PlannedPeak peak, llvm::raw_ostream &log);
 
 } // namespace zcc
 

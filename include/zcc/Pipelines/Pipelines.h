@@ -90,8 +90,7 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
                        clEnumValN(RecomputePolicy::Layer, "layer", "each repeated block"),
                        clEnumValN(RecomputePolicy::Selective, "selective",
                                   "cheap ops from saved matmul outputs"))};
-  Opt<int64_t> zeroStage{*this, "zero-stage", llvm::cl::desc("ZeRO stage 0-3"),
-                         llvm::cl::init(0)};
+  Opt<int64_t> zeroStage{*this, "zero-stage", llvm::cl::desc("ZeRO stage 0-3"), llvm::cl::init(0)};
   Opt<int64_t> worldSize{*this, "world-size", llvm::cl::desc("data-parallel ranks"),
                          llvm::cl::init(1)};
   Opt<int64_t> reduceBucketSize{*this, "reduce-bucket-size",
@@ -109,8 +108,7 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<int64_t> maxLiveParameters{*this, "max-live-parameters",
                                  llvm::cl::desc("stage 3: gathered elements alive at once"),
                                  llvm::cl::init(1000000000)};
-  Opt<bool> overlapComm{*this, "overlap-comm",
-                        llvm::cl::desc("overlap collectives with compute"),
+  Opt<bool> overlapComm{*this, "overlap-comm", llvm::cl::desc("overlap collectives with compute"),
                         llvm::cl::init(false)};
   Opt<OffloadDevice> offloadOptimizer{
       *this, "offload-optimizer", llvm::cl::desc("ZeRO-Offload of the optimizer state"),
@@ -136,8 +134,7 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
                           llvm::cl::init(0.01)};
   Opt<double> gradClip{*this, "grad-clip", llvm::cl::desc("global L2 clip (0: off)"),
                        llvm::cl::init(0.0)};
-  Opt<std::string> schedule{*this, "schedule",
-                            llvm::cl::desc("a DeepSpeed scheduler, or empty"),
+  Opt<std::string> schedule{*this, "schedule", llvm::cl::desc("a DeepSpeed scheduler, or empty"),
                             llvm::cl::init("")};
   Opt<double> scheduleLr{*this, "schedule-lr", llvm::cl::desc("the schedule's peak lr"),
                          llvm::cl::init(0.0)};
@@ -150,8 +147,7 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<bool> warmupLog{*this, "warmup-log", llvm::cl::desc("logarithmic warmup"),
                       llvm::cl::init(true)};
   Opt<double> warmupMinRatio{*this, "warmup-min-ratio",
-                             llvm::cl::desc("WarmupCosineLR's first ratio"),
-                             llvm::cl::init(0.0)};
+                             llvm::cl::desc("WarmupCosineLR's first ratio"), llvm::cl::init(0.0)};
   Opt<double> cosMinRatio{*this, "cos-min-ratio", llvm::cl::desc("WarmupCosineLR's last ratio"),
                           llvm::cl::init(1e-4)};
 };
