@@ -25,6 +25,27 @@ namespace zrt {
 
 enum class ReduceOp { Sum, Avg };
 
+/// Collectives on device buffers, enqueued on a stream (|stream| is a
+/// cudaStream_t; no CUDA types here): what a communicator between processes
+/// with one GPU each (NCCL) offers the CUDA backend. Asynchronous: wait()
+/// completes them.
+class StreamCollectives {
+public:
+  virtual ~StreamCollectives() = default;
+  virtual Status deviceAllReduce(const float *in, float *out, int64_t n, ReduceOp op,
+                                 void *stream) = 0;
+  virtual Status deviceReduceScatter(const float *in, float *out, int64_t n, ReduceOp op,
+                                     void *stream) = 0;
+  virtual Status deviceAllGather(const float *in, float *out, int64_t n, void *stream) = 0;
+  /// Waits for |stream|, reporting the collectives' errors (|what|: for
+  /// messages).
+  virtual Status wait(void *stream, const char *what) = 0;
+  /// Brackets work that involves the peers (a program): a watchdog may end
+  /// work that outlives the communicator's timeout.
+  virtual void begin(const std::string &what) = 0;
+  virtual void end() = 0;
+};
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
@@ -46,6 +67,9 @@ public:
   virtual Status exchange(const void *mine, size_t bytes, std::vector<char> &all) {
     return Status::error("this communicator cannot exchange pointers");
   }
+  /// Collectives on device buffers and streams, if this communicator has
+  /// them (NCCL); null: host buffers (or exchange(), in one process).
+  virtual StreamCollectives *streamCollectives() { return nullptr; }
   /// Ends every rank's pending and future calls with an error: a rank that
   /// fails calls it so that the others do not wait forever.
   virtual void abort(const std::string &why) = 0;

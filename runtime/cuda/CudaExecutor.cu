@@ -3,7 +3,6 @@
 #include "cuda/CudaExecutor.h"
 #include "cuda/CudaKernels.h"
 #include "cuda/DeviceStats.h"
-#include "cuda/Nccl.h"
 
 #include "exec/InFlightCopies.h"
 #include "plan/PlanLoader.h"
@@ -154,7 +153,7 @@ public:
   }
 
   Status run(const plan::Program &program) override {
-    auto *nccl = dynamic_cast<NcclCommunicator *>(comm_);
+    StreamCollectives *nccl = comm_ ? comm_->streamCollectives() : nullptr;
     if (nccl)
       nccl->begin("program '" + program.name() + "'");
     Status s = runProgram(program);
@@ -196,7 +195,7 @@ public:
       ZRT_CUDA(cudaMemcpyAsync(host.data(), t.data, host.size(), cudaMemcpyDeviceToHost,
                                ctx_.stream));
     }
-    if (auto *nccl = dynamic_cast<NcclCommunicator *>(comm_))
+    if (StreamCollectives *nccl = comm_ ? comm_->streamCollectives() : nullptr)
       ZRT_RETURN_IF_ERROR(nccl->wait(ctx_.stream, ("program '" + program.name() + "'").c_str()));
     else
       ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
@@ -602,7 +601,7 @@ private:
     if (!comm_ || comm_->size() != world)
       return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
     ReduceOp rop = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
-    if (auto *nccl = dynamic_cast<NcclCommunicator *>(comm_)) {
+    if (StreamCollectives *nccl = comm_->streamCollectives()) {
       // One process per GPU: NCCL on the device buffers. A synchronous
       // collective runs on the compute stream; an async one (zero-schedule's
       // start) on the communication stream once the compute stream reaches

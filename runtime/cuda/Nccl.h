@@ -29,7 +29,7 @@
 
 namespace zrt {
 
-class NcclCommunicator : public Communicator {
+class NcclCommunicator : public Communicator, public StreamCollectives {
 public:
   /// Joins the job: the rendezvous (rank 0 makes the NCCL id), then
   /// ncclCommInitRank on |device|.
@@ -46,20 +46,23 @@ public:
   Status barrier() override;
   void abort(const std::string &why) override;
 
+  StreamCollectives *streamCollectives() override { return this; }
   // Device buffers, on |stream| (asynchronous; wait() completes them).
-  Status deviceAllReduce(const float *in, float *out, int64_t n, ReduceOp op, void *stream);
-  Status deviceReduceScatter(const float *in, float *out, int64_t n, ReduceOp op, void *stream);
-  Status deviceAllGather(const float *in, float *out, int64_t n, void *stream);
+  Status deviceAllReduce(const float *in, float *out, int64_t n, ReduceOp op,
+                         void *stream) override;
+  Status deviceReduceScatter(const float *in, float *out, int64_t n, ReduceOp op,
+                             void *stream) override;
+  Status deviceAllGather(const float *in, float *out, int64_t n, void *stream) override;
   /// Waits for |stream| with the deadline, checking NCCL's async errors.
-  Status wait(void *stream, const char *what);
+  Status wait(void *stream, const char *what) override;
 
   /// Brackets work that involves the peers (a program, a host collective).
   /// A watchdog thread aborts the communicator when one lasts longer than
   /// the timeout (a dead peer leaves NCCL's kernels spinning, and the host
   /// can block launching behind them), and ends the process if aborting does
   /// not free it: a run never hangs.
-  void begin(const std::string &what);
-  void end();
+  void begin(const std::string &what) override;
+  void end() override;
 
 private:
   NcclCommunicator() = default;

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -18,13 +20,6 @@
 #include <unistd.h>
 
 using namespace zrt;
-
-namespace {
-int reportError(const Status &s) {
-  std::fprintf(stderr, "zrun: error: %s\n", s.message().c_str());
-  return 1;
-}
-} // namespace
 
 Status zrt::runRanks(int world, const std::function<Status(int, Communicator *)> &body) {
   if (world == 1)
@@ -89,19 +84,17 @@ int zrt::superviseChildren(const std::vector<pid_t> &children,
   return WIFEXITED(failedStatus) ? WEXITSTATUS(failedStatus) : 1;
 }
 
-int zrt::launchHosts(const HostLaunch &launch) {
+Status zrt::launchHosts(const HostLaunch &launch, int &exitCode) {
+  exitCode = 1;
   std::ifstream in(launch.hostfile);
   if (!in)
-    return reportError(errorf("--hostfile ", launch.hostfile, ": cannot open"));
+    return errorf("--hostfile ", launch.hostfile, ": cannot open");
   std::stringstream text;
   text << in.rdbuf();
   std::vector<NodeSlots> nodes;
-  if (Status s = parseHostfile(text.str(), launch.hostfile, nodes); !s)
-    return reportError(s);
-  if (Status s =
-          selectSlots(nodes, launch.include, launch.exclude, launch.numNodes, launch.numGpus);
-      !s)
-    return reportError(s);
+  ZRT_RETURN_IF_ERROR(parseHostfile(text.str(), launch.hostfile, nodes));
+  ZRT_RETURN_IF_ERROR(
+      selectSlots(nodes, launch.include, launch.exclude, launch.numNodes, launch.numGpus));
   char cwd[4096];
   std::string dir = getcwd(cwd, sizeof cwd) ? cwd : ".";
   std::vector<NodeCommand> commands = nodeCommands(nodes, launch.argv, dir, launch.port);
@@ -112,7 +105,8 @@ int zrt::launchHosts(const HostLaunch &launch) {
         line += (line.empty() ? "" : " ") + shellQuote(a);
       std::printf("%s\n", line.c_str());
     }
-    return 0;
+    exitCode = 0;
+    return Status::ok();
   }
   std::vector<pid_t> children;
   std::vector<std::string> names;
@@ -131,18 +125,22 @@ int zrt::launchHosts(const HostLaunch &launch) {
     children.push_back(pid);
     names.push_back("node " + c.host);
   }
-  return superviseChildren(children, names);
+  exitCode = superviseChildren(children, names);
+  return Status::ok();
 }
 
-int zrt::launchLocal(const std::vector<std::string> &argv, int nproc, int port) {
+Status zrt::launchLocal(const std::vector<std::string> &argv, int nproc, int port,
+                       int &exitCode) {
+  exitCode = 1;
   std::vector<pid_t> children;
   for (int r = 0; r < nproc; ++r) {
     pid_t pid = fork();
     if (pid < 0) {
-      std::perror("zrun: fork");
+      int error = errno;
       for (pid_t c : children)
         kill(c, SIGTERM);
-      return 1;
+      return errorf("--nproc-per-node ", nproc, ": cannot start rank ", r, " (",
+                    std::strerror(error), ")");
     }
     if (pid == 0) {
       // A rank dies with its launcher: no orphan keeps a GPU.
@@ -175,5 +173,6 @@ int zrt::launchLocal(const std::vector<std::string> &argv, int nproc, int port) 
   std::vector<std::string> names;
   for (int r = 0; r < nproc; ++r)
     names.push_back("rank " + std::to_string(r));
-  return superviseChildren(children, names);
+  exitCode = superviseChildren(children, names);
+  return Status::ok();
 }

@@ -39,8 +39,10 @@ Status runRanks(int world, const std::function<Status(int, Communicator *)> &bod
 int superviseChildren(const std::vector<pid_t> &children, const std::vector<std::string> &names);
 
 /// zrun ... --nproc-per-node N: |argv| (this command, without the launch
-/// flags) run as N ranks of this node.
-int launchLocal(const std::vector<std::string> &argv, int nproc, int port);
+/// flags) run as N ranks of this node. An error: no job started (the ranks
+/// already forked are stopped); otherwise |exitCode| is the job's
+/// (superviseChildren).
+Status launchLocal(const std::vector<std::string> &argv, int nproc, int port, int &exitCode);
 
 /// zrun ... --hostfile FILE: DeepSpeed's hostfile and selection flags.
 struct HostLaunch {
@@ -49,7 +51,8 @@ struct HostLaunch {
   bool dryRun = false;           // print the ssh commands instead
   std::vector<std::string> argv; // the zrun command each node runs
 };
-int launchHosts(const HostLaunch &launch);
+/// The hostfile, selection and ssh commands; errors as launchLocal's.
+Status launchHosts(const HostLaunch &launch, int &exitCode);
 
 } // namespace zrt
 

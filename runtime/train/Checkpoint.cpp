@@ -6,7 +6,6 @@
 #include "onnx.pb.h"
 
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -156,19 +155,15 @@ Status writeRankState(const std::string &tmpDir, int rank, const std::vector<cha
 }
 
 Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int64_t step,
-                        const plan::Checkpoint &manifest) {
+                        const plan::Checkpoint &manifest,
+                        const std::function<void()> &beforeRename) {
   std::string pb = manifest.SerializeAsString(), json = manifestJson(manifest);
   ZRT_RETURN_IF_ERROR(
       writeDurably((fs::path(tmpDir) / "manifest.pb").string(), pb.data(), pb.size()));
   ZRT_RETURN_IF_ERROR(
       writeDurably((fs::path(tmpDir) / "manifest.json").string(), json.data(), json.size()));
-  if (const char *crash = std::getenv("ZRUN_TEST_CRASH_IN_SAVE"); crash && *crash) {
-    // Fault injection for the tests: the process is killed (SIGKILL, no
-    // cleanup) with the new checkpoint half done.
-    std::fprintf(stderr, "zrun: ZRUN_TEST_CRASH_IN_SAVE: killed in the middle of a save\n");
-    std::fflush(stderr);
-    std::raise(SIGKILL);
-  }
+  if (beforeRename)
+    beforeRename();
   std::error_code ec;
   fs::path final = fs::path(root) / stepName(step);
   fs::remove_all(final, ec);

@@ -19,6 +19,7 @@
 #include "support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,11 @@ Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDi
 /// Every rank: writes its state arena into |tmpDir|/rank-R.bin (flushed to disk).
 Status writeRankState(const std::string &tmpDir, int rank, const std::vector<char> &state);
 /// Rank 0, after every rank wrote: the manifest, then the renames.
+/// |beforeRename| (tests: zrun's hidden --test-crash-in-save) runs between
+/// the two, when the new checkpoint is complete but not yet in place.
 Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int64_t step,
-                        const plan::Checkpoint &manifest);
+                        const plan::Checkpoint &manifest,
+                        const std::function<void()> &beforeRename = {});
 
 /// |path| is a checkpoint root (its `latest`) or a step directory.
 Status findCheckpoint(const std::string &path, std::string &dir);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 
 using namespace zrt;
@@ -78,7 +79,14 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
       m.set_scaler_iteration(st.iteration);
       m.set_scaler_last_overflow(st.lastOverflow);
     }
-    ZRT_RETURN_IF_ERROR(finishCheckpoint(root, checkpointTmp_, stepsDone, m));
+    std::function<void()> crash;
+    if (config_.crashInSave)
+      crash = [] {
+        std::fprintf(stderr, "zrun: --test-crash-in-save: killed in the middle of a save\n");
+        std::fflush(stderr);
+        std::raise(SIGKILL);
+      };
+    ZRT_RETURN_IF_ERROR(finishCheckpoint(root, checkpointTmp_, stepsDone, m, crash));
     if (onCheckpoint)
       onCheckpoint(root + "/step-" + std::to_string(stepsDone));
   }

@@ -43,6 +43,9 @@ struct TrainerConfig {
   /// The ranks are processes (NCCL): the loss is averaged with an
   /// all-reduce. Otherwise they are threads that share this trainer.
   bool ranksAreProcesses = false;
+  /// Tests only (zrun's hidden --test-crash-in-save): the process kills
+  /// itself (SIGKILL) with its first checkpoint written but not in place.
+  bool crashInSave = false;
 };
 
 /// What rank 0 reports after each step.

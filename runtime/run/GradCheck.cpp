@@ -1,0 +1,95 @@
+//===- GradCheck.cpp - gradients against finite differences ---------------===//
+#include "run/Run.h"
+
+#include "exec/Executor.h"
+#include "plan/PlanLoader.h"
+#include "train/Data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+using namespace zrt;
+
+Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
+                      std::vector<GradCheckResult> &results) {
+  results.clear();
+  if (options.backend == "cuda")
+    return errorf("--backend cuda: gradcheck runs on the CPU backend");
+  plan::Plan plan;
+  ZRT_RETURN_IF_ERROR(loadRunPlan(options, plan));
+  if (plan.world_size() != 1)
+    return errorf(options.plan, ": gradcheck runs world-size-1 plans (compile with "
+                                "--world-size 1)");
+  if (!plan.has_training())
+    return errorf(options.plan, ": the plan does not train");
+  std::unique_ptr<WeightFile> weights;
+  ZRT_RETURN_IF_ERROR(openWeights(options, plan, /*resuming=*/false, weights));
+  Executor executor(plan);
+  if (weights) {
+    int loaded = 0;
+    ZRT_RETURN_IF_ERROR(loadWeights(plan, *weights, 0, executor, loaded));
+  }
+  const plan::Program *micro = executor.program("micro_step");
+  const plan::Program *eval = executor.program("eval");
+  DataFeeder microData, evalData;
+  ZRT_RETURN_IF_ERROR(microData.load(options.data, plan, *micro));
+  ZRT_RETURN_IF_ERROR(evalData.load(options.data, plan, *eval));
+  int lossBuffer = namedBuffer(eval, true, "loss");
+  if (lossBuffer < 0)
+    return errorf(options.plan, ": the eval program has no 'loss' output");
+  microData.feed(0, executor, *micro);
+  evalData.feed(0, executor, *eval);
+  for (const plan::NamedBuffer &in : micro->inputs())
+    if (in.name() == "loss_scale") // fp16 plans: unscaled gradients
+      *executor.buffer(in.buffer()).as<float>() = 1.0f;
+  ZRT_RETURN_IF_ERROR(executor.run(*micro));
+  Status failed = Status::ok();
+  auto lossAt = [&]() -> double {
+    if (Status s = executor.run(*eval); !s) {
+      failed = s;
+      return NAN;
+    }
+    return *executor.buffer(lossBuffer).as<float>();
+  };
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> normal;
+  const double h = check.epsilon;
+  // Every parameter at its place in its flat bucket (world size 1: the
+  // buckets are whole).
+  for (const plan::ParamLayout &l : plan.params()) {
+    if (!check.param.empty() && l.name().find(check.param) == std::string::npos)
+      continue;
+    float *p = executor.buffer(l.bucket()).as<float>() + l.offset();
+    const float *g = executor.buffer(l.grad()).as<float>() + l.offset();
+    int64_t n = 1;
+    for (int64_t d : l.shape())
+      n *= d;
+    std::vector<double> d(n);
+    double norm = 0, analytic = 0;
+    for (double &x : d) {
+      x = normal(rng);
+      norm += x * x;
+    }
+    norm = std::sqrt(norm);
+    std::vector<float> saved(p, p + n);
+    for (int64_t k = 0; k < n; ++k) {
+      d[k] /= norm;
+      analytic += g[k] * d[k];
+    }
+    auto shift = [&](double t) {
+      for (int64_t k = 0; k < n; ++k)
+        p[k] = (float)(saved[k] + t * d[k]);
+    };
+    shift(h);
+    double up = lossAt();
+    shift(-h);
+    double down = lossAt();
+    std::copy(saved.begin(), saved.end(), p);
+    ZRT_RETURN_IF_ERROR(failed);
+    double numeric = (up - down) / (2 * h);
+    double err = std::fabs(analytic - numeric) / std::max(std::fabs(numeric), 1e-3);
+    results.push_back({l.name(), analytic, numeric, err});
+  }
+  return Status::ok();
+}

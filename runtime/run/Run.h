@@ -1,0 +1,168 @@
+//===- Run.h - what zrun's commands do, without the command line -*- C++ -*-===//
+//
+// zrun parses arguments (tools/zrun/zrun.cpp, CLI11) and calls these; each
+// command's body is here, in the runtime, where a test can call it:
+//   evaluate   (zrun eval)      global batches through the `eval` program;
+//   train      (zrun train)     the trainer (train/Trainer.h) with the step
+//                               log, the metrics file, checkpoints, and the
+//                               ranks in threads or launched processes;
+//   gradcheck  (zrun gradcheck) gradients against finite differences;
+//   kernelReport (zrun kernels) the plan's kernel kinds and which would run
+//                               on the CUDA backend's host fallback.
+// The options common to every command are RunOptions; what goes wrong is a
+// Status that names the flag, file or instruction at fault.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZRT_RUN_RUN_H
+#define ZRT_RUN_RUN_H
+
+#include "comm/Rendezvous.h"
+#include "cuda/CudaExecutor.h"
+#include "exec/Interpreter.h"
+#include "train/Schedule.h"
+#include "train/Weights.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zrt {
+
+/// NAME=FILE pairs of --data and --output, in command-line order.
+using NamedFiles = std::vector<std::pair<std::string, std::string>>;
+
+/// The options every command takes.
+struct RunOptions {
+  std::string plan;         // PLAN
+  NamedFiles data;          // --data NAME=FILE.npy
+  std::string weights;      // --weights MODEL.onnx (empty: the plan's)
+  int64_t memoryBudget = 0; // --memory-budget (0: the plan's)
+  std::string backend;      // --backend cpu|cuda (empty: the plan's target)
+  CudaOptions cuda;         // --cuda-graphs, --offload-chunk
+  bool printMemory = false; // --print-memory
+};
+
+/// Bytes of the arenas one rank allocates (what ExecutorBase::allocatedBytes
+/// says), host arena included.
+int64_t plannedBytes(const plan::Plan &plan);
+
+/// The backend a run uses: --backend, else the plan's target.
+std::string backendOf(const RunOptions &options, const plan::Plan &plan);
+
+/// Loads and validates PLAN; --memory-budget replaces the plan's budget.
+Status loadRunPlan(const RunOptions &options, plan::Plan &plan);
+
+/// --weights, opened and checked against the plan before any rank starts
+/// (null without the flag). A plan compiled with zcc --weights external
+/// cannot run without it, unless a checkpoint (|resuming|) supplies the state.
+Status openWeights(const RunOptions &options, const plan::Plan &plan, bool resuming,
+                   std::unique_ptr<WeightFile> &out);
+
+/// Rank |rank|'s executor on the run's backend, with |weights| (if any)
+/// loaded; the memory budget is checked before anything is allocated.
+/// |device|: the GPU (-1: rank % device count).
+Status makeExecutor(const RunOptions &options, const plan::Plan &plan, int rank,
+                    Communicator *comm, const WeightFile *weights, int device,
+                    std::unique_ptr<ExecutorBase> &out);
+
+/// On the CUDA backend, prints (stderr) which kernel kinds ran natively and
+/// which on the host fallback, and the device memory measured against the
+/// plan's arenas. |ranksHere|: the ranks of this process.
+void reportCudaStats(const RunOptions &options, const plan::Plan &plan, int ranksHere);
+
+//===--- eval -------------------------------------------------------------===//
+
+struct EvalOptions {
+  int64_t batches = 1; // --batches K: global batches
+  NamedFiles outputs;  // --output NAME=FILE.npy: rank 0's slice of batch 0
+};
+
+/// Batch k of rank r is the r-th slice of global batch k. |loss|: the mean
+/// of the `loss` output over ranks and batches (none without one).
+Status evaluate(const RunOptions &options, const EvalOptions &eval, std::optional<double> &loss);
+
+//===--- train ------------------------------------------------------------===//
+
+/// zrun train's own options. The schedule fields are set only when given:
+/// a DeepSpeed scheduler in the plan (zcc --deepspeed) supplies the rest.
+struct TrainOptions {
+  int64_t steps = 0;
+  std::optional<double> lr;
+  std::optional<std::string> lrSchedule;
+  std::optional<int64_t> warmupSteps, totalSteps;
+  std::optional<bool> warmupLog;
+  std::optional<double> warmupMinLr, warmupMinRatio, cosMinRatio;
+  std::string metrics;             // --metrics FILE.jsonl
+  std::string tokens;              // --tokens FILE.bin (instead of --data)
+  int tokenBytes = 2;              // --token-bytes
+  int64_t shuffleSeed = -1;        // --shuffle SEED (-1: file order)
+  std::string checkpointDir;       // --checkpoint-dir
+  int64_t saveEvery = 0;           // --save-every
+  std::string resume;              // --resume
+  bool profile = false;            // --profile
+  double commTimeout = 300;        // --comm-timeout (NCCL, seconds)
+  bool crashInSave = false;        // test hook: SIGKILL in the middle of a save
+};
+
+/// The learning-rate schedule of a run: the flags given, over the plan's
+/// scheduler (zcc --deepspeed) field by field, over the defaults. Not
+/// validated (Schedule::validate names the flag at fault).
+Schedule resolveSchedule(const plan::Plan &plan, const TrainOptions &train);
+
+/// Trains: every rank of the plan in a thread of this process, or, with
+/// |job|, this process as one rank of a launched job (NCCL). Rank 0 prints a
+/// line per step and writes --metrics atomically (nothing is left behind by
+/// a run that fails).
+Status train(const RunOptions &options, const TrainOptions &train,
+             const std::optional<LaunchEnv> &job);
+
+//===--- gradcheck --------------------------------------------------------===//
+
+struct GradCheckOptions {
+  std::string param;      // --param: only parameters whose name contains it
+  double epsilon = 1e-2;  // --epsilon: the finite-difference step
+  double tolerance = 1e-2; // --tolerance: the largest relative error allowed
+};
+
+struct GradCheckResult {
+  std::string name;
+  double analytic = 0, numeric = 0, relativeError = 0;
+};
+
+/// Finite-difference check of micro_step's gradients (CPU backend, world
+/// size 1, first batch): for every trainable parameter, the directional
+/// derivative of the eval loss along a random unit direction,
+/// (L(p + h d) - L(p - h d)) / 2h, against <grad, d>.
+Status gradcheck(const RunOptions &options, const GradCheckOptions &check,
+                 std::vector<GradCheckResult> &results);
+
+//===--- kernels ----------------------------------------------------------===//
+
+struct KernelKind {
+  int64_t count = 0, fallback = 0; // instructions; of them on the host fallback
+};
+struct FallbackInstruction {
+  std::string program, kernel, location, shapes; // shapes: "[4x32][32]"
+  int index = 0;
+};
+struct KernelReport {
+  std::map<std::string, KernelKind> kinds; // by kernel name
+  std::vector<FallbackInstruction> fallback;
+};
+
+/// Every kernel instruction of |plan| by kind; |native| says whether the
+/// CUDA backend runs one on the device (cudaRunsNatively).
+KernelReport kernelReport(const plan::Plan &plan,
+                          const std::function<bool(const plan::Kernel &)> &native);
+
+/// The compiler-generated kernels' PTX, each distinct one once, as
+/// DIR/kernel-N.ptx (for ptxas); |written|: how many.
+Status writeGeneratedPtx(const plan::Plan &plan, const std::string &dir, int &written);
+
+} // namespace zrt
+
+#endif // ZRT_RUN_RUN_H
