@@ -13,6 +13,7 @@ compiler_pkgs=(
   libonnx-dev                                              # ONNX import
   python3 python3-onnx python3-numpy python3-protobuf      # tests write models, .npy files, plans
   clang libclang-rt-14-dev                                 # libFuzzer (scripts/fuzz.sh)
+  clang-format                                             # scripts/format.sh --check
 )
 
 pkgs=("${runtime_pkgs[@]}")

@@ -7,12 +7,16 @@
 #      malformed-model and malformed-plan tests prove that bad input never
 #      corrupts memory;
 #   4. 60 s of libFuzzer on the plan loader (scripts/fuzz.sh).
+# First of all (seconds): clang-format over the sources (scripts/format.sh --check).
 # Build trees: build/, build-runtime/, build-asan/, build-fuzz/ (reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 scripts/setup.sh
+
+echo "== format"
+scripts/format.sh --check
 
 echo "== build (Release) and test"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

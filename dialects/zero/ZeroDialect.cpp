@@ -14,8 +14,8 @@ void ZeroDialect::initialize() {
       >();
 }
 
-Operation *ZeroDialect::materializeConstant(OpBuilder &builder, Attribute value,
-                                            Type type, Location loc) {
+Operation *ZeroDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                            Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;

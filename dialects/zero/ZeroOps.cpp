@@ -22,8 +22,8 @@ using namespace zcc::zero;
 // Shape helpers
 //===----------------------------------------------------------------------===//
 
-FailureOr<SmallVector<int64_t>>
-zcc::zero::broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs) {
+FailureOr<SmallVector<int64_t>> zcc::zero::broadcastShapes(ArrayRef<int64_t> lhs,
+                                                           ArrayRef<int64_t> rhs) {
   SmallVector<int64_t> out;
   if (!zrt::broadcastShapes(lhs, rhs, out))
     return failure();
@@ -58,9 +58,7 @@ static std::string listStr(ArrayRef<int64_t> values) {
   return s;
 }
 
-static RankedTensorType tensorOf(Value v) {
-  return cast<RankedTensorType>(v.getType());
-}
+static RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 /// Normalizes |axis| in [-rank, rank) to [0, rank).
 static FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
@@ -72,8 +70,7 @@ static FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
 /// Infers the broadcast result of an elementwise op over |operands|, with
 /// element type |elementType| (or the first operand's if null).
 static LogicalResult inferBroadcast(std::optional<Location> loc, ValueRange operands,
-                                    Type elementType,
-                                    SmallVectorImpl<Type> &inferred) {
+                                    Type elementType, SmallVectorImpl<Type> &inferred) {
   SmallVector<int64_t> shape;
   Type commonElement;
   for (Value v : operands) {
@@ -83,16 +80,14 @@ static LogicalResult inferBroadcast(std::optional<Location> loc, ValueRange oper
     auto b = broadcastShapes(shape, type.getShape());
     if (failed(b))
       return emitOptionalError(loc, "operand shapes ", shapeStr(shape), " and ",
-                               shapeStr(type.getShape()),
-                               " are not broadcast-compatible");
+                               shapeStr(type.getShape()), " are not broadcast-compatible");
     shape = *b;
     if (commonElement && commonElement != type.getElementType())
-      return emitOptionalError(loc, "operand element types differ: ", commonElement,
-                               " vs ", type.getElementType());
+      return emitOptionalError(loc, "operand element types differ: ", commonElement, " vs ",
+                               type.getElementType());
     commonElement = type.getElementType();
   }
-  inferred.push_back(
-      RankedTensorType::get(shape, elementType ? elementType : commonElement));
+  inferred.push_back(RankedTensorType::get(shape, elementType ? elementType : commonElement));
   return success();
 }
 
@@ -121,8 +116,7 @@ LogicalResult GlobalOp::verify() {
   if (getBucketOffset() && *getBucketOffset() < 0)
     return emitOpError("bucket_offset must be >= 0");
   if (getTrainable() && !isa<FloatType>(getTensorType().getElementType()))
-    return emitOpError("a trainable global must have a floating-point type, got ")
-           << getType();
+    return emitOpError("a trainable global must have a floating-point type, got ") << getType();
   return success();
 }
 
@@ -133,8 +127,8 @@ static LogicalResult verifyGlobalUse(Operation *user, FlatSymbolRefAttr sym, Typ
   if (!global)
     return user->emitOpError("refers to '") << sym.getValue() << "', which is not a zero.global";
   if (global.getType() != type)
-    return user->emitOpError("type ") << type << " does not match global '"
-                                      << sym.getValue() << "' of type " << global.getType();
+    return user->emitOpError("type ") << type << " does not match global '" << sym.getValue()
+                                      << "' of type " << global.getType();
   return success();
 }
 
@@ -157,10 +151,9 @@ LogicalResult FillOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 // Constants, casts and shape manipulation
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                           ValueRange, DictionaryAttr attributes,
-                                           OpaqueProperties properties, RegionRange,
-                                           SmallVectorImpl<Type> &inferred) {
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, ValueRange,
+                                           DictionaryAttr attributes, OpaqueProperties properties,
+                                           RegionRange, SmallVectorImpl<Type> &inferred) {
   Adaptor adaptor(ValueRange(), attributes, properties);
   auto type = dyn_cast<RankedTensorType>(adaptor.getValue().getType());
   if (!type)
@@ -180,13 +173,12 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
 LogicalResult ReshapeOp::verify() {
   auto in = tensorOf(getInput()), out = getType();
   if (in.getElementType() != out.getElementType())
-    return emitOpError("element type changes from ") << in.getElementType() << " to "
-                                                     << out.getElementType();
+    return emitOpError("element type changes from ")
+           << in.getElementType() << " to " << out.getElementType();
   if (in.getNumElements() != out.getNumElements())
-    return emitOpError("cannot reshape ") << shapeStr(in.getShape()) << " ("
-                                          << in.getNumElements() << " elements) to "
-                                          << shapeStr(out.getShape()) << " ("
-                                          << out.getNumElements() << " elements)";
+    return emitOpError("cannot reshape ")
+           << shapeStr(in.getShape()) << " (" << in.getNumElements() << " elements) to "
+           << shapeStr(out.getShape()) << " (" << out.getNumElements() << " elements)";
   return success();
 }
 
@@ -204,19 +196,18 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
 }
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &inferred) {
+                                            Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto type = tensorOf(adaptor.getInput());
   ArrayRef<int64_t> perm = adaptor.getPermutation();
   if ((int64_t)perm.size() != type.getRank())
-    return emitOptionalError(loc, "permutation has ", perm.size(),
-                             " entries for a tensor of rank ", type.getRank());
+    return emitOptionalError(loc, "permutation has ", perm.size(), " entries for a tensor of rank ",
+                             type.getRank());
   SmallVector<bool> seen(perm.size(), false);
   SmallVector<int64_t> shape;
   for (int64_t p : perm) {
     if (p < 0 || p >= type.getRank() || seen[p])
-      return emitOptionalError(loc, "permutation ", listStr(perm),
-                               " is not a permutation of 0..", type.getRank() - 1);
+      return emitOptionalError(loc, "permutation ", listStr(perm), " is not a permutation of 0..",
+                               type.getRank() - 1);
     seen[p] = true;
     shape.push_back(type.getDimSize(p));
   }
@@ -244,11 +235,11 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 LogicalResult ExpandOp::verify() {
   auto in = tensorOf(getInput()), out = getType();
   if (in.getElementType() != out.getElementType())
-    return emitOpError("element type changes from ") << in.getElementType() << " to "
-                                                     << out.getElementType();
+    return emitOpError("element type changes from ")
+           << in.getElementType() << " to " << out.getElementType();
   if (!isBroadcastableTo(in.getShape(), out.getShape()))
-    return emitOpError("cannot broadcast ") << shapeStr(in.getShape()) << " to "
-                                            << shapeStr(out.getShape());
+    return emitOpError("cannot broadcast ")
+           << shapeStr(in.getShape()) << " to " << shapeStr(out.getShape());
   return success();
 }
 
@@ -261,25 +252,24 @@ OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
   return {};
 }
 
-LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
   auto type = tensorOf(adaptor.getInput());
   ArrayRef<int64_t> start = adaptor.getStart(), limit = adaptor.getLimit(),
                     stride = adaptor.getStride();
   int64_t rank = type.getRank();
   if ((int64_t)start.size() != rank || (int64_t)limit.size() != rank ||
       (int64_t)stride.size() != rank)
-    return emitOptionalError(loc, "start, limit and stride need one entry per dimension (",
-                             rank, ")");
+    return emitOptionalError(loc, "start, limit and stride need one entry per dimension (", rank,
+                             ")");
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t dim = type.getDimSize(d);
     if (stride[d] < 1)
-      return emitOptionalError(loc, "stride of dimension ", d, " must be >= 1, got ",
-                               stride[d]);
+      return emitOptionalError(loc, "stride of dimension ", d, " must be >= 1, got ", stride[d]);
     if (start[d] < 0 || start[d] > dim || limit[d] < start[d] || limit[d] > dim)
-      return emitOptionalError(loc, "bounds [", start[d], ", ", limit[d],
-                               ") of dimension ", d, " are outside [0, ", dim, "]");
+      return emitOptionalError(loc, "bounds [", start[d], ", ", limit[d], ") of dimension ", d,
+                               " are outside [0, ", dim, "]");
     shape.push_back((limit[d] - start[d] + stride[d] - 1) / stride[d]);
   }
   inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
@@ -323,8 +313,8 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
   return {};
 }
 
-LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
   auto type = tensorOf(adaptor.getInput());
   auto axis = normalizeAxis(adaptor.getAxis(), type.getRank());
   if (failed(axis))
@@ -364,12 +354,10 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-#define ZERO_BROADCAST_INFER(OP)                                                   \
-  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc,   \
-                                     Adaptor adaptor,                              \
-                                     SmallVectorImpl<Type> &inferred) {            \
-    return inferBroadcast(loc, {adaptor.getLhs(), adaptor.getRhs()}, Type(),       \
-                          inferred);                                               \
+#define ZERO_BROADCAST_INFER(OP)                                                                   \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,  \
+                                     SmallVectorImpl<Type> &inferred) {                            \
+    return inferBroadcast(loc, {adaptor.getLhs(), adaptor.getRhs()}, Type(), inferred);            \
   }
 ZERO_BROADCAST_INFER(AddOp)
 ZERO_BROADCAST_INFER(SubOp)
@@ -384,12 +372,12 @@ ZERO_BROADCAST_INFER(OrOp)
 
 LogicalResult CmpOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                       Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
-  return inferBroadcast(loc, {adaptor.getLhs(), adaptor.getRhs()},
-                        IntegerType::get(ctx, 1), inferred);
+  return inferBroadcast(loc, {adaptor.getLhs(), adaptor.getRhs()}, IntegerType::get(ctx, 1),
+                        inferred);
 }
 
-LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                        Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
   SmallVector<Type> tmp;
   if (failed(inferBroadcast(loc, {adaptor.getLhs(), adaptor.getRhs()}, Type(), tmp)))
     return failure();
@@ -419,8 +407,7 @@ static bool isSplatOf(Attribute attr, double value) {
 }
 
 /// x op identity -> x, when that keeps the result type (no broadcast growth).
-static OpFoldResult foldIdentityRhs(Value lhs, Attribute rhs, Type resultType,
-                                    double identity) {
+static OpFoldResult foldIdentityRhs(Value lhs, Attribute rhs, Type resultType, double identity) {
   if (lhs.getType() == resultType && isSplatOf(rhs, identity))
     return lhs;
   return {};
@@ -461,11 +448,11 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto lhs = tensorOf(adaptor.getLhs()), rhs = tensorOf(adaptor.getRhs());
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
-    return emitOptionalError(loc, "operands must have rank >= 2, got ", lhs.getRank(),
-                             " and ", rhs.getRank());
+    return emitOptionalError(loc, "operands must have rank >= 2, got ", lhs.getRank(), " and ",
+                             rhs.getRank());
   if (lhs.getElementType() != rhs.getElementType())
-    return emitOptionalError(loc, "operand element types differ: ", lhs.getElementType(),
-                             " vs ", rhs.getElementType());
+    return emitOptionalError(loc, "operand element types differ: ", lhs.getElementType(), " vs ",
+                             rhs.getElementType());
   int64_t m = lhs.getDimSize(lhs.getRank() - (adaptor.getTransposeLhs() ? 1 : 2));
   int64_t kl = lhs.getDimSize(lhs.getRank() - (adaptor.getTransposeLhs() ? 2 : 1));
   int64_t kr = rhs.getDimSize(rhs.getRank() - (adaptor.getTransposeRhs() ? 1 : 2));
@@ -555,9 +542,7 @@ static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   return success();
 }
 
-LogicalResult SoftmaxOp::verify() {
-  return verifyAxis(*this, getAxis(), getType().getRank());
-}
+LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis(), getType().getRank()); }
 LogicalResult MatmulBiasOp::verify() {
   auto out = getType(), bias = getBias().getType();
   if (bias.getRank() != 1 || out.getRank() < 2 || bias.getDimSize(0) != out.getShape().back() ||
@@ -607,8 +592,8 @@ LogicalResult CastManyOp::verify() {
     auto out = cast<RankedTensorType>(std::get<1>(pair).getType());
     if (in.getShape() != out.getShape() || in.getElementType() != from ||
         out.getElementType() != to)
-      return emitOpError() << "pair " << k << ": " << in << " -> " << out
-                           << " is not a " << from << " -> " << to << " cast of one shape";
+      return emitOpError() << "pair " << k << ": " << in << " -> " << out << " is not a " << from
+                           << " -> " << to << " cast of one shape";
   }
   return success();
 }
@@ -645,8 +630,7 @@ LogicalResult MatmulBgradOp::verify() {
   auto lhs = getLhs().getType(), rhs = getRhs().getType(), weight = getWeight().getType(),
        bias = getBias().getType();
   if (lhs.getRank() != 2 || rhs.getRank() != 2 || lhs.getDimSize(0) != rhs.getDimSize(0))
-    return emitOpError() << "expects 2-D operands with as many rows, got " << lhs << " and "
-                         << rhs;
+    return emitOpError() << "expects 2-D operands with as many rows, got " << lhs << " and " << rhs;
   int64_t k = lhs.getDimSize(1), n = rhs.getDimSize(1);
   Type elem = lhs.getElementType();
   if (rhs.getElementType() != elem || weight.getElementType() != elem ||
@@ -681,15 +665,15 @@ static LogicalResult verifyMaskAndLse(Operation *op, RankedTensorType bias, Rank
   if (bias.getRank() != 4 || (bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
       (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != sq ||
       bias.getDimSize(3) != sk)
-    return op->emitOpError() << "bias " << shapeStr(bias.getShape())
-                             << " must be [B or 1, H or 1, " << sq << ", " << sk << "]";
+    return op->emitOpError() << "bias " << shapeStr(bias.getShape()) << " must be [B or 1, H or 1, "
+                             << sq << ", " << sk << "]";
   if (lse.getShape() != ArrayRef<int64_t>{b, h, sq})
     return op->emitOpError() << "lse must be [B, H, Sq] = " << shapeStr({b, h, sq});
   return success();
 }
 LogicalResult AttentionOp::verify() {
-  auto q = tensorOf(getQ()), k = tensorOf(getK()), v = tensorOf(getV()),
-       bias = tensorOf(getBias()), out = tensorOf(getResult()), lse = tensorOf(getLse());
+  auto q = tensorOf(getQ()), k = tensorOf(getK()), v = tensorOf(getV()), bias = tensorOf(getBias()),
+       out = tensorOf(getResult()), lse = tensorOf(getLse());
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOpError("expects q, k, v of rank 4 ([B, S, H, D])");
   int64_t b = q.getDimSize(0), sq = q.getDimSize(1), h = q.getDimSize(2), d = q.getDimSize(3),
@@ -699,7 +683,8 @@ LogicalResult AttentionOp::verify() {
                          << " must be [B, Sk, H, D] with q's B, H, D " << shapeStr(q.getShape());
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType() ||
       bias.getElementType() != q.getElementType() || out != q)
-    return emitOpError("q, k, v, bias and the result must have one element type, the result q's shape");
+    return emitOpError(
+        "q, k, v, bias and the result must have one element type, the result q's shape");
   return verifyMaskAndLse(*this, bias, lse, b, h, sq, sk);
 }
 LogicalResult AttentionPackedOp::verify() {
@@ -710,14 +695,11 @@ LogicalResult AttentionPackedOp::verify() {
   int64_t b = qkv.getDimSize(0), s = qkv.getDimSize(1), h = qkv.getDimSize(3),
           d = qkv.getDimSize(4);
   if (out.getShape() != ArrayRef<int64_t>{b, s, h, d} ||
-      out.getElementType() != qkv.getElementType() ||
-      bias.getElementType() != qkv.getElementType())
+      out.getElementType() != qkv.getElementType() || bias.getElementType() != qkv.getElementType())
     return emitOpError("the result must be [B, S, H, D] of qkv's element type, as the bias");
   return verifyMaskAndLse(*this, bias, lse, b, h, s, s);
 }
-LogicalResult LogSoftmaxOp::verify() {
-  return verifyAxis(*this, getAxis(), getType().getRank());
-}
+LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this, getAxis(), getType().getRank()); }
 
 /// Checks that a normalization's |param| has the normalized trailing shape.
 static LogicalResult verifyNormParam(Operation *op, StringRef name, Value param,
@@ -824,8 +806,7 @@ LogicalResult LocalShardOp::verify() {
 
 LogicalResult WaitOp::verify() {
   Operation *start = getStarted().getDefiningOp();
-  if (!start || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(start) ||
-      !start->hasAttr("async"))
+  if (!start || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(start) || !start->hasAttr("async"))
     return emitOpError("waits for the result of an async all_reduce, reduce_scatter or "
                        "all_gather");
   if (start->getOperand(0) != getInput())

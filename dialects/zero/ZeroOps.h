@@ -30,8 +30,7 @@ inline bool isElementwise(mlir::Operation *op) { return op->hasTrait<OpTrait::El
 /// (a stage-3 forward gather and its backward re-gather, between which the
 /// gathered parameters were released): CSE must not merge them, and an
 /// unused collective is still one every rank issues.
-struct CommunicationResource
-    : public mlir::SideEffects::Resource::Base<CommunicationResource> {
+struct CommunicationResource : public mlir::SideEffects::Resource::Base<CommunicationResource> {
   llvm::StringRef getName() final { return "<zero.communication>"; }
 };
 } // namespace zcc::zero
@@ -43,8 +42,8 @@ namespace zcc::zero {
 
 /// Returns the NumPy broadcast of |lhs| and |rhs|, or failure if a pair of
 /// dimensions is neither equal nor 1.
-mlir::FailureOr<llvm::SmallVector<int64_t>>
-broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+mlir::FailureOr<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> lhs,
+                                                            llvm::ArrayRef<int64_t> rhs);
 
 /// Returns true if |from| broadcasts to exactly |to| (ONNX Expand accepts a
 /// target shape that is itself broadcast against the input; callers pass the

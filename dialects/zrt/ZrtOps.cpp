@@ -38,8 +38,7 @@ LogicalResult BufferOp::verify() {
                          "shard_of");
     if (getInitialValue() &&
         cast<ShapedType>(getInitialValue()->getType()).getNumElements() != shardOf.getInt())
-      return emitOpError("a shard's initial value holds all ") << shardOf.getInt()
-                                                                << " elements";
+      return emitOpError("a shard's initial value holds all ") << shardOf.getInt() << " elements";
   } else if (getInitialValue() && getInitialValue()->getType() != getType()) {
     return emitOpError("initial value type ")
            << getInitialValue()->getType() << " does not match " << getType();
@@ -57,8 +56,8 @@ LogicalResult KernelOp::verify() {
   // The runtime's kernels (runtime/kernels/Kernels.def): a plan that names
   // another would be refused by zrun's validator; say so at compile time.
   if (!::zrt::lookupKernel(getName().str()))
-    return emitOpError("unknown kernel '") << getName() << "' (known: " << ::zrt::kernelNameList()
-                                           << ")";
+    return emitOpError("unknown kernel '")
+           << getName() << "' (known: " << ::zrt::kernelNameList() << ")";
   return success();
 }
 

@@ -3,8 +3,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/SymbolTable.h"
 #include "zero/ZeroOps.h"
 
@@ -13,11 +13,16 @@ using namespace zcc;
 
 StringRef zcc::arenaName(ArenaKind arena) {
   switch (arena) {
-  case ArenaKind::Device: return "device";
-  case ArenaKind::State: return "state";
-  case ArenaKind::Constant: return "constant";
-  case ArenaKind::Input: return "input";
-  case ArenaKind::Host: return "host";
+  case ArenaKind::Device:
+    return "device";
+  case ArenaKind::State:
+    return "state";
+  case ArenaKind::Constant:
+    return "constant";
+  case ArenaKind::Input:
+    return "input";
+  case ArenaKind::Host:
+    return "host";
   }
   return "?";
 }
@@ -59,8 +64,9 @@ int64_t zcc::viewByteOffset(Value v) {
     if (!isViewOp(def))
       break;
     if (auto slice = dyn_cast<zero::SliceOp>(def))
-      offset += slice.getStart()[0] * storageBytes(RankedTensorType::get(
-                                          {1}, cast<RankedTensorType>(v.getType()).getElementType()));
+      offset +=
+          slice.getStart()[0] * storageBytes(RankedTensorType::get(
+                                    {1}, cast<RankedTensorType>(v.getType()).getElementType()));
     v = def->getOperand(0);
   }
   return offset;
@@ -153,4 +159,3 @@ FailureOr<std::string> zcc::elementBytes(ElementsAttr attr, Location loc) {
   }
   return std::string(raw.data(), raw.size());
 }
-

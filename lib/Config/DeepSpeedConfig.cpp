@@ -57,8 +57,8 @@ public:
       return error(key, "expected a number" + Twine(allowAuto ? " or \"auto\"" : "") + ", got " +
                             show(v));
     if (strictMin ? !(*d > min) : !(*d >= min))
-      return error(key, formatv("expected a number {0} {1}, got {2}", strictMin ? ">" : ">=", min,
-                                show(v)));
+      return error(
+          key, formatv("expected a number {0} {1}, got {2}", strictMin ? ">" : ">=", min, show(v)));
     out = *d;
     return Error::success();
   }
@@ -70,8 +70,8 @@ public:
     }
     std::optional<double> d = v.getAsNumber();
     if (!d || *d != std::floor(*d) || std::fabs(*d) > 9.0e15)
-      return error(key, "expected an integer" + Twine(allowAuto ? " or \"auto\"" : "") +
-                            ", got " + show(v));
+      return error(key, "expected an integer" + Twine(allowAuto ? " or \"auto\"" : "") + ", got " +
+                            show(v));
     if (*d < (double)min)
       return error(key, formatv("expected an integer >= {0}, got {1}", min, show(v)));
     out = (int64_t)*d;
@@ -131,7 +131,8 @@ public:
         if (Error e = it->second(key, v))
           return e;
       } else if (auto ig = section.ignored.find(name); ig != section.ignored.end()) {
-        warn(key, "has no effect in zcc" + Twine(ig->second.empty() ? "" : " (" + ig->second + ")"));
+        warn(key,
+             "has no effect in zcc" + Twine(ig->second.empty() ? "" : " (" + ig->second + ")"));
       } else {
         warn(key, "unknown, ignored" + Twine(hint(key)));
       }
@@ -145,8 +146,7 @@ public:
         {"fp16.initial_loss_scale",
          "; DeepSpeed ignores it too: the initial scale is 2^fp16.initial_scale_power "
          "(default 16, i.e. 65536)"},
-        {"zero_optimization.stage3_prefetch_bucket",
-         "; did you mean stage3_prefetch_bucket_size?"},
+        {"zero_optimization.stage3_prefetch_bucket", "; did you mean stage3_prefetch_bucket_size?"},
         {"bfloat16", "; DeepSpeed's section is bf16"},
         {"gradient_clip", "; did you mean gradient_clipping?"},
     };
@@ -169,8 +169,8 @@ Expected<DeepSpeedConfig> readDeepSpeedConfig(StringRef path) {
   Expected<json::Value> root = json::parse((*buffer)->getBuffer());
   if (!root)
     return createStringError(inconvertibleErrorCode(),
-                             "--deepspeed " + path + ": not valid JSON: " +
-                                 toString(root.takeError()));
+                             "--deepspeed " + path +
+                                 ": not valid JSON: " + toString(root.takeError()));
   Reader r(config);
   using Section = Reader::Section;
   auto num = [&](std::optional<double> &out, double min, bool strictMin = false) {
@@ -223,12 +223,12 @@ Expected<DeepSpeedConfig> readDeepSpeedConfig(StringRef path) {
     else if (lower == "sgd")
       config.optimizer = "sgd";
     else
-      return r.error(k, "expected \"AdamW\", \"Adam\" or \"SGD\" (zcc's optimizers), got " +
-                            Reader::show(v) +
-                            (lower.find("lamb") != std::string::npos ||
-                                     lower.find("onebit") != std::string::npos
-                                 ? "; LAMB and 1-bit optimizers are not supported"
-                                 : ""));
+      return r.error(
+          k,
+          "expected \"AdamW\", \"Adam\" or \"SGD\" (zcc's optimizers), got " + Reader::show(v) +
+              (lower.find("lamb") != std::string::npos || lower.find("onebit") != std::string::npos
+                   ? "; LAMB and 1-bit optimizers are not supported"
+                   : ""));
     return Error::success();
   };
   optimizer.keys["params"] = [&](StringRef k, const json::Value &v) {
@@ -354,18 +354,22 @@ Expected<DeepSpeedConfig> readDeepSpeedConfig(StringRef path) {
   top.keys["train_micro_batch_size_per_gpu"] = integer(config.microBatchPerGpu, 1);
   top.keys["gradient_accumulation_steps"] = integer(config.gradientAccumulationSteps, 1);
   top.keys["gradient_clipping"] = num(config.gradientClipping, 0);
-  top.keys["optimizer"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, optimizer); };
-  top.keys["scheduler"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, scheduler); };
+  top.keys["optimizer"] = [&](StringRef k, const json::Value &v) {
+    return r.walk(k, v, optimizer);
+  };
+  top.keys["scheduler"] = [&](StringRef k, const json::Value &v) {
+    return r.walk(k, v, scheduler);
+  };
   top.keys["fp16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, fp16); };
   top.keys["bf16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, bf16); };
   top.keys["zero_optimization"] = [&](StringRef k, const json::Value &v) {
     return r.walk(k, v, zero);
   };
-  for (const char *k : {"steps_per_print", "wall_clock_breakdown", "dump_state",
-                        "zero_allow_untested_optimizer", "prescale_gradients",
-                        "gradient_predivide_factor", "communication_data_type", "sparse_gradients",
-                        "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger",
-                        "memory_breakdown", "zero_force_ds_cpu_optimizer", "seed"})
+  for (const char *k :
+       {"steps_per_print", "wall_clock_breakdown", "dump_state", "zero_allow_untested_optimizer",
+        "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
+        "sparse_gradients", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger",
+        "memory_breakdown", "zero_force_ds_cpu_optimizer", "seed"})
     top.ignored[k] = "";
   // activation_checkpointing: DeepSpeed's checkpointing of the blocks the
   // model code wraps, i.e. zcc's --recompute layer; its knobs tune how

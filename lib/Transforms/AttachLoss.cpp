@@ -70,20 +70,20 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
 
     OpBuilder b(returnOp);
     unsigned argIndex = func.getNumArguments();
-    if (failed(func.insertArgument(argIndex, labelsType,
-                                   b.getDictionaryAttr(b.getNamedAttr(
-                                       "zero.input", b.getStringAttr("labels"))),
-                                   func.getLoc())))
+    if (failed(func.insertArgument(
+            argIndex, labelsType,
+            b.getDictionaryAttr(b.getNamedAttr("zero.input", b.getStringAttr("labels"))),
+            func.getLoc())))
       return signalPassFailure();
     Value labels = func.getArgument(argIndex);
-    Value ce = CrossEntropyOp::create(b, logits.getLoc(),
-                                      RankedTensorType::get({}, b.getF32Type()), logits,
-                                      labels, b.getI64IntegerAttr(ignoreIndex), IntegerAttr());
+    Value ce =
+        CrossEntropyOp::create(b, logits.getLoc(), RankedTensorType::get({}, b.getF32Type()),
+                               logits, labels, b.getI64IntegerAttr(ignoreIndex), IntegerAttr());
     SmallVector<Value> results{ce};
     llvm::append_range(results, returnOp.getOperands());
-    SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr(
-        {b.getNamedAttr("zero.output", b.getStringAttr("loss")),
-         b.getNamedAttr("zero.loss", b.getUnitAttr())})};
+    SmallVector<DictionaryAttr> resultAttrs{
+        b.getDictionaryAttr({b.getNamedAttr("zero.output", b.getStringAttr("loss")),
+                             b.getNamedAttr("zero.loss", b.getUnitAttr())})};
     for (unsigned k = 0; k < func.getNumResults(); ++k)
       resultAttrs.push_back(func.getResultAttrDict(k));
     returnOp->setOperands(results);

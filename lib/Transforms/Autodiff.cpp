@@ -125,8 +125,9 @@ LogicalResult Differentiator::backward(Operation *op) {
         if (needsGrad.contains(x(0)))
           accumulate(loc, x(0), DivOp::create(b, loc, g, x(1)));
         if (needsGrad.contains(x(1))) // -g * y / b
-          accumulate(loc, x(1),
-                     NegOp::create(b, loc, DivOp::create(b, loc, MulOp::create(b, loc, g, y()), x(1))));
+          accumulate(
+              loc, x(1),
+              NegOp::create(b, loc, DivOp::create(b, loc, MulOp::create(b, loc, g, y()), x(1))));
         return success();
       })
       .Case([&](PowOp) {
@@ -136,8 +137,9 @@ LogicalResult Differentiator::backward(Operation *op) {
           accumulate(loc, x(0), MulOp::create(b, loc, g, d));
         }
         if (needsGrad.contains(x(1))) // g * y * log(a)
-          accumulate(loc, x(1),
-                     MulOp::create(b, loc, MulOp::create(b, loc, g, y()), LogOp::create(b, loc, x(0))));
+          accumulate(
+              loc, x(1),
+              MulOp::create(b, loc, MulOp::create(b, loc, g, y()), LogOp::create(b, loc, x(0))));
         return success();
       })
       .Case<MaxOp, MinOp>([&](Operation *m) {
@@ -181,8 +183,9 @@ LogicalResult Differentiator::backward(Operation *op) {
         return success();
       })
       .Case([&](ReciprocalOp) { // -g y^2
-        accumulate(loc, x(0),
-                   NegOp::create(b, loc, MulOp::create(b, loc, g, MulOp::create(b, loc, y(), y()))));
+        accumulate(
+            loc, x(0),
+            NegOp::create(b, loc, MulOp::create(b, loc, g, MulOp::create(b, loc, y(), y()))));
         return success();
       })
       .Case([&](TanhOp) { // g (1 - y^2)
@@ -209,7 +212,8 @@ LogicalResult Differentiator::backward(Operation *op) {
       .Case([&](SiluOp) { // g s (1 + x (1 - s)), s = sigmoid(x)
         Value s = SigmoidOp::create(b, loc, x(0));
         Value oneMinus = SubOp::create(b, loc, scalar(loc, g, 1.0), s);
-        Value inner = AddOp::create(b, loc, scalar(loc, g, 1.0), MulOp::create(b, loc, x(0), oneMinus));
+        Value inner =
+            AddOp::create(b, loc, scalar(loc, g, 1.0), MulOp::create(b, loc, x(0), oneMinus));
         accumulate(loc, x(0), MulOp::create(b, loc, g, MulOp::create(b, loc, s, inner)));
         return success();
       })
@@ -219,7 +223,8 @@ LogicalResult Differentiator::backward(Operation *op) {
         return success();
       })
       .Case([&](CosOp) {
-        accumulate(loc, x(0), NegOp::create(b, loc, MulOp::create(b, loc, g, SinOp::create(b, loc, x(0)))));
+        accumulate(loc, x(0),
+                   NegOp::create(b, loc, MulOp::create(b, loc, g, SinOp::create(b, loc, x(0)))));
         return success();
       })
       .Case([&](SinOp) {
@@ -252,8 +257,9 @@ LogicalResult Differentiator::backward(Operation *op) {
         return success();
       })
       .Case([&](SliceOp s) {
-        accumulate(loc, x(0), SliceGradOp::create(b, loc, x(0).getType(), g,
-                                                  s.getStartAttr(), s.getStrideAttr()));
+        accumulate(
+            loc, x(0),
+            SliceGradOp::create(b, loc, x(0).getType(), g, s.getStartAttr(), s.getStrideAttr()));
         return success();
       })
       .Case([&](ConcatOp c) {
@@ -266,9 +272,10 @@ LogicalResult Differentiator::backward(Operation *op) {
           limit[axis] = at + t.getDimSize(axis);
           at = limit[axis];
           if (needsGrad.contains(in))
-            accumulate(loc, in, SliceOp::create(b, loc, g, b.getDenseI64ArrayAttr(start),
-                                                b.getDenseI64ArrayAttr(limit),
-                                                b.getDenseI64ArrayAttr(stride)));
+            accumulate(loc, in,
+                       SliceOp::create(b, loc, g, b.getDenseI64ArrayAttr(start),
+                                       b.getDenseI64ArrayAttr(limit),
+                                       b.getDenseI64ArrayAttr(stride)));
         }
         return success();
       })
@@ -277,15 +284,16 @@ LogicalResult Differentiator::backward(Operation *op) {
         for (auto [r, d] : llvm::zip(s.getResults(), dy))
           pieces.push_back(d ? d : splat(loc, tensorType(r), 0.0));
         int64_t rank = tensorType(x(0)).getRank(), axis = s.getAxis();
-        accumulate(loc, x(0),
-                   ConcatOp::create(b, loc, pieces, b.getI64IntegerAttr(axis < 0 ? axis + rank : axis)));
+        accumulate(
+            loc, x(0),
+            ConcatOp::create(b, loc, pieces, b.getI64IntegerAttr(axis < 0 ? axis + rank : axis)));
         return success();
       })
       .Case([&](GatherOp gather) {
         if (needsGrad.contains(x(0)))
-          accumulate(loc, x(0), GatherGradOp::create(b, loc, x(0).getType(), x(1), g,
-                                                     gather.getAxisAttr(),
-                                                     gather.getPaddingIdxAttr()));
+          accumulate(loc, x(0),
+                     GatherGradOp::create(b, loc, x(0).getType(), x(1), g, gather.getAxisAttr(),
+                                          gather.getPaddingIdxAttr()));
         return success();
       })
       .Case([&](MatmulOp m) {
@@ -306,11 +314,13 @@ LogicalResult Differentiator::backward(Operation *op) {
             int64_t rows = at.getNumElements() / at.getShape().back();
             auto flat = [&](Value v, RankedTensorType t) {
               return ReshapeOp::create(
-                  b, loc, RankedTensorType::get({rows, t.getShape().back()}, t.getElementType()), v);
+                  b, loc, RankedTensorType::get({rows, t.getShape().back()}, t.getElementType()),
+                  v);
             };
             Value a2 = flat(a, at), g2 = flat(g, gt);
-            accumulate(loc, bb, tb ? MatmulOp::create(b, loc, g2, a2, true, false)
-                                   : MatmulOp::create(b, loc, a2, g2, true, false));
+            accumulate(loc, bb,
+                       tb ? MatmulOp::create(b, loc, g2, a2, true, false)
+                          : MatmulOp::create(b, loc, a2, g2, true, false));
           } else {
             Value db = tb ? MatmulOp::create(b, loc, g, a, true, ta)
                           : MatmulOp::create(b, loc, a, g, !ta, false);
@@ -396,9 +406,9 @@ LogicalResult Differentiator::backward(Operation *op) {
         return success();
       })
       .Case([&](CrossEntropyOp ce) {
-        accumulate(loc, x(0), CrossEntropyGradOp::create(b, loc, x(0).getType(), x(0), x(1), g,
-                                                         ce.getIgnoreIndexAttr(),
-                                                         ce.getClassesAttr()));
+        accumulate(loc, x(0),
+                   CrossEntropyGradOp::create(b, loc, x(0).getType(), x(0), x(1), g,
+                                              ce.getIgnoreIndexAttr(), ce.getClassesAttr()));
         return success();
       })
       .Case<ConstantOp, LoadOp, CmpOp, AndOp, OrOp, NotOp>([](Operation *) { return success(); })
@@ -479,10 +489,10 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
         return signalPassFailure();
       }
       unsigned index = step.getNumArguments();
-      if (failed(step.insertArgument(index, scalarF32,
-                                     mb.getDictionaryAttr(mb.getNamedAttr(
-                                         "zero.input", mb.getStringAttr("loss_scale"))),
-                                     loss.getLoc())))
+      if (failed(step.insertArgument(
+              index, scalarF32,
+              mb.getDictionaryAttr(mb.getNamedAttr("zero.input", mb.getStringAttr("loss_scale"))),
+              loss.getLoc())))
         return signalPassFailure();
       seed = MulOp::create(mb, loss.getLoc(), block.getArgument(index), seed);
     }

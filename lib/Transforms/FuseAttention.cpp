@@ -100,8 +100,8 @@ Value headsOutTransposed(Value v) {
   auto t = cast<RankedTensorType>(inner.getInput().getType());
   auto flat = cast<RankedTensorType>(inner.getType());
   if (t.getRank() != 4 || flat.getRank() != 3 ||
-      flat.getShape() != ArrayRef<int64_t>{t.getDimSize(0) * t.getDimSize(1), t.getDimSize(2),
-                                           t.getDimSize(3)})
+      flat.getShape() !=
+          ArrayRef<int64_t>{t.getDimSize(0) * t.getDimSize(1), t.getDimSize(2), t.getDimSize(3)})
     return Value();
   return headsOut(inner.getInput());
 }
@@ -121,8 +121,9 @@ struct Layout {
     return RankedTensorType::get(shape, t.getElementType());
   }
   Value materialize(OpBuilder &b, Location loc) const {
-    return perm.empty() ? value
-                        : TransposeOp::create(b, loc, value, b.getDenseI64ArrayAttr(perm)).getResult();
+    return perm.empty()
+               ? value
+               : TransposeOp::create(b, loc, value, b.getDenseI64ArrayAttr(perm)).getResult();
   }
 };
 

@@ -12,8 +12,8 @@
 // See Passes.td.
 //
 //===----------------------------------------------------------------------===//
-#include "zcc/Transforms/Passes.h"
 #include "kernels/KernelId.h"
+#include "zcc/Transforms/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -146,12 +146,24 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
     Value y = program[3 * s + 2] >= 0 ? values[program[3 * s + 2]] : Value();
     Value r;
     switch ((ElementwiseOpcode)program[3 * s]) {
-    case ElementwiseOpcode::Add: r = arith::AddFOp::create(b, loc, x, y); break;
-    case ElementwiseOpcode::Sub: r = arith::SubFOp::create(b, loc, x, y); break;
-    case ElementwiseOpcode::Mul: r = arith::MulFOp::create(b, loc, x, y); break;
-    case ElementwiseOpcode::Div: r = arith::DivFOp::create(b, loc, x, y); break;
-    case ElementwiseOpcode::Neg: r = arith::NegFOp::create(b, loc, x); break;
-    default: r = x; break; // cast: the rounding below
+    case ElementwiseOpcode::Add:
+      r = arith::AddFOp::create(b, loc, x, y);
+      break;
+    case ElementwiseOpcode::Sub:
+      r = arith::SubFOp::create(b, loc, x, y);
+      break;
+    case ElementwiseOpcode::Mul:
+      r = arith::MulFOp::create(b, loc, x, y);
+      break;
+    case ElementwiseOpcode::Div:
+      r = arith::DivFOp::create(b, loc, x, y);
+      break;
+    case ElementwiseOpcode::Neg:
+      r = arith::NegFOp::create(b, loc, x);
+      break;
+    default:
+      r = x;
+      break; // cast: the rounding below
     }
     Type t = cast<TypeAttr>(op.getStepTypes()[s]).getValue();
     values.push_back(t == f32 ? r : widen(narrow(r, t)));
@@ -261,9 +273,9 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
         types.push_back(TypeAttr::get(tensorOf(op->getResult(0)).getElementType()));
       }
       OpBuilder b(root);
-      auto fused = ElementwiseOp::create(b, root->getLoc(), shape, inputs,
-                                         b.getDenseI64ArrayAttr(program),
-                                         b.getArrayAttr(types), StringAttr());
+      auto fused =
+          ElementwiseOp::create(b, root->getLoc(), shape, inputs, b.getDenseI64ArrayAttr(program),
+                                b.getArrayAttr(types), StringAttr());
       root->getResult(0).replaceAllUsesWith(fused.getResult());
       for (Operation *op : llvm::reverse(order)) {
         done.insert(op);

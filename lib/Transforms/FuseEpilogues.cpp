@@ -30,8 +30,8 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
     getOperation().walk([&](AddOp add) { adds.push_back(add); });
     for (AddOp add : adds) {
       auto out = cast<RankedTensorType>(add.getType());
-      for (auto [product, bias] : {std::pair{add.getLhs(), add.getRhs()},
-                                   std::pair{add.getRhs(), add.getLhs()}}) {
+      for (auto [product, bias] :
+           {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
         auto mm = product.getDefiningOp<MatmulOp>();
         auto biasType = cast<RankedTensorType>(bias.getType());
         if (!mm || !mm->hasOneUse() || mm.getType() != out || biasType.getRank() != 1 ||
@@ -78,9 +78,9 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
           mb.getType().getNumElements() != g.getType().getNumElements())
         continue;
       OpBuilder b(mb);
-      auto fused = MatmulBiasGeluOp::create(b, mb.getLoc(), mb.getType(), mb.getType(),
-                                            mb.getLhs(), mb.getRhs(), mb.getBias(),
-                                            mb.getTransposeLhsAttr(), mb.getTransposeRhsAttr());
+      auto fused = MatmulBiasGeluOp::create(b, mb.getLoc(), mb.getType(), mb.getType(), mb.getLhs(),
+                                            mb.getRhs(), mb.getBias(), mb.getTransposeLhsAttr(),
+                                            mb.getTransposeRhsAttr());
       mb.getResult().replaceAllUsesWith(fused.getPre());
       mb.erase();
       b.setInsertionPoint(g);
@@ -106,9 +106,9 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
         continue;
       OpBuilder b(g);
       Value pre = reshapedTo(b, g.getLoc(), g.getInput(), mm.getType());
-      auto fused = MatmulGeluGradOp::create(b, mm.getLoc(), mm.getType(), mm.getLhs(),
-                                            mm.getRhs(), pre, mm.getTransposeLhsAttr(),
-                                            mm.getTransposeRhsAttr());
+      auto fused =
+          MatmulGeluGradOp::create(b, mm.getLoc(), mm.getType(), mm.getLhs(), mm.getRhs(), pre,
+                                   mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
       g.getResult().replaceAllUsesWith(reshapedTo(b, g.getLoc(), fused.getResult(), g.getType()));
       g.erase();
       if (reshape)

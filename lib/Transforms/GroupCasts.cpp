@@ -114,9 +114,9 @@ struct ZeroGroupCasts : zcc::impl::ZeroGroupCastsBase<ZeroGroupCasts> {
     for (Operation &op : llvm::make_early_inc_range(block)) {
       auto c = dyn_cast<CastOp>(op);
       if (c && isFloatCast(c)) {
-        if (!run.empty() && (elementOf(run[0].getInput()) != elementOf(c.getInput()) ||
-                             elementOf(run[0].getResult()) != elementOf(c.getResult()) ||
-                             readsRun(op)))
+        if (!run.empty() &&
+            (elementOf(run[0].getInput()) != elementOf(c.getInput()) ||
+             elementOf(run[0].getResult()) != elementOf(c.getResult()) || readsRun(op)))
           flush();
         run.push_back(c);
         inRun.insert(c);

@@ -21,14 +21,14 @@ RankedTensorType withElement(Type t, Type element) {
   return RankedTensorType::get(rt.getShape(), element);
 }
 
-struct ZeroMixedPrecisionPass
-    : zcc::impl::ZeroMixedPrecisionBase<ZeroMixedPrecisionPass> {
+struct ZeroMixedPrecisionPass : zcc::impl::ZeroMixedPrecisionBase<ZeroMixedPrecisionPass> {
   using ZeroMixedPrecisionBase::ZeroMixedPrecisionBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (precision != "bf16" && precision != "fp16") {
-      module.emitError("zero-mixed-precision: precision '") << precision << "': expected bf16 or fp16";
+      module.emitError("zero-mixed-precision: precision '")
+          << precision << "': expected bf16 or fp16";
       return signalPassFailure();
     }
     bool fp16 = precision == "fp16";
@@ -89,21 +89,23 @@ struct ZeroMixedPrecisionPass
       Value v = ret.getOperand(k);
       if (func.getResultAttr(k, "zero.loss") &&
           cast<RankedTensorType>(v.getType()).getElementType() == low)
-        ret.setOperand(k, CastOp::create(b, v.getLoc(), withElement(v.getType(), b.getF32Type()), v));
+        ret.setOperand(k,
+                       CastOp::create(b, v.getLoc(), withElement(v.getType(), b.getF32Type()), v));
     }
     func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), ret.getOperandTypes()));
     if (failed(verify(func)))
       return signalPassFailure();
     if (fp16)
-      module->setAttr("zero.loss_scaling",
-                      b.getDictionaryAttr({
-                          b.getNamedAttr("loss_scale", b.getF64FloatAttr(lossScale)),
-                          b.getNamedAttr("initial_scale_power", b.getI64IntegerAttr(initialScalePower)),
-                          b.getNamedAttr("loss_scale_window", b.getI64IntegerAttr(lossScaleWindow)),
-                          b.getNamedAttr("hysteresis", b.getI64IntegerAttr(hysteresis)),
-                          b.getNamedAttr("consecutive_hysteresis", b.getBoolAttr(consecutiveHysteresis)),
-                          b.getNamedAttr("min_loss_scale", b.getF64FloatAttr(minLossScale)),
-                      }));
+      module->setAttr(
+          "zero.loss_scaling",
+          b.getDictionaryAttr({
+              b.getNamedAttr("loss_scale", b.getF64FloatAttr(lossScale)),
+              b.getNamedAttr("initial_scale_power", b.getI64IntegerAttr(initialScalePower)),
+              b.getNamedAttr("loss_scale_window", b.getI64IntegerAttr(lossScaleWindow)),
+              b.getNamedAttr("hysteresis", b.getI64IntegerAttr(hysteresis)),
+              b.getNamedAttr("consecutive_hysteresis", b.getBoolAttr(consecutiveHysteresis)),
+              b.getNamedAttr("min_loss_scale", b.getF64FloatAttr(minLossScale)),
+          }));
   }
 
   /// float32 constants beyond float16's range become +-65504 (float32's

@@ -79,8 +79,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     for (Operation *op : optimizers) {
       Value grad = op->getOperand(1);
       auto scale = grad.getDefiningOp<MulOp>();
-      if (scale && (!scale->hasOneUse() ||
-                    cast<RankedTensorType>(scale.getRhs().getType()).getRank() != 0))
+      if (scale &&
+          (!scale->hasOneUse() || cast<RankedTensorType>(scale.getRhs().getType()).getRank() != 0))
         scale = MulOp();
       auto load = (scale ? scale.getLhs() : grad).getDefiningOp<LoadOp>();
       auto g = load ? module.lookupSymbol<GlobalOp>(load.getGlobalAttr()) : GlobalOp();
@@ -96,16 +96,15 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       OpBuilder gb(g);
       gb.setInsertionPointAfter(g);
       auto type = g.getTensorType();
-      auto twin = GlobalOp::create(gb, g.getLoc(), (g.getSymName() + ".host").str(),
-                                   GlobalRole::grad, /*trainable=*/false, type,
-                                   DenseElementsAttr::get(type, gb.getFloatAttr(
-                                                                    type.getElementType(), 0.0)));
+      auto twin = GlobalOp::create(
+          gb, g.getLoc(), (g.getSymName() + ".host").str(), GlobalRole::grad, /*trainable=*/false,
+          type, DenseElementsAttr::get(type, gb.getFloatAttr(type.getElementType(), 0.0)));
       twin->setAttr("zero.host", b.getUnitAttr());
       hostTwin[g.getSymNameAttr()] = twin;
       OpBuilder mb(last);
       mb.setInsertionPointAfter(last);
-      Value shard = LoadOp::create(mb, last.getLoc(), type,
-                                   FlatSymbolRefAttr::get(g.getSymNameAttr()));
+      Value shard =
+          LoadOp::create(mb, last.getLoc(), type, FlatSymbolRefAttr::get(g.getSymNameAttr()));
       Value onHost = TransferOp::create(mb, last.getLoc(), shard, /*to_host=*/true);
       StoreOp::create(mb, last.getLoc(), onHost, FlatSymbolRefAttr::get(twin.getSymNameAttr()));
       OpBuilder ab(op);
@@ -171,15 +170,15 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
           use->set(copy);
       }
     }
-    module->setAttr("zero.offload",
-                    b.getDictionaryAttr({b.getNamedAttr("optimizer", b.getStringAttr(device)),
-                                         b.getNamedAttr("param", b.getStringAttr(param)),
-                                         b.getNamedAttr("gradients_copied_in_backward",
-                                                        b.getI64IntegerAttr(copiedInBackward)),
-                                         b.getNamedAttr("updates", b.getI64IntegerAttr(updates)),
-                                         b.getNamedAttr("param_elements",
-                                                        b.getI64IntegerAttr(paramsMoved)),
-                                         b.getNamedAttr("elements", b.getI64IntegerAttr(moved))}));
+    module->setAttr(
+        "zero.offload",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("optimizer", b.getStringAttr(device)),
+             b.getNamedAttr("param", b.getStringAttr(param)),
+             b.getNamedAttr("gradients_copied_in_backward", b.getI64IntegerAttr(copiedInBackward)),
+             b.getNamedAttr("updates", b.getI64IntegerAttr(updates)),
+             b.getNamedAttr("param_elements", b.getI64IntegerAttr(paramsMoved)),
+             b.getNamedAttr("elements", b.getI64IntegerAttr(moved))}));
   }
 };
 

@@ -22,8 +22,9 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
   GlobalOp zeroGlobal(OpBuilder &b, Operation *after, StringRef name, GlobalRole role,
                       RankedTensorType type) {
     b.setInsertionPointAfter(after);
-    return GlobalOp::create(b, after->getLoc(), name, role, /*trainable=*/false, type,
-                            DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
+    return GlobalOp::create(
+        b, after->getLoc(), name, role, /*trainable=*/false, type,
+        DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0)));
   }
 
   Value load(OpBuilder &b, Location loc, GlobalOp g) {
@@ -45,7 +46,7 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     bool gradSharded = false;  // likewise for the gradient accumulator
     bool stateSharded = false; // optimizer state (and the update) per shard
     RankedTensorType stateType;
-    GlobalOp m, v;             // AdamW moments, or SGD's momentum buffer in m
+    GlobalOp m, v; // AdamW moments, or SGD's momentum buffer in m
   };
 
   LogicalResult collectUnits(ModuleOp module, SmallVectorImpl<Unit> &units, int64_t &world) {
@@ -72,8 +73,9 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
         u.paramSharded = ps.getValue();
         u.gradSharded = gs.getValue();
         u.stateSharded = stage.getInt() >= 1 && world > 1;
-        u.stateType = RankedTensorType::get({u.stateSharded ? size.getInt() / world : size.getInt()},
-                                            u.param.getTensorType().getElementType());
+        u.stateType =
+            RankedTensorType::get({u.stateSharded ? size.getInt() / world : size.getInt()},
+                                  u.param.getTensorType().getElementType());
         units.push_back(u);
       }
       return success();
@@ -164,8 +166,8 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       Value grad = load(b, loc, u.grad);
       if (!u.gradSharded && world > 1)
         grad = u.stateSharded
-                   ? Value(ReduceScatterOp::create(b, loc, u.stateType, grad,
-                                                   CollectiveReduce::avg, world))
+                   ? Value(ReduceScatterOp::create(b, loc, u.stateType, grad, CollectiveReduce::avg,
+                                                   world))
                    : Value(AllReduceOp::create(b, loc, grad, CollectiveReduce::avg, world));
       anySharded |= u.stateSharded;
       grads.push_back(grad);
@@ -218,19 +220,18 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       if (sgd) {
         // Without momentum the buffer stays zero: pass zeros, drop the result.
         Value buf = u.m ? load(b, loc, u.m)
-                        : Value(ConstantOp::create(b, loc, DenseElementsAttr::get(
-                                                             u.stateType, b.getF32FloatAttr(0))));
-        auto update = SgdOp::create(b, loc, u.stateType, u.stateType, param, grads[k], buf, lr,
-                                    skip, b.getF64FloatAttr(momentum),
-                                    b.getF64FloatAttr(weightDecay),
-                                    nesterov ? b.getUnitAttr() : UnitAttr());
+                        : Value(ConstantOp::create(
+                              b, loc, DenseElementsAttr::get(u.stateType, b.getF32FloatAttr(0))));
+        auto update =
+            SgdOp::create(b, loc, u.stateType, u.stateType, param, grads[k], buf, lr, skip,
+                          b.getF64FloatAttr(momentum), b.getF64FloatAttr(weightDecay),
+                          nesterov ? b.getUnitAttr() : UnitAttr());
         newParam = update.getNewParam();
         if (u.m)
           store(b, loc, update.getNewMomentumBuffer(), u.m);
       } else {
-        auto update = AdamWOp::create(b, loc, param, grads[k], load(b, loc, u.m),
-                                      load(b, loc, u.v), lr, step, beta1, beta2, epsilon,
-                                      weightDecay, skip);
+        auto update = AdamWOp::create(b, loc, param, grads[k], load(b, loc, u.m), load(b, loc, u.v),
+                                      lr, step, beta1, beta2, epsilon, weightDecay, skip);
         newParam = update.getNewParam();
         store(b, loc, update.getNewM(), u.m);
         store(b, loc, update.getNewV(), u.v);

@@ -49,8 +49,8 @@ struct ZeroPadGemms : zcc::impl::ZeroPadGemmsBase<ZeroPadGemms> {
       auto zerosType = RankedTensorType::get(zerosShape, rhs.getElementType());
       Value zeros = ConstantOp::create(
           b, loc, DenseElementsAttr::get(zerosType, b.getZeroAttr(rhs.getElementType())));
-      Value wide = ConcatOp::create(b, loc, ValueRange{mm.getRhs(), zeros},
-                                    b.getI64IntegerAttr(axis));
+      Value wide =
+          ConcatOp::create(b, loc, ValueRange{mm.getRhs(), zeros}, b.getI64IntegerAttr(axis));
       auto product = MatmulOp::create(b, loc, mm.getLhs(), wide, mm.getTransposeLhsAttr(),
                                       mm.getTransposeRhsAttr());
       SmallVector<int64_t> start(out.getRank(), 0), limit(out.getShape()), stride(out.getRank(), 1);
@@ -65,9 +65,9 @@ struct ZeroPadGemms : zcc::impl::ZeroPadGemmsBase<ZeroPadGemms> {
         for (Operation *user : llvm::to_vector(real.getUsers()))
           if (auto ce = dyn_cast<CrossEntropyOp>(user); ce && ce.getLogits() == real) {
             OpBuilder at(ce);
-            auto wideCe = CrossEntropyOp::create(at, ce.getLoc(), ce.getType(), product,
-                                                 ce.getLabels(), ce.getIgnoreIndexAttr(),
-                                                 at.getI64IntegerAttr(n));
+            auto wideCe =
+                CrossEntropyOp::create(at, ce.getLoc(), ce.getType(), product, ce.getLabels(),
+                                       ce.getIgnoreIndexAttr(), at.getI64IntegerAttr(n));
             ce.replaceAllUsesWith(wideCe.getResult());
             ce.erase();
           }

@@ -138,8 +138,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       std::memcpy(bytes.data() + m.offset * sizeof(float), data->data(), data->size());
     }
     auto type = RankedTensorType::get({bucket.size}, Float32Type::get(&getContext()));
-    auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(bytes),
-                                                              alignof(uint64_t));
+    auto blob =
+        HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(bytes), alignof(uint64_t));
     std::string key = name.str();
     for (char &c : key)
       if (!std::isalnum((unsigned char)c) && c != '_' && c != '.')
@@ -190,17 +190,17 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           pieces.push_back(zeros(b, loc, m.offset - at));
         Value g = gradOf.lookup(m.grad);
         auto flatType = RankedTensorType::get({m.numel}, b.getF32Type());
-        pieces.push_back(g ? Value(ReshapeOp::create(b, loc, flatType, g)) : zeros(b, loc, m.numel));
+        pieces.push_back(g ? Value(ReshapeOp::create(b, loc, flatType, g))
+                           : zeros(b, loc, m.numel));
         at = m.offset + m.numel;
       }
       if (bucket.size > at)
         pieces.push_back(zeros(b, loc, bucket.size - at));
-      Value flat = pieces.size() == 1
-                       ? pieces.front()
-                       : Value(ConcatOp::create(b, loc, pieces, /*axis=*/0));
+      Value flat =
+          pieces.size() == 1 ? pieces.front() : Value(ConcatOp::create(b, loc, pieces, /*axis=*/0));
       if (stage >= 2 && world > 1)
-        flat = ReduceScatterOp::create(b, loc, bucket.grad.getType(), flat,
-                                       CollectiveReduce::avg, world);
+        flat = ReduceScatterOp::create(b, loc, bucket.grad.getType(), flat, CollectiveReduce::avg,
+                                       world);
       auto sym = FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr());
       Value acc = LoadOp::create(b, loc, bucket.grad.getType(), sym);
       StoreOp::create(b, loc, AddOp::create(b, loc, acc, flat), sym);
@@ -250,8 +250,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         Value flat = LoadOp::create(b, loc, bucket.param.getType(),
                                     FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()));
         if (world > 1)
-          flat = AllGatherOp::create(
-              b, loc, RankedTensorType::get({bucket.size}, b.getF32Type()), flat, world);
+          flat = AllGatherOp::create(b, loc, RankedTensorType::get({bucket.size}, b.getF32Type()),
+                                     flat, world);
         for (LoadOp load : loads) {
           Member *m = memberOf[module.lookupSymbol<GlobalOp>(load.getGlobalAttr())];
           Value view;
@@ -329,8 +329,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         bucket.param.setShardOfAttr(b.getI64IntegerAttr(bucket.size));
       } else {
         auto type = RankedTensorType::get({bucket.size}, f32);
-        bucket.param = GlobalOp::create(b, loc, name, GlobalRole::param, /*trainable=*/false,
-                                        type, DenseElementsAttr::get(type, b.getF32FloatAttr(0)));
+        bucket.param = GlobalOp::create(b, loc, name, GlobalRole::param, /*trainable=*/false, type,
+                                        DenseElementsAttr::get(type, b.getF32FloatAttr(0)));
         for (Member &m : bucket.members) {
           m.param.setBucketAttr(FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()));
           m.param.setBucketOffsetAttr(b.getI64IntegerAttr(m.offset));
@@ -357,10 +357,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     for (Bucket &bucket : buckets) {
       SmallVector<Attribute> members;
       for (Member &m : bucket.members)
-        members.push_back(b.getDictionaryAttr(
-            {b.getNamedAttr("name", m.param.getSymNameAttr()),
-             b.getNamedAttr("offset", b.getI64IntegerAttr(m.offset)),
-             b.getNamedAttr("type", TypeAttr::get(m.param.getType()))}));
+        members.push_back(
+            b.getDictionaryAttr({b.getNamedAttr("name", m.param.getSymNameAttr()),
+                                 b.getNamedAttr("offset", b.getI64IntegerAttr(m.offset)),
+                                 b.getNamedAttr("type", TypeAttr::get(m.param.getType()))}));
       described.push_back(b.getDictionaryAttr(
           {b.getNamedAttr("members", b.getArrayAttr(members)),
            b.getNamedAttr("param", FlatSymbolRefAttr::get(bucket.param.getSymNameAttr())),

@@ -14,7 +14,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 
-
 namespace zcc {
 #define GEN_PASS_DEF_ZEROPLANMEMORY
 #include "zcc/Transforms/Passes.h.inc"
@@ -150,8 +149,8 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         continue;
       Value v = store.getValue();
       // Through the wait of an async collective: its buffer is the result's.
-      if (auto wait = v.getDefiningOp<WaitOp>(); wait && v.hasOneUse() &&
-                                                 wait.getStarted().hasOneUse())
+      if (auto wait = v.getDefiningOp<WaitOp>();
+          wait && v.hasOneUse() && wait.getStarted().hasOneUse())
         v = wait.getStarted();
       Operation *def = v.getDefiningOp();
       if (!def || !v.hasOneUse() || v.getType() != storeType(module, store) ||
@@ -159,10 +158,12 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         continue;
       // Operands must be read element by element at the result's positions
       // (an all-gather reads its input whole, before any rank writes).
-      bool sameShapes = isa<AllGatherOp>(def) || llvm::all_of(def->getOperands(), [&](Value operand) {
-        auto t = cast<RankedTensorType>(operand.getType());
-        return t.getRank() == 0 || t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
-      });
+      bool sameShapes =
+          isa<AllGatherOp>(def) || llvm::all_of(def->getOperands(), [&](Value operand) {
+            auto t = cast<RankedTensorType>(operand.getType());
+            return t.getRank() == 0 ||
+                   t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
+          });
       StringAttr g = store.getGlobalAttr().getAttr();
       if (!sameShapes || lastReadBefore(g, index[store]) > index[def])
         continue;
@@ -218,7 +219,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     struct Pending {
       Operation *op;
       SmallVector<std::pair<Slot, int64_t>> results; // offset, or block id
-      SmallVector<int64_t> inState, arenas; // for ops with results in state or host memory
+      SmallVector<int64_t> inState, arenas;          // for ops with results in state or host memory
       bool stateOrHost = false;
     };
     SmallVector<Pending> pending;
@@ -347,24 +348,24 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (!bucketName)
         continue;
       auto bucket = module.lookupSymbol<GlobalOp>(bucketName);
-      int64_t elementBytes = storageBytes(
-          RankedTensorType::get({1}, global.getTensorType().getElementType()));
+      int64_t elementBytes =
+          storageBytes(RankedTensorType::get({1}, global.getTensorType().getElementType()));
       if (!bucket || bucket.getBucket() ||
           bucket.getTensorType().getElementType() != global.getTensorType().getElementType() ||
           *global.getBucketOffset() + global.getTensorType().getNumElements() >
               bucket.getTensorType().getNumElements()) {
-        global.emitError("bucket @") << bucketName.getValue()
-                                     << " is not a flat global of this element type that holds "
-                                        "elements ["
-                                     << *global.getBucketOffset() << ", "
-                                     << *global.getBucketOffset() +
-                                            global.getTensorType().getNumElements()
-                                     << ")";
+        global.emitError("bucket @")
+            << bucketName.getValue()
+            << " is not a flat global of this element type that holds "
+               "elements ["
+            << *global.getBucketOffset() << ", "
+            << *global.getBucketOffset() + global.getTensorType().getNumElements() << ")";
         return signalPassFailure();
       }
-      global->setAttr("zero.offset",
-                      b.getI64IntegerAttr(bucket->getAttrOfType<IntegerAttr>("zero.offset").getInt() +
-                                          *global.getBucketOffset() * elementBytes));
+      global->setAttr(
+          "zero.offset",
+          b.getI64IntegerAttr(bucket->getAttrOfType<IntegerAttr>("zero.offset").getInt() +
+                              *global.getBucketOffset() * elementBytes));
     }
 
     // Every function: its arguments in the input arena (one after another

@@ -49,8 +49,7 @@ static void collectFactors(Value v, SmallVectorImpl<Value> &factors, int depth =
 }
 
 /// Removes the first factor equal to |v| or satisfying |pred|; true if found.
-template <typename Pred>
-static bool takeFactor(SmallVectorImpl<Value> &factors, Pred pred) {
+template <typename Pred> static bool takeFactor(SmallVectorImpl<Value> &factors, Pred pred) {
   for (auto it = factors.begin(); it != factors.end(); ++it)
     if (pred(*it)) {
       factors.erase(it);
@@ -61,8 +60,7 @@ static bool takeFactor(SmallVectorImpl<Value> &factors, Pred pred) {
 
 /// Returns the other operand of the commutative binary op |op| if one operand
 /// satisfies |pred|.
-template <typename OpTy, typename Pred>
-static Value otherOperand(OpTy op, Pred pred) {
+template <typename OpTy, typename Pred> static Value otherOperand(OpTy op, Pred pred) {
   if (!op)
     return {};
   if (pred(op.getLhs()))
@@ -95,8 +93,8 @@ static Value matchGeluTanhArg(Value v) {
   if (!add)
     return {};
   for (auto [x, cube] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
-    Value cubed = otherOperand(cube.getDefiningOp<MulOp>(),
-                               [](Value c) { return isSplat(c, 0.044715); });
+    Value cubed =
+        otherOperand(cube.getDefiningOp<MulOp>(), [](Value c) { return isSplat(c, 0.044715); });
     if (!cubed)
       continue;
     if (auto pow = cubed.getDefiningOp<PowOp>();
@@ -251,7 +249,8 @@ struct FuseBiasSoftmax : OpRewritePattern<SoftmaxOp> {
       if (auto c = dyn_cast<CmpOp>(user); c && c.getPredicate() == CmpPredicate::ne &&
                                           c.getLhs() == softmax && c.getRhs() == softmax)
         isNan = c;
-      else if (auto w = dyn_cast<WhereOp>(user); w && w.getRhs() == softmax && isSplat(w.getLhs(), 0))
+      else if (auto w = dyn_cast<WhereOp>(user);
+               w && w.getRhs() == softmax && isSplat(w.getLhs(), 0))
         guard = w;
       else
         others = true;
@@ -270,8 +269,7 @@ struct FuseBiasSoftmax : OpRewritePattern<SoftmaxOp> {
   }
 };
 
-struct ZeroRecognizePatternsPass
-    : zcc::impl::ZeroRecognizePatternsBase<ZeroRecognizePatternsPass> {
+struct ZeroRecognizePatternsPass : zcc::impl::ZeroRecognizePatternsBase<ZeroRecognizePatternsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseGelu, FuseSilu, FuseRmsNorm, FuseBiasSoftmax>(&getContext());

@@ -213,8 +213,8 @@ public:
     }
     for (Work &w : work)
       clone(w.ops, w.recomputed, w.before);
-    note = std::to_string(work.size()) + " of " + std::to_string(blocks.size()) +
-           " blocks recomputed";
+    note =
+        std::to_string(work.size()) + " of " + std::to_string(blocks.size()) + " blocks recomputed";
     return (int)work.size();
   }
 

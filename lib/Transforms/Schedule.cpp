@@ -103,9 +103,8 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
       SmallVector<Operation *> chain = accumulationAfter(reductions[k]);
       if (chain.empty())
         continue;
-      Operation *target = k + 1 < reductions.size()
-                              ? reductions[k + 1].getStarted().getDefiningOp()
-                              : block.getTerminator();
+      Operation *target = k + 1 < reductions.size() ? reductions[k + 1].getStarted().getDefiningOp()
+                                                    : block.getTerminator();
       if (!chain.back()->isBeforeInBlock(target))
         continue;
       for (Operation *op : chain)

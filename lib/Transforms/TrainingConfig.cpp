@@ -40,16 +40,15 @@ struct ZeroTrainingConfigPass : zcc::impl::ZeroTrainingConfigBase<ZeroTrainingCo
         b.getNamedAttr("grad_clip", b.getF64FloatAttr(gradClip))};
     if (!schedule.empty())
       training.push_back(b.getNamedAttr(
-          "schedule",
-          b.getDictionaryAttr(
-              {b.getNamedAttr("name", b.getStringAttr(schedule)),
-               b.getNamedAttr("lr", b.getF64FloatAttr(scheduleLr)),
-               b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(warmupSteps)),
-               b.getNamedAttr("total_steps", b.getI64IntegerAttr(totalSteps)),
-               b.getNamedAttr("warmup_min_lr", b.getF64FloatAttr(warmupMinLr)),
-               b.getNamedAttr("warmup_log", b.getBoolAttr(warmupLog)),
-               b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(warmupMinRatio)),
-               b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(cosMinRatio))})));
+          "schedule", b.getDictionaryAttr(
+                          {b.getNamedAttr("name", b.getStringAttr(schedule)),
+                           b.getNamedAttr("lr", b.getF64FloatAttr(scheduleLr)),
+                           b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(warmupSteps)),
+                           b.getNamedAttr("total_steps", b.getI64IntegerAttr(totalSteps)),
+                           b.getNamedAttr("warmup_min_lr", b.getF64FloatAttr(warmupMinLr)),
+                           b.getNamedAttr("warmup_log", b.getBoolAttr(warmupLog)),
+                           b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(warmupMinRatio)),
+                           b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(cosMinRatio))})));
     m->setAttr("zero.training", b.getDictionaryAttr(training));
   }
 };

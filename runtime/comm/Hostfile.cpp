@@ -66,12 +66,11 @@ Status parseHostfile(const std::string &text, const std::string &path,
     std::string host, slotsWord, extra;
     words >> host >> slotsWord;
     int slots = 0;
-    if (slotsWord.rfind("slots=", 0) != 0 || !parseInt(slotsWord.substr(6), slots) ||
-        slots < 1 || (words >> extra))
+    if (slotsWord.rfind("slots=", 0) != 0 || !parseInt(slotsWord.substr(6), slots) || slots < 1 ||
+        (words >> extra))
       return errorf(path, ":", lineNo, ": expected 'HOST slots=N', got '", line, "'");
     if (seen.count(host))
-      return errorf(path, ":", lineNo, ": host ", host, " is listed twice (line ", seen[host],
-                    ")");
+      return errorf(path, ":", lineNo, ": host ", host, " is listed twice (line ", seen[host], ")");
     seen[host] = lineNo;
     NodeSlots n;
     n.host = host;

@@ -130,8 +130,9 @@ Status worker(const RendezvousConfig &c, std::string &payload, Clock::time_point
     close(conn.fd);
     conn.fd = -1;
     if (msLeft(deadline) == 0)
-      return errorf("rank ", c.rank, " could not reach rank 0 at ", c.host, ":", c.port,
-                    " within ", c.timeoutSeconds, " s (MASTER_ADDR/MASTER_PORT, or rank 0 "
+      return errorf("rank ", c.rank, " could not reach rank 0 at ", c.host, ":", c.port, " within ",
+                    c.timeoutSeconds,
+                    " s (MASTER_ADDR/MASTER_PORT, or rank 0 "
                     "did not start)");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -179,10 +180,10 @@ bool readLaunchEnv(LaunchEnv &env, std::string &error) {
     out = (int)x;
     return true;
   };
-  const char *rankVars[][4] = {{"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
-                               {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                                "OMPI_COMM_WORLD_LOCAL_RANK", "OpenMPI"},
-                               {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"}};
+  const char *rankVars[][4] = {
+      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OpenMPI"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"}};
   for (auto &vars : rankVars) {
     if (!get(vars[0]))
       continue;

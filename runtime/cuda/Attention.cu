@@ -41,9 +41,9 @@
 namespace zrt {
 namespace {
 
-constexpr int kTile = 64;   // rows (queries or keys) per block and per tile
-constexpr int kWarps = 4;   // 16 rows each
-constexpr int kPad = 8;     // shared-memory row padding, elements
+constexpr int kTile = 64; // rows (queries or keys) per block and per tile
+constexpr int kWarps = 4; // 16 rows each
+constexpr int kPad = 8;   // shared-memory row padding, elements
 
 /// What the mask holds in each 64 x 64 tile: map[((bb * Hb + hb) * qTiles +
 /// qt) * kTiles + kt] is kSkipTile where every element is -inf (the upper
@@ -57,8 +57,7 @@ __host__ __device__ inline int64_t tileIndex(const Dims &m, int64_t b, int64_t h
   return (((m.biasB == 1 ? 0 : b) * m.biasH + (m.biasH == 1 ? 0 : h)) * qTiles + qt) * kTiles + kt;
 }
 
-template <typename T>
-__global__ void tileMapKernel(const T *bias, unsigned char *map, Dims m) {
+template <typename T> __global__ void tileMapKernel(const T *bias, unsigned char *map, Dims m) {
   int64_t kt = blockIdx.x, qt = blockIdx.y, bh = blockIdx.z;
   const T *base = bias + (bh * m.sq + qt * 64) * m.sk + kt * 64;
   int rows = m.sq - qt * 64 < 64 ? (int)(m.sq - qt * 64) : 64;
@@ -72,8 +71,9 @@ __global__ void tileMapKernel(const T *bias, unsigned char *map, Dims m) {
   finite = __syncthreads_or(finite);
   nonzero = __syncthreads_or(nonzero);
   if (threadIdx.x == 0)
-    map[(bh * ((m.sq + 63) / 64) + qt) * ((m.sk + 63) / 64) + kt] =
-        !finite ? kSkipTile : nonzero ? kBiasTile : kPlainTile;
+    map[(bh * ((m.sq + 63) / 64) + qt) * ((m.sk + 63) / 64) + kt] = !finite   ? kSkipTile
+                                                                    : nonzero ? kBiasTile
+                                                                              : kPlainTile;
 }
 
 /// Two floats as one 32-bit register of two 16-bit values (lo at the lower
@@ -327,7 +327,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
     T *orow = out + m.oAt(b, row, h);
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
-      float lo = empty ? fill : o[nd][2 * half] * inv, hi = empty ? fill : o[nd][2 * half + 1] * inv;
+      float lo = empty ? fill : o[nd][2 * half] * inv,
+            hi = empty ? fill : o[nd][2 * half + 1] * inv;
       *reinterpret_cast<uint32_t *>(orow + nd * 8 + t * 2) = pack<T>(lo, hi);
     }
     if (t == 0)
@@ -336,8 +337,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
 }
 
 /// D[b, h, i] = sum_d dO * O (float), a warp per row.
-template <typename T>
-__global__ void rowDotKernel(const T *g, const T *out, float *dsum, Dims m) {
+template <typename T> __global__ void rowDotKernel(const T *g, const T *out, float *dsum, Dims m) {
   int64_t rows = m.b * m.h * m.sq;
   int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= rows)
@@ -554,8 +554,18 @@ Operands operandsOf(bool backward, const KernelCall &c) {
           d = packed ? x.shape[4] : x.shape[3], sk = packed ? sq : c.in[1].shape[1];
   const TensorRef &bias = c.in[packed ? 1 : 3];
   int64_t in = packed ? 3 * h * d : h * d;
-  a.m = Dims{b, sq, sk, h, d, bias.shape[0], bias.shape[1], (float)c.floats[0],
-             backward || c.ints[0] != 0, in, h * d, in};
+  a.m = Dims{b,
+             sq,
+             sk,
+             h,
+             d,
+             bias.shape[0],
+             bias.shape[1],
+             (float)c.floats[0],
+             backward || c.ints[0] != 0,
+             in,
+             h * d,
+             in};
   a.q = x.data;
   a.k = packed ? x.data + h * d * es : c.in[1].data;
   a.v = packed ? x.data + 2 * h * d * es : c.in[2].data;
@@ -579,7 +589,8 @@ Operands operandsOf(bool backward, const KernelCall &c) {
 /// 64, 128}, every row of every operand 16-byte aligned.
 bool tensorCorePath(const Operands &a) {
   int64_t d = a.m.d;
-  if ((a.type != DType::BF16 && a.type != DType::F16) || (d != 16 && d != 32 && d != 64 && d != 128))
+  if ((a.type != DType::BF16 && a.type != DType::F16) ||
+      (d != 16 && d != 32 && d != 64 && d != 128))
     return false;
   for (const void *p : {(const void *)a.q, (const void *)a.k, (const void *)a.v,
                         (const void *)a.out, (const void *)a.g, (const void *)a.o,
@@ -615,48 +626,51 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
     size_t bytes = sizeof(T) * 5 * kTile * (D + kPad); // q; k and v, two buffers each
     ZRT_RETURN_IF_ERROR(setSmem(flashForwardKernel<T, D>, bytes));
     dim3 grid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-    flashForwardKernel<T, D><<<grid, block, bytes, st>>>(q, k, v, bias, tiles, out(a.o),
-                                                         a.lseOut, m);
+    flashForwardKernel<T, D>
+        <<<grid, block, bytes, st>>>(q, k, v, bias, tiles, out(a.o), a.lseOut, m);
     return Status::ok();
   }
   size_t dqBytes = sizeof(T) * 6 * kTile * (D + kPad);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqKernel<T, D>, dqBytes));
   dim3 dqGrid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-  flashBackwardDqKernel<T, D><<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum,
-                                                              in(a.g), out(a.dq), m);
+  flashBackwardDqKernel<T, D>
+      <<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum, in(a.g), out(a.dq), m);
   size_t kvBytes = sizeof(T) * 6 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, kvBytes));
   dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-  flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(
-      q, k, v, bias, tiles, a.lse, dsum, in(a.g), out(a.dk), out(a.dv), m);
+  flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum,
+                                                               in(a.g), out(a.dk), out(a.dv), m);
   return Status::ok();
 }
 
-template <typename T>
-Status launchTyped(bool backward, const Operands &a, CudaContext &ctx) {
+template <typename T> Status launchTyped(bool backward, const Operands &a, CudaContext &ctx) {
   const Dims &m = a.m;
   auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
   auto out = [](char *p) { return reinterpret_cast<T *>(p); };
   // Scratch: the backward's D = rowsum(dO * O), then the mask's tile map.
   int64_t rows = backward ? m.b * m.h * m.sq : 0;
   size_t dsumBytes = (size_t)(rows * sizeof(float) + 255) / 256 * 256;
-  size_t mapBytes = (size_t)(m.biasB * m.biasH * ((m.sq + kTile - 1) / kTile) *
-                             ((m.sk + kTile - 1) / kTile));
+  size_t mapBytes =
+      (size_t)(m.biasB * m.biasH * ((m.sq + kTile - 1) / kTile) * ((m.sk + kTile - 1) / kTile));
   ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<size_t>(dsumBytes + mapBytes, 1)));
   float *dsum = static_cast<float *>(ctx.scratch);
   unsigned char *tiles = static_cast<unsigned char *>(ctx.scratch) + dsumBytes;
   if (backward && rows > 0)
-    rowDotKernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, ctx.stream>>>(in(a.g), in(a.out), dsum,
-                                                                         m);
+    rowDotKernel<T>
+        <<<(unsigned)((rows + 7) / 8), 256, 0, ctx.stream>>>(in(a.g), in(a.out), dsum, m);
   if (m.b * m.h * std::max(m.sq, m.sk) == 0)
     return Status::ok();
   if constexpr (!std::is_same_v<T, float>) {
     if (tensorCorePath(a)) {
       switch (m.d) {
-      case 16: return launchTensorCore<T, 16>(backward, a, ctx, dsum, tiles);
-      case 32: return launchTensorCore<T, 32>(backward, a, ctx, dsum, tiles);
-      case 64: return launchTensorCore<T, 64>(backward, a, ctx, dsum, tiles);
-      default: return launchTensorCore<T, 128>(backward, a, ctx, dsum, tiles);
+      case 16:
+        return launchTensorCore<T, 16>(backward, a, ctx, dsum, tiles);
+      case 32:
+        return launchTensorCore<T, 32>(backward, a, ctx, dsum, tiles);
+      case 64:
+        return launchTensorCore<T, 64>(backward, a, ctx, dsum, tiles);
+      default:
+        return launchTensorCore<T, 128>(backward, a, ctx, dsum, tiles);
       }
     }
   }
@@ -672,9 +686,12 @@ bool hasAttentionKernel(bool backward, const KernelCall &c) {
 Status launchAttention(bool backward, const KernelCall &c, CudaContext &ctx) {
   Operands a = operandsOf(backward, c);
   switch (a.type) {
-  case DType::F32: return launchTyped<float>(backward, a, ctx);
-  case DType::BF16: return launchTyped<__nv_bfloat16>(backward, a, ctx);
-  default: return launchTyped<__half>(backward, a, ctx);
+  case DType::F32:
+    return launchTyped<float>(backward, a, ctx);
+  case DType::BF16:
+    return launchTyped<__nv_bfloat16>(backward, a, ctx);
+  default:
+    return launchTyped<__half>(backward, a, ctx);
   }
 }
 

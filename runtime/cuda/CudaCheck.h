@@ -12,8 +12,8 @@ namespace zrt {
 inline Status cudaStatus(cudaError_t e, const char *what, const char *file, int line) {
   if (e == cudaSuccess)
     return Status::ok();
-  return errorf(file, ":", line, ": ", what, ": ", cudaGetErrorName(e), " (",
-                cudaGetErrorString(e), ")");
+  return errorf(file, ":", line, ": ", what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e),
+                ")");
 }
 
 inline Status cublasStatus(cublasStatus_t e, const char *what, const char *file, int line) {
@@ -24,9 +24,7 @@ inline Status cublasStatus(cublasStatus_t e, const char *what, const char *file,
 
 } // namespace zrt
 
-#define ZRT_CUDA(expr)                                                                     \
-  ZRT_RETURN_IF_ERROR(::zrt::cudaStatus((expr), #expr, __FILE__, __LINE__))
-#define ZRT_CUBLAS(expr)                                                                   \
-  ZRT_RETURN_IF_ERROR(::zrt::cublasStatus((expr), #expr, __FILE__, __LINE__))
+#define ZRT_CUDA(expr) ZRT_RETURN_IF_ERROR(::zrt::cudaStatus((expr), #expr, __FILE__, __LINE__))
+#define ZRT_CUBLAS(expr) ZRT_RETURN_IF_ERROR(::zrt::cublasStatus((expr), #expr, __FILE__, __LINE__))
 
 #endif // ZRT_CUDA_CUDACHECK_H

@@ -69,10 +69,10 @@ public:
   Status init() {
     ZRT_CUDA(cudaSetDevice(device_));
     if (plan_.memory_budget() > 0) // zrun checked the arenas and workspace against it
-      ctx_.scratchLimit = std::max<int64_t>(
-          0, plan_.memory_budget() - (32 << 20) - plan_.device_arena_bytes() -
-                 plan_.state_arena_bytes() - plan_.constant_arena_bytes() -
-                 plan_.input_arena_bytes());
+      ctx_.scratchLimit =
+          std::max<int64_t>(0, plan_.memory_budget() - (32 << 20) - plan_.device_arena_bytes() -
+                                   plan_.state_arena_bytes() - plan_.constant_arena_bytes() -
+                                   plan_.input_arena_bytes());
     ZRT_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
@@ -81,8 +81,11 @@ public:
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
     ZRT_CUDA(cudaMalloc(&ctx_.errorInfo, 5 * sizeof(long long)));
     ZRT_CUDA(cudaMemsetAsync(ctx_.errorInfo, 0, 5 * sizeof(long long), ctx_.stream));
-    int64_t sizes[6] = {0, plan_.device_arena_bytes(), plan_.state_arena_bytes(),
-                        plan_.constant_arena_bytes(), plan_.input_arena_bytes(),
+    int64_t sizes[6] = {0,
+                        plan_.device_arena_bytes(),
+                        plan_.state_arena_bytes(),
+                        plan_.constant_arena_bytes(),
+                        plan_.input_arena_bytes(),
                         plan_.host_arena_bytes()};
     for (int a = plan::DEVICE; a <= plan::INPUT; ++a) {
       sizes_[a] = sizes[a];
@@ -192,8 +195,8 @@ public:
       TensorRef t = device(out.buffer());
       std::vector<char> &host = outputs_[out.buffer()];
       host.resize(bytesOf(t));
-      ZRT_CUDA(cudaMemcpyAsync(host.data(), t.data, host.size(), cudaMemcpyDeviceToHost,
-                               ctx_.stream));
+      ZRT_CUDA(
+          cudaMemcpyAsync(host.data(), t.data, host.size(), cudaMemcpyDeviceToHost, ctx_.stream));
     }
     if (StreamCollectives *nccl = comm_ ? comm_->streamCollectives() : nullptr)
       ZRT_RETURN_IF_ERROR(nccl->wait(ctx_.stream, ("program '" + program.name() + "'").c_str()));
@@ -263,9 +266,7 @@ public:
     return copyInstruction(step.inst->copy());
   }
 
-  Status runCollective(const Step &step) override {
-    return collective(step.inst->collective());
-  }
+  Status runCollective(const Step &step) override { return collective(step.inst->collective()); }
 
   /// An async NCCL collective on the communication stream: the compute
   /// stream waits for its event (host-staged collectives completed when
@@ -274,8 +275,8 @@ public:
     auto it = pending_.find(step.inst->wait().output());
     if (it == pending_.end())
       return Status::ok();
-    Status s = cudaStatus(cudaStreamWaitEvent(ctx_.stream, it->second, 0), "wait", __FILE__,
-                          __LINE__);
+    Status s =
+        cudaStatus(cudaStreamWaitEvent(ctx_.stream, it->second, 0), "wait", __FILE__, __LINE__);
     freeEvents_.push_back(it->second);
     pending_.erase(it);
     return s;
@@ -439,8 +440,7 @@ private:
   /// when the next instruction uploads the kernel's first output, each
   /// chunk's part goes to the device as soon as it is computed.
   bool chunkedOnHost(KernelId id, const plan::Kernel &k) const {
-    if (!onHost(k) ||
-        (id != KernelId::Adamw && id != KernelId::Sgd && id != KernelId::Mul))
+    if (!onHost(k) || (id != KernelId::Adamw && id != KernelId::Sgd && id != KernelId::Mul))
       return false;
     auto numel = [&](int b) { return describe(b).numel(); };
     int64_t n = numel(k.inputs(0));
@@ -496,9 +496,9 @@ private:
       ZRT_RETURN_IF_ERROR(orderAfterCopies(ranges, /*host=*/true));
       ZRT_RETURN_IF_ERROR(kernel->run(part));
       if (upload)
-        ZRT_RETURN_IF_ERROR(copyOnCopyStream(
-            device(upload->target()).data + begin * dtypeSize(call.out[0].dtype), part.out[0].data,
-            bytesOf(part.out[0])));
+        ZRT_RETURN_IF_ERROR(
+            copyOnCopyStream(device(upload->target()).data + begin * dtypeSize(call.out[0].dtype),
+                             part.out[0].data, bytesOf(part.out[0])));
     }
     return Status::ok();
   }
@@ -580,8 +580,8 @@ private:
     ZRT_RETURN_IF_ERROR(cpuKernel(id).run(host));
     for (size_t o = 0; o < host.out.size(); ++o)
       if (bytesOf(host.out[o]))
-        ZRT_RETURN_IF_ERROR(copy(deviceCall.out[o].data, host.out[o].data,
-                                 bytesOf(host.out[o]), cudaMemcpyHostToDevice));
+        ZRT_RETURN_IF_ERROR(copy(deviceCall.out[o].data, host.out[o].data, bytesOf(host.out[o]),
+                                 cudaMemcpyHostToDevice));
     return Status::ok();
   }
 
@@ -594,8 +594,8 @@ private:
     if (c.kind() == plan::Collective::LOCAL_SHARD || world == 1) {
       size_t bytes = bytesOf(out);
       size_t skip = c.kind() == plan::Collective::LOCAL_SHARD ? bytes * rank_ : 0;
-      ZRT_CUDA(cudaMemcpyAsync(out.data, in.data + skip, bytes, cudaMemcpyDeviceToDevice,
-                               ctx_.stream));
+      ZRT_CUDA(
+          cudaMemcpyAsync(out.data, in.data + skip, bytes, cudaMemcpyDeviceToDevice, ctx_.stream));
       return Status::ok();
     }
     if (!comm_ || comm_->size() != world)
@@ -706,8 +706,8 @@ private:
       ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, 0, in.numel(), dst, avg, stream));
       break;
     case plan::Collective::REDUCE_SCATTER:
-      ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, rank_ * out.numel(),
-                                           out.numel(), dst, avg, stream));
+      ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, rank_ * out.numel(), out.numel(),
+                                           dst, avg, stream));
       break;
     case plan::Collective::ALL_GATHER:
       for (int r = 0; r < world; ++r)
@@ -773,21 +773,21 @@ private:
   int64_t allocated_ = 0;
   Pinned input_, host_;
   mutable std::map<int, std::vector<char>> outputs_;
-  cudaStream_t commStream_ = nullptr;     // async NCCL collectives
+  cudaStream_t commStream_ = nullptr; // async NCCL collectives
   cudaStream_t copyStream_ = nullptr; // host <-> device copy instructions (copyInstruction)
   CudaOptions options_;
-  InFlightCopies<cudaEvent_t> copies_; // on the copy stream
-  static constexpr size_t kCopyChunk = 64u << 20;    // bytes per copy piece
-  std::map<int, cudaEvent_t> pending_;    // their completion, by output buffer
+  InFlightCopies<cudaEvent_t> copies_;            // on the copy stream
+  static constexpr size_t kCopyChunk = 64u << 20; // bytes per copy piece
+  std::map<int, cudaEvent_t> pending_;            // their completion, by output buffer
   std::vector<cudaEvent_t> freeEvents_, allEvents_;
   // In-process device collectives (deviceCollective).
   int sameDevice_ = -1; // unknown until the first collective
   cudaEvent_t readyEvent_ = nullptr, doneEvents_[2] = {nullptr, nullptr};
   int64_t collectives_ = 0;
   std::map<std::string, std::vector<cudaEvent_t>> profileEvents_; // zrun --profile
-  std::map<std::string, ProgramGraph> graphs_;                      // --cuda-graphs
+  std::map<std::string, ProgramGraph> graphs_;                    // --cuda-graphs
   std::vector<cudaEvent_t> *marks_ = nullptr; // this run's profile events, if profiling
-  int issuedAhead_ = -1; // the upload a chunked host kernel already issued
+  int issuedAhead_ = -1;                      // the upload a chunked host kernel already issued
 
   /// An event for ordering the two streams (reused; recording one again is
   /// safe once the stream that waited on it has been enqueued).
@@ -806,9 +806,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
-                                               Communicator *comm, int device,
-                                               const CudaOptions &options, Status &status) {
+std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank, Communicator *comm,
+                                               int device, const CudaOptions &options,
+                                               Status &status) {
   std::string why;
   if (!cudaUsable(why)) {
     status = errorf("--backend cuda: ", why);

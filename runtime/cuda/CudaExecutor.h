@@ -63,9 +63,9 @@ struct CudaOptions {
 };
 
 /// A rank's executor on device |device| (rank % device count by default).
-std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank,
-                                               Communicator *comm, int device,
-                                               const CudaOptions &options, Status &status);
+std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &plan, int rank, Communicator *comm,
+                                               int device, const CudaOptions &options,
+                                               Status &status);
 
 } // namespace zrt
 

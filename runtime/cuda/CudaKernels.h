@@ -21,7 +21,7 @@
 
 namespace zrt {
 
-struct MatmulPlans; // cuBLASLt descriptors and algorithm per GEMM shape
+struct MatmulPlans;      // cuBLASLt descriptors and algorithm per GEMM shape
 struct GeneratedKernels; // the compiler's PTX, loaded (Generated.cu)
 
 struct CudaContext {
@@ -66,8 +66,8 @@ constexpr int kMaxDeviceRanks = 64;
 /// inputs[r][begin + k] for k < n, in float (divided by world if |avg|): the
 /// in-process group's arithmetic (runtime/comm), so results are bit-identical
 /// to the CPU backend's. Device pointers, on |stream|.
-Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n,
-                        float *out, bool avg, cudaStream_t stream);
+Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n, float *out,
+                        bool avg, cudaStream_t stream);
 
 /// zero.attention (|backward|: attention_grad) on ctx.stream (runtime/cuda/Attention.cu);
 /// hasAttentionKernel says whether the call's head dimension is supported.

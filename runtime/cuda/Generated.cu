@@ -76,8 +76,8 @@ Status launchGenerated(const KernelCall &c, CudaContext &ctx) {
   CUfunction &fn = ctx.generated->byCode[c.code];
   if (!fn) {
     CUmodule module;
-    ZRT_RETURN_IF_ERROR(driverStatus(d.moduleLoadData(&module, c.code->c_str()),
-                                     "loading the generated PTX"));
+    ZRT_RETURN_IF_ERROR(
+        driverStatus(d.moduleLoadData(&module, c.code->c_str()), "loading the generated PTX"));
     ZRT_RETURN_IF_ERROR(driverStatus(d.moduleGetFunction(&fn, module, "zcc_elementwise"),
                                      "finding zcc_elementwise in the generated PTX"));
   }

@@ -188,8 +188,8 @@ void NcclCommunicator::abort(const std::string &why) {
 }
 
 Status NcclCommunicator::wait(void *stream, const char *what) {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds((int64_t)(timeout_ * 1000));
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds((int64_t)(timeout_ * 1000));
   while (true) {
     cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
     if (aborted_) // the watchdog freed the stream: its results are not to be used
@@ -237,9 +237,9 @@ Status NcclCommunicator::deviceReduceScatter(const float *in, float *out, int64_
 Status NcclCommunicator::deviceAllGather(const float *in, float *out, int64_t n, void *stream) {
   if (!comm_)
     return errorf("rank ", rank_, ": all-gather on an aborted communicator");
-  return ncclStatus(api().allGather(in, out, (size_t)n, ncclFloat32, (ncclComm_t)comm_,
-                                    (cudaStream_t)stream),
-                    "ncclAllGather", rank_);
+  return ncclStatus(
+      api().allGather(in, out, (size_t)n, ncclFloat32, (ncclComm_t)comm_, (cudaStream_t)stream),
+      "ncclAllGather", rank_);
 }
 
 // Host-side calls: staged through a device buffer on the communicator's own
@@ -254,9 +254,9 @@ Status NcclCommunicator::allReduce(const float *in, float *out, int64_t n, Reduc
   }
   cudaStream_t s = (cudaStream_t)stream_;
   begin("a host all-reduce");
-  Status st = cudaStatus(
-      cudaMemcpyAsync(scratch_, in, n * sizeof(float), cudaMemcpyHostToDevice, s), "copy",
-      __FILE__, __LINE__);
+  Status st =
+      cudaStatus(cudaMemcpyAsync(scratch_, in, n * sizeof(float), cudaMemcpyHostToDevice, s),
+                 "copy", __FILE__, __LINE__);
   if (st)
     st = deviceAllReduce(scratch_, scratch_, n, op, s);
   if (st)

@@ -1,6 +1,6 @@
 //===- NoCuda.cpp - zrun built without the CUDA backend -------------------===//
-#include "cuda/CudaExecutor.h"
 #include "comm/Rendezvous.h"
+#include "cuda/CudaExecutor.h"
 
 namespace zrt {
 

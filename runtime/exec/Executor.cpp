@@ -3,8 +3,8 @@
 
 #include "plan/PlanLoader.h"
 
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 using namespace zrt;
@@ -57,11 +57,16 @@ Executor::Executor(const plan::Plan &plan, int rank, Communicator *comm)
 
 char *Executor::arenaBase(int arena) const {
   switch (arena) {
-  case plan::DEVICE: return device_.data.get();
-  case plan::STATE: return state_.data.get();
-  case plan::CONSTANT: return constant_.data.get();
-  case plan::INPUT: return input_.data.get();
-  default: return host_.data.get();
+  case plan::DEVICE:
+    return device_.data.get();
+  case plan::STATE:
+    return state_.data.get();
+  case plan::CONSTANT:
+    return constant_.data.get();
+  case plan::INPUT:
+    return input_.data.get();
+  default:
+    return host_.data.get();
   }
 }
 
@@ -110,8 +115,7 @@ CommStream::~CommStream() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!queue_.empty() || running_ >= 0)
-      comm_->abort("rank " + std::to_string(comm_->rank()) +
-                   " stopped with collectives in flight");
+      comm_->abort("rank " + std::to_string(comm_->rank()) + " stopped with collectives in flight");
     stop_ = true;
   }
   cv_.notify_all();
@@ -185,10 +189,14 @@ Status Executor::runCollective(const plan::Collective &c) {
   }
   ReduceOp op = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
   switch (c.kind()) {
-  case plan::Collective::ALL_REDUCE: return comm_->allReduce(src, dst, n, op);
-  case plan::Collective::REDUCE_SCATTER: return comm_->reduceScatter(src, dst, n, op);
-  case plan::Collective::ALL_GATHER: return comm_->allGather(src, dst, n);
-  default: return errorf("unknown collective ", (int)c.kind());
+  case plan::Collective::ALL_REDUCE:
+    return comm_->allReduce(src, dst, n, op);
+  case plan::Collective::REDUCE_SCATTER:
+    return comm_->reduceScatter(src, dst, n, op);
+  case plan::Collective::ALL_GATHER:
+    return comm_->allGather(src, dst, n);
+  default:
+    return errorf("unknown collective ", (int)c.kind());
   }
 }
 

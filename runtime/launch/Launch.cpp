@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -129,8 +129,7 @@ Status zrt::launchHosts(const HostLaunch &launch, int &exitCode) {
   return Status::ok();
 }
 
-Status zrt::launchLocal(const std::vector<std::string> &argv, int nproc, int port,
-                       int &exitCode) {
+Status zrt::launchLocal(const std::vector<std::string> &argv, int nproc, int port, int &exitCode) {
   exitCode = 1;
   std::vector<pid_t> children;
   for (int r = 0; r < nproc; ++r) {

@@ -14,14 +14,29 @@ using namespace zrt;
 
 bool zrt::toDType(int d, DType &out) {
   switch (d) {
-  case plan::F32: out = DType::F32; return true;
-  case plan::F64: out = DType::F64; return true;
-  case plan::F16: out = DType::F16; return true;
-  case plan::BF16: out = DType::BF16; return true;
-  case plan::I64: out = DType::I64; return true;
-  case plan::I32: out = DType::I32; return true;
-  case plan::BOOL: out = DType::Bool; return true;
-  default: return false;
+  case plan::F32:
+    out = DType::F32;
+    return true;
+  case plan::F64:
+    out = DType::F64;
+    return true;
+  case plan::F16:
+    out = DType::F16;
+    return true;
+  case plan::BF16:
+    out = DType::BF16;
+    return true;
+  case plan::I64:
+    out = DType::I64;
+    return true;
+  case plan::I32:
+    out = DType::I32;
+    return true;
+  case plan::BOOL:
+    out = DType::Bool;
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -30,12 +45,18 @@ static constexpr int64_t kMaxArenaBytes = int64_t(1) << 40;
 
 static int64_t arenaSize(const plan::Plan &p, int arena) {
   switch (arena) {
-  case plan::DEVICE: return p.device_arena_bytes();
-  case plan::STATE: return p.state_arena_bytes();
-  case plan::CONSTANT: return p.constant_arena_bytes();
-  case plan::INPUT: return p.input_arena_bytes();
-  case plan::HOST: return p.host_arena_bytes();
-  default: return -1;
+  case plan::DEVICE:
+    return p.device_arena_bytes();
+  case plan::STATE:
+    return p.state_arena_bytes();
+  case plan::CONSTANT:
+    return p.constant_arena_bytes();
+  case plan::INPUT:
+    return p.input_arena_bytes();
+  case plan::HOST:
+    return p.host_arena_bytes();
+  default:
+    return -1;
   }
 }
 
@@ -74,8 +95,8 @@ Status zrt::validatePlan(const plan::Plan &p) {
                   " bytes) is not inside its host arena (", p.host_arena_bytes(), " bytes)");
   for (int a = plan::DEVICE; a <= plan::HOST; ++a)
     if (arenaSize(p, a) < 0 || arenaSize(p, a) > kMaxArenaBytes)
-      return errorf("arena ", plan::Arena_Name(static_cast<plan::Arena>(a)), " has an invalid size ",
-                    arenaSize(p, a));
+      return errorf("arena ", plan::Arena_Name(static_cast<plan::Arena>(a)),
+                    " has an invalid size ", arenaSize(p, a));
 
   // Buffers: type, shape, bounds, data.
   std::vector<int64_t> bytesOf(p.buffers_size());
@@ -108,8 +129,8 @@ Status zrt::validatePlan(const plan::Plan &p) {
     bool hasData = (b.arena() == plan::STATE || b.arena() == plan::CONSTANT ||
                     (b.arena() == plan::HOST && b.offset() < p.host_state_bytes())) &&
                    !b.view();
-    if (b.has_fill() && (!hasData || !b.initial_data().empty() ||
-                         (dtype != DType::F32 && dtype != DType::F64)))
+    if (b.has_fill() &&
+        (!hasData || !b.initial_data().empty() || (dtype != DType::F32 && dtype != DType::F64)))
       return errorf(where(), ": a fill value is for owning float state or constant buffers "
                              "without initial data");
     // A shard's initial data holds every rank's elements.
@@ -117,18 +138,17 @@ Status zrt::validatePlan(const plan::Plan &p) {
     if (b.shard_of() != 0) {
       if ((b.arena() != plan::STATE && b.arena() != plan::HOST) || b.view() ||
           b.shape_size() != 1 || b.shard_of() != n * world)
-        return errorf(where(), ": a shard is a 1-D state buffer of shard_of / world size "
-                               "elements (shard_of ", b.shard_of(), ", ", n, " elements, world size ",
-                      world, ")");
+        return errorf(where(),
+                      ": a shard is a 1-D state buffer of shard_of / world size "
+                      "elements (shard_of ",
+                      b.shard_of(), ", ", n, " elements, world size ", world, ")");
       dataBytes = bytes * world;
     }
     if (b.external() && ((b.arena() != plan::STATE && b.arena() != plan::HOST) || b.view() ||
-                         dtype != DType::F32 ||
-                         b.has_fill() || !b.initial_data().empty()))
+                         dtype != DType::F32 || b.has_fill() || !b.initial_data().empty()))
       return errorf(where(), ": an external weight is an owning float32 state buffer without "
                              "initial data or fill");
-    if (hasData && !b.has_fill() && !b.external() &&
-        (int64_t)b.initial_data().size() != dataBytes)
+    if (hasData && !b.has_fill() && !b.external() && (int64_t)b.initial_data().size() != dataBytes)
       return errorf(where(), " needs ", dataBytes, " bytes of initial data, the plan has ",
                     b.initial_data().size());
     if (!hasData && !b.initial_data().empty())
@@ -153,9 +173,8 @@ Status zrt::validatePlan(const plan::Plan &p) {
     }
     if (l.bucket_size() < 1 || l.bucket_size() % world || l.offset() < 0 ||
         l.offset() > l.bucket_size() - n)
-      return bad("elements [" + std::to_string(l.offset()) + ", " +
-                 std::to_string(l.offset() + n) + ") are outside its bucket of " +
-                 std::to_string(l.bucket_size()));
+      return bad("elements [" + std::to_string(l.offset()) + ", " + std::to_string(l.offset() + n) +
+                 ") are outside its bucket of " + std::to_string(l.bucket_size()));
     int64_t shard = l.bucket_size() / world;
     for (auto [index, sharded] : {std::pair{l.bucket(), l.sharded()}, {l.grad(), l.grad_sharded()}})
       if (p.buffers(index).dtype() != plan::F32 ||
@@ -234,8 +253,10 @@ Status zrt::validatePlan(const plan::Plan &p) {
           ZRT_RETURN_IF_ERROR(hazard(where.str(), index, true));
         }
       } else if (inst.has_collective()) {
-        ZRT_RETURN_IF_ERROR(checkIndex(inst.collective().input(), where.str() + " collective input"));
-        ZRT_RETURN_IF_ERROR(checkIndex(inst.collective().output(), where.str() + " collective output"));
+        ZRT_RETURN_IF_ERROR(
+            checkIndex(inst.collective().input(), where.str() + " collective input"));
+        ZRT_RETURN_IF_ERROR(
+            checkIndex(inst.collective().output(), where.str() + " collective output"));
         ZRT_RETURN_IF_ERROR(hazard(where.str(), inst.collective().input(), false));
         ZRT_RETURN_IF_ERROR(hazard(where.str(), inst.collective().output(), true));
         if (inst.collective().async()) {
@@ -271,7 +292,9 @@ Status zrt::validatePlan(const plan::Plan &p) {
         int64_t ni = bytesOf[c.input()] / 4, no = bytesOf[c.output()] / 4;
         bool ok = false;
         switch (c.kind()) {
-        case plan::Collective::ALL_REDUCE: ok = ni == no; break;
+        case plan::Collective::ALL_REDUCE:
+          ok = ni == no;
+          break;
         case plan::Collective::REDUCE_SCATTER:
         case plan::Collective::LOCAL_SHARD:
           ok = in.shape_size() == 1 && out.shape_size() == 1 && ni == no * world;
@@ -283,8 +306,8 @@ Status zrt::validatePlan(const plan::Plan &p) {
           return errorf(where.str(), ": unknown collective kind ", (int)c.kind());
         }
         if (!ok)
-          return errorf(where.str(), ": collective ", plan::Collective::Kind_Name(c.kind()),
-                        " of ", ni, " into ", no, " elements does not fit world size ", world);
+          return errorf(where.str(), ": collective ", plan::Collective::Kind_Name(c.kind()), " of ",
+                        ni, " into ", no, " elements does not fit world size ", world);
         if (c.reduce() != plan::Collective::SUM && c.reduce() != plan::Collective::AVG)
           return errorf(where.str(), ": unknown reduction ", (int)c.reduce());
         continue;

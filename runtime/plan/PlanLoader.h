@@ -13,8 +13,8 @@
 
 #include "cpu/Kernels.h"
 #include "plan/plan.pb.h"
-#include "train/Npy.h"
 #include "support/Status.h"
+#include "train/Npy.h"
 
 #include <string>
 

@@ -1,11 +1,11 @@
 //===- Run.cpp - the options every command shares; eval; kernels ----------===//
 #include "run/Run.h"
 
+#include "launch/Launch.h"
 #include "plan/PlanLoader.h"
 #include "support/ByteSize.h"
 #include "train/Data.h"
 #include "train/Npy.h"
-#include "launch/Launch.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -68,8 +68,7 @@ Status zrt::makeExecutor(const RunOptions &options, const plan::Plan &plan, int 
   // The budget (the plan's, or zrun's) is checked before anything is
   // allocated; the CUDA backend also keeps its kernel scratch within it.
   if (plan.memory_budget() > 0) {
-    int64_t need =
-        plannedBytes(plan) - plan.host_arena_bytes() + (cuda ? kCudaWorkspaceBytes : 0);
+    int64_t need = plannedBytes(plan) - plan.host_arena_bytes() + (cuda ? kCudaWorkspaceBytes : 0);
     if (need > plan.memory_budget())
       return errorf("the plan needs ", showByteSize(need), " per rank",
                     cuda ? " (arenas and the 32 MiB cuBLASLt workspace)" : "",
@@ -112,8 +111,8 @@ void zrt::reportCudaStats(const RunOptions &options, const plan::Plan &plan, int
     std::fprintf(stderr,
                  "zrun: cuda: device %d: %lld bytes (%.3f GiB) allocated by zrun at most%s, "
                  "planned device arenas %lld bytes per rank (measured %+.2f%%)\n",
-                 device, (long long)bytes, bytes / 1073741824.0, ranks.c_str(),
-                 (long long)planned, 100.0 * ((double)bytes / per - planned) / planned);
+                 device, (long long)bytes, bytes / 1073741824.0, ranks.c_str(), (long long)planned,
+                 100.0 * ((double)bytes / per - planned) / planned);
   }
 }
 

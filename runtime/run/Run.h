@@ -65,9 +65,8 @@ Status openWeights(const RunOptions &options, const plan::Plan &plan, bool resum
 /// Rank |rank|'s executor on the run's backend, with |weights| (if any)
 /// loaded; the memory budget is checked before anything is allocated.
 /// |device|: the GPU (-1: rank % device count).
-Status makeExecutor(const RunOptions &options, const plan::Plan &plan, int rank,
-                    Communicator *comm, const WeightFile *weights, int device,
-                    std::unique_ptr<ExecutorBase> &out);
+Status makeExecutor(const RunOptions &options, const plan::Plan &plan, int rank, Communicator *comm,
+                    const WeightFile *weights, int device, std::unique_ptr<ExecutorBase> &out);
 
 /// On the CUDA backend, prints (stderr) which kernel kinds ran natively and
 /// which on the host fallback, and the device memory measured against the
@@ -96,16 +95,16 @@ struct TrainOptions {
   std::optional<int64_t> warmupSteps, totalSteps;
   std::optional<bool> warmupLog;
   std::optional<double> warmupMinLr, warmupMinRatio, cosMinRatio;
-  std::string metrics;             // --metrics FILE.jsonl
-  std::string tokens;              // --tokens FILE.bin (instead of --data)
-  int tokenBytes = 2;              // --token-bytes
-  int64_t shuffleSeed = -1;        // --shuffle SEED (-1: file order)
-  std::string checkpointDir;       // --checkpoint-dir
-  int64_t saveEvery = 0;           // --save-every
-  std::string resume;              // --resume
-  bool profile = false;            // --profile
-  double commTimeout = 300;        // --comm-timeout (NCCL, seconds)
-  bool crashInSave = false;        // test hook: SIGKILL in the middle of a save
+  std::string metrics;       // --metrics FILE.jsonl
+  std::string tokens;        // --tokens FILE.bin (instead of --data)
+  int tokenBytes = 2;        // --token-bytes
+  int64_t shuffleSeed = -1;  // --shuffle SEED (-1: file order)
+  std::string checkpointDir; // --checkpoint-dir
+  int64_t saveEvery = 0;     // --save-every
+  std::string resume;        // --resume
+  bool profile = false;      // --profile
+  double commTimeout = 300;  // --comm-timeout (NCCL, seconds)
+  bool crashInSave = false;  // test hook: SIGKILL in the middle of a save
 };
 
 /// The learning-rate schedule of a run: the flags given, over the plan's
@@ -123,8 +122,8 @@ Status train(const RunOptions &options, const TrainOptions &train,
 //===--- gradcheck --------------------------------------------------------===//
 
 struct GradCheckOptions {
-  std::string param;      // --param: only parameters whose name contains it
-  double epsilon = 1e-2;  // --epsilon: the finite-difference step
+  std::string param;       // --param: only parameters whose name contains it
+  double epsilon = 1e-2;   // --epsilon: the finite-difference step
   double tolerance = 1e-2; // --tolerance: the largest relative error allowed
 };
 

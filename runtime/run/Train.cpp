@@ -97,9 +97,8 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   config.crashInSave = t.crashInSave;
   const int world = plan.world_size();
   if (job && job->world != world)
-    return errorf(options.plan, ": the plan is for world size ", world,
-                  ", the launcher started ", job->world, " ranks (", job->source,
-                  "); compile with --world-size ", job->world);
+    return errorf(options.plan, ": the plan is for world size ", world, ", the launcher started ",
+                  job->world, " ranks (", job->source, "); compile with --world-size ", job->world);
   if (job && backendOf(options, plan) != "cuda")
     return errorf("multi-process runs use NCCL: pass --backend cuda (or compile with "
                   "zcc --target cuda)");
@@ -120,9 +119,8 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   ZRT_RETURN_IF_ERROR(openWeights(options, plan, config.resume != nullptr, weights));
   const plan::Program *micro = findProgram(plan, "micro_step");
   DataFeeder feeder;
-  ZRT_RETURN_IF_ERROR(t.tokens.empty()
-                          ? feeder.load(options.data, plan, *micro)
-                          : feeder.loadTokens(t.tokens, t.tokenBytes, plan, *micro));
+  ZRT_RETURN_IF_ERROR(t.tokens.empty() ? feeder.load(options.data, plan, *micro)
+                                       : feeder.loadTokens(t.tokens, t.tokenBytes, plan, *micro));
   if (t.shuffleSeed >= 0)
     feeder.shuffle((uint64_t)t.shuffleSeed);
   std::unique_ptr<Trainer> trainer;

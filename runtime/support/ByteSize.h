@@ -29,11 +29,21 @@ inline std::optional<int64_t> parseByteSize(const std::string &text) {
     const char *name;
     double scale;
   };
-  static const Unit units[] = {
-      {"", 1},           {"B", 1},           {"K", 1024.0},    {"KiB", 1024.0},
-      {"M", 1048576.0},  {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GiB", 1073741824.0},
-      {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"kB", 1e3}, {"KB", 1e3},
-      {"MB", 1e6},       {"GB", 1e9},        {"TB", 1e12}};
+  static const Unit units[] = {{"", 1},
+                               {"B", 1},
+                               {"K", 1024.0},
+                               {"KiB", 1024.0},
+                               {"M", 1048576.0},
+                               {"MiB", 1048576.0},
+                               {"G", 1073741824.0},
+                               {"GiB", 1073741824.0},
+                               {"T", 1099511627776.0},
+                               {"TiB", 1099511627776.0},
+                               {"kB", 1e3},
+                               {"KB", 1e3},
+                               {"MB", 1e6},
+                               {"GB", 1e9},
+                               {"TB", 1e12}};
   for (const Unit &u : units)
     if (unit == u.name)
       scale = u.scale;

@@ -41,11 +41,11 @@ template <typename... Args> Status errorf(const Args &...args) {
 
 } // namespace zrt
 
-#define ZRT_RETURN_IF_ERROR(expr)                                                        \
-  do {                                                                                   \
-    ::zrt::Status _status = (expr);                                                      \
-    if (!_status)                                                                        \
-      return _status;                                                                    \
+#define ZRT_RETURN_IF_ERROR(expr)                                                                  \
+  do {                                                                                             \
+    ::zrt::Status _status = (expr);                                                                \
+    if (!_status)                                                                                  \
+      return _status;                                                                              \
   } while (0)
 
 #endif // ZRT_SUPPORT_STATUS_H

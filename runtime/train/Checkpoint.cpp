@@ -169,8 +169,8 @@ Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int6
   fs::remove_all(final, ec);
   fs::rename(tmpDir, final, ec);
   if (ec)
-    return errorf(final.string(), ": cannot rename the new checkpoint into place (",
-                  ec.message(), ")");
+    return errorf(final.string(), ": cannot rename the new checkpoint into place (", ec.message(),
+                  ")");
   std::string latest = stepName(step) + "\n";
   std::string latestTmp = (fs::path(root) / "latest.tmp").string();
   ZRT_RETURN_IF_ERROR(writeDurably(latestTmp, latest.data(), latest.size()));
@@ -188,9 +188,10 @@ Status findCheckpoint(const std::string &path, std::string &dir) {
   }
   std::string latest;
   if (!readFile((fs::path(path) / "latest").string(), latest))
-    return errorf("--resume ", path, ": neither a checkpoint (no manifest.pb) nor a "
-                                     "checkpoint directory (no 'latest'); pass the "
-                                     "--checkpoint-dir of a run that saved");
+    return errorf("--resume ", path,
+                  ": neither a checkpoint (no manifest.pb) nor a "
+                  "checkpoint directory (no 'latest'); pass the "
+                  "--checkpoint-dir of a run that saved");
   while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
     latest.pop_back();
   if (latest.empty() || latest.find('/') != std::string::npos || latest == "..")
@@ -244,7 +245,8 @@ Status consolidate(const std::string &dir, const plan::Checkpoint &m,
     nt.trainable = t.trainable();
     int64_t n = numel(t.shape());
     if (n < 0 || t.offset() < 0 || t.state_offset() < 0 ||
-        (t.bucket_size() > 0 && (t.offset() + n > t.bucket_size() || t.bucket_size() % m.world_size())))
+        (t.bucket_size() > 0 &&
+         (t.offset() + n > t.bucket_size() || t.bucket_size() % m.world_size())))
       return errorf(dir, ": tensor '", t.name(), "' has an invalid layout in the manifest");
     nt.data.resize(n);
     int64_t shard = t.sharded() ? t.bucket_size() / m.world_size() : 0;
@@ -274,9 +276,8 @@ Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> 
   int64_t offset = 0;
   for (const NamedTensor &t : tensors) {
     int64_t bytes = (int64_t)t.data.size() * 4;
-    header[t.name] = {{"dtype", "F32"},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string h = dumpJson(header);
@@ -323,7 +324,8 @@ Status writeTrainedOnnx(const std::string &onnxIn, const std::string &onnxOut,
     init.clear_float_data();
     init.clear_external_data();
     init.clear_data_location();
-    init.set_raw_data(std::string(reinterpret_cast<const char *>(t.data.data()), t.data.size() * 4));
+    init.set_raw_data(
+        std::string(reinterpret_cast<const char *>(t.data.data()), t.data.size() * 4));
     ++replaced;
   }
   if (replaced != (int)byName.size())

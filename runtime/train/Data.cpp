@@ -45,8 +45,7 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
       continue;
     auto it = arrays_.find(in.name());
     if (it == arrays_.end())
-      return errorf("the plan needs input '", in.name(), "': pass --data ", in.name(),
-                    "=FILE.npy");
+      return errorf("the plan needs input '", in.name(), "': pass --data ", in.name(), "=FILE.npy");
     const NpyArray &a = it->second;
     const plan::Buffer &b = plan.buffers(in.buffer());
     DType want;
@@ -54,8 +53,8 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
     std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
     if (a.dtype != want)
       return errorf("--data ", in.name(), ": the array is ", dtypeName(a.dtype),
-                    ", the plan's input is ", dtypeName(want),
-                    " (convert with arr.astype(np.", dtypeName(want), "))");
+                    ", the plan's input is ", dtypeName(want), " (convert with arr.astype(np.",
+                    dtypeName(want), "))");
     if (shape.empty() || a.shape.size() != shape.size() ||
         !std::equal(shape.begin() + 1, shape.end(), a.shape.begin() + 1))
       return errorf("--data ", in.name(), ": samples of shape ", shapeStr(a.shape, 1),

@@ -29,8 +29,8 @@ public:
   /// has data, no data is left over, dtypes match exactly, per-sample shapes
   /// match the plan, all arrays have the same number of samples. Trainer
   /// inputs (isTrainerInput) take no data.
-  Status load(const std::vector<std::pair<std::string, std::string>> &files,
-              const plan::Plan &plan, const plan::Program &program);
+  Status load(const std::vector<std::pair<std::string, std::string>> &files, const plan::Plan &plan,
+              const plan::Program &program);
 
   /// Token files (the nanoGPT / llm.c layout): a flat array of uint16 or
   /// uint32 token ids, with llm.c's 1024-byte header (magic 20240520) or

@@ -31,12 +31,12 @@
 namespace zrt {
 
 struct LossScalerConfig {
-  double staticScale = 0;       // > 0: fixed scale
-  double initialScale = 65536;  // 2^initial_scale_power
-  int64_t window = 1000;        // loss_scale_window
-  int64_t hysteresis = 2;       // DeepSpeed's delayed_shift
+  double staticScale = 0;      // > 0: fixed scale
+  double initialScale = 65536; // 2^initial_scale_power
+  int64_t window = 1000;       // loss_scale_window
+  int64_t hysteresis = 2;      // DeepSpeed's delayed_shift
   bool consecutiveHysteresis = false;
-  double minScale = 1;          // min_loss_scale
+  double minScale = 1; // min_loss_scale
 };
 
 class LossScaler {

@@ -77,8 +77,7 @@ void StepLog::print(const StepRecord &r) {
     int width = 30, done = (int)(width * (k + 1) / steps_);
     double eta = elapsedMs_ / (k + 1) * (steps_ - k - 1) / 1000.0;
     std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
-                std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps_,
-                eta);
+                std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps_, eta);
     if (k + 1 == steps_)
       std::printf("\n");
   }

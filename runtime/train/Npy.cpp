@@ -10,25 +10,43 @@ using namespace zrt;
 
 size_t zrt::dtypeSize(DType d) {
   switch (d) {
-  case DType::F64: case DType::I64: return 8;
-  case DType::F32: case DType::I32: return 4;
-  case DType::F16: case DType::BF16: case DType::U16: return 2;
-  case DType::U8: case DType::Bool: return 1;
+  case DType::F64:
+  case DType::I64:
+    return 8;
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::F16:
+  case DType::BF16:
+  case DType::U16:
+    return 2;
+  case DType::U8:
+  case DType::Bool:
+    return 1;
   }
   return 0;
 }
 
 const char *zrt::dtypeName(DType d) {
   switch (d) {
-  case DType::F32: return "float32";
-  case DType::F64: return "float64";
-  case DType::F16: return "float16";
-  case DType::BF16: return "bfloat16";
-  case DType::I64: return "int64";
-  case DType::I32: return "int32";
-  case DType::U16: return "uint16";
-  case DType::U8: return "uint8";
-  case DType::Bool: return "bool";
+  case DType::F32:
+    return "float32";
+  case DType::F64:
+    return "float64";
+  case DType::F16:
+    return "float16";
+  case DType::BF16:
+    return "bfloat16";
+  case DType::I64:
+    return "int64";
+  case DType::I32:
+    return "int32";
+  case DType::U16:
+    return "uint16";
+  case DType::U8:
+    return "uint8";
+  case DType::Bool:
+    return "bool";
   }
   return "?";
 }
@@ -112,7 +130,10 @@ static bool parseDescr(const std::string &descr, DType &dtype, std::string &erro
     error = "unsupported byte order in dtype '" + descr + "'";
     return false;
   }
-  static const struct { const char *name; DType dtype; } kinds[] = {
+  static const struct {
+    const char *name;
+    DType dtype;
+  } kinds[] = {
       {"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16}, {"i8", DType::I64},
       {"i4", DType::I32}, {"u2", DType::U16}, {"u1", DType::U8},  {"b1", DType::Bool},
   };
@@ -261,9 +282,12 @@ bool zrt::readNpy(const std::string &path, NpyArray &out, std::string &error) {
 }
 
 std::string zrt::serializeNpy(const NpyArray &a) {
-  static const struct { DType dtype; const char *descr; } descrs[] = {
-      {DType::F32, "<f4"}, {DType::F64, "<f8"}, {DType::F16, "<f2"}, {DType::I64, "<i8"},
-      {DType::I32, "<i4"}, {DType::U16, "<u2"}, {DType::U8, "|u1"}, {DType::Bool, "|b1"},
+  static const struct {
+    DType dtype;
+    const char *descr;
+  } descrs[] = {
+      {DType::F32, "<f4"},  {DType::F64, "<f8"}, {DType::F16, "<f2"}, {DType::I64, "<i8"},
+      {DType::I32, "<i4"},  {DType::U16, "<u2"}, {DType::U8, "|u1"},  {DType::Bool, "|b1"},
       {DType::BF16, "<u2"}, // NumPy has no bfloat16: its bits as uint16
   };
   std::string descr = "<f4";
@@ -272,7 +296,8 @@ std::string zrt::serializeNpy(const NpyArray &a) {
       descr = d.descr;
   std::string shape = "(";
   for (size_t k = 0; k < a.shape.size(); ++k)
-    shape += std::to_string(a.shape[k]) + (a.shape.size() == 1 ? "," : (k + 1 < a.shape.size() ? ", " : ""));
+    shape += std::to_string(a.shape[k]) +
+             (a.shape.size() == 1 ? "," : (k + 1 < a.shape.size() ? ", " : ""));
   shape += ")";
   std::string header =
       "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";

@@ -25,7 +25,8 @@ double Schedule::at(int64_t k) const {
   if (name == "warmup-cosine") {
     if (k < warmupSteps)
       return lr * (double)k / (double)std::max<int64_t>(1, warmupSteps);
-    double progress = (double)(k - warmupSteps) / (double)std::max<int64_t>(1, totalSteps - warmupSteps);
+    double progress =
+        (double)(k - warmupSteps) / (double)std::max<int64_t>(1, totalSteps - warmupSteps);
     return lr * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
   }
   if (name == "constant")
@@ -40,7 +41,8 @@ double Schedule::at(int64_t k) const {
       ratio = warmupMinRatio + warm * (1.0 - warmupMinRatio);
     } else {
       double step = (double)(k - w + 1), span = (double)(totalSteps - w);
-      ratio = std::max(0.0, cosMinRatio + (1.0 - cosMinRatio) * (1 + std::cos(M_PI * step / span)) / 2);
+      ratio =
+          std::max(0.0, cosMinRatio + (1.0 - cosMinRatio) * (1 + std::cos(M_PI * step / span)) / 2);
     }
     return lr * ratio;
   }

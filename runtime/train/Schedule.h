@@ -21,10 +21,10 @@ struct Schedule {
   double lr = 1e-3;              // base (max) learning rate
   int64_t warmupSteps = 0;
   int64_t totalSteps = 0;
-  double warmupMinLr = 0.0;      // WarmupLR, WarmupDecayLR
-  bool warmupLog = true;         // DeepSpeed's warmup_type: log (default) or linear
-  double warmupMinRatio = 0.0;   // WarmupCosineLR
-  double cosMinRatio = 1e-4;     // WarmupCosineLR
+  double warmupMinLr = 0.0;    // WarmupLR, WarmupDecayLR
+  bool warmupLog = true;       // DeepSpeed's warmup_type: log (default) or linear
+  double warmupMinRatio = 0.0; // WarmupCosineLR
+  double cosMinRatio = 1e-4;   // WarmupCosineLR
 
   /// Checks the parameters (names the option at fault).
   Status validate() const;

@@ -130,9 +130,8 @@ Status WeightFile::check(const std::string &name, const std::vector<int64_t> &sh
       return errorf("--weights ", path_, ": initializer '", name, "' has external length ",
                     e.length, ", its shape needs ", bytes);
     if (e.offset + bytes > size)
-      return errorf("--weights ", path_, ": initializer '", name, "' needs bytes [", e.offset,
-                    ", ", e.offset + bytes, ") of ", e.file, ", which has ", size,
-                    " (truncated?)");
+      return errorf("--weights ", path_, ": initializer '", name, "' needs bytes [", e.offset, ", ",
+                    e.offset + bytes, ") of ", e.file, ", which has ", size, " (truncated?)");
   }
   return Status::ok();
 }

@@ -45,8 +45,8 @@ private:
   struct Entry {
     std::vector<int64_t> shape;
     int32_t dataType = 0;
-    std::string inline_;  // raw_data (or float_data as bytes)
-    std::string file;     // external data: path, byte offset and length
+    std::string inline_; // raw_data (or float_data as bytes)
+    std::string file;    // external data: path, byte offset and length
     int64_t offset = 0, length = -1;
   };
   std::string path_;

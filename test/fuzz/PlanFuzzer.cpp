@@ -20,8 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   // Keep runs small: the validator allows arenas up to 1 TiB.
   int64_t total = plan.device_arena_bytes() + plan.state_arena_bytes() +
-                  plan.constant_arena_bytes() + plan.input_arena_bytes() +
-                  plan.host_arena_bytes();
+                  plan.constant_arena_bytes() + plan.input_arena_bytes() + plan.host_arena_bytes();
   if (total > (int64_t(64) << 20))
     return 0;
   zrt::Executor executor(plan);

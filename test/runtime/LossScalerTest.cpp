@@ -65,7 +65,7 @@ TEST(LossScaler, HysteresisDelaysTheHalving) {
 
 TEST(LossScaler, ConsecutiveHysteresisRefillsAfterAGoodStep) {
   LossScaler s(config(1024, 1000, 2, /*consecutive=*/true));
-  ASSERT_TRUE(s.update(true)); // 2 -> 1
+  ASSERT_TRUE(s.update(true));  // 2 -> 1
   ASSERT_TRUE(s.update(false)); // refilled to 2
   EXPECT_EQ(s.remainingHysteresis(), 2);
   ASSERT_TRUE(s.update(true)); // 2 -> 1 again, scale kept

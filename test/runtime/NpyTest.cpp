@@ -32,11 +32,15 @@ TEST(Npy, RoundTrip) {
 
 TEST(Npy, ParsesNumpyHeaders) {
   // Headers as numpy.save writes them, with the dtypes zrun reads.
-  struct Case { const char *descr; DType dtype; size_t size; };
+  struct Case {
+    const char *descr;
+    DType dtype;
+    size_t size;
+  };
   for (Case c : {Case{"<i8", DType::I64, 8}, Case{"<f8", DType::F64, 8},
                  Case{"|b1", DType::Bool, 1}, Case{"<u2", DType::U16, 2}}) {
-    std::string header = std::string("{'descr': '") + c.descr +
-                         "', 'fortran_order': False, 'shape': (2, 3), }";
+    std::string header =
+        std::string("{'descr': '") + c.descr + "', 'fortran_order': False, 'shape': (2, 3), }";
     header.append(64 - (10 + header.size() + 1) % 64, ' ');
     header += '\n';
     std::string bytes("\x93NUMPY\x01\x00", 8);
@@ -61,7 +65,10 @@ static std::string patch(std::string s, const std::string &from, const std::stri
 
 TEST(Npy, RejectsMalformedFiles) {
   std::string good = serializeNpy(makeF32({4, 4}));
-  struct Case { std::string bytes; const char *message; };
+  struct Case {
+    std::string bytes;
+    const char *message;
+  };
   std::vector<Case> cases = {
       {"", "not a .npy file"},
       {"hello world, not numpy", "not a .npy file"},

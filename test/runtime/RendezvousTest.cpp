@@ -66,12 +66,10 @@ TEST(Rendezvous, MissingRankTimesOutNamingIt) {
   std::thread t([&] { s1 = rendezvous(config(port, 1, 3, 1.0), p1); });
   auto start = std::chrono::steady_clock::now();
   Status s0 = rendezvous(config(port, 0, 3, 1.0), p0); // rank 2 never comes
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   t.join();
   ASSERT_FALSE(s0);
-  EXPECT_NE(s0.message().find("rank(s) 2 of 3 never connected"), std::string::npos)
-      << s0.message();
+  EXPECT_NE(s0.message().find("rank(s) 2 of 3 never connected"), std::string::npos) << s0.message();
   EXPECT_LT(seconds, 5.0) << "bounded by the timeout";
   EXPECT_FALSE(s1) << "rank 1 must not get an id from a failed rendezvous";
 }
@@ -81,8 +79,7 @@ TEST(Rendezvous, NoMasterIsAClearErrorInBoundedTime) {
   std::string p;
   auto start = std::chrono::steady_clock::now();
   Status s = rendezvous(config(port, 1, 2, 0.5), p);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("could not reach rank 0"), std::string::npos) << s.message();
   EXPECT_LT(seconds, 3.0);

@@ -87,8 +87,7 @@ TEST(KernelReport, CountsKindsAndTheInstructionsOnTheHostFallback) {
     k->add_inputs(0);
     k->set_location("node_" + std::string(name));
   }
-  KernelReport r =
-      kernelReport(p, [](const plan::Kernel &k) { return k.name() != "relu"; });
+  KernelReport r = kernelReport(p, [](const plan::Kernel &k) { return k.name() != "relu"; });
   ASSERT_EQ(r.kinds.size(), 2u);
   EXPECT_EQ(r.kinds["matmul"].count, 2);
   EXPECT_EQ(r.kinds["matmul"].fallback, 0);

@@ -16,6 +16,5 @@ int main(int argc, char **argv) {
   zcc::registerZeroPasses();
   zcc::registerConversionPasses();
   zcc::registerTrainingPipeline(); // zcc's whole pipeline, with its options
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "zcc optimizer driver\n", registry));
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "zcc optimizer driver\n", registry));
 }

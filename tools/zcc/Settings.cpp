@@ -10,9 +10,7 @@ using namespace llvm;
 namespace zcc {
 namespace {
 
-Error fail(const Twine &message) {
-  return createStringError(inconvertibleErrorCode(), message);
-}
+Error fail(const Twine &message) { return createStringError(inconvertibleErrorCode(), message); }
 
 template <typename T> std::string show(const T &v) { return formatv("{0}", v).str(); }
 std::string show(bool v) { return v ? "true" : "false"; }
@@ -33,7 +31,8 @@ Error merge(T &out, bool flagGiven, const T &flagValue, const std::optional<T> &
   }
   if (flagGiven && !(flagValue == *configValue))
     return fail(flag + " " + show(flagValue) + " conflicts with " + key + " = " +
-                show(*configValue) + " in " + path + "; give one of them (or set the key to "
+                show(*configValue) + " in " + path +
+                "; give one of them (or set the key to "
                 "\"auto\")");
   out = *configValue;
   return Error::success();
@@ -51,8 +50,8 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   for (const std::string &w : c.warnings)
     warn(w);
   Settings s = f;
-  if (Error e = merge(s.zeroStage, flags.given("zero-stage"), f.zeroStage, c.zeroStage, "--zero-stage",
-                      "zero_optimization.stage", path))
+  if (Error e = merge(s.zeroStage, flags.given("zero-stage"), f.zeroStage, c.zeroStage,
+                      "--zero-stage", "zero_optimization.stage", path))
     return std::move(e);
 
   // Batch sizes: DeepSpeed's rule train_batch_size = micro * accumulation *
@@ -106,22 +105,22 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (Error e = merge(s.precision, flags.given("precision"), f.precision, precision, "--precision",
                       precision == "bf16" ? "bf16.enabled" : "fp16.enabled", path))
     return std::move(e);
-  if (Error e = merge(s.lossScale, flags.given("loss-scale"), f.lossScale, c.lossScale, "--loss-scale",
-                      "fp16.loss_scale", path))
+  if (Error e = merge(s.lossScale, flags.given("loss-scale"), f.lossScale, c.lossScale,
+                      "--loss-scale", "fp16.loss_scale", path))
     return std::move(e);
-  if (Error e = merge(s.initialScalePower, flags.given("initial-scale-power"), f.initialScalePower,
-                      c.initialScalePower, "--initial-scale-power", "fp16.initial_scale_power",
-                      path))
+  if (Error e =
+          merge(s.initialScalePower, flags.given("initial-scale-power"), f.initialScalePower,
+                c.initialScalePower, "--initial-scale-power", "fp16.initial_scale_power", path))
     return std::move(e);
   if (Error e = merge(s.lossScaleWindow, flags.given("loss-scale-window"), f.lossScaleWindow,
                       c.lossScaleWindow, "--loss-scale-window", "fp16.loss_scale_window", path))
     return std::move(e);
-  if (Error e = merge(s.hysteresis, flags.given("hysteresis"), f.hysteresis, c.hysteresis, "--hysteresis",
-                      "fp16.hysteresis", path))
+  if (Error e = merge(s.hysteresis, flags.given("hysteresis"), f.hysteresis, c.hysteresis,
+                      "--hysteresis", "fp16.hysteresis", path))
     return std::move(e);
   if (Error e = merge(s.consecutiveHysteresis, flags.given("consecutive-hysteresis"),
-                      f.consecutiveHysteresis, c.consecutiveHysteresis,
-                      "--consecutive-hysteresis", "fp16.consecutive_hysteresis", path))
+                      f.consecutiveHysteresis, c.consecutiveHysteresis, "--consecutive-hysteresis",
+                      "fp16.consecutive_hysteresis", path))
     return std::move(e);
   if (Error e = merge(s.minLossScale, flags.given("min-loss-scale"), f.minLossScale, c.minLossScale,
                       "--min-loss-scale", "fp16.min_loss_scale", path))
@@ -130,14 +129,15 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   // Optimizer. DeepSpeed builds its AdamW with FusedAdam's defaults, whose
   // weight decay is 0 (PyTorch's AdamW has 0.01): a config with an optimizer
   // section and no weight_decay decays nothing.
-  if (Error e = merge(s.optimizer, flags.given("optimizer"), f.optimizer, c.optimizer, "--optimizer",
-                      "optimizer.type", path))
+  if (Error e = merge(s.optimizer, flags.given("optimizer"), f.optimizer, c.optimizer,
+                      "--optimizer", "optimizer.type", path))
     return std::move(e);
   std::optional<double> decay = c.weightDecay;
-  if (c.optimizer && !decay && !flags.given("weight-decay") && !c.isAuto("optimizer.params.weight_decay"))
+  if (c.optimizer && !decay && !flags.given("weight-decay") &&
+      !c.isAuto("optimizer.params.weight_decay"))
     decay = 0.0;
-  if (Error e = merge(s.weightDecay, flags.given("weight-decay"), f.weightDecay, decay, "--weight-decay",
-                      "optimizer.params.weight_decay", path))
+  if (Error e = merge(s.weightDecay, flags.given("weight-decay"), f.weightDecay, decay,
+                      "--weight-decay", "optimizer.params.weight_decay", path))
     return std::move(e);
   if (Error e = merge(s.lr, flags.given("lr"), f.lr, c.lr, "--lr", "optimizer.params.lr", path))
     return std::move(e);
@@ -147,7 +147,8 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (Error e = merge(s.beta2, flags.given("betas"), f.beta2, c.beta2, "--betas",
                       "optimizer.params.betas[1]", path))
     return std::move(e);
-  if (Error e = merge(s.eps, flags.given("eps"), f.eps, c.eps, "--eps", "optimizer.params.eps", path))
+  if (Error e =
+          merge(s.eps, flags.given("eps"), f.eps, c.eps, "--eps", "optimizer.params.eps", path))
     return std::move(e);
   if (Error e = merge(s.momentum, flags.given("momentum"), f.momentum, c.momentum, "--momentum",
                       "optimizer.params.momentum", path))
@@ -157,9 +158,10 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     return std::move(e);
   if (s.optimizer == "adamw" && (c.momentum || c.nesterov))
     warn((path + ": key 'optimizer.params.momentum'/'nesterov': AdamW has no momentum; "
-                 "ignored").str());
-  if (Error e = merge(s.gradClip, flags.given("grad-clip"), f.gradClip, c.gradientClipping, "--grad-clip",
-                      "gradient_clipping", path))
+                 "ignored")
+             .str());
+  if (Error e = merge(s.gradClip, flags.given("grad-clip"), f.gradClip, c.gradientClipping,
+                      "--grad-clip", "gradient_clipping", path))
     return std::move(e);
 
   // Scheduler: stored in the plan, run by zrun (whose flags override it).
@@ -171,14 +173,15 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     else if (c.warmupMaxLr)
       s.scheduleLr = *c.warmupMaxLr;
     else
-      s.scheduleLr = c.isAuto("scheduler.params.warmup_max_lr") ? s.lr : 1e-3; // DeepSpeed's default
+      s.scheduleLr =
+          c.isAuto("scheduler.params.warmup_max_lr") ? s.lr : 1e-3; // DeepSpeed's default
     s.warmupMinLr = c.warmupMinLr.value_or(0.0);
     s.warmupMinRatio = c.warmupMinRatio.value_or(0.0);
     s.cosMinRatio = c.cosMinRatio.value_or(1e-4);
     s.warmupLog = c.warmupType.value_or("log") == "log";
-    s.warmupSteps = c.warmupNumSteps ? *c.warmupNumSteps
+    s.warmupSteps = c.warmupNumSteps                                ? *c.warmupNumSteps
                     : c.isAuto("scheduler.params.warmup_num_steps") ? -1
-                                                                   : 1000;
+                                                                    : 1000;
     s.totalSteps = c.totalNumSteps ? *c.totalNumSteps : -1;
     if (*c.scheduler != "WarmupLR" && !c.totalNumSteps &&
         !c.isAuto("scheduler.params.total_num_steps"))
@@ -213,8 +216,8 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
                          c.reduceBucketSize, "--reduce-bucket-size",
                          "zero_optimization.reduce_bucket_size"))
     return std::move(e);
-  if (Error e = sizeFlag(s.allgatherBucketSize, flags.given("allgather-bucket-size"), f.allgatherBucketSize,
-                         c.allgatherBucketSize, "--allgather-bucket-size",
+  if (Error e = sizeFlag(s.allgatherBucketSize, flags.given("allgather-bucket-size"),
+                         f.allgatherBucketSize, c.allgatherBucketSize, "--allgather-bucket-size",
                          "zero_optimization.allgather_bucket_size"))
     return std::move(e);
   if (Error e = sizeFlag(s.persistenceThreshold, flags.given("stage3-param-persistence-threshold"),
@@ -230,7 +233,8 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (c.activationCheckpointing) {
     if (flags.given("recompute") && f.recompute != "layer")
       return fail("--recompute " + f.recompute + " conflicts with activation_checkpointing in " +
-                  path + " (DeepSpeed's checkpointing of each block: --recompute layer); give "
+                  path +
+                  " (DeepSpeed's checkpointing of each block: --recompute layer); give "
                   "one of them");
     s.recompute = "layer";
     if (c.partitionActivations.value_or(false))
@@ -244,8 +248,9 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   }
   if (c.offloadOptimizer) {
     std::optional<std::string> device = c.offloadOptimizer->device;
-    if (Error e = merge(s.offloadOptimizer, flags.given("offload-optimizer"), f.offloadOptimizer, device,
-                        "--offload-optimizer", "zero_optimization.offload_optimizer.device", path))
+    if (Error e =
+            merge(s.offloadOptimizer, flags.given("offload-optimizer"), f.offloadOptimizer, device,
+                  "--offload-optimizer", "zero_optimization.offload_optimizer.device", path))
       return std::move(e);
   }
   if (c.offloadParam) {

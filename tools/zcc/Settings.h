@@ -64,8 +64,7 @@ struct FlagValues {
 
 /// Merges the flags with |config| (if any) and checks the result. Warnings
 /// (unknown keys, settings zcc does not act on yet) go to |warn|.
-llvm::Expected<Settings> resolveSettings(const FlagValues &flags,
-                                         const DeepSpeedConfig *config,
+llvm::Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfig *config,
                                          llvm::function_ref<void(const std::string &)> warn);
 
 } // namespace zcc

@@ -21,14 +21,14 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "support/ByteSize.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
+#include "support/ByteSize.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
 #include <map>
@@ -51,8 +51,7 @@ static void selectHelpOptions() {
         "mlir-print-ir-before", "mlir-print-ir-after-change", "mlir-print-ir-after-failure",
         "mlir-print-ir-module-scope", "mlir-print-ir-tree-dir", "mlir-timing",
         "mlir-timing-display", "mlir-elide-elementsattrs-if-larger",
-        "mlir-elide-resource-strings-if-larger", "mlir-print-debuginfo",
-        "mlir-pass-statistics"})
+        "mlir-elide-resource-strings-if-larger", "mlir-print-debuginfo", "mlir-pass-statistics"})
     if (cl::Option *option = options.lookup(name))
       option->addCategory(irCategory);
   cl::HideUnrelatedOptions({&zccCategory, &irCategory});
@@ -61,47 +60,47 @@ static void selectHelpOptions() {
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.onnx|MODEL.onnxtxt"),
                                       cl::Required, cl::cat(zccCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output file ('-' for stdout)"),
-                                       cl::value_desc("OUT"), cl::init("-"),
-                                       cl::cat(zccCategory));
+                                       cl::value_desc("OUT"), cl::init("-"), cl::cat(zccCategory));
 enum class EmitKind { Plan, Mlir, Zrt, Report };
-static cl::opt<EmitKind> emit(
-    "emit", cl::desc("what to write"), cl::init(EmitKind::Plan),
-    cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan, for zrun (default)"),
-               clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after import"),
-               clEnumValN(EmitKind::Zrt, "zrt",
-                          "the plan as zrt IR: what zcc-opt --zero-training-pipeline prints"),
-               clEnumValN(EmitKind::Report, "report", "per-rank memory table of the plan")),
-    cl::cat(zccCategory));
-static cl::opt<std::string> lossKind(
-    "loss", cl::desc("cross-entropy: the logits output becomes the mean cross-entropy against "
-                     "a new int64 input 'labels' (ignore_index -100); none: the graph's "
-                     "scalar output is the loss"),
-    cl::value_desc("cross-entropy|none"), cl::init("none"), cl::cat(zccCategory));
+static cl::opt<EmitKind>
+    emit("emit", cl::desc("what to write"), cl::init(EmitKind::Plan),
+         cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan, for zrun (default)"),
+                    clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after import"),
+                    clEnumValN(EmitKind::Zrt, "zrt",
+                               "the plan as zrt IR: what zcc-opt --zero-training-pipeline prints"),
+                    clEnumValN(EmitKind::Report, "report", "per-rank memory table of the plan")),
+         cl::cat(zccCategory));
+static cl::opt<std::string>
+    lossKind("loss",
+             cl::desc("cross-entropy: the logits output becomes the mean cross-entropy against "
+                      "a new int64 input 'labels' (ignore_index -100); none: the graph's "
+                      "scalar output is the loss"),
+             cl::value_desc("cross-entropy|none"), cl::init("none"), cl::cat(zccCategory));
 static cl::opt<std::string> precisionKind(
     "precision",
     cl::desc("fp32; bf16: bfloat16 compute with float32 master weights and optimizer state; "
              "fp16: float16 compute, float32 masters, dynamic loss scaling"),
     cl::value_desc("fp32|bf16|fp16"), cl::init(kDefaults.precision), cl::cat(zccCategory));
 // DeepSpeed's fp16 section, flag by flag.
-static cl::opt<double> lossScale(
-    "loss-scale", cl::desc("fp16: a static loss scale; 0 (default) = dynamic"),
-    cl::init(kDefaults.lossScale),
-    cl::cat(zccCategory));
-static cl::opt<int> initialScalePower(
-    "initial-scale-power", cl::desc("fp16: the dynamic loss scale starts at 2^N (default 16)"),
-    cl::init(kDefaults.initialScalePower), cl::cat(zccCategory));
+static cl::opt<double> lossScale("loss-scale",
+                                 cl::desc("fp16: a static loss scale; 0 (default) = dynamic"),
+                                 cl::init(kDefaults.lossScale), cl::cat(zccCategory));
+static cl::opt<int>
+    initialScalePower("initial-scale-power",
+                      cl::desc("fp16: the dynamic loss scale starts at 2^N (default 16)"),
+                      cl::init(kDefaults.initialScalePower), cl::cat(zccCategory));
 static cl::opt<int> lossScaleWindow(
     "loss-scale-window",
     cl::desc("fp16: steps without overflow before the scale doubles (default 1000)"),
     cl::init(kDefaults.lossScaleWindow), cl::cat(zccCategory));
-static cl::opt<int> hysteresis(
-    "hysteresis", cl::desc("fp16: overflows tolerated before the scale halves (default 2)"),
-    cl::init(kDefaults.hysteresis), cl::cat(zccCategory));
-static cl::opt<bool> consecutiveHysteresis(
-    "consecutive-hysteresis",
-    cl::desc("fp16: refill the hysteresis after every step without overflow"),
-    cl::init(kDefaults.consecutiveHysteresis),
-    cl::cat(zccCategory));
+static cl::opt<int>
+    hysteresis("hysteresis",
+               cl::desc("fp16: overflows tolerated before the scale halves (default 2)"),
+               cl::init(kDefaults.hysteresis), cl::cat(zccCategory));
+static cl::opt<bool>
+    consecutiveHysteresis("consecutive-hysteresis",
+                          cl::desc("fp16: refill the hysteresis after every step without overflow"),
+                          cl::init(kDefaults.consecutiveHysteresis), cl::cat(zccCategory));
 static cl::opt<double> minLossScale("min-loss-scale",
                                     cl::desc("fp16: the scale never goes below this (default 1)"),
                                     cl::init(kDefaults.minLossScale), cl::cat(zccCategory));
@@ -111,13 +110,14 @@ static cl::opt<int64_t> zeroStage("zero-stage",
 static cl::opt<int64_t> worldSize("world-size",
                                   cl::desc("data-parallel ranks the plan is compiled for"),
                                   cl::init(kDefaults.worldSize), cl::cat(zccCategory));
-static cl::opt<int64_t> reduceBucketSize(
-    "reduce-bucket-size", cl::desc("elements per gradient bucket (default 5e8, DeepSpeed's)"),
-    cl::init(kDefaults.reduceBucketSize), cl::cat(zccCategory));
-static cl::opt<int64_t> allgatherBucketSize(
-    "allgather-bucket-size",
-    cl::desc("elements per parameter all-gather in stages 1-2 (default 5e8)"),
-    cl::init(kDefaults.allgatherBucketSize), cl::cat(zccCategory));
+static cl::opt<int64_t>
+    reduceBucketSize("reduce-bucket-size",
+                     cl::desc("elements per gradient bucket (default 5e8, DeepSpeed's)"),
+                     cl::init(kDefaults.reduceBucketSize), cl::cat(zccCategory));
+static cl::opt<int64_t>
+    allgatherBucketSize("allgather-bucket-size",
+                        cl::desc("elements per parameter all-gather in stages 1-2 (default 5e8)"),
+                        cl::init(kDefaults.allgatherBucketSize), cl::cat(zccCategory));
 static cl::opt<int64_t> persistenceThreshold(
     "stage3-param-persistence-threshold",
     cl::desc("stage 3: parameters with fewer elements stay whole on every rank (default 1e5)"),
@@ -127,9 +127,10 @@ static cl::opt<bool> overlapComm(
     cl::desc("overlap collectives with compute: gradient reductions with the backward, stage-3 "
              "parameter prefetch (DeepSpeed's overlap_comm)"),
     cl::init(kDefaults.overlapComm), cl::cat(zccCategory));
-static cl::opt<std::string> target(
-    "target", cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
-    cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(zccCategory));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
+           cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(zccCategory));
 static cl::opt<bool> fuseElementwise(
     "fuse-elementwise",
     cl::desc("--target cuda: fuse trees of elementwise arithmetic into kernels generated through "
@@ -178,14 +179,15 @@ static cl::opt<std::string> deepspeedConfig(
     cl::desc("a DeepSpeed JSON config: its optimizer, scheduler, fp16/bf16, gradient_clipping, "
              "batch sizes and zero_optimization; flags fill its \"auto\" values"),
     cl::value_desc("FILE.json"), cl::cat(zccCategory));
-static cl::opt<std::string> optimizerKind(
-    "optimizer", cl::desc("optimizer of the training step"), cl::value_desc("adamw|sgd"),
-    cl::init(kDefaults.optimizer), cl::cat(zccCategory));
+static cl::opt<std::string> optimizerKind("optimizer", cl::desc("optimizer of the training step"),
+                                          cl::value_desc("adamw|sgd"),
+                                          cl::init(kDefaults.optimizer), cl::cat(zccCategory));
 static cl::opt<double> sgdMomentum("momentum", cl::desc("SGD momentum (default 0)"),
                                    cl::init(kDefaults.momentum), cl::cat(zccCategory));
 static cl::opt<bool> sgdNesterov("nesterov", cl::desc("SGD with Nesterov momentum"),
                                  cl::init(kDefaults.nesterov), cl::cat(zccCategory));
-static cl::opt<double> learningRate("lr", cl::desc("base learning rate (zrun train --lr overrides)"),
+static cl::opt<double> learningRate("lr",
+                                    cl::desc("base learning rate (zrun train --lr overrides)"),
                                     cl::init(kDefaults.lr), cl::cat(zccCategory));
 static cl::opt<std::string> betas("betas", cl::desc("AdamW betas"), cl::value_desc("B1,B2"),
                                   cl::init("0.9,0.999"), cl::cat(zccCategory));
@@ -202,23 +204,26 @@ static cl::opt<double> gradClip("grad-clip",
 static cl::opt<int64_t> gradAccum("grad-accum",
                                   cl::desc("micro-steps accumulated per optimizer step"),
                                   cl::init(kDefaults.gradAccum), cl::cat(zccCategory));
-static cl::opt<int64_t> microBatch(
-    "micro-batch", cl::desc("bind the leading (batch) dimension of the graph inputs, per rank"),
-    cl::value_desc("N"), cl::init(kDefaults.microBatch), cl::cat(zccCategory));
-static cl::list<std::string> inputShapes(
-    "input-shape", cl::desc("static shape of a graph input, e.g. input_ids=4x1024 (repeatable)"),
-    cl::value_desc("NAME=AxB"), cl::cat(zccCategory));
-static cl::list<std::string> paddingIdx(
-    "padding-idx",
-    cl::desc("PyTorch nn.Embedding padding index of an embedding table (ONNX drops it): "
-             "that row gets no gradient, e.g. BERT's word embeddings =0 (repeatable)"),
-    cl::value_desc("INITIALIZER=IDX"), cl::cat(zccCategory));
-static cl::opt<std::string> trainable(
-    "trainable", cl::desc("float initializers whose name matches REGEX train (default: all)"),
-    cl::value_desc("REGEX"), cl::cat(zccCategory));
-static cl::opt<std::string> frozen(
-    "frozen", cl::desc("float initializers whose name matches REGEX stay frozen"),
-    cl::value_desc("REGEX"), cl::cat(zccCategory));
+static cl::opt<int64_t>
+    microBatch("micro-batch",
+               cl::desc("bind the leading (batch) dimension of the graph inputs, per rank"),
+               cl::value_desc("N"), cl::init(kDefaults.microBatch), cl::cat(zccCategory));
+static cl::list<std::string>
+    inputShapes("input-shape",
+                cl::desc("static shape of a graph input, e.g. input_ids=4x1024 (repeatable)"),
+                cl::value_desc("NAME=AxB"), cl::cat(zccCategory));
+static cl::list<std::string>
+    paddingIdx("padding-idx",
+               cl::desc("PyTorch nn.Embedding padding index of an embedding table (ONNX drops it): "
+                        "that row gets no gradient, e.g. BERT's word embeddings =0 (repeatable)"),
+               cl::value_desc("INITIALIZER=IDX"), cl::cat(zccCategory));
+static cl::opt<std::string>
+    trainable("trainable",
+              cl::desc("float initializers whose name matches REGEX train (default: all)"),
+              cl::value_desc("REGEX"), cl::cat(zccCategory));
+static cl::opt<std::string>
+    frozen("frozen", cl::desc("float initializers whose name matches REGEX stay frozen"),
+           cl::value_desc("REGEX"), cl::cat(zccCategory));
 
 /// Splits "NAME=4x1024" into the name and dimensions.
 static LogicalResult parseInputShape(StringRef spec, std::string &name,
@@ -301,10 +306,18 @@ static int printEstimate(ModuleOp module, llvm::raw_ostream &os) {
       for (int64_t n : worlds) {
         double bytes;
         switch (stage) {
-        case 0: bytes = (p + g + k) * psi; break;
-        case 1: bytes = (p + g) * psi + k * psi / n; break;
-        case 2: bytes = p * psi + (g + k) * psi / n; break;
-        default: bytes = (p + g + k) * psi / n; break;
+        case 0:
+          bytes = (p + g + k) * psi;
+          break;
+        case 1:
+          bytes = (p + g) * psi + k * psi / n;
+          break;
+        case 2:
+          bytes = p * psi + (g + k) * psi / n;
+          break;
+        default:
+          bytes = (p + g + k) * psi / n;
+          break;
         }
         os << llvm::format(" %9.3f", bytes / unit);
       }
@@ -353,10 +366,18 @@ int main(int argc, char **argv) {
     llvm::raw_ostream &os = llvm::errs();
     os << "zcc: ";
     switch (diag.getSeverity()) {
-    case DiagnosticSeverity::Error: llvm::WithColor(os, llvm::HighlightColor::Error) << "error: "; break;
-    case DiagnosticSeverity::Warning: llvm::WithColor(os, llvm::HighlightColor::Warning) << "warning: "; break;
-    case DiagnosticSeverity::Remark: llvm::WithColor(os, llvm::HighlightColor::Remark) << "remark: "; break;
-    case DiagnosticSeverity::Note: llvm::WithColor(os, llvm::HighlightColor::Note) << "note: "; break;
+    case DiagnosticSeverity::Error:
+      llvm::WithColor(os, llvm::HighlightColor::Error) << "error: ";
+      break;
+    case DiagnosticSeverity::Warning:
+      llvm::WithColor(os, llvm::HighlightColor::Warning) << "warning: ";
+      break;
+    case DiagnosticSeverity::Remark:
+      llvm::WithColor(os, llvm::HighlightColor::Remark) << "remark: ";
+      break;
+    case DiagnosticSeverity::Note:
+      llvm::WithColor(os, llvm::HighlightColor::Note) << "note: ";
+      break;
     }
     std::string where = describeLocation(diag.getLocation());
     if (!where.empty())
@@ -368,8 +389,7 @@ int main(int argc, char **argv) {
   });
 
   if (lossKind != "none" && lossKind != "cross-entropy") {
-    llvm::errs() << "zcc: error: --loss '" << lossKind
-                 << "': expected cross-entropy or none\n";
+    llvm::errs() << "zcc: error: --loss '" << lossKind << "': expected cross-entropy or none\n";
     return 2;
   }
   // The flags, then the DeepSpeed config merged in (Settings.cpp).
@@ -399,8 +419,7 @@ int main(int argc, char **argv) {
     f.lr = learningRate;
     f.eps = adamEps;
     // PyTorch's defaults differ: AdamW decays by 0.01, SGD not at all.
-    f.weightDecay =
-        weightDecay.getNumOccurrences() || optimizerKind == "adamw" ? weightDecay : 0.0;
+    f.weightDecay = weightDecay.getNumOccurrences() || optimizerKind == "adamw" ? weightDecay : 0.0;
     f.momentum = sgdMomentum;
     f.nesterov = sgdNesterov;
     f.gradClip = gradClip;
@@ -429,10 +448,10 @@ int main(int argc, char **argv) {
     }
     dsConfig = std::move(*config);
   }
-  auto resolved = zcc::resolveSettings(flags, dsConfig ? &*dsConfig : nullptr,
-                                       [](const std::string &w) {
-                                         llvm::errs() << "zcc: warning: " << w << "\n";
-                                       });
+  auto resolved =
+      zcc::resolveSettings(flags, dsConfig ? &*dsConfig : nullptr, [](const std::string &w) {
+        llvm::errs() << "zcc: warning: " << w << "\n";
+      });
   if (!resolved) {
     llvm::errs() << "zcc: error: " << llvm::toString(resolved.takeError()) << "\n";
     return 2;
@@ -465,8 +484,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if ((S.reduceBucketSize != -1 && S.reduceBucketSize < 1) ||
-      (S.allgatherBucketSize != -1 && S.allgatherBucketSize < 1) ||
-      S.persistenceThreshold < -1) {
+      (S.allgatherBucketSize != -1 && S.allgatherBucketSize < 1) || S.persistenceThreshold < -1) {
     llvm::errs() << "zcc: error: bucket sizes must be >= 1 and the persistence threshold >= 0\n";
     return 2;
   }
@@ -527,8 +545,7 @@ int main(int argc, char **argv) {
                  << S.zeroStage << " and " << S.worldSize << "\n";
     return 2;
   }
-  if (emit == EmitKind::Plan && outputFile == "-" &&
-      llvm::sys::Process::StandardOutIsDisplayed()) {
+  if (emit == EmitKind::Plan && outputFile == "-" && llvm::sys::Process::StandardOutIsDisplayed()) {
     llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
     return 2;
   }
@@ -551,8 +568,9 @@ int main(int argc, char **argv) {
     auto [name, idx] = StringRef(spec).rsplit('=');
     int64_t value;
     if (name.empty() || idx.getAsInteger(10, value)) {
-      llvm::errs() << "zcc: error: --padding-idx '" << spec
-                   << "': expected INITIALIZER=INDEX, e.g. m.bert.embeddings.word_embeddings.weight=0\n";
+      llvm::errs()
+          << "zcc: error: --padding-idx '" << spec
+          << "': expected INITIALIZER=INDEX, e.g. m.bert.embeddings.word_embeddings.weight=0\n";
       return 2;
     }
     options.paddingIdx[name] = value;
@@ -608,8 +626,8 @@ int main(int argc, char **argv) {
     o.prefetchBucketSize = S.prefetchBucketSize;
     o.maxLiveParameters = S.maxLiveParameters;
     o.overlapComm = S.overlapComm;
-    o.offloadOptimizer = S.offloadOptimizer == "cpu" ? zcc::OffloadDevice::CPU
-                                                     : zcc::OffloadDevice::None;
+    o.offloadOptimizer =
+        S.offloadOptimizer == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
     o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
     o.optimizer = S.optimizer == "sgd" ? zcc::OptimizerKind::SGD : zcc::OptimizerKind::AdamW;
     o.lr = S.lr;
@@ -697,8 +715,8 @@ int main(int argc, char **argv) {
     output->os() << "\n";
     break;
   case EmitKind::Plan:
-    if (failed(zcc::writePlan(*module, output->os(),
-                              {/*externalWeights=*/weightsMode == "external"})))
+    if (failed(
+            zcc::writePlan(*module, output->os(), {/*externalWeights=*/weightsMode == "external"})))
       return 1;
     break;
   case EmitKind::Report:

@@ -92,9 +92,11 @@ NamedFiles splitAssignments(const std::vector<std::string> &values) {
 }
 
 /// Sets |out| when the option is given (the plan's value stays otherwise).
-template <typename T> CLI::Option *optional(CLI::App *app, const std::string &name,
-                                            std::optional<T> &out, const std::string &help) {
-  return app->add_option_function<T>(name, [&out](const T &v) { out = v; }, help);
+template <typename T>
+CLI::Option *optional(CLI::App *app, const std::string &name, std::optional<T> &out,
+                      const std::string &help) {
+  return app->add_option_function<T>(
+      name, [&out](const T &v) { out = v; }, help);
 }
 
 //===--- the options every command takes ----------------------------------===//
@@ -116,10 +118,11 @@ void addCommon(CLI::App *cmd, Common &c, const std::string &planHelp) {
                   "device memory a rank may use, e.g. 16GiB (default: the plan's, from zcc "
                   "--memory-budget); refused if exceeded")
       ->type_name("SIZE")
-      ->check(check("a size such as 16GiB, 1.5GB or 4096", [](const std::string &v) {
-        std::optional<int64_t> bytes = parseByteSize(v);
-        return bytes && *bytes > 0;
-      }))
+      ->check(check("a size such as 16GiB, 1.5GB or 4096",
+                    [](const std::string &v) {
+                      std::optional<int64_t> bytes = parseByteSize(v);
+                      return bytes && *bytes > 0;
+                    }))
       ->transform(CLI::Validator(
           [](std::string &v) {
             v = std::to_string(*parseByteSize(v)); // bytes, for the int64 option
@@ -147,8 +150,7 @@ void addCommon(CLI::App *cmd, Common &c, const std::string &planHelp) {
 /// Arguments the command did not take: the first one, as an error.
 std::optional<std::string> unknownArgument(const CLI::App *cmd) {
   for (const std::string &a : cmd->remaining())
-    return (a.size() > 1 && a[0] == '-' ? "unknown option '" : "unexpected argument '") + a +
-           "'";
+    return (a.size() > 1 && a[0] == '-' ? "unknown option '" : "unexpected argument '") + a + "'";
   return std::nullopt;
 }
 
@@ -251,18 +253,17 @@ int runKernels(const Common &c, const std::string &ptxDir) {
     return fail(s);
   std::string why;
   bool cuda = cudaUsable(why) || why.find("built without") == std::string::npos;
-  KernelReport report = kernelReport(
-      plan, [&](const plan::Kernel &k) { return cudaRunsNatively(plan, k); });
+  KernelReport report =
+      kernelReport(plan, [&](const plan::Kernel &k) { return cudaRunsNatively(plan, k); });
   if (cuda)
     for (const FallbackInstruction &f : report.fallback)
-      std::printf("host fallback: %s:%d %s (%s) %s\n", f.program.c_str(), f.index,
-                  f.kernel.c_str(), f.location.c_str(), f.shapes.c_str());
+      std::printf("host fallback: %s:%d %s (%s) %s\n", f.program.c_str(), f.index, f.kernel.c_str(),
+                  f.location.c_str(), f.shapes.c_str());
   if (!ptxDir.empty()) {
     int written = 0;
     if (Status s = writeGeneratedPtx(plan, ptxDir, written); !s)
       return fail(s);
-    std::printf("generated: %d distinct kernels (PTX) written to %s\n", written,
-                ptxDir.c_str());
+    std::printf("generated: %d distinct kernels (PTX) written to %s\n", written, ptxDir.c_str());
   }
   int64_t total = 0, fallback = 0;
   for (const auto &[name, kind] : report.kinds) {
@@ -277,8 +278,8 @@ int runKernels(const Common &c, const std::string &ptxDir) {
     std::printf("kernels: %lld in %zu kinds, %lld on the CUDA backend's host fallback\n",
                 (long long)total, report.kinds.size(), (long long)fallback);
   else
-    std::printf("kernels: %lld in %zu kinds (this zrun has no CUDA backend)\n",
-                (long long)total, report.kinds.size());
+    std::printf("kernels: %lld in %zu kinds (this zrun has no CUDA backend)\n", (long long)total,
+                report.kinds.size());
   return 0;
 }
 
@@ -340,13 +341,13 @@ int main(int argc, char **argv) {
   CLI::App app(kDescription, "zrun");
   app.require_subcommand(1);
   app.get_formatter()->column_width(34);
-  const std::set<std::string> commands = {"eval",   "train",  "gradcheck",
+  const std::set<std::string> commands = {"eval",    "train",  "gradcheck",
                                           "kernels", "export", "devices"};
   Common common;
   const std::string planHelp = "the plan (zcc -o FILE.zplan)";
 
-  CLI::App *eval = app.add_subcommand(
-      "eval", "evaluate K global batches; print the mean loss ('loss: <mean>')");
+  CLI::App *eval =
+      app.add_subcommand("eval", "evaluate K global batches; print the mean loss ('loss: <mean>')");
   EvalOptions evalOptions;
   std::vector<std::string> outputs;
   addCommon(eval, common, planHelp);
@@ -395,35 +396,41 @@ int main(int argc, char **argv) {
   optional(train, "--cos-min-ratio", t.cosMinRatio, "WarmupCosineLR: the last lr / lr")
       ->type_name("R")
       ->check(number(0, false, "a non-negative number"));
-  train->add_option("--metrics", t.metrics,
-                    "one JSON object per step (written atomically when the run ends)")
+  train
+      ->add_option("--metrics", t.metrics,
+                   "one JSON object per step (written atomically when the run ends)")
       ->type_name("FILE.jsonl");
-  train->add_option("--tokens", t.tokens,
-                    "token ids (uint16, or uint32 with --token-bytes 4; raw as nanoGPT writes "
-                    "them or with llm.c's header) cut into input_ids and labels shifted by one")
+  train
+      ->add_option("--tokens", t.tokens,
+                   "token ids (uint16, or uint32 with --token-bytes 4; raw as nanoGPT writes "
+                   "them or with llm.c's header) cut into input_ids and labels shifted by one")
       ->type_name("FILE.bin");
   train->add_option("--token-bytes", t.tokenBytes, "2 (uint16, default) or 4 (uint32)")
       ->type_name("2|4")
       ->check(oneOf({"2", "4"}, "2 (uint16) or 4 (uint32)"));
-  train->add_option("--shuffle", t.shuffleSeed,
-                    "visit samples in a seeded random order, new each epoch")
+  train
+      ->add_option("--shuffle", t.shuffleSeed,
+                   "visit samples in a seeded random order, new each epoch")
       ->type_name("SEED")
       ->check(integer(0, "a seed (a non-negative integer)"));
-  train->add_option("--checkpoint-dir", t.checkpointDir,
-                    "save checkpoints here (at the last step, and every --save-every)")
+  train
+      ->add_option("--checkpoint-dir", t.checkpointDir,
+                   "save checkpoints here (at the last step, and every --save-every)")
       ->type_name("DIR");
   train->add_option("--save-every", t.saveEvery, "steps between checkpoints")
       ->type_name("K")
       ->check(integer(1, "a positive number of steps"));
-  train->add_option("--resume", t.resume,
-                    "continue from a checkpoint (a step-K directory, or a --checkpoint-dir: "
-                    "its latest)")
+  train
+      ->add_option("--resume", t.resume,
+                   "continue from a checkpoint (a step-K directory, or a --checkpoint-dir: "
+                   "its latest)")
       ->type_name("DIR");
   train->add_flag("--profile", t.profile,
                   "time every instruction (rank 0, steps after the first); print where a "
                   "step's time goes, by kind and instruction");
-  train->add_option("--comm-timeout", t.commTimeout,
-                    "seconds a collective may wait before the job stops (default 300)")
+  train
+      ->add_option("--comm-timeout", t.commTimeout,
+                   "seconds a collective may wait before the job stops (default 300)")
       ->type_name("SECONDS")
       ->check(number(0, true, "a positive number of seconds"));
   train->add_flag("--test-crash-in-save", testCrashInSave)->group(""); // tests only: hidden
@@ -525,10 +532,10 @@ int main(int argc, char **argv) {
     if (!job && !launch.hosts.hostfile.empty()) {
       // One `zrun train ... --nproc-per-node n` per node over ssh.
       launch.hosts.port = launch.masterPort;
-      launch.hosts.argv =
-          without(argc, argv, {"--hostfile", "--include", "--exclude", "--num_nodes",
-                               "--num_gpus", "--master-port", "--nproc-per-node"},
-                  {"--dry-run"});
+      launch.hosts.argv = without(argc, argv,
+                                  {"--hostfile", "--include", "--exclude", "--num_nodes",
+                                   "--num_gpus", "--master-port", "--nproc-per-node"},
+                                  {"--dry-run"});
       launch.hosts.argv[0] = selfPath(argv[0]);
       if (Status s = launchHosts(launch.hosts, exitCode); !s)
         return fail(s);

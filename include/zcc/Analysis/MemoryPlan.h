@@ -7,9 +7,9 @@
 #ifndef ZCC_ANALYSIS_MEMORYPLAN_H
 #define ZCC_ANALYSIS_MEMORYPLAN_H
 
+#include "mlir/IR/Block.h"
 #include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Block.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 

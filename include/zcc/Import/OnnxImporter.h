@@ -38,9 +38,8 @@ struct OnnxImportOptions {
 /// .onnxtxt/.onnxtext/.txt) into a module holding `zero.global`s for its float
 /// initializers and `func.func @forward` for its graph. Errors are reported as
 /// MLIR diagnostics naming the file, node and what to do; returns null then.
-mlir::OwningOpRef<mlir::ModuleOp> importOnnxFile(llvm::StringRef path,
-                                                 const OnnxImportOptions &options,
-                                                 mlir::MLIRContext *context);
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxFile(llvm::StringRef path, const OnnxImportOptions &options, mlir::MLIRContext *context);
 
 /// The ONNX op types (default domain) that the importer accepts.
 llvm::ArrayRef<llvm::StringRef> supportedOnnxOps();

@@ -111,7 +111,8 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::SinOp) { return simple(KernelId::Sin); })
       .Case([&](zero::NotOp) { return simple(KernelId::Not); })
       .Case([&](zero::GeluOp g) {
-        return KernelSpec{KernelId::Gelu, {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
+        return KernelSpec{
+            KernelId::Gelu, {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
       })
       .Case([&](zero::CastOp) { return simple(KernelId::Cast); })
       .Case([&](zero::ElementwiseOp e) {
@@ -157,7 +158,9 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::MatmulBiasOp m) {
         return KernelSpec{KernelId::MatmulBias, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
-      .Case([&](zero::MatmulBgradOp) { return KernelSpec{KernelId::MatmulBgrad, {}, {}}; })
+      .Case([&](zero::MatmulBgradOp) {
+        return KernelSpec{KernelId::MatmulBgrad, {}, {}};
+      })
       .Case([&](zero::MatmulBiasGeluOp m) {
         return KernelSpec{KernelId::MatmulBiasGelu, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
@@ -169,17 +172,19 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         llvm::append_range(ints, r.getAxes());
         return KernelSpec{KernelId::Reduce, ints, {}};
       })
-      .Case([&](zero::SoftmaxOp s) { return KernelSpec{KernelId::Softmax, {s.getAxis()}, {}}; })
+      .Case([&](zero::SoftmaxOp s) {
+        return KernelSpec{KernelId::Softmax, {s.getAxis()}, {}};
+      })
       .Case([&](zero::BiasSoftmaxOp s) {
         return KernelSpec{KernelId::BiasSoftmax, {s.getNanToZero() ? 1 : 0}, {}};
       })
       .Case([&](zero::AttentionOp a) {
-        return KernelSpec{KernelId::Attention, {a.getNanToZero() ? 1 : 0},
-                          {a.getScale().convertToDouble()}};
+        return KernelSpec{
+            KernelId::Attention, {a.getNanToZero() ? 1 : 0}, {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionPackedOp a) {
-        return KernelSpec{KernelId::Attention, {a.getNanToZero() ? 1 : 0, 1},
-                          {a.getScale().convertToDouble()}};
+        return KernelSpec{
+            KernelId::Attention, {a.getNanToZero() ? 1 : 0, 1}, {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionPackedGradOp a) {
         return KernelSpec{KernelId::AttentionGrad, {1}, {a.getScale().convertToDouble()}};
@@ -187,7 +192,9 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::AttentionGradOp a) {
         return KernelSpec{KernelId::AttentionGrad, {}, {a.getScale().convertToDouble()}};
       })
-      .Case([&](zero::LogSoftmaxOp s) { return KernelSpec{KernelId::LogSoftmax, {s.getAxis()}, {}}; })
+      .Case([&](zero::LogSoftmaxOp s) {
+        return KernelSpec{KernelId::LogSoftmax, {s.getAxis()}, {}};
+      })
       .Case([&](zero::LayerNormOp l) {
         return KernelSpec{KernelId::LayerNorm, {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
       })
@@ -198,14 +205,18 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{KernelId::CrossEntropy, crossEntropyInts(c), {}};
       })
       .Case([&](zero::GeluGradOp g) {
-        return KernelSpec{KernelId::GeluGrad, {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
+        return KernelSpec{
+            KernelId::GeluGrad, {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
       })
-      .Case([&](zero::SoftmaxGradOp s) { return KernelSpec{KernelId::SoftmaxGrad, {s.getAxis()}, {}}; })
+      .Case([&](zero::SoftmaxGradOp s) {
+        return KernelSpec{KernelId::SoftmaxGrad, {s.getAxis()}, {}};
+      })
       .Case([&](zero::LogSoftmaxGradOp s) {
         return KernelSpec{KernelId::LogSoftmaxGrad, {s.getAxis()}, {}};
       })
       .Case([&](zero::LayerNormGradOp l) {
-        return KernelSpec{KernelId::LayerNormGrad, {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
+        return KernelSpec{
+            KernelId::LayerNormGrad, {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
       })
       .Case([&](zero::RmsNormGradOp l) {
         return KernelSpec{KernelId::RmsNormGrad, {l.getAxis()}, {l.getEpsilon().convertToDouble()}};
@@ -231,9 +242,10 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
                            a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()}};
       })
       .Case([&](zero::SgdOp o) {
-        return KernelSpec{KernelId::Sgd,
-                          {o.getNesterov() ? 1 : 0},
-                          {o.getMomentum().convertToDouble(), o.getWeightDecay().convertToDouble()}};
+        return KernelSpec{
+            KernelId::Sgd,
+            {o.getNesterov() ? 1 : 0},
+            {o.getMomentum().convertToDouble(), o.getWeightDecay().convertToDouble()}};
       })
       .Default([&](Operation *op) -> FailureOr<KernelSpec> {
         return op->emitError("no runtime kernel for '") << op->getName() << "' yet";
@@ -255,8 +267,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
     return name;
   }
 
-  FlatSymbolRefAttr createBuffer(OpBuilder &b, Location loc, StringRef base, Placement p,
-                                 Type type, ElementsAttr init = {}, bool view = false) {
+  FlatSymbolRefAttr createBuffer(OpBuilder &b, Location loc, StringRef base, Placement p, Type type,
+                                 ElementsAttr init = {}, bool view = false) {
     std::string name = uniqueName(base);
     auto arena = p.arena == ArenaKind::Device     ? zcc::zrt::Arena::device
                  : p.arena == ArenaKind::State    ? zcc::zrt::Arena::state
@@ -264,7 +276,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
                  : p.arena == ArenaKind::Host     ? zcc::zrt::Arena::host
                                                   : zcc::zrt::Arena::input;
     zcc::zrt::BufferOp::create(b, loc, name, arena, p.offset, cast<RankedTensorType>(type), init,
-                          /*trainable=*/false, view, /*role=*/nullptr, /*shard_of=*/nullptr);
+                               /*trainable=*/false, view, /*role=*/nullptr, /*shard_of=*/nullptr);
     return FlatSymbolRefAttr::get(b.getContext(), name);
   }
 
@@ -326,12 +338,13 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       if (failed(placed(arg, p)))
         return failure();
       auto nameAttr = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "zero.input");
-      std::string graphName = nameAttr ? nameAttr.str() : "arg" + std::to_string(arg.getArgNumber());
+      std::string graphName =
+          nameAttr ? nameAttr.str() : "arg" + std::to_string(arg.getArgNumber());
       bufferOf[arg] = createBuffer(b, func.getLoc(), inPrefix + graphName, p, arg.getType());
       inputs.append(graphName, bufferOf[arg]);
     }
     auto program = zcc::zrt::ProgramOp::create(b, func.getLoc(), progName, b.getDictionaryAttr({}),
-                                          b.getDictionaryAttr({}));
+                                               b.getDictionaryAttr({}));
     Block *body = new Block();
     program.getBody().push_back(body);
     OpBuilder pb = OpBuilder::atBlockEnd(body);
@@ -348,9 +361,10 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         continue;
       }
       if (auto fill = dyn_cast<zero::FillOp>(op)) {
-        zcc::zrt::KernelOp::create(pb, op.getLoc(), ::zrt::kernelName(KernelId::Fill), b.getArrayAttr({}),
-                              b.getArrayAttr({globalBuffer.lookup(fill.getGlobalAttr().getAttr())}),
-                              ArrayRef<int64_t>{}, ArrayRef<double>{fill.getValue().convertToDouble()});
+        zcc::zrt::KernelOp::create(
+            pb, op.getLoc(), ::zrt::kernelName(KernelId::Fill), b.getArrayAttr({}),
+            b.getArrayAttr({globalBuffer.lookup(fill.getGlobalAttr().getAttr())}),
+            ArrayRef<int64_t>{}, ArrayRef<double>{fill.getValue().convertToDouble()});
         continue;
       }
       if (auto store = dyn_cast<zero::StoreOp>(op)) {
@@ -360,7 +374,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
           return failure();
         Placement target = globalPlacement.lookup(g);
         if (p.arena != target.arena || p.offset != target.offset)
-          zcc::zrt::CopyOp::create(pb, op.getLoc(), bufferOf[store.getValue()], globalBuffer.lookup(g));
+          zcc::zrt::CopyOp::create(pb, op.getLoc(), bufferOf[store.getValue()],
+                                   globalBuffer.lookup(g));
         continue;
       }
       b.setInsertionPoint(program);
@@ -393,7 +408,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         continue; // data or a view: no instruction
       if (auto transfer = dyn_cast<zero::TransferOp>(op)) {
         zcc::zrt::CopyOp::create(pb, op.getLoc(), bufferOf[transfer.getInput()],
-                            bufferOf[transfer.getResult()]);
+                                 bufferOf[transfer.getResult()]);
         continue;
       }
       if (isa<zero::AllReduceOp, zero::ReduceScatterOp, zero::AllGatherOp, zero::LocalShardOp>(
@@ -407,10 +422,9 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
           reduce = (int64_t)r.getReduce();
         if (auto r = dyn_cast<zero::ReduceScatterOp>(op))
           reduce = (int64_t)r.getReduce();
-        auto coll = zcc::zrt::CollectiveOp::create(pb, op.getLoc(), pb.getStringAttr(kind),
-                                              bufferOf[op.getOperand(0)],
-                                              bufferOf[op.getResult(0)],
-                                              pb.getI64IntegerAttr(reduce));
+        auto coll = zcc::zrt::CollectiveOp::create(
+            pb, op.getLoc(), pb.getStringAttr(kind), bufferOf[op.getOperand(0)],
+            bufferOf[op.getResult(0)], pb.getI64IntegerAttr(reduce));
         if (op.hasAttr("async"))
           coll->setAttr("async", pb.getUnitAttr());
         continue;
@@ -423,8 +437,9 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         ins.push_back(bufferOf[v]);
       for (Value v : op.getResults())
         outs.push_back(bufferOf[v]);
-      auto kernel = zcc::zrt::KernelOp::create(pb, op.getLoc(), ::zrt::kernelName(spec->kernel), b.getArrayAttr(ins),
-                                          b.getArrayAttr(outs), spec->ints, spec->floats);
+      auto kernel = zcc::zrt::KernelOp::create(pb, op.getLoc(), ::zrt::kernelName(spec->kernel),
+                                               b.getArrayAttr(ins), b.getArrayAttr(outs),
+                                               spec->ints, spec->floats);
       if (!spec->code.empty())
         kernel->setAttr("code", b.getStringAttr(spec->code));
     }
@@ -457,12 +472,11 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       std::string name = global.getSymName().str();
       OpBuilder gb(global);
       bool host = global->hasAttr("zero.host");
-      auto buffer = zcc::zrt::BufferOp::create(gb, global.getLoc(), name + ".__zrt",
-                                          host ? zcc::zrt::Arena::host : zcc::zrt::Arena::state,
-                                          off.getInt(), global.getTensorType(),
-                                          global.getInitialValueAttr(), global.getTrainable(),
-                                          /*view=*/false, /*role=*/nullptr,
-                                          global.getShardOfAttr());
+      auto buffer = zcc::zrt::BufferOp::create(
+          gb, global.getLoc(), name + ".__zrt",
+          host ? zcc::zrt::Arena::host : zcc::zrt::Arena::state, off.getInt(),
+          global.getTensorType(), global.getInitialValueAttr(), global.getTrainable(),
+          /*view=*/false, /*role=*/nullptr, global.getShardOfAttr());
       buffer.setRoleAttr(gb.getStringAttr(zero::stringifyGlobalRole(global.getRole())));
       globalBuffer[global.getSymNameAttr()] = FlatSymbolRefAttr::get(b.getContext(), name);
       globalPlacement[global.getSymNameAttr()] =

@@ -26,21 +26,36 @@ bool zcc::onnx_import::isFloatType(int32_t t) {
 
 const char *zcc::onnx_import::onnxTypeName(int32_t t) {
   switch (t) {
-  case kFloat: return "float";
-  case kUint8: return "uint8";
-  case kInt8: return "int8";
-  case kUint16: return "uint16";
-  case kInt16: return "int16";
-  case kInt32: return "int32";
-  case kInt64: return "int64";
-  case kString: return "string";
-  case kBool: return "bool";
-  case kFloat16: return "float16";
-  case kDouble: return "double";
-  case kUint32: return "uint32";
-  case kUint64: return "uint64";
-  case kBfloat16: return "bfloat16";
-  default: return "unknown";
+  case kFloat:
+    return "float";
+  case kUint8:
+    return "uint8";
+  case kInt8:
+    return "int8";
+  case kUint16:
+    return "uint16";
+  case kInt16:
+    return "int16";
+  case kInt32:
+    return "int32";
+  case kInt64:
+    return "int64";
+  case kString:
+    return "string";
+  case kBool:
+    return "bool";
+  case kFloat16:
+    return "float16";
+  case kDouble:
+    return "double";
+  case kUint32:
+    return "uint32";
+  case kUint64:
+    return "uint64";
+  case kBfloat16:
+    return "bfloat16";
+  default:
+    return "unknown";
   }
 }
 
@@ -112,8 +127,7 @@ static SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
 
 /// For each element of |outShape|, the flat index of the element of a tensor
 /// of |inShape| that broadcasts to it.
-static std::vector<int64_t> broadcastIndex(ArrayRef<int64_t> inShape,
-                                           ArrayRef<int64_t> outShape) {
+static std::vector<int64_t> broadcastIndex(ArrayRef<int64_t> inShape, ArrayRef<int64_t> outShape) {
   int64_t n = 1;
   for (int64_t d : outShape)
     n *= d;
@@ -150,8 +164,7 @@ struct Folder {
   }
   const HostTensor *input(size_t k) const { return k < in.size() ? in[k] : nullptr; }
 
-  FoldStatus elementwise(int32_t resultType,
-                         const std::function<double(double, double)> &fn) {
+  FoldStatus elementwise(int32_t resultType, const std::function<double(double, double)> &fn) {
     const HostTensor &a = *in[0], &b = *in[1];
     SmallVector<int64_t> shape;
     if (!broadcastShape(a.shape, b.shape, shape))
@@ -430,9 +443,22 @@ FoldStatus Folder::run() {
   };
   // ONNX requires one element type across these inputs; a model that breaks
   // the rule is reported rather than evaluated.
-  static const char *sameType[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less",
-                                   "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or",
-                                   "Xor", "Concat", "Range"};
+  static const char *sameType[] = {"Add",
+                                   "Sub",
+                                   "Mul",
+                                   "Div",
+                                   "Max",
+                                   "Min",
+                                   "Equal",
+                                   "Less",
+                                   "LessOrEqual",
+                                   "Greater",
+                                   "GreaterOrEqual",
+                                   "And",
+                                   "Or",
+                                   "Xor",
+                                   "Concat",
+                                   "Range"};
   if (llvm::is_contained(sameType, op))
     for (const HostTensor *t : in)
       if (t && t->type != in[0]->type)
@@ -440,7 +466,8 @@ FoldStatus Folder::run() {
                     onnxTypeName(in[0]->type) + " and " + onnxTypeName(t->type));
   if (op == "CumSum" && !needScalar(1, "the axis"))
     return FoldStatus::Error;
-  if (op == "Range" && !(needScalar(0, "start") && needScalar(1, "limit") && needScalar(2, "delta")))
+  if (op == "Range" &&
+      !(needScalar(0, "start") && needScalar(1, "limit") && needScalar(2, "delta")))
     return FoldStatus::Error;
   if (op == "Trilu" && !needScalar(1, "k"))
     return FoldStatus::Error;
@@ -457,9 +484,12 @@ FoldStatus Folder::run() {
     out.push_back(in[0]->cast(in[1]->type));
     return FoldStatus::Folded;
   }
-  if (op == "Add") return elementwise(in[0]->type, [](double a, double b) { return a + b; });
-  if (op == "Sub") return elementwise(in[0]->type, [](double a, double b) { return a - b; });
-  if (op == "Mul") return elementwise(in[0]->type, [](double a, double b) { return a * b; });
+  if (op == "Add")
+    return elementwise(in[0]->type, [](double a, double b) { return a + b; });
+  if (op == "Sub")
+    return elementwise(in[0]->type, [](double a, double b) { return a - b; });
+  if (op == "Mul")
+    return elementwise(in[0]->type, [](double a, double b) { return a * b; });
   if (op == "Div") {
     if (in[0]->type != in[1]->type)
       return fail("operand types differ");
@@ -467,29 +497,51 @@ FoldStatus Folder::run() {
       return intBinary([](int64_t a, int64_t b) { return b ? a / b : 0; });
     return elementwise(in[0]->type, [](double a, double b) { return a / b; });
   }
-  if (op == "Pow") return elementwise(in[0]->type, [](double a, double b) { return std::pow(a, b); });
+  if (op == "Pow")
+    return elementwise(in[0]->type, [](double a, double b) { return std::pow(a, b); });
   if ((op == "Max" || op == "Min") && in.size() == 2)
-    return elementwise(in[0]->type, op == "Max" ? [](double a, double b) { return std::max(a, b); }
-                                                : [](double a, double b) { return std::min(a, b); });
-  if (op == "Equal") return elementwise(kBool, [](double a, double b) { return a == b ? 1.0 : 0.0; });
-  if (op == "Less") return elementwise(kBool, [](double a, double b) { return a < b ? 1.0 : 0.0; });
-  if (op == "LessOrEqual") return elementwise(kBool, [](double a, double b) { return a <= b ? 1.0 : 0.0; });
-  if (op == "Greater") return elementwise(kBool, [](double a, double b) { return a > b ? 1.0 : 0.0; });
-  if (op == "GreaterOrEqual") return elementwise(kBool, [](double a, double b) { return a >= b ? 1.0 : 0.0; });
-  if (op == "And") return elementwise(kBool, [](double a, double b) { return (a != 0 && b != 0) ? 1.0 : 0.0; });
-  if (op == "Or") return elementwise(kBool, [](double a, double b) { return (a != 0 || b != 0) ? 1.0 : 0.0; });
-  if (op == "Xor") return elementwise(kBool, [](double a, double b) { return ((a != 0) != (b != 0)) ? 1.0 : 0.0; });
-  if (op == "Not") return unary([](double a) { return a != 0 ? 0.0 : 1.0; });
-  if (op == "Neg") return unary([](double a) { return -a; });
-  if (op == "Abs") return unary([](double a) { return std::fabs(a); });
-  if (op == "Sqrt") return unary([](double a) { return std::sqrt(a); });
-  if (op == "Exp") return unary([](double a) { return std::exp(a); });
-  if (op == "Log") return unary([](double a) { return std::log(a); });
-  if (op == "Cos") return unary([](double a) { return std::cos(a); });
-  if (op == "Sin") return unary([](double a) { return std::sin(a); });
-  if (op == "Reciprocal") return unary([](double a) { return 1.0 / a; });
-  if (op == "Floor") return unary([](double a) { return std::floor(a); });
-  if (op == "Ceil") return unary([](double a) { return std::ceil(a); });
+    return elementwise(
+        in[0]->type, op == "Max" ? [](double a, double b) { return std::max(a, b); }
+                                 : [](double a, double b) { return std::min(a, b); });
+  if (op == "Equal")
+    return elementwise(kBool, [](double a, double b) { return a == b ? 1.0 : 0.0; });
+  if (op == "Less")
+    return elementwise(kBool, [](double a, double b) { return a < b ? 1.0 : 0.0; });
+  if (op == "LessOrEqual")
+    return elementwise(kBool, [](double a, double b) { return a <= b ? 1.0 : 0.0; });
+  if (op == "Greater")
+    return elementwise(kBool, [](double a, double b) { return a > b ? 1.0 : 0.0; });
+  if (op == "GreaterOrEqual")
+    return elementwise(kBool, [](double a, double b) { return a >= b ? 1.0 : 0.0; });
+  if (op == "And")
+    return elementwise(kBool, [](double a, double b) { return (a != 0 && b != 0) ? 1.0 : 0.0; });
+  if (op == "Or")
+    return elementwise(kBool, [](double a, double b) { return (a != 0 || b != 0) ? 1.0 : 0.0; });
+  if (op == "Xor")
+    return elementwise(kBool,
+                       [](double a, double b) { return ((a != 0) != (b != 0)) ? 1.0 : 0.0; });
+  if (op == "Not")
+    return unary([](double a) { return a != 0 ? 0.0 : 1.0; });
+  if (op == "Neg")
+    return unary([](double a) { return -a; });
+  if (op == "Abs")
+    return unary([](double a) { return std::fabs(a); });
+  if (op == "Sqrt")
+    return unary([](double a) { return std::sqrt(a); });
+  if (op == "Exp")
+    return unary([](double a) { return std::exp(a); });
+  if (op == "Log")
+    return unary([](double a) { return std::log(a); });
+  if (op == "Cos")
+    return unary([](double a) { return std::cos(a); });
+  if (op == "Sin")
+    return unary([](double a) { return std::sin(a); });
+  if (op == "Reciprocal")
+    return unary([](double a) { return 1.0 / a; });
+  if (op == "Floor")
+    return unary([](double a) { return std::floor(a); });
+  if (op == "Ceil")
+    return unary([](double a) { return std::ceil(a); });
 
   if (op == "Where") {
     const HostTensor &c = *in[0], &a = *in[1], &b = *in[2];
@@ -528,8 +580,10 @@ FoldStatus Folder::run() {
   if (op == "Shape") {
     int64_t rank = in[0]->rank();
     int64_t start = attrInt(node, "start", 0), end = attrInt(node, "end", rank);
-    if (start < 0) start += rank;
-    if (end < 0) end += rank;
+    if (start < 0)
+      start += rank;
+    if (end < 0)
+      end += rank;
     start = std::clamp<int64_t>(start, 0, rank);
     end = std::clamp<int64_t>(end, start, rank);
     HostTensor r(kInt64, {end - start});
@@ -588,8 +642,10 @@ FoldStatus Folder::run() {
       return fail("CumSum axis is out of range");
     bool exclusive = attrInt(node, "exclusive", 0), reverse = attrInt(node, "reverse", 0);
     int64_t dim = r.shape[axis], inner = 1, outer = 1;
-    for (int64_t d = axis + 1; d < r.rank(); ++d) inner *= r.shape[d];
-    for (int64_t d = 0; d < axis; ++d) outer *= r.shape[d];
+    for (int64_t d = axis + 1; d < r.rank(); ++d)
+      inner *= r.shape[d];
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= r.shape[d];
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t n = 0; n < inner; ++n) {
         double acc = 0;
@@ -597,8 +653,13 @@ FoldStatus Folder::run() {
           int64_t jj = reverse ? dim - 1 - j : j;
           int64_t k = (o * dim + jj) * inner + n;
           double v = in[0]->getF(k);
-          if (exclusive) { r.set(k, acc); acc += v; }
-          else { acc += v; r.set(k, acc); }
+          if (exclusive) {
+            r.set(k, acc);
+            acc += v;
+          } else {
+            acc += v;
+            r.set(k, acc);
+          }
         }
       }
     out.push_back(std::move(r));
@@ -620,15 +681,18 @@ FoldStatus Folder::run() {
     }
     HostTensor r(in[0]->type, shape);
     int64_t outer = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= shape[d];
     int64_t k = 0;
     for (int64_t o = 0; o < outer; ++o)
       for (const HostTensor *t : in) {
         int64_t chunk = t->numel() / std::max<int64_t>(outer, 1);
         for (int64_t j = 0; j < chunk; ++j, ++k) {
           int64_t src = o * chunk + j;
-          if (r.isFloat()) r.f[k] = t->getF(src);
-          else r.i[k] = t->getI(src);
+          if (r.isFloat())
+            r.f[k] = t->getF(src);
+          else
+            r.i[k] = t->getI(src);
         }
       }
     out.push_back(std::move(r));
@@ -639,7 +703,8 @@ FoldStatus Folder::run() {
     if (auto p = attrInts(node, "perm"))
       perm.assign(p->begin(), p->end());
     else
-      for (int64_t d = in[0]->rank() - 1; d >= 0; --d) perm.push_back(d);
+      for (int64_t d = in[0]->rank() - 1; d >= 0; --d)
+        perm.push_back(d);
     SmallVector<bool> seen(in[0]->rank(), false);
     if ((int64_t)perm.size() != in[0]->rank())
       return fail("Transpose perm does not match the input rank");
@@ -672,12 +737,15 @@ FoldStatus Folder::run() {
     shape.append(in[1]->shape.begin(), in[1]->shape.end());
     shape.append(x.shape.begin() + axis + 1, x.shape.end());
     int64_t outer = 1, inner = 1, dim = x.shape[axis];
-    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
-    for (int64_t d = axis + 1; d < x.rank(); ++d) inner *= x.shape[d];
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= x.shape[d];
+    for (int64_t d = axis + 1; d < x.rank(); ++d)
+      inner *= x.shape[d];
     std::vector<int64_t> flat;
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t j : idx) {
-        if (j < 0) j += dim;
+        if (j < 0)
+          j += dim;
         if (j < 0 || j >= dim)
           return fail("Gather index " + std::to_string(j) + " is out of range for dimension " +
                       std::to_string(dim));
@@ -701,7 +769,8 @@ FoldStatus Folder::run() {
         rem %= is[d];
         if (d == axis) {
           c = ind.getI(k);
-          if (c < 0) c += x.shape[d];
+          if (c < 0)
+            c += x.shape[d];
           if (c < 0 || c >= x.shape[d])
             return fail("GatherElements index is out of range");
         }
@@ -725,13 +794,15 @@ FoldStatus Folder::run() {
     shape.append(x.shape.begin() + q, x.shape.end());
     SmallVector<int64_t> xs = stridesOf(x.shape);
     int64_t inner = 1;
-    for (int64_t d = q; d < x.rank(); ++d) inner *= x.shape[d];
+    for (int64_t d = q; d < x.rank(); ++d)
+      inner *= x.shape[d];
     std::vector<int64_t> flat;
     for (int64_t t = 0, n = ind.numel() / std::max<int64_t>(q, 1); t < n; ++t) {
       int64_t base = 0;
       for (int64_t d = 0; d < q; ++d) {
         int64_t c = ind.getI(t * q + d);
-        if (c < 0) c += x.shape[d];
+        if (c < 0)
+          c += x.shape[d];
         if (c < 0 || c >= x.shape[d])
           return fail("GatherND index is out of range");
         base += c * xs[d];
@@ -745,8 +816,10 @@ FoldStatus Folder::run() {
   if (op == "Slice") {
     const HostTensor &x = *in[0];
     std::vector<int64_t> starts = in[1]->toInts(), ends = in[2]->toInts(), axes, steps;
-    if (input(3)) axes = input(3)->toInts();
-    if (input(4)) steps = input(4)->toInts();
+    if (input(3))
+      axes = input(3)->toInts();
+    if (input(4))
+      steps = input(4)->toInts();
     SliceParams p;
     if (!computeSlice(x.shape, starts, ends, input(3) ? &axes : nullptr,
                       input(4) ? &steps : nullptr, p, error))

@@ -25,9 +25,21 @@ namespace zcc::onnx_import {
 
 /// ONNX TensorProto.DataType values used by the importer.
 enum OnnxType : int32_t {
-  kUndefined = 0, kFloat = 1, kUint8 = 2, kInt8 = 3, kUint16 = 4, kInt16 = 5,
-  kInt32 = 6, kInt64 = 7, kString = 8, kBool = 9, kFloat16 = 10, kDouble = 11,
-  kUint32 = 12, kUint64 = 13, kBfloat16 = 16,
+  kUndefined = 0,
+  kFloat = 1,
+  kUint8 = 2,
+  kInt8 = 3,
+  kUint16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kDouble = 11,
+  kUint32 = 12,
+  kUint64 = 13,
+  kBfloat16 = 16,
 };
 
 bool isFloatType(int32_t onnxType);
@@ -64,8 +76,8 @@ enum class FoldStatus { Folded, NotFoldable, Error };
 /// on Error, |error| says what is wrong with the node; NotFoldable means the
 /// op has no host evaluator and must be imported as ops.
 FoldStatus foldNode(const onnx::NodeProto &node, int64_t opset,
-                    llvm::ArrayRef<const HostTensor *> inputs,
-                    std::vector<HostTensor> &outputs, std::string &error);
+                    llvm::ArrayRef<const HostTensor *> inputs, std::vector<HostTensor> &outputs,
+                    std::string &error);
 
 /// NumPy broadcast of two shapes; false if incompatible.
 bool broadcastShape(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,

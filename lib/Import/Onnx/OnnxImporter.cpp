@@ -16,9 +16,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/IR/BuiltinDialect.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
@@ -36,7 +36,6 @@ using namespace zcc;
 using namespace zcc::onnx_import;
 namespace zero = zcc::zero;
 
-
 //===----------------------------------------------------------------------===//
 // Supported ops
 //===----------------------------------------------------------------------===//
@@ -51,22 +50,74 @@ struct OpInfo {
 // Input arity of every supported op; checked before a node is folded or
 // emitted so that a malformed node is an error, never an out-of-range read.
 static const OpInfo kOps[] = {
-    {"Abs", 1, 1}, {"Add", 2, 2}, {"And", 2, 2}, {"Cast", 1, 1}, {"CastLike", 2, 2},
-    {"Ceil", 1, 1}, {"Concat", 1, 1 << 20}, {"Constant", 0, 0}, {"ConstantOfShape", 1, 1},
-    {"Cos", 1, 1}, {"CumSum", 2, 2}, {"Div", 2, 2}, {"Dropout", 1, 3}, {"Equal", 2, 2},
-    {"Erf", 1, 1}, {"Exp", 1, 1}, {"Expand", 2, 2}, {"Flatten", 1, 1}, {"Floor", 1, 1},
-    {"Gather", 2, 2}, {"GatherElements", 2, 2}, {"GatherND", 2, 2}, {"Gelu", 1, 1},
-    {"Gemm", 2, 3}, {"Greater", 2, 2}, {"GreaterOrEqual", 2, 2}, {"Identity", 1, 1}, {"IsNaN", 1, 1},
-    {"LayerNormalization", 2, 3}, {"Less", 2, 2}, {"LessOrEqual", 2, 2}, {"Log", 1, 1},
-    {"LogSoftmax", 1, 1}, {"MatMul", 2, 2}, {"Max", 1, 1 << 20}, {"Min", 1, 1 << 20},
-    {"Mul", 2, 2}, {"Neg", 1, 1}, {"Not", 1, 1}, {"Or", 2, 2}, {"Pow", 2, 2},
-    {"Range", 3, 3}, {"Reciprocal", 1, 1}, {"ReduceMax", 1, 2}, {"ReduceMean", 1, 2},
-    {"ReduceMin", 1, 2}, {"ReduceProd", 1, 2}, {"ReduceSum", 1, 2}, {"Relu", 1, 1},
-    {"Reshape", 2, 2}, {"SequenceAt", 2, 2}, {"Shape", 1, 1}, {"Sigmoid", 1, 1},
-    {"Sin", 1, 1}, {"Size", 1, 1}, {"Slice", 3, 5}, {"Softmax", 1, 1}, {"Split", 1, 2},
-    {"SplitToSequence", 1, 2}, {"Sqrt", 1, 1}, {"Squeeze", 1, 2}, {"Sub", 2, 2},
-    {"Tanh", 1, 1}, {"Transpose", 1, 1}, {"Trilu", 1, 2}, {"Unsqueeze", 1, 2},
-    {"Where", 3, 3}, {"Xor", 2, 2},
+    {"Abs", 1, 1},
+    {"Add", 2, 2},
+    {"And", 2, 2},
+    {"Cast", 1, 1},
+    {"CastLike", 2, 2},
+    {"Ceil", 1, 1},
+    {"Concat", 1, 1 << 20},
+    {"Constant", 0, 0},
+    {"ConstantOfShape", 1, 1},
+    {"Cos", 1, 1},
+    {"CumSum", 2, 2},
+    {"Div", 2, 2},
+    {"Dropout", 1, 3},
+    {"Equal", 2, 2},
+    {"Erf", 1, 1},
+    {"Exp", 1, 1},
+    {"Expand", 2, 2},
+    {"Flatten", 1, 1},
+    {"Floor", 1, 1},
+    {"Gather", 2, 2},
+    {"GatherElements", 2, 2},
+    {"GatherND", 2, 2},
+    {"Gelu", 1, 1},
+    {"Gemm", 2, 3},
+    {"Greater", 2, 2},
+    {"GreaterOrEqual", 2, 2},
+    {"Identity", 1, 1},
+    {"IsNaN", 1, 1},
+    {"LayerNormalization", 2, 3},
+    {"Less", 2, 2},
+    {"LessOrEqual", 2, 2},
+    {"Log", 1, 1},
+    {"LogSoftmax", 1, 1},
+    {"MatMul", 2, 2},
+    {"Max", 1, 1 << 20},
+    {"Min", 1, 1 << 20},
+    {"Mul", 2, 2},
+    {"Neg", 1, 1},
+    {"Not", 1, 1},
+    {"Or", 2, 2},
+    {"Pow", 2, 2},
+    {"Range", 3, 3},
+    {"Reciprocal", 1, 1},
+    {"ReduceMax", 1, 2},
+    {"ReduceMean", 1, 2},
+    {"ReduceMin", 1, 2},
+    {"ReduceProd", 1, 2},
+    {"ReduceSum", 1, 2},
+    {"Relu", 1, 1},
+    {"Reshape", 2, 2},
+    {"SequenceAt", 2, 2},
+    {"Shape", 1, 1},
+    {"Sigmoid", 1, 1},
+    {"Sin", 1, 1},
+    {"Size", 1, 1},
+    {"Slice", 3, 5},
+    {"Softmax", 1, 1},
+    {"Split", 1, 2},
+    {"SplitToSequence", 1, 2},
+    {"Sqrt", 1, 1},
+    {"Squeeze", 1, 2},
+    {"Sub", 2, 2},
+    {"Tanh", 1, 1},
+    {"Transpose", 1, 1},
+    {"Trilu", 1, 2},
+    {"Unsqueeze", 1, 2},
+    {"Where", 3, 3},
+    {"Xor", 2, 2},
 };
 
 ArrayRef<StringRef> zcc::supportedOnnxOps() {
@@ -92,29 +143,52 @@ static const OpInfo *findOp(StringRef name) {
 
 Type OnnxImporter::elementType(int32_t t) {
   switch (t) {
-  case kFloat: return builder.getF32Type();
-  case kDouble: return builder.getF64Type();
-  case kFloat16: return builder.getF16Type();
-  case kBfloat16: return builder.getBF16Type();
-  case kInt64: case kUint64: return builder.getI64Type();
-  case kInt32: case kUint32: return builder.getI32Type();
-  case kInt16: case kUint16: return builder.getI16Type();
-  case kInt8: case kUint8: return builder.getI8Type();
-  case kBool: return builder.getI1Type();
-  default: return {};
+  case kFloat:
+    return builder.getF32Type();
+  case kDouble:
+    return builder.getF64Type();
+  case kFloat16:
+    return builder.getF16Type();
+  case kBfloat16:
+    return builder.getBF16Type();
+  case kInt64:
+  case kUint64:
+    return builder.getI64Type();
+  case kInt32:
+  case kUint32:
+    return builder.getI32Type();
+  case kInt16:
+  case kUint16:
+    return builder.getI16Type();
+  case kInt8:
+  case kUint8:
+    return builder.getI8Type();
+  case kBool:
+    return builder.getI1Type();
+  default:
+    return {};
   }
 }
 
 static int32_t onnxTypeOf(Type t) {
-  if (t.isF32()) return kFloat;
-  if (t.isF64()) return kDouble;
-  if (t.isF16()) return kFloat16;
-  if (t.isBF16()) return kBfloat16;
-  if (t.isInteger(64)) return kInt64;
-  if (t.isInteger(32)) return kInt32;
-  if (t.isInteger(16)) return kInt16;
-  if (t.isInteger(8)) return kInt8;
-  if (t.isInteger(1)) return kBool;
+  if (t.isF32())
+    return kFloat;
+  if (t.isF64())
+    return kDouble;
+  if (t.isF16())
+    return kFloat16;
+  if (t.isBF16())
+    return kBfloat16;
+  if (t.isInteger(64))
+    return kInt64;
+  if (t.isInteger(32))
+    return kInt32;
+  if (t.isInteger(16))
+    return kInt16;
+  if (t.isInteger(8))
+    return kInt8;
+  if (t.isInteger(1))
+    return kBool;
   return kUndefined;
 }
 
@@ -168,16 +242,16 @@ bool OnnxImporter::readExternalData(const onnx::TensorProto &t, std::string &byt
     else if (kv.key() == "offset" || kv.key() == "length") {
       int64_t v;
       if (!llvm::to_integer(kv.value(), v, 10) || v < 0) {
-        fileError() << "initializer '" << t.name() << "': external data " << kv.key()
-                    << " '" << kv.value() << "' is not a non-negative integer";
+        fileError() << "initializer '" << t.name() << "': external data " << kv.key() << " '"
+                    << kv.value() << "' is not a non-negative integer";
         return false;
       }
       (kv.key() == "offset" ? offset : length) = v;
     }
   }
   auto refuse = [&](StringRef why) {
-    fileError() << "initializer '" << t.name() << "': external data location '" << location
-                << "' " << why
+    fileError() << "initializer '" << t.name() << "': external data location '" << location << "' "
+                << why
                 << "; external data must be a relative path to a regular file inside the "
                    "model's folder";
     return false;
@@ -186,8 +260,8 @@ bool OnnxImporter::readExternalData(const onnx::TensorProto &t, std::string &byt
     return refuse("is empty");
   if (llvm::sys::path::is_absolute(location))
     return refuse("is absolute");
-  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location);
-       it != e; ++it)
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location); it != e;
+       ++it)
     if (*it == "..")
       return refuse("leaves the model's folder ('..')");
   // Refuse links anywhere below the model's folder: they could point outside.
@@ -195,8 +269,8 @@ bool OnnxImporter::readExternalData(const onnx::TensorProto &t, std::string &byt
   if (dir.empty())
     dir = ".";
   SmallString<256> file = dir;
-  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location);
-       it != e; ++it) {
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location); it != e;
+       ++it) {
     if (*it == ".")
       continue;
     llvm::sys::path::append(file, *it);
@@ -211,15 +285,14 @@ bool OnnxImporter::readExternalData(const onnx::TensorProto &t, std::string &byt
   auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
-    fileError() << "initializer '" << t.name() << "': cannot read external data file '"
-                << file << "': " << buffer.getError().message();
+    fileError() << "initializer '" << t.name() << "': cannot read external data file '" << file
+                << "': " << buffer.getError().message();
     return false;
   }
   int64_t size = (*buffer)->getBufferSize();
   int64_t numel = checkedNumel(SmallVector<int64_t>(t.dims().begin(), t.dims().end()));
   if (numel < 0) {
-    fileError() << "initializer '" << t.name()
-                << "' has a negative or impossibly large dimension";
+    fileError() << "initializer '" << t.name() << "' has a negative or impossibly large dimension";
     return false;
   }
   int64_t need = numel * elementSize(t.data_type());
@@ -240,8 +313,8 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
   llvm::Regex frozen(options.frozenRegex);
   std::string regexError;
   if (!trainable.isValid(regexError))
-    return fileError() << "--trainable: invalid regular expression '"
-                       << options.trainableRegex << "': " << regexError;
+    return fileError() << "--trainable: invalid regular expression '" << options.trainableRegex
+                       << "': " << regexError;
   if (!options.frozenRegex.empty() && !frozen.isValid(regexError))
     return fileError() << "--frozen: invalid regular expression '" << options.frozenRegex
                        << "': " << regexError;
@@ -258,8 +331,8 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
     std::string bytes, error;
     SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
     if (options.skipWeightData && isFloatType(t.data_type())) {
-      bool isTrainable = trainable.match(t.name()) &&
-                         !(!options.frozenRegex.empty() && frozen.match(t.name()));
+      bool isTrainable =
+          trainable.match(t.name()) && !(!options.frozenRegex.empty() && frozen.match(t.name()));
       (isTrainable ? numTrainable : numFrozen)++;
       auto type = RankedTensorType::get(shape, et);
       builder.setInsertionPointToEnd(module.getBody());
@@ -286,8 +359,8 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
       values[t.name()] = Entry{host, Value(), t.data_type()};
       continue;
     }
-    bool isTrainable = trainable.match(t.name()) &&
-                       !(!options.frozenRegex.empty() && frozen.match(t.name()));
+    bool isTrainable =
+        trainable.match(t.name()) && !(!options.frozenRegex.empty() && frozen.match(t.name()));
     (isTrainable ? numTrainable : numFrozen)++;
     auto type = RankedTensorType::get(shape, et);
     auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
@@ -298,10 +371,10 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
         c = '_';
     auto init = DenseResourceElementsAttr::get(type, key, std::move(blob));
     builder.setInsertionPointToEnd(module.getBody());
-    auto global = zero::GlobalOp::create(
-        builder, FileLineColLoc::get(ctx, path, 0, 0), t.name(),
-        isTrainable ? zero::GlobalRole::param : zero::GlobalRole::buffer, isTrainable,
-        type, cast<ElementsAttr>(init));
+    auto global =
+        zero::GlobalOp::create(builder, FileLineColLoc::get(ctx, path, 0, 0), t.name(),
+                               isTrainable ? zero::GlobalRole::param : zero::GlobalRole::buffer,
+                               isTrainable, type, cast<ElementsAttr>(init));
     globals[t.name()] = global;
     globalOrder.push_back(t.name());
     values[t.name()] = Entry{nullptr, Value(), t.data_type()};
@@ -346,9 +419,9 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
         const auto &dim = tt.shape().dim(d);
         if (dim.has_dim_value() && dim.dim_value() > 0) {
           if (d == 0 && options.microBatch && *options.microBatch != dim.dim_value())
-            return fileError() << "--micro-batch " << *options.microBatch
-                               << ": graph input '" << in.name()
-                               << "' has a fixed leading dimension of " << dim.dim_value();
+            return fileError() << "--micro-batch " << *options.microBatch << ": graph input '"
+                               << in.name() << "' has a fixed leading dimension of "
+                               << dim.dim_value();
           shape.push_back(dim.dim_value());
           continue;
         }
@@ -358,8 +431,8 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
         }
         std::string sym = dim.has_dim_param() ? dim.dim_param() : "?";
         InFlightDiagnostic diag = fileError();
-        diag << "graph input '" << in.name() << "' has a symbolic dimension " << d << " ('"
-             << sym << "'); bind it with ";
+        diag << "graph input '" << in.name() << "' has a symbolic dimension " << d << " ('" << sym
+             << "'); bind it with ";
         if (d == 0)
           diag << "--micro-batch N or ";
         diag << "--input-shape " << in.name() << "=";
@@ -374,8 +447,7 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
     }
     for (int64_t d : shape)
       if (d <= 0)
-        return fileError() << "graph input '" << in.name()
-                           << "': dimensions must be positive";
+        return fileError() << "graph input '" << in.name() << "': dimensions must be positive";
     if (checkedNumel(shape) < 0)
       return fileError() << "graph input '" << in.name() << "' is impossibly large";
     argTypes.push_back(RankedTensorType::get(shape, et));
@@ -412,9 +484,8 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
   }
   const OpInfo *info = findOp(op);
   if (!info)
-    return nodeError(node) << "unsupported op '" << op << "' (domain 'ai.onnx', opset "
-                           << opset << "); supported ops: "
-                           << llvm::join(supportedOnnxOps(), ", ");
+    return nodeError(node) << "unsupported op '" << op << "' (domain 'ai.onnx', opset " << opset
+                           << "); supported ops: " << llvm::join(supportedOnnxOps(), ", ");
   if (node.input_size() < info->minInputs || node.input_size() > info->maxInputs)
     return nodeError(node) << "has " << node.input_size() << " inputs; " << op << " takes "
                            << info->minInputs
@@ -526,8 +597,8 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
     // [batch, 1, T, T] additive mask made by Where from a [1, 1, T, T] one
     // would be 16 MB of plan per copy at batch 4.)
     bool broadcasting = op == "Expand" || op == "Where" || op == "Add" || op == "Sub" ||
-                        op == "Mul" || op == "Div" || op == "And" || op == "Or" ||
-                        op == "Equal" || op == "Less" || op == "Greater";
+                        op == "Mul" || op == "Div" || op == "And" || op == "Or" || op == "Equal" ||
+                        op == "Less" || op == "Greater";
     for (const HostTensor &t : out)
       small &= t.numel() <= options.maxFoldElements &&
                !(broadcasting && t.numel() > (1 << 16) && t.numel() > largestIn);
@@ -548,7 +619,8 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
   if (op == "SplitToSequence") {
     std::vector<Entry> seq;
     for (Value v : results)
-      seq.push_back(Entry{nullptr, v, onnxTypeOf(cast<RankedTensorType>(v.getType()).getElementType())});
+      seq.push_back(
+          Entry{nullptr, v, onnxTypeOf(cast<RankedTensorType>(v.getType()).getElementType())});
     sequences[node.output(0)] = std::move(seq);
     return success();
   }
@@ -581,8 +653,7 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   }
   if (!model.has_graph() || !haveDefault) {
     fileError() << "not an ONNX model: "
-                << (model.has_graph() ? "no opset of the default domain"
-                                      : "it has no graph")
+                << (model.has_graph() ? "no opset of the default domain" : "it has no graph")
                 << " (is this an ONNX file? export with torch.onnx.export)";
     return nullptr;
   }
@@ -612,8 +683,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   builder.setInsertionPointToStart(body);
   for (const std::string &name : globalOrder) {
     zero::GlobalOp g = globals[name];
-    values[name].value = zero::LoadOp::create(
-        builder, g.getLoc(), g.getTensorType(), FlatSymbolRefAttr::get(g.getSymNameAttr()));
+    values[name].value = zero::LoadOp::create(builder, g.getLoc(), g.getTensorType(),
+                                              FlatSymbolRefAttr::get(g.getSymNameAttr()));
   }
   builder.setInsertionPointToEnd(body);
 
@@ -667,8 +738,8 @@ OwningOpRef<ModuleOp> zcc::importOnnxFile(StringRef path, const OnnxImportOption
       return nullptr;
     }
   } else {
-    google::protobuf::io::CodedInputStream stream(
-        reinterpret_cast<const uint8_t *>(data.data()), (int)std::min<size_t>(data.size(), INT32_MAX));
+    google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t *>(data.data()),
+                                                  (int)std::min<size_t>(data.size(), INT32_MAX));
     stream.SetTotalBytesLimit(INT32_MAX);
     if (data.size() > (size_t)INT32_MAX || !model.ParseFromCodedStream(&stream) ||
         !stream.ConsumedEntireMessage()) {
@@ -680,4 +751,3 @@ OwningOpRef<ModuleOp> zcc::importOnnxFile(StringRef path, const OnnxImportOption
   OnnxImporter importer(ctx, path, options);
   return importer.run(model);
 }
-

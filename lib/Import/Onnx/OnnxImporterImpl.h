@@ -37,9 +37,7 @@ public:
   OwningOpRef<ModuleOp> run(const onnx::ModelProto &model);
 
   // Diagnostics.
-  InFlightDiagnostic fileError() {
-    return emitError(FileLineColLoc::get(ctx, path, 0, 0));
-  }
+  InFlightDiagnostic fileError() { return emitError(FileLineColLoc::get(ctx, path, 0, 0)); }
   InFlightDiagnostic nodeError(const onnx::NodeProto &node) {
     // The tools print the node name and op type from the location.
     return emitError(nodeLoc(node));
@@ -80,7 +78,6 @@ public:
   llvm::StringMap<Value> loads;
   unsigned numTrainable = 0, numFrozen = 0;
 };
-
 
 } // namespace zcc::onnx_import
 

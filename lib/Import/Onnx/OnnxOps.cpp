@@ -73,8 +73,7 @@ struct NodeEmitter {
     if (typeOf(l).getElementType() != typeOf(r).getElementType()) {
       // ONNX Pow allows an exponent of another type: convert it.
       if (node.op_type() != "Pow")
-        return error() << "operand element types differ: " << l.getType() << " and "
-                       << r.getType();
+        return error() << "operand element types differ: " << l.getType() << " and " << r.getType();
       r = zero::CastOp::create(
           b, loc, RankedTensorType::get(typeOf(r).getShape(), typeOf(l).getElementType()), r);
     }
@@ -167,8 +166,8 @@ LogicalResult NodeEmitter::matmul() {
   if (rhsVec)
     r = reshape(r, {typeOf(r).getDimSize(0), 1});
   SmallVector<Type> inferred;
-  if (failed(zero::MatmulOp::inferReturnTypes(
-          b.getContext(), loc, zero::MatmulOp::Adaptor(ValueRange{l, r}), inferred)))
+  if (failed(zero::MatmulOp::inferReturnTypes(b.getContext(), loc,
+                                              zero::MatmulOp::Adaptor(ValueRange{l, r}), inferred)))
     return failure();
   Value y = zero::MatmulOp::create(b, loc, l, r, false, false);
   SmallVector<int64_t> shape(typeOf(y).getShape());
@@ -183,8 +182,7 @@ LogicalResult NodeEmitter::matmul() {
 LogicalResult NodeEmitter::gemm() {
   Value a = in(0), bm = in(1);
   if (typeOf(a).getRank() != 2 || typeOf(bm).getRank() != 2)
-    return error() << "A and B must be matrices, got " << a.getType() << " and "
-                   << bm.getType();
+    return error() << "A and B must be matrices, got " << a.getType() << " and " << bm.getType();
   if (failed(requireFloat(a)) || failed(requireFloat(bm)))
     return failure();
   if (typeOf(a).getElementType() != typeOf(bm).getElementType())
@@ -197,8 +195,8 @@ LogicalResult NodeEmitter::gemm() {
   Type et = typeOf(y).getElementType();
   auto scalar = [&](float v) {
     return zero::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, et),
-                                       b.getFloatAttr(et, v).getValue()));
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({}, et), b.getFloatAttr(et, v).getValue()));
   };
   float alpha = attrFloat(node, "alpha", 1.0f), beta = attrFloat(node, "beta", 1.0f);
   if (alpha != 1.0f)
@@ -294,10 +292,10 @@ LogicalResult NodeEmitter::split(bool toSequence) {
   if (total != dim)
     return error() << "split sizes add up to " << total << ", the axis has " << dim;
   if (!toSequence && (int64_t)sizes.size() != node.output_size())
-    return error() << "splits into " << sizes.size() << " parts but names "
-                   << node.output_size() << " outputs";
-  auto op = zero::SplitOp::create(b, loc, x, b.getI64IntegerAttr(axis),
-                                  b.getDenseI64ArrayAttr(sizes));
+    return error() << "splits into " << sizes.size() << " parts but names " << node.output_size()
+                   << " outputs";
+  auto op =
+      zero::SplitOp::create(b, loc, x, b.getI64IntegerAttr(axis), b.getDenseI64ArrayAttr(sizes));
   bool squeeze = toSequence && !has(1) && !attrInt(node, "keepdims", 1);
   for (Value v : op.getResults()) {
     if (squeeze) {
@@ -320,14 +318,13 @@ LogicalResult NodeEmitter::layerNorm() {
     return failure();
   int64_t rank = typeOf(x).getRank(), axis = attrInt(node, "axis", -1);
   if (!normalizeAxis(axis, rank))
-    return error() << "axis " << attrInt(node, "axis", -1) << " is out of range for rank "
-                   << rank;
+    return error() << "axis " << attrInt(node, "axis", -1) << " is out of range for rank " << rank;
   ArrayRef<int64_t> normShape = typeOf(x).getShape().drop_front(axis);
   auto fit = [&](Value p) -> FailureOr<Value> {
     // Scale and bias may be given in a broadcastable shape: expand them.
     if (!zcc::zero::isBroadcastableTo(typeOf(p).getShape(), normShape) &&
-        !(typeOf(p).getNumElements() == RankedTensorType::get(normShape, b.getF32Type())
-                                            .getNumElements()))
+        !(typeOf(p).getNumElements() ==
+          RankedTensorType::get(normShape, b.getF32Type()).getNumElements()))
       return error() << "scale/bias " << p.getType() << " do not match the normalized shape";
     if (typeOf(p).getNumElements() ==
         RankedTensorType::get(normShape, b.getF32Type()).getNumElements())
@@ -345,9 +342,9 @@ LogicalResult NodeEmitter::layerNorm() {
       return failure();
     bias = *bb;
   }
-  results.push_back(zero::LayerNormOp::create(
-      b, loc, x.getType(), x, *s, bias, b.getI64IntegerAttr(axis),
-      b.getF64FloatAttr(attrFloat(node, "epsilon", 1e-5f))));
+  results.push_back(
+      zero::LayerNormOp::create(b, loc, x.getType(), x, *s, bias, b.getI64IntegerAttr(axis),
+                                b.getF64FloatAttr(attrFloat(node, "epsilon", 1e-5f))));
   return success();
 }
 
@@ -355,16 +352,26 @@ LogicalResult NodeEmitter::run() {
   const std::string &op = node.op_type();
   using K = zero::CmpPredicate;
 
-  if (op == "Add") return binary<zero::AddOp>();
-  if (op == "Sub") return binary<zero::SubOp>();
-  if (op == "Mul") return binary<zero::MulOp>();
-  if (op == "Div") return binary<zero::DivOp>();
-  if (op == "Pow") return binary<zero::PowOp>();
-  if (op == "And") return binary<zero::AndOp>();
-  if (op == "Or") return binary<zero::OrOp>();
-  if (op == "Max") return variadic<zero::MaxOp>();
-  if (op == "Min") return variadic<zero::MinOp>();
-  if (op == "Equal") return compare(K::eq);
+  if (op == "Add")
+    return binary<zero::AddOp>();
+  if (op == "Sub")
+    return binary<zero::SubOp>();
+  if (op == "Mul")
+    return binary<zero::MulOp>();
+  if (op == "Div")
+    return binary<zero::DivOp>();
+  if (op == "Pow")
+    return binary<zero::PowOp>();
+  if (op == "And")
+    return binary<zero::AndOp>();
+  if (op == "Or")
+    return binary<zero::OrOp>();
+  if (op == "Max")
+    return variadic<zero::MaxOp>();
+  if (op == "Min")
+    return variadic<zero::MinOp>();
+  if (op == "Equal")
+    return compare(K::eq);
   if (op == "IsNaN") { // x != x only for NaN (PyTorch's SDPA export guards softmax with it)
     Value x = in(0);
     if (failed(requireFloat(x)))
@@ -372,22 +379,38 @@ LogicalResult NodeEmitter::run() {
     results.push_back(zero::CmpOp::create(b, loc, K::ne, x, x));
     return success();
   }
-  if (op == "Less") return compare(K::lt);
-  if (op == "LessOrEqual") return compare(K::le);
-  if (op == "Greater") return compare(K::gt);
-  if (op == "GreaterOrEqual") return compare(K::ge);
-  if (op == "Neg") return floatUnary<zero::NegOp>();
-  if (op == "Abs") return floatUnary<zero::AbsOp>();
-  if (op == "Exp") return floatUnary<zero::ExpOp>();
-  if (op == "Log") return floatUnary<zero::LogOp>();
-  if (op == "Sqrt") return floatUnary<zero::SqrtOp>();
-  if (op == "Reciprocal") return floatUnary<zero::ReciprocalOp>();
-  if (op == "Tanh") return floatUnary<zero::TanhOp>();
-  if (op == "Erf") return floatUnary<zero::ErfOp>();
-  if (op == "Sigmoid") return floatUnary<zero::SigmoidOp>();
-  if (op == "Relu") return floatUnary<zero::ReluOp>();
-  if (op == "Cos") return floatUnary<zero::CosOp>();
-  if (op == "Sin") return floatUnary<zero::SinOp>();
+  if (op == "Less")
+    return compare(K::lt);
+  if (op == "LessOrEqual")
+    return compare(K::le);
+  if (op == "Greater")
+    return compare(K::gt);
+  if (op == "GreaterOrEqual")
+    return compare(K::ge);
+  if (op == "Neg")
+    return floatUnary<zero::NegOp>();
+  if (op == "Abs")
+    return floatUnary<zero::AbsOp>();
+  if (op == "Exp")
+    return floatUnary<zero::ExpOp>();
+  if (op == "Log")
+    return floatUnary<zero::LogOp>();
+  if (op == "Sqrt")
+    return floatUnary<zero::SqrtOp>();
+  if (op == "Reciprocal")
+    return floatUnary<zero::ReciprocalOp>();
+  if (op == "Tanh")
+    return floatUnary<zero::TanhOp>();
+  if (op == "Erf")
+    return floatUnary<zero::ErfOp>();
+  if (op == "Sigmoid")
+    return floatUnary<zero::SigmoidOp>();
+  if (op == "Relu")
+    return floatUnary<zero::ReluOp>();
+  if (op == "Cos")
+    return floatUnary<zero::CosOp>();
+  if (op == "Sin")
+    return floatUnary<zero::SinOp>();
   if (op == "Softmax" || op == "LogSoftmax") {
     Value x = in(0);
     if (failed(requireFloat(x)))
@@ -424,9 +447,8 @@ LogicalResult NodeEmitter::run() {
     if (!typeOf(c).getElementType().isInteger(1))
       return error() << "condition must be bool, got " << c.getType();
     SmallVector<Type> inferred;
-    if (failed(zero::WhereOp::inferReturnTypes(b.getContext(), loc,
-                                               zero::WhereOp::Adaptor(ValueRange{c, l, r}),
-                                               inferred)))
+    if (failed(zero::WhereOp::inferReturnTypes(
+            b.getContext(), loc, zero::WhereOp::Adaptor(ValueRange{c, l, r}), inferred)))
       return failure();
     results.push_back(zero::WhereOp::create(b, loc, c, l, r));
     return success();
@@ -453,8 +475,7 @@ LogicalResult NodeEmitter::run() {
     Type et = op == "Cast" ? imp.elementType(attrInt(node, "to", kFloat))
                            : typeOf(in(1)).getElementType();
     if (!et)
-      return error() << "unsupported target type "
-                     << onnxTypeName(attrInt(node, "to", kUndefined));
+      return error() << "unsupported target type " << onnxTypeName(attrInt(node, "to", kUndefined));
     auto t = RankedTensorType::get(typeOf(x).getShape(), et);
     results.push_back(t == x.getType() ? x : Value(zero::CastOp::create(b, loc, t, x)));
     return success();
@@ -512,9 +533,12 @@ LogicalResult NodeEmitter::run() {
     results.push_back(zero::ConcatOp::create(b, loc, xs, b.getI64IntegerAttr(axis)));
     return success();
   }
-  if (op == "Split") return split(false);
-  if (op == "SplitToSequence") return split(true);
-  if (op == "Slice") return slice();
+  if (op == "Split")
+    return split(false);
+  if (op == "SplitToSequence")
+    return split(true);
+  if (op == "Slice")
+    return slice();
   if (op == "Gather") {
     Value x = in(0), idx = in(1);
     int64_t axis = attrInt(node, "axis", 0);
@@ -549,33 +573,40 @@ LogicalResult NodeEmitter::run() {
     for (int64_t d : *target)
       if (d < 0)
         return error() << "invalid target dimension " << d;
-    auto shape = zcc::zero::broadcastShapes(
-        typeOf(x).getShape(), SmallVector<int64_t>(target->begin(), target->end()));
+    auto shape = zcc::zero::broadcastShapes(typeOf(x).getShape(),
+                                            SmallVector<int64_t>(target->begin(), target->end()));
     if (failed(shape))
-      return error() << "cannot expand " << x.getType() << " to the shape of "
-                     << target->size() << " dimensions given";
+      return error() << "cannot expand " << x.getType() << " to the shape of " << target->size()
+                     << " dimensions given";
     if (checkedNumel(*shape) < 0)
       return error() << "the expanded tensor would be impossibly large";
     auto t = RankedTensorType::get(*shape, typeOf(x).getElementType());
     results.push_back(t == x.getType() ? x : Value(zero::ExpandOp::create(b, loc, t, x)));
     return success();
   }
-  if (op == "MatMul") return matmul();
-  if (op == "Gemm") return gemm();
-  if (op == "LayerNormalization") return layerNorm();
-  if (op == "ReduceMean") return reduce(zero::ReduceKind::mean);
-  if (op == "ReduceSum") return reduce(zero::ReduceKind::sum);
-  if (op == "ReduceMax") return reduce(zero::ReduceKind::max);
-  if (op == "ReduceMin") return reduce(zero::ReduceKind::min);
-  if (op == "ReduceProd") return reduce(zero::ReduceKind::prod);
+  if (op == "MatMul")
+    return matmul();
+  if (op == "Gemm")
+    return gemm();
+  if (op == "LayerNormalization")
+    return layerNorm();
+  if (op == "ReduceMean")
+    return reduce(zero::ReduceKind::mean);
+  if (op == "ReduceSum")
+    return reduce(zero::ReduceKind::sum);
+  if (op == "ReduceMax")
+    return reduce(zero::ReduceKind::max);
+  if (op == "ReduceMin")
+    return reduce(zero::ReduceKind::min);
+  if (op == "ReduceProd")
+    return reduce(zero::ReduceKind::prod);
 
   // The rest (Shape, Range, CumSum, GatherND, ...) only exist as constants.
-  return error() << "needs inputs known at compile time, but '"
-                 << node.input(0) << "' depends on the graph inputs or parameters";
+  return error() << "needs inputs known at compile time, but '" << node.input(0)
+                 << "' depends on the graph inputs or parameters";
 }
 
-LogicalResult OnnxImporter::emitNode(const onnx::NodeProto &node,
-                                     SmallVectorImpl<Entry *> &inputs,
+LogicalResult OnnxImporter::emitNode(const onnx::NodeProto &node, SmallVectorImpl<Entry *> &inputs,
                                      SmallVectorImpl<Value> &results) {
   for (size_t k = 0; k < inputs.size(); ++k)
     if (!inputs[k] && k == 0)

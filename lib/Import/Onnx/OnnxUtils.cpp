@@ -9,7 +9,7 @@
 using namespace zcc::onnx_import;
 
 const onnx::AttributeProto *zcc::onnx_import::findAttr(const onnx::NodeProto &node,
-                                                      const std::string &name) {
+                                                       const std::string &name) {
   for (const auto &a : node.attribute())
     if (a.name() == name)
       return &a;
@@ -44,11 +44,25 @@ std::optional<std::vector<int64_t>> zcc::onnx_import::attrInts(const onnx::NodeP
 
 int64_t zcc::onnx_import::elementSize(int32_t t) {
   switch (t) {
-  case kFloat: case kInt32: case kUint32: return 4;
-  case kDouble: case kInt64: case kUint64: return 8;
-  case kFloat16: case kBfloat16: case kInt16: case kUint16: return 2;
-  case kInt8: case kUint8: case kBool: return 1;
-  default: return 0;
+  case kFloat:
+  case kInt32:
+  case kUint32:
+    return 4;
+  case kDouble:
+  case kInt64:
+  case kUint64:
+    return 8;
+  case kFloat16:
+  case kBfloat16:
+  case kInt16:
+  case kUint16:
+    return 2;
+  case kInt8:
+  case kUint8:
+  case kBool:
+    return 1;
+  default:
+    return 0;
   }
 }
 
@@ -72,19 +86,25 @@ bool zcc::onnx_import::tensorBytes(const onnx::TensorProto &t, std::string &byte
     auto put = [&](const void *p, size_t n) { bytes.append((const char *)p, n); };
     switch (t.data_type()) {
     case kFloat:
-      for (float v : t.float_data()) put(&v, 4);
+      for (float v : t.float_data())
+        put(&v, 4);
       break;
     case kDouble:
-      for (double v : t.double_data()) put(&v, 8);
+      for (double v : t.double_data())
+        put(&v, 8);
       break;
     case kInt64:
-      for (int64_t v : t.int64_data()) put(&v, 8);
+      for (int64_t v : t.int64_data())
+        put(&v, 8);
       break;
-    case kUint32: case kUint64:
-      for (uint64_t v : t.uint64_data()) put(&v, esize);
+    case kUint32:
+    case kUint64:
+      for (uint64_t v : t.uint64_data())
+        put(&v, esize);
       break;
     default: // int32_data holds int32, int16, int8, bool, float16, bfloat16
-      for (int32_t v : t.int32_data()) put(&v, esize);
+      for (int32_t v : t.int32_data())
+        put(&v, esize);
       break;
     }
   }
@@ -115,18 +135,51 @@ bool zcc::onnx_import::decodeHostTensor(int32_t type, llvm::ArrayRef<int64_t> sh
   using namespace llvm::support;
   for (int64_t k = 0; k < n; ++k, p += esize) {
     switch (type) {
-    case kFloat: { uint32_t b = endian::read32le(p); float v; memcpy(&v, &b, 4); out.f[k] = v; break; }
-    case kDouble: { uint64_t b = endian::read64le(p); double v; memcpy(&v, &b, 8); out.f[k] = v; break; }
-    case kFloat16: out.f[k] = halfToDouble(endian::read16le(p), false); break;
-    case kBfloat16: out.f[k] = halfToDouble(endian::read16le(p), true); break;
-    case kInt64: case kUint64: out.i[k] = (int64_t)endian::read64le(p); break;
-    case kInt32: out.i[k] = (int32_t)endian::read32le(p); break;
-    case kUint32: out.i[k] = endian::read32le(p); break;
-    case kInt16: out.i[k] = (int16_t)endian::read16le(p); break;
-    case kUint16: out.i[k] = endian::read16le(p); break;
-    case kInt8: out.i[k] = (int8_t)*p; break;
-    case kUint8: out.i[k] = (uint8_t)*p; break;
-    case kBool: out.i[k] = *p != 0; break;
+    case kFloat: {
+      uint32_t b = endian::read32le(p);
+      float v;
+      memcpy(&v, &b, 4);
+      out.f[k] = v;
+      break;
+    }
+    case kDouble: {
+      uint64_t b = endian::read64le(p);
+      double v;
+      memcpy(&v, &b, 8);
+      out.f[k] = v;
+      break;
+    }
+    case kFloat16:
+      out.f[k] = halfToDouble(endian::read16le(p), false);
+      break;
+    case kBfloat16:
+      out.f[k] = halfToDouble(endian::read16le(p), true);
+      break;
+    case kInt64:
+    case kUint64:
+      out.i[k] = (int64_t)endian::read64le(p);
+      break;
+    case kInt32:
+      out.i[k] = (int32_t)endian::read32le(p);
+      break;
+    case kUint32:
+      out.i[k] = endian::read32le(p);
+      break;
+    case kInt16:
+      out.i[k] = (int16_t)endian::read16le(p);
+      break;
+    case kUint16:
+      out.i[k] = endian::read16le(p);
+      break;
+    case kInt8:
+      out.i[k] = (int8_t)*p;
+      break;
+    case kUint8:
+      out.i[k] = (uint8_t)*p;
+      break;
+    case kBool:
+      out.i[k] = *p != 0;
+      break;
     default:
       error = std::string("unsupported element type ") + onnxTypeName(type);
       return false;

@@ -15,8 +15,7 @@ int64_t attrInt(const onnx::NodeProto &node, const std::string &name, int64_t df
 float attrFloat(const onnx::NodeProto &node, const std::string &name, float dflt);
 std::string attrString(const onnx::NodeProto &node, const std::string &name,
                        const std::string &dflt);
-std::optional<std::vector<int64_t>> attrInts(const onnx::NodeProto &node,
-                                             const std::string &name);
+std::optional<std::vector<int64_t>> attrInts(const onnx::NodeProto &node, const std::string &name);
 
 /// Reads the raw little-endian bytes of |tensor| from its typed fields or
 /// raw_data (external data is resolved by the caller, which knows the model's

@@ -1,11 +1,11 @@
 //===- PlanWriter.cpp - zrt module -> plan.proto --------------------------===//
-#include "zcc/Target/Plan.h"
 #include "zcc/Analysis/MemoryPlan.h"
+#include "zcc/Target/Plan.h"
 #include "zrt/ZrtOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include "plan/plan.pb.h"
@@ -18,13 +18,20 @@ using namespace zcc;
 namespace zplan = ::zrt::plan;
 
 static FailureOr<zplan::DType> dtypeOf(Type t, Location loc) {
-  if (t.isF32()) return zplan::F32;
-  if (t.isF64()) return zplan::F64;
-  if (t.isF16()) return zplan::F16;
-  if (t.isBF16()) return zplan::BF16;
-  if (t.isInteger(64)) return zplan::I64;
-  if (t.isInteger(32)) return zplan::I32;
-  if (t.isInteger(1)) return zplan::BOOL;
+  if (t.isF32())
+    return zplan::F32;
+  if (t.isF64())
+    return zplan::F64;
+  if (t.isF16())
+    return zplan::F16;
+  if (t.isBF16())
+    return zplan::BF16;
+  if (t.isInteger(64))
+    return zplan::I64;
+  if (t.isInteger(32))
+    return zplan::I32;
+  if (t.isInteger(1))
+    return zplan::BOOL;
   return emitError(loc, "the plan format has no element type ") << t;
 }
 
@@ -85,12 +92,11 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     // The weights zrun's --weights file supplies (runtime/train/Weights.cpp
     // picks the same buffers).
     StringRef role = buffer.getRole() ? *buffer.getRole() : "";
-    bool weight = (buffer.getArena() == zcc::zrt::Arena::state ||
-                   (buffer.getArena() == zcc::zrt::Arena::host && buffer.getShardOfAttr())) &&
-                  !buffer.getView() &&
-                  type.getElementType().isF32() && buffer.getInitialValueAttr() &&
-                  (buffer.getTrainable() || role == "buffer" ||
-                   (role == "param" && buffer.getShardOfAttr()));
+    bool weight =
+        (buffer.getArena() == zcc::zrt::Arena::state ||
+         (buffer.getArena() == zcc::zrt::Arena::host && buffer.getShardOfAttr())) &&
+        !buffer.getView() && type.getElementType().isF32() && buffer.getInitialValueAttr() &&
+        (buffer.getTrainable() || role == "buffer" || (role == "param" && buffer.getShardOfAttr()));
     auto splat = dyn_cast_if_present<DenseElementsAttr>(buffer.getInitialValueAttr());
     if (options.externalWeights && weight) {
       pb->set_external(true);

@@ -93,8 +93,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     int64_t n = llvm::range_size(program.getBody().front());
     kernels += n;
-    programs += (programs.empty() ? "" : ", ") + program.getSymName().str() + " " +
-                std::to_string(n);
+    programs +=
+        (programs.empty() ? "" : ", ") + program.getSymName().str() + " " + std::to_string(n);
   }
 
   auto row = [&](StringRef what, int64_t bytes, StringRef note) {
@@ -154,8 +154,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     else
       os << llvm::format("  loss scaling: dynamic, initial 2^%g, window %g, hysteresis %g, "
                          "min %g\n",
-                         num("initial_scale_power"), num("loss_scale_window"),
-                         num("hysteresis"), num("min_loss_scale"));
+                         num("initial_scale_power"), num("loss_scale_window"), num("hysteresis"),
+                         num("min_loss_scale"));
   }
   if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition")) {
     auto i = [&](StringRef key) {
@@ -193,7 +193,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   if (hostGrads > 0)
     row("gradients (host)", hostGrads, "shards copied in the backward for the host update");
   if (hostOptimizer > 0)
-    row("optimizer state (host)", hostOptimizer, "AdamW moments offloaded (--offload-optimizer cpu)");
+    row("optimizer state (host)", hostOptimizer,
+        "AdamW moments offloaded (--offload-optimizer cpu)");
   row("host memory", host > 0 ? host : 0, "pinned host arena: offloaded state + host temporaries");
   if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
     row("memory budget", budget.getInt(),
@@ -209,10 +210,14 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   double psi = (double)numParams, n = (double)world;
   auto formula = [&](double p, double g, double k) {
     switch (stage) {
-    case 0: return (p + g + k) * psi;
-    case 1: return (p + g) * psi + k * psi / n;
-    case 2: return p * psi + (g + k) * psi / n;
-    default: return (p + g + k) * psi / n;
+    case 0:
+      return (p + g + k) * psi;
+    case 1:
+      return (p + g) * psi + k * psi / n;
+    case 2:
+      return p * psi + (g + k) * psi / n;
+    default:
+      return (p + g + k) * psi / n;
     }
   };
   static const char *paper[] = {"16 Psi", "4 Psi + 12 Psi/N", "2 Psi + 14 Psi/N", "16 Psi/N"};
@@ -231,8 +236,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
                        "moments%s, %0.f B)\n",
                        formula(paramsOff ? 0 : 4, 4, 0),
                        paramsOff ? "gradient shards" : "parameters and gradients",
-                       paramsOff ? " and parameter shards" : "",
-                       formula(paramsOff ? 4 : 0, 0, 8));
+                       paramsOff ? " and parameter shards" : "", formula(paramsOff ? 4 : 0, 0, 8));
   }
 
   // Communication per rank and step, as ring collectives send it: all-reduce
@@ -257,8 +261,10 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       if (auto c = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
         double in = storageBytes(typeOf.lookup(c.getInputAttr().getAttr()));
         double out = storageBytes(typeOf.lookup(c.getOutputAttr().getAttr()));
-        int k = c.getKind() == "all_reduce" ? 0 : c.getKind() == "reduce_scatter" ? 1
-                : c.getKind() == "all_gather" ? 2 : -1;
+        int k = c.getKind() == "all_reduce"       ? 0
+                : c.getKind() == "reduce_scatter" ? 1
+                : c.getKind() == "all_gather"     ? 2
+                                                  : -1;
         if (k < 0 || world == 1)
           continue;
         double full = k == 2 ? out : in;
@@ -278,8 +284,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       auto out = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getAttr());
       if (!lhs || !out || lhs.getRank() < 2)
         continue;
-      bool transposeLhs = kernel.getName() == "matmul_bgrad" ||
-                          (!kernel.getInts().empty() && kernel.getInts()[0]);
+      bool transposeLhs =
+          kernel.getName() == "matmul_bgrad" || (!kernel.getInts().empty() && kernel.getInts()[0]);
       int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
       flops += times * 2.0 * (double)out.getNumElements() * (double)k;
     }
