@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/KernelSupport.h"
+#include "plan/PlanLoader.h"
 #include "plan/plan.pb.h"
 
 #include <cmath>
@@ -285,19 +286,7 @@ Status runCast(const KernelCall &c) {
 /// A step's type: the plan's dtype code (plan.proto) of float32, float16 or
 /// bfloat16; anything else is not a float a step rounds to.
 bool stepType(int64_t code, DType &out) {
-  switch (code) {
-  case plan::F32:
-    out = DType::F32;
-    return true;
-  case plan::F16:
-    out = DType::F16;
-    return true;
-  case plan::BF16:
-    out = DType::BF16;
-    return true;
-  default:
-    return false;
-  }
+  return (code == plan::F32 || code == plan::F16 || code == plan::BF16) && toDType(code, out);
 }
 DType planFloatType(int64_t code) {
   DType t = DType::F32;

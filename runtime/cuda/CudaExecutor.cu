@@ -105,35 +105,14 @@ public:
       arenas_[plan::HOST] = host_.data;
     }
     // The initial state and constants, assembled on the host as the CPU
-    // executor does (fills, then data; this rank's slice of shards).
-    for (int a : {plan::STATE, plan::CONSTANT, plan::HOST}) {
+    // executor does (Interpreter::writeInitialContents), then copied up; the
+    // host arena (pinned) is written in place.
+    if (host_.data)
+      writeInitialContents(plan::HOST, rank_, host_.data);
+    for (int a : {plan::STATE, plan::CONSTANT}) {
       std::vector<char> image((size_t)sizes[a], 0);
-      for (int i = 0; i < plan_.buffers_size(); ++i) {
-        const plan::Buffer &b = plan_.buffers(i);
-        if (b.arena() != a || !b.has_fill())
-          continue;
-        TensorRef t = hostView(i, image.data());
-        for (int64_t k = 0, n = t.numel(); k < n; ++k) {
-          if (t.dtype == DType::F32)
-            t.as<float>()[k] = (float)b.fill();
-          else
-            t.as<double>()[k] = b.fill();
-        }
-      }
-      for (int i = 0; i < plan_.buffers_size(); ++i) {
-        const plan::Buffer &b = plan_.buffers(i);
-        if (b.arena() != a || b.initial_data().empty())
-          continue;
-        size_t bytes = b.initial_data().size(), skip = 0;
-        if (b.shard_of() != 0) {
-          bytes /= plan_.world_size();
-          skip = bytes * rank_;
-        }
-        std::memcpy(image.data() + b.offset(), b.initial_data().data() + skip, bytes);
-      }
-      if (a == plan::HOST && !image.empty())
-        std::memcpy(host_.data, image.data(), image.size()); // pinned: no copy engine
-      else if (!image.empty())
+      writeInitialContents(a, rank_, image.data());
+      if (!image.empty())
         ZRT_RETURN_IF_ERROR(copy(arenas_[a], image.data(), image.size(), cudaMemcpyHostToDevice));
     }
     return Status::ok();

@@ -28,31 +28,8 @@ Executor::Executor(const plan::Plan &plan, int rank, Communicator *comm)
   allocateArena(plan.constant_arena_bytes(), constant_.data, constant_.bytes, allocated_);
   allocateArena(plan.input_arena_bytes(), input_.data, input_.bytes, allocated_);
   allocateArena(plan.host_arena_bytes(), host_.data, host_.bytes, allocated_);
-  // Fills first, then data: a parameter inside a zero-filled flat bucket
-  // overlaps the bucket and brings its own bytes.
-  for (int i = 0; i < plan.buffers_size(); ++i) {
-    const plan::Buffer &b = plan.buffers(i);
-    if (!b.has_fill())
-      continue;
-    TensorRef t = buffer(i);
-    for (int64_t k = 0, n = t.numel(); k < n; ++k) {
-      if (t.dtype == DType::F32)
-        t.as<float>()[k] = (float)b.fill();
-      else
-        t.as<double>()[k] = b.fill();
-    }
-  }
-  for (int i = 0; i < plan.buffers_size(); ++i) {
-    const plan::Buffer &b = plan.buffers(i);
-    if (b.initial_data().empty())
-      continue;
-    size_t bytes = b.initial_data().size(), skip = 0;
-    if (b.shard_of() != 0) { // this rank's slice of every rank's data
-      bytes /= plan.world_size();
-      skip = bytes * rank;
-    }
-    std::memcpy(arenaBase(b.arena()) + b.offset(), b.initial_data().data() + skip, bytes);
-  }
+  for (int a : {plan::DEVICE, plan::STATE, plan::CONSTANT, plan::INPUT, plan::HOST})
+    writeInitialContents(a, rank, arenaBase(a));
 }
 
 char *Executor::arenaBase(int arena) const {

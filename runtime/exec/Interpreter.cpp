@@ -3,6 +3,8 @@
 
 #include "plan/PlanLoader.h"
 
+#include <cstring>
+
 using namespace zrt;
 
 const plan::Program *Interpreter::program(const std::string &name) const {
@@ -79,4 +81,29 @@ Status Interpreter::walk(const plan::Program &program) {
                   what, where(), ": ", s.message());
   }
   return Status::ok();
+}
+
+void Interpreter::writeInitialContents(int arena, int rank, char *base) const {
+  for (const plan::Buffer &b : plan_.buffers()) {
+    if (b.arena() != arena || !b.has_fill())
+      continue;
+    TensorRef t = describeBuffer(b);
+    t.data = base + b.offset();
+    for (int64_t k = 0, n = t.numel(); k < n; ++k) {
+      if (t.dtype == DType::F32)
+        t.as<float>()[k] = (float)b.fill();
+      else
+        t.as<double>()[k] = b.fill();
+    }
+  }
+  for (const plan::Buffer &b : plan_.buffers()) {
+    if (b.arena() != arena || b.initial_data().empty())
+      continue;
+    size_t bytes = b.initial_data().size(), skip = 0;
+    if (b.shard_of() != 0) {
+      bytes /= plan_.world_size();
+      skip = bytes * rank;
+    }
+    std::memcpy(base + b.offset(), b.initial_data().data() + skip, bytes);
+  }
 }

@@ -99,6 +99,13 @@ protected:
   /// |program|'s steps, resolved on first use.
   const std::vector<Step> &prepared(const plan::Program &program);
 
+  /// Writes arena |arena|'s initial contents for rank |rank| into |base|
+  /// (host memory laid out as the arena, zeroed): fills first, then data
+  /// (a parameter inside a zero-filled flat bucket overlaps the bucket and
+  /// brings its own bytes); a sharded buffer's data is every rank's, of
+  /// which this rank takes its slice.
+  void writeInitialContents(int arena, int rank, char *base) const;
+
   const plan::Plan &plan_;
 
 private:
