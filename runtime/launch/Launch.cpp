@@ -2,6 +2,7 @@
 #include "launch/Launch.h"
 
 #include "comm/Hostfile.h"
+#include "support/Files.h"
 
 #include <algorithm>
 #include <atomic>
@@ -86,13 +87,11 @@ int zrt::superviseChildren(const std::vector<pid_t> &children,
 
 Status zrt::launchHosts(const HostLaunch &launch, int &exitCode) {
   exitCode = 1;
-  std::ifstream in(launch.hostfile);
-  if (!in)
-    return errorf("--hostfile ", launch.hostfile, ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string text;
+  if (Status s = readRegularFile(launch.hostfile, text, 1 << 20); !s)
+    return errorf("--hostfile ", s.message());
   std::vector<NodeSlots> nodes;
-  ZRT_RETURN_IF_ERROR(parseHostfile(text.str(), launch.hostfile, nodes));
+  ZRT_RETURN_IF_ERROR(parseHostfile(text, launch.hostfile, nodes));
   ZRT_RETURN_IF_ERROR(
       selectSlots(nodes, launch.include, launch.exclude, launch.numNodes, launch.numGpus));
   char cwd[4096];

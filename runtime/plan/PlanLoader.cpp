@@ -1,6 +1,8 @@
 //===- PlanLoader.cpp - read and validate a plan --------------------------===//
 #include "plan/PlanLoader.h"
 
+#include "support/Files.h"
+
 #include "cpu/Kernels.h"
 
 #include <algorithm>
@@ -353,12 +355,10 @@ Status zrt::parsePlan(const std::string &bytes, plan::Plan &out) {
 }
 
 Status zrt::loadPlan(const std::string &path, plan::Plan &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return errorf(path, ": cannot open the plan");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Status s = parsePlan(ss.str(), out);
+  std::string bytes;
+  // Protobuf reads at most 2 GiB; a plan carries no weights beyond that.
+  ZRT_RETURN_IF_ERROR(readRegularFile(path, bytes, int64_t(2) << 30));
+  Status s = parsePlan(bytes, out);
   if (!s)
     return errorf(path, ": ", s.message());
   return Status::ok();

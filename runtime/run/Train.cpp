@@ -108,8 +108,10 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   // state arena.
   plan::Checkpoint resumed;
   if (!t.resume.empty()) {
-    ZRT_RETURN_IF_ERROR(findCheckpoint(t.resume, config.resumeDir));
-    ZRT_RETURN_IF_ERROR(readManifest(config.resumeDir, resumed));
+    std::string note;
+    ZRT_RETURN_IF_ERROR(openCheckpoint("--resume", t.resume, config.resumeDir, resumed, note));
+    if (!note.empty())
+      std::fprintf(stderr, "zrun: --resume: %s\n", note.c_str());
     ZRT_RETURN_IF_ERROR(checkResume(plan, config.planHash, t, config.resumeDir, resumed));
     config.resume = &resumed;
     std::printf("resuming from %s: step %lld\n", config.resumeDir.c_str(),

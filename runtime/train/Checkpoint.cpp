@@ -2,10 +2,13 @@
 #include "train/Checkpoint.h"
 
 #include "plan/PlanLoader.h"
+#include "support/Files.h"
 
 #include "onnx.pb.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +17,8 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -21,31 +26,37 @@ namespace fs = std::filesystem;
 namespace zrt {
 namespace {
 
-constexpr int kCheckpointVersion = 1;
+// 2: checksums (rank_checksums, manifest_checksum). Version 1 checkpoints
+// are still read, unverified.
+constexpr int kCheckpointVersion = 2;
+
+uint64_t xxh3(const void *data, size_t bytes) { return XXH3_64bits(data, bytes); }
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
+  return buf;
+}
+
+/// The manifest's checksum: XXH3 of its serialization with the field 0.
+uint64_t manifestChecksum(plan::Checkpoint m) {
+  m.set_manifest_checksum(0);
+  std::string bytes = m.SerializeAsString();
+  return xxh3(bytes.data(), bytes.size());
+}
+
+/// a * b, or false when it overflows int64.
+bool mulChecked(int64_t a, int64_t b, int64_t &out) { return !__builtin_mul_overflow(a, b, &out); }
 
 std::string stepName(int64_t step) { return "step-" + std::to_string(step); }
 
-/// Writes |bytes| to |path| and flushes them to the disk.
+/// Writes |bytes| to |path| (atomically, flushed to the disk).
 Status writeDurably(const std::string &path, const char *data, size_t bytes) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  if (!f)
-    return errorf(path, ": cannot create (", std::strerror(errno), ")");
-  bool ok = std::fwrite(data, 1, bytes, f) == bytes && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int saved = errno;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok)
-    return errorf(path, ": cannot write (", std::strerror(saved), ")");
-  return Status::ok();
+  return writeFileAtomically(path, data, bytes);
 }
 
 Status readFile(const std::string &path, std::string &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return errorf(path, ": cannot open (", std::strerror(errno), ")");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return Status::ok();
+  return readRegularFile(path, out);
 }
 
 /// JSON text of |j| (nlohmann/json: escaping, and names that are not valid
@@ -71,6 +82,9 @@ std::string manifestJson(const plan::Checkpoint &m) {
   j["files"] = nlohmann::ordered_json::array();
   for (int r = 0; r < m.world_size(); ++r)
     j["files"].push_back("rank-" + std::to_string(r) + ".bin");
+  j["xxh3"] = nlohmann::ordered_json::array(); // of each file
+  for (uint64_t c : m.rank_checksums())
+    j["xxh3"].push_back(hex64(c));
   j["tensors"] = nlohmann::ordered_json::array();
   for (const plan::CheckpointTensor &t : m.tensors())
     j["tensors"].push_back({{"name", t.name()},
@@ -143,21 +157,45 @@ Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDi
   if (ec)
     return errorf("--checkpoint-dir ", root, ": cannot create (", ec.message(), ")");
   tmpDir = (fs::path(root) / (stepName(step) + ".tmp")).string();
-  fs::remove_all(tmpDir, ec); // a save that crashed earlier
+  // Saves that a killed run left half done (the directory is locked: no
+  // other run is writing one).
+  for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.size() > 4 && name.substr(name.size() - 4) == ".tmp")
+      fs::remove_all(e.path(), ec);
+  }
   if (!fs::create_directory(tmpDir, ec) || ec)
     return errorf(tmpDir, ": cannot create (", ec.message(), ")");
   return Status::ok();
 }
 
 Status writeRankState(const std::string &tmpDir, int rank, const std::vector<char> &state) {
-  return writeDurably((fs::path(tmpDir) / ("rank-" + std::to_string(rank) + ".bin")).string(),
-                      state.data(), state.size());
+  std::string base = (fs::path(tmpDir) / ("rank-" + std::to_string(rank))).string();
+  ZRT_RETURN_IF_ERROR(writeDurably(base + ".bin", state.data(), state.size()));
+  // The shard's checksum, which rank 0 puts into the manifest.
+  std::string sum = hex64(xxh3(state.data(), state.size())) + "\n";
+  return writeDurably(base + ".xxh3", sum.data(), sum.size());
 }
 
 Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int64_t step,
                         const plan::Checkpoint &manifest,
                         const std::function<void()> &beforeRename) {
-  std::string pb = manifest.SerializeAsString(), json = manifestJson(manifest);
+  plan::Checkpoint m = manifest;
+  m.set_version(kCheckpointVersion);
+  m.clear_rank_checksums();
+  for (int r = 0; r < m.world_size(); ++r) {
+    std::string path = (fs::path(tmpDir) / ("rank-" + std::to_string(r) + ".xxh3")).string();
+    std::string text;
+    ZRT_RETURN_IF_ERROR(readFile(path, text));
+    char *end = nullptr;
+    uint64_t sum = std::strtoull(text.c_str(), &end, 16);
+    if (text.size() < 16 || end != text.c_str() + 16)
+      return errorf(path, ": not a checksum");
+    m.add_rank_checksums(sum);
+    fs::remove(path);
+  }
+  m.set_manifest_checksum(manifestChecksum(m));
+  std::string pb = m.SerializeAsString(), json = manifestJson(m);
   ZRT_RETURN_IF_ERROR(
       writeDurably((fs::path(tmpDir) / "manifest.pb").string(), pb.data(), pb.size()));
   ZRT_RETURN_IF_ERROR(
@@ -180,26 +218,142 @@ Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int6
   return Status::ok();
 }
 
-Status findCheckpoint(const std::string &path, std::string &dir) {
+namespace {
+
+/// The limits a manifest's fields must keep (see validateManifest).
+constexpr int64_t kMaxSteps = int64_t(1) << 40;
+constexpr int64_t kMaxStateBytes = int64_t(1) << 50; // 1 PiB per rank
+constexpr int kMaxRank = 8;
+
+/// Every field of |m| in range, every tensor within the state arena, with
+/// overflow-checked sizes: what the plan validator does for plans, so that
+/// no later use of the manifest can read out of bounds or loop for ever.
+Status validateManifest(const plan::Checkpoint &m, const std::string &path) {
+  auto bad = [&](const auto &...what) {
+    return errorf(path, ": ", what..., " (a damaged or hand-edited manifest)");
+  };
+  if (m.world_size() < 1 || m.world_size() > 4096)
+    return bad("world size ", m.world_size(), " is not in [1, 4096]");
+  if (m.steps_done() < 0 || m.steps_done() > kMaxSteps)
+    return bad("steps_done ", m.steps_done(), " is not in [0, 2^40]");
+  if (m.steps_applied() < 0 || m.steps_applied() > m.steps_done())
+    return bad("steps_applied ", m.steps_applied(), " is not in [0, steps_done]");
+  if (m.state_arena_bytes() < 0 || m.state_arena_bytes() > kMaxStateBytes ||
+      m.state_arena_bytes() % 4)
+    return bad("state_arena_bytes ", m.state_arena_bytes(), " is not a size");
+  if (!std::isfinite(m.loss_scale()) || m.loss_scale() < 0 || m.scaler_hysteresis() < 0 ||
+      m.scaler_iteration() < 0 || m.scaler_iteration() > kMaxSteps ||
+      m.scaler_last_overflow() < -1 || m.scaler_last_overflow() > kMaxSteps)
+    return bad("the loss scaler's state is out of range");
+  if (m.shuffle_seed() < -1)
+    return bad("shuffle_seed ", m.shuffle_seed(), " is negative");
+  if (m.version() >= 2 && m.rank_checksums_size() != m.world_size())
+    return bad(m.rank_checksums_size(), " shard checksums for world size ", m.world_size());
+  const int64_t arena = m.state_arena_bytes();
+  int64_t total = 0; // tensors do not overlap: all of them fit the shards
+  for (const plan::CheckpointTensor &t : m.tensors()) {
+    if (t.name().empty() || t.shape_size() > kMaxRank)
+      return bad("a tensor without a name, or of rank above ", kMaxRank);
+    int64_t n = 1;
+    for (int64_t d : t.shape())
+      if (d < 0 || !mulChecked(n, d, n))
+        return bad("tensor '", t.name(), "' has an invalid shape");
+    int64_t bucket = t.bucket_size(), world = m.world_size();
+    if (t.offset() < 0 || bucket < 0 || t.state_offset() < 0 || t.state_offset() > arena ||
+        (bucket == 0 && (t.offset() != 0 || t.sharded())) ||
+        (bucket > 0 && (t.offset() > bucket || n > bucket - t.offset())) ||
+        (t.sharded() && bucket % world))
+      return bad("tensor '", t.name(), "' has an invalid layout");
+    // The bytes of a rank's state arena the tensor reads: its bucket's
+    // shard, or its own elements.
+    int64_t elements = t.sharded() ? bucket / world : t.offset() + n;
+    if (elements > (arena - t.state_offset()) / 4)
+      return bad("tensor '", t.name(), "' lies outside the state arena");
+    if ((total += n) > m.world_size() * (arena / 4))
+      return bad("the tensors hold more elements than the shards");
+  }
+  return Status::ok();
+}
+
+/// The checkpoint in |dir|, all of it checked: its manifest (fields and
+/// checksum) and every shard (size and checksum).
+Status openStep(const std::string &dir, plan::Checkpoint &manifest) {
+  ZRT_RETURN_IF_ERROR(readManifest(dir, manifest));
+  for (int r = 0; r < manifest.world_size(); ++r) {
+    std::string path = (fs::path(dir) / ("rank-" + std::to_string(r) + ".bin")).string();
+    std::string bytes;
+    ZRT_RETURN_IF_ERROR(readFile(path, bytes));
+    if ((int64_t)bytes.size() != manifest.state_arena_bytes())
+      return errorf(path, ": ", bytes.size(), " bytes, the manifest says ",
+                    manifest.state_arena_bytes(), " (truncated?)");
+    if (manifest.version() >= 2 && xxh3(bytes.data(), bytes.size()) != manifest.rank_checksums(r))
+      return errorf(path, ": checksum mismatch (the file was damaged after it was saved)");
+  }
+  return Status::ok();
+}
+
+/// The step directories of a checkpoint root, newest first.
+std::vector<std::pair<int64_t, std::string>> stepDirectories(const std::string &root) {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  std::error_code ec;
+  for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || !e.is_directory(ec))
+      continue;
+    char *end = nullptr;
+    long long k = std::strtoll(name.c_str() + 5, &end, 10);
+    if (*end == 0 && end != name.c_str() + 5 && k >= 0)
+      steps.emplace_back(k, e.path().string());
+  }
+  std::sort(steps.begin(), steps.end(), std::greater<>());
+  return steps;
+}
+
+} // namespace
+
+Status openCheckpoint(const std::string &flag, const std::string &path, std::string &dir,
+                      plan::Checkpoint &manifest, std::string &note) {
+  note.clear();
   std::error_code ec;
   if (fs::exists(fs::path(path) / "manifest.pb", ec)) {
+    // One step directory: it, or an error.
     dir = path;
+    if (Status s = openStep(dir, manifest); !s)
+      return errorf(flag, " ", s.message());
     return Status::ok();
   }
-  std::string latest;
-  if (!readFile((fs::path(path) / "latest").string(), latest))
-    return errorf("--resume ", path,
-                  ": neither a checkpoint (no manifest.pb) nor a "
-                  "checkpoint directory (no 'latest'); pass the "
-                  "--checkpoint-dir of a run that saved");
-  while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
-    latest.pop_back();
-  if (latest.empty() || latest.find('/') != std::string::npos || latest == "..")
-    return errorf(path, "/latest: does not name a checkpoint");
-  dir = (fs::path(path) / latest).string();
-  if (!fs::exists(fs::path(dir) / "manifest.pb", ec))
-    return errorf(path, "/latest names ", latest, ", which has no manifest.pb");
-  return Status::ok();
+  std::string latest, latestDir, why;
+  if (Status s = readFile((fs::path(path) / "latest").string(), latest); s) {
+    while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
+      latest.pop_back();
+    if (latest.rfind("step-", 0) != 0 || latest.find('/') != std::string::npos)
+      why = path + "/latest does not name a checkpoint";
+    else if (Status s = openStep(latestDir = (fs::path(path) / latest).string(), manifest); s)
+      return dir = latestDir, Status::ok();
+    else
+      why = s.message();
+  } else if (fs::exists(fs::path(path) / "latest", ec)) {
+    why = s.message();
+  }
+  // 'latest' is missing or damaged: the newest complete step before it.
+  for (const auto &[step, candidate] : stepDirectories(path)) {
+    if (candidate == latestDir)
+      continue;
+    if (!latestDir.empty() && latest.size() > 5 && step > std::strtoll(latest.c_str() + 5, nullptr, 10))
+      continue; // newer than 'latest': never completed
+    if (!openStep(candidate, manifest))
+      continue;
+    dir = candidate;
+    note = why.empty() ? path + " has no 'latest'; using " + candidate +
+                             ", the newest complete checkpoint"
+                       : why + "; using " + candidate + ", the newest complete checkpoint before it";
+    return Status::ok();
+  }
+  if (!why.empty())
+    return errorf(flag, " ", why, "; no earlier complete checkpoint in ", path);
+  return errorf(flag, " ", path,
+                ": neither a checkpoint (no manifest.pb) nor a checkpoint directory (no "
+                "'latest'); pass the --checkpoint-dir of a run that saved");
 }
 
 Status readManifest(const std::string &dir, plan::Checkpoint &manifest) {
@@ -208,12 +362,12 @@ Status readManifest(const std::string &dir, plan::Checkpoint &manifest) {
   ZRT_RETURN_IF_ERROR(readFile(path, bytes));
   if (!manifest.ParseFromString(bytes))
     return errorf(path, ": not a checkpoint manifest (corrupt?)");
-  if (manifest.version() != kCheckpointVersion)
+  if (manifest.version() != 1 && manifest.version() != kCheckpointVersion)
     return errorf(path, ": checkpoint format version ", manifest.version(),
-                  " is not supported (this zrun reads ", kCheckpointVersion, ")");
-  if (manifest.world_size() < 1 || manifest.world_size() > 4096)
-    return errorf(path, ": invalid world size ", manifest.world_size());
-  return Status::ok();
+                  " is not supported (this zrun reads 1 and ", kCheckpointVersion, ")");
+  if (manifest.version() >= 2 && manifestChecksum(manifest) != manifest.manifest_checksum())
+    return errorf(path, ": checksum mismatch (the manifest was damaged after it was saved)");
+  return validateManifest(manifest, path);
 }
 
 Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state) {
@@ -229,6 +383,8 @@ Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vecto
 
 Status consolidate(const std::string &dir, const plan::Checkpoint &m,
                    std::vector<NamedTensor> &out) {
+  // Validated again: the reads below rely on it.
+  ZRT_RETURN_IF_ERROR(validateManifest(m, (fs::path(dir) / "manifest.pb").string()));
   std::vector<std::string> ranks(m.world_size());
   for (int r = 0; r < m.world_size(); ++r) {
     ZRT_RETURN_IF_ERROR(
@@ -237,27 +393,20 @@ Status consolidate(const std::string &dir, const plan::Checkpoint &m,
       return errorf(dir, "/rank-", r, ".bin: ", ranks[r].size(), " bytes, the manifest says ",
                     m.state_arena_bytes(), " (truncated?)");
   }
-  int64_t arena = m.state_arena_bytes();
+  // readManifest validated every layout: the reads below stay in bounds.
   for (const plan::CheckpointTensor &t : m.tensors()) {
     NamedTensor nt;
     nt.name = t.name();
     nt.shape.assign(t.shape().begin(), t.shape().end());
     nt.trainable = t.trainable();
     int64_t n = numel(t.shape());
-    if (n < 0 || t.offset() < 0 || t.state_offset() < 0 ||
-        (t.bucket_size() > 0 &&
-         (t.offset() + n > t.bucket_size() || t.bucket_size() % m.world_size())))
-      return errorf(dir, ": tensor '", t.name(), "' has an invalid layout in the manifest");
     nt.data.resize(n);
     int64_t shard = t.sharded() ? t.bucket_size() / m.world_size() : 0;
     for (int64_t e = 0; e < n; ++e) {
       int64_t element = t.offset() + e;
       int rank = t.sharded() ? (int)(element / shard) : 0;
       int64_t pos = t.sharded() ? element % shard : element;
-      int64_t byte = t.state_offset() + pos * 4;
-      if (byte < 0 || byte + 4 > arena)
-        return errorf(dir, ": tensor '", t.name(), "' lies outside the state arena");
-      std::memcpy(&nt.data[e], ranks[rank].data() + byte, 4);
+      std::memcpy(&nt.data[e], ranks[rank].data() + t.state_offset() + pos * 4, 4);
     }
     out.push_back(std::move(nt));
   }

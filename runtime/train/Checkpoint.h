@@ -43,8 +43,16 @@ Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int6
                         const plan::Checkpoint &manifest,
                         const std::function<void()> &beforeRename = {});
 
-/// |path| is a checkpoint root (its `latest`) or a step directory.
-Status findCheckpoint(const std::string &path, std::string &dir);
+/// |path| is a step directory (it, checked) or a checkpoint root: the step
+/// `latest` names, checked; when that one is damaged or missing, the newest
+/// complete one before it, and |note| says so. "Checked": the manifest's
+/// fields and checksum, and every shard's size and checksum. |flag| names
+/// the option in messages.
+Status openCheckpoint(const std::string &flag, const std::string &path, std::string &dir,
+                      plan::Checkpoint &manifest, std::string &note);
+/// The manifest of step directory |dir|: parsed, its checksum verified, and
+/// every field validated (ranges, overflow-checked sizes, every tensor
+/// within the state arena).
 Status readManifest(const std::string &dir, plan::Checkpoint &manifest);
 /// Reads rank R's state arena (exactly |bytes|).
 Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state);

@@ -1,6 +1,8 @@
 //===- Data.cpp - feeding .npy sample arrays to a program -----------------===//
 #include "train/Data.h"
 
+#include "support/Files.h"
+
 #include "plan/PlanLoader.h"
 
 #include <algorithm>
@@ -92,12 +94,9 @@ Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const 
   if (b.shape_size() != 2 || b.dtype() != plan::I64)
     return errorf("--tokens: the plan's input_ids must be int64 [batch, sequence]");
   int64_t seq = b.shape(1);
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return errorf("--tokens ", path, ": cannot open (", std::strerror(errno), ")");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string bytes = ss.str();
+  std::string bytes;
+  if (Status s = readRegularFile(path, bytes); !s)
+    return errorf("--tokens ", s.message());
   size_t start = 0;
   if (bytes.size() >= 1024) {
     int32_t header[3];

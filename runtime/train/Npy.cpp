@@ -1,6 +1,8 @@
 //===- Npy.cpp - strict .npy reading and writing --------------------------===//
 #include "train/Npy.h"
 
+#include "support/Files.h"
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -267,14 +269,12 @@ bool zrt::parseNpy(const std::string &bytes, NpyArray &out, std::string &error) 
 }
 
 bool zrt::readNpy(const std::string &path, NpyArray &out, std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = path + ": cannot open (" + std::strerror(errno) + ")";
+  std::string bytes;
+  if (Status s = readRegularFile(path, bytes); !s) {
+    error = s.message();
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!parseNpy(ss.str(), out, error)) {
+  if (!parseNpy(bytes, out, error)) {
     error = path + ": " + error;
     return false;
   }

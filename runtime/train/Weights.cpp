@@ -1,6 +1,8 @@
 //===- Weights.cpp - parameter values from an ONNX model at start ---------===//
 #include "train/Weights.h"
 
+#include "support/Files.h"
+
 #include "onnx.pb.h"
 
 #include <algorithm>
@@ -61,13 +63,11 @@ std::vector<int64_t> shapeOf(const google::protobuf::RepeatedField<int64_t> &s) 
 } // namespace
 
 Status WeightFile::open(const std::string &path, WeightFile &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return errorf("--weights ", path, ": cannot open (", std::strerror(errno), ")");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  std::string bytes;
+  if (Status s = readRegularFile(path, bytes, int64_t(2) << 30); !s)
+    return errorf("--weights ", s.message());
   onnx::ModelProto model;
-  if (!model.ParseFromString(ss.str()) || !model.has_graph())
+  if (!model.ParseFromString(bytes) || !model.has_graph())
     return errorf("--weights ", path,
                   ": not an ONNX model (zrun reads the initializers of the model the plan was "
                   "compiled from, or of one `zrun export --onnx` wrote)");
@@ -121,11 +121,10 @@ Status WeightFile::check(const std::string &name, const std::vector<int64_t> &sh
     return errorf("--weights ", path_, ": initializer '", name, "' has ", e.inline_.size(),
                   " bytes of data, its shape needs ", bytes);
   if (!e.file.empty()) {
-    std::error_code ec;
-    int64_t size = (int64_t)fs::file_size(e.file, ec);
-    if (ec)
-      return errorf("--weights ", path_, ": cannot open the external data file ", e.file,
-                    " of initializer '", name, "' (", ec.message(), "); keep it beside the model");
+    int64_t size = 0;
+    if (Status s = checkRegularFile(e.file, size); !s)
+      return errorf("--weights ", path_, ": the external data of initializer '", name, "': ",
+                    s.message(), " (keep it beside the model)");
     if (e.length >= 0 && e.length != bytes)
       return errorf("--weights ", path_, ": initializer '", name, "' has external length ",
                     e.length, ", its shape needs ", bytes);

@@ -12,12 +12,14 @@
 #include "train/Trainer.h"
 #include "exec/Executor.h"
 #include "plan/PlanLoader.h"
+#include "support/Files.h"
 #include "train/Checkpoint.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <thread>
 
@@ -27,6 +29,10 @@ using namespace zrt;
 namespace fs = std::filesystem;
 
 namespace {
+
+bool readRegularFileForTest(const std::string &path, std::string &out) {
+  return (bool)readRegularFile(path, out);
+}
 
 constexpr int kBatch = 2, kWidth = 4, kSamples = 8;
 
@@ -256,9 +262,10 @@ TEST_F(TrainerTest, ResumeContinuesBitForBit) {
   EXPECT_EQ(first.checkpoints[0], config.checkpointDir + "/step-3");
 
   plan::Checkpoint manifest;
-  std::string resumeDir;
-  ASSERT_TRUE(findCheckpoint(config.checkpointDir + "/step-3", resumeDir));
-  ASSERT_TRUE(readManifest(resumeDir, manifest));
+  std::string resumeDir, note;
+  ASSERT_TRUE(openCheckpoint("--resume", config.checkpointDir + "/step-3", resumeDir, manifest,
+                             note));
+  EXPECT_EQ(note, "");
   EXPECT_EQ(manifest.steps_done(), 3);
   TrainerConfig resumed = config;
   resumed.checkpointDir.clear();
@@ -320,4 +327,151 @@ TEST_F(TrainerTest, RefusesAPlanThatDoesNotTrain) {
   Status s = Trainer::create(plan, feeder, TrainerConfig{}, trainer);
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("grad_norm"), std::string::npos) << s.message();
+}
+
+namespace {
+/// Saves checkpoints of a two-rank run after steps 2, 4 and 6 into
+/// |dir|/ck; returns the root.
+std::string savedCheckpoints(const fs::path &dir, const std::string &data) {
+  plan::Plan plan = linearPlan(2, 0.05);
+  DataFeeder feeder;
+  EXPECT_TRUE(feeder.load({{"x", data}}, plan, plan.programs(0)));
+  TrainerConfig config;
+  config.steps = 6;
+  config.schedule.lr = 0.05;
+  config.schedule.totalSteps = 6;
+  config.checkpointDir = (dir / "ck").string();
+  config.saveEvery = 2;
+  TrainedRun run = train(plan, feeder, config);
+  EXPECT_TRUE(run.status) << run.status.message();
+  return config.checkpointDir;
+}
+
+void flipBytes(const std::string &path, int64_t at, int count) {
+  std::string bytes;
+  ASSERT_TRUE(readRegularFileForTest(path, bytes));
+  for (int k = 0; k < count && at + k < (int64_t)bytes.size(); ++k)
+    bytes[at + k] = (char)~bytes[at + k];
+  FILE *f = std::fopen(path.c_str(), "wb");
+  ASSERT_TRUE(f);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+
+/// Rewrites |dir|/manifest.pb after |edit|, with a valid checksum (as a
+/// hand-edited or maliciously made manifest would have).
+void editManifest(const std::string &dir, const std::function<void(plan::Checkpoint &)> &edit) {
+  plan::Checkpoint m;
+  std::string bytes;
+  ASSERT_TRUE(readRegularFileForTest(dir + "/manifest.pb", bytes));
+  ASSERT_TRUE(m.ParseFromString(bytes));
+  edit(m);
+  m.set_version(1); // unchecksummed: the field checks alone must refuse it
+  FILE *f = std::fopen((dir + "/manifest.pb").c_str(), "wb");
+  ASSERT_TRUE(f);
+  std::string out = m.SerializeAsString();
+  std::fwrite(out.data(), 1, out.size(), f);
+  std::fclose(f);
+}
+} // namespace
+
+TEST_F(TrainerTest, ADamagedShardFallsBackToThePreviousCheckpoint) {
+  std::string root = savedCheckpoints(dir_, data_);
+  std::string dir, note;
+  plan::Checkpoint m;
+  ASSERT_TRUE(openCheckpoint("--resume", root, dir, m, note));
+  EXPECT_EQ(dir, root + "/step-6");
+  // 64 bytes of rank 1's shard flipped: step-6 is refused, step-4 is used.
+  flipBytes(root + "/step-6/rank-1.bin", 0, 64);
+  ASSERT_TRUE(openCheckpoint("--resume", root, dir, m, note));
+  EXPECT_EQ(dir, root + "/step-4");
+  EXPECT_EQ(m.steps_done(), 4);
+  EXPECT_NE(note.find("rank-1.bin: checksum mismatch"), std::string::npos) << note;
+  EXPECT_NE(note.find("step-4, the newest complete checkpoint"), std::string::npos) << note;
+  // Named explicitly, the damaged step is an error, not a fallback.
+  Status s = openCheckpoint("--resume", root + "/step-6", dir, m, note);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
+  // The manifest itself damaged, and then missing: step-4 again.
+  flipBytes(root + "/step-6/rank-1.bin", 0, 64); // repaired
+  flipBytes(root + "/step-6/manifest.pb", 20, 4);
+  ASSERT_TRUE(openCheckpoint("--resume", root, dir, m, note));
+  EXPECT_EQ(dir, root + "/step-4");
+  fs::remove(root + "/step-6/manifest.pb");
+  ASSERT_TRUE(openCheckpoint("--resume", root, dir, m, note));
+  EXPECT_EQ(dir, root + "/step-4");
+  // 'latest' gone: the newest complete step.
+  fs::remove(root + "/latest");
+  ASSERT_TRUE(openCheckpoint("--resume", root, dir, m, note));
+  EXPECT_EQ(dir, root + "/step-4");
+  EXPECT_NE(note.find("has no 'latest'"), std::string::npos) << note;
+}
+
+TEST_F(TrainerTest, ManifestFieldsAreValidatedBeforeUse) {
+  std::string root = savedCheckpoints(dir_, data_);
+  struct Case {
+    const char *what;
+    std::function<void(plan::Checkpoint &)> edit;
+    const char *message;
+  };
+  // The hand-written plan has no parameter layouts: a tensor like the ones
+  // zcc's plans list (w, 4 floats at the start of the state arena).
+  auto tensor0 = [](plan::Checkpoint &m) {
+    if (m.tensors_size() == 0) {
+      plan::CheckpointTensor *t = m.add_tensors();
+      t->set_name("w");
+      t->add_shape(4);
+      t->set_trainable(true);
+    }
+    return m.mutable_tensors(0);
+  };
+  std::vector<Case> cases = {
+      {"a valid tensor (the control)", [&](plan::Checkpoint &m) { tensor0(m); }, ""},
+      {"negative steps", [](plan::Checkpoint &m) { m.set_steps_done(-1); }, "steps_done -1"},
+      {"huge negative steps",
+       [](plan::Checkpoint &m) { m.set_steps_done(INT64_MIN); }, "steps_done"},
+      {"a 2^40 shape", [&](plan::Checkpoint &m) { tensor0(m)->set_shape(0, 1ll << 40); },
+       "outside the state arena"},
+      {"an overflowing shape",
+       [&](plan::Checkpoint &m) {
+         tensor0(m)->clear_shape();
+         for (int k = 0; k < 4; ++k)
+           tensor0(m)->add_shape(1ll << 20);
+       },
+       "invalid shape"},
+      {"state_offset near INT64_MAX",
+       [&](plan::Checkpoint &m) { tensor0(m)->set_state_offset(INT64_MAX - 2); },
+       "invalid layout"},
+      {"a world of 0", [](plan::Checkpoint &m) { m.set_world_size(0); }, "world size 0"},
+      {"a NaN loss scale", [](plan::Checkpoint &m) { m.set_loss_scale(NAN); }, "loss scaler"},
+  };
+  for (const Case &c : cases) {
+    std::string dir = (dir_ / (std::string("m-") + std::to_string(&c - cases.data()))).string();
+    fs::copy(root + "/step-4", dir);
+    editManifest(dir, c.edit);
+    plan::Checkpoint m;
+    Status s = readManifest(dir, m);
+    std::vector<NamedTensor> tensors;
+    if (!*c.message) { // the control: read and consolidated
+      ASSERT_TRUE(s) << s.message();
+      ASSERT_TRUE(consolidate(dir, m, tensors));
+      ASSERT_EQ(tensors.size(), 1u);
+      // w after 4 SGD steps of two ranks (gradients averaged), in double.
+      double w[kWidth] = {1, 2, 3, 4};
+      for (int k = 0; k < 4; ++k)
+        for (int j = 0; j < kWidth; ++j) {
+          double g = 0;
+          for (int r = 0; r < 2; ++r)
+            for (int b = 0; b < kBatch; ++b)
+              g += sample(((k * 2 + r) * kBatch + b) % kSamples, j) / 2;
+          w[j] -= 0.05 * g;
+        }
+      for (int j = 0; j < kWidth; ++j)
+        EXPECT_NEAR(tensors[0].data[j], w[j], 1e-5) << "w[" << j << "] after 4 steps";
+      continue;
+    }
+    ASSERT_FALSE(s) << c.what;
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << c.what << ": " << s.message();
+    EXPECT_FALSE(consolidate(dir, m, tensors)) << c.what; // it validates too
+  }
 }

@@ -297,10 +297,11 @@ int runExport(const ExportOptions &e) {
   std::string dir;
   plan::Checkpoint manifest;
   std::vector<NamedTensor> tensors;
-  if (Status s = findCheckpoint(e.checkpoint, dir); !s)
+  std::string note;
+  if (Status s = openCheckpoint("export", e.checkpoint, dir, manifest, note); !s)
     return fail(s);
-  if (Status s = readManifest(dir, manifest); !s)
-    return fail(s);
+  if (!note.empty())
+    std::fprintf(stderr, "zrun: export: %s\n", note.c_str());
   if (Status s = consolidate(dir, manifest, tensors); !s)
     return fail(s);
   int trainable = 0;
