@@ -1,4 +1,5 @@
 //===- CudaExecutor.cu - run plans on an NVIDIA GPU -----------------------===//
+#include "cuda/CublasLt.h"
 #include "cuda/CudaCheck.h"
 #include "cuda/CudaExecutor.h"
 #include "cuda/CudaKernels.h"
@@ -76,6 +77,8 @@ public:
     ZRT_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&commStream_, cudaStreamNonBlocking));
     ZRT_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
+    if (const char *why = cublasLtLoadError())
+      return errorf("--backend cuda: ", why);
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));

@@ -50,12 +50,39 @@ Status zrt::runRanks(int world, const std::function<Status(int, Communicator *)>
   return world > 1 ? errorf("rank ", r, ": ", results[r].message()) : results[r];
 }
 
+namespace {
+// The launcher's signals (a handler reaches nothing else): the last one and
+// how many arrived.
+std::atomic<int> launcherSignal{0}, launcherSignals{0};
+void onLauncherSignal(int sig) {
+  launcherSignal.store(sig);
+  launcherSignals.fetch_add(1);
+}
+} // namespace
+
 int zrt::superviseChildren(const std::vector<pid_t> &children,
                            const std::vector<std::string> &names) {
+  // SIGTERM, SIGINT, SIGHUP: forwarded to the children, which stop after
+  // their step in flight and save; a second one kills them. No SA_RESTART:
+  // waitpid returns to forward.
+  launcherSignals.store(0);
+  struct sigaction action, previous[3];
+  std::memset(&action, 0, sizeof action);
+  action.sa_handler = onLauncherSignal;
+  sigemptyset(&action.sa_mask);
+  const int signals[3] = {SIGTERM, SIGINT, SIGHUP};
+  for (int k = 0; k < 3; ++k)
+    sigaction(signals[k], &action, &previous[k]);
   int failed = -1, failedStatus = 0, left = (int)children.size();
   while (left > 0) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0 && errno == EINTR) {
+      int received = launcherSignals.load();
+      for (pid_t c : children)
+        kill(c, received >= 2 ? SIGKILL : launcherSignal.load());
+      continue;
+    }
     if (pid < 0)
       break;
     --left;
@@ -74,6 +101,8 @@ int zrt::superviseChildren(const std::vector<pid_t> &children,
       }).detach();
     }
   }
+  for (int k = 0; k < 3; ++k)
+    sigaction(signals[k], &previous[k], nullptr);
   if (failed < 0)
     return 0;
   if (WIFSIGNALED(failedStatus))
@@ -157,6 +186,9 @@ Status zrt::launchLocal(const std::vector<std::string> &argv, int nproc, int por
       setenv("MASTER_ADDR", "127.0.0.1", offsetVar ? 0 : 1);
       setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       setenv("NCCL_NVLS_ENABLE", "0", 0);
+      // Signals this launcher forwards are repeats, not second signals
+      // (support/Signals.h).
+      setenv("ZRUN_LAUNCHER_PID", std::to_string(getppid()).c_str(), 1);
       std::vector<char *> cargv;
       std::vector<std::string> args = argv;
       for (std::string &a : args)

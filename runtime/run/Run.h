@@ -22,6 +22,7 @@
 #include "train/Schedule.h"
 #include "train/Weights.h"
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -104,7 +105,18 @@ struct TrainOptions {
   std::string resume;        // --resume
   bool profile = false;      // --profile
   double commTimeout = 300;  // --comm-timeout (NCCL, seconds)
-  bool crashInSave = false;  // test hook: SIGKILL in the middle of a save
+  int64_t keepLast = 0;      // --keep-last N checkpoints (0: all)
+  /// Set to a signal's number to stop after the step in flight
+  /// (support/Signals.h's StopOnSignals::flag(); null: no signals).
+  const std::atomic<int> *stop = nullptr;
+  bool crashInSave = false; // test hook: SIGKILL in the middle of a save
+};
+
+/// How a training run ended when it did not fail.
+struct TrainOutcome {
+  int stoppedBy = 0;      // the signal that stopped it after a step (0: all steps ran)
+  int64_t stepsDone = 0;  // when stopped
+  std::string checkpoint; // saved when it stopped (empty: none)
 };
 
 /// The learning-rate schedule of a run: the flags given, over the plan's
@@ -113,11 +125,15 @@ struct TrainOptions {
 Schedule resolveSchedule(const plan::Plan &plan, const TrainOptions &train);
 
 /// Trains: every rank of the plan in a thread of this process, or, with
-/// |job|, this process as one rank of a launched job (NCCL). Rank 0 prints a
-/// line per step and writes --metrics atomically (nothing is left behind by
-/// a run that fails).
+/// |job|, this process as one rank of a launched job (NCCL). Before any
+/// step: every output is checked (--metrics is no input, device or
+/// directory; --checkpoint-dir is writable and locked for the run). Rank 0
+/// prints a line per step and appends it to --metrics (flushed); a run that
+/// fails ends the file with a record of why. SIGTERM, SIGINT and SIGHUP stop
+/// the run after the step in flight with a checkpoint (when checkpointing):
+/// |outcome| says so; a second signal ends the process at once.
 Status train(const RunOptions &options, const TrainOptions &train,
-             const std::optional<LaunchEnv> &job);
+             const std::optional<LaunchEnv> &job, TrainOutcome &outcome);
 
 //===--- gradcheck --------------------------------------------------------===//
 

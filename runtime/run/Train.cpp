@@ -4,6 +4,8 @@
 #include "exec/Profile.h"
 #include "launch/Launch.h"
 #include "plan/PlanLoader.h"
+#include "support/Files.h"
+#include "support/Signals.h" // signalName
 #include "train/Checkpoint.h"
 #include "train/Data.h"
 #include "train/Metrics.h"
@@ -79,7 +81,8 @@ Status checkResume(const plan::Plan &plan, uint64_t planHash, const TrainOptions
 } // namespace
 
 Status zrt::train(const RunOptions &options, const TrainOptions &t,
-                  const std::optional<LaunchEnv> &job) {
+                  const std::optional<LaunchEnv> &job, TrainOutcome &outcome) {
+  outcome = TrainOutcome();
   plan::Plan plan;
   ZRT_RETURN_IF_ERROR(loadRunPlan(options, plan));
   if (!plan.has_training())
@@ -95,6 +98,7 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   config.profile = t.profile;
   config.ranksAreProcesses = job.has_value();
   config.crashInSave = t.crashInSave;
+  config.keepLast = t.keepLast;
   const int world = plan.world_size();
   if (job && job->world != world)
     return errorf(options.plan, ": the plan is for world size ", world, ", the launcher started ",
@@ -125,20 +129,37 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
                                        : feeder.loadTokens(t.tokens, t.tokenBytes, plan, *micro));
   if (t.shuffleSeed >= 0)
     feeder.shuffle((uint64_t)t.shuffleSeed);
+  config.stop = t.stop; // SIGTERM, SIGINT, SIGHUP: stop after the step in flight
   std::unique_ptr<Trainer> trainer;
   if (Status s = Trainer::create(plan, feeder, config, trainer); !s)
     return errorf(options.plan, ": ", s.message());
 
-  const bool rankZero = !job || job->rank == 0; // logs and writes the metrics
+  const bool rankZero = !job || job->rank == 0; // logs, writes metrics, locks
+  // Every output checked before the first step: not an input, not a device
+  // or directory, writable; the checkpoint directory locked for the run.
+  std::vector<std::string> inputs = {options.plan, options.weights, t.tokens};
+  for (const auto &[name, path] : options.data)
+    inputs.push_back(path);
+  DirectoryLock lock;
+  if (rankZero && !t.checkpointDir.empty()) {
+    ZRT_RETURN_IF_ERROR(checkOutputDirectory("--checkpoint-dir", t.checkpointDir));
+    ZRT_RETURN_IF_ERROR(lock.acquire("--checkpoint-dir", t.checkpointDir));
+  }
+  MetricsFile metrics;
+  if (rankZero && !t.metrics.empty()) {
+    ZRT_RETURN_IF_ERROR(checkOutputPath("--metrics", t.metrics, inputs));
+    // A resumed run continues its metrics; a fresh one starts them.
+    ZRT_RETURN_IF_ERROR(metrics.open(t.metrics, /*append=*/config.resume != nullptr));
+  }
   const int64_t rankBytes = plannedBytes(plan);
   if (options.printMemory && rankZero)
     std::printf("arena bytes: %lld%s\n", (long long)rankBytes, world > 1 ? " per rank" : "");
-  MetricsFile metrics; // abandoned (removed) unless committed
-  ZRT_RETURN_IF_ERROR(metrics.open(rankZero ? t.metrics : ""));
   StepLog log(t.steps, plan.training().has_loss_scaling());
+  int64_t stepsDone = trainer->firstStep();
   trainer->onStep = [&](const StepRecord &r) {
     log.print(r);
     metrics.write(r, rankBytes);
+    stepsDone = r.step + 1;
   };
   trainer->onCheckpoint = [](const std::string &dir) {
     std::printf("checkpoint: %s\n", dir.c_str());
@@ -154,23 +175,39 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
                    std::max<int64_t>(1, t.steps - trainer->firstStep() - 1));
     return Status::ok();
   };
+  Status ran = Status::ok();
   if (job) {
     // This process is one rank; NCCL connects it to the others.
     std::unique_ptr<Communicator> comm;
-    ZRT_RETURN_IF_ERROR(makeNcclCommunicator(*job, -1, t.commTimeout, comm));
-    if (Status s = trainRank(job->rank, comm.get()); !s) {
+    ran = makeNcclCommunicator(*job, -1, t.commTimeout, comm);
+    if (ran && !(ran = trainRank(job->rank, comm.get()))) {
       comm->abort("rank failed");
       std::string prefix = "rank " + std::to_string(job->rank) + ": ";
-      if (s.message().rfind(prefix, 0) == 0) // name the rank once
-        return s;
-      return Status::error(prefix + s.message());
+      if (ran.message().rfind(prefix, 0) != 0) // name the rank once
+        ran = Status::error(prefix + ran.message());
     }
   } else {
-    ZRT_RETURN_IF_ERROR(runRanks(world, trainRank));
+    ran = runRanks(world, trainRank);
+  }
+  if (!ran) {
+    metrics.end("failed", stepsDone, ran.message());
+    return ran;
   }
   reportCudaStats(options, plan, job ? 1 : world);
   if (int64_t skipped = trainer->skippedSteps())
     std::printf("%lld of %lld steps skipped on fp16 overflow\n", (long long)skipped,
                 (long long)t.steps);
-  return metrics.commit();
+  if (int sig = trainer->stoppedBy()) {
+    outcome.stoppedBy = sig;
+    outcome.stepsDone = trainer->stoppedAt();
+    outcome.checkpoint = trainer->stopCheckpoint();
+    std::string reason = std::string(signalName(sig)) + " after step " +
+                         std::to_string(outcome.stepsDone) +
+                         (outcome.checkpoint.empty() ? "; no checkpoint (no --checkpoint-dir)"
+                                                     : "; checkpoint " + outcome.checkpoint);
+    metrics.end("stopped", outcome.stepsDone, reason);
+    if (rankZero)
+      std::fprintf(stderr, "zrun: stopped by %s\n", reason.c_str());
+  }
+  return metrics.close();
 }

@@ -37,8 +37,7 @@ Status readRegularFile(const std::string &path, std::string &out, int64_t maxByt
     s = errorf(path, ": cannot open (", std::strerror(errno), ")");
   else if (!S_ISREG(st.st_mode))
     s = errorf(path, ": not a regular file (",
-               S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket",
-               "); pass a file");
+               S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket", "); pass a file");
   else if (st.st_size > maxBytes)
     s = errorf(path, ": ", st.st_size, " bytes, more than the ", maxBytes,
                " this file may have; is it the right file?");
@@ -88,8 +87,8 @@ Status checkOutputPath(const std::string &flag, const std::string &path,
   if (dir.empty())
     dir = ".";
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return errorf(flag, " ", path, ": cannot write into ", dir.string(), " (",
-                  std::strerror(errno), ")");
+    return errorf(flag, " ", path, ": cannot write into ", dir.string(), " (", std::strerror(errno),
+                  ")");
   return Status::ok();
 }
 

@@ -32,8 +32,7 @@ constexpr int64_t kMaxReadBytes = int64_t(64) << 30;
 Status checkRegularFile(const std::string &path, int64_t &size);
 
 /// Reads the whole of |path|, a regular file of at most |maxBytes|.
-Status readRegularFile(const std::string &path, std::string &out,
-                       int64_t maxBytes = kMaxReadBytes);
+Status readRegularFile(const std::string &path, std::string &out, int64_t maxBytes = kMaxReadBytes);
 
 /// Whether |a| and |b| name the same existing file (device and inode).
 bool sameFile(const std::string &a, const std::string &b);

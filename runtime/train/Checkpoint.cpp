@@ -18,8 +18,8 @@
 
 #include <nlohmann/json.hpp>
 #define XXH_INLINE_ALL
-#include <xxhash.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 namespace fs = std::filesystem;
 
@@ -55,9 +55,7 @@ Status writeDurably(const std::string &path, const char *data, size_t bytes) {
   return writeFileAtomically(path, data, bytes);
 }
 
-Status readFile(const std::string &path, std::string &out) {
-  return readRegularFile(path, out);
-}
+Status readFile(const std::string &path, std::string &out) { return readRegularFile(path, out); }
 
 /// JSON text of |j| (nlohmann/json: escaping, and names that are not valid
 /// UTF-8 replaced rather than written raw or thrown on).
@@ -209,13 +207,9 @@ Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int6
   if (ec)
     return errorf(final.string(), ": cannot rename the new checkpoint into place (", ec.message(),
                   ")");
+  // 'latest' replaced atomically (through a new temporary beside it).
   std::string latest = stepName(step) + "\n";
-  std::string latestTmp = (fs::path(root) / "latest.tmp").string();
-  ZRT_RETURN_IF_ERROR(writeDurably(latestTmp, latest.data(), latest.size()));
-  fs::rename(latestTmp, fs::path(root) / "latest", ec);
-  if (ec)
-    return errorf(root, "/latest: cannot update (", ec.message(), ")");
-  return Status::ok();
+  return writeDurably((fs::path(root) / "latest").string(), latest.data(), latest.size());
 }
 
 namespace {
@@ -311,6 +305,23 @@ std::vector<std::pair<int64_t, std::string>> stepDirectories(const std::string &
 
 } // namespace
 
+void pruneCheckpoints(const std::string &root, int64_t keep) {
+  std::string latest;
+  if (readFile((fs::path(root) / "latest").string(), latest)) {
+    while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
+      latest.pop_back();
+  }
+  int64_t kept = 0;
+  std::error_code ec;
+  for (const auto &[step, dir] : stepDirectories(root)) {
+    if (fs::path(dir).filename() == latest || kept < keep) {
+      ++kept;
+      continue;
+    }
+    fs::remove_all(dir, ec);
+  }
+}
+
 Status openCheckpoint(const std::string &flag, const std::string &path, std::string &dir,
                       plan::Checkpoint &manifest, std::string &note) {
   note.clear();
@@ -339,14 +350,15 @@ Status openCheckpoint(const std::string &flag, const std::string &path, std::str
   for (const auto &[step, candidate] : stepDirectories(path)) {
     if (candidate == latestDir)
       continue;
-    if (!latestDir.empty() && latest.size() > 5 && step > std::strtoll(latest.c_str() + 5, nullptr, 10))
+    if (!latestDir.empty() && latest.size() > 5 &&
+        step > std::strtoll(latest.c_str() + 5, nullptr, 10))
       continue; // newer than 'latest': never completed
     if (!openStep(candidate, manifest))
       continue;
     dir = candidate;
-    note = why.empty() ? path + " has no 'latest'; using " + candidate +
-                             ", the newest complete checkpoint"
-                       : why + "; using " + candidate + ", the newest complete checkpoint before it";
+    note = why.empty()
+               ? path + " has no 'latest'; using " + candidate + ", the newest complete checkpoint"
+               : why + "; using " + candidate + ", the newest complete checkpoint before it";
     return Status::ok();
   }
   if (!why.empty())

@@ -43,6 +43,10 @@ Status finishCheckpoint(const std::string &root, const std::string &tmpDir, int6
                         const plan::Checkpoint &manifest,
                         const std::function<void()> &beforeRename = {});
 
+/// Keeps the newest |keep| step directories of |root| and removes the older
+/// ones, never the one `latest` names.
+void pruneCheckpoints(const std::string &root, int64_t keep);
+
 /// |path| is a step directory (it, checked) or a checkpoint root: the step
 /// `latest` names, checked; when that one is damaged or missing, the newest
 /// complete one before it, and |note| says so. "Checked": the manifest's

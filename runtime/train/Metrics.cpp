@@ -3,19 +3,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace zrt;
 
-Status MetricsFile::open(const std::string &path) {
-  abandon();
+MetricsFile::~MetricsFile() { (void)close(); }
+
+Status MetricsFile::open(const std::string &path, bool append) {
+  (void)close();
   path_ = path;
+  failed_ = false;
   if (path.empty())
     return Status::ok();
-  std::string tmp = path + ".tmp";
-  if (!(file_ = std::fopen(tmp.c_str(), "w")))
-    return errorf("--metrics ", path, ": cannot write ", tmp);
+  int fd =
+      ::open(path.c_str(),
+             O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC), 0644);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int error = errno;
+    if (fd >= 0)
+      ::close(fd);
+    return errorf("--metrics ", path, ": cannot write (",
+                  fd >= 0 ? "not a regular file" : std::strerror(error), ")");
+  }
+  file_ = ::fdopen(fd, append ? "a" : "w");
   return Status::ok();
 }
 
@@ -35,28 +52,28 @@ void MetricsFile::write(const StepRecord &r, int64_t peakBytes) {
       {"peak_bytes", peakBytes},
   };
   std::string text = line.dump() + "\n";
-  std::fwrite(text.data(), 1, text.size(), file_);
+  failed_ |= std::fwrite(text.data(), 1, text.size(), file_) != text.size();
+  failed_ |= std::fflush(file_) != 0;
 }
 
-Status MetricsFile::commit() {
-  if (!file_)
-    return Status::ok();
-  std::string tmp = path_ + ".tmp";
-  bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (!closed || std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return errorf("--metrics ", path_, ": cannot write the file");
-  }
-  return Status::ok();
-}
-
-void MetricsFile::abandon() {
+void MetricsFile::end(const std::string &event, int64_t stepsDone, const std::string &reason) {
   if (!file_)
     return;
-  std::fclose(file_);
+  nlohmann::ordered_json line = {{"event", event}, {"steps_done", stepsDone}, {"reason", reason}};
+  std::string text =
+      line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  failed_ |= std::fwrite(text.data(), 1, text.size(), file_) != text.size();
+  failed_ |= std::fflush(file_) != 0;
+}
+
+Status MetricsFile::close() {
+  if (!file_)
+    return Status::ok();
+  bool ok = std::fclose(file_) == 0 && !failed_;
   file_ = nullptr;
-  std::remove((path_ + ".tmp").c_str());
+  if (!ok)
+    return errorf("--metrics ", path_, ": cannot write the file (disk full?)");
+  return Status::ok();
 }
 
 StepLog::StepLog(int64_t steps, bool scaling)

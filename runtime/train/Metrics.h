@@ -2,9 +2,11 @@
 //
 // What rank 0 reports after each step (train/Trainer.h's StepRecord):
 //  - a log line on stdout, and on a terminal a progress bar under it;
-//  - with zrun --metrics FILE.jsonl, one JSON object per step, written to
-//    FILE.tmp and renamed to FILE when the run ends well. A run that fails
-//    leaves neither (no file claims a run that did not finish).
+//  - with zrun --metrics FILE.jsonl, one JSON object per step, appended and
+//    flushed as each step ends: a run that is killed keeps every step it
+//    finished. A run that fails or is stopped by a signal ends the file with
+//    a record saying so ({"event": "failed" | "stopped", ...}); a run that
+//    finishes adds nothing after its last step.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_TRAIN_METRICS_H
@@ -23,23 +25,26 @@ public:
   MetricsFile() = default;
   MetricsFile(const MetricsFile &) = delete;
   MetricsFile &operator=(const MetricsFile &) = delete;
-  /// Removes the temporary file unless commit() succeeded.
-  ~MetricsFile() { abandon(); }
+  ~MetricsFile();
 
-  /// Starts |path|.tmp (empty |path|: no file; write and commit do nothing).
-  Status open(const std::string &path);
+  /// Opens |path| (empty: no file; the other calls do nothing): truncated,
+  /// or with |append| (a resumed run) continued. Never through a symlink,
+  /// never a device: checkOutputPath ran before.
+  Status open(const std::string &path, bool append);
   /// One line: {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped",
   /// "tokens_per_s", "step_ms", "peak_bytes"}; a non-finite loss or norm is
-  /// null (JSON has no inf or NaN).
+  /// null (JSON has no inf or NaN). Flushed.
   void write(const StepRecord &record, int64_t peakBytes);
-  /// Closes the file and renames it into place.
-  Status commit();
-  /// Closes and removes the temporary file.
-  void abandon();
+  /// The last line of a run that did not finish: {"event": |event|,
+  /// "steps_done": N, "reason": |reason|}.
+  void end(const std::string &event, int64_t stepsDone, const std::string &reason);
+  /// Closes the file; an error if any write failed (a full disk).
+  Status close();
 
 private:
   std::string path_;
   FILE *file_ = nullptr;
+  bool failed_ = false;
 };
 
 /// The step log: "step K/N | loss ... | lr ... | grad_norm ..." per step

@@ -49,6 +49,7 @@ Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, Trainer
     }
   if (t->config_.resume)
     t->firstStep_ = t->config_.resume->steps_done();
+  t->stoppedBy_ = 0;
   if (!t->config_.checkpointDir.empty() && t->config_.saveEvery < 0)
     return Status::error("the checkpoint interval must be positive");
   t->rankLoss_.assign(world, 0.0);
@@ -87,6 +88,8 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
         std::raise(SIGKILL);
       };
     ZRT_RETURN_IF_ERROR(finishCheckpoint(root, checkpointTmp_, stepsDone, m, crash));
+    if (config_.keepLast > 0)
+      pruneCheckpoints(root, config_.keepLast);
     if (onCheckpoint)
       onCheckpoint(root + "/step-" + std::to_string(stepsDone));
   }
@@ -137,17 +140,24 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
     bool overflow = scaler && *executor.buffer(overflowBuffer_).as<float>() != 0;
     // Each rank's mean micro-batch loss; all ranks' micro-batches together
     // are the global batch.
+    // With it, whether to stop (a signal): every rank decides the same.
+    int stopSignal = config_.stop ? config_.stop->load() : 0;
     if (world > 1 && config_.ranksAreProcesses) {
-      float l = (float)loss;
-      ZRT_RETURN_IF_ERROR(comm->allReduce(&l, &l, 1, ReduceOp::Avg));
-      loss = l;
+      float v[2] = {(float)loss, stopSignal ? 1.0f : 0.0f};
+      ZRT_RETURN_IF_ERROR(comm->allReduce(v, v, 2, ReduceOp::Avg));
+      loss = v[0];
+      if (v[1] > 0 && !stopSignal)
+        stopSignal = SIGTERM; // another rank's
     } else if (world > 1) {
       rankLoss_[rank] = loss;
+      if (rank == 0)
+        stopShared_ = stopSignal;
       ZRT_RETURN_IF_ERROR(comm->barrier());
       loss = 0;
       for (double l : rankLoss_)
         loss += l;
       loss /= world;
+      stopSignal = stopShared_;
       ZRT_RETURN_IF_ERROR(comm->barrier()); // everyone has read rankLoss_
     }
     StepRecord record;
@@ -190,9 +200,21 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
     // loading); the profile counts the steps after it.
     if (config_.profile && k == firstStep_ && steps - firstStep_ > 1)
       executor.resetProfile();
-    if (!config_.checkpointDir.empty() &&
-        ((config_.saveEvery > 0 && (k + 1) % config_.saveEvery == 0) || k + 1 == steps))
+    bool saving = !config_.checkpointDir.empty() &&
+                  ((config_.saveEvery > 0 && (k + 1) % config_.saveEvery == 0) || k + 1 == steps ||
+                   stopSignal);
+    if (saving)
       ZRT_RETURN_IF_ERROR(save(rank, executor, comm, k + 1, applied, scaler));
+    if (stopSignal && k + 1 < steps) {
+      if (rank == 0) {
+        stoppedBy_ = stopSignal;
+        stoppedAt_ = k + 1;
+        if (saving)
+          stopCheckpoint_ = config_.checkpointDir + "/step-" + std::to_string(k + 1);
+        skipped_ = skipped;
+      }
+      return Status::ok();
+    }
   }
   if (rank == 0)
     skipped_ = skipped;

@@ -20,6 +20,7 @@
 #include "train/LossScaler.h"
 #include "train/Schedule.h"
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -46,6 +47,13 @@ struct TrainerConfig {
   /// Tests only (zrun's hidden --test-crash-in-save): the process kills
   /// itself (SIGKILL) with its first checkpoint written but not in place.
   bool crashInSave = false;
+  /// Checkpoints kept (0: all); the one `latest` names is never removed.
+  int64_t keepLast = 0;
+  /// A signal handler's flag (the signal's number, or 0). The ranks agree
+  /// after each step whether any of them saw it; then they save a
+  /// checkpoint (when checkpointing and the step did not just save one) and
+  /// run() returns ok with stoppedBy() set.
+  const std::atomic<int> *stop = nullptr;
 };
 
 /// What rank 0 reports after each step.
@@ -71,6 +79,12 @@ public:
   int64_t tokensPerStep() const { return tokens_; }
   /// Steps rank 0 skipped on fp16 overflow in the last run.
   int64_t skippedSteps() const { return skipped_; }
+  /// After run(): the signal that stopped it early (0: it ran every step),
+  /// the steps done when it stopped, and the checkpoint saved then (empty:
+  /// none).
+  int stoppedBy() const { return stoppedBy_; }
+  int64_t stoppedAt() const { return stoppedAt_; }
+  const std::string &stopCheckpoint() const { return stopCheckpoint_; }
 
   /// Rank |rank|'s step loop on |executor| (the plan's world: |comm|, or
   /// null for one rank). After --resume it first loads the rank's state.
@@ -96,7 +110,11 @@ private:
   std::optional<LossScalerConfig> scaling_;
   int microScaleBuffer_ = -1, applyScaleBuffer_ = -1, overflowBuffer_ = -1;
   int64_t firstStep_ = 0, tokens_ = 0, skipped_ = 0;
+  int stoppedBy_ = 0;
+  int64_t stoppedAt_ = 0;
+  std::string stopCheckpoint_;
   std::vector<double> rankLoss_; // in-process ranks' losses of a step
+  int stopShared_ = 0;           // rank 0's reading of the stop flag, for the others
   std::string checkpointTmp_;    // shared by the ranks during a save
 };
 

@@ -123,8 +123,8 @@ Status WeightFile::check(const std::string &name, const std::vector<int64_t> &sh
   if (!e.file.empty()) {
     int64_t size = 0;
     if (Status s = checkRegularFile(e.file, size); !s)
-      return errorf("--weights ", path_, ": the external data of initializer '", name, "': ",
-                    s.message(), " (keep it beside the model)");
+      return errorf("--weights ", path_, ": the external data of initializer '", name,
+                    "': ", s.message(), " (keep it beside the model)");
     if (e.length >= 0 && e.length != bytes)
       return errorf("--weights ", path_, ": initializer '", name, "' has external length ",
                     e.length, ", its shape needs ", bytes);

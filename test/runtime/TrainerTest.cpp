@@ -19,8 +19,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include <unistd.h>
@@ -263,8 +263,8 @@ TEST_F(TrainerTest, ResumeContinuesBitForBit) {
 
   plan::Checkpoint manifest;
   std::string resumeDir, note;
-  ASSERT_TRUE(openCheckpoint("--resume", config.checkpointDir + "/step-3", resumeDir, manifest,
-                             note));
+  ASSERT_TRUE(
+      openCheckpoint("--resume", config.checkpointDir + "/step-3", resumeDir, manifest, note));
   EXPECT_EQ(note, "");
   EXPECT_EQ(manifest.steps_done(), 3);
   TrainerConfig resumed = config;
@@ -428,8 +428,8 @@ TEST_F(TrainerTest, ManifestFieldsAreValidatedBeforeUse) {
   std::vector<Case> cases = {
       {"a valid tensor (the control)", [&](plan::Checkpoint &m) { tensor0(m); }, ""},
       {"negative steps", [](plan::Checkpoint &m) { m.set_steps_done(-1); }, "steps_done -1"},
-      {"huge negative steps",
-       [](plan::Checkpoint &m) { m.set_steps_done(INT64_MIN); }, "steps_done"},
+      {"huge negative steps", [](plan::Checkpoint &m) { m.set_steps_done(INT64_MIN); },
+       "steps_done"},
       {"a 2^40 shape", [&](plan::Checkpoint &m) { tensor0(m)->set_shape(0, 1ll << 40); },
        "outside the state arena"},
       {"an overflowing shape",
@@ -440,8 +440,7 @@ TEST_F(TrainerTest, ManifestFieldsAreValidatedBeforeUse) {
        },
        "invalid shape"},
       {"state_offset near INT64_MAX",
-       [&](plan::Checkpoint &m) { tensor0(m)->set_state_offset(INT64_MAX - 2); },
-       "invalid layout"},
+       [&](plan::Checkpoint &m) { tensor0(m)->set_state_offset(INT64_MAX - 2); }, "invalid layout"},
       {"a world of 0", [](plan::Checkpoint &m) { m.set_world_size(0); }, "world size 0"},
       {"a NaN loss scale", [](plan::Checkpoint &m) { m.set_loss_scale(NAN); }, "loss scaler"},
   };

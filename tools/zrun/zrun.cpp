@@ -12,12 +12,15 @@
 #include "plan/PlanLoader.h"
 #include "run/Run.h"
 #include "support/ByteSize.h"
+#include "support/Files.h"
+#include "support/Signals.h"
 #include "train/Checkpoint.h"
 
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -220,7 +223,18 @@ std::string selfPath(const char *argv0) {
 
 //===--- the commands, after parsing --------------------------------------===//
 
+/// The inputs of a run, which no output may overwrite.
+std::vector<std::string> inputsOf(const Common &c) {
+  std::vector<std::string> inputs = {c.run.plan, c.run.weights};
+  for (const auto &[name, path] : c.run.data)
+    inputs.push_back(path);
+  return inputs;
+}
+
 int runEval(const Common &c, const EvalOptions &eval) {
+  for (const auto &[name, path] : eval.outputs)
+    if (Status s = checkOutputPath("--output " + name, path, inputsOf(c)); !s)
+      return fail(s);
   std::optional<double> loss;
   if (Status s = evaluate(c.run, eval, loss); !s)
     return fail(s);
@@ -297,6 +311,12 @@ int runExport(const ExportOptions &e) {
   std::string dir;
   plan::Checkpoint manifest;
   std::vector<NamedTensor> tensors;
+  if (!e.safetensors.empty())
+    if (Status s = checkOutputPath("--safetensors", e.safetensors, {e.onnxIn}); !s)
+      return fail(s);
+  if (!e.onnxOut.empty())
+    if (Status s = checkOutputPath("-o", e.onnxOut, {e.onnxIn, e.safetensors}); !s)
+      return fail(s);
   std::string note;
   if (Status s = openCheckpoint("export", e.checkpoint, dir, manifest, note); !s)
     return fail(s);
@@ -339,6 +359,11 @@ const char *kDescription = "zrun: runs a plan that zcc compiled (docs/running.md
 } // namespace
 
 int main(int argc, char **argv) {
+  // zrun train stops cleanly on SIGTERM, SIGINT and SIGHUP (support/
+  // Signals.h): from the start, so that a signal during start-up is not lost.
+  std::optional<StopOnSignals> signals;
+  if (argc > 1 && !std::strcmp(argv[1], "train"))
+    signals.emplace();
   CLI::App app(kDescription, "zrun");
   app.require_subcommand(1);
   app.get_formatter()->column_width(34);
@@ -421,6 +446,11 @@ int main(int argc, char **argv) {
   train->add_option("--save-every", t.saveEvery, "steps between checkpoints")
       ->type_name("K")
       ->check(integer(1, "a positive number of steps"));
+  train
+      ->add_option("--keep-last", t.keepLast,
+                   "keep the newest N checkpoints (never the one 'latest' names; default: all)")
+      ->type_name("N")
+      ->check(integer(1, "a positive number of checkpoints"));
   train
       ->add_option("--resume", t.resume,
                    "continue from a checkpoint (a step-K directory, or a --checkpoint-dir: "
@@ -529,6 +559,7 @@ int main(int argc, char **argv) {
     if (warmupType)
       t.warmupLog = *warmupType == "log";
     t.crashInSave = testCrashInSave;
+    t.stop = &signals->flag();
     int exitCode = 1;
     if (!job && !launch.hosts.hostfile.empty()) {
       // One `zrun train ... --nproc-per-node n` per node over ssh.
@@ -549,8 +580,14 @@ int main(int argc, char **argv) {
         return fail(s);
       return exitCode;
     }
-    if (Status s = zrt::train(common.run, t, job); !s)
+    TrainOutcome outcome;
+    if (Status s = zrt::train(common.run, t, job, outcome); !s)
       return fail(s);
+    // Stopped by a signal: 0 after a checkpoint on SIGTERM (what a preempted
+    // cluster job is expected to return), else 128 + the signal.
+    if (outcome.stoppedBy)
+      return outcome.stoppedBy == SIGTERM && !outcome.checkpoint.empty() ? 0
+                                                                         : 128 + outcome.stoppedBy;
     return 0;
   } catch (const std::bad_alloc &) {
     return fail(errorf("out of memory allocating the plan's arenas"));

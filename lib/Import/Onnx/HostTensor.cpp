@@ -260,4 +260,3 @@ bool zcc::onnx_import::computeSlice(ArrayRef<int64_t> shape, ArrayRef<int64_t> s
   }
   return true;
 }
-
