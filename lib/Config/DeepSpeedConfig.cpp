@@ -9,9 +9,12 @@
 #include "zcc/Config/DeepSpeedConfig.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+
+#include <set>
 
 #include <cmath>
 #include <functional>
@@ -159,13 +162,72 @@ public:
 
 } // namespace
 
+/// A DeepSpeed config is a few KB; more is not one.
+constexpr uint64_t kMaxConfigBytes = 16 << 20;
+/// DeepSpeed's own configs nest 3 deep.
+constexpr int kMaxConfigDepth = 32;
+
+/// What llvm::json::parse does not check: the nesting depth (its recursive
+/// descent overflows the stack on a file nested 50,000 deep) and keys given
+/// twice in one object (the parser keeps one silently). Empty: fine.
+static std::string checkJsonShape(StringRef text) {
+  std::vector<std::set<std::string>> keys; // per open object; arrays: none
+  std::vector<bool> isObject;
+  int line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\n')
+      ++line;
+    if (c == '{' || c == '[') {
+      if ((int)isObject.size() >= kMaxConfigDepth)
+        return "line " + std::to_string(line) + ": nested more than " +
+               std::to_string(kMaxConfigDepth) + " deep; is this a DeepSpeed config?";
+      isObject.push_back(c == '{');
+      keys.emplace_back();
+    } else if (c == '}' || c == ']') {
+      if (!isObject.empty()) {
+        isObject.pop_back();
+        keys.pop_back();
+      }
+    } else if (c == '"') {
+      size_t start = ++i;
+      while (i < text.size() && text[i] != '"')
+        i += text[i] == '\\' ? 2 : 1;
+      std::string s = text.substr(start, std::min(i, text.size()) - start).str();
+      size_t j = i + 1;
+      while (j < text.size() &&
+             (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n'))
+        ++j;
+      bool isKey = j < text.size() && text[j] == ':' && !isObject.empty() && isObject.back();
+      if (isKey && !keys.back().insert(s).second)
+        return "line " + std::to_string(line) + ": key \"" + s.substr(0, 100) +
+               "\" appears twice in one object; keep one";
+    }
+  }
+  return "";
+}
+
 Expected<DeepSpeedConfig> readDeepSpeedConfig(StringRef path) {
   DeepSpeedConfig config;
   config.path = path.str();
+  llvm::sys::fs::file_status st;
+  if (std::error_code ec = llvm::sys::fs::status(path, st))
+    return createStringError(ec, "--deepspeed " + path + ": cannot read (" + ec.message() + ")");
+  if (st.type() != llvm::sys::fs::file_type::regular_file)
+    return createStringError(inconvertibleErrorCode(),
+                             "--deepspeed " + path +
+                                 ": not a regular file (a device, FIFO or directory); pass the "
+                                 "JSON file");
+  if (st.getSize() > kMaxConfigBytes)
+    return createStringError(inconvertibleErrorCode(),
+                             "--deepspeed " + path + ": " + Twine(st.getSize()) +
+                                 " bytes; a DeepSpeed config is a few KB (at most 16 MiB here)");
   auto buffer = MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
     return createStringError(buffer.getError(), "--deepspeed " + path + ": cannot read (" +
                                                     buffer.getError().message() + ")");
+  if (std::string why = checkJsonShape((*buffer)->getBuffer()); !why.empty())
+    return createStringError(inconvertibleErrorCode(), "--deepspeed " + path + ": " + why);
   Expected<json::Value> root = json::parse((*buffer)->getBuffer());
   if (!root)
     return createStringError(inconvertibleErrorCode(),

@@ -49,6 +49,31 @@ Status parseSpec(const std::string &flag, const std::string &spec,
   return Status::ok();
 }
 
+/// Slots (GPUs) a node may have: more is a typo, not a machine.
+constexpr int kMaxSlots = 1024;
+
+/// An RFC 1123 host name (letters, digits, '-' inside labels, '.' between
+/// them) or an IPv4/IPv6 address: what may go to ssh and into MASTER_ADDR.
+/// Anything else (a '-' first, quotes, '$', spaces) is refused: it could be
+/// an ssh option or a shell command.
+bool validHost(const std::string &h) {
+  if (h.empty() || h.size() > 253)
+    return false;
+  if (h.find(':') != std::string::npos) // IPv6
+    return h.find_first_not_of("0123456789abcdefABCDEF:.") == std::string::npos;
+  std::stringstream labels(h);
+  std::string label;
+  int count = 0;
+  while (std::getline(labels, label, '.')) {
+    ++count;
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-' ||
+        label.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != std::string::npos)
+      return false;
+  }
+  return count > 0 && h.back() != '.';
+}
+
 } // namespace
 
 Status parseHostfile(const std::string &text, const std::string &path,
@@ -68,7 +93,14 @@ Status parseHostfile(const std::string &text, const std::string &path,
     int slots = 0;
     if (slotsWord.rfind("slots=", 0) != 0 || !parseInt(slotsWord.substr(6), slots) || slots < 1 ||
         (words >> extra))
-      return errorf(path, ":", lineNo, ": expected 'HOST slots=N', got '", line, "'");
+      return errorf(path, ":", lineNo, ": expected 'HOST slots=N', got '", line.substr(0, 200),
+                    "'");
+    if (!validHost(host))
+      return errorf(path, ":", lineNo, ": '", host.substr(0, 200),
+                    "' is not a host name (letters, digits, '-' and '.') or an IP address");
+    if (slots > kMaxSlots)
+      return errorf(path, ":", lineNo, ": slots=", slots, " is more than the ", kMaxSlots,
+                    " GPUs a node may have");
     if (seen.count(host))
       return errorf(path, ":", lineNo, ": host ", host, " is listed twice (line ", seen[host], ")");
     seen[host] = lineNo;
@@ -167,16 +199,18 @@ std::vector<NodeCommand> nodeCommands(const std::vector<NodeSlots> &nodes,
     std::string gpus;
     for (int s : n.slots)
       gpus += (gpus.empty() ? "" : ",") + std::to_string(s);
-    std::string remote = "cd " + shellQuote(cwd) + " && env MASTER_ADDR=" + nodes[0].host +
-                         " MASTER_PORT=" + std::to_string(masterPort) +
-                         " WORLD_SIZE=" + std::to_string(world) +
-                         " ZRUN_RANK_OFFSET=" + std::to_string(offset) +
-                         " CUDA_VISIBLE_DEVICES=" + gpus + " NCCL_NVLS_ENABLE=0";
+    // Every value quoted; host names were validated (parseHostfile).
+    std::string remote =
+        "cd " + shellQuote(cwd) + " && env MASTER_ADDR=" + shellQuote(nodes[0].host) +
+        " MASTER_PORT=" + std::to_string(masterPort) + " WORLD_SIZE=" + std::to_string(world) +
+        " ZRUN_RANK_OFFSET=" + std::to_string(offset) + " CUDA_VISIBLE_DEVICES=" + gpus +
+        " NCCL_NVLS_ENABLE=0";
     for (const std::string &a : zrunArgs)
       remote += " " + shellQuote(a);
     remote += " --nproc-per-node " + std::to_string(n.slots.size()) + " --master-port " +
               std::to_string(masterPort);
-    out.push_back({n.host, {"ssh", n.host, remote}});
+    // '--': the host is never read as an ssh option.
+    out.push_back({n.host, {"ssh", "--", n.host, remote}});
     offset += (int)n.slots.size();
   }
   return out;

@@ -68,27 +68,24 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) { ZRT_FORWARD(cublasLtCr
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) { ZRT_FORWARD(cublasLtDestroy, handle); }
 
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
-                              const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
-                              const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
-                              const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
-                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
-                              void *workspace, size_t workspaceBytes, cudaStream_t stream) {
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void *alpha,
+                              const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
+                              cublasLtMatrixLayout_t Bdesc, const void *beta, const void *C,
+                              cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace,
+                              size_t workspaceBytes, cudaStream_t stream) {
   ZRT_FORWARD(cublasLtMatmul, handle, desc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc,
               algo, workspace, workspaceBytes, stream);
 }
 
-cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
-                                              cublasLtMatrixLayout_t Adesc,
-                                              cublasLtMatrixLayout_t Bdesc,
-                                              cublasLtMatrixLayout_t Cdesc,
-                                              cublasLtMatrixLayout_t Ddesc,
-                                              cublasLtMatmulPreference_t preference,
-                                              int requested,
-                                              cublasLtMatmulHeuristicResult_t results[],
-                                              int *returned) {
-  ZRT_FORWARD(cublasLtMatmulAlgoGetHeuristic, handle, desc, Adesc, Bdesc, Cdesc, Ddesc,
-              preference, requested, results, returned);
+cublasStatus_t
+cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                               cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc,
+                               cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+                               cublasLtMatmulPreference_t preference, int requested,
+                               cublasLtMatmulHeuristicResult_t results[], int *returned) {
+  ZRT_FORWARD(cublasLtMatmulAlgoGetHeuristic, handle, desc, Adesc, Bdesc, Cdesc, Ddesc, preference,
+              requested, results, returned);
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t compute,

@@ -67,7 +67,9 @@ Status zrt::validatePlan(const plan::Plan &p) {
     return errorf("plan format version ", p.version(), " is not supported (this zrun reads ",
                   "version ", kPlanVersion, "); recompile the model with this zcc");
   if (p.has_training()) {
-    bool ok = p.training().grad_accum_steps() >= 1 && p.training().lr() >= 0;
+    // 65536: zcc's bound (more micro-steps per step never ends in practice).
+    bool ok = p.training().grad_accum_steps() >= 1 && p.training().grad_accum_steps() <= 65536 &&
+              p.training().lr() >= 0;
     bool hasPrograms[2] = {false, false};
     for (const plan::Program &prog : p.programs()) {
       hasPrograms[0] |= prog.name() == "micro_step";

@@ -71,11 +71,33 @@ TEST(Hostfile, NodeCommandsOffsetTheRanks) {
   auto cmds = nodeCommands(nodes, {"/opt/zrun", "train", "my plan.zplan"}, "/data/run", 29555);
   ASSERT_EQ(cmds.size(), 2u);
   EXPECT_EQ(cmds[0].argv[0], "ssh");
-  EXPECT_EQ(cmds[0].argv[1], "worker-01");
-  EXPECT_EQ(cmds[0].argv[2],
+  EXPECT_EQ(cmds[0].argv[1], "--"); // the host is never an ssh option
+  EXPECT_EQ(cmds[0].argv[2], "worker-01");
+  EXPECT_EQ(cmds[0].argv[3],
             "cd /data/run && env MASTER_ADDR=worker-01 MASTER_PORT=29555 WORLD_SIZE=3 "
             "ZRUN_RANK_OFFSET=0 CUDA_VISIBLE_DEVICES=1,3 NCCL_NVLS_ENABLE=0 /opt/zrun train "
             "'my plan.zplan' --nproc-per-node 2 --master-port 29555");
-  EXPECT_NE(cmds[1].argv[2].find("ZRUN_RANK_OFFSET=2 CUDA_VISIBLE_DEVICES=1 "), std::string::npos);
+  EXPECT_NE(cmds[1].argv[3].find("ZRUN_RANK_OFFSET=2 CUDA_VISIBLE_DEVICES=1 "), std::string::npos);
   EXPECT_EQ(shellQuote("it's"), "'it'\\''s'");
+}
+
+TEST(Hostfile, HostNamesThatCouldRunCommandsAreRefused) {
+  // Each would have reached the remote shell or ssh's options unquoted.
+  for (const char *line :
+       {"$(touch${IFS}/tmp/x)w1 slots=1", "-oProxyCommand=touch${IFS}x slots=1", "`id` slots=1",
+        "w1;id slots=1", "w1' slots=1", "-w1 slots=1", "w1..x slots=1"}) {
+    std::vector<NodeSlots> nodes;
+    Status s = parseHostfile(line, "hosts", nodes);
+    ASSERT_FALSE(s) << line;
+    EXPECT_NE(s.message().find("is not a host name"), std::string::npos) << s.message();
+  }
+  for (const char *line :
+       {"worker-01.cluster.local slots=8", "10.0.0.7 slots=8", "fe80::1 slots=8"}) {
+    std::vector<NodeSlots> nodes;
+    EXPECT_TRUE(parseHostfile(line, "hosts", nodes)) << line;
+  }
+  std::vector<NodeSlots> nodes;
+  Status s = parseHostfile("w1 slots=999999", "hosts", nodes);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(), "hosts:1: slots=999999 is more than the 1024 GPUs a node may have");
 }

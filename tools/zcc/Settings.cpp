@@ -96,6 +96,16 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     }
   }
 
+  // A step of more micro-steps than this never ends in practice (a typo:
+  // 1e9); zrun refuses such plans too.
+  constexpr int64_t kMaxGradAccum = 65536;
+  if (s.gradAccum > kMaxGradAccum)
+    return fail(formatv("gradient accumulation {0} (--grad-accum or {1}'s "
+                        "gradient_accumulation_steps): more than {2} micro-steps per optimizer "
+                        "step",
+                        s.gradAccum, path.empty() ? std::string("the config") : path.str(),
+                        kMaxGradAccum));
+
   // Precision.
   std::optional<std::string> precision;
   if (c.fp16Enabled.value_or(false))

@@ -57,6 +57,39 @@ static void selectHelpOptions() {
   cl::HideUnrelatedOptions({&zccCategory, &irCategory});
 }
 
+/// Why |path| cannot be read as a model (empty: it can): a device such as
+/// /dev/zero, a FIFO or a directory would be read without end or not at all.
+static std::string checkInputFile(const std::string &path) {
+  llvm::sys::fs::file_status st;
+  if (std::error_code ec = llvm::sys::fs::status(path, st))
+    return "cannot read the model: " + ec.message();
+  if (st.type() == llvm::sys::fs::file_type::directory_file)
+    return "is a directory; pass the .onnx file";
+  if (st.type() != llvm::sys::fs::file_type::regular_file)
+    return "not a regular file (a device, FIFO or socket); pass the .onnx file";
+  return "";
+}
+
+/// Why |path| cannot be an output (empty: it can): it is one of |inputs|, a
+/// directory, or a device or other special file.
+static std::string checkOutput(const std::string &path, std::vector<std::string> inputs) {
+  if (path == "-")
+    return "";
+  for (const std::string &in : inputs) {
+    bool same = false;
+    if (!in.empty() && !llvm::sys::fs::equivalent(in, path, same) && same)
+      return "is an input of this compilation (" + in + "); write the output elsewhere";
+  }
+  llvm::sys::fs::file_status st;
+  if (llvm::sys::fs::status(path, st))
+    return ""; // a new file
+  if (st.type() == llvm::sys::fs::file_type::directory_file)
+    return "is a directory; pass a file name";
+  if (st.type() != llvm::sys::fs::file_type::regular_file)
+    return "is a device or other special file, not a regular file";
+  return "";
+}
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.onnx|MODEL.onnxtxt"),
                                       cl::Required, cl::cat(zccCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output file ('-' for stdout)"),
@@ -548,6 +581,14 @@ int main(int argc, char **argv) {
   if (emit == EmitKind::Plan && outputFile == "-" && llvm::sys::Process::StandardOutIsDisplayed()) {
     llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
     return 2;
+  }
+  if (std::string why = checkOutput(outputFile, {inputFile, deepspeedConfig}); !why.empty()) {
+    llvm::errs() << "zcc: error: -o " << outputFile << ": " << why << "\n";
+    return 2;
+  }
+  if (std::string why = checkInputFile(inputFile); !why.empty()) {
+    llvm::errs() << "zcc: error: " << inputFile << ": " << why << "\n";
+    return 1;
   }
 
   zcc::OnnxImportOptions options;

@@ -4,7 +4,8 @@ usage: sigterm_points.py ZRUN PLAN IDS LABELS WORKDIR [RUNS]
 
 Times an uninterrupted run of N steps, then RUNS times: starts the same run
 with --checkpoint-dir and --metrics, sends SIGTERM after a random delay
-within that time, and checks that the run
+within that time (counted from when zrun's handler is installed, at the
+start of main), and checks that the run
   - exits 0 (a preempted job that saved),
   - leaves complete metrics: steps 0..K-1, then {"event": "stopped", K},
   - leaves a complete checkpoint step-K that `latest` names,
@@ -37,6 +38,22 @@ def fail(run, what):
     sys.exit(f"run {run}: {what}")
 
 
+def wait_for_handler(pid):
+    """Waits until process |pid| catches SIGTERM (its handler is installed
+    at the start of main; before that, while the loader runs, no process can
+    catch a signal)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("SigCgt:") and int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+                        return
+        except FileNotFoundError:
+            return
+        time.sleep(0.001)
+
+
 start = time.monotonic()
 subprocess.run(base + ["--metrics", f"{work}/full.jsonl"], check=True, stdout=subprocess.DEVNULL)
 duration = time.monotonic() - start
@@ -51,6 +68,7 @@ for run in range(runs):
     metrics, ck = f"{d}/m.jsonl", f"{d}/ck"
     p = subprocess.Popen(base + ["--metrics", metrics, "--checkpoint-dir", ck, "--save-every", "10"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for_handler(p.pid)
     time.sleep(random.uniform(0.0, 0.9 * duration))
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate()
