@@ -1,19 +1,51 @@
 #!/usr/bin/env bash
-# Fuzzes the plan loader (parser, validator and, for plans that validate, the
-# CPU kernels) with libFuzzer under ASan+UBSan for a bounded time.
-#   scripts/fuzz.sh [SECONDS]   (default 60)
-# Seeds: test/runtime/plan-corpus/. New inputs go to build-fuzz/corpus/; a
-# crash leaves its input in build-fuzz/ (crash-*) and fails the script: add the
-# file to test/runtime/plan-corpus/ with its expected error once fixed.
+# Fuzzes the readers of untrusted files with libFuzzer under ASan+UBSan, each
+# for a bounded time:
+#   plan       the plan loader (parser, validator and, for plans that
+#              validate, the CPU kernels)       seeds test/runtime/plan-corpus
+#   manifest   checkpoint manifests and export  seeds test/fuzz/corpus/manifest
+#   hostfile   hostfiles, --include/--exclude   seeds test/fuzz/corpus/hostfile
+#   npy        .npy arrays and token files      seeds test/fuzz/corpus/npy
+#   deepspeed  DeepSpeed JSON configs (zcc)     seeds ../shared/ds_configs
+#
+#   scripts/fuzz.sh [SECONDS [TARGET...]]   (default 60 s, every target)
+# New inputs go to build-fuzz/corpus-TARGET/; a crash leaves its input in
+# build-fuzz/ (crash-*) and fails the script: add it to the target's seeds
+# once fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+shift || true
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(plan manifest hostfile npy deepspeed)
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DZCC_BUILD_COMPILER=OFF -DZCC_ENABLE_FUZZER=ON -DZCC_ENABLE_CUDA=OFF >/dev/null
-cmake --build build-fuzz --target zrt-plan-fuzzer
-mkdir -p build-fuzz/corpus
-cd build-fuzz
-ASAN_OPTIONS=detect_leaks=0 ./runtime/zrt-plan-fuzzer corpus ../test/runtime/plan-corpus \
-  -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -seed=1 -print_final_stats=1 \
-  2>&1 | tail -20
+cmake --build build-fuzz --target zrt-plan-fuzzer zrt-manifest-fuzzer zrt-hostfile-fuzzer \
+  zrt-npy-fuzzer
+# The DeepSpeed config reader is compiler code (LLVM's JSON): built here
+# against LLVM 22's shared library, the reader itself instrumented.
+llvm=/usr/lib/llvm-22
+if [[ ! build-fuzz/zcc-deepspeed-fuzzer -nt lib/Config/DeepSpeedConfig.cpp ||
+      ! build-fuzz/zcc-deepspeed-fuzzer -nt test/fuzz/DeepSpeedConfigFuzzer.cpp ]]; then
+  clang++ -std=c++17 -O1 -g -fno-exceptions -fno-rtti -fno-omit-frame-pointer \
+    -fsanitize=fuzzer,address,undefined -Iinclude -I$llvm/include \
+    lib/Config/DeepSpeedConfig.cpp test/fuzz/DeepSpeedConfigFuzzer.cpp \
+    -L$llvm/lib -Wl,-rpath,$llvm/lib -lLLVM-22 -o build-fuzz/zcc-deepspeed-fuzzer
+fi
+seeds() {
+  case $1 in
+    plan) echo test/runtime/plan-corpus ;;
+    deepspeed) echo ../shared/ds_configs ;;
+    *) echo test/fuzz/corpus/$1 ;;
+  esac
+}
+for t in "${targets[@]}"; do
+  binary=build-fuzz/runtime/zrt-$t-fuzzer
+  [[ $t == deepspeed ]] && binary=build-fuzz/zcc-deepspeed-fuzzer
+  mkdir -p build-fuzz/corpus-$t
+  echo "== fuzz $t ($seconds s)"
+  (cd build-fuzz && ASAN_OPTIONS=detect_leaks=0 "../$binary" "corpus-$t" "../$(seeds $t)" \
+    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -seed=1 -print_final_stats=1 \
+    2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|INFO: Running|==[0-9]+==|SUMMARY|Done)|crash-|ERROR" | tail -8)
+done

@@ -208,8 +208,6 @@ static std::string checkJsonShape(StringRef text) {
 }
 
 Expected<DeepSpeedConfig> readDeepSpeedConfig(StringRef path) {
-  DeepSpeedConfig config;
-  config.path = path.str();
   llvm::sys::fs::file_status st;
   if (std::error_code ec = llvm::sys::fs::status(path, st))
     return createStringError(ec, "--deepspeed " + path + ": cannot read (" + ec.message() + ")");
@@ -226,9 +224,19 @@ Expected<DeepSpeedConfig> readDeepSpeedConfig(StringRef path) {
   if (!buffer)
     return createStringError(buffer.getError(), "--deepspeed " + path + ": cannot read (" +
                                                     buffer.getError().message() + ")");
-  if (std::string why = checkJsonShape((*buffer)->getBuffer()); !why.empty())
+  return parseDeepSpeedConfig((*buffer)->getBuffer(), path);
+}
+
+Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
+  DeepSpeedConfig config;
+  config.path = path.str();
+  if (text.size() > kMaxConfigBytes)
+    return createStringError(inconvertibleErrorCode(),
+                             "--deepspeed " + path +
+                                 ": larger than 16 MiB; not a DeepSpeed config");
+  if (std::string why = checkJsonShape(text); !why.empty())
     return createStringError(inconvertibleErrorCode(), "--deepspeed " + path + ": " + why);
-  Expected<json::Value> root = json::parse((*buffer)->getBuffer());
+  Expected<json::Value> root = json::parse(text);
   if (!root)
     return createStringError(inconvertibleErrorCode(),
                              "--deepspeed " + path +

@@ -38,8 +38,9 @@ Status readRegularFile(const std::string &path, std::string &out, int64_t maxByt
 bool sameFile(const std::string &a, const std::string &b);
 
 /// Checks an output path before any work: not one of |inputs|, not a
-/// directory, not a device or other non-regular file, and its directory
-/// exists and is writable. |flag| names the option in messages.
+/// directory, not a device or other non-regular file (/dev/null is fine),
+/// and its directory exists and is writable. |flag| names the option in
+/// messages.
 Status checkOutputPath(const std::string &flag, const std::string &path,
                        const std::vector<std::string> &inputs);
 

@@ -372,6 +372,11 @@ Status readManifest(const std::string &dir, plan::Checkpoint &manifest) {
   std::string bytes;
   std::string path = (fs::path(dir) / "manifest.pb").string();
   ZRT_RETURN_IF_ERROR(readFile(path, bytes));
+  return parseManifest(bytes, path, manifest);
+}
+
+Status parseManifest(const std::string &bytes, const std::string &path,
+                     plan::Checkpoint &manifest) {
   if (!manifest.ParseFromString(bytes))
     return errorf(path, ": not a checkpoint manifest (corrupt?)");
   if (manifest.version() != 1 && manifest.version() != kCheckpointVersion)
@@ -398,14 +403,22 @@ Status consolidate(const std::string &dir, const plan::Checkpoint &m,
   // Validated again: the reads below rely on it.
   ZRT_RETURN_IF_ERROR(validateManifest(m, (fs::path(dir) / "manifest.pb").string()));
   std::vector<std::string> ranks(m.world_size());
-  for (int r = 0; r < m.world_size(); ++r) {
+  for (int r = 0; r < m.world_size(); ++r)
     ZRT_RETURN_IF_ERROR(
         readFile((fs::path(dir) / ("rank-" + std::to_string(r) + ".bin")).string(), ranks[r]));
+  return consolidateShards(dir, m, ranks, out);
+}
+
+Status consolidateShards(const std::string &dir, const plan::Checkpoint &m,
+                         const std::vector<std::string> &ranks, std::vector<NamedTensor> &out) {
+  ZRT_RETURN_IF_ERROR(validateManifest(m, (fs::path(dir) / "manifest.pb").string()));
+  if ((int64_t)ranks.size() != m.world_size())
+    return errorf(dir, ": ", ranks.size(), " shards for world size ", m.world_size());
+  for (int r = 0; r < m.world_size(); ++r)
     if ((int64_t)ranks[r].size() != m.state_arena_bytes())
       return errorf(dir, "/rank-", r, ".bin: ", ranks[r].size(), " bytes, the manifest says ",
                     m.state_arena_bytes(), " (truncated?)");
-  }
-  // readManifest validated every layout: the reads below stay in bounds.
+  // The manifest is validated: the reads below stay in bounds.
   for (const plan::CheckpointTensor &t : m.tensors()) {
     NamedTensor nt;
     nt.name = t.name();

@@ -58,6 +58,8 @@ Status openCheckpoint(const std::string &flag, const std::string &path, std::str
 /// every field validated (ranges, overflow-checked sizes, every tensor
 /// within the state arena).
 Status readManifest(const std::string &dir, plan::Checkpoint &manifest);
+/// The same for a manifest's bytes (|path| for messages).
+Status parseManifest(const std::string &bytes, const std::string &path, plan::Checkpoint &manifest);
 /// Reads rank R's state arena (exactly |bytes|).
 Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state);
 
@@ -71,6 +73,9 @@ struct NamedTensor {
 };
 Status consolidate(const std::string &dir, const plan::Checkpoint &manifest,
                    std::vector<NamedTensor> &out);
+/// The same from the ranks' shards in memory (|dir| for messages).
+Status consolidateShards(const std::string &dir, const plan::Checkpoint &manifest,
+                         const std::vector<std::string> &ranks, std::vector<NamedTensor> &out);
 
 /// zrun export: a .safetensors file of the consolidated tensors.
 Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors,

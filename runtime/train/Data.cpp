@@ -60,15 +60,66 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
     if (shape.empty() || a.shape.size() != shape.size() ||
         !std::equal(shape.begin() + 1, shape.end(), a.shape.begin() + 1))
       return errorf("--data ", in.name(), ": samples of shape ", shapeStr(a.shape, 1),
-                    " do not match the plan's input ", shapeStr(shape), " (micro-batch ",
-                    shape.empty() ? 0 : shape[0], " of ", shapeStr(shape, 1),
-                    "); was the plan compiled for another model or --input-shape?");
+                    " (the array is ", shapeStr(a.shape), ") do not match the plan's samples ",
+                    shapeStr(shape, 1), " (its input ", shapeStr(shape), " is micro-batch ",
+                    shape.empty() ? 0 : shape[0],
+                    " of them); was the plan compiled for another model or --input-shape?");
     if (a.shape[0] < 1)
       return errorf("--data ", in.name(), ": the array has no samples");
     if (samples_ && a.shape[0] != samples_)
       return errorf("--data ", in.name(), ": ", a.shape[0], " samples, but other inputs have ",
                     samples_);
     samples_ = a.shape[0];
+  }
+  return Status::ok();
+}
+
+Status zrt::tokenSequences(const std::string &bytes, const std::string &path, int bytesPerToken,
+                           int64_t seq, NpyArray &x, NpyArray &y) {
+  if (bytesPerToken != 2 && bytesPerToken != 4)
+    return errorf("--tokens ", path, ": tokens are 2 or 4 bytes, not ", bytesPerToken);
+  if (seq < 1)
+    return errorf("--tokens ", path, ": the plan's sequence length is ", seq);
+  size_t start = 0;
+  if (bytes.size() >= 1024) {
+    int32_t header[3];
+    std::memcpy(header, bytes.data(), sizeof header);
+    if (header[0] == 20240520) { // llm.c: magic, version, token count
+      if (header[1] != 1 && header[1] != 2)
+        return errorf("--tokens ", path, ": unknown llm.c token file version ", header[1]);
+      start = 1024;
+      if ((int64_t)(bytes.size() - start) != (int64_t)header[2] * bytesPerToken)
+        return errorf("--tokens ", path, ": the header announces ", header[2],
+                      " tokens, the file holds ", (bytes.size() - start) / bytesPerToken);
+    }
+  }
+  if ((bytes.size() - start) % bytesPerToken)
+    return errorf("--tokens ", path, ": the size is not a multiple of ", bytesPerToken,
+                  " bytes (wrong --token-bytes, or a truncated file?)");
+  int64_t n = (bytes.size() - start) / bytesPerToken;
+  int64_t sequences = (n - 1) / seq;
+  if (sequences < 1)
+    return errorf("--tokens ", path, ": ", n, " tokens are fewer than one sequence of ", seq,
+                  " plus its next token");
+  x.dtype = y.dtype = DType::I64;
+  x.shape = y.shape = {sequences, seq};
+  x.data.resize(sequences * seq * 8);
+  y.data.resize(sequences * seq * 8);
+  auto token = [&](int64_t i) -> int64_t {
+    const char *p = bytes.data() + start + i * bytesPerToken;
+    if (bytesPerToken == 2) {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  };
+  for (int64_t i = 0; i < sequences * seq; ++i) {
+    int64_t a = token(i), c = token(i + 1);
+    std::memcpy(x.data.data() + i * 8, &a, 8);
+    std::memcpy(y.data.data() + i * 8, &c, 8);
   }
   return Status::ok();
 }
@@ -97,48 +148,9 @@ Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const 
   std::string bytes;
   if (Status s = readRegularFile(path, bytes); !s)
     return errorf("--tokens ", s.message());
-  size_t start = 0;
-  if (bytes.size() >= 1024) {
-    int32_t header[3];
-    std::memcpy(header, bytes.data(), sizeof header);
-    if (header[0] == 20240520) { // llm.c: magic, version, token count
-      if (header[1] != 1 && header[1] != 2)
-        return errorf("--tokens ", path, ": unknown llm.c token file version ", header[1]);
-      start = 1024;
-      if ((int64_t)(bytes.size() - start) != (int64_t)header[2] * bytesPerToken)
-        return errorf("--tokens ", path, ": the header announces ", header[2],
-                      " tokens, the file holds ", (bytes.size() - start) / bytesPerToken);
-    }
-  }
-  if ((bytes.size() - start) % bytesPerToken)
-    return errorf("--tokens ", path, ": the size is not a multiple of ", bytesPerToken,
-                  " bytes (wrong --token-bytes, or a truncated file?)");
-  int64_t n = (bytes.size() - start) / bytesPerToken;
-  int64_t sequences = (n - 1) / seq;
-  if (sequences < 1)
-    return errorf("--tokens ", path, ": ", n, " tokens are fewer than one sequence of ", seq,
-                  " plus its next token");
   NpyArray x, y;
-  x.dtype = y.dtype = DType::I64;
-  x.shape = y.shape = {sequences, seq};
-  x.data.resize(sequences * seq * 8);
-  y.data.resize(sequences * seq * 8);
-  auto token = [&](int64_t i) -> int64_t {
-    const char *p = bytes.data() + start + i * bytesPerToken;
-    if (bytesPerToken == 2) {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return v;
-    }
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-  };
-  for (int64_t i = 0; i < sequences * seq; ++i) {
-    int64_t a = token(i), c = token(i + 1);
-    std::memcpy(x.data.data() + i * 8, &a, 8);
-    std::memcpy(y.data.data() + i * 8, &c, 8);
-  }
+  ZRT_RETURN_IF_ERROR(tokenSequences(bytes, path, bytesPerToken, seq, x, y));
+  const int64_t sequences = x.shape[0];
   arrays_["input_ids"] = std::move(x);
   arrays_["labels"] = std::move(y);
   samples_ = sequences;

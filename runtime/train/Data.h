@@ -23,6 +23,12 @@ namespace zrt {
 /// loss scale.
 inline bool isTrainerInput(const std::string &name) { return name == "loss_scale"; }
 
+/// A token file's bytes (the layout of DataFeeder::loadTokens) as sequences
+/// of |seq| tokens: |x| the input ids, |y| the same shifted by one (int64,
+/// [sequences, seq]). |path| for messages.
+Status tokenSequences(const std::string &bytes, const std::string &path, int bytesPerToken,
+                      int64_t seq, NpyArray &x, NpyArray &y);
+
 class DataFeeder {
 public:
   /// Loads every file and checks it against |program|'s inputs: every input

@@ -25,7 +25,7 @@ Status MetricsFile::open(const std::string &path, bool append) {
       ::open(path.c_str(),
              O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (append ? O_APPEND : O_TRUNC), 0644);
   struct stat st;
-  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fd < 0 || ::fstat(fd, &st) != 0 || (!S_ISREG(st.st_mode) && path != "/dev/null")) {
     int error = errno;
     if (fd >= 0)
       ::close(fd);

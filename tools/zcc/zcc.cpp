@@ -71,9 +71,9 @@ static std::string checkInputFile(const std::string &path) {
 }
 
 /// Why |path| cannot be an output (empty: it can): it is one of |inputs|, a
-/// directory, or a device or other special file.
+/// directory, or a device or other special file (but /dev/null).
 static std::string checkOutput(const std::string &path, std::vector<std::string> inputs) {
-  if (path == "-")
+  if (path == "-" || path == "/dev/null") // stdout; the usual sink
     return "";
   for (const std::string &in : inputs) {
     bool same = false;

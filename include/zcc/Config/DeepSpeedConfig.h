@@ -75,6 +75,8 @@ struct DeepSpeedConfig {
 /// Reads and validates a DeepSpeed JSON config. Errors say the file and the
 /// dotted key, what was expected and what was found.
 llvm::Expected<DeepSpeedConfig> readDeepSpeedConfig(llvm::StringRef path);
+/// The same for a config's text (|path| for messages; test/fuzz).
+llvm::Expected<DeepSpeedConfig> parseDeepSpeedConfig(llvm::StringRef text, llvm::StringRef path);
 
 } // namespace zcc
 
