@@ -47,5 +47,5 @@ for t in "${targets[@]}"; do
   echo "== fuzz $t ($seconds s)"
   (cd build-fuzz && ASAN_OPTIONS=detect_leaks=0 "../$binary" "corpus-$t" "../$(seeds $t)" \
     -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -seed=1 -print_final_stats=1 \
-    2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|INFO: Running|==[0-9]+==|SUMMARY|Done)|crash-|ERROR" | tail -8)
+    2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|Done)|crash-|deadly signal" | tail -8)
 done
