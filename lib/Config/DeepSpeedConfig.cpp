@@ -38,11 +38,13 @@ public:
     config.warnings.push_back((config.path + ": key '" + key + "': " + message).str());
   }
 
+  /// |v| as JSON text, cut to 120 characters (a value may be megabytes).
   static std::string show(const json::Value &v) {
     std::string s;
     raw_string_ostream os(s);
     os << v;
-    return s;
+    os.flush();
+    return s.size() > 120 ? s.substr(0, 100) + "... (" + std::to_string(s.size()) + " chars)" : s;
   }
   bool isAuto(const json::Value &v) {
     auto s = v.getAsString();

@@ -91,5 +91,11 @@ Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
     double err = std::fabs(analytic - numeric) / std::max(std::fabs(numeric), 1e-3);
     results.push_back({l.name(), analytic, numeric, err});
   }
+  if (results.empty()) // a check of nothing must not pass
+    return check.param.empty()
+               ? errorf(options.plan, ": the plan lists no parameters to check")
+               : errorf("--param ", check.param,
+                        ": no trainable parameter's name contains it (zrun kernels or zcc "
+                        "--emit=report list them)");
   return Status::ok();
 }

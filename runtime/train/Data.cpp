@@ -175,6 +175,25 @@ int64_t DataFeeder::sampleAt(int64_t i) const {
   return permutation_[i % samples_];
 }
 
+std::string DataFeeder::samplesOf(int64_t k, int64_t batch) const {
+  if (samples_ < 1 || batch < 1)
+    return "no samples";
+  std::vector<int64_t> rows;
+  for (int64_t j = 0; j < batch; ++j)
+    rows.push_back(sampleAt(k * batch + j));
+  bool consecutive = true;
+  for (size_t j = 1; j < rows.size(); ++j)
+    consecutive &= rows[j] == rows[j - 1] + 1;
+  if (consecutive)
+    return rows.size() == 1
+               ? "sample " + std::to_string(rows[0])
+               : "samples " + std::to_string(rows.front()) + "-" + std::to_string(rows.back());
+  std::string out = "samples ";
+  for (size_t j = 0; j < rows.size() && j < 8; ++j)
+    out += (j ? ", " : "") + std::to_string(rows[j]);
+  return out + (rows.size() > 8 ? ", ..." : "");
+}
+
 void DataFeeder::feed(int64_t k, const ExecutorBase &executor, const plan::Program &program) const {
   for (const plan::NamedBuffer &in : program.inputs()) {
     if (isTrainerInput(in.name()))

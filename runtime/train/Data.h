@@ -54,6 +54,10 @@ public:
 
   int64_t samples() const { return samples_; }
 
+  /// The samples (rows of the --data arrays) that global batch |k| of
+  /// |batch| samples reads, for messages: "samples 8-11", or a list.
+  std::string samplesOf(int64_t k, int64_t batch) const;
+
 private:
   /// The sample that position |i| of the stream reads.
   int64_t sampleAt(int64_t i) const;

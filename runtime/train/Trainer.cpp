@@ -45,6 +45,8 @@ Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, Trainer
       for (int64_t d : plan.buffers(in.buffer()).shape())
         n *= d;
       t->tokens_ = n * plan.training().grad_accum_steps() * world;
+      t->microBatch_ =
+          plan.buffers(in.buffer()).shape_size() > 0 ? plan.buffers(in.buffer()).shape(0) : 1;
       break;
     }
   if (t->config_.resume)
@@ -128,8 +130,11 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
     for (int64_t a = 0; a < accum; ++a) {
       // Micro-batch a of step k: rank r takes the r-th slice of the
       // world's micro-batches.
-      feeder_.feed((k * accum + a) * world + rank, executor, *micro_);
-      ZRT_RETURN_IF_ERROR(executor.run(*micro_));
+      const int64_t batch = (k * accum + a) * world + rank;
+      feeder_.feed(batch, executor, *micro_);
+      if (Status s = executor.run(*micro_); !s)
+        return errorf(s.message(), " (step ", k, ", micro-batch ", a, " of rank ", rank, ": ",
+                      feeder_.samplesOf(batch, microBatch_), " of the data)");
       loss += *executor.buffer(lossBuffer_).as<float>();
     }
     loss /= accum;
@@ -189,7 +194,8 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
       if (!std::isfinite(loss) || !std::isfinite(norm))
         return errorf("step ", k, ": the ", std::isfinite(loss) ? "gradient norm" : "loss", " is ",
                       std::isfinite(loss) ? norm : loss,
-                      " (diverged, or NaN in the data); lower --lr or check the inputs");
+                      " (diverged, NaN in the data, or no label counted: every label of the batch "
+                      "-100); lower --lr or check the inputs");
       if (scaler)
         (void)scaler->update(false);
       ++applied;

@@ -109,7 +109,7 @@ private:
   int lossBuffer_ = -1, lrBuffer_ = -1, normBuffer_ = -1;
   std::optional<LossScalerConfig> scaling_;
   int microScaleBuffer_ = -1, applyScaleBuffer_ = -1, overflowBuffer_ = -1;
-  int64_t firstStep_ = 0, tokens_ = 0, skipped_ = 0;
+  int64_t firstStep_ = 0, tokens_ = 0, skipped_ = 0, microBatch_ = 1;
   int stoppedBy_ = 0;
   int64_t stoppedAt_ = 0;
   std::string stopCheckpoint_;

@@ -27,8 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   if (!zrt::selectSlots(nodes, parts[1], parts[2], -1, -1))
     return 0;
-  for (const zrt::NodeCommand &c : zrt::nodeCommands(nodes, {"zrun", "train", "p.zplan"}, "/w",
-                                                      29500))
+  for (const zrt::NodeCommand &c :
+       zrt::nodeCommands(nodes, {"zrun", "train", "p.zplan"}, "/w", 29500))
     for (char ch : c.host)
       if (!std::isalnum((unsigned char)ch) && ch != '-' && ch != '.' && ch != ':')
         std::abort(); // a host that could reach the remote shell

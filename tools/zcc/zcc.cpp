@@ -315,6 +315,11 @@ static int printEstimate(ModuleOp module, llvm::raw_ostream &os) {
     (g.getTrainable() ? psi : frozen) += g.getTensorType().getNumElements();
   }
   SmallVector<int64_t> worlds(estimateWorldSizes.begin(), estimateWorldSizes.end());
+  for (int64_t w : worlds)
+    if (w < 1 || w > 1 << 20) {
+      llvm::errs() << "zcc: error: --world-sizes: " << w << " is not a world size (1 or more)\n";
+      return 2;
+    }
   if (worlds.empty())
     worlds = {1, 2, 4, 8, 16, 64};
   auto source = module->getAttrOfType<StringAttr>("zero.source");
@@ -378,17 +383,21 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   selectHelpOptions();
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
-      "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
-      "Passes of the pipeline (zero-training-pipeline; for --mlir-print-ir-before/after=PASS):\n"
-      "zero-training-config, canonicalize, zero-recognize-patterns, cse, zero-attach-loss,\n"
-      "zero-mixed-precision, zero-fuse-attention and zero-pad-gemms (--target cuda),\n"
-      "zero-autodiff, zero-recompute, zero-partition, zero-optimizer, zero-schedule,\n"
-      "zero-offload, zero-fuse-epilogues, zero-group-casts, zero-fuse-elementwise\n"
-      "(--target cuda), zero-plan-memory, convert-zero-to-zrt.\n"
-      "--help-hidden lists every LLVM/MLIR option.\n");
+  // A bad option exits 2, as zcc's other usage errors (docs/running.md).
+  if (!cl::ParseCommandLineOptions(
+          argc, argv,
+          "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
+          "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
+          "Passes of the pipeline (zero-training-pipeline; for "
+          "--mlir-print-ir-before/after=PASS):\n"
+          "zero-training-config, canonicalize, zero-recognize-patterns, cse, zero-attach-loss,\n"
+          "zero-mixed-precision, zero-fuse-attention and zero-pad-gemms (--target cuda),\n"
+          "zero-autodiff, zero-recompute, zero-partition, zero-optimizer, zero-schedule,\n"
+          "zero-offload, zero-fuse-epilogues, zero-group-casts, zero-fuse-elementwise\n"
+          "(--target cuda), zero-plan-memory, convert-zero-to-zrt.\n"
+          "--help-hidden lists every LLVM/MLIR option.\n",
+          &llvm::errs()))
+    return 2;
 
   DialectRegistry registry;
   zcc::registerCodegenInterfaces(registry);

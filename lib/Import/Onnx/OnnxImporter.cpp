@@ -453,6 +453,15 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
     argTypes.push_back(RankedTensorType::get(shape, et));
     argNames.push_back(in.name());
   }
+  for (auto &bound : options.inputShapes)
+    if (llvm::find(argNames, bound.first()) == argNames.end()) {
+      InFlightDiagnostic diag = fileError();
+      diag << "--input-shape " << bound.first() << ": the model has no graph input of that name"
+           << " (its inputs:";
+      for (const std::string &name : argNames)
+        diag << " " << name;
+      return diag << ")";
+    }
 
   SmallVector<Type> resultTypes; // patched once the outputs are known
   builder.setInsertionPointToEnd(module.getBody());
@@ -671,12 +680,28 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   if (failed(importInitializers(graph)) || failed(importInputs(graph, func)))
     return nullptr;
   module->setAttr("zero.trainable_count", builder.getI64IntegerAttr(numTrainable));
-  for (auto &it : options.paddingIdx)
+  if (!options.trainableRegex.empty() && numTrainable == 0) {
+    fileError() << "--trainable '" << options.trainableRegex << "' matches none of the model's "
+                << numFrozen << " float initializers: nothing would train (zcc estimate lists "
+                << "the counts; --frozen '.*' freezes everything on purpose)";
+    return nullptr;
+  }
+  for (auto &it : options.paddingIdx) {
     if (!globals.count(it.first())) {
       fileError() << "--padding-idx " << it.first() << ": the model has no float initializer "
                   << "of that name";
       return nullptr;
     }
+    auto table = globals[it.first()].getTensorType();
+    if (table.getRank() != 2 || it.second < 0 || it.second >= table.getDimSize(0)) {
+      fileError() << "--padding-idx " << it.first() << "=" << it.second << ": "
+                  << (table.getRank() != 2 ? std::string("not an embedding table (rank ") +
+                                                 std::to_string(table.getRank()) + ")"
+                                           : "not a row of the table (rows 0-" +
+                                                 std::to_string(table.getDimSize(0) - 1) + ")");
+      return nullptr;
+    }
+  }
   module->setAttr("zero.frozen_count", builder.getI64IntegerAttr(numFrozen));
 
   // Loads of globals sit at the top of the function.
@@ -693,6 +718,12 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
       return nullptr;
     ++nodeIndex;
   }
+  for (auto &it : options.paddingIdx)
+    if (!paddingUsed.contains(it.first())) {
+      fileError() << "--padding-idx " << it.first() << ": no Gather (embedding lookup) reads "
+                  << "this initializer; name the embedding table";
+      return nullptr;
+    }
 
   SmallVector<Value> outputs;
   SmallVector<Type> outputTypes;

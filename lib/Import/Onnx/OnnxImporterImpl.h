@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <memory>
 
@@ -77,6 +78,7 @@ public:
   SmallVector<std::string> globalOrder; // initializer order, for readable IR
   llvm::StringMap<Value> loads;
   unsigned numTrainable = 0, numFrozen = 0;
+  llvm::StringSet<> paddingUsed; // --padding-idx tables that a Gather reads
 };
 
 } // namespace zcc::onnx_import

@@ -560,8 +560,10 @@ LogicalResult NodeEmitter::run() {
     }
     auto gather = zero::GatherOp::create(b, loc, x, idx, b.getI64IntegerAttr(axis), nullptr);
     auto pad = imp.options.paddingIdx.find(node.input(0));
-    if (pad != imp.options.paddingIdx.end())
+    if (pad != imp.options.paddingIdx.end()) {
       gather.setPaddingIdxAttr(b.getI64IntegerAttr(pad->second));
+      imp.paddingUsed.insert(node.input(0));
+    }
     results.push_back(gather);
     return success();
   }
