@@ -10,6 +10,38 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <cstdlib>
+
+#include <sys/resource.h>
+
+namespace zrt {
+
+Status checkBlasMemory() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    return Status::ok();
+  constexpr size_t kBuffer = size_t(128) << 20; // OpenBLAS's BUFFER_SIZE on x86-64
+  auto fits = [](size_t bytes) {
+    void *p = std::malloc(bytes);
+    std::free(p);
+    return p != nullptr;
+  };
+  int threads = std::max(1, openblas_get_num_threads());
+  if (fits((size_t)(threads + 1) * kBuffer))
+    return Status::ok();
+  if (fits(kBuffer)) { // room for one buffer: one thread
+    openblas_set_num_threads(1);
+    return Status::ok();
+  }
+  return errorf("the address-space limit (ulimit -v ", limit.rlim_cur / 1024,
+                " KiB) leaves no room for the 128 MiB buffer OpenBLAS needs for the CPU "
+                "backend's matrix products; raise it (ulimit -v 1000000 is enough for small "
+                "plans)");
+}
+
+} // namespace zrt
+
 namespace zrt::cpu {
 
 std::string checkMatmul(const KernelCall &c) {

@@ -78,6 +78,12 @@ struct KernelInfo {
 /// Kernels.def (resolve a plan's name with lookupKernel, once).
 const KernelInfo &cpuKernel(KernelId id);
 
+/// OpenBLAS allocates a 128 MiB buffer per thread for its GEMMs and, when it
+/// cannot, retries without end (a hang, not an error): under an address-space
+/// limit (ulimit -v) this checks first that the buffers fit, with one BLAS
+/// thread if the limit is tight, and says what to do if even that does not.
+Status checkBlasMemory();
+
 } // namespace zrt
 
 #endif // ZRT_CPU_KERNELS_H

@@ -25,6 +25,7 @@ Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
     return errorf(options.plan, ": the plan does not train");
   std::unique_ptr<WeightFile> weights;
   ZRT_RETURN_IF_ERROR(openWeights(options, plan, /*resuming=*/false, weights));
+  ZRT_RETURN_IF_ERROR(checkBlasMemory());
   Executor executor(plan);
   if (weights) {
     int loaded = 0;

@@ -79,7 +79,7 @@ Status zrt::makeExecutor(const RunOptions &options, const plan::Plan &plan, int 
   std::unique_ptr<ExecutorBase> executor;
   if (cuda)
     executor = makeCudaExecutor(plan, rank, comm, device, options.cuda, status);
-  else
+  else if ((status = checkBlasMemory()))
     executor = std::make_unique<Executor>(plan, rank, comm);
   ZRT_RETURN_IF_ERROR(status);
   if (weights) {

@@ -358,7 +358,21 @@ const char *kDescription = "zrun: runs a plan that zcc compiled (docs/running.md
 
 } // namespace
 
+int run(int argc, char **argv);
+
 int main(int argc, char **argv) {
+  int code = run(argc, argv);
+  if (code == 0)
+    return 0;
+  // A failed run ends here, without the libraries' exit handlers: OpenBLAS's
+  // joins a worker thread that, under a tight `ulimit -v`, retries an
+  // allocation for ever (the error has been reported; files are closed).
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}
+
+int run(int argc, char **argv) {
   // zrun train stops cleanly on SIGTERM, SIGINT and SIGHUP (support/
   // Signals.h): from the start, so that a signal during start-up is not lost.
   std::optional<StopOnSignals> signals;
