@@ -250,6 +250,17 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
       return r.number(k, v, out, min, true, strictMin);
     };
   };
+  auto count = [&](std::optional<double> &out, double min) {
+    return [&r, &out, min](StringRef k, const json::Value &v) -> Error {
+      if (Error e = r.number(k, v, out, min))
+        return e;
+      if (out && (*out != std::floor(*out) || *out > 1e15))
+        return r.error(k, formatv("expected a whole number of elements from {0} to 1e15 (such "
+                                  "as 5e8), got {1}",
+                                  (int64_t)min, Reader::show(v)));
+      return Error::success();
+    };
+  };
   auto integer = [&](std::optional<int64_t> &out, int64_t min) {
     return [&r, &out, min](StringRef k, const json::Value &v) { return r.integer(k, v, out, min); };
   };
@@ -337,7 +348,16 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
 
   Section fp16;
   fp16.keys["enabled"] = flag(config.fp16Enabled, /*allowAuto=*/true);
-  fp16.keys["loss_scale"] = num(config.lossScale, 0);
+  fp16.keys["loss_scale"] = [&](StringRef k, const json::Value &v) -> Error {
+    if (Error e = r.number(k, v, config.lossScale, 0))
+      return e;
+    // A static scale beyond 2^32 overflows every fp16 gradient: every step
+    // would be skipped.
+    if (config.lossScale && *config.lossScale > 4294967296.0)
+      return r.error(k,
+                     "expected 0 (dynamic) or a static scale up to 2^32, got " + Reader::show(v));
+    return Error::success();
+  };
   fp16.keys["initial_scale_power"] = [&](StringRef k, const json::Value &v) -> Error {
     if (Error e = r.integer(k, v, config.initialScalePower, 0))
       return e;
@@ -400,13 +420,14 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
       return r.error(k, "expected 0, 1, 2 or 3, got " + Reader::show(v));
     return Error::success();
   };
-  zero.keys["reduce_bucket_size"] = num(config.reduceBucketSize, 1);
-  zero.keys["allgather_bucket_size"] = num(config.allgatherBucketSize, 1);
-  zero.keys["stage3_prefetch_bucket_size"] = num(config.prefetchBucketSize, 0);
-  zero.keys["stage3_param_persistence_threshold"] = num(config.paramPersistenceThreshold, 0);
-  zero.keys["stage3_max_live_parameters"] = num(config.maxLiveParameters, 1);
-  zero.keys["stage3_max_reuse_distance"] = num(config.maxReuseDistance, 0);
-  zero.keys["sub_group_size"] = num(config.subGroupSize, 1);
+  // Element counts: whole numbers (DeepSpeed's configs write 5e8).
+  zero.keys["reduce_bucket_size"] = count(config.reduceBucketSize, 1);
+  zero.keys["allgather_bucket_size"] = count(config.allgatherBucketSize, 1);
+  zero.keys["stage3_prefetch_bucket_size"] = count(config.prefetchBucketSize, 0);
+  zero.keys["stage3_param_persistence_threshold"] = count(config.paramPersistenceThreshold, 0);
+  zero.keys["stage3_max_live_parameters"] = count(config.maxLiveParameters, 1);
+  zero.keys["stage3_max_reuse_distance"] = count(config.maxReuseDistance, 0);
+  zero.keys["sub_group_size"] = count(config.subGroupSize, 1);
   zero.keys["overlap_comm"] = flag(config.overlapComm);
   zero.keys["contiguous_gradients"] = flag(config.contiguousGradients);
   zero.keys["reduce_scatter"] = flag(config.reduceScatter);
@@ -426,11 +447,22 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   top.keys["train_micro_batch_size_per_gpu"] = integer(config.microBatchPerGpu, 1);
   top.keys["gradient_accumulation_steps"] = integer(config.gradientAccumulationSteps, 1);
   top.keys["gradient_clipping"] = num(config.gradientClipping, 0);
-  top.keys["optimizer"] = [&](StringRef k, const json::Value &v) {
-    return r.walk(k, v, optimizer);
+  // DeepSpeed builds an optimizer or scheduler from its "type": a section
+  // without one would silently change nothing.
+  top.keys["optimizer"] = [&](StringRef k, const json::Value &v) -> Error {
+    if (Error e = r.walk(k, v, optimizer))
+      return e;
+    if (!config.optimizer)
+      return r.error(k, "the section has no \"type\" (\"AdamW\", \"Adam\" or \"SGD\")");
+    return Error::success();
   };
-  top.keys["scheduler"] = [&](StringRef k, const json::Value &v) {
-    return r.walk(k, v, scheduler);
+  top.keys["scheduler"] = [&](StringRef k, const json::Value &v) -> Error {
+    if (Error e = r.walk(k, v, scheduler))
+      return e;
+    if (!config.scheduler)
+      return r.error(k, "the section has no \"type\" (\"WarmupLR\", \"WarmupDecayLR\" or "
+                        "\"WarmupCosineLR\")");
+    return Error::success();
   };
   top.keys["fp16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, fp16); };
   top.keys["bf16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, bf16); };

@@ -112,6 +112,10 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     precision = "fp16";
   else if (c.bf16Enabled.value_or(false))
     precision = "bf16";
+  if (flags.given("precision") && precision && f.precision != *precision)
+    return fail("--precision " + f.precision + " conflicts with " +
+                (*precision == "bf16" ? "bf16.enabled" : "fp16.enabled") + " = true in " + path +
+                "; give one of them");
   if (Error e = merge(s.precision, flags.given("precision"), f.precision, precision, "--precision",
                       precision == "bf16" ? "bf16.enabled" : "fp16.enabled", path))
     return std::move(e);

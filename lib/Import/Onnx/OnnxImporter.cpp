@@ -22,6 +22,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
@@ -322,6 +324,11 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
   for (const onnx::TensorProto &t : graph.initializer()) {
     if (t.name().empty())
       return fileError() << "an initializer has no name";
+    for (int64_t d : t.dims())
+      if (d < 0)
+        return fileError() << "initializer '" << t.name() << "' has a negative dimension " << d;
+    if (checkedNumel(SmallVector<int64_t>(t.dims().begin(), t.dims().end())) < 0)
+      return fileError() << "initializer '" << t.name() << "' is impossibly large";
     if (values.count(t.name()))
       return fileError() << "initializer '" << t.name() << "' is defined twice";
     Type et = elementType(t.data_type());
@@ -673,6 +680,30 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
     return nullptr;
   }
   const onnx::GraphProto &graph = model.graph();
+  // Names become strings of the plan (protobuf strings must be UTF-8: the
+  // plan would be unreadable); say which one is not, before anything else.
+  auto notUtf8 = [&](const std::string &what, const std::string &name) {
+    std::string hex;
+    for (size_t i = 0; i < name.size() && i < 32; ++i)
+      hex += llvm::formatv("{0:x-2}", (unsigned)(unsigned char)name[i]).str();
+    fileError() << what << " name is not valid UTF-8 (bytes " << hex
+                << (name.size() > 32 ? "..." : "") << "); rename it in the exporter";
+    return nullptr;
+  };
+  for (const onnx::TensorProto &t : graph.initializer())
+    if (!llvm::json::isUTF8(t.name()))
+      return notUtf8("an initializer's", t.name());
+  for (const auto *list : {&graph.input(), &graph.output()})
+    for (const onnx::ValueInfoProto &v : *list)
+      if (!llvm::json::isUTF8(v.name()))
+        return notUtf8("a graph input's or output's", v.name());
+  for (const onnx::NodeProto &n : graph.node()) {
+    if (!llvm::json::isUTF8(n.name()))
+      return notUtf8("a node's", n.name());
+    for (const std::string &v : n.output())
+      if (!llvm::json::isUTF8(v))
+        return notUtf8("a node output's", v);
+  }
   module->setAttr("zero.source", builder.getStringAttr(llvm::sys::path::filename(path)));
   module->setAttr("zero.opset", builder.getI64IntegerAttr(opset));
 
