@@ -36,22 +36,18 @@ Schedule zrt::resolveSchedule(const plan::Plan &plan, const TrainOptions &t) {
     s.cosMinRatio = ps.cos_min_ratio();
   }
   // The flags given override field by field.
-  if (t.lrSchedule)
-    s.name = *t.lrSchedule;
-  if (t.lr)
-    s.lr = *t.lr;
-  if (t.warmupSteps)
-    s.warmupSteps = *t.warmupSteps;
-  if (t.totalSteps)
-    s.totalSteps = *t.totalSteps;
-  if (t.warmupLog)
-    s.warmupLog = *t.warmupLog;
-  if (t.warmupMinLr)
-    s.warmupMinLr = *t.warmupMinLr;
-  if (t.warmupMinRatio)
-    s.warmupMinRatio = *t.warmupMinRatio;
-  if (t.cosMinRatio)
-    s.cosMinRatio = *t.cosMinRatio;
+  auto given = [](auto &field, const auto &flag) {
+    if (flag)
+      field = *flag;
+  };
+  given(s.name, t.lrSchedule);
+  given(s.lr, t.lr);
+  given(s.warmupSteps, t.warmupSteps);
+  given(s.totalSteps, t.totalSteps);
+  given(s.warmupLog, t.warmupLog);
+  given(s.warmupMinLr, t.warmupMinLr);
+  given(s.warmupMinRatio, t.warmupMinRatio);
+  given(s.cosMinRatio, t.cosMinRatio);
   return s;
 }
 
