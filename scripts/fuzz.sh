@@ -29,7 +29,7 @@ llvm=/usr/lib/llvm-22
 if [[ ! build-fuzz/zcc-deepspeed-fuzzer -nt lib/Config/DeepSpeedConfig.cpp ||
       ! build-fuzz/zcc-deepspeed-fuzzer -nt test/fuzz/DeepSpeedConfigFuzzer.cpp ]]; then
   clang++ -std=c++17 -O1 -g -fno-exceptions -fno-rtti -fno-omit-frame-pointer \
-    -fsanitize=fuzzer,address,undefined -Iinclude -I$llvm/include \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -I$llvm/include \
     lib/Config/DeepSpeedConfig.cpp test/fuzz/DeepSpeedConfigFuzzer.cpp \
     -L$llvm/lib -Wl,-rpath,$llvm/lib -lLLVM-22 -o build-fuzz/zcc-deepspeed-fuzzer
 fi

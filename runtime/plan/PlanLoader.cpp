@@ -129,6 +129,9 @@ Status zrt::validatePlan(const plan::Plan &p) {
       return errorf(where(), ": bytes [", b.offset(), ", ", b.offset() + bytes,
                     ") are outside its ", plan::Arena_Name(b.arena()), " arena of ", size,
                     " bytes");
+    if (b.offset() % (int64_t)dtypeSize(dtype))
+      return errorf(where(), ": offset ", b.offset(), " is not a multiple of its ",
+                    dtypeSize(dtype), "-byte elements");
     // Owning state (and the host arena's offloaded state) starts from data.
     bool hasData = (b.arena() == plan::STATE || b.arena() == plan::CONSTANT ||
                     (b.arena() == plan::HOST && b.offset() < p.host_state_bytes())) &&

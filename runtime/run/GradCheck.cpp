@@ -39,8 +39,8 @@ Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
   int lossBuffer = namedBuffer(eval, true, "loss");
   if (lossBuffer < 0)
     return errorf(options.plan, ": the eval program has no 'loss' output");
-  microData.feed(0, executor, *micro);
-  evalData.feed(0, executor, *eval);
+  ZRT_RETURN_IF_ERROR(microData.feed(0, executor, *micro));
+  ZRT_RETURN_IF_ERROR(evalData.feed(0, executor, *eval));
   for (const plan::NamedBuffer &in : micro->inputs())
     if (in.name() == "loss_scale") // fp16 plans: unscaled gradients
       *executor.buffer(in.buffer()).as<float>() = 1.0f;

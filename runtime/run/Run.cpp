@@ -144,7 +144,8 @@ Status zrt::evaluate(const RunOptions &options, const EvalOptions &eval,
     ZRT_RETURN_IF_ERROR(
         makeExecutor(options, plan, rank, comm, weights.get(), /*device=*/-1, executor));
     for (int64_t k = 0; k < eval.batches; ++k) {
-      feeder.feed(k * world + rank, *executor, *program);
+      if (Status s = feeder.feed(k * world + rank, *executor, *program); !s)
+        return errorf(s.message(), " (batch ", k, " of rank ", rank, ")");
       ZRT_RETURN_IF_ERROR(executor->run(*program));
       if (lossBuffer >= 0)
         total[rank] += *executor->buffer(lossBuffer).as<float>();

@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,6 +56,33 @@ Status readRegularFile(const std::string &path, std::string &out, int64_t maxByt
       }
       done += (size_t)n;
     }
+  }
+  ::close(fd);
+  return s;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ && size_)
+    ::munmap(const_cast<char *>(data_), size_);
+}
+
+Status MappedFile::open(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errorf(path, ": cannot open (", std::strerror(errno), ")");
+  struct stat st;
+  Status s = Status::ok();
+  if (::fstat(fd, &st) != 0)
+    s = errorf(path, ": cannot open (", std::strerror(errno), ")");
+  else if (!S_ISREG(st.st_mode))
+    s = errorf(path, ": not a regular file (",
+               S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket", "); pass a file");
+  else if (st.st_size > 0) {
+    void *p = ::mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+      s = errorf(path, ": cannot map ", (int64_t)st.st_size, " bytes (", std::strerror(errno), ")");
+    else
+      data_ = static_cast<const char *>(p), size_ = (size_t)st.st_size;
   }
   ::close(fd);
   return s;

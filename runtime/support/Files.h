@@ -34,6 +34,26 @@ Status checkRegularFile(const std::string &path, int64_t &size);
 /// Reads the whole of |path|, a regular file of at most |maxBytes|.
 Status readRegularFile(const std::string &path, std::string &out, int64_t maxBytes = kMaxReadBytes);
 
+/// A regular file mapped read-only: its pages are read as they are touched,
+/// so a file of any size (a token file of billions of tokens) costs address
+/// space, not memory. Truncating the file while it is mapped would make a
+/// read fault (SIGBUS), as with NumPy's memmap; zrun never writes its inputs.
+class MappedFile {
+public:
+  MappedFile() = default;
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+  ~MappedFile();
+  /// Maps |path|, a regular file (a device or directory is refused).
+  Status open(const std::string &path);
+  const char *data() const { return data_; }
+  size_t size() const { return size_; }
+
+private:
+  const char *data_ = nullptr;
+  size_t size_ = 0;
+};
+
 /// Whether |a| and |b| name the same existing file (device and inode).
 bool sameFile(const std::string &a, const std::string &b);
 

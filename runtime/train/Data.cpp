@@ -71,90 +71,118 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
                     samples_);
     samples_ = a.shape[0];
   }
+  findIndexBounds(plan, program);
   return Status::ok();
 }
 
-Status zrt::tokenSequences(const std::string &bytes, const std::string &path, int bytesPerToken,
-                           int64_t seq, NpyArray &x, NpyArray &y) {
-  if (bytesPerToken != 2 && bytesPerToken != 4)
-    return errorf("--tokens ", path, ": tokens are 2 or 4 bytes, not ", bytesPerToken);
+Status zrt::parseTokenLayout(const char *bytes, size_t size, const std::string &path, int width,
+                             int64_t seq, TokenLayout &layout) {
+  if (width != 2 && width != 4)
+    return errorf("--tokens ", path, ": tokens are 2 or 4 bytes, not ", width);
   if (seq < 1)
     return errorf("--tokens ", path, ": the plan's sequence length is ", seq);
   size_t start = 0;
-  if (bytes.size() >= 1024) {
+  if (size >= 1024) {
     int32_t header[3];
-    std::memcpy(header, bytes.data(), sizeof header);
+    std::memcpy(header, bytes, sizeof header);
     if (header[0] == 20240520) { // llm.c: magic, version, token count
       if (header[1] != 1 && header[1] != 2)
         return errorf("--tokens ", path, ": unknown llm.c token file version ", header[1]);
       start = 1024;
-      if ((int64_t)(bytes.size() - start) != (int64_t)header[2] * bytesPerToken)
+      if ((int64_t)(size - start) != (int64_t)header[2] * width)
         return errorf("--tokens ", path, ": the header announces ", header[2],
-                      " tokens, the file holds ", (bytes.size() - start) / bytesPerToken);
+                      " tokens, the file holds ", (size - start) / width);
     }
   }
-  if ((bytes.size() - start) % bytesPerToken)
-    return errorf("--tokens ", path, ": the size is not a multiple of ", bytesPerToken,
+  if ((size - start) % width)
+    return errorf("--tokens ", path, ": the size is not a multiple of ", width,
                   " bytes (wrong --token-bytes, or a truncated file?)");
-  int64_t n = (bytes.size() - start) / bytesPerToken;
+  int64_t n = (size - start) / width;
   int64_t sequences = (n - 1) / seq;
   if (sequences < 1)
     return errorf("--tokens ", path, ": ", n, " tokens are fewer than one sequence of ", seq,
                   " plus its next token");
-  x.dtype = y.dtype = DType::I64;
-  x.shape = y.shape = {sequences, seq};
-  x.data.resize(sequences * seq * 8);
-  y.data.resize(sequences * seq * 8);
-  auto token = [&](int64_t i) -> int64_t {
-    const char *p = bytes.data() + start + i * bytesPerToken;
-    if (bytesPerToken == 2) {
+  layout = {start, width, seq, sequences};
+  return Status::ok();
+}
+
+void zrt::readTokenSequence(const TokenLayout &layout, const char *bytes, int64_t i, int64_t *x,
+                            int64_t *y) {
+  const char *p = bytes + layout.start + (size_t)(i * layout.seq) * layout.width;
+  auto token = [&](int64_t t) -> int64_t {
+    if (layout.width == 2) {
       uint16_t v;
-      std::memcpy(&v, p, 2);
+      std::memcpy(&v, p + t * 2, 2);
       return v;
     }
     uint32_t v;
-    std::memcpy(&v, p, 4);
+    std::memcpy(&v, p + t * 4, 4);
     return v;
   };
-  for (int64_t i = 0; i < sequences * seq; ++i) {
-    int64_t a = token(i), c = token(i + 1);
-    std::memcpy(x.data.data() + i * 8, &a, 8);
-    std::memcpy(y.data.data() + i * 8, &c, 8);
+  for (int64_t t = 0; t < layout.seq; ++t) {
+    x[t] = token(t);
+    y[t] = token(t + 1);
   }
-  return Status::ok();
 }
 
 Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const plan::Plan &plan,
                               const plan::Program &program) {
-  int ids = -1, labels = -1;
+  bool ids = false, labels = false;
   for (const plan::NamedBuffer &in : program.inputs()) {
     if (isTrainerInput(in.name()))
       continue;
     if (in.name() == "input_ids")
-      ids = in.buffer();
+      ids = true;
     else if (in.name() == "labels")
-      labels = in.buffer();
+      labels = true;
     else
       return errorf("--tokens: the plan has an input '", in.name(),
                     "' besides input_ids and labels; pass it with --data");
   }
-  if (ids < 0 || labels < 0)
+  if (!ids || !labels)
     return errorf("--tokens feeds a plan with inputs 'input_ids' and 'labels' (compile with "
                   "--loss cross-entropy)");
-  const plan::Buffer &b = plan.buffers(ids);
-  if (b.shape_size() != 2 || b.dtype() != plan::I64)
-    return errorf("--tokens: the plan's input_ids must be int64 [batch, sequence]");
-  int64_t seq = b.shape(1);
-  std::string bytes;
-  if (Status s = readRegularFile(path, bytes); !s)
+  for (const plan::NamedBuffer &in : program.inputs()) {
+    if (isTrainerInput(in.name()))
+      continue;
+    const plan::Buffer &b = plan.buffers(in.buffer());
+    if (b.shape_size() != 2 || b.dtype() != plan::I64)
+      return errorf("--tokens: the plan's ", in.name(), " must be int64 [batch, sequence]");
+    if (in.name() == "input_ids")
+      tokens_.seq = b.shape(1);
+  }
+  if (Status s = tokenFile_.open(path); !s)
     return errorf("--tokens ", s.message());
-  NpyArray x, y;
-  ZRT_RETURN_IF_ERROR(tokenSequences(bytes, path, bytesPerToken, seq, x, y));
-  const int64_t sequences = x.shape[0];
-  arrays_["input_ids"] = std::move(x);
-  arrays_["labels"] = std::move(y);
-  samples_ = sequences;
+  ZRT_RETURN_IF_ERROR(parseTokenLayout(tokenFile_.data(), tokenFile_.size(), path, bytesPerToken,
+                                       tokens_.seq, tokens_));
+  samples_ = tokens_.sequences;
+  findIndexBounds(plan, program);
   return Status::ok();
+}
+
+void DataFeeder::findIndexBounds(const plan::Plan &plan, const plan::Program &program) {
+  // An input reaches a gather as itself or as a view of its bytes (a
+  // reshape): the same arena and offset.
+  auto sameBytes = [&](int a, int b) {
+    const plan::Buffer &x = plan.buffers(a), &y = plan.buffers(b);
+    return a == b || (x.arena() == y.arena() && x.offset() == y.offset() && (x.view() || y.view()));
+  };
+  for (const plan::NamedBuffer &in : program.inputs())
+    for (const plan::Instruction &inst : program.instructions()) {
+      if (!inst.has_kernel() || inst.kernel().name() != "gather")
+        continue;
+      const plan::Kernel &k = inst.kernel();
+      if (k.inputs_size() != 2 || k.ints_size() != 1 || !sameBytes(k.inputs(1), in.buffer()))
+        continue;
+      const plan::Buffer &table = plan.buffers(k.inputs(0));
+      if (k.ints(0) < 0 || k.ints(0) >= table.shape_size())
+        continue;
+      int64_t rows = table.shape(k.ints(0));
+      auto [it, fresh] =
+          bounds_.try_emplace(in.name(), IndexBound{rows, table.name(), k.location()});
+      if (!fresh && rows < it->second.rows)
+        it->second = {rows, table.name(), k.location()};
+    }
 }
 
 int64_t DataFeeder::sampleAt(int64_t i) const {
@@ -194,17 +222,43 @@ std::string DataFeeder::samplesOf(int64_t k, int64_t batch) const {
   return out + (rows.size() > 8 ? ", ..." : "");
 }
 
-void DataFeeder::feed(int64_t k, const ExecutorBase &executor, const plan::Program &program) const {
+Status DataFeeder::feed(int64_t k, const ExecutorBase &executor,
+                        const plan::Program &program) const {
   for (const plan::NamedBuffer &in : program.inputs()) {
     if (isTrainerInput(in.name()))
       continue;
-    const NpyArray &a = arrays_.at(in.name());
     TensorRef dst = executor.buffer(in.buffer());
     int64_t batch = dst.shape[0];
-    size_t sampleBytes = (size_t)(dst.numel() / std::max<int64_t>(batch, 1)) * dtypeSize(dst.dtype);
+    int64_t perSample = dst.numel() / std::max<int64_t>(batch, 1);
+    size_t sampleBytes = (size_t)perSample * dtypeSize(dst.dtype);
+    auto it = arrays_.find(in.name());
+    std::vector<int64_t> spare(tokens_.seq);
     for (int64_t j = 0; j < batch; ++j) {
       int64_t sample = sampleAt(k * batch + j);
-      std::memcpy(dst.data + j * sampleBytes, a.data.data() + sample * sampleBytes, sampleBytes);
+      char *row = dst.data + j * sampleBytes;
+      if (it != arrays_.end()) {
+        std::memcpy(row, it->second.data.data() + sample * sampleBytes, sampleBytes);
+      } else { // a token file: input_ids or labels
+        auto *out = reinterpret_cast<int64_t *>(row);
+        bool ids = in.name() == "input_ids";
+        readTokenSequence(tokens_, tokenFile_.data(), sample, ids ? out : spare.data(),
+                          ids ? spare.data() : out);
+      }
+    }
+    auto bound = bounds_.find(in.name());
+    if (bound == bounds_.end() || (dst.dtype != DType::I64 && dst.dtype != DType::I32))
+      continue;
+    const IndexBound &b = bound->second;
+    for (int64_t i = 0; i < dst.numel(); ++i) {
+      int64_t v = dst.dtype == DType::I64 ? dst.as<int64_t>()[i] : dst.as<int32_t>()[i];
+      if (v >= 0 && v < b.rows)
+        continue;
+      return errorf(in.name(), " of sample ", sampleAt(k * batch + i / perSample), ", position ",
+                    i % perSample, ": id ", v, " is outside [0, ", b.rows, "), the rows of '",
+                    b.table, "' (indexed by ", b.location.empty() ? "a gather" : b.location, "); ",
+                    v < 0 ? "ids are never negative (PyTorch's nn.Embedding refuses them)"
+                          : "is the data tokenized for this model's vocabulary?");
     }
   }
+  return Status::ok();
 }

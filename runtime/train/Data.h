@@ -9,6 +9,7 @@
 #define ZRT_TRAIN_DATA_H
 
 #include "exec/Executor.h"
+#include "support/Files.h"
 #include "train/Npy.h"
 
 #include <map>
@@ -23,11 +24,31 @@ namespace zrt {
 /// loss scale.
 inline bool isTrainerInput(const std::string &name) { return name == "loss_scale"; }
 
-/// A token file's bytes (the layout of DataFeeder::loadTokens) as sequences
-/// of |seq| tokens: |x| the input ids, |y| the same shifted by one (int64,
-/// [sequences, seq]). |path| for messages.
-Status tokenSequences(const std::string &bytes, const std::string &path, int bytesPerToken,
-                      int64_t seq, NpyArray &x, NpyArray &y);
+/// Where the tokens of a token file (the layout of DataFeeder::loadTokens)
+/// are, and how many sequences of |seq| tokens (each with its next token)
+/// they make.
+struct TokenLayout {
+  size_t start = 0; // bytes before the first token (llm.c's header)
+  int width = 2;    // bytes per token
+  int64_t seq = 0, sequences = 0;
+};
+
+/// Validates a token file's |size| bytes at |bytes| for tokens of |width|
+/// bytes cut into sequences of |seq|. |path| for messages.
+Status parseTokenLayout(const char *bytes, size_t size, const std::string &path, int width,
+                        int64_t seq, TokenLayout &layout);
+
+/// Sequence |i| of a parsed token file: its tokens into |x| and the same
+/// shifted by one (the next-token labels) into |y|, |layout.seq| each.
+void readTokenSequence(const TokenLayout &layout, const char *bytes, int64_t i, int64_t *x,
+                       int64_t *y);
+
+/// The range a program input's integers must lie in: the rows of the table
+/// it indexes (an embedding), for the data it is fed.
+struct IndexBound {
+  int64_t rows = 0;
+  std::string table, location; // the table's buffer and the ONNX node
+};
 
 class DataFeeder {
 public:
@@ -41,7 +62,8 @@ public:
   /// Token files (the nanoGPT / llm.c layout): a flat array of uint16 or
   /// uint32 token ids, with llm.c's 1024-byte header (magic 20240520) or
   /// none. Sequence i is tokens [i*T, (i+1)*T) as `input_ids` and the same
-  /// shifted by one as `labels`, T the plan's sequence length.
+  /// shifted by one as `labels`, T the plan's sequence length. The file is
+  /// mapped, not read: each batch decodes its sequences when it is fed.
   Status loadTokens(const std::string &path, int bytesPerToken, const plan::Plan &plan,
                     const plan::Program &program);
 
@@ -49,8 +71,10 @@ public:
   /// all samples each epoch) instead of in file order.
   void shuffle(uint64_t seed) { shuffleSeed_ = seed, shuffled_ = true; }
 
-  /// Copies global batch |k| into the program's input buffers.
-  void feed(int64_t k, const ExecutorBase &executor, const plan::Program &program) const;
+  /// Copies global batch |k| into the program's input buffers. Fails, naming
+  /// the sample and position, on an id outside the table it indexes (a
+  /// negative id, or one past the vocabulary).
+  Status feed(int64_t k, const ExecutorBase &executor, const plan::Program &program) const;
 
   int64_t samples() const { return samples_; }
 
@@ -62,7 +86,13 @@ private:
   /// The sample that position |i| of the stream reads.
   int64_t sampleAt(int64_t i) const;
 
+  /// The IndexBound of each input that indexes a table in |program|.
+  void findIndexBounds(const plan::Plan &plan, const plan::Program &program);
+
   std::map<std::string, NpyArray> arrays_;
+  MappedFile tokenFile_;
+  TokenLayout tokens_;
+  std::map<std::string, IndexBound> bounds_;
   int64_t samples_ = 0;
   bool shuffled_ = false;
   uint64_t shuffleSeed_ = 0;

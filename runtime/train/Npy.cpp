@@ -260,7 +260,8 @@ bool zrt::parseNpy(const std::string &bytes, NpyArray &out, std::string &error) 
   size_t have = bytes.size() - dataStart;
   if (want != (long double)have) {
     error = (want > (long double)have ? "truncated data: " : "trailing data: ") +
-            std::string("shape and dtype need ") + std::to_string((unsigned long long)want) +
+            std::string("shape and dtype need ") +
+            (want < 1e18L ? std::to_string((unsigned long long)want) : std::string("over 10^18")) +
             " bytes, the file has " + std::to_string(have);
     return false;
   }

@@ -131,8 +131,10 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
       // Micro-batch a of step k: rank r takes the r-th slice of the
       // world's micro-batches.
       const int64_t batch = (k * accum + a) * world + rank;
-      feeder_.feed(batch, executor, *micro_);
-      if (Status s = executor.run(*micro_); !s)
+      Status s = feeder_.feed(batch, executor, *micro_);
+      if (s)
+        s = executor.run(*micro_);
+      if (!s)
         return errorf(s.message(), " (step ", k, ", micro-batch ", a, " of rank ", rank, ": ",
                       feeder_.samplesOf(batch, microBatch_), " of the data)");
       loss += *executor.buffer(lossBuffer_).as<float>();

@@ -89,6 +89,23 @@ TEST(Npy, RejectsMalformedFiles) {
   }
 }
 
+TEST(Npy, HugeShapeIsTruncatedData) {
+  // Found by the npy fuzzer: a size past 2^64 was converted to an integer
+  // for the message (undefined behaviour).
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, "
+                       "99999999999, 99999999999), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += (char)header.size();
+  bytes += (char)0;
+  bytes += header;
+  NpyArray a;
+  std::string error;
+  EXPECT_FALSE(parseNpy(bytes, a, error));
+  EXPECT_EQ(error, "truncated data: shape and dtype need over 10^18 bytes, the file has 0") << error;
+}
+
 TEST(Npy, ReadFileErrorsNameTheFile) {
   NpyArray a;
   std::string error;
