@@ -65,6 +65,8 @@ case("arena-size", "arena DEVICE has an invalid size", lambda p: setattr(p, "dev
 case("offset-out-of-arena", "are outside its DEVICE arena",
      lambda p: setattr(buffer_named(p, "t"), "offset", p.device_arena_bytes))
 case("negative-offset", "are outside its", lambda p: setattr(buffer_named(p, "t"), "offset", -64))
+case("misaligned", "offset 2 is not a multiple of its 4-byte elements",
+     lambda p: setattr(buffer_named(p, "t"), "offset", 2))
 case("huge-shape", "has an invalid shape",
      lambda p: buffer_named(p, "t").shape.extend([1 << 40, 1 << 40]))
 case("bad-dtype", "has an unknown element type", lambda p: setattr(buffer_named(p, "t"), "dtype", 42))
