@@ -1,6 +1,7 @@
 //===- PlanLoader.cpp - read and validate a plan --------------------------===//
 #include "plan/PlanLoader.h"
 
+#include "support/ByteSize.h"
 #include "support/Files.h"
 
 #include "cpu/Kernels.h"
@@ -43,7 +44,6 @@ bool zrt::toDType(int d, DType &out) {
 }
 
 /// Largest arena a plan may ask for (1 TiB): a guard against corrupt sizes.
-static constexpr int64_t kMaxArenaBytes = int64_t(1) << 40;
 
 static int64_t arenaSize(const plan::Plan &p, int arena) {
   switch (arena) {

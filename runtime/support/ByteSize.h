@@ -17,6 +17,10 @@
 
 namespace zrt {
 
+/// The largest arena a plan may have: zrun's plan validator refuses more,
+/// and zcc refuses to write a plan that needs more.
+constexpr int64_t kMaxArenaBytes = int64_t(1) << 40;
+
 inline std::optional<int64_t> parseByteSize(const std::string &text) {
   const char *begin = text.c_str();
   char *end = nullptr;

@@ -103,7 +103,8 @@ TEST(Npy, HugeShapeIsTruncatedData) {
   NpyArray a;
   std::string error;
   EXPECT_FALSE(parseNpy(bytes, a, error));
-  EXPECT_EQ(error, "truncated data: shape and dtype need over 10^18 bytes, the file has 0") << error;
+  EXPECT_EQ(error, "truncated data: shape and dtype need over 10^18 bytes, the file has 0")
+      << error;
 }
 
 TEST(Npy, ReadFileErrorsNameTheFile) {

@@ -751,6 +751,23 @@ int main(int argc, char **argv) {
   }
   if (budget)
     (*module)->setAttr("zero.memory_budget", Builder(&context).getI64IntegerAttr(*budget));
+  // zrun's plan validator holds every arena to zrt::kMaxArenaBytes: a plan
+  // that needs more is refused here, with its size, not written for zrun to
+  // call invalid.
+  if (emit == EmitKind::Plan)
+    for (const char *arena : {"device", "state", "constant", "input", "host"}) {
+      auto a = (*module)->getAttrOfType<IntegerAttr>("zrt." + std::string(arena) + "_arena_bytes");
+      if (!a || a.getInt() <= zrt::kMaxArenaBytes)
+        continue;
+      llvm::errs() << "zcc: error: the plan's " << arena << " arena needs "
+                   << zrt::showByteSize(a.getInt()) << " per rank"
+                   << (S.microBatch ? " (micro-batch " + std::to_string(S.microBatch) + ")" : "")
+                   << ", more than the " << zrt::showByteSize(zrt::kMaxArenaBytes)
+                   << " a plan may hold: lower --micro-batch or the sequence length "
+                      "(--input-shape), or partition the state over more ranks (--world-size "
+                      "with --zero-stage)\n";
+      return 1;
+    }
 
   std::string errorMessage;
   auto output = openOutputFile(outputFile, &errorMessage);
