@@ -677,10 +677,12 @@ LogicalResult AttentionOp::verify() {
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOpError("expects q, k, v of rank 4 ([B, S, H, D])");
   int64_t b = q.getDimSize(0), sq = q.getDimSize(1), h = q.getDimSize(2), d = q.getDimSize(3),
-          sk = k.getDimSize(1);
-  if (k.getShape() != ArrayRef<int64_t>{b, sk, h, d} || v.getShape() != k.getShape())
+          sk = k.getDimSize(1), hk = k.getDimSize(2);
+  if (k.getShape() != ArrayRef<int64_t>{b, sk, hk, d} || v.getShape() != k.getShape() || hk < 1 ||
+      h % hk != 0)
     return emitOpError() << "k " << shapeStr(k.getShape()) << " and v " << shapeStr(v.getShape())
-                         << " must be [B, Sk, H, D] with q's B, H, D " << shapeStr(q.getShape());
+                         << " must be [B, Sk, Hk, D] with q's B and D, Hk dividing q's H "
+                         << shapeStr(q.getShape());
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType() ||
       bias.getElementType() != q.getElementType() || out != q)
     return emitOpError(

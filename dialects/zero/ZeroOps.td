@@ -432,8 +432,9 @@ def Zero_AttentionOp : Zero_Op<"attention", [Pure]> {
   let summary = "softmax(q k^T * scale + bias) v in one pass (flash attention)";
   let description = [{
     zero-fuse-attention's form of scaled dot-product attention. q is
-    [B, Sq, H, D], k and v [B, Sk, H, D]: the layout the projections produce,
-    heads not transposed out; `bias` [B or 1, H or 1, Sq, Sk] is the additive
+    [B, Sq, H, D], k and v [B, Sk, Hk, D]: the layout the projections produce,
+    heads not transposed out. Hk divides H (grouped-query attention: query
+    head h reads k/v head h / (H / Hk), nothing repeats k and v); `bias` [B or 1, H or 1, Sq, Sk] is the additive
     mask. The result is [B, Sq, H, D]; `lse` [B, H, Sq] (float32) is each
     row's log-sum-exp of the scaled, biased scores, which the backward reads
     instead of the probabilities (+inf for a row whose scores are all -inf,

@@ -101,6 +101,9 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     pm.addPass(createZeroFuseAttention());
     pm.addPass(createZeroPadGemms());
   }
+  // Layout: transposes sunk below RoPE and other elementwise chains cancel
+  // against attention's (or each other) before the backward is derived.
+  pm.addPass(createZeroPropagateTransposes());
   if (o.train) {
     ZeroAutodiffOptions ad;
     ad.gradAccum = o.gradAccum;

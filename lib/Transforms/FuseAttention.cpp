@@ -85,27 +85,6 @@ Value headsOut(Value v) {
   return isTranspose(v, {0, 2, 1, 3}) ? v.getDefiningOp<TransposeOp>().getInput() : Value();
 }
 
-/// y [B, S, H, D] when |v| [B, H, D, S] is y with its heads out and the last
-/// two axes swapped: transpose [0, 2, 3, 1] of y, or the exporter's
-/// reshape(transpose(reshape(t), [0, 2, 1])) of t = y transposed [0, 2, 1, 3].
-Value headsOutTransposed(Value v) {
-  if (isTranspose(v, {0, 2, 3, 1}))
-    return v.getDefiningOp<TransposeOp>().getInput();
-  auto outer = v.getDefiningOp<ReshapeOp>();
-  if (!outer || !isTranspose(outer.getInput(), {0, 2, 1}))
-    return Value();
-  auto inner = outer.getInput().getDefiningOp<TransposeOp>().getInput().getDefiningOp<ReshapeOp>();
-  if (!inner)
-    return Value();
-  auto t = cast<RankedTensorType>(inner.getInput().getType());
-  auto flat = cast<RankedTensorType>(inner.getType());
-  if (t.getRank() != 4 || flat.getRank() != 3 ||
-      flat.getShape() !=
-          ArrayRef<int64_t>{t.getDimSize(0) * t.getDimSize(1), t.getDimSize(2), t.getDimSize(3)})
-    return Value();
-  return headsOut(inner.getInput());
-}
-
 /// A [B, S, H, D] operand of the fused op: |value| itself, or |value|
 /// transposed by |perm| (inserted only once the whole pattern matched).
 struct Layout {
@@ -127,11 +106,38 @@ struct Layout {
   }
 };
 
+/// y [B, Hk, S, D] when |x| [B, H, S, D] is y with each head repeated H / Hk
+/// times (transformers' repeat_kv for grouped-query attention: reshape to
+/// [B, Hk, 1, S, D], expand to [B, Hk, H / Hk, S, D], reshape to
+/// [B, H, S, D]); else |x|. zero.attention reads the shared heads directly.
+Value unrepeated(Value x) {
+  auto outer = x.getDefiningOp<ReshapeOp>();
+  auto expand = outer ? outer.getInput().getDefiningOp<ExpandOp>() : ExpandOp();
+  auto inner = expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!inner)
+    return x;
+  auto y = cast<RankedTensorType>(inner.getInput().getType());
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto e = cast<RankedTensorType>(expand.getType());
+  if (y.getRank() != 4 || xt.getRank() != 4 || !y.hasStaticShape())
+    return x;
+  int64_t b = y.getDimSize(0), hk = y.getDimSize(1), s = y.getDimSize(2), d = y.getDimSize(3);
+  if (hk < 1 || xt.getDimSize(1) % hk != 0)
+    return x;
+  int64_t g = xt.getDimSize(1) / hk;
+  if (cast<RankedTensorType>(inner.getType()).getShape() != ArrayRef<int64_t>{b, hk, 1, s, d} ||
+      e.getShape() != ArrayRef<int64_t>{b, hk, g, s, d} ||
+      xt.getShape() != ArrayRef<int64_t>{b, hk * g, s, d})
+    return x;
+  return inner.getInput();
+}
+
 /// The [B, S, H, D] form of |x| [B, H, S, D]: the projection it was
 /// transposed from (GPT-2, BERT), or a transpose of it (Llama applies RoPE
 /// and repeats grouped k/v heads after transposing: those values exist only
 /// in [B, H, S, D]).
 std::optional<Layout> asHeadsLast(Value x) {
+  x = unrepeated(x);
   if (Value y = headsOut(x))
     return Layout{y, {}};
   auto t = dyn_cast<RankedTensorType>(x.getType());
@@ -140,10 +146,48 @@ std::optional<Layout> asHeadsLast(Value x) {
   return Layout{x, {0, 2, 1, 3}};
 }
 
+/// t when |kt| [B, H, D, S] is the exporter's reshape(transpose(reshape(t,
+/// [B H, S, D]), [0, 2, 1])): t [B, H, S, D], or t [B, Hk, H / Hk, S, D] the
+/// grouped heads repeated (then y [B, Hk, S, D] of t = expand(reshape(y))).
+Value flatTransposeSource(Value kt) {
+  auto outer = kt.getDefiningOp<ReshapeOp>();
+  if (!outer || !isTranspose(outer.getInput(), {0, 2, 1}))
+    return Value();
+  auto inner = outer.getInput().getDefiningOp<TransposeOp>().getInput().getDefiningOp<ReshapeOp>();
+  if (!inner)
+    return Value();
+  auto k = cast<RankedTensorType>(kt.getType());
+  auto flat = cast<RankedTensorType>(inner.getType());
+  auto t = cast<RankedTensorType>(inner.getInput().getType());
+  if (k.getRank() != 4 || flat.getRank() != 3 || !k.hasStaticShape() ||
+      flat.getShape() !=
+          ArrayRef<int64_t>{k.getDimSize(0) * k.getDimSize(1), k.getDimSize(3), k.getDimSize(2)})
+    return Value();
+  if (t.getRank() == 4 && t.getShape() == ArrayRef<int64_t>{k.getDimSize(0), k.getDimSize(1),
+                                                            k.getDimSize(3), k.getDimSize(2)})
+    return inner.getInput();
+  // The repeat: [B, Hk, g, S, D] = expand(reshape(y [B, Hk, S, D])).
+  auto expand = inner.getInput().getDefiningOp<ExpandOp>();
+  auto unit = expand ? expand.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!unit || t.getRank() != 5 || t.getDimSize(0) != k.getDimSize(0) ||
+      t.getDimSize(1) * t.getDimSize(2) != k.getDimSize(1) || t.getDimSize(3) != k.getDimSize(3) ||
+      t.getDimSize(4) != k.getDimSize(2))
+    return Value();
+  auto y = cast<RankedTensorType>(unit.getInput().getType());
+  if (y.getShape() !=
+          ArrayRef<int64_t>{t.getDimSize(0), t.getDimSize(1), t.getDimSize(3), t.getDimSize(4)} ||
+      cast<RankedTensorType>(unit.getType()).getShape() !=
+          ArrayRef<int64_t>{t.getDimSize(0), t.getDimSize(1), 1, t.getDimSize(3), t.getDimSize(4)})
+    return Value();
+  return unit.getInput();
+}
+
 /// The same for k given as k^T [B, H, D, Sk].
 std::optional<Layout> asHeadsLastKt(Value kt) {
-  if (Value y = headsOutTransposed(kt))
-    return Layout{y, {}};
+  if (isTranspose(kt, {0, 2, 3, 1}))
+    return Layout{kt.getDefiningOp<TransposeOp>().getInput(), {}};
+  if (Value t = flatTransposeSource(kt))
+    return asHeadsLast(t);
   if (isTranspose(kt, {0, 1, 3, 2}))
     return asHeadsLast(kt.getDefiningOp<TransposeOp>().getInput());
   auto t = dyn_cast<RankedTensorType>(kt.getType());
@@ -242,8 +286,9 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
     auto qt = qIn->type(), kType = kIn->type();
     auto bias = cast<RankedTensorType>(softmax.getBias().getType());
     int64_t b = qt.getDimSize(0), sq = qt.getDimSize(1), h = qt.getDimSize(2), d = qt.getDimSize(3);
-    if (!qt.hasStaticShape() || d > maxHeadDim || kType != vIn->type() ||
-        kType.getShape() != ArrayRef<int64_t>{b, kType.getDimSize(1), h, d} ||
+    int64_t hk = kType.getDimSize(2);
+    if (!qt.hasStaticShape() || d > maxHeadDim || kType != vIn->type() || hk < 1 || h % hk ||
+        kType.getShape() != ArrayRef<int64_t>{b, kType.getDimSize(1), hk, d} ||
         bias.getRank() != 4 || dependsOnTrainable(softmax.getBias(), module))
       return failure();
     int64_t sk = kType.getDimSize(1);

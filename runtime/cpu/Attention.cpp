@@ -12,23 +12,29 @@
 
 namespace zrt::cpu {
 
-/// zero.attention's operands: q [B, Sq, H, D], k and v [B, Sk, H, D], bias
-/// [B or 1, H or 1, Sq, Sk]; or, packed (zero.attention_packed), q, k, v the
+/// zero.attention's operands: q [B, Sq, H, D], k and v [B, Sk, Hk, D] (Hk
+/// dividing H: grouped-query attention, query head h reads k/v head
+/// h / (H / Hk)), bias [B or 1, H or 1, Sq, Sk]; or, packed (zero.attention_packed), q, k, v the
 /// three parts of qkv [B, S, 3, H, D] and dq, dk, dv those of dqkv.
 ///   attention       (q, k, v, bias) -> (out, lse)             ints [nan_to_zero]
 ///                   (qkv, bias) -> (out, lse)                 ints [nan_to_zero, 1]
 ///   attention_grad  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
 ///                   (qkv, bias, out, lse, dout) -> (dqkv)     ints [1]
 /// Position i of head h starts at (b S + i) * stride + h D, with the stride
-/// of q/k/v (|in|), of out and dout (|out|) and of dq/dk/dv (|grad|).
+/// of q (|in|), k/v (|kvIn|), out and dout (|out|), dq (|grad|) and dk/dv
+/// (|kvGrad|).
 struct AttentionShape {
   bool packed = false;
-  int64_t b, sq, sk, h, d, biasB, biasH, in, out, grad;
+  int64_t b, sq, sk, h, hk, d, biasB, biasH, in, kvIn, out, grad, kvGrad;
   int64_t qAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * in + hi * d; }
-  int64_t kAt(int64_t bi, int64_t j, int64_t hi) const { return (bi * sk + j) * in + hi * d; }
+  int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
+    return (bi * sk + j) * kvIn + hi / (h / hk) * d;
+  }
   int64_t oAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * out + hi * d; }
   int64_t dqAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * grad + hi * d; }
-  int64_t dkAt(int64_t bi, int64_t j, int64_t hi) const { return (bi * sk + j) * grad + hi * d; }
+  int64_t dkAt(int64_t bi, int64_t j, int64_t hi) const {
+    return (bi * sk + j) * kvGrad + hi / (h / hk) * d;
+  }
   int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
     return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;
   }
@@ -58,20 +64,23 @@ static std::string attentionShape(const KernelCall &c, bool backward, AttentionS
     typesAgree &= c.in[1].dtype == q.dtype && c.in[2].dtype == q.dtype;
   if (!typesAgree || q.shape.size() != (a.packed ? 5u : 4u) || bias.shape.size() != 4)
     return a.packed ? "expects qkv [B, S, 3, H, D] and bias [B|1, H|1, S, S] of one float type"
-                    : "expects q [B, Sq, H, D], k and v [B, Sk, H, D] and bias [B|1, H|1, Sq, "
+                    : "expects q [B, Sq, H, D], k and v [B, Sk, Hk, D] and bias [B|1, H|1, Sq, "
                       "Sk] of one float type";
   if (a.packed) {
     if (q.shape[2] != 3)
       return "expects qkv [B, S, 3, H, D]";
-    a.b = q.shape[0], a.sq = a.sk = q.shape[1], a.h = q.shape[3], a.d = q.shape[4];
-    a.in = a.grad = 3 * a.h * a.d;
+    a.b = q.shape[0], a.sq = a.sk = q.shape[1], a.h = a.hk = q.shape[3], a.d = q.shape[4];
+    a.in = a.grad = a.kvIn = a.kvGrad = 3 * a.h * a.d;
   } else {
     const TensorRef &k = c.in[1], &v = c.in[2];
-    a.b = q.shape[0], a.sq = q.shape[1], a.sk = k.shape.size() == 4 ? k.shape[1] : -1,
-    a.h = q.shape[2], a.d = q.shape[3];
-    if (k.shape != Shape{a.b, a.sk, a.h, a.d} || v.shape != k.shape)
-      return "q " + shapeStr(q.shape) + " and k/v " + shapeStr(k.shape) + " do not agree";
+    bool rank4 = k.shape.size() == 4;
+    a.b = q.shape[0], a.sq = q.shape[1], a.sk = rank4 ? k.shape[1] : -1,
+    a.hk = rank4 ? k.shape[2] : -1, a.h = q.shape[2], a.d = q.shape[3];
+    if (k.shape != Shape{a.b, a.sk, a.hk, a.d} || v.shape != k.shape || a.hk < 1 || a.h % a.hk != 0)
+      return "q " + shapeStr(q.shape) + " and k/v " + shapeStr(k.shape) +
+             " do not agree (k/v heads must divide q's)";
     a.in = a.grad = a.h * a.d;
+    a.kvIn = a.kvGrad = a.hk * a.d;
   }
   a.out = a.h * a.d;
   a.biasB = bias.shape[0], a.biasH = bias.shape[1];

@@ -438,9 +438,11 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
   }
 }
 
-/// Backward for dk and dv, tensor cores: block (key tile, b * H + h); the
-/// scores transposed (a warp's 16 keys x 64 queries of a query tile); q and
-/// dO tiles double-buffered.
+/// Backward for dk and dv, tensor cores: block (key tile, b * Hk + kv head);
+/// the scores transposed (a warp's 16 keys x 64 queries of a query tile); q
+/// and dO tiles double-buffered. With grouped-query attention the block
+/// goes over the query heads that share its k/v head one after the other,
+/// summing their contributions in its accumulators (no atomics).
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
@@ -453,7 +455,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
   T *kb = reinterpret_cast<T *>(smem), *vb = kb + kTileElems, *qs = vb + kTileElems,
     *gs = qs + 2 * kTileElems;
   float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
-  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
+  const int64_t group = m.group();
+  int64_t b = blockIdx.y / m.hk, h = blockIdx.y % m.hk * group; // the group's first head
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t key0 = blockIdx.x * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
   const T *kw = kb + warp * 16 * (D + kPad), *vw = vb + warp * 16 * (D + kPad);
@@ -471,11 +474,22 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
       tileD[buf * kTile + r] = in ? dsum[m.lseAt(b, h, query)] : 0.0f;
     }
   };
+  const int64_t lastHead = h + group - 1;
   int64_t cur = nextTile(tiles, m, b, h, 0, qTiles, false, blockIdx.x);
   if (cur < qTiles)
     load(cur, 0);
   cpAsyncCommit();
-  for (int buf = 0; cur < qTiles; buf ^= 1) {
+  for (int buf = 0;; buf ^= 1) {
+    if (cur >= qTiles) { // this head is done: the group's next one
+      if (h == lastHead)
+        break;
+      ++h;
+      cur = nextTile(tiles, m, b, h, 0, qTiles, false, blockIdx.x);
+      if (cur >= qTiles)
+        continue;
+      load(cur, buf);
+      cpAsyncCommit();
+    }
     int64_t next = nextTile(tiles, m, b, h, cur + 1, qTiles, false, blockIdx.x);
     if (next < qTiles)
       load(next, buf ^ 1);
@@ -566,6 +580,9 @@ Operands operandsOf(bool backward, const KernelCall &c) {
              in,
              h * d,
              in};
+  // Grouped-query attention: k and v [B, Sk, Hk, D], Hk dividing H.
+  a.m.hk = packed ? h : c.in[1].shape[2];
+  a.m.kvStride = a.m.kvGradStride = packed ? in : a.m.hk * d;
   a.q = x.data;
   a.k = packed ? x.data + h * d * es : c.in[1].data;
   a.v = packed ? x.data + 2 * h * d * es : c.in[2].data;
@@ -637,7 +654,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
       <<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum, in(a.g), out(a.dq), m);
   size_t kvBytes = sizeof(T) * 6 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, kvBytes));
-  dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.h));
+  dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.hk));
   flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum,
                                                                in(a.g), out(a.dk), out(a.dv), m);
   return Status::ok();

@@ -24,19 +24,23 @@ namespace zrt {
 enum class Rows { Q, K, Out };
 
 /// Element (b, i, h, 0) of each operand: rows (positions) |inStride| apart
-/// in q, k, v (H * D, or 3 H * D when they are the packed projection
-/// [B, S, 3, H, D]), |outStride| in the result and its gradient, and
-/// |gradStride| in dq, dk, dv.
+/// in q (H * D, or 3 H * D when q, k, v are the packed projection
+/// [B, S, 3, H, D]), |kvStride| in k and v, |outStride| in the result and its
+/// gradient, |gradStride| in dq and |kvGradStride| in dk, dv. Grouped-query
+/// attention: k and v have |hk| heads, H / hk query heads share each (query
+/// head h reads k/v head h / (H / hk)).
 struct Dims {
   int64_t b, sq, sk, h, d, biasB, biasH;
   float scale;
   bool nanToZero;
   int64_t inStride, outStride, gradStride;
+  int64_t hk, kvStride, kvGradStride;
+  __host__ __device__ int64_t group() const { return h / hk; }
   __host__ __device__ int64_t qAt(int64_t bi, int64_t i, int64_t hi) const {
     return (bi * sq + i) * inStride + hi * d;
   }
   __host__ __device__ int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
-    return (bi * sk + j) * inStride + hi * d;
+    return (bi * sk + j) * kvStride + hi / group() * d;
   }
   __host__ __device__ int64_t oAt(int64_t bi, int64_t i, int64_t hi) const {
     return (bi * sq + i) * outStride + hi * d;
@@ -45,7 +49,7 @@ struct Dims {
     return (bi * sq + i) * gradStride + hi * d;
   }
   __host__ __device__ int64_t dkAt(int64_t bi, int64_t j, int64_t hi) const {
-    return (bi * sk + j) * gradStride + hi * d;
+    return (bi * sk + j) * kvGradStride + hi / group() * d;
   }
   /// Row |row| of an operand of layout |which|.
   __host__ __device__ int64_t at(Rows which, int64_t bi, int64_t row, int64_t hi) const {

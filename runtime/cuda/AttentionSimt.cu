@@ -88,31 +88,33 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
                                       const float *lse, const float *dsum, const T *g, T *dk, T *dv,
                                       Dims m) {
   int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= m.b * m.h * m.sk)
+  if (r >= m.b * m.hk * m.sk)
     return;
-  int64_t j = r % m.sk, h = (r / m.sk) % m.h, b = r / (m.sk * m.h);
-  const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
+  // Key j of k/v head kh: the sum over the query heads that share it.
+  int64_t j = r % m.sk, kh = (r / m.sk) % m.hk, b = r / (m.sk * m.hk), group = m.group();
+  const T *kj = k + m.kAt(b, j, kh * group), *vj = v + m.kAt(b, j, kh * group);
   float dkAcc[kMaxSimtD], dvAcc[kMaxSimtD];
   for (int d = 0; d < m.d; ++d)
     dkAcc[d] = dvAcc[d] = 0;
-  for (int64_t i = 0; i < m.sq; ++i) {
-    float rowLse = lse[m.lseAt(b, h, i)];
-    if (rowLse == INFINITY)
-      continue;
-    const T *qi = q + m.qAt(b, i, h), *gi = g + m.oAt(b, i, h);
-    float dot = 0, dp = 0;
-    for (int d = 0; d < m.d; ++d) {
-      dot += toF(qi[d]) * toF(kj[d]);
-      dp += toF(gi[d]) * toF(vj[d]);
+  for (int64_t h = kh * group; h < (kh + 1) * group; ++h)
+    for (int64_t i = 0; i < m.sq; ++i) {
+      float rowLse = lse[m.lseAt(b, h, i)];
+      if (rowLse == INFINITY)
+        continue;
+      const T *qi = q + m.qAt(b, i, h), *gi = g + m.oAt(b, i, h);
+      float dot = 0, dp = 0;
+      for (int d = 0; d < m.d; ++d) {
+        dot += toF(qi[d]) * toF(kj[d]);
+        dp += toF(gi[d]) * toF(vj[d]);
+      }
+      float p = expf(dot * m.scale + toF(bias[m.biasRow(b, h, i) + j]) - rowLse);
+      float ds = p * (dp - dsum[m.lseAt(b, h, i)]);
+      for (int d = 0; d < m.d; ++d) {
+        dkAcc[d] += ds * toF(qi[d]);
+        dvAcc[d] += p * toF(gi[d]);
+      }
     }
-    float p = expf(dot * m.scale + toF(bias[m.biasRow(b, h, i) + j]) - rowLse);
-    float ds = p * (dp - dsum[m.lseAt(b, h, i)]);
-    for (int d = 0; d < m.d; ++d) {
-      dkAcc[d] += ds * toF(qi[d]);
-      dvAcc[d] += p * toF(gi[d]);
-    }
-  }
-  T *dkRow = dk + m.dkAt(b, j, h), *dvRow = dv + m.dkAt(b, j, h);
+  T *dkRow = dk + m.dkAt(b, j, kh * group), *dvRow = dv + m.dkAt(b, j, kh * group);
   for (int d = 0; d < m.d; ++d) {
     dkRow[d] = fromF<T>(dkAcc[d] * m.scale);
     dvRow[d] = fromF<T>(dvAcc[d]);
@@ -141,7 +143,7 @@ Status launchSimtAttention(bool backward, const Operands &a, const float *dsum,
     simtBackwardDqKernel<T><<<blocks(m.b * m.h * m.sq), kThreadsPerBlock, 0, stream>>>(
         q, k, v, bias, a.lse, dsum, in(a.g), out(a.dq), m);
   if (m.sk > 0)
-    simtBackwardDkvKernel<T><<<blocks(m.b * m.h * m.sk), kThreadsPerBlock, 0, stream>>>(
+    simtBackwardDkvKernel<T><<<blocks(m.b * m.hk * m.sk), kThreadsPerBlock, 0, stream>>>(
         q, k, v, bias, a.lse, dsum, in(a.g), out(a.dk), out(a.dv), m);
   return Status::ok();
 }

@@ -88,6 +88,10 @@ def ZeroFuseAttention : Pass<"zero-fuse-attention", "mlir::ModuleOp"> {
     with their heads transposed out ([0, 2, 1, 3]) and a, b constant scalars,
     becomes `zero.attention(q, k, v, mask) {scale = a * b}` on the untransposed
     projections; the transpose of its result back to [B, S, H, D] goes too.
+    k' and v' repeated per query-head group (transformers' repeat_kv:
+    reshape, expand, reshape) become grouped-query attention on the
+    unrepeated [B, S, Hk, D] heads: no copy of the repeated heads, and the
+    backward's dk, dv come out per shared head.
     The [B, H, Sq, Sk] scores and probabilities are never stored; the
     backward recomputes them (zero.attention_grad). A mask that depends on a
     trainable parameter, a head dimension above `max-head-dim`, or
@@ -98,6 +102,25 @@ def ZeroFuseAttention : Pass<"zero-fuse-attention", "mlir::ModuleOp"> {
     Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"128",
            "fuse only heads of at most this many elements">,
   ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
+def ZeroPropagateTransposes : Pass<"zero-propagate-transposes", "mlir::ModuleOp"> {
+  let summary = "Sink transposes below layout-agnostic ops until they cancel";
+  let description = [{
+    In @forward, before differentiation: a transpose that feeds an
+    elementwise op (or a cast), a slice or a concatenation moves below it
+    (the op then works in the untransposed layout: the slice's bounds and
+    the concatenation's axis permuted, the op's other operands permuted too
+    where that moves no data: transposed by the same permutation, scalars, or
+    tables whose permutation only moves unit dimensions). Transposes that
+    meet their inverse compose to the identity and vanish (Llama's RoPE in
+    [B, H, S, D] between the head transposes and fused attention's transposes
+    back). The rewrite is kept only if it lowers the number of elements
+    transposed (the module records `zero.transposed_elements` = [before,
+    after]); elementwise results are unchanged bit for bit. Autodiff then
+    differentiates the transpose-free forward.
+  }];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 

@@ -301,9 +301,10 @@ func.func @sgd_skip_not_scalar(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<2
 
 // -----
 
-func.func @attention_kv_heads(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %m: tensor<2x1x8x8xf32>) {
-  // expected-error @+1 {{k [2x8x2x16] and v [2x8x2x16] must be [B, Sk, H, D] with q's B, H, D [2x8x4x16]}}
-  %o, %l = zero.attention %q, %k, %k, %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+// Grouped-query attention: k/v heads must divide q's (2 of 4 would do, 3 not).
+func.func @attention_kv_heads(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x3x16xf32>, %m: tensor<2x1x8x8xf32>) {
+  // expected-error @+1 {{k [2x8x3x16] and v [2x8x3x16] must be [B, Sk, Hk, D] with q's B and D, Hk dividing q's H [2x8x4x16]}}
+  %o, %l = zero.attention %q, %k, %k, %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
   return
 }
 
