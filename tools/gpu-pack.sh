@@ -121,6 +121,22 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   mem e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
   mem f-auto-8GiB --memory-budget 8GiB --auto
 fi
+# Llama-family shapes for tools/gpu-bench-llama.sh, from the graphs of
+# torch_llama_baseline.py's exports (LLAMA_ONNX_DIR holds llama-1b.onnx and/or
+# llama-8b-8l.onnx; their weights files may be stand-ins): plans without
+# weights, with the baseline's AdamW settings.
+if [ -n "${LLAMA_ONNX_DIR:-}" ]; then
+  l="--loss cross-entropy --frozen lifted_tensor|inv_freq --precision bf16 --target cuda"
+  l="$l --weights external --micro-batch 4 --lr 1e-4 --weight-decay 0.01"
+  for size in 1b 8b-8l; do
+    [ -f "$LLAMA_ONNX_DIR/llama-$size.onnx" ] || continue
+    TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
+    { time $zcc "$LLAMA_ONNX_DIR/llama-$size.onnx" $l -o "$out/plans/llama-$size-bf16.zplan"; } \
+      2> "$out/plans/llama-$size.compile"
+    $zcc "$LLAMA_ONNX_DIR/llama-$size.onnx" $l --emit=report > "$out/plans/llama-$size-bf16.report"
+  done
+  cp tools/gpu-bench-llama.sh ../shared/bench/torch_llama_baseline.py "$out/"
+fi
 # A >= 1B model (GPT2_XL_ONNX, exported on the GPU machine by gpu-memory's
 # first call): the same levers, and stage 2 offload with clipping (the
 # gradient twin); MEMXL="a c" packs only some (the carry is 64 MiB).

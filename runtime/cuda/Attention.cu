@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
   constexpr int kTileElems = kTile * (D + kPad);
   // q's 64 rows, then k and v: two buffers each.
   T *qs = reinterpret_cast<T *>(smem), *ks = qs + kTileElems, *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
+  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h, kh = m.kvHead(h);
   int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
   const T *qw = qs + warp * 16 * (D + kPad); // this warp's rows
@@ -247,15 +247,15 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
   }
   int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
   if (cur < kTiles) {
-    loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, Rows::K, ks);
-    loadTileAsync<T, D>(v, m, b, h, cur * kTile, m.sk, Rows::K, vs);
+    loadTileAsync<T, D>(k, m, b, kh, cur * kTile, m.sk, Rows::K, ks);
+    loadTileAsync<T, D>(v, m, b, kh, cur * kTile, m.sk, Rows::K, vs);
   }
   cpAsyncCommit();
   for (int buf = 0; cur < kTiles; buf ^= 1) {
     int64_t next = nextTile(tiles, m, b, h, cur + 1, kTiles, true, blockIdx.x);
     if (next < kTiles) {
-      loadTileAsync<T, D>(k, m, b, h, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
-      loadTileAsync<T, D>(v, m, b, h, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(k, m, b, kh, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(v, m, b, kh, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
     }
     cpAsyncCommit();
     cpAsyncWait<1>();
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
   // q's and dO's 64 rows, then k and v: two buffers each.
   T *qs = reinterpret_cast<T *>(smem), *gs = qs + kTileElems, *ks = gs + kTileElems,
     *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h;
+  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h, kh = m.kvHead(h);
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
   const T *qw = qs + warp * 16 * (D + kPad), *gw = gs + warp * 16 * (D + kPad);
@@ -384,15 +384,15 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
   const float sl = m.scale * kLog2e;
   int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
   if (cur < kTiles) {
-    loadTileAsync<T, D>(k, m, b, h, cur * kTile, m.sk, Rows::K, ks);
-    loadTileAsync<T, D>(v, m, b, h, cur * kTile, m.sk, Rows::K, vs);
+    loadTileAsync<T, D>(k, m, b, kh, cur * kTile, m.sk, Rows::K, ks);
+    loadTileAsync<T, D>(v, m, b, kh, cur * kTile, m.sk, Rows::K, vs);
   }
   cpAsyncCommit();
   for (int buf = 0; cur < kTiles; buf ^= 1) {
     int64_t next = nextTile(tiles, m, b, h, cur + 1, kTiles, true, blockIdx.x);
     if (next < kTiles) {
-      loadTileAsync<T, D>(k, m, b, h, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
-      loadTileAsync<T, D>(v, m, b, h, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(k, m, b, kh, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
+      loadTileAsync<T, D>(v, m, b, kh, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
     }
     cpAsyncCommit();
     cpAsyncWait<1>();
@@ -456,12 +456,12 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     *gs = qs + 2 * kTileElems;
   float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
   const int64_t group = m.group();
-  int64_t b = blockIdx.y / m.hk, h = blockIdx.y % m.hk * group; // the group's first head
+  int64_t b = blockIdx.y / m.hk, kh = blockIdx.y % m.hk, h = kh * group; // the group's first head
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   int64_t key0 = blockIdx.x * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
   const T *kw = kb + warp * 16 * (D + kPad), *vw = vb + warp * 16 * (D + kPad);
-  loadTileAsync<T, D>(k, m, b, h, blockIdx.x * kTile, m.sk, Rows::K, kb);
-  loadTileAsync<T, D>(v, m, b, h, blockIdx.x * kTile, m.sk, Rows::K, vb);
+  loadTileAsync<T, D>(k, m, b, kh, blockIdx.x * kTile, m.sk, Rows::K, kb);
+  loadTileAsync<T, D>(v, m, b, kh, blockIdx.x * kTile, m.sk, Rows::K, vb);
   float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
   const float sl = m.scale * kLog2e;
   auto load = [&](int64_t tile, int buf) {
@@ -538,7 +538,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     int64_t key = key0 + gi + 8 * half;
     if (key >= m.sk)
       continue;
-    T *dkRow = dk + m.dkAt(b, key, h), *dvRow = dv + m.dkAt(b, key, h);
+    T *dkRow = dk + m.dkAt(b, key, kh), *dvRow = dv + m.dkAt(b, key, kh);
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
       *reinterpret_cast<uint32_t *>(dkRow + nd * 8 + t * 2) =

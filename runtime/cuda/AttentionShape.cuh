@@ -36,11 +36,16 @@ struct Dims {
   int64_t inStride, outStride, gradStride;
   int64_t hk, kvStride, kvGradStride;
   __host__ __device__ int64_t group() const { return h / hk; }
+  /// The k/v head query head |hi| reads (32-bit: the index math runs per
+  /// tile row, and a 64-bit division is a long subroutine on the GPU).
+  __host__ __device__ int64_t kvHead(int64_t hi) const { return (uint32_t)hi / (uint32_t)(h / hk); }
   __host__ __device__ int64_t qAt(int64_t bi, int64_t i, int64_t hi) const {
     return (bi * sq + i) * inStride + hi * d;
   }
-  __host__ __device__ int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
-    return (bi * sk + j) * kvStride + hi / group() * d;
+  /// Rows of k and v (and dk, dv) are addressed by their own head |kh|
+  /// (kvHead of a query head).
+  __host__ __device__ int64_t kAt(int64_t bi, int64_t j, int64_t kh) const {
+    return (bi * sk + j) * kvStride + kh * d;
   }
   __host__ __device__ int64_t oAt(int64_t bi, int64_t i, int64_t hi) const {
     return (bi * sq + i) * outStride + hi * d;
@@ -48,10 +53,11 @@ struct Dims {
   __host__ __device__ int64_t dqAt(int64_t bi, int64_t i, int64_t hi) const {
     return (bi * sq + i) * gradStride + hi * d;
   }
-  __host__ __device__ int64_t dkAt(int64_t bi, int64_t j, int64_t hi) const {
-    return (bi * sk + j) * kvGradStride + hi / group() * d;
+  __host__ __device__ int64_t dkAt(int64_t bi, int64_t j, int64_t kh) const {
+    return (bi * sk + j) * kvGradStride + kh * d;
   }
-  /// Row |row| of an operand of layout |which|.
+  /// Row |row| of an operand of layout |which| (for Rows::K, |hi| is the
+  /// k/v head).
   __host__ __device__ int64_t at(Rows which, int64_t bi, int64_t row, int64_t hi) const {
     return which == Rows::Q   ? qAt(bi, row, hi)
            : which == Rows::K ? kAt(bi, row, hi)

@@ -27,7 +27,7 @@ __global__ void simtForwardKernel(const T *q, const T *k, const T *v, const T *b
     o[d] = 0;
   float mx = -INFINITY, l = 0;
   for (int64_t j = 0; j < m.sk; ++j) {
-    const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
+    const T *kj = k + m.kAt(b, j, m.kvHead(h)), *vj = v + m.kAt(b, j, m.kvHead(h));
     float dot = 0;
     for (int d = 0; d < m.d; ++d)
       dot += toF(qi[d]) * toF(kj[d]);
@@ -67,7 +67,7 @@ __global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T
   for (int d = 0; d < m.d; ++d)
     acc[d] = 0;
   for (int64_t j = 0; rowLse != INFINITY && j < m.sk; ++j) {
-    const T *kj = k + m.kAt(b, j, h), *vj = v + m.kAt(b, j, h);
+    const T *kj = k + m.kAt(b, j, m.kvHead(h)), *vj = v + m.kAt(b, j, m.kvHead(h));
     float dot = 0, dp = 0;
     for (int d = 0; d < m.d; ++d) {
       dot += toF(qi[d]) * toF(kj[d]);
@@ -92,7 +92,7 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
     return;
   // Key j of k/v head kh: the sum over the query heads that share it.
   int64_t j = r % m.sk, kh = (r / m.sk) % m.hk, b = r / (m.sk * m.hk), group = m.group();
-  const T *kj = k + m.kAt(b, j, kh * group), *vj = v + m.kAt(b, j, kh * group);
+  const T *kj = k + m.kAt(b, j, kh), *vj = v + m.kAt(b, j, kh);
   float dkAcc[kMaxSimtD], dvAcc[kMaxSimtD];
   for (int d = 0; d < m.d; ++d)
     dkAcc[d] = dvAcc[d] = 0;
@@ -114,7 +114,7 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
         dvAcc[d] += p * toF(gi[d]);
       }
     }
-  T *dkRow = dk + m.dkAt(b, j, kh * group), *dvRow = dv + m.dkAt(b, j, kh * group);
+  T *dkRow = dk + m.dkAt(b, j, kh), *dvRow = dv + m.dkAt(b, j, kh);
   for (int d = 0; d < m.d; ++d) {
     dkRow[d] = fromF<T>(dkAcc[d] * m.scale);
     dvRow[d] = fromF<T>(dvAcc[d]);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Llama-family shapes (issue 18) on one GPU, bf16, batch 4 x 1024: PyTorch
+# eager and torch.compile (torch_llama_baseline.py, which also exports the
+# model and writes the tokens it trained on) and zcc's plan on the same
+# weights and tokens, in one call; then where zcc's step time goes
+# (--profile). SIZES="1b 8b-8l" (default 1b: Llama 3.2 1B's shape; 8b-8l:
+# Llama 3 8B's layer shape, 8 of its 32 layers). Run from a directory packed
+# by LLAMA_ONNX_DIR=... tools/gpu-pack.sh.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/gpu-libs.sh"
+export NCCL_NVLS_ENABLE=0
+out=${OUT:-/tmp/gpu-bench-llama}
+work=/tmp/gpu-bench-llama-work
+mkdir -p "$out" "$work"
+steps=${STEPS:-10} warmup=${WARMUP:-3}
+for size in ${SIZES:-1b}; do
+  echo "== llama $size"
+  python3 "$here/torch_llama_baseline.py" --size "$size" --batch 4 --seq 1024 --steps "$steps" \
+    --warmup "$warmup" --modes eager,compile --export "$work/llama-$size.onnx" \
+    --tokens "$work/tokens-$size.bin" 2>&1 | grep -v Warning | tee "$out/torch-$size.txt" |
+    cut -c1-400
+  run() { # steps metrics... (zrun's flags after)
+    local n=$1; shift
+    "$here/zrun" train "$here/plans/llama-$size-bf16.zplan" --backend cuda \
+      --weights "$work/llama-$size.onnx" --tokens "$work/tokens-$size.bin" --token-bytes 4 \
+      --steps "$n" "$@"
+  }
+  run $((steps + warmup)) --metrics "$out/zcc-$size.jsonl" > "$out/zcc-$size.log" 2>&1 || true
+  grep -E "^step|zrun:" "$out/zcc-$size.log" | tail -5
+  run 3 --profile > "$out/profile-$size.txt" 2>&1 || true
+  head -45 "$out/profile-$size.txt" | cut -c1-200
+  python3 "$here/bench_summary.py" "$out/torch-$size.txt" "$out/zcc-$size.jsonl" "$warmup" \
+    "$here/plans/llama-$size.compile" "$here/plans/llama-$size-bf16.report" \
+    "$out/zcc-$size.log" | tee "$out/summary-$size.md"
+  rm -f "$work/llama-$size.onnx" "$work/llama-$size.onnx.data" # disk for the next size
+done
