@@ -9,6 +9,8 @@
 #   deepspeed  DeepSpeed JSON configs (zcc)     seeds ../shared/ds_configs
 #
 #   scripts/fuzz.sh [SECONDS [TARGET...]]   (default 60 s, every target)
+# FUZZ_TIMEOUT (default 20 s) is the longest one input may run: libFuzzer
+# measures wall time, so a long run on a loaded machine wants more.
 # New inputs go to build-fuzz/corpus-TARGET/; a crash leaves its input in
 # build-fuzz/ (crash-*) and fails the script: add it to the target's seeds
 # once fixed.
@@ -46,6 +48,6 @@ for t in "${targets[@]}"; do
   mkdir -p build-fuzz/corpus-$t
   echo "== fuzz $t ($seconds s)"
   (cd build-fuzz && ASAN_OPTIONS=detect_leaks=0 "../$binary" "corpus-$t" "../$(seeds $t)" \
-    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -seed=1 -print_final_stats=1 \
+    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout="${FUZZ_TIMEOUT:-20}" -seed=1 -print_final_stats=1 \
     2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|Done)|crash-|deadly signal" | tail -8)
 done
