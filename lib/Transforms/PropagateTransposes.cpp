@@ -61,7 +61,8 @@ bool permutesOnlyUnitDims(RankedTensorType t, ArrayRef<int64_t> perm) {
 /// move. Null when neither applies.
 Value cheaplyPermuted(PatternRewriter &rewriter, Location loc, Value v, ArrayRef<int64_t> perm) {
   auto t = cast<RankedTensorType>(v.getType());
-  if (auto tr = v.getDefiningOp<TransposeOp>(); tr && tr.getPermutation() == ArrayRef(inverse(perm)))
+  if (auto tr = v.getDefiningOp<TransposeOp>();
+      tr && tr.getPermutation() == ArrayRef(inverse(perm)))
     return tr.getInput();
   if (t.getRank() != (int64_t)perm.size() || !permutesOnlyUnitDims(t, perm))
     return Value();
@@ -174,8 +175,7 @@ int64_t transposedElements(func::FuncOp f) {
   return n;
 }
 
-struct ZeroPropagateTransposes
-    : zcc::impl::ZeroPropagateTransposesBase<ZeroPropagateTransposes> {
+struct ZeroPropagateTransposes : zcc::impl::ZeroPropagateTransposesBase<ZeroPropagateTransposes> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
