@@ -30,6 +30,12 @@ FailureOr<SmallVector<int64_t>> zcc::zero::broadcastShapes(ArrayRef<int64_t> lhs
   return out;
 }
 
+int64_t zcc::zero::gradAccumSteps(Operation *module) {
+  auto training = module->getAttrOfType<DictionaryAttr>("zero.training");
+  auto steps = training ? training.getAs<FloatAttr>("grad_accum_steps") : FloatAttr();
+  return steps ? (int64_t)steps.getValueAsDouble() : 0;
+}
+
 bool zcc::zero::isBroadcastableTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   if (from.size() > to.size())
     return false;

@@ -50,6 +50,10 @@ mlir::FailureOr<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64
 /// final shape).
 bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to);
 
+/// The micro-steps a training step accumulates (zero-training-config's
+/// `zero.training` grad_accum_steps), or 0 where the module does not say.
+int64_t gradAccumSteps(mlir::Operation *module);
+
 } // namespace zcc::zero
 
 #endif // ZCC_DIALECTS_ZERO_ZEROOPS_H

@@ -17,6 +17,7 @@ using namespace zcc::zero;
 namespace {
 struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
   using ZeroOptimizerBase::ZeroOptimizerBase;
+  bool writesWholeGradients = false;
 
   /// A zero-initialized global next to |after|.
   GlobalOp zeroGlobal(OpBuilder &b, Operation *after, StringRef name, GlobalRole role,
@@ -102,6 +103,8 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       module.emitError("zero-optimizer: no parameter has a gradient (run zero-autodiff)");
       return signalPassFailure();
     }
+    // zero-partition stores a one-micro-step step's gradients whole.
+    writesWholeGradients = module->hasAttr("zero.gradients_written");
     for (Unit &u : units)
       if (!isa<Float32Type>(u.param.getTensorType().getElementType())) {
         u.param.emitError("zero-optimizer: AdamW supports float32 parameters (mixed precision "
@@ -239,8 +242,11 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       if (gatherAfter)
         newParam = AllGatherOp::create(b, loc, u.param.getType(), newParam, world);
       store(b, loc, newParam, u.param);
-      FillOp::create(b, loc, FlatSymbolRefAttr::get(u.grad.getSymNameAttr()),
-                     b.getF64FloatAttr(0.0));
+      // Cleared for the next step's accumulation; a step of one micro-step
+      // writes its gradients whole (zero-partition), so nothing to clear.
+      if (!writesWholeGradients)
+        FillOp::create(b, loc, FlatSymbolRefAttr::get(u.grad.getSymNameAttr()),
+                       b.getF64FloatAttr(0.0));
     }
     SmallVector<Value> results{norm};
     if (scaled)

@@ -170,6 +170,9 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     }
     DenseMap<Operation *, int64_t> order = programOrder(block);
     OpBuilder b(&getContext());
+    bool writesWholeGradients = gradAccumSteps(module) == 1 && (stage < 2 || world == 1);
+    if (writesWholeGradients)
+      module->setAttr("zero.gradients_written", b.getUnitAttr());
     for (Bucket &bucket : buckets) {
       // After the last gradient of the bucket is computed.
       Operation *last = nullptr;
@@ -202,6 +205,15 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         flat = ReduceScatterOp::create(b, loc, bucket.grad.getType(), flat, CollectiveReduce::avg,
                                        world);
       auto sym = FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr());
+      // One micro-step per step and no reduce-scatter to overlap: the
+      // gradients are written, not added to zeros (zero-optimizer then
+      // clears nothing; the memory planner lets the concatenation write
+      // into the bucket). zero-schedule overlaps a reduce-scatter with the
+      // backward by sinking its wait and accumulation: that form stays.
+      if (writesWholeGradients) {
+        StoreOp::create(b, loc, flat, sym);
+        continue;
+      }
       Value acc = LoadOp::create(b, loc, bucket.grad.getType(), sym);
       StoreOp::create(b, loc, AddOp::create(b, loc, acc, flat), sym);
     }

@@ -153,19 +153,24 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
           wait && v.hasOneUse() && wait.getStarted().hasOneUse())
         v = wait.getStarted();
       Operation *def = v.getDefiningOp();
+      // A concatenation (the gradients packed into their bucket, with or
+      // without their cast) writes positions other than those it reads: it
+      // may write into the global only if nothing it reads is the global.
+      bool concat = isa<ConcatOp, CastConcatOp>(def);
       if (!def || !v.hasOneUse() || v.getType() != storeType(module, store) ||
-          !(isElementwise(def) || isa<AdamWOp, SgdOp, AllGatherOp, TransferOp>(def)))
+          !(isElementwise(def) || concat || isa<AdamWOp, SgdOp, AllGatherOp, TransferOp>(def)))
         continue;
       // Operands must be read element by element at the result's positions
       // (an all-gather reads its input whole, before any rank writes).
       bool sameShapes =
-          isa<AllGatherOp>(def) || llvm::all_of(def->getOperands(), [&](Value operand) {
+          concat || isa<AllGatherOp>(def) || llvm::all_of(def->getOperands(), [&](Value operand) {
             auto t = cast<RankedTensorType>(operand.getType());
             return t.getRank() == 0 ||
                    t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
           });
       StringAttr g = store.getGlobalAttr().getAttr();
-      if (!sameShapes || lastReadBefore(g, index[store]) > index[def])
+      int64_t lastRead = lastReadBefore(g, index[store]);
+      if (!sameShapes || lastRead > index[def] || (concat && lastRead >= index[def]))
         continue;
       auto global = module.lookupSymbol<GlobalOp>(g);
       // A host op's result goes into host globals only, a device op's into
