@@ -28,8 +28,11 @@ Status checkRegularFile(const std::string &path, int64_t &size) {
   return Status::ok();
 }
 
-Status readRegularFile(const std::string &path, std::string &out, int64_t maxBytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+/// Opens |path| for reading as a regular file (checked on the open file, so
+/// that it cannot be swapped in between): |fd| and its |size|; the caller
+/// closes |fd| when this succeeds.
+static Status openRegular(const std::string &path, int &fd, int64_t &size) {
+  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return errorf(path, ": cannot open (", std::strerror(errno), ")");
   struct stat st;
@@ -39,11 +42,25 @@ Status readRegularFile(const std::string &path, std::string &out, int64_t maxByt
   else if (!S_ISREG(st.st_mode))
     s = errorf(path, ": not a regular file (",
                S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket", "); pass a file");
-  else if (st.st_size > maxBytes)
-    s = errorf(path, ": ", st.st_size, " bytes, more than the ", maxBytes,
+  if (!s) {
+    ::close(fd);
+    fd = -1;
+    return s;
+  }
+  size = st.st_size;
+  return s;
+}
+
+Status readRegularFile(const std::string &path, std::string &out, int64_t maxBytes) {
+  int fd;
+  int64_t size;
+  ZRT_RETURN_IF_ERROR(openRegular(path, fd, size));
+  Status s = Status::ok();
+  if (size > maxBytes)
+    s = errorf(path, ": ", size, " bytes, more than the ", maxBytes,
                " this file may have; is it the right file?");
   if (s) {
-    out.resize((size_t)st.st_size);
+    out.resize((size_t)size);
     size_t done = 0;
     while (done < out.size()) {
       ssize_t n = ::read(fd, out.data() + done, out.size() - done);
@@ -67,22 +84,16 @@ MappedFile::~MappedFile() {
 }
 
 Status MappedFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return errorf(path, ": cannot open (", std::strerror(errno), ")");
-  struct stat st;
+  int fd;
+  int64_t size;
+  ZRT_RETURN_IF_ERROR(openRegular(path, fd, size));
   Status s = Status::ok();
-  if (::fstat(fd, &st) != 0)
-    s = errorf(path, ": cannot open (", std::strerror(errno), ")");
-  else if (!S_ISREG(st.st_mode))
-    s = errorf(path, ": not a regular file (",
-               S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket", "); pass a file");
-  else if (st.st_size > 0) {
-    void *p = ::mmap(nullptr, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (size > 0) {
+    void *p = ::mmap(nullptr, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED)
-      s = errorf(path, ": cannot map ", (int64_t)st.st_size, " bytes (", std::strerror(errno), ")");
+      s = errorf(path, ": cannot map ", size, " bytes (", std::strerror(errno), ")");
     else
-      data_ = static_cast<const char *>(p), size_ = (size_t)st.st_size;
+      data_ = static_cast<const char *>(p), size_ = (size_t)size;
   }
   ::close(fd);
   return s;
