@@ -122,3 +122,35 @@ func.func @forward(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tenso
   %r3 = zero.transpose %o3 [0, 2, 1, 3] : tensor<1x2x8x16xf32> -> tensor<1x8x2x16xf32>
   return %r1, %p1, %r2, %r3 : tensor<1x8x2x16xf32>, tensor<1x2x8x8xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>
 }
+
+// -----
+
+// Grouped-query attention as transformers spells it (repeat_kv: reshape,
+// expand, reshape of the 2 k/v heads to 4, here k in the exporter's
+// flattened k^T form): zero.attention reads the 2 heads unrepeated.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x4x16xf32>, %[[K:.*]]: tensor<2x8x2x16xf32>, %[[V:.*]]: tensor<2x8x2x16xf32>, %[[M:.*]]: tensor<2x1x8x8xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = zero.attention %[[Q]], %[[K]], %[[V]], %[[M]] {scale = 2.500000e-01 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+// CHECK-NOT: zero.expand
+// CHECK: return %[[O]]
+func.func @forward(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>, %mask: tensor<2x1x8x8xf32>) -> tensor<2x8x4x16xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+  %kt = zero.transpose %k [0, 2, 1, 3] : tensor<2x8x2x16xf32> -> tensor<2x2x8x16xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<2x8x2x16xf32> -> tensor<2x2x8x16xf32>
+  %k5 = zero.reshape %kt : tensor<2x2x8x16xf32> -> tensor<2x2x1x8x16xf32>
+  %ke = zero.expand %k5 : tensor<2x2x1x8x16xf32> -> tensor<2x2x2x8x16xf32>
+  %k3 = zero.reshape %ke : tensor<2x2x2x8x16xf32> -> tensor<8x8x16xf32>
+  %k3t = zero.transpose %k3 [0, 2, 1] : tensor<8x8x16xf32> -> tensor<8x16x8xf32>
+  %kT = zero.reshape %k3t : tensor<8x16x8xf32> -> tensor<2x4x16x8xf32>
+  %v5 = zero.reshape %vt : tensor<2x2x8x16xf32> -> tensor<2x2x1x8x16xf32>
+  %ve = zero.expand %v5 : tensor<2x2x1x8x16xf32> -> tensor<2x2x2x8x16xf32>
+  %vr = zero.reshape %ve : tensor<2x2x2x8x16xf32> -> tensor<2x4x8x16xf32>
+  %qs = zero.mul %qt, %c : (tensor<2x4x8x16xf32>, tensor<f32>) -> tensor<2x4x8x16xf32>
+  %ks = zero.mul %kT, %c : (tensor<2x4x16x8xf32>, tensor<f32>) -> tensor<2x4x16x8xf32>
+  %scores = zero.matmul %qs, %ks : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  %p = zero.bias_softmax %scores, %mask : (tensor<2x4x8x8xf32>, tensor<2x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %o = zero.matmul %p, %vr : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+  return %ob : tensor<2x8x4x16xf32>
+}
