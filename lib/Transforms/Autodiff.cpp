@@ -71,8 +71,45 @@ public:
     auto it = adjoint.find(v);
     if (it == adjoint.end())
       adjoint[v] = g;
+    else if (Value joined = joinSliceGrads(loc, it->second, g))
+      it->second = joined;
     else
       it->second = AddOp::create(b, loc, it->second, g);
+  }
+
+  /// concat(x, y) for slice_grad(x) + slice_grad(y) when the two slices
+  /// split one axis between them (the backward of a tensor cut in two, as
+  /// RoPE's rotate-half does): each position takes its one value instead of
+  /// a sum with the other's zeros, and neither padded tensor is written.
+  /// Null otherwise.
+  Value joinSliceGrads(Location loc, Value p, Value q) {
+    auto x = p.getDefiningOp<SliceGradOp>(), y = q.getDefiningOp<SliceGradOp>();
+    if (!x || !y || !p.use_empty() || !q.use_empty() || p.getType() != q.getType())
+      return Value();
+    auto full = tensorType(p);
+    auto xt = tensorType(x.getGrad()), yt = tensorType(y.getGrad());
+    int64_t axis = -1;
+    for (int64_t d = 0; d < full.getRank(); ++d) {
+      if (x.getStride()[d] != 1 || y.getStride()[d] != 1)
+        return Value();
+      if (xt.getDimSize(d) == full.getDimSize(d) && yt.getDimSize(d) == full.getDimSize(d))
+        continue; // whole in both (so both start at 0)
+      if (axis >= 0 || xt.getDimSize(d) + yt.getDimSize(d) != full.getDimSize(d))
+        return Value();
+      axis = d;
+    }
+    if (axis < 0)
+      return Value();
+    bool xFirst = x.getStart()[axis] == 0 && y.getStart()[axis] == xt.getDimSize(axis);
+    bool yFirst = y.getStart()[axis] == 0 && x.getStart()[axis] == yt.getDimSize(axis);
+    if (!xFirst && !yFirst)
+      return Value();
+    SmallVector<Value> parts{xFirst ? x.getGrad() : y.getGrad(),
+                             xFirst ? y.getGrad() : x.getGrad()};
+    Value joined = ConcatOp::create(b, loc, parts, axis);
+    x.erase();
+    y.erase();
+    return joined;
   }
 
   /// Emits the adjoint rule of |op| given the adjoints of its results.

@@ -52,3 +52,27 @@ func.func @forward(%ids: tensor<2xi64>, %l: tensor<2xi64>) -> (tensor<f32> {zero
   %loss = zero.cross_entropy %logits, %l {ignore_index = -100 : i64} : (tensor<2x5xf32>, tensor<2xi64>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// RoPE's rotate-half cuts x in two along its last axis: the two slices'
+// gradients are joined by a concatenation, not padded with zeros and added.
+// dw = [g[:, 2:4], -g[:, 0:2]] for r = [-w[:, 2:4], w[:, 0:2]].
+// CHECK-LABEL: func.func @micro_step
+// CHECK: %[[G:.*]] = zero.cross_entropy_grad
+// CHECK-NOT: zero.slice_grad
+// CHECK: %[[LO:.*]] = zero.slice %[[G]]{{\[\[}}0, 0] : [2, 2] : [1, 1]]
+// CHECK: %[[HI:.*]] = zero.slice %[[G]]{{\[\[}}0, 2] : [2, 4] : [1, 1]]
+// CHECK: %[[N:.*]] = zero.neg %[[LO]]
+// CHECK: zero.concat %[[HI]], %[[N]] {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+// CHECK-NOT: zero.slice_grad
+zero.global @w param trainable : tensor<2x4xf32>
+func.func @forward(%l: tensor<2xi64>) -> (tensor<f32> {zero.loss}) {
+  %w = zero.load @w : tensor<2x4xf32>
+  %a = zero.slice %w[[0, 0] : [2, 2] : [1, 1]] : tensor<2x4xf32> -> tensor<2x2xf32>
+  %b = zero.slice %w[[0, 2] : [2, 4] : [1, 1]] : tensor<2x4xf32> -> tensor<2x2xf32>
+  %n = zero.neg %b : tensor<2x2xf32>
+  %r = zero.concat %n, %a {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+  %loss = zero.cross_entropy %r, %l {ignore_index = -100 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
