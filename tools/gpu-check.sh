@@ -94,7 +94,7 @@ agree lm-padded-bf16 lm-padded-bf16.zplan 1e-2
 # Fused attention (zero.attention): the CUDA kernels against the CPU
 # reference on the same plan (both head dimensions share the data file's
 # token ids; d16 fp32 runs the per-row kernels, 16-bit the tensor cores).
-for d in 16 64 64-separate; do
+for d in 16 64 64-separate 64-gqa; do
   agree attn-d$d-fp32 attn-d$d-fp32.zplan 1e-5 attn
   agree attn-d$d-bf16 attn-d$d-bf16.zplan 1e-2 attn
   agree attn-d$d-fp16 attn-d$d-fp16.zplan 1e-2 attn

@@ -63,9 +63,9 @@ $zcc "$out/lm.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precisi
 rm "$out/lm.onnx"
 # Fused attention (--target cuda): a layer of 80 positions with an empty
 # query row, head dimension 64 (bf16: the tensor-core kernels) and 16 (fp32:
-# the per-row kernels), packed (one split) and separate projections, CUDA vs
-# CPU; GPT-2 fused vs PyTorch's references.
-for d in 16 64 "64 separate"; do
+# the per-row kernels), packed (one split), separate projections and grouped
+# k/v heads (4 query heads on 2), CUDA vs CPU; GPT-2 fused vs PyTorch's references.
+for d in 16 64 "64 separate" "64 gqa"; do
   /usr/bin/python3 test/e2e/Inputs/attention_lm.py "$out/attn.onnx" "$out/data/attn.ids.npy" \
     "$out/data/attn.labels.npy" $d
   for p in fp32 bf16 fp16; do

@@ -1,7 +1,7 @@
 """A one-layer attention language model in the form torch.onnx exports
 scaled_dot_product_attention, for zero-fuse-attention.
 
-    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM [separate]]
+    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM [separate|gqa]]
 
 ids [2, 80] -> embedding -> qkv projection -> split -> heads [2, 2, 80, D]
 -> q k^T * 1/sqrt(D) + mask -> softmax -> NaN guard -> . v -> heads back
@@ -10,23 +10,30 @@ partial one. The mask is causal, and query row 5 sees no key at all (every
 score -inf): the guard's zeros, which the fused kernel must reproduce.
 16 samples of random ids; the labels are their shift. With "separate", q, k
 and v come from three projections (Llama's and BERT's form) instead of one
-split (GPT-2's, which zcc fuses as zero.attention_packed).
+split (GPT-2's, which zcc fuses as zero.attention_packed). With "gqa",
+4 query heads share 2 k/v heads: separate projections, k and v repeated
+per group as transformers' repeat_kv does (reshape, expand, reshape).
 """
 import sys, numpy as np, onnx
 from onnx import helper, TensorProto, numpy_helper
 
 D = int(sys.argv[4]) if len(sys.argv) > 4 else 16
-separate = len(sys.argv) > 5 and sys.argv[5] == "separate"
-B, S, H, V = 2, 80, 2, 96
-E = H * D
+form = sys.argv[5] if len(sys.argv) > 5 else "packed"
+separate = form in ("separate", "gqa")
+B, S, V = 2, 80, 96
+H, HK = (4, 2) if form == "gqa" else (2, 2)
+E, EK = H * D, HK * D
 rng = np.random.default_rng(0)
 init = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)
 mask = np.triu(np.full((S, S), -np.inf, np.float32), 1)
 mask[5, :] = -np.inf
-tensors = {"wte": init(V, E), "w_qkv": init(E, 3 * E), "w_o": init(E, V)}
+tensors = {"wte": init(V, E), "w_qkv": init(E, E + 2 * EK), "w_o": init(E, V)}
 constants = {"mask": mask.reshape(1, 1, S, S), "scale": np.array(1 / np.sqrt(D), np.float32),
              "zero": np.array(0, np.float32), "heads": np.array([B, S, H, D], np.int64),
-             "flat": np.array([B, S, E], np.int64), "split": np.array([E, E, E], np.int64)}
+             "kvheads": np.array([B, S, HK, D], np.int64), "unit": np.array([B, HK, 1, S, D], np.int64),
+             "grouped": np.array([B, HK, H // HK, S, D], np.int64),
+             "repeated": np.array([B, H, S, D], np.int64),
+             "flat": np.array([B, S, E], np.int64), "split": np.array([E, EK, EK], np.int64)}
 n = helper.make_node
 nodes = [n("Constant", [], [k], value=numpy_helper.from_array(a, k)) for k, a in constants.items()]
 nodes += [n("Gather", ["wte", "input_ids"], ["h"])]
@@ -37,8 +44,14 @@ else:
     nodes += [n("MatMul", ["h", "w_qkv"], ["qkv"]),
               n("Split", ["qkv", "split"], ["q", "k", "v"], axis=2)]
 for x in "qkv":
-    nodes += [n("Reshape", [x, "heads"], [x + "4"]),
-              n("Transpose", [x + "4"], [x + "t"], perm=[0, 2, 1, 3])]
+    shape = "heads" if x == "q" else "kvheads"
+    nodes += [n("Reshape", [x, shape], [x + "4"]),
+              n("Transpose", [x + "4"], [x + ("t" if x == "q" or HK == H else "h")],
+                perm=[0, 2, 1, 3])]
+    if x != "q" and HK != H:  # repeat_kv
+        nodes += [n("Reshape", [x + "h", "unit"], [x + "5"]),
+                  n("Expand", [x + "5", "grouped"], [x + "e"]),
+                  n("Reshape", [x + "e", "repeated"], [x + "t"])]
 nodes += [n("Transpose", ["kt"], ["kT"], perm=[0, 1, 3, 2]),
           n("MatMul", ["qt", "kT"], ["scores"]),
           n("Mul", ["scores", "scale"], ["scaled"]),
