@@ -156,7 +156,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       // A concatenation (the gradients packed into their bucket, with or
       // without their cast) writes positions other than those it reads: it
       // may write into the global only if nothing it reads is the global.
-      bool concat = isa<ConcatOp, CastConcatOp>(def);
+      bool concat = def && isa<ConcatOp, CastConcatOp>(def);
       if (!def || !v.hasOneUse() || v.getType() != storeType(module, store) ||
           !(isElementwise(def) || concat || isa<AdamWOp, SgdOp, AllGatherOp, TransferOp>(def)))
         continue;

@@ -127,14 +127,14 @@ void zrt::readTokenSequence(const TokenLayout &layout, const char *bytes, int64_
 
 Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const plan::Plan &plan,
                               const plan::Program &program) {
-  bool ids = false, labels = false;
+  const plan::Buffer *ids = nullptr, *labels = nullptr;
   for (const plan::NamedBuffer &in : program.inputs()) {
     if (isTrainerInput(in.name()))
       continue;
     if (in.name() == "input_ids")
-      ids = true;
+      ids = &plan.buffers(in.buffer());
     else if (in.name() == "labels")
-      labels = true;
+      labels = &plan.buffers(in.buffer());
     else
       return errorf("--tokens: the plan has an input '", in.name(),
                     "' besides input_ids and labels; pass it with --data");
@@ -142,15 +142,13 @@ Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const 
   if (!ids || !labels)
     return errorf("--tokens feeds a plan with inputs 'input_ids' and 'labels' (compile with "
                   "--loss cross-entropy)");
-  for (const plan::NamedBuffer &in : program.inputs()) {
-    if (isTrainerInput(in.name()))
-      continue;
-    const plan::Buffer &b = plan.buffers(in.buffer());
-    if (b.shape_size() != 2 || b.dtype() != plan::I64)
-      return errorf("--tokens: the plan's ", in.name(), " must be int64 [batch, sequence]");
-    if (in.name() == "input_ids")
-      tokens_.seq = b.shape(1);
-  }
+  // Both are filled a sequence per row: the same int64 [batch, sequence].
+  if (ids->shape_size() != 2 || ids->dtype() != plan::I64 || labels->dtype() != plan::I64 ||
+      !std::equal(ids->shape().begin(), ids->shape().end(), labels->shape().begin(),
+                  labels->shape().end()))
+    return errorf("--tokens: the plan's input_ids and labels must both be int64 [batch, "
+                  "sequence]");
+  tokens_.seq = ids->shape(1);
   if (Status s = tokenFile_.open(path); !s)
     return errorf("--tokens ", s.message());
   ZRT_RETURN_IF_ERROR(parseTokenLayout(tokenFile_.data(), tokenFile_.size(), path, bytesPerToken,
@@ -232,7 +230,9 @@ Status DataFeeder::feed(int64_t k, const ExecutorBase &executor,
     int64_t perSample = dst.numel() / std::max<int64_t>(batch, 1);
     size_t sampleBytes = (size_t)perSample * dtypeSize(dst.dtype);
     auto it = arrays_.find(in.name());
-    std::vector<int64_t> spare(tokens_.seq);
+    // A token file fills input_ids and labels together; the row not wanted
+    // here goes to |spare|.
+    std::vector<int64_t> spare(it == arrays_.end() ? tokens_.seq : 0);
     for (int64_t j = 0; j < batch; ++j) {
       int64_t sample = sampleAt(k * batch + j);
       char *row = dst.data + j * sampleBytes;

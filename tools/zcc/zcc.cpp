@@ -703,11 +703,14 @@ int main(int argc, char **argv) {
   };
   // Device bytes a rank of a compiled module allocates: its arenas, and the
   // CUDA backend's fixed cuBLASLt workspace (runtime/cuda).
+  auto arenaBytes = [](ModuleOp m, const char *arena) -> int64_t {
+    auto a = m->getAttrOfType<IntegerAttr>("zrt." + std::string(arena) + "_arena_bytes");
+    return a ? a.getInt() : 0;
+  };
   auto devicePeak = [&](ModuleOp m) {
     int64_t bytes = 0;
     for (const char *arena : {"device", "state", "constant", "input"})
-      if (auto a = m->getAttrOfType<IntegerAttr>(("zrt." + std::string(arena) + "_arena_bytes")))
-        bytes += a.getInt();
+      bytes += arenaBytes(m, arena);
     return bytes + (target == "cuda" ? kCudaWorkspaceBytes : 0);
   };
   if (!autoPlan && !recomputeAuto) {
@@ -756,11 +759,11 @@ int main(int argc, char **argv) {
   // call invalid.
   if (emit == EmitKind::Plan)
     for (const char *arena : {"device", "state", "constant", "input", "host"}) {
-      auto a = (*module)->getAttrOfType<IntegerAttr>("zrt." + std::string(arena) + "_arena_bytes");
-      if (!a || a.getInt() <= zrt::kMaxArenaBytes)
+      int64_t bytes = arenaBytes(*module, arena);
+      if (bytes <= zrt::kMaxArenaBytes)
         continue;
       llvm::errs() << "zcc: error: the plan's " << arena << " arena needs "
-                   << zrt::showByteSize(a.getInt()) << " per rank"
+                   << zrt::showByteSize(bytes) << " per rank"
                    << (S.microBatch ? " (micro-batch " + std::to_string(S.microBatch) + ")" : "")
                    << ", more than the " << zrt::showByteSize(zrt::kMaxArenaBytes)
                    << " a plan may hold: lower --micro-batch or the sequence length "
