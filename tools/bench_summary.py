@@ -8,7 +8,7 @@ script times the steps after its warm-up); MFU with the PyTorch script's FLOP
 count per token (6N + 12LHT) and peak; memory: what zrun measured on the device
 (cudaMemGetInfo) next to the plan's arenas from zcc's report.
 """
-import json, re, sys
+import json, os, re, sys
 
 torch_txt, zcc_jsonl, warmup, compile_txt, report, zcc_log = sys.argv[1:7]
 warmup = int(warmup)
@@ -52,7 +52,8 @@ for mode in ("eager", "compile"):
         r = torch[mode]
         print(f"| PyTorch {'torch.compile' if mode == 'compile' else 'eager'} | {r['tokens_per_s']:,.0f} | "
               f"{r['step_ms']:.1f} ms | {100 * r['mfu']:.1f}% | {r['peak_mem_gib']:.2f} GiB | {r['warmup_s']:.1f} s |")
-print(f"| zcc (zrun --backend cuda) | {tps:,.0f} | {step_ms:.1f} ms | {100 * mfu:.1f}% | "
+label = os.environ.get("ZCC_LABEL", "zcc (zrun --backend cuda)")
+print(f"| {label} | {tps:,.0f} | {step_ms:.1f} ms | {100 * mfu:.1f}% | "
       f"{dev / gib:.2f} GiB measured, {plan / gib:.2f} GiB planned | {compile_s} s compile (2-core machine) |")
 print()
 print(f"zcc: steps {warmup + 1}-{len(steps)} timed; first loss {steps[0]['loss']:.4f}, last {steps[-1]['loss']:.4f}; "

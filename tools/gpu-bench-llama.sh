@@ -5,7 +5,8 @@
 # weights and tokens, in one call; then where zcc's step time goes
 # (--profile). SIZES="1b 8b-8l" (default 1b: Llama 3.2 1B's shape; 8b-8l:
 # Llama 3 8B's layer shape, 8 of its 32 layers). Run from a directory packed
-# by LLAMA_ONNX_DIR=... tools/gpu-pack.sh.
+# by LLAMA_ONNX_DIR=... tools/gpu-pack.sh; variant plans packed beside the default
+# (plans/llama-SIZE-bf16-VARIANT.zplan, e.g. -selective) get a timed row each.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/gpu-libs.sh"
@@ -20,9 +21,9 @@ for size in ${SIZES:-1b}; do
     --warmup "$warmup" --modes eager,compile --export "$work/llama-$size.onnx" \
     --tokens "$work/tokens-$size.bin" 2>&1 | grep -v Warning | tee "$out/torch-$size.txt" |
     cut -c1-400
-  run() { # steps metrics... (zrun's flags after)
+  run() { # steps metrics... (zrun's flags after); PLAN_SUFFIX picks a variant plan
     local n=$1; shift
-    "$here/zrun" train "$here/plans/llama-$size-bf16.zplan" --backend cuda \
+    "$here/zrun" train "$here/plans/llama-$size-bf16${PLAN_SUFFIX:-}.zplan" --backend cuda \
       --weights "$work/llama-$size.onnx" --tokens "$work/tokens-$size.bin" --token-bytes 4 \
       --steps "$n" "$@"
   }
@@ -33,5 +34,16 @@ for size in ${SIZES:-1b}; do
   python3 "$here/bench_summary.py" "$out/torch-$size.txt" "$out/zcc-$size.jsonl" "$warmup" \
     "$here/plans/llama-$size.compile" "$here/plans/llama-$size-bf16.report" \
     "$out/zcc-$size.log" | tee "$out/summary-$size.md"
+  # Variant plans packed beside the default (llama-SIZE-bf16-VARIANT.zplan): their zcc row.
+  for plan in "$here"/plans/llama-"$size"-bf16-*.zplan; do
+    [ -f "$plan" ] || continue
+    v=${plan##*-bf16-}; v=${v%.zplan}
+    PLAN_SUFFIX=-$v run $((steps + warmup)) --metrics "$out/zcc-$size-$v.jsonl" \
+      > "$out/zcc-$size-$v.log" 2>&1 || true
+    ZCC_LABEL="zcc --recompute $v" python3 "$here/bench_summary.py" "$out/torch-$size.txt" \
+      "$out/zcc-$size-$v.jsonl" "$warmup" "$here/plans/llama-$size.compile" \
+      "$here/plans/llama-$size-bf16-$v.report" "$out/zcc-$size-$v.log" |
+      grep -E '^\| zcc|^zcc:' | tee "$out/summary-$size-$v.md"
+  done
   rm -f "$work/llama-$size.onnx" "$work/llama-$size.onnx.data" # disk for the next size
 done

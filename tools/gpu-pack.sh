@@ -134,6 +134,12 @@ if [ -n "${LLAMA_ONNX_DIR:-}" ]; then
     { time $zcc "$LLAMA_ONNX_DIR/llama-$size.onnx" $l -o "$out/plans/llama-$size-bf16.zplan"; } \
       2> "$out/plans/llama-$size.compile"
     $zcc "$LLAMA_ONNX_DIR/llama-$size.onnx" $l --emit=report > "$out/plans/llama-$size-bf16.report"
+    # The same with torch.compile's default trade (the backward's cheap inputs recomputed),
+    # timed beside the default plan.
+    $zcc "$LLAMA_ONNX_DIR/llama-$size.onnx" $l --recompute selective \
+      -o "$out/plans/llama-$size-bf16-selective.zplan"
+    $zcc "$LLAMA_ONNX_DIR/llama-$size.onnx" $l --recompute selective --emit=report \
+      > "$out/plans/llama-$size-bf16-selective.report"
   done
   cp tools/gpu-bench-llama.sh ../shared/bench/torch_llama_baseline.py "$out/"
 fi
