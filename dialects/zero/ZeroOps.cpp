@@ -557,33 +557,35 @@ LogicalResult MatmulBiasOp::verify() {
   return success();
 }
 LogicalResult ElementwiseOp::verify() {
-  ArrayRef<int64_t> program = getProgram();
-  int64_t inputs = getInputs().size(), steps = program.size() / 3;
-  if (program.empty() || program.size() % 3 != 0 || (int64_t)getStepTypes().size() != steps)
-    return emitOpError() << "expects a program of (opcode, a, b) steps and one type per step";
+  using ::zrt::ElementwiseOpcode;
+  ArrayRef<int64_t> program = getProgram(), offsets = getOffsets();
+  int64_t inputs = getInputs().size(), steps = program.size() / 4;
   auto out = getType();
+  int64_t rank = out.getRank(), noffsets = offsets.size();
+  if (program.empty() || program.size() % 4 != 0 || (int64_t)getStepTypes().size() != steps)
+    return emitOpError() << "expects a program of (opcode, a, b, c) steps and one type per step";
   for (int64_t s = 0; s < steps; ++s) {
-    int64_t code = program[3 * s], a = program[3 * s + 1], b = program[3 * s + 2];
-    bool unary = ::zrt::isUnaryOpcode(code);
-    if (code < 0 || code >= ::zrt::kNumElementwiseOpcodes || a < 0 || a >= inputs + s ||
-        (unary ? b != -1 : (b < 0 || b >= inputs + s)))
-      return emitOpError() << "step " << s << " (" << code << ", " << a << ", " << b
-                           << ") is not an opcode 0-5 over earlier values";
+    int64_t code = program[4 * s], a = program[4 * s + 1], b = program[4 * s + 2],
+            c = program[4 * s + 3];
+    bool ok = code >= 0 && code < ::zrt::kNumElementwiseOpcodes;
+    if (ok && code == (int64_t)ElementwiseOpcode::Load)
+      ok = a >= 0 && a < inputs && b == -1 && (c == -1 || (c >= 0 && c + rank <= noffsets));
+    else if (ok && code == (int64_t)ElementwiseOpcode::Pick)
+      ok = a >= 0 && a < s && b >= 0 && b < s && c >= 0 && c + 2 <= noffsets && offsets[c] >= 0 &&
+           offsets[c] < rank;
+    else if (ok)
+      ok = a >= 0 && a < s && (::zrt::isUnaryOpcode(code) ? b == -1 : (b >= 0 && b < s)) && c == -1;
+    if (!ok)
+      return emitOpError() << "step " << s << " (" << code << ", " << a << ", " << b << ", " << c
+                           << ") is not a load of an input, a pick or an opcode over earlier steps";
     if (!isa<FloatType>(cast<TypeAttr>(getStepTypes()[s]).getValue()))
       return emitOpError() << "step " << s << " has no float type";
   }
   if (cast<TypeAttr>(getStepTypes()[steps - 1]).getValue() != out.getElementType())
     return emitOpError() << "the last step's type is not the result's " << out.getElementType();
-  for (Value v : getInputs()) {
-    auto in = cast<RankedTensorType>(v.getType());
-    bool fits = in.getRank() <= out.getRank();
-    for (int64_t k = 1; fits && k <= in.getRank(); ++k) {
-      int64_t d = in.getDimSize(in.getRank() - k);
-      fits = d == 1 || d == out.getDimSize(out.getRank() - k);
-    }
-    if (!fits)
-      return emitOpError() << "input " << in << " does not broadcast to " << out;
-  }
+  for (Value v : getInputs())
+    if (cast<RankedTensorType>(v.getType()).getRank() > rank)
+      return emitOpError() << "input " << v.getType() << " has a higher rank than " << out;
   return success();
 }
 LogicalResult CastManyOp::verify() {

@@ -119,22 +119,30 @@ def Zero_CastOp : Zero_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 }
 
 def Zero_ElementwiseOp : Zero_Op<"elementwise", [Pure]> {
-  let summary = "a fused chain of exactly rounded elementwise arithmetic: one generated kernel";
+  let summary = "a fused tree of elementwise ops, slices and concatenations: one generated kernel";
   let description = [{
-    Formed by zero-fuse-elementwise (--target cuda) from a tree of add, sub,
-    mul, div, neg and float casts whose intermediate values had no other
-    reader. `program` is a list of steps, three integers each: opcode (0
-    add, 1 sub, 2 mul, 3 div, 4 neg, 5 cast), then two operand references
-    (below the input count: an input, broadcast NumPy-style to the result's
-    shape; else an earlier step; -1 for none). `step_types[i]` is the
-    element type step i's value had as a tensor: each step computes in f32
-    and rounds to it, so the fused kernel gives the bits of the separate
-    ones. The last step is the result. `ptx` holds the kernel generated for
-    it through MLIR's GPU -> NVVM -> PTX path (sm_90), entry
-    `zcc_elementwise(inputs..., result, n)`.
+    Formed by zero-fuse-elementwise (--target cuda) from a tree of elementwise
+    arithmetic, unary functions (exp, SiLU, sigmoid, GELU, ...), float casts,
+    unit-stride slices and concatenations whose intermediate values nothing
+    outside the tree reads. `program` is a list of steps, four integers each:
+    (opcode, a, b, c), the opcodes of zrt::ElementwiseOpcode
+    (runtime/kernels/KernelId.h). A load (6) reads input a at the result
+    element's coordinates shifted by `offsets[c..c+rank)` (c = -1: no
+    shift), clamped into the input, which broadcasts NumPy-style; slices
+    and concatenations become these shifts. A pick (7) is a concatenation's
+    seam: step a where the coordinate on axis `offsets[c]` is below
+    `offsets[c+1]`, else step b. The other steps read earlier steps a (and
+    b; -1 for none, and c is -1). `step_types[i]` is the element type step
+    i's value had as a tensor: each step computes in f32 and rounds to it,
+    so the fused kernel computes what the separate ones did. The last step
+    is the result. `ptx` holds the kernel generated for it through MLIR's
+    GPU -> NVVM -> PTX path (sm_90), entry `zcc_elementwise(inputs...,
+    result, n)`.
   }];
   let arguments = (ins Variadic<Zero_FloatTensor>:$inputs, DenseI64ArrayAttr:$program,
-                       TypeArrayAttr:$step_types, OptionalAttr<StrAttr>:$ptx);
+                       TypeArrayAttr:$step_types,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$offsets,
+                       OptionalAttr<StrAttr>:$ptx);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
   let hasVerifier = 1;
@@ -398,7 +406,7 @@ def Zero_MatmulBgradOp : Zero_Op<"matmul_bgrad", [Pure]> {
 }
 
 def Zero_ReduceOp : Zero_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
-  let summary = "reduce over axes (sum, mean, max, min, prod)";
+  let summary = "reduce over axes (sum, mean, max, min, prod, sum_squares)";
   let arguments = (ins Zero_ReduceKind:$kind, AnyRankedTensor:$input,
                        DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
   let results = (outs AnyRankedTensor:$result);

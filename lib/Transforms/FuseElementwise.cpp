@@ -1,15 +1,17 @@
-//===- FuseElementwise.cpp - generated kernels for elementwise chains ----===//
+//===- FuseElementwise.cpp - generated kernels for elementwise trees -----===//
 //
-// A tree of elementwise arithmetic whose intermediate values nothing else
-// reads (Llama's rotary embedding q cos + rotate(q) sin, chains of residual
-// and gradient adds) runs as one kernel that the compiler generates: the
-// tree becomes zero.elementwise, and its kernel is built as a gpu.func,
-// lowered through MLIR's GPU -> NVVM -> LLVM path and the NVPTX back end to
-// PTX for sm_90, which the plan carries and zrun loads with the driver API.
-// Only exactly rounded operations take part (add, sub, mul, div, neg, float
-// casts), each step rounded to the element type its tensor had: the fused
-// kernel gives the bits of the separate kernels, on the GPU and on the CPU.
-// See Passes.td.
+// A tree of elementwise ops whose intermediate values nothing outside it
+// reads runs as one kernel that the compiler generates: Llama's rotary
+// embedding q cos + concat(-q[.., D/2:], q[.., :D/2]) sin and its backward,
+// SwiGLU's silu(g) u and its gradient products, chains of residual and
+// gradient adds. The tree becomes zero.elementwise: its leaves are loads
+// at shifted coordinates (slices and concatenations are index arithmetic),
+// a concatenation's seam a select, every other step one float operation
+// rounded to the type its tensor had. Its kernel is built as a gpu.func,
+// lowered through MLIR's GPU -> NVVM -> LLVM path (the unary functions
+// through libdevice, as nvcc's math library computes them) and the NVPTX
+// back end to PTX for sm_90, which the plan carries and zrun loads with the
+// driver API. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 #include "kernels/KernelId.h"
@@ -25,6 +27,7 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -36,6 +39,10 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <map>
 
 namespace zcc {
 #define GEN_PASS_DEF_ZEROFUSEELEMENTWISE
@@ -52,29 +59,87 @@ using ::zrt::ElementwiseOpcode;
 
 RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// The opcode of an op that may join a fused tree, or -1.
+/// The opcode of an elementwise op that may join (or root) a fused tree, or
+/// -1. Slices and concatenations join too, as shifted loads and picks.
 int64_t opcodeOf(Operation *op) {
   if (op->getNumResults() != 1 || !isa<FloatType>(tensorOf(op->getResult(0)).getElementType()))
     return -1;
-  if (isa<AddOp>(op))
-    return (int64_t)ElementwiseOpcode::Add;
-  if (isa<SubOp>(op))
-    return (int64_t)ElementwiseOpcode::Sub;
-  if (isa<MulOp>(op))
-    return (int64_t)ElementwiseOpcode::Mul;
-  if (isa<DivOp>(op))
-    return (int64_t)ElementwiseOpcode::Div;
-  if (isa<NegOp>(op))
-    return (int64_t)ElementwiseOpcode::Neg;
-  if (auto c = dyn_cast<CastOp>(op); c && isa<FloatType>(tensorOf(c.getInput()).getElementType()))
-    return (int64_t)ElementwiseOpcode::Cast;
-  return -1;
+  auto code = [](ElementwiseOpcode c) { return (int64_t)c; };
+  return llvm::TypeSwitch<Operation *, int64_t>(op)
+      .Case([&](AddOp) { return code(ElementwiseOpcode::Add); })
+      .Case([&](SubOp) { return code(ElementwiseOpcode::Sub); })
+      .Case([&](MulOp) { return code(ElementwiseOpcode::Mul); })
+      .Case([&](DivOp) { return code(ElementwiseOpcode::Div); })
+      .Case([&](NegOp) { return code(ElementwiseOpcode::Neg); })
+      .Case([&](AbsOp) { return code(ElementwiseOpcode::Abs); })
+      .Case([&](ExpOp) { return code(ElementwiseOpcode::Exp); })
+      .Case([&](LogOp) { return code(ElementwiseOpcode::Log); })
+      .Case([&](SqrtOp) { return code(ElementwiseOpcode::Sqrt); })
+      .Case([&](RsqrtOp) { return code(ElementwiseOpcode::Rsqrt); })
+      .Case([&](ReciprocalOp) { return code(ElementwiseOpcode::Reciprocal); })
+      .Case([&](TanhOp) { return code(ElementwiseOpcode::Tanh); })
+      .Case([&](ErfOp) { return code(ElementwiseOpcode::Erf); })
+      .Case([&](SigmoidOp) { return code(ElementwiseOpcode::Sigmoid); })
+      .Case([&](ReluOp) { return code(ElementwiseOpcode::Relu); })
+      .Case([&](SiluOp) { return code(ElementwiseOpcode::Silu); })
+      .Case([&](CosOp) { return code(ElementwiseOpcode::Cos); })
+      .Case([&](SinOp) { return code(ElementwiseOpcode::Sin); })
+      .Case([&](GeluOp g) {
+        return code(g.getApproximate() == GeluApprox::tanh ? ElementwiseOpcode::GeluTanh
+                                                           : ElementwiseOpcode::Gelu);
+      })
+      .Case([&](CastOp c) {
+        return isa<FloatType>(tensorOf(c.getInput()).getElementType())
+                   ? code(ElementwiseOpcode::Cast)
+                   : -1;
+      })
+      .Default([](Operation *) { return -1; });
+}
+
+/// A slice of unit strides (a shifted read) or a concatenation (a pick), of
+/// floats.
+bool isShuffle(Operation *op) {
+  if (op->getNumResults() != 1 || !isa<FloatType>(tensorOf(op->getResult(0)).getElementType()))
+    return false;
+  if (auto slice = dyn_cast<SliceOp>(op))
+    return llvm::all_of(slice.getStride(), [](int64_t s) { return s == 1; });
+  return isa<ConcatOp>(op);
+}
+
+/// The CUDA toolkit whose libdevice the unary functions link: $CUDA_HOME
+/// (or CUDA_ROOT, CUDA_PATH, as MLIR reads them), else /usr/local/cuda.
+std::string cudaToolkitPath() {
+  for (const char *var : {"CUDA_HOME", "CUDA_ROOT", "CUDA_PATH"})
+    if (const char *path = std::getenv(var); path && *path)
+      return path;
+  return "/usr/local/cuda";
+}
+
+/// Whether a step's function comes from libdevice (__nv_expf and the like).
+bool usesLibdevice(int64_t code) {
+  switch ((ElementwiseOpcode)code) {
+  case ElementwiseOpcode::Exp:
+  case ElementwiseOpcode::Log:
+  case ElementwiseOpcode::Sqrt:
+  case ElementwiseOpcode::Rsqrt:
+  case ElementwiseOpcode::Tanh:
+  case ElementwiseOpcode::Erf:
+  case ElementwiseOpcode::Sigmoid:
+  case ElementwiseOpcode::Silu:
+  case ElementwiseOpcode::Cos:
+  case ElementwiseOpcode::Sin:
+  case ElementwiseOpcode::Gelu:
+  case ElementwiseOpcode::GeluTanh:
+    return true;
+  default:
+    return false;
+  }
 }
 
 /// The PTX of |op|'s kernel: zcc_elementwise(in_0, .., in_k, out, n), a
-/// thread per result element; each input read at its broadcast offset
-/// (static shapes: the strides are constants), the steps in f32, each
-/// rounded to its type.
+/// thread per result element; its coordinates computed where a load or a
+/// pick needs them (static shapes: divisions by constants), each load at
+/// its shifted, clamped offset, the steps in f32, each rounded to its type.
 FailureOr<std::string> generatePtx(ElementwiseOp op) {
   MLIRContext *ctx = op.getContext();
   Location loc = op.getLoc();
@@ -104,6 +169,9 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
   auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
   b.setInsertionPointToStart(&guard.getThenRegion().front());
   auto constant = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i64, v); };
+  auto fconst = [&](double v) {
+    return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat((float)v));
+  };
   auto widen = [&](Value v) -> Value {
     return v.getType() == f32 ? v : arith::ExtFOp::create(b, loc, f32, v).getResult();
   };
@@ -112,40 +180,71 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
   };
   auto out = op.getType();
   ArrayRef<int64_t> outShape = out.getShape();
+  int64_t rank = out.getRank();
+  SmallVector<int64_t> outStrides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * outShape[d + 1];
+  SmallVector<Value> coords(rank);
+  auto coord = [&](int64_t d) {
+    if (!coords[d])
+      coords[d] =
+          arith::RemSIOp::create(b, loc, arith::DivSIOp::create(b, loc, i, constant(outStrides[d])),
+                                 constant(outShape[d]));
+    return coords[d];
+  };
+  ArrayRef<int64_t> program = op.getProgram(), offsets = op.getOffsets();
+  auto one = [&] { return fconst(1.0); };
+  auto recip1p = [&](Value e) { // 1 + e as the divisor
+    return arith::AddFOp::create(b, loc, one(), e);
+  };
   SmallVector<Value> values;
-  for (int64_t k = 0; k < inputs; ++k) {
-    auto in = tensorOf(op.getInputs()[k]);
-    Value offset = i;
-    if (in.getNumElements() == 1) {
-      offset = constant(0);
-    } else if (in.getNumElements() != out.getNumElements()) {
-      // sum over kept dims d of ((i / outStride_d) % outDim_d) * inStride_d
-      int64_t lead = out.getRank() - in.getRank(), outStride = 1, inStride = 1;
-      SmallVector<int64_t> inStrides(out.getRank(), 0);
-      for (int64_t d = in.getRank() - 1; d >= 0; --d) {
-        inStrides[d + lead] = in.getDimSize(d) == 1 ? 0 : inStride;
-        inStride *= in.getDimSize(d);
-      }
-      offset = constant(0);
-      for (int64_t d = out.getRank() - 1; d >= 0; outStride *= outShape[d], --d) {
-        if (!inStrides[d])
-          continue;
-        Value coord = arith::RemSIOp::create(
-            b, loc, arith::DivSIOp::create(b, loc, i, constant(outStride)), constant(outShape[d]));
-        offset = arith::AddIOp::create(
-            b, loc, offset, arith::MulIOp::create(b, loc, coord, constant(inStrides[d])));
-      }
-    }
-    Type elem = in.getElementType();
-    auto at = LLVM::GEPOp::create(b, loc, ptr, elem, body.getArgument(k), ValueRange{offset});
-    values.push_back(widen(LLVM::LoadOp::create(b, loc, elem, at)));
-  }
-  ArrayRef<int64_t> program = op.getProgram();
-  for (int64_t s = 0; s < (int64_t)program.size() / 3; ++s) {
-    Value x = values[program[3 * s + 1]];
-    Value y = program[3 * s + 2] >= 0 ? values[program[3 * s + 2]] : Value();
+  for (int64_t s = 0; s < (int64_t)program.size() / 4; ++s) {
+    int64_t code = program[4 * s], aux = program[4 * s + 3];
+    Value x = code == (int64_t)ElementwiseOpcode::Load ? Value() : values[program[4 * s + 1]];
+    Value y = program[4 * s + 2] >= 0 && code != (int64_t)ElementwiseOpcode::Load
+                  ? values[program[4 * s + 2]]
+                  : Value();
     Value r;
-    switch ((ElementwiseOpcode)program[3 * s]) {
+    switch ((ElementwiseOpcode)code) {
+    case ElementwiseOpcode::Load: {
+      int64_t k = program[4 * s + 1];
+      auto in = tensorOf(op.getInputs()[k]);
+      bool shifted =
+          aux >= 0 && llvm::any_of(offsets.slice(aux, rank), [](int64_t o) { return o; });
+      Value offset;
+      if (in.getShape() == outShape && !shifted) {
+        offset = i;
+      } else {
+        // sum over the input's dimensions of clamp(coord + shift) * stride
+        int64_t lead = rank - in.getRank(), stride = 1;
+        offset = constant(0);
+        for (int64_t d = rank - 1; d >= lead; --d) {
+          int64_t dim = in.getDimSize(d - lead), shift = shifted ? offsets[aux + d] : 0;
+          if (dim != 1) {
+            Value c = coord(d);
+            if (shift)
+              c = arith::AddIOp::create(b, loc, c, constant(shift));
+            if (shift < 0)
+              c = arith::MaxSIOp::create(b, loc, c, constant(0));
+            if (outShape[d] - 1 + shift > dim - 1)
+              c = arith::MinSIOp::create(b, loc, c, constant(dim - 1));
+            offset = arith::AddIOp::create(b, loc, offset,
+                                           arith::MulIOp::create(b, loc, c, constant(stride)));
+          }
+          stride *= dim;
+        }
+      }
+      Type elem = in.getElementType();
+      auto at = LLVM::GEPOp::create(b, loc, ptr, elem, body.getArgument(k), ValueRange{offset});
+      r = widen(LLVM::LoadOp::create(b, loc, elem, at));
+      break;
+    }
+    case ElementwiseOpcode::Pick: {
+      auto below = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, coord(offsets[aux]),
+                                         constant(offsets[aux + 1]));
+      r = arith::SelectOp::create(b, loc, below, x, y);
+      break;
+    }
     case ElementwiseOpcode::Add:
       r = arith::AddFOp::create(b, loc, x, y);
       break;
@@ -161,9 +260,71 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
     case ElementwiseOpcode::Neg:
       r = arith::NegFOp::create(b, loc, x);
       break;
-    default:
-      r = x;
-      break; // cast: the rounding below
+    case ElementwiseOpcode::Cast:
+      r = x; // the rounding below
+      break;
+    // The unary functions as runtime/cuda/Elementwise.cu's kernels spell them.
+    case ElementwiseOpcode::Abs:
+      r = math::AbsFOp::create(b, loc, x);
+      break;
+    case ElementwiseOpcode::Exp:
+      r = math::ExpOp::create(b, loc, x);
+      break;
+    case ElementwiseOpcode::Log:
+      r = math::LogOp::create(b, loc, x);
+      break;
+    case ElementwiseOpcode::Sqrt:
+      r = math::SqrtOp::create(b, loc, x);
+      break;
+    case ElementwiseOpcode::Rsqrt:
+      r = arith::DivFOp::create(b, loc, one(), math::SqrtOp::create(b, loc, x));
+      break;
+    case ElementwiseOpcode::Reciprocal:
+      r = arith::DivFOp::create(b, loc, one(), x);
+      break;
+    case ElementwiseOpcode::Tanh:
+      r = math::TanhOp::create(b, loc, x);
+      break;
+    case ElementwiseOpcode::Erf:
+      r = math::ErfOp::create(b, loc, x);
+      break;
+    case ElementwiseOpcode::Sigmoid:
+    case ElementwiseOpcode::Silu: {
+      Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+      r = arith::DivFOp::create(b, loc, code == (int64_t)ElementwiseOpcode::Silu ? x : one(),
+                                recip1p(e));
+      break;
+    }
+    case ElementwiseOpcode::Relu: {
+      auto negative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, fconst(0.0));
+      r = arith::SelectOp::create(b, loc, negative, fconst(0.0), x);
+      break;
+    }
+    case ElementwiseOpcode::Cos:
+      r = math::CosOp::create(b, loc, x);
+      break;
+    case ElementwiseOpcode::Sin:
+      r = math::SinOp::create(b, loc, x);
+      break;
+    case ElementwiseOpcode::Gelu:
+    case ElementwiseOpcode::GeluTanh: {
+      Value inner;
+      if (code == (int64_t)ElementwiseOpcode::Gelu) {
+        inner = math::ErfOp::create(b, loc,
+                                    arith::MulFOp::create(b, loc, x, fconst(0.70710678118654752)));
+      } else {
+        Value cube = arith::MulFOp::create(
+            b, loc,
+            arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, fconst(0.044715), x), x),
+            x);
+        inner = math::TanhOp::create(b, loc,
+                                     arith::MulFOp::create(b, loc, fconst(0.7978845608028654),
+                                                           arith::AddFOp::create(b, loc, x, cube)));
+      }
+      r = arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, fconst(0.5), x),
+                                arith::AddFOp::create(b, loc, one(), inner));
+      break;
+    }
     }
     Type t = cast<TypeAttr>(op.getStepTypes()[s]).getValue();
     values.push_back(t == f32 ? r : widen(narrow(r, t)));
@@ -183,10 +344,29 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
   pm.addPass(createReconcileUnrealizedCastsPass());
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = "isa";
+  if (llvm::any_of(llvm::seq<size_t>(0, program.size() / 4),
+                   [&](size_t s) { return usesLibdevice(program[4 * s]); })) {
+    binary.toolkitPath = cudaToolkitPath();
+    std::string libdevice = binary.toolkitPath + "/nvvm/libdevice/libdevice.10.bc";
+    if (!llvm::sys::fs::is_regular_file(libdevice)) {
+      module->destroy();
+      return op.emitOpError() << "needs libdevice for its kernel's exp/log/tanh/erf/sqrt/sin/cos, "
+                              << "and there is no " << libdevice
+                              << ": set CUDA_HOME to the CUDA toolkit, or compile with "
+                                 "--fuse-elementwise=false";
+    }
+  }
   pm.addPass(createGpuModuleToBinaryPass(binary));
-  if (failed(pm.run(module))) {
+  // The lowering's own errors say what failed; the kernel module's IR they
+  // would print after them is the compiler's, not the user's.
+  bool printOp = ctx->shouldPrintOpOnDiagnostic();
+  ctx->printOpOnDiagnostic(false);
+  LogicalResult lowered = pm.run(module);
+  ctx->printOpOnDiagnostic(printOp);
+  if (failed(lowered)) {
     module->destroy();
-    return op.emitOpError("could not generate its kernel (GPU -> NVVM -> PTX)");
+    return op.emitOpError("could not generate its kernel (GPU -> NVVM -> PTX); is CUDA_HOME "
+                          "the CUDA toolkit? --fuse-elementwise=false compiles without");
   }
   std::string ptx;
   module.walk([&](gpu::BinaryOp bin) {
@@ -197,6 +377,18 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
   module->destroy();
   if (ptx.empty())
     return op.emitOpError("the GPU -> NVVM -> PTX path produced no PTX");
+  // A libdevice function left as a call (libdevice not found) would fail
+  // only when zrun loads the plan on the GPU: say so here.
+  if (size_t at = ptx.find(".extern .func"); at != std::string::npos) {
+    size_t name = ptx.find("__nv_", at);
+    return op.emitOpError() << "generated a kernel that calls "
+                            << (name == std::string::npos
+                                    ? "an external function"
+                                    : ptx.substr(name, ptx.find_first_of(" ;(\n", name) - name))
+                            << ", which libdevice should have provided: no " << binary.toolkitPath
+                            << "/nvvm/libdevice/libdevice.10.bc; set CUDA_HOME to the CUDA "
+                            << "toolkit, or compile with --fuse-elementwise=false";
+  }
   return ptx;
 }
 
@@ -206,8 +398,10 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
   void runOnOperation() override {
     SmallVector<Block *> blocks;
     getOperation().walk([&](Block *b) { blocks.push_back(b); });
-    for (Block *b : blocks)
+    for (Block *b : blocks) {
+      duplicateUnary(*b);
       fuse(*b);
+    }
     if (!codegen)
       return;
     WalkResult r = getOperation().walk([&](ElementwiseOp op) {
@@ -223,66 +417,191 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
       signalPassFailure();
   }
 
-  /// From each not yet fused candidate (latest first), the tree of
-  /// candidates below it whose values have one reader, in the tree, and the
-  /// root's shape.
+  /// A unary elementwise op read by several elementwise ops whose input
+  /// lives on past its last reader anyway (SwiGLU's silu(g): the forward's
+  /// silu(g) u and the backward's dy silu(g), with g kept for the backward's
+  /// sigmoid(g)): one copy per reader, so that each joins its reader's tree
+  /// and its result is never stored.
+  static void duplicateUnary(Block &block) {
+    SmallVector<Operation *> candidates;
+    for (Operation &op : block) {
+      int64_t code = opcodeOf(&op);
+      if (code < 0 || !zrt::isUnaryOpcode(code) || op.hasOneUse() || op.use_empty())
+        continue;
+      auto fusible = [&](Operation *user) {
+        return user->getBlock() == &block && (opcodeOf(user) >= 0 || isShuffle(user));
+      };
+      if (!llvm::all_of(op.getUsers(), fusible))
+        continue;
+      Operation *last = *llvm::max_element(
+          op.getUsers(), [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      Value input = op.getOperand(0);
+      bool alive = llvm::any_of(input.getUsers(), [&](Operation *user) {
+        return user != &op && user->getBlock() == &block && !user->isBeforeInBlock(last);
+      });
+      if (alive)
+        candidates.push_back(&op);
+    }
+    for (Operation *op : candidates) {
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &use : op->getUses())
+        uses.push_back(&use);
+      for (OpOperand *use : llvm::drop_begin(uses)) {
+        OpBuilder b(use->getOwner());
+        use->set(b.clone(*op)->getResult(0));
+      }
+    }
+  }
+
+  /// From each elementwise op not yet fused (latest first), the tree of
+  /// elementwise ops, slices and concatenations below it whose every reader
+  /// is in the tree; then its program, each node emitted at the shifts its
+  /// readers read it at.
   void fuse(Block &block) {
-    SmallVector<Operation *> ops;
+    SmallVector<Operation *> roots;
     for (Operation &op : block)
       if (opcodeOf(&op) >= 0)
-        ops.push_back(&op);
+        roots.push_back(&op);
     llvm::SmallPtrSet<Operation *, 32> done;
-    for (Operation *root : llvm::reverse(ops)) {
+    for (Operation *root : llvm::reverse(roots)) {
       if (done.contains(root))
         continue;
       auto shape = tensorOf(root->getResult(0));
       if (!shape.hasStaticShape())
         continue;
       llvm::SetVector<Operation *> tree;
-      SmallVector<Operation *> work{root};
-      while (!work.empty()) {
-        Operation *op = work.pop_back_val();
-        if (!tree.insert(op))
-          continue;
-        for (Value v : op->getOperands()) {
-          Operation *def = v.getDefiningOp();
-          if (def && def->getBlock() == &block && opcodeOf(def) >= 0 && !done.contains(def) &&
-              def->hasOneUse() && tensorOf(v).getShape() == shape.getShape())
-            work.push_back(def);
-        }
+      tree.insert(root);
+      for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t t = 0; t < tree.size(); ++t)
+          for (Value v : tree[t]->getOperands())
+            if (Operation *def = v.getDefiningOp();
+                def && !tree.contains(def) && joins(def, block, tree, done, shape.getRank()))
+              grew |= tree.insert(def);
       }
       if (tree.size() < 2)
         continue;
-      SmallVector<Operation *> order(tree.begin(), tree.end());
-      llvm::sort(order, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-      SmallVector<Value> inputs;
-      DenseMap<Value, int64_t> ref;
-      for (Operation *op : order)
-        for (Value v : op->getOperands())
-          if (!tree.contains(v.getDefiningOp()) && !ref.count(v)) {
-            ref[v] = inputs.size();
-            inputs.push_back(v);
-          }
-      SmallVector<int64_t> program;
-      SmallVector<Attribute> types;
-      for (Operation *op : order) {
-        program.push_back(opcodeOf(op));
-        program.push_back(ref.lookup(op->getOperand(0)));
-        program.push_back(op->getNumOperands() > 1 ? ref.lookup(op->getOperand(1)) : -1);
-        ref[op->getResult(0)] = inputs.size() + (int64_t)types.size();
-        types.push_back(TypeAttr::get(tensorOf(op->getResult(0)).getElementType()));
-      }
+      Program program(tree, shape);
+      if (failed(program.emit(root->getResult(0), SmallVector<int64_t>(shape.getRank(), 0))))
+        continue;
       OpBuilder b(root);
-      auto fused =
-          ElementwiseOp::create(b, root->getLoc(), shape, inputs, b.getDenseI64ArrayAttr(program),
-                                b.getArrayAttr(types), StringAttr());
+      auto fused = ElementwiseOp::create(
+          b, root->getLoc(), shape, program.inputs, b.getDenseI64ArrayAttr(program.steps),
+          b.getArrayAttr(program.types), b.getDenseI64ArrayAttr(program.offsets), StringAttr());
       root->getResult(0).replaceAllUsesWith(fused.getResult());
+      SmallVector<Operation *> order(tree.begin(), tree.end());
+      llvm::sort(order, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
       for (Operation *op : llvm::reverse(order)) {
         done.insert(op);
         op->erase();
       }
     }
   }
+
+  /// Whether |def| may join |tree|: an elementwise op, a unit-stride slice
+  /// or a concatenation of the root's rank in the same block, every reader
+  /// of it in the tree, and of the shape of each elementwise reader (an
+  /// intermediate value does not broadcast).
+  static bool joins(Operation *def, Block &block, const llvm::SetVector<Operation *> &tree,
+                    const llvm::SmallPtrSetImpl<Operation *> &done, int64_t rank) {
+    if (def->getBlock() != &block || done.contains(def) || (opcodeOf(def) < 0 && !isShuffle(def)))
+      return false;
+    auto type = tensorOf(def->getResult(0));
+    if (!type.hasStaticShape() || type.getRank() != rank)
+      return false;
+    return llvm::all_of(def->getUsers(), [&](Operation *user) {
+      return tree.contains(user) &&
+             (isShuffle(user) || tensorOf(user->getResult(0)).getShape() == type.getShape());
+    });
+  }
+
+  /// A tree's steps: each (value, shift) emitted once, a leaf as a load.
+  struct Program {
+    static constexpr size_t kMaxSteps = 128; // past that, the separate kernels
+    Program(const llvm::SetVector<Operation *> &tree, RankedTensorType root)
+        : tree(tree), root(root) {}
+
+    LogicalResult emit(Value v, const SmallVector<int64_t> &shift) {
+      return success(index(v, shift) >= 0);
+    }
+
+    /// The step computing |v| at the root's coordinates plus |shift|; -1
+    /// past the step budget.
+    int64_t index(Value v, const SmallVector<int64_t> &shift) {
+      auto key =
+          std::make_pair(v.getAsOpaquePointer(), std::vector<int64_t>(shift.begin(), shift.end()));
+      if (auto it = memo.find(key); it != memo.end())
+        return it->second;
+      if (types.size() >= kMaxSteps)
+        return -1;
+      Operation *def = v.getDefiningOp();
+      int64_t r;
+      if (!def || !tree.contains(def)) {
+        auto [it, added] = inputIndex.try_emplace(v, (int64_t)inputs.size());
+        if (added)
+          inputs.push_back(v);
+        bool shifted = llvm::any_of(shift, [](int64_t s) { return s != 0; });
+        r = step(ElementwiseOpcode::Load, it->second, -1, shifted ? offsetsOf(shift) : -1,
+                 tensorOf(v).getElementType());
+      } else if (auto slice = dyn_cast<SliceOp>(def)) {
+        SmallVector<int64_t> inner(shift);
+        for (auto [d, start] : llvm::enumerate(slice.getStart()))
+          inner[d] += start;
+        r = index(slice.getInput(), inner);
+      } else if (auto concat = dyn_cast<ConcatOp>(def)) {
+        int64_t axis = concat.getAxis(), offset = 0;
+        SmallVector<std::pair<int64_t, int64_t>> pieces; // (step, where it starts)
+        for (Value in : concat.getInputs()) {
+          SmallVector<int64_t> inner(shift);
+          inner[axis] -= offset;
+          int64_t k = index(in, inner);
+          if (k < 0)
+            return -1;
+          pieces.push_back({k, offset});
+          offset += tensorOf(in).getDimSize(axis);
+        }
+        r = pieces.back().first;
+        Type type = tensorOf(v).getElementType();
+        for (int64_t p = (int64_t)pieces.size() - 2; p >= 0 && r >= 0; --p)
+          r = step(ElementwiseOpcode::Pick, pieces[p].first, r,
+                   offsetsOf({axis, pieces[p + 1].second - shift[axis]}), type);
+      } else {
+        int64_t a = index(def->getOperand(0), shift);
+        int64_t c = def->getNumOperands() > 1 ? index(def->getOperand(1), shift) : -1;
+        if (a < 0 || (def->getNumOperands() > 1 && c < 0))
+          return -1;
+        r = step((ElementwiseOpcode)opcodeOf(def), a, c, -1, tensorOf(v).getElementType());
+      }
+      if (r >= 0)
+        memo[key] = r;
+      return r;
+    }
+
+    int64_t step(ElementwiseOpcode code, int64_t a, int64_t c, int64_t aux, Type type) {
+      if (types.size() >= kMaxSteps)
+        return -1;
+      steps.append({(int64_t)code, a, c, aux});
+      types.push_back(TypeAttr::get(type));
+      return (int64_t)types.size() - 1;
+    }
+
+    /// Where |values| start in `offsets` (appended unless already there).
+    int64_t offsetsOf(ArrayRef<int64_t> values) {
+      for (size_t at = 0; at + values.size() <= offsets.size(); ++at)
+        if (ArrayRef<int64_t>(offsets).slice(at, values.size()) == values)
+          return (int64_t)at;
+      llvm::append_range(offsets, values);
+      return (int64_t)(offsets.size() - values.size());
+    }
+
+    const llvm::SetVector<Operation *> &tree;
+    RankedTensorType root;
+    SmallVector<Value> inputs;
+    DenseMap<Value, int64_t> inputIndex;
+    SmallVector<int64_t> steps, offsets;
+    SmallVector<Attribute> types;
+    std::map<std::pair<const void *, std::vector<int64_t>>, int64_t> memo;
+  };
 };
 
 } // namespace

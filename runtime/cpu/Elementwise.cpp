@@ -11,9 +11,11 @@
 #include "plan/PlanLoader.h"
 #include "plan/plan.pb.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 namespace zrt::cpu {
 
@@ -165,25 +167,28 @@ template <typename Fn> Status unaryF32(const KernelCall &c, Fn fn) {
   });
 }
 
-#define ZRT_UNARY(NAME, EXPR)                                                                      \
+// The functions are zero.elementwise's (kernels/KernelId.h), so that a fused
+// program computes what the separate kernels do, bit for bit.
+#define ZRT_UNARY(NAME)                                                                            \
   std::string check##NAME(const KernelCall &c) { return checkUnaryFloat(c); }                      \
   Status run##NAME(const KernelCall &c) {                                                          \
-    return unaryF32(c, [](float x) -> float { return EXPR; });                                     \
+    return unaryF32(                                                                               \
+        c, [](float x) { return elementwiseUnary((int64_t)ElementwiseOpcode::NAME, x); });         \
   }
-ZRT_UNARY(Neg, -x)
-ZRT_UNARY(Abs, std::fabs(x))
-ZRT_UNARY(Exp, std::exp(x))
-ZRT_UNARY(Log, std::log(x))
-ZRT_UNARY(Sqrt, std::sqrt(x))
-ZRT_UNARY(Rsqrt, 1.0f / std::sqrt(x))
-ZRT_UNARY(Reciprocal, 1.0f / x)
-ZRT_UNARY(Tanh, std::tanh(x))
-ZRT_UNARY(Erf, std::erf(x))
-ZRT_UNARY(Sigmoid, 1.0f / (1.0f + std::exp(-x)))
-ZRT_UNARY(Relu, x < 0 ? 0.0f : x) // NaN stays NaN, as in PyTorch
-ZRT_UNARY(Silu, x / (1.0f + std::exp(-x)))
-ZRT_UNARY(Cos, std::cos(x))
-ZRT_UNARY(Sin, std::sin(x))
+ZRT_UNARY(Neg)
+ZRT_UNARY(Abs)
+ZRT_UNARY(Exp)
+ZRT_UNARY(Log)
+ZRT_UNARY(Sqrt)
+ZRT_UNARY(Rsqrt)
+ZRT_UNARY(Reciprocal)
+ZRT_UNARY(Tanh)
+ZRT_UNARY(Erf)
+ZRT_UNARY(Sigmoid)
+ZRT_UNARY(Relu)
+ZRT_UNARY(Silu)
+ZRT_UNARY(Cos)
+ZRT_UNARY(Sin)
 #undef ZRT_UNARY
 
 std::string checkNot(const KernelCall &c) { return checkUnary(c, DType::Bool); }
@@ -203,13 +208,11 @@ std::string checkGelu(const KernelCall &c) {
   return checkUnaryFloat(c);
 }
 Status runGelu(const KernelCall &c) {
-  if (c.ints[0] == 1) // GPT-2's gelu_new, PyTorch's approximate='tanh'
-    return unaryF32(c, [](float x) {
-      const float k = 0.7978845608028654f; // sqrt(2/pi)
-      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-    });
-  return unaryF32(c,
-                  [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
+  // 1: GPT-2's gelu_new, PyTorch's approximate='tanh'
+  if (c.ints[0] == 1)
+    return unaryF32(
+        c, [](float x) { return elementwiseUnary((int64_t)ElementwiseOpcode::GeluTanh, x); });
+  return unaryF32(c, [](float x) { return elementwiseUnary((int64_t)ElementwiseOpcode::Gelu, x); });
 }
 
 bool castable(DType d) {
@@ -277,11 +280,11 @@ Status runCast(const KernelCall &c) {
   return Status::ok();
 }
 
-//--- elementwise: a fused tree of exactly rounded arithmetic -------------===//
-// ints = [inputs, steps, then (opcode, a, b, dtype) per step]: opcode an
-// ElementwiseOpcode (kernels/KernelId.h); a and b index the inputs (broadcast
-// to the output's shape) and then earlier steps (-1: none); dtype is the
-// plan's type code (plan::F32, F16 or BF16) the step rounds to.
+//--- elementwise: a fused tree of elementwise ops -------------------------===//
+// ints = [inputs, steps, (opcode, a, b, c, dtype) per step, then the
+// offsets]: opcode an ElementwiseOpcode (kernels/KernelId.h), which says what
+// a, b and c refer to; dtype is the plan's type code (plan::F32, F16 or BF16)
+// the step rounds to.
 
 /// A step's type: the plan's dtype code (plan.proto) of float32, float16 or
 /// bfloat16; anything else is not a float a step rounds to.
@@ -294,96 +297,170 @@ DType planFloatType(int64_t code) {
   return t;
 }
 
+constexpr int64_t kStepInts = 5;
+
 std::string checkElementwise(const KernelCall &c) {
   if (c.ints.size() < 2 || c.out.size() != 1 || (int64_t)c.in.size() != c.ints[0] ||
-      c.ints[1] < 1 || (int64_t)c.ints.size() != 2 + 4 * c.ints[1])
-    return "expects [inputs, steps, (opcode, a, b, dtype) per step] over its inputs and one output";
-  int64_t inputs = c.ints[0];
-  for (int64_t s = 0; s < c.ints[1]; ++s) {
-    int64_t op = c.ints[2 + 4 * s], a = c.ints[3 + 4 * s], b = c.ints[4 + 4 * s],
-            t = c.ints[5 + 4 * s];
-    DType type;
-    bool unary = isUnaryOpcode(op);
-    if (op < 0 || op >= kNumElementwiseOpcodes || a < 0 || a >= inputs + s ||
-        (unary ? b != -1 : b < 0 || b >= inputs + s) || !stepType(t, type))
-      return "step " + std::to_string(s) + " is not an opcode 0-5 over earlier values";
-  }
+      c.ints[1] < 1 || c.ints[1] > ((int64_t)c.ints.size() - 2) / kStepInts)
+    return "expects [inputs, steps, (opcode, a, b, c, dtype) per step, offsets] over its inputs "
+           "and one output";
   const TensorRef &y = c.out[0];
-  if (y.dtype != planFloatType(c.ints.back()))
-    return "output " + describe(y) + " is not of the last step's type";
-  for (const TensorRef &x : c.in) {
-    Shape s;
-    if (!isFloatStorage(x.dtype) || !broadcastShape(x.shape, y.shape, s) || s != y.shape)
-      return "input " + describe(x) + " does not broadcast to " + describe(y);
+  int64_t inputs = c.ints[0], steps = c.ints[1], rank = (int64_t)y.shape.size();
+  int64_t offsets = (int64_t)c.ints.size() - 2 - kStepInts * steps;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t *step = &c.ints[2 + kStepInts * s];
+    int64_t op = step[0], a = step[1], b = step[2], aux = step[3];
+    DType type;
+    bool ok = op >= 0 && op < kNumElementwiseOpcodes && stepType(step[4], type);
+    if (ok && op == (int64_t)ElementwiseOpcode::Load)
+      ok = a >= 0 && a < inputs && b == -1 && (aux == -1 || (aux >= 0 && aux + rank <= offsets));
+    else if (ok && op == (int64_t)ElementwiseOpcode::Pick)
+      ok = a >= 0 && a < s && b >= 0 && b < s && aux >= 0 && aux + 2 <= offsets &&
+           c.ints[2 + kStepInts * steps + aux] >= 0 && c.ints[2 + kStepInts * steps + aux] < rank;
+    else if (ok)
+      ok = a >= 0 && a < s && (isUnaryOpcode(op) ? b == -1 : b >= 0 && b < s) && aux == -1;
+    if (!ok)
+      return "step " + std::to_string(s) + " is not an opcode 0-" +
+             std::to_string(kNumElementwiseOpcodes - 1) +
+             " over an input or earlier steps with its offsets";
   }
+  if (y.dtype != planFloatType(c.ints[2 + kStepInts * (steps - 1) + 4]))
+    return "output " + describe(y) + " is not of the last step's type";
+  for (const TensorRef &x : c.in)
+    if (!isFloatStorage(x.dtype) || (int64_t)x.shape.size() > rank)
+      return "input " + describe(x) + " is not a float tensor of at most the rank of " +
+             describe(y);
   return "";
 }
 
-/// Each output element: the inputs read at their broadcast offsets as float,
-/// each step in float rounded to its type, as the separate kernels do.
+/// v[j] = f(a[j]) for a unary opcode, its function inlined in the loop.
+template <int64_t OP> void unaryLoop(const float *a, float *v, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    v[j] = elementwiseUnary(OP, a[j]);
+}
+template <int64_t... OPS>
+void unaryLoop(int64_t op, const float *a, float *v, int64_t n,
+               std::integer_sequence<int64_t, OPS...>) {
+  ((op == OPS ? unaryLoop<OPS>(a, v, n) : void()), ...);
+}
+void unaryLoop(int64_t op, const float *a, float *v, int64_t n) {
+  unaryLoop(op, a, v, n, std::make_integer_sequence<int64_t, kNumElementwiseOpcodes>());
+}
+
+/// Blocks of contiguous output elements: their coordinates, then each step
+/// over the whole block (in float, rounded to its type, as the separate
+/// kernels do), so that the program is dispatched once per block.
 Status runElementwise(const KernelCall &c) {
   const TensorRef &y = c.out[0];
   int64_t inputs = c.ints[0], steps = c.ints[1], rank = (int64_t)y.shape.size();
-  // Per input, the stride of each output dimension (0 where it broadcasts).
-  std::vector<std::vector<int64_t>> strides(inputs, std::vector<int64_t>(rank, 0));
+  const int64_t *offsets = c.ints.data() + 2 + kStepInts * steps;
+  // Per input, its extent and stride on each output dimension (0: it broadcasts).
+  std::vector<std::vector<int64_t>> dims(inputs, std::vector<int64_t>(rank, 1)),
+      strides(inputs, std::vector<int64_t>(rank, 0));
   for (int64_t k = 0; k < inputs; ++k) {
     const Shape &s = c.in[k].shape;
     int64_t lead = rank - (int64_t)s.size(), stride = 1;
     for (int64_t d = (int64_t)s.size() - 1; d >= 0; --d) {
+      dims[k][d + lead] = s[d];
       strides[k][d + lead] = s[d] == 1 ? 0 : stride;
       stride *= s[d];
     }
   }
-  auto load = [](const TensorRef &t, int64_t at) {
-    return t.dtype == DType::F32 ? t.as<float>()[at] : loadNarrow(t, at);
+  auto round = [](float *v, int64_t n, DType t) {
+    if (t == DType::BF16)
+      for (int64_t j = 0; j < n; ++j)
+        v[j] = float(BF16(v[j]));
+    else if (t == DType::F16)
+      for (int64_t j = 0; j < n; ++j)
+        v[j] = float(F16(v[j]));
   };
-  auto round = [](float v, DType t) {
-    return t == DType::BF16 ? float(BF16(v)) : t == DType::F16 ? float(F16(v)) : v;
-  };
+  constexpr int64_t kBlock = 256;
   parallelFor(y.numel(), [&](int64_t begin, int64_t end) {
-    std::vector<float> v(inputs + steps);
-    std::vector<int64_t> coord(rank);
-    for (int64_t i = begin; i < end; ++i) {
-      for (int64_t d = rank - 1, r = i; d >= 0; --d) {
-        coord[d] = r % y.shape[d];
+    std::vector<float> values(steps * kBlock);
+    std::vector<int64_t> coords(rank * kBlock), at(kBlock);
+    for (int64_t first = begin; first < end; first += kBlock) {
+      int64_t n = std::min(kBlock, end - first);
+      // The first element's coordinates by division, the others counted on.
+      for (int64_t d = rank - 1, r = first; d >= 0; --d) {
+        coords[d * kBlock] = r % y.shape[d];
         r /= y.shape[d];
       }
-      for (int64_t k = 0; k < inputs; ++k) {
-        int64_t at = 0;
-        for (int64_t d = 0; d < rank; ++d)
-          at += coord[d] * strides[k][d];
-        v[k] = load(c.in[k], at);
+      for (int64_t j = 1; j < n; ++j) {
+        bool carry = true;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          int64_t x = coords[d * kBlock + j - 1] + (carry ? 1 : 0);
+          carry = x == y.shape[d];
+          coords[d * kBlock + j] = carry ? 0 : x;
+        }
       }
       for (int64_t s = 0; s < steps; ++s) {
-        const int64_t *step = &c.ints[2 + 4 * s];
-        float a = v[step[1]], b = step[2] >= 0 ? v[step[2]] : 0.0f, r;
-        switch (step[0]) {
-        case (int64_t)ElementwiseOpcode::Add:
-          r = a + b;
-          break;
-        case (int64_t)ElementwiseOpcode::Sub:
-          r = a - b;
-          break;
-        case (int64_t)ElementwiseOpcode::Mul:
-          r = a * b;
-          break;
-        case (int64_t)ElementwiseOpcode::Div:
-          r = a / b;
-          break;
-        case (int64_t)ElementwiseOpcode::Neg:
-          r = -a;
-          break;
-        default:
-          r = a;
+        const int64_t *step = &c.ints[2 + kStepInts * s];
+        float *v = &values[s * kBlock];
+        const float *a = step[1] >= 0 ? &values[step[1] * kBlock] : nullptr;
+        const float *b = step[2] >= 0 ? &values[step[2] * kBlock] : nullptr;
+        switch ((ElementwiseOpcode)step[0]) {
+        case ElementwiseOpcode::Load: {
+          const TensorRef &x = c.in[step[1]];
+          if (x.shape == y.shape && step[3] < 0) {
+            for (int64_t j = 0; j < n; ++j)
+              at[j] = first + j;
+          } else {
+            std::fill(at.begin(), at.begin() + n, 0);
+            for (int64_t d = 0; d < rank; ++d) {
+              int64_t stride = strides[step[1]][d], last = dims[step[1]][d] - 1;
+              int64_t shift = step[3] >= 0 ? offsets[step[3] + d] : 0;
+              if (!stride)
+                continue;
+              const int64_t *cd = &coords[d * kBlock];
+              for (int64_t j = 0; j < n; ++j)
+                at[j] += std::clamp<int64_t>(cd[j] + shift, 0, last) * stride;
+            }
+          }
+          if (x.dtype == DType::F32)
+            for (int64_t j = 0; j < n; ++j)
+              v[j] = x.as<float>()[at[j]];
+          else if (x.dtype == DType::BF16)
+            for (int64_t j = 0; j < n; ++j)
+              v[j] = float(x.as<BF16>()[at[j]]);
+          else
+            for (int64_t j = 0; j < n; ++j)
+              v[j] = loadNarrow(x, at[j]);
           break;
         }
-        v[inputs + s] = round(r, planFloatType(step[3]));
+        case ElementwiseOpcode::Pick: {
+          const int64_t *cd = &coords[offsets[step[3]] * kBlock], seam = offsets[step[3] + 1];
+          for (int64_t j = 0; j < n; ++j)
+            v[j] = cd[j] < seam ? a[j] : b[j];
+          break;
+        }
+        case ElementwiseOpcode::Add:
+          for (int64_t j = 0; j < n; ++j)
+            v[j] = a[j] + b[j];
+          break;
+        case ElementwiseOpcode::Sub:
+          for (int64_t j = 0; j < n; ++j)
+            v[j] = a[j] - b[j];
+          break;
+        case ElementwiseOpcode::Mul:
+          for (int64_t j = 0; j < n; ++j)
+            v[j] = a[j] * b[j];
+          break;
+        case ElementwiseOpcode::Div:
+          for (int64_t j = 0; j < n; ++j)
+            v[j] = a[j] / b[j];
+          break;
+        default:
+          unaryLoop(step[0], a, v, n);
+          break;
+        }
+        round(v, n, planFloatType(step[4]));
       }
-      float r = v[inputs + steps - 1];
+      const float *r = &values[(steps - 1) * kBlock];
       if (y.dtype == DType::F32)
-        y.as<float>()[i] = r;
+        std::copy(r, r + n, y.as<float>() + first);
       else
-        storeNarrow(y, i, r);
+        for (int64_t j = 0; j < n; ++j)
+          storeNarrow(y, first + j, r[j]);
     }
   });
   return Status::ok();

@@ -2,10 +2,11 @@
 // RUN: zcc-opt %s -split-input-file -zero-fuse-elementwise | FileCheck %s --check-prefix=PTX
 
 // Rotary embedding: q cos + rotate(q) sin, broadcast cos/sin, in bf16: one
-// zero.elementwise whose steps keep the tensors' types.
+// zero.elementwise whose steps keep the tensors' types; each input a load
+// (opcode 6) at the result's coordinates.
 // CHECK-LABEL: func.func @rope
 // CHECK-SAME: (%[[Q:.*]]: tensor<2x4x8x16xbf16>, %[[C:.*]]: tensor<1x1x8x16xbf16>, %[[R:.*]]: tensor<2x4x8x16xbf16>, %[[S:.*]]: tensor<1x1x8x16xbf16>)
-// CHECK-NEXT: %[[E:.*]] = zero.elementwise %[[Q]], %[[C]], %[[R]], %[[S]] {program = array<i64: 2, 0, 1, 2, 2, 3, 0, 4, 5>, step_types = [bf16, bf16, bf16]}
+// CHECK-NEXT: %[[E:.*]] = zero.elementwise %[[Q]], %[[C]], %[[R]], %[[S]] {program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 2, 0, 1, -1, 6, 2, -1, -1, 6, 3, -1, -1, 2, 3, 4, -1, 0, 2, 5, -1>, step_types = [bf16, bf16, bf16, bf16, bf16, bf16, bf16]}
 // CHECK-NEXT: return %[[E]]
 // PTX-LABEL: func.func @rope
 // PTX: zero.elementwise {{.*}}ptx = "{{.*}}.target sm_90{{.*}}.entry zcc_elementwise(
@@ -20,7 +21,7 @@ func.func @rope(%q: tensor<2x4x8x16xbf16>, %cos: tensor<1x1x8x16xbf16>, %r: tens
 
 // Casts and neg join; a value read twice in the tree is one input.
 // CHECK-LABEL: func.func @cast_chain
-// CHECK-NEXT: zero.elementwise %{{.*}}, %{{.*}} {program = array<i64: 4, 0, -1, 1, 2, 1, 5, 3, -1>, step_types = [f32, f32, bf16]}
+// CHECK-NEXT: zero.elementwise %{{.*}}, %{{.*}} {program = array<i64: 6, 0, -1, -1, 4, 0, -1, -1, 6, 1, -1, -1, 1, 1, 2, -1, 5, 3, -1, -1>, step_types = [f32, f32, f32, f32, bf16]}
 // CHECK-NEXT: return
 func.func @cast_chain(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xbf16> {
   %0 = zero.neg %x : tensor<8xf32>
@@ -31,18 +32,81 @@ func.func @cast_chain(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xbf16> {
 
 // -----
 
-// Left alone: a value with a second reader stays a separate result (the
-// tree stops there), an intermediate of a broadcast shape, an inexact op
-// (exp), a lone op.
+// Left alone: a value with a second reader outside the tree stays a separate
+// result (the tree stops there), an intermediate of a broadcast shape, a
+// strided slice, a lone op.
 // CHECK-LABEL: func.func @not_fused
 // CHECK-NOT: zero.elementwise
-func.func @not_fused(%x: tensor<8xf32>, %y: tensor<8xf32>, %b: tensor<1xf32>, %m: tensor<4x8xf32>)
-    -> (tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+func.func @not_fused(%x: tensor<8xf32>, %y: tensor<8xf32>, %b: tensor<1xf32>, %m: tensor<4x8xf32>, %w: tensor<16xf32>)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
   %0 = zero.add %x, %y : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   %1 = zero.mul %0, %y : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   %2 = zero.add %x, %b : (tensor<8xf32>, tensor<1xf32>) -> tensor<8xf32>
   %3 = zero.mul %2, %m : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
-  %4 = zero.exp %x : tensor<8xf32>
+  %4 = zero.slice %w[[0] : [16] : [2]] : tensor<16xf32> -> tensor<8xf32>
   %5 = zero.add %4, %y : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-  return %0, %1, %3, %5 : tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  %6 = zero.exp %x : tensor<8xf32>
+  return %0, %1, %3, %5, %6 : tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// RoPE's rotate-half as transformers writes it, concat(-q[.., 8:], q[.., :8]):
+// no slice, negation or concatenation is left; q is read at its coordinates
+// and shifted by +8 (offsets 0-3) and -8 (offsets 4-7), clamped, and a pick
+// (opcode 7) on axis 3 at 8 (offsets 8-9) chooses between the halves.
+// CHECK-LABEL: func.func @rotate_half
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x4x16xbf16>, %[[C:.*]]: tensor<1x8x1x16xbf16>, %[[S:.*]]: tensor<1x8x1x16xbf16>)
+// CHECK-NEXT: %[[E:.*]] = zero.elementwise %[[Q]], %[[C]], %[[S]] {offsets = array<i64: 0, 0, 0, 8, 0, 0, 0, -8, 3, 8>,
+// CHECK-SAME: program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 2, 0, 1, -1, 6, 0, -1, 0, 4, 3, -1, -1, 6, 0, -1, 4, 7, 4, 5, 8, 6, 2, -1, -1, 2, 6, 7, -1, 0, 2, 8, -1>
+// CHECK-NEXT: return %[[E]]
+// PTX-LABEL: func.func @rotate_half
+// PTX: zero.elementwise {{.*}}ptx = "{{.*}}.entry zcc_elementwise(
+func.func @rotate_half(%q: tensor<2x8x4x16xbf16>, %cos: tensor<1x8x1x16xbf16>, %sin: tensor<1x8x1x16xbf16>) -> tensor<2x8x4x16xbf16> {
+  %lo = zero.slice %q[[0, 0, 0, 0] : [2, 8, 4, 8] : [1, 1, 1, 1]] : tensor<2x8x4x16xbf16> -> tensor<2x8x4x8xbf16>
+  %hi = zero.slice %q[[0, 0, 0, 8] : [2, 8, 4, 16] : [1, 1, 1, 1]] : tensor<2x8x4x16xbf16> -> tensor<2x8x4x8xbf16>
+  %n = zero.neg %hi : tensor<2x8x4x8xbf16>
+  %r = zero.concat %n, %lo {axis = 3 : i64} : (tensor<2x8x4x8xbf16>, tensor<2x8x4x8xbf16>) -> tensor<2x8x4x16xbf16>
+  %0 = zero.mul %q, %cos : (tensor<2x8x4x16xbf16>, tensor<1x8x1x16xbf16>) -> tensor<2x8x4x16xbf16>
+  %1 = zero.mul %r, %sin : (tensor<2x8x4x16xbf16>, tensor<1x8x1x16xbf16>) -> tensor<2x8x4x16xbf16>
+  %2 = zero.add %0, %1 : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>) -> tensor<2x8x4x16xbf16>
+  return %2 : tensor<2x8x4x16xbf16>
+}
+
+// -----
+
+// Its backward: g sin has two readers, both in the tree (the two slices), so
+// it joins and is computed at each shift it is read at (steps 3-5 at +8,
+// 6-8 at -8) instead of being stored.
+// CHECK-LABEL: func.func @rotate_half_grad
+// CHECK-NEXT: zero.elementwise %{{.*}}, %{{.*}}, %{{.*}} {offsets = array<i64: 0, 0, 0, 8, 0, 0, 0, -8, 3, 8>,
+// CHECK-SAME: program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 2, 0, 1, -1, 6, 0, -1, 0, 6, 2, -1, 0, 2, 3, 4, -1, 6, 0, -1, 4, 6, 2, -1, 4, 2, 6, 7, -1, 4, 8, -1, -1, 7, 5, 9, 8, 0, 2, 10, -1>
+// CHECK-NEXT: return
+func.func @rotate_half_grad(%g: tensor<2x8x4x16xbf16>, %cos: tensor<1x8x1x16xbf16>, %sin: tensor<1x8x1x16xbf16>) -> tensor<2x8x4x16xbf16> {
+  %m = zero.mul %g, %sin : (tensor<2x8x4x16xbf16>, tensor<1x8x1x16xbf16>) -> tensor<2x8x4x16xbf16>
+  %lo = zero.slice %m[[0, 0, 0, 0] : [2, 8, 4, 8] : [1, 1, 1, 1]] : tensor<2x8x4x16xbf16> -> tensor<2x8x4x8xbf16>
+  %hi = zero.slice %m[[0, 0, 0, 8] : [2, 8, 4, 16] : [1, 1, 1, 1]] : tensor<2x8x4x16xbf16> -> tensor<2x8x4x8xbf16>
+  %n = zero.neg %lo : tensor<2x8x4x8xbf16>
+  %r = zero.concat %hi, %n {axis = 3 : i64} : (tensor<2x8x4x8xbf16>, tensor<2x8x4x8xbf16>) -> tensor<2x8x4x16xbf16>
+  %0 = zero.mul %g, %cos : (tensor<2x8x4x16xbf16>, tensor<1x8x1x16xbf16>) -> tensor<2x8x4x16xbf16>
+  %1 = zero.add %0, %r : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>) -> tensor<2x8x4x16xbf16>
+  return %1 : tensor<2x8x4x16xbf16>
+}
+
+// -----
+
+// SwiGLU's silu(g) u: the unary function (opcode 18) joins; its kernel calls
+// libdevice's exp, linked into the PTX (no external function is left).
+// CHECK-LABEL: func.func @swiglu
+// CHECK-NEXT: zero.elementwise %{{.*}}, %{{.*}} {program = array<i64: 6, 0, -1, -1, 18, 0, -1, -1, 6, 1, -1, -1, 2, 1, 2, -1>, step_types = [bf16, bf16, bf16, bf16]}
+// CHECK-NEXT: return
+// PTX-LABEL: func.func @swiglu
+// PTX-NOT: extern
+// PTX: ex2.approx
+// PTX-NOT: extern
+// PTX: return
+func.func @swiglu(%g: tensor<8x16xbf16>, %u: tensor<8x16xbf16>) -> tensor<8x16xbf16> {
+  %0 = zero.silu %g : tensor<8x16xbf16>
+  %1 = zero.mul %0, %u : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  return %1 : tensor<8x16xbf16>
 }

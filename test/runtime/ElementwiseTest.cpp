@@ -78,3 +78,47 @@ TEST(Elementwise, AdamWOverThePoolMatchesOneElementAtATime) {
     EXPECT_EQ(vo3[k], vo[at + k]);
   }
 }
+
+TEST(Elementwise, FusedProgramReadsShiftedAndPicksAtTheSeam) {
+  // y = -(concat(-x[:, 3:], x[:, :3]) * s) (RoPE's rotate-half, then a
+  // broadcast product) as zero-fuse-elementwise writes it: loads at shifted,
+  // clamped coordinates and a pick on axis 1 at 3.
+  std::vector<float> x(12), s{1, 2, 3, 4, 5, 6}, y(12, -7.0f);
+  for (int64_t k = 0; k < 12; ++k)
+    x[k] = (float)k;
+  const int64_t f32 = 1; // plan::F32
+  KernelCall c;
+  c.in = {ref(x, {2, 6}), ref(s, {6})};
+  c.out = {ref(y, {2, 6})};
+  c.ints = {2, 7,
+            // (opcode, a, b, c, dtype)
+            6, 0, -1, 0, f32,  // 0: x at (i, j + 3), clamped
+            4, 0, -1, -1, f32, // 1: -step 0
+            6, 0, -1, 2, f32,  // 2: x at (i, j - 3), clamped
+            7, 1, 2, 4, f32,   // 3: j < 3 ? step 1 : step 2
+            6, 1, -1, -1, f32, // 4: s, broadcast
+            2, 3, 4, -1, f32,  // 5: step 3 * step 4
+            4, 5, -1, -1, f32, // 6: -step 5
+            // offsets: the shifts (0, 3) and (0, -3), the seam (axis 1, 3)
+            0, 3, 0, -3, 1, 3};
+  const KernelInfo &kernel = cpuKernel(KernelId::Elementwise);
+  ASSERT_EQ(kernel.check(c), "");
+  ASSERT_TRUE(kernel.run(c));
+  std::vector<float> want(12);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 6; ++j)
+      want[i * 6 + j] = -((j < 3 ? -x[i * 6 + j + 3] : x[i * 6 + j - 3]) * s[j]);
+  EXPECT_EQ(y, want);
+
+  // Rejected: a step that reads itself, a load past the offsets, a pick on
+  // an axis the result does not have.
+  KernelCall bad = c;
+  bad.ints[2 + 5 * 6 + 1] = 6;
+  EXPECT_NE(kernel.check(bad), "");
+  bad = c;
+  bad.ints[2 + 5 * 2 + 3] = 5;
+  EXPECT_NE(kernel.check(bad), "");
+  bad = c;
+  bad.ints[2 + 5 * 7 + 4] = 2;
+  EXPECT_NE(kernel.check(bad), "");
+}

@@ -147,15 +147,21 @@ def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
 }
 
 def ZeroFuseElementwise : Pass<"zero-fuse-elementwise", "mlir::ModuleOp"> {
-  let summary = "Fuse trees of elementwise arithmetic into generated GPU kernels (--target cuda)";
+  let summary = "Fuse trees of elementwise ops, slices and concatenations into generated GPU kernels";
   let description = [{
-    A tree of add, sub, mul, div, neg and float casts (operands broadcast to
-    the root's shape; intermediate values of the root's shape with no other
-    reader) becomes one `zero.elementwise`, and with `codegen` its kernel is
-    generated: a gpu.func lowered by convert-gpu-to-nvvm and
+    A tree of elementwise arithmetic (add, sub, mul, div, neg), unary
+    functions (abs, exp, log, sqrt, rsqrt, reciprocal, tanh, erf, sigmoid,
+    relu, SiLU, cos, sin, GELU), float casts, unit-stride slices and
+    concatenations becomes one `zero.elementwise` (--target cuda): leaves
+    broadcast to their reader's shape; an intermediate value joins when
+    every reader of it is in the tree, and is computed where each reads it
+    (RoPE's rotate-half: `concat(-x[.., D/2:], x[.., :D/2])` becomes reads
+    of x at shifted coordinates and a select, in the kernel that multiplies
+    and adds). With `codegen` its kernel is generated: a gpu.func lowered by
+    convert-gpu-to-nvvm (the unary functions through libdevice) and
     gpu-module-to-binary (format isa, chip sm_90) to PTX, kept in the op's
     `ptx` attribute and in the plan. Each step rounds to the type its tensor
-    had, so the fused kernel gives the separate kernels' bits.
+    had, as the separate kernels did.
   }];
   let options = [
     Option<"codegen", "codegen", "bool", /*default=*/"true",
@@ -164,7 +170,8 @@ def ZeroFuseElementwise : Pass<"zero-fuse-elementwise", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect",
                            "mlir::gpu::GPUDialect", "mlir::LLVM::LLVMDialect",
                            "mlir::NVVM::NVVMDialect", "mlir::arith::ArithDialect",
-                           "mlir::scf::SCFDialect", "mlir::cf::ControlFlowDialect"];
+                           "mlir::scf::SCFDialect", "mlir::cf::ControlFlowDialect",
+                           "mlir::math::MathDialect"];
 }
 
 def ZeroGroupCasts : Pass<"zero-group-casts", "mlir::ModuleOp"> {

@@ -116,14 +116,15 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       })
       .Case([&](zero::CastOp) { return simple(KernelId::Cast); })
       .Case([&](zero::ElementwiseOp e) {
-        // [inputs, steps, then (opcode, a, b, plan dtype) per step]
+        // [inputs, steps, (opcode, a, b, c, plan dtype) per step, then the offsets]
         ArrayRef<int64_t> program = e.getProgram();
-        int64_t steps = program.size() / 3;
+        int64_t steps = program.size() / 4;
         SmallVector<int64_t> ints{(int64_t)e.getInputs().size(), steps};
         for (int64_t s = 0; s < steps; ++s) {
-          ints.append({program[3 * s], program[3 * s + 1], program[3 * s + 2]});
+          ints.append(program.begin() + 4 * s, program.begin() + 4 * s + 4);
           ints.push_back(planFloatType(cast<TypeAttr>(e.getStepTypes()[s]).getValue()));
         }
+        llvm::append_range(ints, e.getOffsets());
         KernelSpec spec{KernelId::Elementwise, ints, {}, {}};
         if (auto ptx = e.getPtxAttr())
           spec.code = ptx.str();

@@ -399,8 +399,24 @@ func.func @matmul_bias_gelu_bias(%x: tensor<8x4xbf16>, %w: tensor<4x16xbf16>, %b
 // -----
 
 func.func @elementwise_step(%a: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{step 0 (0, 0, 2) is not an opcode 0-5 over earlier values}}
-  %r = zero.elementwise %a, %b {program = array<i64: 0, 0, 2>, step_types = [f32]} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  // expected-error @+1 {{step 1 (0, 0, 1, -1) is not a load of an input, a pick or an opcode over earlier steps}}
+  %r = zero.elementwise %a, %b {program = array<i64: 6, 0, -1, -1, 0, 0, 1, -1>, step_types = [f32, f32]} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @elementwise_load(%a: tensor<8xf32>) {
+  // expected-error @+1 {{step 0 (6, 1, -1, -1) is not a load of an input}}
+  %r = zero.elementwise %a {program = array<i64: 6, 1, -1, -1>, step_types = [f32]} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @elementwise_pick(%a: tensor<8xf32>) {
+  // expected-error @+1 {{step 2 (7, 0, 1, 0) is not a load of an input, a pick}}
+  %r = zero.elementwise %a {offsets = array<i64: 1, 4>, program = array<i64: 6, 0, -1, -1, 4, 0, -1, -1, 7, 0, 1, 0>, step_types = [f32, f32, f32]} : (tensor<8xf32>) -> tensor<8xf32>
   return
 }
 
@@ -408,15 +424,15 @@ func.func @elementwise_step(%a: tensor<8xf32>, %b: tensor<8xf32>) {
 
 func.func @elementwise_types(%a: tensor<8xf32>, %b: tensor<8xf32>) {
   // expected-error @+1 {{the last step's type is not the result's 'bf16'}}
-  %r = zero.elementwise %a, %b {program = array<i64: 0, 0, 1>, step_types = [f32]} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xbf16>
+  %r = zero.elementwise %a, %b {program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 0, 0, 1, -1>, step_types = [f32, f32, f32]} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xbf16>
   return
 }
 
 // -----
 
-func.func @elementwise_broadcast(%a: tensor<8xf32>, %b: tensor<3xf32>) {
-  // expected-error @+1 {{input 'tensor<3xf32>' does not broadcast to 'tensor<8xf32>'}}
-  %r = zero.elementwise %a, %b {program = array<i64: 0, 0, 1>, step_types = [f32]} : (tensor<8xf32>, tensor<3xf32>) -> tensor<8xf32>
+func.func @elementwise_rank(%a: tensor<8xf32>, %b: tensor<2x8xf32>) {
+  // expected-error @+1 {{input 'tensor<2x8xf32>' has a higher rank than 'tensor<8xf32>'}}
+  %r = zero.elementwise %a, %b {program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 0, 0, 1, -1>, step_types = [f32, f32, f32]} : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<8xf32>
   return
 }
 
