@@ -58,7 +58,10 @@ def Zero_ReduceKind : I32EnumAttr<"ReduceKind", "reduction kind", [
     I32EnumAttrCase<"mean", 1>,
     I32EnumAttrCase<"max", 2>,
     I32EnumAttrCase<"min", 3>,
-    I32EnumAttrCase<"prod", 4>
+    I32EnumAttrCase<"prod", 4>,
+    // sum of x * x, each square in f32 (the gradient norm: one pass over
+    // the gradients, no squared copy)
+    I32EnumAttrCase<"sum_squares", 5>
   ]> {
   let cppNamespace = "::zcc::zero";
 }

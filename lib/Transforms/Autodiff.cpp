@@ -367,7 +367,8 @@ LogicalResult Differentiator::backward(Operation *op) {
         return success();
       })
       .Case([&](ReduceOp r) -> LogicalResult {
-        if (r.getKind() != ReduceKind::sum && r.getKind() != ReduceKind::mean)
+        if (r.getKind() != ReduceKind::sum && r.getKind() != ReduceKind::mean &&
+            r.getKind() != ReduceKind::sum_squares)
           return r.emitError("no gradient rule for reduce ")
                  << stringifyReduceKind(r.getKind()) << " yet";
         RankedTensorType in = tensorType(x(0));
@@ -380,6 +381,11 @@ LogicalResult Differentiator::backward(Operation *op) {
         Value gk = ReshapeOp::create(b, loc, RankedTensorType::get(kept, in.getElementType()), g);
         if (r.getKind() == ReduceKind::mean)
           gk = MulOp::create(b, loc, gk, scalar(loc, g, 1.0 / count));
+        if (r.getKind() == ReduceKind::sum_squares) { // d(x^2) = 2 x dy
+          accumulate(loc, x(0),
+                     MulOp::create(b, loc, MulOp::create(b, loc, x(0), scalar(loc, g, 2.0)), gk));
+          return success();
+        }
         accumulate(loc, x(0), ExpandOp::create(b, loc, in, gk));
         return success();
       })

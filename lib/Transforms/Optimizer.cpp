@@ -176,8 +176,7 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       grads.push_back(grad);
       auto gt = cast<RankedTensorType>(grad.getType());
       SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, gt.getRank()));
-      Value sq = ReduceOp::create(b, loc, ReduceKind::sum, MulOp::create(b, loc, grad, grad), all,
-                                  /*keepdims=*/false);
+      Value sq = ReduceOp::create(b, loc, ReduceKind::sum_squares, grad, all, /*keepdims=*/false);
       sumSq = sumSq ? Value(AddOp::create(b, loc, sumSq, sq)) : sq;
     }
     // Sharded gradients: the squares of every rank's shard add up.

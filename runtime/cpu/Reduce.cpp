@@ -14,8 +14,9 @@ std::string checkReduce(const KernelCall &c) {
   if (auto e = arity(c, 1, 1); !e.empty())
     return e;
   const TensorRef &x = c.in[0], &y = c.out[0];
-  if (c.ints.size() < 2 || c.ints[0] < 0 || c.ints[0] > 4)
-    return "expects [kind, keepdims, axes...]";
+  if (c.ints.size() < 2 || c.ints[0] < 0 || c.ints[0] > 5)
+    return "expects [kind (0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 sum of squares), keepdims, "
+           "axes...]";
   if (!isFloatStorage(x.dtype) || y.dtype != x.dtype)
     return "expects float32 or bfloat16 in and out of one type";
   std::vector<bool> reduced(x.shape.size(), false);
@@ -54,6 +55,9 @@ Status runReduce(const KernelCall &c) {
     case 0:
     case 1:
       a += v;
+      break;
+    case 5: // each square in float, as a separate multiply would have been
+      a += (double)((float)v * (float)v);
       break;
     case 2:
       a = std::max(a, v);

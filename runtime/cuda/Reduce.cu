@@ -35,6 +35,8 @@ __global__ void reduceKernel(const T *x, T *y, ReduceMap m, int64_t n, int64_t c
       double v = toF(x[off]);
       if (kind <= 1)
         a += v;
+      else if (kind == 5)
+        a += (double)((float)v * (float)v);
       else if (kind == 2)
         a = a < v ? v : a;
       else if (kind == 3)
@@ -49,9 +51,17 @@ __global__ void reduceKernel(const T *x, T *y, ReduceMap m, int64_t n, int64_t c
 __device__ __forceinline__ double reduceIdentity(int kind) {
   return kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1.0 : 0.0;
 }
-/// The CPU kernel's step (a NaN element leaves max/min as they were).
+/// Two partial results combined (a NaN element leaves max/min as they were).
 __device__ __forceinline__ double reduceStep(int kind, double a, double v) {
-  return kind <= 1 ? a + v : kind == 2 ? (a < v ? v : a) : kind == 3 ? (v < a ? v : a) : a * v;
+  return kind <= 1 || kind == 5 ? a + v
+         : kind == 2            ? (a < v ? v : a)
+         : kind == 3            ? (v < a ? v : a)
+                                : a * v;
+}
+/// An element into a partial result: the CPU kernel's step (5: its square
+/// in float, then summed).
+__device__ __forceinline__ double reduceElement(int kind, double a, float v) {
+  return kind == 5 ? a + (double)(v * v) : reduceStep(kind, a, (double)v);
 }
 
 __device__ double blockReduce(double v, int kind) {
@@ -88,7 +98,7 @@ __global__ void reduceColumnsKernel(const T *x, double *partial, int64_t rows, i
   const T *col = x + j;
 #pragma unroll 8
   for (int64_t r = begin; r < end; ++r)
-    a = reduceStep(kind, a, toF(col[r * cols]));
+    a = reduceElement(kind, a, toF(col[r * cols]));
   partial[j * gridDim.y + blockIdx.y] = a;
 }
 
@@ -117,7 +127,7 @@ __global__ void reduceBlocksKernel(const T *x, T *y, double *partial, ReduceMap 
         q /= m.redShape[k];
       }
     }
-    a = reduceStep(kind, a, toF(x[off]));
+    a = reduceElement(kind, a, toF(x[off]));
   }
   a = blockReduce(a, kind);
   if (threadIdx.x == 0) {

@@ -7,8 +7,9 @@
 // CHECK-LABEL: func.func @apply
 // CHECK-SAME: (%[[LR:.*]]: tensor<f32> {zero.input = "lr"}) -> (tensor<f32> {zero.output = "grad_norm"})
 // CHECK: %[[G:.*]] = zero.load @w.grad
-// CHECK: %[[SQ:.*]] = zero.mul %[[G]], %[[G]]
-// CHECK: zero.reduce sum %[[SQ]] [0]
+// The norm's squares summed in one pass, without a squared copy.
+// CHECK-NOT: zero.mul
+// CHECK: zero.reduce sum_squares %[[G]] [0]
 // CHECK: %[[NORM:.*]] = zero.sqrt
 // The step count goes up before the update: bias correction uses the new count.
 // CHECK: %[[STEP:.*]] = zero.add %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>

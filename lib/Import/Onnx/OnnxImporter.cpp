@@ -100,6 +100,7 @@ static const OpInfo kOps[] = {
     {"ReduceMin", 1, 2},
     {"ReduceProd", 1, 2},
     {"ReduceSum", 1, 2},
+    {"ReduceSumSquare", 1, 2},
     {"Relu", 1, 1},
     {"Reshape", 2, 2},
     {"SequenceAt", 2, 2},

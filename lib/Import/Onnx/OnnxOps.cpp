@@ -602,6 +602,8 @@ LogicalResult NodeEmitter::run() {
     return reduce(zero::ReduceKind::min);
   if (op == "ReduceProd")
     return reduce(zero::ReduceKind::prod);
+  if (op == "ReduceSumSquare")
+    return reduce(zero::ReduceKind::sum_squares);
 
   // The rest (Shape, Range, CumSum, GatherND, ...) only exist as constants.
   return error() << "needs inputs known at compile time, but '" << node.input(0)

@@ -175,6 +175,10 @@ results = [
     # Long reductions (the CUDA backend's block and split-block paths).
     case("reduce_sum_long", "ReduceSum", [("x", xl)], xl.astype(np.float64).sum(0, keepdims=True),
          consts=[("ax", np.array([0], np.int64))]),
+    # The gradient norm's sum of squares (zero-optimizer), long: the split-block path.
+    case("reduce_sum_square_long", "ReduceSumSquare", [("x", xl)],
+         np.square(xl.astype(np.float32)).astype(np.float64).sum(0, keepdims=True),
+         consts=[("ax", np.array([0], np.int64))]),
     case("reduce_sum_columns", "ReduceSum", [("x", xc)], xc.astype(np.float64).sum((0, 1), keepdims=True),
          consts=[("ax", np.array([0, 1], np.int64))]),
     case("reduce_mean_columns", "ReduceMean", [("x", xc)], xc.astype(np.float64).mean((0, 1)),
