@@ -547,22 +547,36 @@ def Zero_LogSoftmaxGradOp : Zero_Op<"log_softmax_grad", [Pure, SameOperandsAndRe
 
 def Zero_LayerNormGradOp : Zero_Op<"layer_norm_grad", [Pure]> {
   let summary = "dx, dscale, dbias of layer_norm given x, scale and dy";
+  let description = [{
+    With `residual` (zero-fuse-elementwise: the backward's residual-stream
+    add), dinput is dx rounded to its type plus residual, rounded again: what
+    the separate add computed.
+  }];
   let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$scale, Zero_FloatTensor:$grad,
-                       Zero_I64Attr:$axis, F64Attr:$epsilon);
+                       Optional<Zero_FloatTensor>:$residual, Zero_I64Attr:$axis,
+                       F64Attr:$epsilon);
   let results = (outs Zero_FloatTensor:$dinput, Zero_FloatTensor:$dscale,
                       Zero_FloatTensor:$dbias);
   let assemblyFormat = [{
-    $input `,` $scale `,` $grad attr-dict `:` functional-type(operands, results)
+    $input `,` $scale `,` $grad (`residual` $residual^)? attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 
 def Zero_RmsNormGradOp : Zero_Op<"rms_norm_grad", [Pure]> {
   let summary = "dx, dscale of rms_norm given x, scale and dy";
+  let description = [{
+    With `residual` (zero-fuse-elementwise: the backward's residual-stream
+    add), dinput is dx rounded to its type plus residual, rounded again: what
+    the separate add computed.
+  }];
   let arguments = (ins Zero_FloatTensor:$input, Zero_FloatTensor:$scale, Zero_FloatTensor:$grad,
-                       Zero_I64Attr:$axis, F64Attr:$epsilon);
+                       Optional<Zero_FloatTensor>:$residual, Zero_I64Attr:$axis,
+                       F64Attr:$epsilon);
   let results = (outs Zero_FloatTensor:$dinput, Zero_FloatTensor:$dscale);
   let assemblyFormat = [{
-    $input `,` $scale `,` $grad attr-dict `:` functional-type(operands, results)
+    $input `,` $scale `,` $grad (`residual` $residual^)? attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 

@@ -407,9 +407,10 @@ LogicalResult Differentiator::backward(Operation *op) {
         return success();
       })
       .Case([&](LayerNormOp ln) {
-        auto grad = LayerNormGradOp::create(b, loc, x(0).getType(), ln.getScale().getType(),
-                                            ln.getScale().getType(), x(0), ln.getScale(), g,
-                                            ln.getAxisAttr(), ln.getEpsilonAttr());
+        auto grad =
+            LayerNormGradOp::create(b, loc, x(0).getType(), ln.getScale().getType(),
+                                    ln.getScale().getType(), x(0), ln.getScale(), g,
+                                    /*residual=*/Value(), ln.getAxisAttr(), ln.getEpsilonAttr());
         accumulate(loc, x(0), grad.getDinput());
         accumulate(loc, ln.getScale(), grad.getDscale());
         if (ln.getBias())
@@ -418,7 +419,8 @@ LogicalResult Differentiator::backward(Operation *op) {
       })
       .Case([&](RmsNormOp rn) {
         auto grad = RmsNormGradOp::create(b, loc, x(0).getType(), rn.getScale().getType(), x(0),
-                                          rn.getScale(), g, rn.getAxisAttr(), rn.getEpsilonAttr());
+                                          rn.getScale(), g, /*residual=*/Value(), rn.getAxisAttr(),
+                                          rn.getEpsilonAttr());
         accumulate(loc, x(0), grad.getDinput());
         accumulate(loc, rn.getScale(), grad.getDscale());
         return success();

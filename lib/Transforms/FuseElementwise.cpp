@@ -136,39 +136,49 @@ bool usesLibdevice(int64_t code) {
   }
 }
 
-/// The PTX of |op|'s kernel: zcc_elementwise(in_0, .., in_k, out, n), a
-/// thread per result element; its coordinates computed where a load or a
-/// pick needs them (static shapes: divisions by constants), each load at
-/// its shifted, clamped offset, the steps in f32, each rounded to its type.
-FailureOr<std::string> generatePtx(ElementwiseOp op) {
+/// Elements per thread of the vectorized entry (16 bytes of bf16).
+constexpr int64_t kLanes = 8;
+
+/// Whether |op| gets the vectorized entry: its innermost dimension splits
+/// into groups of kLanes (the lanes of a thread differ in that coordinate
+/// only).
+bool vectorizable(ElementwiseOp op) {
+  auto out = op.getType();
+  return out.getRank() >= 1 && out.getShape().back() % kLanes == 0;
+}
+
+/// Builds |op|'s kernel `name`(in_0, .., in_k, out, n) into the gpu.module
+/// at |b|: each thread computes |lanes| consecutive elements (1, or kLanes
+/// with 16-byte accesses), n the element count. The coordinates are
+/// computed where a load or a pick needs them (static shapes: divisions by
+/// constants); each load at its shifted, clamped offset, as a vector where
+/// the lanes read consecutive elements, once where they all read one; the
+/// steps in f32, each rounded to its type.
+void emitKernel(ElementwiseOp op, OpBuilder &b, StringRef name, int64_t lanes) {
   MLIRContext *ctx = op.getContext();
   Location loc = op.getLoc();
-  OpBuilder b(ctx);
-  auto module = ModuleOp::create(loc);
-  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
-  b.setInsertionPointToEnd(module.getBody());
-  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "zcc_kernels");
-  b.setInsertionPointToStart(gpuModule.getBody());
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   int64_t inputs = op.getInputs().size();
   SmallVector<Type> args(inputs + 1, ptr);
   args.push_back(b.getI64Type());
-  auto fn = gpu::GPUFuncOp::create(b, loc, "zcc_elementwise", b.getFunctionType(args, {}));
+  auto fn = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(args, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   Block &body = fn.getBody().front();
+  OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(&body);
-  Type f32 = b.getF32Type(), i64 = b.getI64Type();
+  Type f32 = b.getF32Type(), i64 = b.getI64Type(), i32 = b.getI32Type();
   auto toI64 = [&](Value index) { return arith::IndexCastOp::create(b, loc, i64, index); };
-  Value i = arith::AddIOp::create(
+  Value thread = arith::AddIOp::create(
       b, loc,
       arith::MulIOp::create(b, loc, toI64(gpu::BlockIdOp::create(b, loc, gpu::Dimension::x)),
                             toI64(gpu::BlockDimOp::create(b, loc, gpu::Dimension::x))),
       toI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x)));
+  auto constant = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i64, v); };
+  Value i = lanes == 1 ? thread : arith::MulIOp::create(b, loc, thread, constant(lanes));
   Value n = body.getArgument(inputs + 1);
   auto inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, n);
   auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
   b.setInsertionPointToStart(&guard.getThenRegion().front());
-  auto constant = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i64, v); };
   auto fconst = [&](double v) {
     return arith::ConstantFloatOp::create(b, loc, b.getF32Type(), APFloat((float)v));
   };
@@ -184,6 +194,7 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
   SmallVector<int64_t> outStrides(rank, 1);
   for (int64_t d = rank - 2; d >= 0; --d)
     outStrides[d] = outStrides[d + 1] * outShape[d + 1];
+  // Lane 0's coordinates; lane j's differ by j in the innermost one.
   SmallVector<Value> coords(rank);
   auto coord = [&](int64_t d) {
     if (!coords[d])
@@ -192,148 +203,222 @@ FailureOr<std::string> generatePtx(ElementwiseOp op) {
                                  constant(outShape[d]));
     return coords[d];
   };
+  auto laneCoord = [&](int64_t d, int64_t lane) -> Value {
+    return lane && d == rank - 1
+               ? arith::AddIOp::create(b, loc, coord(d), constant(lane)).getResult()
+               : coord(d);
+  };
   ArrayRef<int64_t> program = op.getProgram(), offsets = op.getOffsets();
   auto one = [&] { return fconst(1.0); };
-  auto recip1p = [&](Value e) { // 1 + e as the divisor
-    return arith::AddFOp::create(b, loc, one(), e);
-  };
-  SmallVector<Value> values;
+  using Lanes = SmallVector<Value, kLanes>;
+  SmallVector<Lanes> values;
   for (int64_t s = 0; s < (int64_t)program.size() / 4; ++s) {
     int64_t code = program[4 * s], aux = program[4 * s + 3];
-    Value x = code == (int64_t)ElementwiseOpcode::Load ? Value() : values[program[4 * s + 1]];
-    Value y = program[4 * s + 2] >= 0 && code != (int64_t)ElementwiseOpcode::Load
-                  ? values[program[4 * s + 2]]
-                  : Value();
-    Value r;
-    switch ((ElementwiseOpcode)code) {
-    case ElementwiseOpcode::Load: {
+    Type t = cast<TypeAttr>(op.getStepTypes()[s]).getValue();
+    Lanes result;
+    if (code == (int64_t)ElementwiseOpcode::Load) {
       int64_t k = program[4 * s + 1];
       auto in = tensorOf(op.getInputs()[k]);
+      Type elem = in.getElementType();
       bool shifted =
           aux >= 0 && llvm::any_of(offsets.slice(aux, rank), [](int64_t o) { return o; });
-      Value offset;
+      auto shiftOf = [&](int64_t d) { return shifted ? offsets[aux + d] : 0; };
+      int64_t lead = rank - in.getRank();
+      // clamp(c + shift) into the input's dimension d (of the result's rank)
+      auto clamped = [&](Value c, int64_t d, int64_t dim, int64_t shift, int64_t span) -> Value {
+        if (shift)
+          c = arith::AddIOp::create(b, loc, c, constant(shift));
+        if (shift < 0)
+          c = arith::MaxSIOp::create(b, loc, c, constant(0));
+        if (outShape[d] - span + shift > dim - span)
+          c = arith::MinSIOp::create(b, loc, c, constant(dim - span));
+        return c;
+      };
+      // The offset of every dimension but the innermost (lane 0's).
+      Value outer = constant(0);
+      int64_t stride = in.getRank() ? in.getDimSize(in.getRank() - 1) : 1;
+      for (int64_t d = rank - 2; d >= lead; --d) {
+        int64_t dim = in.getDimSize(d - lead);
+        if (dim != 1)
+          outer = arith::AddIOp::create(
+              b, loc, outer,
+              arith::MulIOp::create(b, loc, clamped(coord(d), d, dim, shiftOf(d), 1),
+                                    constant(stride)));
+        stride *= dim;
+      }
+      int64_t inner = in.getRank() ? in.getDimSize(in.getRank() - 1) : 1;
+      auto loadAt = [&](Value offset, Type type, int64_t align) -> Value {
+        auto at = LLVM::GEPOp::create(b, loc, ptr, elem, body.getArgument(k), ValueRange{offset});
+        return LLVM::LoadOp::create(b, loc, type, at, align);
+      };
+      int64_t size = elem.getIntOrFloatBitWidth() / 8;
       if (in.getShape() == outShape && !shifted) {
-        offset = i;
+        // Element for element: the result's own offset.
+        if (lanes == 1) {
+          result.push_back(widen(loadAt(i, elem, size)));
+        } else {
+          Value v = loadAt(i, VectorType::get({lanes}, elem), std::min<int64_t>(size * lanes, 16));
+          for (int64_t j = 0; j < lanes; ++j)
+            result.push_back(widen(LLVM::ExtractElementOp::create(
+                b, loc, v, arith::ConstantIntOp::create(b, loc, i32, j))));
+        }
+      } else if (inner == 1 || lead == rank) {
+        // Every lane reads one element (broadcast along the innermost).
+        Value v = widen(loadAt(outer, elem, size));
+        result.assign(lanes, v);
+      } else if (lanes > 1 && inner % lanes == 0 && shiftOf(rank - 1) % lanes == 0) {
+        // The lanes read consecutive, aligned elements: one vector load.
+        Value c = clamped(coord(rank - 1), rank - 1, inner, shiftOf(rank - 1), lanes);
+        Value v = loadAt(arith::AddIOp::create(b, loc, outer, c), VectorType::get({lanes}, elem),
+                         std::min<int64_t>(size * lanes, 16));
+        for (int64_t j = 0; j < lanes; ++j)
+          result.push_back(widen(LLVM::ExtractElementOp::create(
+              b, loc, v, arith::ConstantIntOp::create(b, loc, i32, j))));
       } else {
-        // sum over the input's dimensions of clamp(coord + shift) * stride
-        int64_t lead = rank - in.getRank(), stride = 1;
-        offset = constant(0);
-        for (int64_t d = rank - 1; d >= lead; --d) {
-          int64_t dim = in.getDimSize(d - lead), shift = shifted ? offsets[aux + d] : 0;
-          if (dim != 1) {
-            Value c = coord(d);
-            if (shift)
-              c = arith::AddIOp::create(b, loc, c, constant(shift));
-            if (shift < 0)
-              c = arith::MaxSIOp::create(b, loc, c, constant(0));
-            if (outShape[d] - 1 + shift > dim - 1)
-              c = arith::MinSIOp::create(b, loc, c, constant(dim - 1));
-            offset = arith::AddIOp::create(b, loc, offset,
-                                           arith::MulIOp::create(b, loc, c, constant(stride)));
-          }
-          stride *= dim;
+        for (int64_t j = 0; j < lanes; ++j) {
+          Value c = clamped(laneCoord(rank - 1, j), rank - 1, inner, shiftOf(rank - 1), 1);
+          result.push_back(widen(loadAt(arith::AddIOp::create(b, loc, outer, c), elem, size)));
         }
       }
-      Type elem = in.getElementType();
-      auto at = LLVM::GEPOp::create(b, loc, ptr, elem, body.getArgument(k), ValueRange{offset});
-      r = widen(LLVM::LoadOp::create(b, loc, elem, at));
-      break;
-    }
-    case ElementwiseOpcode::Pick: {
-      auto below = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, coord(offsets[aux]),
-                                         constant(offsets[aux + 1]));
-      r = arith::SelectOp::create(b, loc, below, x, y);
-      break;
-    }
-    case ElementwiseOpcode::Add:
-      r = arith::AddFOp::create(b, loc, x, y);
-      break;
-    case ElementwiseOpcode::Sub:
-      r = arith::SubFOp::create(b, loc, x, y);
-      break;
-    case ElementwiseOpcode::Mul:
-      r = arith::MulFOp::create(b, loc, x, y);
-      break;
-    case ElementwiseOpcode::Div:
-      r = arith::DivFOp::create(b, loc, x, y);
-      break;
-    case ElementwiseOpcode::Neg:
-      r = arith::NegFOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Cast:
-      r = x; // the rounding below
-      break;
-    // The unary functions as runtime/cuda/Elementwise.cu's kernels spell them.
-    case ElementwiseOpcode::Abs:
-      r = math::AbsFOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Exp:
-      r = math::ExpOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Log:
-      r = math::LogOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Sqrt:
-      r = math::SqrtOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Rsqrt:
-      r = arith::DivFOp::create(b, loc, one(), math::SqrtOp::create(b, loc, x));
-      break;
-    case ElementwiseOpcode::Reciprocal:
-      r = arith::DivFOp::create(b, loc, one(), x);
-      break;
-    case ElementwiseOpcode::Tanh:
-      r = math::TanhOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Erf:
-      r = math::ErfOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Sigmoid:
-    case ElementwiseOpcode::Silu: {
-      Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
-      r = arith::DivFOp::create(b, loc, code == (int64_t)ElementwiseOpcode::Silu ? x : one(),
-                                recip1p(e));
-      break;
-    }
-    case ElementwiseOpcode::Relu: {
-      auto negative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, fconst(0.0));
-      r = arith::SelectOp::create(b, loc, negative, fconst(0.0), x);
-      break;
-    }
-    case ElementwiseOpcode::Cos:
-      r = math::CosOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Sin:
-      r = math::SinOp::create(b, loc, x);
-      break;
-    case ElementwiseOpcode::Gelu:
-    case ElementwiseOpcode::GeluTanh: {
-      Value inner;
-      if (code == (int64_t)ElementwiseOpcode::Gelu) {
-        inner = math::ErfOp::create(b, loc,
-                                    arith::MulFOp::create(b, loc, x, fconst(0.70710678118654752)));
-      } else {
-        Value cube = arith::MulFOp::create(
-            b, loc,
-            arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, fconst(0.044715), x), x),
-            x);
-        inner = math::TanhOp::create(b, loc,
+    } else {
+      for (int64_t j = 0; j < lanes; ++j) {
+        Value x = values[program[4 * s + 1]][j];
+        Value y = program[4 * s + 2] >= 0 ? values[program[4 * s + 2]][j] : Value();
+        Value r;
+        switch ((ElementwiseOpcode)code) {
+        case ElementwiseOpcode::Load:
+          break; // above
+        case ElementwiseOpcode::Pick: {
+          auto below =
+              arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, laneCoord(offsets[aux], j),
+                                    constant(offsets[aux + 1]));
+          r = arith::SelectOp::create(b, loc, below, x, y);
+          break;
+        }
+        case ElementwiseOpcode::Add:
+          r = arith::AddFOp::create(b, loc, x, y);
+          break;
+        case ElementwiseOpcode::Sub:
+          r = arith::SubFOp::create(b, loc, x, y);
+          break;
+        case ElementwiseOpcode::Mul:
+          r = arith::MulFOp::create(b, loc, x, y);
+          break;
+        case ElementwiseOpcode::Div:
+          r = arith::DivFOp::create(b, loc, x, y);
+          break;
+        case ElementwiseOpcode::Neg:
+          r = arith::NegFOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Cast:
+          r = x; // the rounding below
+          break;
+        // The unary functions as runtime/cuda/Elementwise.cu's kernels spell them.
+        case ElementwiseOpcode::Abs:
+          r = math::AbsFOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Exp:
+          r = math::ExpOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Log:
+          r = math::LogOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Sqrt:
+          r = math::SqrtOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Rsqrt:
+          r = arith::DivFOp::create(b, loc, one(), math::SqrtOp::create(b, loc, x));
+          break;
+        case ElementwiseOpcode::Reciprocal:
+          r = arith::DivFOp::create(b, loc, one(), x);
+          break;
+        case ElementwiseOpcode::Tanh:
+          r = math::TanhOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Erf:
+          r = math::ErfOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Sigmoid:
+        case ElementwiseOpcode::Silu: {
+          Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+          r = arith::DivFOp::create(b, loc, code == (int64_t)ElementwiseOpcode::Silu ? x : one(),
+                                    arith::AddFOp::create(b, loc, one(), e));
+          break;
+        }
+        case ElementwiseOpcode::Relu: {
+          auto negative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, fconst(0.0));
+          r = arith::SelectOp::create(b, loc, negative, fconst(0.0), x);
+          break;
+        }
+        case ElementwiseOpcode::Cos:
+          r = math::CosOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Sin:
+          r = math::SinOp::create(b, loc, x);
+          break;
+        case ElementwiseOpcode::Gelu:
+        case ElementwiseOpcode::GeluTanh: {
+          Value inner;
+          if (code == (int64_t)ElementwiseOpcode::Gelu) {
+            inner = math::ErfOp::create(
+                b, loc, arith::MulFOp::create(b, loc, x, fconst(0.70710678118654752)));
+          } else {
+            Value cube = arith::MulFOp::create(
+                b, loc,
+                arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, fconst(0.044715), x),
+                                      x),
+                x);
+            inner =
+                math::TanhOp::create(b, loc,
                                      arith::MulFOp::create(b, loc, fconst(0.7978845608028654),
                                                            arith::AddFOp::create(b, loc, x, cube)));
+          }
+          r = arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, fconst(0.5), x),
+                                    arith::AddFOp::create(b, loc, one(), inner));
+          break;
+        }
+        }
+        result.push_back(r);
       }
-      r = arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, fconst(0.5), x),
-                                arith::AddFOp::create(b, loc, one(), inner));
-      break;
     }
-    }
-    Type t = cast<TypeAttr>(op.getStepTypes()[s]).getValue();
-    values.push_back(t == f32 ? r : widen(narrow(r, t)));
+    for (Value &v : result)
+      v = t == f32 ? v : widen(narrow(v, t));
+    values.push_back(std::move(result));
   }
   Type outElem = out.getElementType();
   auto dst = LLVM::GEPOp::create(b, loc, ptr, outElem, body.getArgument(inputs), ValueRange{i});
-  LLVM::StoreOp::create(b, loc, narrow(values.back(), outElem), dst);
+  int64_t size = outElem.getIntOrFloatBitWidth() / 8;
+  if (lanes == 1) {
+    LLVM::StoreOp::create(b, loc, narrow(values.back()[0], outElem), dst, size);
+  } else {
+    auto vecType = VectorType::get({lanes}, outElem);
+    Value v = LLVM::PoisonOp::create(b, loc, vecType);
+    for (int64_t j = 0; j < lanes; ++j)
+      v = LLVM::InsertElementOp::create(b, loc, v, narrow(values.back()[j], outElem),
+                                        arith::ConstantIntOp::create(b, loc, i32, j));
+    LLVM::StoreOp::create(b, loc, v, dst, std::min<int64_t>(size * lanes, 16));
+  }
   b.setInsertionPointToEnd(&body);
   gpu::ReturnOp::create(b, loc);
+}
+
+/// The PTX of |op|'s kernels: zcc_elementwise, a thread per element, and
+/// where the shape allows zcc_elementwise_v8, kLanes elements per thread
+/// with 16-byte accesses, which zrun launches when every tensor is 16-byte
+/// aligned (runtime/cuda/Generated.cu).
+FailureOr<std::string> generatePtx(ElementwiseOp op) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  OpBuilder b(ctx);
+  auto module = ModuleOp::create(loc);
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  b.setInsertionPointToEnd(module.getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "zcc_kernels");
+  b.setInsertionPointToStart(gpuModule.getBody());
+  emitKernel(op, b, "zcc_elementwise", 1);
+  if (vectorizable(op))
+    emitKernel(op, b, "zcc_elementwise_v8", kLanes);
+  ArrayRef<int64_t> program = op.getProgram();
 
   PassManager pm(ctx);
   GpuNVVMAttachTargetOptions target;
@@ -399,6 +484,7 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
     SmallVector<Block *> blocks;
     getOperation().walk([&](Block *b) { blocks.push_back(b); });
     for (Block *b : blocks) {
+      foldResidualAdds(*b);
       duplicateUnary(*b);
       fuse(*b);
     }
@@ -415,6 +501,38 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
     });
     if (r.wasInterrupted())
       signalPassFailure();
+  }
+
+  /// The backward's residual-stream add `dx + r`, dx a norm gradient's
+  /// dinput that nothing else reads and r computed before it: the norm
+  /// gradient adds r as it writes dx (its `residual`), one pass over dx
+  /// fewer (Llama: 2 per layer).
+  static void foldResidualAdds(Block &block) {
+    SmallVector<AddOp> adds;
+    for (Operation &op : block)
+      if (auto add = dyn_cast<AddOp>(op))
+        adds.push_back(add);
+    for (AddOp add : adds) {
+      for (auto [dx, r] :
+           {std::pair(add.getLhs(), add.getRhs()), std::pair(add.getRhs(), add.getLhs())}) {
+        Operation *grad = dx.getDefiningOp();
+        if (!grad || !isa<RmsNormGradOp, LayerNormGradOp>(grad) || dx != grad->getResult(0) ||
+            !dx.hasOneUse() || dx.getType() != r.getType() || dx.getType() != add.getType() ||
+            grad->getNumOperands() != 3 || grad->getBlock() != &block)
+          continue;
+        Operation *def = r.getDefiningOp();
+        if (def ? def->getBlock() != &block || !def->isBeforeInBlock(grad)
+                : cast<BlockArgument>(r).getOwner() != &block)
+          continue;
+        if (auto rms = dyn_cast<RmsNormGradOp>(grad))
+          rms.getResidualMutable().assign(r);
+        else
+          cast<LayerNormGradOp>(grad).getResidualMutable().assign(r);
+        add.getResult().replaceAllUsesWith(dx);
+        add->erase();
+        break;
+      }
+    }
   }
 
   /// A unary elementwise op read by several elementwise ops whose input

@@ -205,9 +205,12 @@ Status runSoftmaxGradF32(const KernelCall &c) { return softmaxGradImpl(c, false)
 Status runLogSoftmaxGradF32(const KernelCall &c) { return softmaxGradImpl(c, true); }
 
 std::string checkNormGrad(const KernelCall &c, size_t outs) {
-  if (auto e = arity(c, 3, outs); !e.empty())
+  // x, scale, dy, and optionally the residual gradient dx adds (same as dx).
+  if (auto e = arity(c, c.in.size() == 4 ? 4 : 3, outs); !e.empty())
     return e;
   const TensorRef &x = c.in[0];
+  if (c.in.size() == 4 && (c.in[3].shape != x.shape || c.in[3].dtype != x.dtype))
+    return "the residual must have x's shape and type";
   if (c.ints.size() != 1 || !validAxis(c.ints[0], x.shape.size()) || c.floats.size() != 1)
     return "expects [axis] and [epsilon]";
   Shape normShape(x.shape.begin() + c.ints[0], x.shape.end());
@@ -276,8 +279,27 @@ Status runRmsNormGradF32(const KernelCall &c) { return normGradImpl(c, true); }
 // bfloat16/float16 operands: widened to float32 around the float32 kernel.
 Status runSoftmaxGrad(const KernelCall &c) { return viaFloat32(c, runSoftmaxGradF32); }
 Status runLogSoftmaxGrad(const KernelCall &c) { return viaFloat32(c, runLogSoftmaxGradF32); }
-Status runLayerNormGrad(const KernelCall &c) { return viaFloat32(c, runLayerNormGradF32); }
-Status runRmsNormGrad(const KernelCall &c) { return viaFloat32(c, runRmsNormGradF32); }
+/// The norm gradient, then (with a fourth input) dx = round(dx + residual),
+/// as the separate add kernel computes it on dx rounded to its type.
+Status normGradWithResidual(const KernelCall &c, Status (*f32)(const KernelCall &)) {
+  if (c.in.size() == 3)
+    return viaFloat32(c, f32);
+  KernelCall inner = c;
+  inner.in.resize(3);
+  ZRT_RETURN_IF_ERROR(viaFloat32(inner, f32));
+  const TensorRef &dx = c.out[0], &r = c.in[3];
+  for (int64_t k = 0, n = dx.numel(); k < n; ++k) {
+    if (dx.dtype == DType::F32)
+      dx.as<float>()[k] += r.as<float>()[k];
+    else
+      storeNarrow(dx, k, loadNarrow(dx, k) + loadNarrow(r, k));
+  }
+  return Status::ok();
+}
+Status runLayerNormGrad(const KernelCall &c) {
+  return normGradWithResidual(c, runLayerNormGradF32);
+}
+Status runRmsNormGrad(const KernelCall &c) { return normGradWithResidual(c, runRmsNormGradF32); }
 Status runLayerNorm(const KernelCall &c) { return viaFloat32(c, runLayerNormF32); }
 Status runRmsNorm(const KernelCall &c) { return viaFloat32(c, runRmsNormF32); }
 

@@ -60,8 +60,13 @@ Status driverStatus(CUresult r, const char *what) {
 } // namespace
 
 struct GeneratedKernels {
+  /// A module's entries: a thread per element, and (where the compiler
+  /// generated it) 8 elements per thread with 16-byte accesses.
+  struct Entries {
+    CUfunction scalar = nullptr, vector = nullptr;
+  };
   /// By the plan's code string (stable while the plan is loaded).
-  std::map<const std::string *, CUfunction> byCode;
+  std::map<const std::string *, Entries> byCode;
 };
 
 Status launchGenerated(const KernelCall &c, CudaContext &ctx) {
@@ -73,30 +78,38 @@ Status launchGenerated(const KernelCall &c, CudaContext &ctx) {
     return errorf("the CUDA driver lacks ", d.missing);
   if (!ctx.generated)
     ctx.generated = std::make_shared<GeneratedKernels>();
-  CUfunction &fn = ctx.generated->byCode[c.code];
-  if (!fn) {
+  GeneratedKernels::Entries &fn = ctx.generated->byCode[c.code];
+  if (!fn.scalar) {
     CUmodule module;
     ZRT_RETURN_IF_ERROR(
         driverStatus(d.moduleLoadData(&module, c.code->c_str()), "loading the generated PTX"));
-    ZRT_RETURN_IF_ERROR(driverStatus(d.moduleGetFunction(&fn, module, "zcc_elementwise"),
+    ZRT_RETURN_IF_ERROR(driverStatus(d.moduleGetFunction(&fn.scalar, module, "zcc_elementwise"),
                                      "finding zcc_elementwise in the generated PTX"));
+    if (d.moduleGetFunction(&fn.vector, module, "zcc_elementwise_v8") != CUDA_SUCCESS)
+      fn.vector = nullptr; // a shape whose innermost dimension is not a multiple of 8
   }
   int64_t n = c.out[0].numel();
   if (n == 0)
     return Status::ok();
-  // zcc_elementwise(inputs..., output, n): a thread per output element.
+  // zcc_elementwise(inputs..., output, n): a thread per output element, or 8
+  // when every tensor is 16-byte aligned (the plan's arenas are; a view into
+  // a bucket may not be).
   std::vector<void *> pointers;
+  bool aligned = fn.vector && n % 8 == 0;
   for (const TensorRef &t : c.in)
     pointers.push_back(t.data);
   pointers.push_back(c.out[0].data);
+  for (void *p : pointers)
+    aligned &= reinterpret_cast<uintptr_t>(p) % 16 == 0;
   std::vector<void *> params;
   for (void *&p : pointers)
     params.push_back(&p);
   params.push_back(&n);
   constexpr unsigned kBlock = 256;
-  unsigned blocks = (unsigned)((n + kBlock - 1) / kBlock);
-  return driverStatus(d.launchKernel(fn, blocks, 1, 1, kBlock, 1, 1, 0, (CUstream)ctx.stream,
-                                     params.data(), nullptr),
+  int64_t threads = aligned ? n / 8 : n;
+  unsigned blocks = (unsigned)((threads + kBlock - 1) / kBlock);
+  return driverStatus(d.launchKernel(aligned ? fn.vector : fn.scalar, blocks, 1, 1, kBlock, 1, 1, 0,
+                                     (CUstream)ctx.stream, params.data(), nullptr),
                       "launching the generated kernel");
 }
 

@@ -174,7 +174,8 @@ __global__ void normKernel(const T *x, const T *w, const T *bias, T *y, int64_t 
 // shuffles; with a block per row, GPT-2's 768-wide rows spent their time in
 // __syncthreads of four block reductions. Same double accumulation.
 
-constexpr int kWarpRowMax = 32; // elements per lane: rows up to 1024
+constexpr int kWarpRowMax =
+    32; // elements per lane: rows up to 1024 (wider: a block per row, measured faster on 2048)
 
 /// The per-lane register count N for rows of |cols| (8, 16, 24 or 32 elements a lane).
 /// Whether rows take the warp kernels (measured against the block kernels
@@ -182,6 +183,27 @@ constexpr int kWarpRowMax = 32; // elements per lane: rows up to 1024
 inline bool normWarpRows(int64_t cols) { return cols <= 32 * kWarpRowMax; }
 inline int warpRowLanes(int64_t cols) {
   return (int)std::max<int64_t>(8, ((cols + 31) / 32 + 7) / 8 * 8);
+}
+/// f(std::integral_constant<int, N>) for the N of warpRowLanes(cols).
+template <typename F> void withWarpRowLanes(int64_t cols, F f) {
+  switch (warpRowLanes(cols)) {
+  case 8:
+    return f(std::integral_constant<int, 8>{});
+  case 16:
+    return f(std::integral_constant<int, 16>{});
+  case 24:
+    return f(std::integral_constant<int, 24>{});
+  case 32:
+    return f(std::integral_constant<int, 32>{});
+  case 40:
+    return f(std::integral_constant<int, 40>{});
+  case 48:
+    return f(std::integral_constant<int, 48>{});
+  case 56:
+    return f(std::integral_constant<int, 56>{});
+  default:
+    return f(std::integral_constant<int, 64>{});
+  }
 }
 
 __device__ __forceinline__ double warpSum(double v) {
@@ -235,9 +257,16 @@ __global__ void normWarpKernel(const T *x, const T *w, const T *bias, T *y, int6
   }
 }
 
+/// dx, plus the residual gradient where the backward's add was fused in:
+/// dx rounded to T first, then the sum rounded, as the add kernel did.
+template <typename T> __device__ __forceinline__ T plusResidual(T dx, const T *res, int64_t at) {
+  return res ? fromF<T>(toF(dx) + toF(res[at])) : dx;
+}
+
 template <typename T, int N>
-__global__ void normGradWarpKernel(const T *x, const T *w, const T *g, T *dx, double *stats,
-                                   int64_t rows, int64_t cols, double eps, bool rms) {
+__global__ void normGradWarpKernel(const T *x, const T *w, const T *g, const T *res, T *dx,
+                                   double *stats, int64_t rows, int64_t cols, double eps,
+                                   bool rms) {
   int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= rows)
     return;
@@ -265,7 +294,7 @@ __global__ void normGradWarpKernel(const T *x, const T *w, const T *g, T *dx, do
       double xhat = (xv[i] - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
       double v = rms ? rstd * (dxhat - xhat * sumDX / cols)
                      : rstd * (dxhat - sumD / cols - xhat * sumDX / cols);
-      dx[r * cols + j] = fromF<T>((float)v);
+      dx[r * cols + j] = plusResidual(fromF<T>((float)v), res, r * cols + j);
     }
   }
   if (lane == 0) {
@@ -277,8 +306,8 @@ __global__ void normGradWarpKernel(const T *x, const T *w, const T *g, T *dx, do
 /// The backward of a row: dx, and each row's mean and rstd for the
 /// parameter gradients (a second, deterministic pass over the columns).
 template <typename T>
-__global__ void normGradRowKernel(const T *x, const T *w, const T *g, T *dx, double *stats,
-                                  int64_t cols, double eps, bool rms) {
+__global__ void normGradRowKernel(const T *x, const T *w, const T *g, const T *res, T *dx,
+                                  double *stats, int64_t cols, double eps, bool rms) {
   const T *xr = x + blockIdx.x * cols, *gr = g + blockIdx.x * cols;
   double mean, rstd;
   rowMeanRstd(xr, cols, eps, rms, mean, rstd);
@@ -294,7 +323,7 @@ __global__ void normGradRowKernel(const T *x, const T *w, const T *g, T *dx, dou
     double xhat = (toF(xr[j]) - mean) * rstd, dxhat = (double)toF(gr[j]) * toF(w[j]);
     double v = rms ? rstd * (dxhat - xhat * sumDX / cols)
                    : rstd * (dxhat - sumD / cols - xhat * sumDX / cols);
-    dx[blockIdx.x * cols + j] = fromF<T>((float)v);
+    dx[blockIdx.x * cols + j] = plusResidual(fromF<T>((float)v), res, blockIdx.x * cols + j);
   }
   if (threadIdx.x == 0) {
     stats[2 * blockIdx.x] = mean;
@@ -445,20 +474,7 @@ Status launchNorm(KernelId id, const KernelCall &c, CudaContext &ctx) {
                   x.as<T>(), c.in[1].as<T>(), (const T *)bias, c.out[0].as<T>(), rows, cols,
                   c.floats[0], rms);
             };
-        switch (warpRowLanes(cols)) {
-          case 8:
-            launch(std::integral_constant<int, 8>{});
-            break;
-          case 16:
-            launch(std::integral_constant<int, 16>{});
-            break;
-          case 24:
-            launch(std::integral_constant<int, 24>{});
-            break;
-          default:
-            launch(std::integral_constant<int, 32>{});
-            break;
-        })
+        withWarpRowLanes(cols, launch))
   } else if (rows > 0)
     ZRT_FLOAT_DISPATCH(x.dtype, T,
                        normKernel<T><<<(unsigned)rows, normThreads(cols), 0, st>>>(
@@ -489,33 +505,18 @@ Status launchNormGrad(KernelId id, const KernelCall &c, CudaContext &ctx) {
   double *stats = (double *)ctx.scratch, *partial = stats + 2 * std::max<int64_t>(rows, 1);
   if (rows > 0)
     ZRT_FLOAT_DISPATCH(
-        x.dtype, T,
+        x.dtype, T, const T *residual = c.in.size() > 3 ? c.in[3].as<T>() : nullptr;
         auto launchGrad =
             [&](auto lanes) {
               normGradWarpKernel<T, decltype(lanes)::value>
-                  <<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(x.as<T>(), c.in[1].as<T>(),
-                                                               c.in[2].as<T>(), c.out[0].as<T>(),
-                                                               stats, rows, cols, c.floats[0], rms);
+                  <<<(unsigned)((rows + 3) / 4), 128, 0, st>>>(
+                      x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(), residual, c.out[0].as<T>(),
+                      stats, rows, cols, c.floats[0], rms);
             };
-        if (normWarpRows(cols)) {
-          switch (warpRowLanes(cols)) {
-          case 8:
-            launchGrad(std::integral_constant<int, 8>{});
-            break;
-          case 16:
-            launchGrad(std::integral_constant<int, 16>{});
-            break;
-          case 24:
-            launchGrad(std::integral_constant<int, 24>{});
-            break;
-          default:
-            launchGrad(std::integral_constant<int, 32>{});
-            break;
-          }
-        } else normGradRowKernel<T>
+        if (normWarpRows(cols)) { withWarpRowLanes(cols, launchGrad); } else normGradRowKernel<T>
         <<<(unsigned)rows, normThreads(cols), 0, st>>>(x.as<T>(), c.in[1].as<T>(), c.in[2].as<T>(),
-                                                       c.out[0].as<T>(), stats, cols, c.floats[0],
-                                                       rms);
+                                                       residual, c.out[0].as<T>(), stats, cols,
+                                                       c.floats[0], rms);
         normGradParamPartialKernel<T><<<blocksFor(chunks * cols), kThreads, 0, st>>>(
             x.as<T>(), c.in[2].as<T>(), stats, partial, rows, cols, chunkRows);
         normGradParamKernel<T><<<blocksFor(cols), kThreads, 0, st>>>(

@@ -110,3 +110,23 @@ func.func @swiglu(%g: tensor<8x16xbf16>, %u: tensor<8x16xbf16>) -> tensor<8x16xb
   %1 = zero.mul %0, %u : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
   return %1 : tensor<8x16xbf16>
 }
+
+// -----
+
+// The backward's residual-stream add: dx of a norm gradient that nothing
+// else reads, plus a gradient computed before it, becomes the norm
+// gradient's residual; an add whose other operand comes later, or whose dx
+// has a second reader, stays.
+// CHECK-LABEL: func.func @residual
+// CHECK: %[[DX:.*]], %{{.*}} = zero.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} residual %[[R:.*]] {axis = 1 : i64
+// CHECK-NOT: zero.add %[[DX]]
+// CHECK: %[[DX2:.*]], %{{.*}} = zero.rms_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64
+// CHECK: zero.add %[[DX2]]
+func.func @residual(%x: tensor<4x8xbf16>, %w: tensor<8xbf16>, %dy: tensor<4x8xbf16>, %r: tensor<4x8xbf16>)
+    -> (tensor<4x8xbf16>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>) {
+  %dx, %dw = zero.rms_norm_grad %x, %w, %dy {axis = 1 : i64, epsilon = 1.0e-06 : f64} : (tensor<4x8xbf16>, tensor<8xbf16>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>)
+  %0 = zero.add %r, %dx : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %dx2, %dw2 = zero.rms_norm_grad %x, %w, %0 {axis = 1 : i64, epsilon = 1.0e-06 : f64} : (tensor<4x8xbf16>, tensor<8xbf16>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>)
+  %1 = zero.add %dx2, %dx2 : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  return %0, %dw, %1, %dx2, %dw2 : tensor<4x8xbf16>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>
+}

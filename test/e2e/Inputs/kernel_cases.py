@@ -119,6 +119,8 @@ x3 = r(2, 3, 5)
 xl = r(300, 40)     # 300 elements per output: a block each
 xs = r(2, 40000)    # 40000 per output, 2 outputs: split over several blocks
 xc = r(6, 50, 96)   # leading axes reduced, 96 columns: the column kernel (a bias gradient)
+xw = r(3, 1600)     # norm rows of 1600 and 2048
+xv = r(2, 2048)
 w54, y152, b4 = r(5, 4), r(1, 5, 2), r(4)
 results = [
     case("add", "Add", [("a", a)], a.astype(np.float64) + b, consts=[("b", b)]),
@@ -192,6 +194,13 @@ results = [
     case("layer_norm", "LayerNormalization", [("x", x3)],
          (x3 - x3.mean(-1, keepdims=True)) / np.sqrt(x3.astype(np.float64).var(-1, keepdims=True) + 1e-5) * 1.5 + 0.25,
          consts=[("s", np.full(5, 1.5, np.float32)), ("bb", np.full(5, 0.25, np.float32))]),
+    # Rows of 1600 (GPT-2 1.5B) and 2048 (Llama 1B): the CUDA backend's widest warp-per-row kernels.
+    case("layer_norm_1600", "LayerNormalization", [("x", xw)],
+         (xw - xw.mean(-1, keepdims=True)) / np.sqrt(xw.astype(np.float64).var(-1, keepdims=True) + 1e-5) * 1.5 + 0.25,
+         consts=[("s", np.full(1600, 1.5, np.float32)), ("bb", np.full(1600, 0.25, np.float32))]),
+    case("bf16_layer_norm_2048", "LayerNormalization", [("x", xv)],
+         (bf16(xv) - bf16(xv).mean(-1, keepdims=True)) / np.sqrt(bf16(xv).var(-1, keepdims=True) + 1e-5) * 1.5 + 0.25,
+         consts=[("s", np.full(2048, 1.5, np.float32)), ("bb", np.full(2048, 0.25, np.float32))], bf16_io=True),
 ]
 
 # The same kernels on bfloat16 storage (float32 math), against NumPy on the
