@@ -583,9 +583,14 @@ LogicalResult ElementwiseOp::verify() {
   }
   if (cast<TypeAttr>(getStepTypes()[steps - 1]).getValue() != out.getElementType())
     return emitOpError() << "the last step's type is not the result's " << out.getElementType();
-  for (Value v : getInputs())
-    if (cast<RankedTensorType>(v.getType()).getRank() > rank)
+  for (Value v : getInputs()) {
+    auto in = cast<RankedTensorType>(v.getType());
+    if (in.getRank() > rank)
       return emitOpError() << "input " << v.getType() << " has a higher rank than " << out;
+    // Loads clamp each coordinate into [0, dim): static, non-empty inputs.
+    if (!in.hasStaticShape() || llvm::is_contained(in.getShape(), 0))
+      return emitOpError() << "input " << v.getType() << " is not of a static, non-empty shape";
+  }
   return success();
 }
 LogicalResult CastManyOp::verify() {

@@ -585,7 +585,7 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
       if (done.contains(root))
         continue;
       auto shape = tensorOf(root->getResult(0));
-      if (!shape.hasStaticShape())
+      if (!shape.hasStaticShape() || shape.getNumElements() == 0)
         continue;
       llvm::SetVector<Operation *> tree;
       tree.insert(root);
@@ -625,7 +625,7 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
     if (def->getBlock() != &block || done.contains(def) || (opcodeOf(def) < 0 && !isShuffle(def)))
       return false;
     auto type = tensorOf(def->getResult(0));
-    if (!type.hasStaticShape() || type.getRank() != rank)
+    if (!type.hasStaticShape() || type.getRank() != rank || type.getNumElements() == 0)
       return false;
     return llvm::all_of(def->getUsers(), [&](Operation *user) {
       return tree.contains(user) &&
@@ -655,6 +655,9 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
       Operation *def = v.getDefiningOp();
       int64_t r;
       if (!def || !tree.contains(def)) {
+        auto leaf = tensorOf(v);
+        if (!leaf.hasStaticShape() || leaf.getNumElements() == 0)
+          return -1; // a load clamps into [0, dim): the separate kernels instead
         auto [it, added] = inputIndex.try_emplace(v, (int64_t)inputs.size());
         if (added)
           inputs.push_back(v);

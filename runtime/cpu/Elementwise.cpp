@@ -326,10 +326,14 @@ std::string checkElementwise(const KernelCall &c) {
   }
   if (y.dtype != planFloatType(c.ints[2 + kStepInts * (steps - 1) + 4]))
     return "output " + describe(y) + " is not of the last step's type";
-  for (const TensorRef &x : c.in)
+  for (const TensorRef &x : c.in) {
     if (!isFloatStorage(x.dtype) || (int64_t)x.shape.size() > rank)
       return "input " + describe(x) + " is not a float tensor of at most the rank of " +
              describe(y);
+    // Loads clamp each coordinate into [0, dim): no dimension may be empty.
+    if (y.numel() > 0 && std::find(x.shape.begin(), x.shape.end(), 0) != x.shape.end())
+      return "input " + describe(x) + " is empty";
+  }
   return "";
 }
 

@@ -121,4 +121,9 @@ TEST(Elementwise, FusedProgramReadsShiftedAndPicksAtTheSeam) {
   bad = c;
   bad.ints[2 + 5 * 7 + 4] = 2;
   EXPECT_NE(kernel.check(bad), "");
+  // An empty input: nothing to clamp a coordinate into.
+  std::vector<float> none;
+  bad = c;
+  bad.in[1] = ref(none, {0});
+  EXPECT_NE(kernel.check(bad), "");
 }

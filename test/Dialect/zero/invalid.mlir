@@ -430,6 +430,14 @@ func.func @elementwise_types(%a: tensor<8xf32>, %b: tensor<8xf32>) {
 
 // -----
 
+func.func @elementwise_empty(%a: tensor<8xf32>, %b: tensor<0xf32>) {
+  // expected-error @+1 {{input 'tensor<0xf32>' is not of a static, non-empty shape}}
+  %r = zero.elementwise %a, %b {program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 0, 0, 1, -1>, step_types = [f32, f32, f32]} : (tensor<8xf32>, tensor<0xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
 func.func @elementwise_rank(%a: tensor<8xf32>, %b: tensor<2x8xf32>) {
   // expected-error @+1 {{input 'tensor<2x8xf32>' has a higher rank than 'tensor<8xf32>'}}
   %r = zero.elementwise %a, %b {program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 0, 0, 1, -1>, step_types = [f32, f32, f32]} : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<8xf32>
