@@ -252,15 +252,23 @@ void emitKernel(ElementwiseOp op, OpBuilder &b, StringRef name, int64_t lanes) {
         return LLVM::LoadOp::create(b, loc, type, at, align);
       };
       int64_t size = elem.getIntOrFloatBitWidth() / 8;
+      // |lanes| consecutive elements from |offset| (a multiple of lanes): one
+      // vector load, each lane widened.
+      auto loadLanes = [&](Value offset) {
+        Value v =
+            loadAt(offset, VectorType::get({lanes}, elem), std::min<int64_t>(size * lanes, 16));
+        Lanes l;
+        for (int64_t j = 0; j < lanes; ++j)
+          l.push_back(widen(LLVM::ExtractElementOp::create(
+              b, loc, v, arith::ConstantIntOp::create(b, loc, i32, j))));
+        return l;
+      };
       if (in.getShape() == outShape && !shifted) {
         // Element for element: the result's own offset.
         if (lanes == 1) {
           result.push_back(widen(loadAt(i, elem, size)));
         } else {
-          Value v = loadAt(i, VectorType::get({lanes}, elem), std::min<int64_t>(size * lanes, 16));
-          for (int64_t j = 0; j < lanes; ++j)
-            result.push_back(widen(LLVM::ExtractElementOp::create(
-                b, loc, v, arith::ConstantIntOp::create(b, loc, i32, j))));
+          result = loadLanes(i);
         }
       } else if (inner == 1 || lead == rank) {
         // Every lane reads one element (broadcast along the innermost).
@@ -269,11 +277,7 @@ void emitKernel(ElementwiseOp op, OpBuilder &b, StringRef name, int64_t lanes) {
       } else if (lanes > 1 && inner % lanes == 0 && shiftOf(rank - 1) % lanes == 0) {
         // The lanes read consecutive, aligned elements: one vector load.
         Value c = clamped(coord(rank - 1), rank - 1, inner, shiftOf(rank - 1), lanes);
-        Value v = loadAt(arith::AddIOp::create(b, loc, outer, c), VectorType::get({lanes}, elem),
-                         std::min<int64_t>(size * lanes, 16));
-        for (int64_t j = 0; j < lanes; ++j)
-          result.push_back(widen(LLVM::ExtractElementOp::create(
-              b, loc, v, arith::ConstantIntOp::create(b, loc, i32, j))));
+        result = loadLanes(arith::AddIOp::create(b, loc, outer, c));
       } else {
         for (int64_t j = 0; j < lanes; ++j) {
           Value c = clamped(laneCoord(rank - 1, j), rank - 1, inner, shiftOf(rank - 1), 1);
