@@ -538,7 +538,11 @@ LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     else if (adaptor.getKeepdims())
       shape.push_back(1);
   }
-  inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  // A sum of squares is a norm's accumulation: float32 whatever the input.
+  Type elem = adaptor.getKind() == ReduceKind::sum_squares && isa<FloatType>(type.getElementType())
+                  ? Float32Type::get(type.getContext())
+                  : type.getElementType();
+  inferred.push_back(RankedTensorType::get(shape, elem));
   return success();
 }
 
@@ -769,9 +773,12 @@ LogicalResult CrossEntropyOp::verify() {
 
 LogicalResult AdamWOp::verify() {
   Type t = getParam().getType();
-  if (getGrad().getType() != t || getM().getType() != t || getV().getType() != t ||
-      getNewParam().getType() != t || getNewM().getType() != t || getNewV().getType() != t)
-    return emitOpError("parameter, gradient, moments and results must have one type");
+  if (getM().getType() != t || getV().getType() != t || getNewParam().getType() != t ||
+      getNewM().getType() != t || getNewV().getType() != t)
+    return emitOpError("parameter, moments and results must have one type");
+  // The gradient may be narrower (a bf16 gradient bucket): the parameter's shape.
+  if (cast<RankedTensorType>(getGrad().getType()).getShape() != getParam().getType().getShape())
+    return emitOpError("the gradient must have the parameter's shape");
   if (getLr().getType().getRank() != 0 || getStep().getType().getRank() != 0)
     return emitOpError("lr and step must be scalars");
   if (getSkip() && getSkip().getType().getRank() != 0)

@@ -638,7 +638,7 @@ def Zero_SliceGradOp : Zero_Op<"slice_grad", [Pure]> {
 }
 
 def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
-    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>]> {
+    AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
   let summary = "one AdamW step (PyTorch semantics: bias correction, decoupled decay)";
   let description = [{
     With t = step (the count after this update), lr a runtime scalar:
@@ -647,7 +647,8 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
       p <- p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
     Results: the new parameter, m and v. With `skip` (a scalar i1, true after
     an fp16 overflow) the results are the inputs, unchanged: PyTorch's
-    found_inf, so that a skipped step needs no host round trip.
+    found_inf, so that a skipped step needs no host round trip. The gradient
+    may be 16-bit (a bf16 gradient bucket, zero-partition): read as float.
   }];
   let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad, Zero_FloatTensor:$m,
                        Zero_FloatTensor:$v, RankedTensorOf<[F32]>:$lr,
@@ -658,7 +659,7 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
                       Zero_FloatTensor:$new_v);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`skip` $skip^ `:` type($skip))? attr-dict
-    `:` type($param) `,` type($lr) `,` type($step)
+    `:` type($param) `,` type($grad) `,` type($lr) `,` type($step)
   }];
   let builders = [OpBuilder<(ins "mlir::Value":$param, "mlir::Value":$grad, "mlir::Value":$m,
       "mlir::Value":$v, "mlir::Value":$lr, "mlir::Value":$step, "double":$beta1,

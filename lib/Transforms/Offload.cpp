@@ -82,7 +82,13 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       if (scale &&
           (!scale->hasOneUse() || cast<RankedTensorType>(scale.getRhs().getType()).getRank() != 0))
         scale = MulOp();
-      auto load = (scale ? scale.getLhs() : grad).getDefiningOp<LoadOp>();
+      // A 16-bit gradient bucket is widened before the multiply (or for
+      // SGD): the widening moves to the host too, the copy stays 16-bit.
+      Value loaded = scale ? scale.getLhs() : grad;
+      auto widen = loaded.getDefiningOp<CastOp>();
+      if (widen && !widen->hasOneUse())
+        widen = CastOp();
+      auto load = (widen ? widen.getInput() : loaded).getDefiningOp<LoadOp>();
       auto g = load ? module.lookupSymbol<GlobalOp>(load.getGlobalAttr()) : GlobalOp();
       if (!micro || !g || g.getRole() != GlobalRole::grad || hostTwin.count(g.getSymNameAttr()))
         continue;
@@ -110,6 +116,11 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       OpBuilder ab(op);
       Value hostGrad =
           LoadOp::create(ab, op->getLoc(), type, FlatSymbolRefAttr::get(twin.getSymNameAttr()));
+      if (widen) {
+        auto hostWiden = CastOp::create(ab, widen.getLoc(), widen.getType(), hostGrad);
+        hostWiden->setAttr("zero.on_host", b.getUnitAttr());
+        hostGrad = hostWiden;
+      }
       if (scale) {
         Value coef = TransferOp::create(ab, scale.getLoc(), scale.getRhs(), /*to_host=*/true);
         auto hostScale = MulOp::create(ab, scale.getLoc(), hostGrad, coef);
@@ -119,6 +130,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       op->setOperand(1, hostGrad);
       if (scale)
         scale->erase();
+      if (widen)
+        widen->erase();
       ++copiedInBackward;
     }
     for (Operation *op : optimizers) {

@@ -208,6 +208,13 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       clip = MinOp::create(b, loc, clip, scalar(b, loc, 1.0));
       coef = coef ? Value(MulOp::create(b, loc, clip, coef)) : clip;
     }
+    // A 16-bit gradient bucket (zero-partition) feeds AdamW as it is; the
+    // clipped or unscaled gradient, and SGD's, are float32.
+    for (Value &grad : grads) {
+      auto type = cast<RankedTensorType>(grad.getType());
+      if ((coef || sgd) && !type.getElementType().isF32())
+        grad = CastOp::create(b, loc, type.clone(b.getF32Type()), grad);
+    }
     if (coef)
       for (Value &grad : grads)
         grad = MulOp::create(b, loc, grad, coef);

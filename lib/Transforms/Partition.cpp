@@ -60,9 +60,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
   ModuleOp module;
   int64_t world = 1;
 
-  Value zeros(OpBuilder &b, Location loc, int64_t n) {
-    auto t = RankedTensorType::get({n}, b.getF32Type());
-    return ConstantOp::create(b, loc, DenseElementsAttr::get(t, b.getF32FloatAttr(0)));
+  Value zeros(OpBuilder &b, Location loc, int64_t n, Type elem = Type()) {
+    elem = elem ? elem : b.getF32Type();
+    auto t = RankedTensorType::get({n}, elem);
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(t, b.getFloatAttr(elem, 0)));
   }
 
   /// A 1-D view of elements [offset, offset + n) of |flat|, reshaped to |type|.
@@ -173,7 +174,30 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     bool writesWholeGradients = gradAccumSteps(module) == 1 && (stage < 2 || world == 1);
     if (writesWholeGradients)
       module->setAttr("zero.gradients_written", b.getUnitAttr());
+    // One rank writing each step's gradients whole, every gradient the
+    // widening of a 16-bit value (mixed precision's backward): the bucket
+    // holds the 16-bit values, the ones the float32 bucket would hold, at half
+    // the memory and traffic, and the concatenation writes them in place
+    // (no cast_concat). AdamW reads them as they are (zero-optimizer).
+    Type narrow;
+    if (writesWholeGradients && world == 1) {
+      bool all = true;
+      for (auto &[global, g] : gradOf) {
+        auto cast = g.getDefiningOp<CastOp>();
+        Type from = cast ? cast.getInput().getType().getElementType() : Type();
+        all &= cast && !from.isF32() && isa<FloatType>(from) && (!narrow || narrow == from);
+        if (all)
+          narrow = from;
+      }
+      if (!all || gradOf.empty())
+        narrow = Type();
+    }
     for (Bucket &bucket : buckets) {
+      if (narrow) {
+        auto type = bucket.grad.getTensorType().clone(narrow);
+        bucket.grad.setType(type);
+        bucket.grad.setInitialValueAttr(DenseElementsAttr::get(type, b.getFloatAttr(narrow, 0.0)));
+      }
       // After the last gradient of the bucket is computed.
       Operation *last = nullptr;
       for (Member &m : bucket.members)
@@ -190,15 +214,17 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       int64_t at = 0;
       for (Member &m : bucket.members) {
         if (m.offset > at)
-          pieces.push_back(zeros(b, loc, m.offset - at));
+          pieces.push_back(zeros(b, loc, m.offset - at, narrow));
         Value g = gradOf.lookup(m.grad);
-        auto flatType = RankedTensorType::get({m.numel}, b.getF32Type());
+        if (g && narrow)
+          g = g.getDefiningOp<CastOp>().getInput();
+        auto flatType = RankedTensorType::get({m.numel}, narrow ? narrow : b.getF32Type());
         pieces.push_back(g ? Value(ReshapeOp::create(b, loc, flatType, g))
-                           : zeros(b, loc, m.numel));
+                           : zeros(b, loc, m.numel, narrow));
         at = m.offset + m.numel;
       }
       if (bucket.size > at)
-        pieces.push_back(zeros(b, loc, bucket.size - at));
+        pieces.push_back(zeros(b, loc, bucket.size - at, narrow));
       Value flat =
           pieces.size() == 1 ? pieces.front() : Value(ConcatOp::create(b, loc, pieces, /*axis=*/0));
       if (stage >= 2 && world > 1)
@@ -219,6 +245,11 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     }
     for (Operation *op : dead)
       op->erase();
+    // The widenings a 16-bit bucket does without.
+    if (narrow)
+      for (auto &[global, g] : gradOf)
+        if (Operation *cast = g.getDefiningOp(); cast && cast->use_empty())
+          cast->erase();
     return success();
   }
 

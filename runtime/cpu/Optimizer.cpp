@@ -41,10 +41,12 @@ std::string checkAdamw(const KernelCall &c) {
   if (c.floats.size() != 4)
     return "expects [beta1, beta2, eps, weight_decay]";
   const Shape &s = c.in[0].shape;
-  for (const TensorRef *t :
-       {&c.in[0], &c.in[1], &c.in[2], &c.in[3], &c.out[0], &c.out[1], &c.out[2]})
+  for (const TensorRef *t : {&c.in[0], &c.in[2], &c.in[3], &c.out[0], &c.out[1], &c.out[2]})
     if (t->dtype != DType::F32 || t->shape != s)
-      return "expects float32 parameter, gradient, moments and results of one shape";
+      return "expects float32 parameter, moments and results of one shape";
+  // The gradient: float32, or 16-bit (a bf16 gradient bucket).
+  if (!isFloatStorage(c.in[1].dtype) || c.in[1].shape != s)
+    return "expects a float gradient of the parameter's shape";
   for (const TensorRef *t : {&c.in[4], &c.in[5]})
     if (t->dtype != DType::F32 || !t->shape.empty())
       return "expects float32 scalars lr and step";
@@ -61,16 +63,18 @@ Status runAdamw(const KernelCall &c) {
   double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
   float stepSize = (float)(lr / bc1), bc2Sqrt = (float)std::sqrt(bc2);
   float w1 = (float)(1.0 - b1), fb2 = (float)b2, w2 = (float)(1.0 - b2), feps = (float)eps;
-  const float *p = c.in[0].as<float>(), *g = c.in[1].as<float>(), *m = c.in[2].as<float>(),
-              *v = c.in[3].as<float>();
+  const float *p = c.in[0].as<float>(), *m = c.in[2].as<float>(), *v = c.in[3].as<float>();
+  const TensorRef &grad = c.in[1];
+  bool wide = grad.dtype == DType::F32;
   float *po = c.out[0].as<float>(), *mo = c.out[1].as<float>(), *vo = c.out[2].as<float>();
   // Element by element, so any split over threads gives the same bits: as
   // DeepSpeed's CPU Adam, large (offloaded) shards use every core.
   parallelFor(c.in[0].numel(), [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
+      float gk = wide ? grad.as<float>()[k] : loadNarrow(grad, k);
       float pk = p[k] * decay;
-      float mk = m[k] + w1 * (g[k] - m[k]); // lerp(m, g, 1 - beta1)
-      float vk = v[k] * fb2 + w2 * g[k] * g[k];
+      float mk = m[k] + w1 * (gk - m[k]); // lerp(m, g, 1 - beta1)
+      float vk = v[k] * fb2 + w2 * gk * gk;
       float denom = std::sqrt(vk) / bc2Sqrt + feps;
       po[k] = pk - stepSize * (mk / denom);
       mo[k] = mk;

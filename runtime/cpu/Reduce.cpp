@@ -17,8 +17,10 @@ std::string checkReduce(const KernelCall &c) {
   if (c.ints.size() < 2 || c.ints[0] < 0 || c.ints[0] > 5)
     return "expects [kind (0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 sum of squares), keepdims, "
            "axes...]";
-  if (!isFloatStorage(x.dtype) || y.dtype != x.dtype)
-    return "expects float32 or bfloat16 in and out of one type";
+  // A sum of squares is float32 whatever the input (a norm's accumulation).
+  if (!isFloatStorage(x.dtype) || y.dtype != (c.ints[0] == 5 ? DType::F32 : x.dtype))
+    return c.ints[0] == 5 ? "expects a float input and a float32 sum of squares"
+                          : "expects float32 or bfloat16 in and out of one type";
   std::vector<bool> reduced(x.shape.size(), false);
   for (size_t i = 2; i < c.ints.size(); ++i) {
     if (!validAxis(c.ints[i], x.shape.size()) || reduced[c.ints[i]])

@@ -7,13 +7,17 @@
 //===----------------------------------------------------------------------===//
 #include "cuda/KernelSupport.cuh"
 
+#include <type_traits>
+
 namespace zrt::cuda {
 namespace {
 
 /// PyTorch's AdamW (non-capturable) as the CPU kernel does it: scalars in
 /// double, tensor math in float32, in the same order. lr and the step count
-/// are device scalars.
-__global__ void adamwKernel(const float *p, const float *g, const float *m, const float *v,
+/// are device scalars. The gradient may be 16-bit (a bf16 gradient bucket:
+/// the values the float32 one would hold).
+template <typename G>
+__global__ void adamwKernel(const float *p, const G *g, const float *m, const float *v,
                             const float *lrp, const float *stepp, const unsigned char *skip,
                             float *po, float *mo, float *vo, double b1, double b2, double eps,
                             double wd, int64_t n, bool vectors) {
@@ -37,8 +41,12 @@ __global__ void adamwKernel(const float *p, const float *g, const float *m, cons
   };
   int64_t step = (int64_t)gridDim.x * blockDim.x, nv = vectors ? n / 4 : 0;
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < nv; k += step) {
-    float4 pk = reinterpret_cast<const float4 *>(p)[k], gk = reinterpret_cast<const float4 *>(g)[k],
-           mk = reinterpret_cast<const float4 *>(m)[k], vk = reinterpret_cast<const float4 *>(v)[k];
+    float4 pk = reinterpret_cast<const float4 *>(p)[k], mk = reinterpret_cast<const float4 *>(m)[k],
+           vk = reinterpret_cast<const float4 *>(v)[k], gk;
+    if constexpr (std::is_same_v<G, float>)
+      gk = reinterpret_cast<const float4 *>(g)[k];
+    else
+      gk = make_float4(toF(g[4 * k]), toF(g[4 * k + 1]), toF(g[4 * k + 2]), toF(g[4 * k + 3]));
     update(pk.x, gk.x, mk.x, vk.x);
     update(pk.y, gk.y, mk.y, vk.y);
     update(pk.z, gk.z, mk.z, vk.z);
@@ -49,7 +57,7 @@ __global__ void adamwKernel(const float *p, const float *g, const float *m, cons
   }
   for (int64_t k = nv * 4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += step) {
     float pk = p[k], mk = m[k], vk = v[k];
-    update(pk, g[k], mk, vk);
+    update(pk, toF(g[k]), mk, vk);
     po[k] = pk;
     mo[k] = mk;
     vo[k] = vk;
@@ -84,10 +92,13 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
     vectors &= reinterpret_cast<uintptr_t>(c.in[i].data) % 16 == 0;
   for (int i = 0; i < 3; ++i)
     vectors &= reinterpret_cast<uintptr_t>(c.out[i].data) % 16 == 0;
-  adamwKernel<<<blocksFor(vectors ? (n + 3) / 4 : n), kThreads, 0, ctx.stream>>>(
-      c.in[0].as<float>(), c.in[1].as<float>(), c.in[2].as<float>(), c.in[3].as<float>(),
-      c.in[4].as<float>(), c.in[5].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(),
-      c.out[2].as<float>(), c.floats[0], c.floats[1], c.floats[2], c.floats[3], n, vectors);
+  ZRT_FLOAT_DISPATCH(c.in[1].dtype, G,
+                     adamwKernel<G>
+                     <<<blocksFor(vectors ? (n + 3) / 4 : n), kThreads, 0, ctx.stream>>>(
+                         c.in[0].as<float>(), c.in[1].as<G>(), c.in[2].as<float>(),
+                         c.in[3].as<float>(), c.in[4].as<float>(), c.in[5].as<float>(), skip,
+                         c.out[0].as<float>(), c.out[1].as<float>(), c.out[2].as<float>(),
+                         c.floats[0], c.floats[1], c.floats[2], c.floats[3], n, vectors))
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

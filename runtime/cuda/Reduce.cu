@@ -17,8 +17,8 @@ struct ReduceMap {
   int keptRank = 0, redRank = 0;
 };
 
-template <typename T>
-__global__ void reduceKernel(const T *x, T *y, ReduceMap m, int64_t n, int64_t count, int kind) {
+template <typename T, typename Y>
+__global__ void reduceKernel(const T *x, Y *y, ReduceMap m, int64_t n, int64_t count, int kind) {
   ZRT_GRID_LOOP(i, n) {
     int64_t r = i, base = 0;
     for (int k = m.keptRank - 1; k >= 0; --k) {
@@ -44,7 +44,7 @@ __global__ void reduceKernel(const T *x, T *y, ReduceMap m, int64_t n, int64_t c
       else
         a *= v;
     }
-    y[i] = fromF<T>((float)(kind == 1 ? a / count : a));
+    y[i] = fromF<Y>((float)(kind == 1 ? a / count : a));
   }
 }
 
@@ -106,8 +106,8 @@ __global__ void reduceColumnsKernel(const T *x, double *partial, int64_t rows, i
 /// output (b / splits), its threads striding over the split; with one split
 /// it writes the output, else a double partial that reduceFinishKernel
 /// combines in split order. Deterministic (fixed grid and order).
-template <typename T>
-__global__ void reduceBlocksKernel(const T *x, T *y, double *partial, ReduceMap m, int64_t count,
+template <typename T, typename Y>
+__global__ void reduceBlocksKernel(const T *x, Y *y, double *partial, ReduceMap m, int64_t count,
                                    int64_t chunk, int splits, int kind) {
   int64_t b = blockIdx.x, i = b / splits, s = b % splits;
   int64_t r = i, base = 0;
@@ -132,20 +132,20 @@ __global__ void reduceBlocksKernel(const T *x, T *y, double *partial, ReduceMap 
   a = blockReduce(a, kind);
   if (threadIdx.x == 0) {
     if (splits == 1)
-      y[i] = fromF<T>((float)(kind == 1 ? a / count : a));
+      y[i] = fromF<Y>((float)(kind == 1 ? a / count : a));
     else
       partial[b] = a;
   }
 }
 
-template <typename T>
-__global__ void reduceFinishKernel(const double *partial, T *y, int64_t n, int splits,
+template <typename Y>
+__global__ void reduceFinishKernel(const double *partial, Y *y, int64_t n, int splits,
                                    int64_t count, int kind) {
   ZRT_GRID_LOOP(i, n) {
     double a = reduceIdentity(kind);
     for (int s = 0; s < splits; ++s)
       a = reduceStep(kind, a, partial[i * splits + s]);
-    y[i] = fromF<T>((float)(kind == 1 ? a / count : a));
+    y[i] = fromF<Y>((float)(kind == 1 ? a / count : a));
   }
 }
 
@@ -187,17 +187,19 @@ Status launchReduce(const KernelCall &c, CudaContext &ctx) {
     chunks = (count + chunkRows - 1) / chunkRows;
     ZRT_RETURN_IF_ERROR(ctx.reserve(n * chunks * sizeof(double)));
     double *partial = static_cast<double *>(ctx.scratch);
-    ZRT_FLOAT_DISPATCH(
-        x.dtype, T,
-        reduceColumnsKernel<T><<<dim3((unsigned)((n + 255) / 256), (unsigned)chunks), 256, 0, st>>>(
-            x.as<T>(), partial, count, n, chunkRows, kind);
-        reduceFinishKernel<T>
-        <<<blocksFor(n), kThreads, 0, st>>>(partial, y.as<T>(), n, (int)chunks, count, kind))
+    ZRT_FLOAT_DISPATCH(x.dtype, T,
+                       reduceColumnsKernel<T>
+                       <<<dim3((unsigned)((n + 255) / 256), (unsigned)chunks), 256, 0, st>>>(
+                           x.as<T>(), partial, count, n, chunkRows, kind))
+    ZRT_FLOAT_DISPATCH(y.dtype, Y,
+                       reduceFinishKernel<Y><<<blocksFor(n), kThreads, 0, st>>>(
+                           partial, y.as<Y>(), n, (int)chunks, count, kind))
   } else if (n > 0 && count <= 64) {
     // Few elements per output: a thread each.
     ZRT_FLOAT_DISPATCH(x.dtype, T,
-                       reduceKernel<T>
-                       <<<blocksFor(n), kThreads, 0, st>>>(x.as<T>(), y.as<T>(), m, n, count, kind))
+                       ZRT_FLOAT_DISPATCH(y.dtype, Y,
+                                          reduceKernel<T, Y><<<blocksFor(n), kThreads, 0, st>>>(
+                                              x.as<T>(), y.as<Y>(), m, n, count, kind)))
   } else if (n > 0) {
     // A block per output, and several when there are few outputs to
     // spread a long reduction over the GPU (partials combined in order).
@@ -211,13 +213,15 @@ Status launchReduce(const KernelCall &c, CudaContext &ctx) {
       ZRT_RETURN_IF_ERROR(ctx.reserve(n * splits * sizeof(double)));
       partial = static_cast<double *>(ctx.scratch);
     }
-    ZRT_FLOAT_DISPATCH(x.dtype, T,
-                       reduceBlocksKernel<T><<<(unsigned)(n * splits), kRowThreads, 0, st>>>(
-                           x.as<T>(), y.as<T>(), partial, m, count, chunk, (int)splits, kind))
+    ZRT_FLOAT_DISPATCH(
+        x.dtype, T,
+        ZRT_FLOAT_DISPATCH(y.dtype, Y,
+                           reduceBlocksKernel<T, Y><<<(unsigned)(n * splits), kRowThreads, 0, st>>>(
+                               x.as<T>(), y.as<Y>(), partial, m, count, chunk, (int)splits, kind)))
     if (splits > 1)
-      ZRT_FLOAT_DISPATCH(x.dtype, T,
-                         reduceFinishKernel<T><<<blocksFor(n), kThreads, 0, st>>>(
-                             partial, y.as<T>(), n, (int)splits, count, kind))
+      ZRT_FLOAT_DISPATCH(y.dtype, Y,
+                         reduceFinishKernel<Y><<<blocksFor(n), kThreads, 0, st>>>(
+                             partial, y.as<Y>(), n, (int)splits, count, kind))
   }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();

@@ -89,6 +89,10 @@ void Interpreter::writeInitialContents(int arena, int rank, char *base) const {
       continue;
     TensorRef t = describeBuffer(b);
     t.data = base + b.offset();
+    if (t.dtype != DType::F32 && t.dtype != DType::F64) { // 16-bit: zero (the loader checks)
+      std::memset(t.data, 0, (size_t)t.numel() * 2);
+      continue;
+    }
     for (int64_t k = 0, n = t.numel(); k < n; ++k) {
       if (t.dtype == DType::F32)
         t.as<float>()[k] = (float)b.fill();

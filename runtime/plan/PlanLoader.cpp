@@ -136,10 +136,12 @@ Status zrt::validatePlan(const plan::Plan &p) {
     bool hasData = (b.arena() == plan::STATE || b.arena() == plan::CONSTANT ||
                     (b.arena() == plan::HOST && b.offset() < p.host_state_bytes())) &&
                    !b.view();
-    if (b.has_fill() &&
-        (!hasData || !b.initial_data().empty() || (dtype != DType::F32 && dtype != DType::F64)))
+    // 16-bit buffers take a zero fill only (a bf16 gradient bucket).
+    bool fillable = dtype == DType::F32 || dtype == DType::F64 ||
+                    ((dtype == DType::BF16 || dtype == DType::F16) && b.fill() == 0.0);
+    if (b.has_fill() && (!hasData || !b.initial_data().empty() || !fillable))
       return errorf(where(), ": a fill value is for owning float state or constant buffers "
-                             "without initial data");
+                             "without initial data (16-bit ones: zero only)");
     // A shard's initial data holds every rank's elements.
     int64_t dataBytes = bytes;
     if (b.shard_of() != 0) {
@@ -183,11 +185,18 @@ Status zrt::validatePlan(const plan::Plan &p) {
       return bad("elements [" + std::to_string(l.offset()) + ", " + std::to_string(l.offset() + n) +
                  ") are outside its bucket of " + std::to_string(l.bucket_size()));
     int64_t shard = l.bucket_size() / world;
-    for (auto [index, sharded] : {std::pair{l.bucket(), l.sharded()}, {l.grad(), l.grad_sharded()}})
-      if (p.buffers(index).dtype() != plan::F32 ||
-          bytesOf[index] != 4 * (sharded ? shard : l.bucket_size()))
-        return bad("buffer " + std::to_string(index) + " is not a float32 bucket of " +
+    // The parameters are float32; a gradient bucket may be 16-bit (mixed
+    // precision's gradients, written whole once per step: zero-partition).
+    for (auto [index, sharded] :
+         {std::pair{l.bucket(), l.sharded()}, {l.grad(), l.grad_sharded()}}) {
+      plan::DType dt = p.buffers(index).dtype();
+      bool narrow = index == l.grad() && (dt == plan::BF16 || dt == plan::F16);
+      if ((dt != plan::F32 && !narrow) ||
+          bytesOf[index] != (narrow ? 2 : 4) * (sharded ? shard : l.bucket_size()))
+        return bad("buffer " + std::to_string(index) + " is not a float32 " +
+                   (index == l.grad() ? "(or 16-bit gradient) " : "") + "bucket of " +
                    std::to_string(sharded ? shard : l.bucket_size()) + " elements");
+    }
   }
 
   // Programs.

@@ -62,7 +62,11 @@ Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
     if (!check.param.empty() && l.name().find(check.param) == std::string::npos)
       continue;
     float *p = executor.buffer(l.bucket()).as<float>() + l.offset();
-    const float *g = executor.buffer(l.grad()).as<float>() + l.offset();
+    const TensorRef &grads = executor.buffer(l.grad());
+    if (grads.dtype != DType::F32)
+      return errorf("--check-grads needs float32 gradients; '", l.name(),
+                    "' has a 16-bit gradient bucket (a --precision bf16/fp16 plan)");
+    const float *g = grads.as<float>() + l.offset();
     int64_t n = 1;
     for (int64_t d : l.shape())
       n *= d;

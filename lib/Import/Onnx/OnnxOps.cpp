@@ -149,8 +149,11 @@ LogicalResult NodeEmitter::reduce(zero::ReduceKind kind) {
     for (int64_t d = 0; d < rank; ++d)
       axes.push_back(d);
   }
-  results.push_back(
-      zero::ReduceOp::create(b, loc, kind, x, axes, attrInt(node, "keepdims", 1) != 0));
+  Value r = zero::ReduceOp::create(b, loc, kind, x, axes, attrInt(node, "keepdims", 1) != 0);
+  // A sum of squares accumulates to float32; ONNX gives the input's type.
+  if (auto want = typeOf(x).getElementType(); typeOf(r).getElementType() != want)
+    r = zero::CastOp::create(b, loc, typeOf(r).clone(want), r);
+  results.push_back(r);
   return success();
 }
 

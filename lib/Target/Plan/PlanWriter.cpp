@@ -100,10 +100,12 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     auto splat = dyn_cast_if_present<DenseElementsAttr>(buffer.getInitialValueAttr());
     if (options.externalWeights && weight) {
       pb->set_external(true);
-    } else if (splat && splat.isSplat() &&
-               (splat.getElementType().isF32() || splat.getElementType().isF64()) &&
-               type.getNumElements() > 1) {
-      // (16-bit splats are written out: the plan's fill is float32/float64.)
+    } else if (splat && splat.isSplat() && type.getNumElements() > 1 &&
+               (splat.getElementType().isF32() || splat.getElementType().isF64() ||
+                ((splat.getElementType().isBF16() || splat.getElementType().isF16()) &&
+                 splat.getSplatValue<APFloat>().isPosZero()))) {
+      // (16-bit splats other than zero are written out: the plan's fill is
+      // float32/float64, or a 16-bit zero.)
       pb->set_fill(splat.getSplatValue<APFloat>().convertToDouble());
     } else if (auto init = buffer.getInitialValueAttr()) {
       auto bytes = zcc::elementBytes(init, buffer.getLoc());

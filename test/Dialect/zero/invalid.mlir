@@ -287,7 +287,7 @@ func.func @cross_entropy_result(%x: tensor<2x3xf32>, %l: tensor<2xi64>) {
 
 func.func @adamw_skip_not_scalar(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<2xi1>) {
   // expected-error @+1 {{skip must be a scalar}}
-  %a:3 = zero.adamw %p, %p, %p, %p, %lr, %lr skip %s : tensor<2xi1> {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.01 : f64} : tensor<4xf32>, tensor<f32>, tensor<f32>
+  %a:3 = zero.adamw %p, %p, %p, %p, %lr, %lr skip %s : tensor<2xi1> {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.01 : f64} : tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>
   return
 }
 

@@ -132,7 +132,7 @@ func.func @compute(%a: tensor<8x2x3xf32>, %b: tensor<3x5xf32>, %w: tensor<3xf32>
 // CHECK: zero.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} skip %{{.*}} : tensor<i1> {beta1
 // CHECK: zero.sgd %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} skip %{{.*}} : tensor<i1> {momentum
 func.func @optimizer_skip(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<i1>) -> (tensor<4xf32>, tensor<4xf32>) {
-  %a:3 = zero.adamw %p, %g, %p, %p, %lr, %lr skip %s : tensor<i1> {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.01 : f64} : tensor<4xf32>, tensor<f32>, tensor<f32>
+  %a:3 = zero.adamw %p, %g, %p, %p, %lr, %lr skip %s : tensor<i1> {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.01 : f64} : tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>
   %b:2 = zero.sgd %p, %g, %p, %lr skip %s : tensor<i1> {momentum = 0.9 : f64, weight_decay = 0.0 : f64} : tensor<4xf32>, tensor<f32>
   return %a#0, %b#0 : tensor<4xf32>, tensor<4xf32>
 }
