@@ -99,6 +99,11 @@ for d in 16 64 64-separate 64-gqa; do
   agree attn-d$d-bf16 attn-d$d-bf16.zplan 1e-2 attn
   agree attn-d$d-fp16 attn-d$d-fp16.zplan 1e-2 attn
 done
+# layer_norm / rms_norm and their gradients on wide rows (16-byte vectors).
+for c in 768-layer 1600-layer 2048-rms; do
+  agree norm-$c-fp32 norm-$c-fp32.zplan 1e-5 norm-${c%%-*}
+  agree norm-$c-bf16 norm-$c-bf16.zplan 1e-2 norm-${c%%-*}
+done
 check gpt2-fused gpt2-fused.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 check gpt2-fused-bf16 gpt2-fused-bf16.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
 # Llama: RoPE'd q/k and repeated k/v heads reach the fused op transposed back.

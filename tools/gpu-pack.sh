@@ -74,6 +74,18 @@ for d in 16 64 "64 separate" "64 gqa"; do
   done
 done
 rm "$out/attn.onnx"
+# Norms on wide rows (the vectorized kernels: 768 and 1600 layer_norm, 2048
+# rms_norm; the residual add folded into the backward), CUDA vs CPU.
+for c in 768-layer 1600-layer 2048-rms; do
+  w=${c%-*}
+  /usr/bin/python3 test/e2e/Inputs/norm_lm.py "$out/norm.onnx" "$out/data/norm-$w.ids.npy" \
+    "$out/data/norm-$w.labels.npy" "$w" "${c#*-}"
+  for p in fp32 bf16; do
+    $zcc "$out/norm.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precision $p \
+      -o "$out/plans/norm-$c-$p.zplan"
+  done
+done
+rm "$out/norm.onnx"
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda -o "$out/plans/gpt2-fused.zplan"
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda --precision bf16 -o "$out/plans/gpt2-fused-bf16.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda -o "$out/plans/llama-fused.zplan"

@@ -138,6 +138,46 @@ __global__ void reduceBlocksKernel(const T *x, Y *y, double *partial, ReduceMap 
   }
 }
 
+/// reduceBlocksKernel's trailing-axes case ([n, count] -> [n], the rows
+/// 16-byte aligned) with 16-byte loads, 4 in flight per thread: a gradient
+/// bucket's sum of squares reads at memory speed in 16-bit types too (element
+/// loads kept too few bytes in flight: 4.1 ms for Llama 1B's 2.5 GB of bf16).
+/// The same split, block and combination order as reduceBlocksKernel.
+template <typename T, typename Y>
+__global__ void reduceRowsVecKernel(const T *x, Y *y, double *partial, int64_t count,
+                                    int64_t chunkVecs, int splits, int kind) {
+  constexpr int V = 16 / sizeof(T), U = 4;
+  int64_t b = blockIdx.x, i = b / splits, s = b % splits;
+  const uint4 *row = reinterpret_cast<const uint4 *>(x + i * count);
+  int64_t begin = s * chunkVecs, end = min(count / V, begin + chunkVecs), step = blockDim.x;
+  double a = reduceIdentity(kind);
+  auto add = [&](const uint4 &v) {
+    const T *t = reinterpret_cast<const T *>(&v);
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      a = reduceElement(kind, a, toF(t[k]));
+  };
+  int64_t e = begin + threadIdx.x;
+  for (; e + (U - 1) * step < end; e += U * step) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      v[u] = __ldcs(row + e + u * step); // read once: stream past the caches
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      add(v[u]);
+  }
+  for (; e < end; e += step)
+    add(__ldcs(row + e));
+  a = blockReduce(a, kind);
+  if (threadIdx.x == 0) {
+    if (splits == 1)
+      y[i] = fromF<Y>((float)(kind == 1 ? a / count : a));
+    else
+      partial[b] = a;
+  }
+}
+
 template <typename Y>
 __global__ void reduceFinishKernel(const double *partial, Y *y, int64_t n, int splits,
                                    int64_t count, int kind) {
@@ -213,11 +253,28 @@ Status launchReduce(const KernelCall &c, CudaContext &ctx) {
       ZRT_RETURN_IF_ERROR(ctx.reserve(n * splits * sizeof(double)));
       partial = static_cast<double *>(ctx.scratch);
     }
-    ZRT_FLOAT_DISPATCH(
-        x.dtype, T,
-        ZRT_FLOAT_DISPATCH(y.dtype, Y,
-                           reduceBlocksKernel<T, Y><<<(unsigned)(n * splits), kRowThreads, 0, st>>>(
-                               x.as<T>(), y.as<Y>(), partial, m, count, chunk, (int)splits, kind)))
+    // The reduced axes are the trailing ones and every row is 16-byte
+    // aligned: whole vectors per split, 16-byte loads.
+    int64_t vec = 16 / dtypeSize(x.dtype);
+    bool trailing = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && count % vec == 0;
+    for (int d = 0; d < (int)x.shape.size(); ++d)
+      trailing &= reduced[d] == (d >= (int)x.shape.size() - m.redRank);
+    if (trailing) {
+      int64_t chunkVecs = (count / vec + splits - 1) / splits;
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+                         ZRT_FLOAT_DISPATCH(y.dtype, Y,
+                                            reduceRowsVecKernel<T, Y>
+                                            <<<(unsigned)(n * splits), kRowThreads, 0, st>>>(
+                                                x.as<T>(), y.as<Y>(), partial, count, chunkVecs,
+                                                (int)splits, kind)))
+    } else {
+      ZRT_FLOAT_DISPATCH(x.dtype, T,
+                         ZRT_FLOAT_DISPATCH(y.dtype, Y,
+                                            reduceBlocksKernel<T, Y>
+                                            <<<(unsigned)(n * splits), kRowThreads, 0, st>>>(
+                                                x.as<T>(), y.as<Y>(), partial, m, count, chunk,
+                                                (int)splits, kind)))
+    }
     if (splits > 1)
       ZRT_FLOAT_DISPATCH(y.dtype, Y,
                          reduceFinishKernel<Y><<<blocksFor(n), kThreads, 0, st>>>(

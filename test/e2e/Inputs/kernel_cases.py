@@ -212,6 +212,10 @@ results += [
     case("bf16_exp", "Exp", [("a", a)], np.exp(ab), bf16_io=True),
     case("bf16_tanh", "Tanh", [("a", a)], np.tanh(ab), bf16_io=True),
     case("bf16_gelu", "Gelu", [("a", a)], 0.5 * ab * (1 + erf(ab / np.sqrt(2))), bf16_io=True),
+    # A gradient bucket's sum of squares: trailing axis, 16-byte loads of 8 bfloat16s.
+    case("bf16_reduce_sum_square_split", "ReduceSumSquare", [("x", xs)],
+         np.square(bf16(xs)).astype(np.float64).sum(1, keepdims=True),
+         consts=[("ax", np.array([1], np.int64))], bf16_io=True),
     case("bf16_matmul", "MatMul", [("x", x3)], x3b @ bf16(w54), consts=[("w", w54)], bf16_io=True),
     case("bf16_softmax", "Softmax", [("x", x3)], softmax(x3b, -1), bf16_io=True),
     case("bf16_reduce_mean", "ReduceMean", [("x", x3)], x3b.mean((0, 2), keepdims=True),
