@@ -152,12 +152,22 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (auto wait = v.getDefiningOp<WaitOp>();
           wait && v.hasOneUse() && wait.getStarted().hasOneUse())
         v = wait.getStarted();
+      // Through reshapes read only by the store (the embedding's gradient,
+      // alone in its bucket, is stored flattened): the same bytes.
+      while (auto reshape = v.getDefiningOp<ReshapeOp>()) {
+        if (!v.hasOneUse())
+          break;
+        v = reshape.getInput();
+      }
       Operation *def = v.getDefiningOp();
       // A concatenation (the gradients packed into their bucket, with or
       // without their cast) writes positions other than those it reads: it
       // may write into the global only if nothing it reads is the global.
       bool concat = def && isa<ConcatOp, CastConcatOp>(def);
-      if (!def || !v.hasOneUse() || v.getType() != storeType(module, store) ||
+      auto stored = dyn_cast_or_null<RankedTensorType>(storeType(module, store));
+      auto type = cast<RankedTensorType>(v.getType());
+      if (!def || !v.hasOneUse() || !stored || stored.getElementType() != type.getElementType() ||
+          stored.getNumElements() != type.getNumElements() ||
           !(isElementwise(def) || concat || isa<AdamWOp, SgdOp, AllGatherOp, TransferOp>(def)))
         continue;
       // Operands must be read element by element at the result's positions
@@ -178,10 +188,62 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       bool hostGlobal = global->hasAttr("zero.host");
       if (hostGlobal != onHost(def))
         continue;
-      if (auto off = global->getAttrOfType<IntegerAttr>("zero.offset"))
-        forwarded[v] = Placement{hostGlobal ? ArenaKind::Host : ArenaKind::State, off.getInt()};
+      auto off = global->getAttrOfType<IntegerAttr>("zero.offset");
+      if (!off)
+        continue;
+      forwarded[v] = Placement{hostGlobal ? ArenaKind::Host : ArenaKind::State, off.getInt()};
+      if (auto pack = dyn_cast<ConcatOp>(def); pack && !hostGlobal)
+        forwardConcatPieces(pack, off.getInt(), lastReadOfBytes(module, g, index[store], reads),
+                            index, forwarded);
     }
     return forwarded;
+  }
+
+  /// The last op reading global |g|'s bytes before the store at |at|: through
+  /// |g|'s loads and those of the globals that live inside it (a bucket's
+  /// members).
+  static int64_t
+  lastReadOfBytes(ModuleOp module, StringAttr g, int64_t at,
+                  DenseMap<StringAttr, SmallVector<std::pair<int64_t, int64_t>>> &reads) {
+    int64_t last = -1;
+    auto scan = [&](StringAttr name) {
+      for (auto [load, lastUse] : reads.lookup(name))
+        if (load < at)
+          last = std::max(last, lastUse);
+    };
+    scan(g);
+    for (auto member : module.getOps<GlobalOp>())
+      if (member.getBucketAttr() && member.getBucketAttr().getAttr() == g)
+        scan(member.getSymNameAttr());
+    return last;
+  }
+
+  /// A concatenation written into a global (the gradients packed into their
+  /// bucket): each piece that is an op's result read only by the concatenation
+  /// (directly or through a reshape) is written by that op straight into its
+  /// place in the global, so the concatenation copies nothing for it (the
+  /// runtime skips a piece already in place) and the piece takes no device
+  /// memory. The op must come after the last read of the global's bytes, and
+  /// the piece's place must be arena-aligned (kernels take aligned pointers).
+  static void forwardConcatPieces(ConcatOp pack, int64_t offset, int64_t lastRead,
+                                  DenseMap<Operation *, int64_t> &index,
+                                  DenseMap<Value, Placement> &forwarded) {
+    if (pack.getAxis() != 0 || cast<RankedTensorType>(pack.getType()).getRank() != 1)
+      return;
+    int64_t at = offset;
+    for (Value piece : pack.getOperands()) {
+      int64_t bytes = storageBytes(piece.getType());
+      Value root = piece;
+      if (auto reshape = piece.getDefiningOp<ReshapeOp>(); reshape && piece.hasOneUse())
+        root = reshape.getInput();
+      Operation *producer = root.getDefiningOp();
+      bool owned = producer && root.hasOneUse() && piece.hasOneUse() && !isViewOp(producer) &&
+                   !isa<ConstantOp, LoadOp, FillOp>(producer) && !onHost(producer) &&
+                   index.lookup(producer) > lastRead && !forwarded.count(root);
+      if (owned && at % kArenaAlignment == 0)
+        forwarded[root] = Placement{ArenaKind::State, at};
+      at += bytes;
+    }
   }
 
   /// Ops whose results live in host memory (zero-offload): host ops and

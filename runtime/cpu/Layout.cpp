@@ -146,7 +146,10 @@ void copyStacked(const std::vector<TensorRef> &parts, const TensorRef &whole, in
   int64_t at = 0;
   for (const TensorRef &p : parts) {
     int64_t row = p.shape[axis] * inner;
-    for (int64_t o = 0; o < outer; ++o) {
+    // A part already in place (the memory planner had its producer write
+    // into the whole: gradients into their bucket) is not copied.
+    bool inPlace = outer == 1 && p.data == whole.data + at;
+    for (int64_t o = 0; o < outer && !inPlace; ++o) {
       char *w = whole.data + o * wholeRow + at;
       char *q = p.data + o * row;
       if (toWhole)

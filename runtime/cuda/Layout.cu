@@ -76,10 +76,6 @@ __global__ void gatherKernel(const char *x, const I *idx, char *y, int64_t outer
   }
 }
 
-template <typename T> __global__ void fromF32Kernel(const float *x, T *y, int64_t n) {
-  ZRT_GRID_LOOP(k, n) { y[k] = fromF<T>(x[k]); }
-}
-
 // gather_grad, deterministically: the positions sorted by the row they add
 // to (a stable radix sort), then each row sums its positions in position
 // order in float32, as the CPU kernel does: bit-identical to it, and the same
@@ -119,10 +115,11 @@ __device__ int64_t lowerBound(const int32_t *keys, int64_t n, int64_t key) {
 }
 
 /// Block (row j, outer o): dx[o][j][:] = the sum over the sorted positions of
-/// row j, in order, of g[o][position][:].
+/// row j, in order, of g[o][position][:], in float32 and rounded once (the
+/// CPU's float32 widening).
 template <typename T>
 __global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, int64_t n, const T *g,
-                               float *dx, int64_t dim, int64_t inner) {
+                               T *dx, int64_t dim, int64_t inner) {
   int64_t j = blockIdx.x, o = blockIdx.y;
   __shared__ int64_t range[2];
   if (threadIdx.x == 0) {
@@ -134,7 +131,7 @@ __global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, in
     float sum = 0.0f;
     for (int64_t p = range[0]; p < range[1]; ++p)
       sum += toF(g[(o * n + positions[p]) * inner + i]);
-    dx[(o * dim + j) * inner + i] = sum;
+    dx[(o * dim + j) * inner + i] = fromF<T>(sum);
   }
 }
 
@@ -205,7 +202,9 @@ Status launchStacked(KernelId id, const KernelCall &c, CudaContext &ctx) {
   for (const TensorRef &p : parts) {
     int64_t row = p.shape[axis] * inner;
     char *w = whole.data + at;
-    if (outer * row == 0) {
+    // A part already in place (its producer wrote into the whole: gradients
+    // into their bucket, zero-plan-memory) is not copied.
+    if (outer * row == 0 || (outer == 1 && w == p.data)) {
     } else if (outer == 1) {
       ZRT_CUDA(cudaMemcpyAsync(toWhole ? w : p.data, toWhole ? p.data : w, row,
                                cudaMemcpyDeviceToDevice, st));
@@ -255,9 +254,9 @@ Status launchGather(const KernelCall &c, CudaContext &ctx) {
 
 Status launchGatherGrad(const KernelCall &c, CudaContext &ctx) {
   cudaStream_t st = ctx.stream;
-  // Sorted scatter-add in float32 (gatherGradRows; into float32 scratch
-  // for 16-bit gradients, rounded once at the end, as the CPU's float32
-  // widening).
+  // Sorted scatter-add: a block per row sums the row's positions in float32
+  // and rounds once (gatherGradRows; a float32 scratch table and a rounding
+  // pass over it cost 0.7 ms on Llama 1B's 128256 x 2048 bf16 table).
   const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
   int64_t axis = c.ints[0], dim = dx.shape[axis], outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d)
@@ -268,10 +267,9 @@ Status launchGatherGrad(const KernelCall &c, CudaContext &ctx) {
   if (n >= INT32_MAX || dim >= INT32_MAX || outer > 65535)
     return errorf("gather_grad: ", n, " indices into ", dim, " rows (", outer,
                   " outer) exceed the sort's 32-bit keys or the grid");
-  // Scratch: [float32 accumulator] keys, sorted keys, positions, sorted
-  // positions, the sort's temporary storage.
+  // Scratch: keys, sorted keys, positions, sorted positions, the sort's
+  // temporary storage.
   auto align = [](size_t b) { return (b + 255) / 256 * 256; };
-  size_t accBytes = dx.dtype == DType::F32 ? 0 : align(std::max<int64_t>(dx.numel(), 1) * 4);
   size_t keyBytes = align(std::max<int64_t>(n, 1) * 4), sortBytes = 0;
   int bits = 1;
   while ((int64_t(1) << bits) <= dim)
@@ -279,10 +277,8 @@ Status launchGatherGrad(const KernelCall &c, CudaContext &ctx) {
   ZRT_CUDA(cub::DeviceRadixSort::SortPairs(nullptr, sortBytes, (int32_t *)nullptr,
                                            (int32_t *)nullptr, (int32_t *)nullptr,
                                            (int32_t *)nullptr, (int)n, 0, bits, st));
-  ZRT_RETURN_IF_ERROR(ctx.reserve(accBytes + 4 * keyBytes + sortBytes));
-  char *scratch = (char *)ctx.scratch;
-  float *acc = accBytes ? (float *)scratch : dx.as<float>();
-  int32_t *keys = (int32_t *)(scratch + accBytes), *sortedKeys = keys + keyBytes / 4,
+  ZRT_RETURN_IF_ERROR(ctx.reserve(4 * keyBytes + sortBytes));
+  int32_t *keys = (int32_t *)ctx.scratch, *sortedKeys = keys + keyBytes / 4,
           *positions = sortedKeys + keyBytes / 4, *sortedPositions = positions + keyBytes / 4;
   void *sortScratch = (char *)(sortedPositions) + keyBytes;
   if (n > 0) {
@@ -299,15 +295,9 @@ Status launchGatherGrad(const KernelCall &c, CudaContext &ctx) {
     dim3 grid((unsigned)dim, (unsigned)outer);
     int threads = (int)std::min<int64_t>(std::max<int64_t>(inner, 32), 256);
     ZRT_FLOAT_DISPATCH(g.dtype, T,
-                       gatherGradRows<T><<<grid, threads, 0, st>>>(sortedKeys, sortedPositions, n,
-                                                                   g.as<T>(), acc, dim, inner))
+                       gatherGradRows<T><<<grid, threads, 0, st>>>(
+                           sortedKeys, sortedPositions, n, g.as<T>(), dx.as<T>(), dim, inner))
   }
-  if (dx.dtype == DType::BF16)
-    fromF32Kernel<__nv_bfloat16>
-        <<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__nv_bfloat16>(), dx.numel());
-  else if (dx.dtype == DType::F16)
-    fromF32Kernel<__half>
-        <<<blocksFor(dx.numel()), kThreads, 0, st>>>(acc, dx.as<__half>(), dx.numel());
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

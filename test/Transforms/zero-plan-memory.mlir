@@ -83,3 +83,41 @@ func.func @forward(%d: tensor<4xf32>) -> tensor<4xf32> {
   zero.store %1, @h : tensor<4xf32>
   return %h : tensor<4xf32>
 }
+
+// -----
+
+// Gradients packed into their bucket (a concatenation stored to a global):
+// a piece that only the concatenation reads is written by its producer
+// straight into its place in the bucket (zero.in_state; the runtime's concat
+// then copies nothing for it) and takes no device memory. A piece that is
+// read elsewhere too, or whose place is not 64-byte aligned, gets its own
+// bytes and is copied.
+// CHECK-LABEL: module attributes
+// CHECK-SAME: zero.device_arena_bytes = 128
+zero.global @bucket buffer : tensor<40xf32>
+zero.global @flat buffer : tensor<16xf32>
+func.func @forward(%x: tensor<4x4xf32>, %y: tensor<4xf32>) -> tensor<4x4xf32> {
+  // Stored through a reshape (the same bytes): written into @flat (at 192).
+  // CHECK: zero.add {{.*}} {zero.in_state = array<i64: 1>, zero.offsets = array<i64: 192>}
+  %a = zero.add %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %f = zero.reshape %a : tensor<4x4xf32> -> tensor<16xf32>
+  zero.store %f, @flat : tensor<16xf32>
+  // Bytes 0-63 of the bucket.
+  // CHECK: zero.matmul {{.*}} {zero.in_state = array<i64: 1>, zero.offsets = array<i64: 0>}
+  %0 = zero.matmul %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %1 = zero.reshape %0 : tensor<4x4xf32> -> tensor<16xf32>
+  // Returned too: its own bytes.
+  // CHECK: zero.exp {{.*}} {zero.offsets = array<i64: 0>}
+  %2 = zero.exp %x : tensor<4x4xf32>
+  %3 = zero.reshape %2 : tensor<4x4xf32> -> tensor<16xf32>
+  // Bytes 128-143.
+  // CHECK: zero.neg {{.*}} {zero.in_state = array<i64: 1>, zero.offsets = array<i64: 128>}
+  %4 = zero.neg %y : tensor<4xf32>
+  // Bytes 144-159: not aligned.
+  // CHECK: zero.tanh {{.*}} {zero.offsets = array<i64: 64>}
+  %5 = zero.tanh %y : tensor<4xf32>
+  // CHECK: zero.concat {{.*}} {axis = 0 : i64, zero.in_state = array<i64: 1>, zero.offsets = array<i64: 0>}
+  %6 = zero.concat %1, %3, %4, %5 {axis = 0 : i64} : (tensor<16xf32>, tensor<16xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<40xf32>
+  zero.store %6, @bucket : tensor<40xf32>
+  return %2 : tensor<4x4xf32>
+}
