@@ -560,6 +560,12 @@ LogicalResult MatmulBiasOp::verify() {
     return emitOpError() << "bias " << bias << " is not one value per column of " << out;
   return success();
 }
+LogicalResult MatmulAddOp::verify() {
+  if (getAddend().getType() != getType())
+    return emitOpError() << "addend " << getAddend().getType() << " is not of the result's type "
+                         << getType();
+  return success();
+}
 LogicalResult ElementwiseOp::verify() {
   using ::zrt::ElementwiseOpcode;
   ArrayRef<int64_t> program = getProgram(), offsets = getOffsets();

@@ -355,6 +355,24 @@ def Zero_MatmulBiasOp : Zero_Op<"matmul_bias", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Zero_MatmulAddOp : Zero_Op<"matmul_add", [Pure]> {
+  let summary = "matmul plus an addend of the result's shape (a residual or gradient sum)";
+  let description = [{
+    `matmul(lhs, rhs) + addend` with `addend` of the result's type, formed by
+    zero-fuse-epilogues (--target cuda) from the residual stream's adds after
+    a projection and the backward's sums of input gradients: on the GPU one
+    cuBLASLt GEMM with beta = 1 (the addend read as C, the sum rounded once);
+    on the CPU the product rounded, then added as the add kernel does. The
+    result may take the addend's bytes (zero-plan-memory) when the addend
+    dies here.
+  }];
+  let arguments = (ins Zero_FloatTensor:$lhs, Zero_FloatTensor:$rhs, Zero_FloatTensor:$addend,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `,` $addend attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
 def Zero_MatmulBiasGeluOp : Zero_Op<"matmul_bias_gelu", [Pure]> {
   let summary = "a linear layer with a tanh-GELU after it, and the pre-activation kept";
   let description = [{

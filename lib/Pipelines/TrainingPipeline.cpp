@@ -145,6 +145,7 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   if (o.lower) {
     ZeroFuseEpiloguesOptions epilogues;
     epilogues.gelu = cuda;
+    epilogues.add = cuda;
     pm.addPass(createZeroFuseEpilogues(epilogues));
     pm.addPass(createZeroGroupCasts());
     if (cuda && o.fuseElementwise)

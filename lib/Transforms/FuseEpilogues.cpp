@@ -1,4 +1,4 @@
-//===- FuseEpilogues.cpp - bias add and bias gradient into the GEMM ------===//
+//===- FuseEpilogues.cpp - bias, addend and bias gradient into the GEMM ---===//
 //
 // nn.Linear exports as a GEMM and a broadcast add of its bias; cuBLASLt adds
 // the bias in the GEMM's epilogue, saving a pass over the output. Its
@@ -53,6 +53,37 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
     fuseBiasGradients();
     if (gelu)
       fuseGelu();
+    if (add)
+      fuseAddends();
+  }
+
+  /// add(matmul(a, b), r), r of the result's type and defined before the
+  /// matmul, the matmul read only there -> matmul_add(a, b, r) in the
+  /// matmul's place. Chains of gradient sums fold one GEMM at a time: the
+  /// first matmul_add is the next one's addend.
+  void fuseAddends() {
+    SmallVector<AddOp> adds;
+    getOperation().walk([&](AddOp add) { adds.push_back(add); });
+    for (AddOp add : adds) {
+      for (auto [product, addend] :
+           {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
+        auto mm = product.getDefiningOp<MatmulOp>();
+        if (!mm || !mm->hasOneUse() || mm.getType() != add.getType() ||
+            addend.getType() != add.getType() || addend == product)
+          continue;
+        if (Operation *def = addend.getDefiningOp();
+            def && def->getBlock() == mm->getBlock() && !def->isBeforeInBlock(mm))
+          continue;
+        OpBuilder b(mm);
+        auto fused =
+            MatmulAddOp::create(b, add.getLoc(), add.getType(), mm.getLhs(), mm.getRhs(), addend,
+                                mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
+        add.replaceAllUsesWith(fused.getResult());
+        add.erase();
+        mm.erase();
+        break;
+      }
+    }
   }
 
   /// reshape(v) to |type| (v itself when it already has that type).

@@ -343,7 +343,17 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
 
       // In place: an operand that dies here and has the result's type.
       Value donor;
-      if (inPlace && op.getNumResults() == 1 && isElementwise(&op)) {
+      // matmul_add: into its addend (cuBLASLt's C = D), unless the GEMM also
+      // reads those bytes as an operand.
+      auto matmulAdd = dyn_cast<MatmulAddOp>(op);
+      if (inPlace && matmulAdd) {
+        Value root = storageRoot(matmulAdd.getAddend());
+        if (deviceBlock.count(root) && lastUse.lookup(root) == i &&
+            viewByteOffset(matmulAdd.getAddend()) == 0 &&
+            storageBytes(root.getType()) == storageBytes(matmulAdd.getType()) &&
+            storageRoot(matmulAdd.getLhs()) != root && storageRoot(matmulAdd.getRhs()) != root)
+          donor = root;
+      } else if (inPlace && op.getNumResults() == 1 && isElementwise(&op)) {
         for (Value operand : op.getOperands()) {
           Value root = storageRoot(operand);
           if (operand.getType() == op.getResult(0).getType() && deviceBlock.count(root) &&

@@ -124,6 +124,36 @@ Status runMatmulBias(const KernelCall &c) {
   return runAdd(add);
 }
 
+std::string checkMatmulAdd(const KernelCall &c) {
+  if (c.in.size() != 3 || c.out.size() != 1)
+    return "expects lhs, rhs and the addend, one result";
+  KernelCall product = c;
+  product.in.pop_back();
+  if (auto e = checkMatmul(product); !e.empty())
+    return e;
+  const TensorRef &addend = c.in[2], &o = c.out[0];
+  if (addend.dtype != o.dtype || addend.shape != o.shape)
+    return "addend " + describe(addend) + " should be like the result " + describe(o);
+  return "";
+}
+/// The product into a temporary (the result may share the addend's bytes),
+/// then added as the separate add kernel does: the unfused pair's bits (the
+/// GPU rounds the sum once).
+Status runMatmulAdd(const KernelCall &c) {
+  const TensorRef &o = c.out[0];
+  std::vector<char> bytes(o.numel() * dtypeSize(o.dtype));
+  TensorRef product = o;
+  product.data = bytes.data();
+  KernelCall mm = c;
+  mm.in.pop_back();
+  mm.out = {product};
+  ZRT_RETURN_IF_ERROR(runMatmul(mm));
+  KernelCall add;
+  add.in = {product, c.in[2]};
+  add.out = {o};
+  return runAdd(add);
+}
+
 std::string checkMatmulBiasGelu(const KernelCall &c) {
   if (c.in.size() != 3 || c.out.size() != 2 || c.ints.size() != 2)
     return "expects lhs, rhs and bias, the result and the pre-activation, [transposes]";

@@ -1,7 +1,8 @@
 //===- Gemm.cu - CUDA kernels: GEMMs and their epilogues -----------------===//
 //
 // GEMMs through cuBLASLt (float32 accumulation; TF32 only when allowed),
-// with the epilogues the compiler fuses: a bias added (matmul_bias), the
+// with the epilogues the compiler fuses: a bias added (matmul_bias), an
+// addend of the result's shape added with beta = 1 (matmul_add), the
 // bias gradient formed from the same GEMM (matmul_bgrad, BGRADA), GELU with
 // its pre-activation kept (matmul_bias_gelu) and GELU's derivative applied
 // (matmul_gelu_grad). One cuBLASLt plan per shape, built once; where no
@@ -159,6 +160,7 @@ struct Epilogue {
   int kind = kNoEpilogue;
   const TensorRef *vector = nullptr; // the bias (read) or its gradient (written)
   const TensorRef *aux = nullptr;    // the GELU's pre-activation (written / read)
+  const TensorRef *addend = nullptr; // matmul_add: C, added with beta = 1 (may be the result)
 };
 
 /// C = op(A) op(B) through cuBLASLt, with the epilogue |e|: a bias added
@@ -217,10 +219,19 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
   // Without the GELU epilogue the product goes where the separate kernels
   // read it: the pre-activation (forward) or the result (backward).
   const TensorRef &product = e.kind == kGeluAuxBias && !plan->epilogue ? *e.aux : o;
-  float alpha = 1.0f, beta = 0.0f;
+  // matmul_add: D = AB + C in the accumulator, rounded once (C may be D: the
+  // planner lets the result take a dying addend's bytes).
+  const TensorRef *addend = e.addend && aligned16(e.addend->data) ? e.addend : nullptr;
+  float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
   ZRT_CUBLAS(cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb, &beta,
-                            product.data, plan->lc, product.data, plan->lc, &plan->algo,
-                            ctx.workspace, ctx.workspaceBytes, ctx.stream));
+                            addend ? addend->data : product.data, plan->lc, product.data, plan->lc,
+                            &plan->algo, ctx.workspace, ctx.workspaceBytes, ctx.stream));
+  if (e.addend && !addend) { // an unaligned addend: the add kernel after the GEMM
+    KernelCall sum;
+    sum.in = {o, *e.addend};
+    sum.out = {o};
+    return launchAdd(sum, ctx);
+  }
   if (plan->epilogue || e.kind == kNoEpilogue)
     return Status::ok();
   KernelCall after;
@@ -281,8 +292,16 @@ Status launchMatmulGeluGrad(const KernelCall &c, CudaContext &ctx) {
 
 Status launchMatmulBias(const KernelCall &c, CudaContext &ctx) { return launchMatmul(c, ctx); }
 
+/// matmul_add: [a, b, addend] -> [a b + addend], beta = 1.
+Status launchMatmulAdd(const KernelCall &c, CudaContext &ctx) {
+  Epilogue e;
+  e.addend = &c.in[2];
+  return launchGemm(c.in[0], c.in[1], c.out[0], c.ints[0], c.ints[1], e, ctx);
+}
+
 bool supportsMatmul(const KernelCall &c) { return matmulSupported(c); }
 bool supportsMatmulBias(const KernelCall &c) { return matmulSupported(c); }
+bool supportsMatmulAdd(const KernelCall &c) { return matmulSupported(c); }
 bool supportsMatmulBgrad(const KernelCall &) { return true; }
 bool supportsMatmulBiasGelu(const KernelCall &) { return true; }
 bool supportsMatmulGeluGrad(const KernelCall &) { return true; }

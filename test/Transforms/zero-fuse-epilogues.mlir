@@ -1,5 +1,6 @@
 // RUN: zcc-opt %s -split-input-file -zero-fuse-epilogues | FileCheck %s
 // RUN: zcc-opt %s -split-input-file -zero-fuse-epilogues=gelu | FileCheck %s --check-prefix=GELU
+// RUN: zcc-opt %s -split-input-file -zero-fuse-epilogues=add | FileCheck %s --check-prefix=ADD
 
 // nn.Linear: the GEMM and its bias add become one matmul_bias.
 // CHECK-LABEL: func.func @linear
@@ -110,4 +111,49 @@ func.func @mlp_not_fused(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<1
   %2 = zero.matmul %dy, %w2 {transpose_rhs} : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
   %3 = zero.gelu_grad %p, %2 tanh : tensor<8x16xf32>
   return %1, %3, %2 : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// The residual stream's add after a projection, and a sum of input
+// gradients (dx of three projections): with `add`, each GEMM takes the
+// addend defined before it (beta = 1); the chain folds one GEMM at a time.
+// Without `add` the adds stay.
+// ADD-LABEL: func.func @residual_and_sums
+// CHECK-LABEL: func.func @residual_and_sums
+func.func @residual_and_sums(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %u: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // ADD: %[[H:.*]] = zero.matmul_add %arg0, %arg1, %arg0 : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK: zero.matmul
+  // CHECK: zero.add
+  %p = zero.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %h = zero.add %x, %p : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  // ADD: %[[A:.*]] = zero.matmul %[[H]], %arg1 {transpose_rhs}
+  // ADD: %[[B:.*]] = zero.matmul_add %[[H]], %arg2, %[[A]] {transpose_rhs}
+  // ADD: %[[C:.*]] = zero.matmul_add %[[H]], %arg1, %[[B]] :
+  // ADD-NOT: zero.add
+  // ADD: return %[[H]], %[[C]]
+  %a = zero.matmul %h, %w {transpose_rhs} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %b = zero.matmul %h, %u {transpose_rhs} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %c = zero.matmul %h, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %s = zero.add %a, %b : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = zero.add %s, %c : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %h, %t : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A broadcast addend (a bias) and an addend computed after the GEMM stay adds.
+// ADD-LABEL: func.func @not_addends
+func.func @not_addends(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %r: tensor<1x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // ADD: zero.matmul %arg0, %arg1 :
+  // ADD: zero.add
+  %p = zero.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %s = zero.add %p, %r : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  // ADD: zero.matmul %arg0, %arg1 {transpose_rhs}
+  // ADD: zero.exp
+  // ADD: zero.add
+  %q = zero.matmul %x, %w {transpose_rhs} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %e = zero.exp %x : tensor<4x8xf32>
+  %t = zero.add %q, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %t : tensor<4x8xf32>, tensor<4x8xf32>
 }

@@ -121,3 +121,21 @@ func.func @forward(%x: tensor<4x4xf32>, %y: tensor<4xf32>) -> tensor<4x4xf32> {
   zero.store %6, @bucket : tensor<40xf32>
   return %2 : tensor<4x4xf32>
 }
+
+// -----
+
+// matmul_add writes into its addend when the addend dies there (cuBLASLt's
+// C = D), not when the GEMM reads the addend's bytes as an operand too.
+// CHECK-LABEL: module attributes
+// CHECK-SAME: zero.device_arena_bytes = 128
+func.func @forward(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // CHECK: zero.exp {{.*}} {zero.offsets = array<i64: 0>}
+  %0 = zero.exp %x : tensor<4x4xf32>
+  // CHECK: zero.matmul_add {{.*}} {zero.offsets = array<i64: 0>}
+  // NOINPLACE: zero.matmul_add {{.*}} {zero.offsets = array<i64: 64>}
+  %1 = zero.matmul_add %x, %w, %0 : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  // The addend is also the left operand: new bytes.
+  // CHECK: zero.matmul_add {{.*}} {zero.offsets = array<i64: 64>}
+  %2 = zero.matmul_add %1, %w, %1 : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %2 : tensor<4x4xf32>
+}

@@ -138,10 +138,16 @@ def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
     tanh-GELU after a matmul_bias becomes `zero.matmul_bias_gelu` (cuBLASLt
     GELU_AUX_BIAS, the pre-activation kept for the backward), and
     `gelu_grad(pre, matmul(..))` becomes `zero.matmul_gelu_grad` (DGELU).
+    With `add` (--target cuda): `add(matmul(a, b), r)` with r of the
+    result's type, defined before the matmul, becomes `zero.matmul_add`
+    (cuBLASLt with beta = 1): the residual stream's add after a projection,
+    the backward's sums of input gradients (dx of q, k and v; of gate and up).
   }];
   let options = [
     Option<"gelu", "gelu", "bool", /*default=*/"false",
            "also fold tanh-GELU and its gradient into GEMM epilogues (--target cuda)">,
+    Option<"add", "add", "bool", /*default=*/"false",
+           "also fold an add of a result-shaped addend into the GEMM (beta = 1; --target cuda)">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }

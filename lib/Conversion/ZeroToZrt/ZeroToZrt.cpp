@@ -10,7 +10,8 @@
 //   cast, expand                                  (x) -> y, shapes/types from buffers
 //   transpose ints = permutation; slice ints = start ++ stride
 //   concat / split ints = [axis]; gather ints = [axis] (data, indices) -> y
-//   matmul  ints = [transpose_lhs, transpose_rhs] (matmul_bias: the same, bias third input)
+//   matmul  ints = [transpose_lhs, transpose_rhs] (matmul_bias / matmul_add: the same, bias
+//           or addend third input)
 //   matmul_bgrad  in = [x [R, K], dy [R, N]], out = [x^T dy, column sums of dy]
 //   matmul_bias_gelu  ints as matmul; in = [a, b, bias], out = [gelu_tanh(pre), pre]
 //   matmul_gelu_grad  ints as matmul; in = [a, b, pre], out = [gelu_tanh'(pre) * (a b)]
@@ -158,6 +159,9 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       })
       .Case([&](zero::MatmulBiasOp m) {
         return KernelSpec{KernelId::MatmulBias, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
+      })
+      .Case([&](zero::MatmulAddOp m) {
+        return KernelSpec{KernelId::MatmulAdd, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::MatmulBgradOp) {
         return KernelSpec{KernelId::MatmulBgrad, {}, {}};

@@ -275,8 +275,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
       auto kernel = dyn_cast<zcc::zrt::KernelOp>(op);
       if (!kernel ||
           !(kernel.getName() == "matmul" || kernel.getName() == "matmul_bias" ||
-            kernel.getName() == "matmul_bgrad" || kernel.getName() == "matmul_bias_gelu" ||
-            kernel.getName() == "matmul_gelu_grad") ||
+            kernel.getName() == "matmul_add" || kernel.getName() == "matmul_bgrad" ||
+            kernel.getName() == "matmul_bias_gelu" || kernel.getName() == "matmul_gelu_grad") ||
           name != "micro_step")
         continue;
       // 2 * batch * M * N * K from the output's shape and the contraction.

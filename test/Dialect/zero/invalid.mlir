@@ -451,3 +451,11 @@ func.func @matmul_gelu_grad_pre(%dy: tensor<8x4xbf16>, %w: tensor<16x4xbf16>, %p
   %r = zero.matmul_gelu_grad %dy, %w, %p {transpose_rhs} : (tensor<8x4xbf16>, tensor<16x4xbf16>, tensor<8x8xbf16>) -> tensor<8x16xbf16>
   return
 }
+
+// -----
+
+func.func @matmul_add_addend(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>, %r: tensor<1x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{addend 'tensor<1x8xf32>' is not of the result's type 'tensor<4x8xf32>'}}
+  %0 = zero.matmul_add %a, %b, %r : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
