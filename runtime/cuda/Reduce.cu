@@ -81,6 +81,20 @@ __device__ double blockReduce(double v, int kind) {
   return v; // thread 0's is the block's
 }
 
+/// A split's block total: output |i| itself with one split, else block |b|'s
+/// double partial for reduceFinishKernel.
+template <typename Y>
+__device__ __forceinline__ void blockResult(double a, int kind, Y *y, double *partial, int64_t i,
+                                            int64_t b, int splits, int64_t count) {
+  a = blockReduce(a, kind);
+  if (threadIdx.x == 0) {
+    if (splits == 1)
+      y[i] = fromF<Y>((float)(kind == 1 ? a / count : a));
+    else
+      partial[b] = a;
+  }
+}
+
 /// reduce over the leading axes of a contiguous tensor, viewed as [rows,
 /// cols] -> [cols] (a bias gradient: dY summed over the batch and sequence):
 /// thread j of column block x sums column j over row chunk y, so that a warp
@@ -129,13 +143,7 @@ __global__ void reduceBlocksKernel(const T *x, Y *y, double *partial, ReduceMap 
     }
     a = reduceElement(kind, a, toF(x[off]));
   }
-  a = blockReduce(a, kind);
-  if (threadIdx.x == 0) {
-    if (splits == 1)
-      y[i] = fromF<Y>((float)(kind == 1 ? a / count : a));
-    else
-      partial[b] = a;
-  }
+  blockResult(a, kind, y, partial, i, b, splits, count);
 }
 
 /// reduceBlocksKernel's trailing-axes case ([n, count] -> [n], the rows
@@ -169,13 +177,7 @@ __global__ void reduceRowsVecKernel(const T *x, Y *y, double *partial, int64_t c
   }
   for (; e < end; e += step)
     add(__ldcs(row + e));
-  a = blockReduce(a, kind);
-  if (threadIdx.x == 0) {
-    if (splits == 1)
-      y[i] = fromF<Y>((float)(kind == 1 ? a / count : a));
-    else
-      partial[b] = a;
-  }
+  blockResult(a, kind, y, partial, i, b, splits, count);
 }
 
 template <typename Y>
