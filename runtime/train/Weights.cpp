@@ -1,15 +1,19 @@
-//===- Weights.cpp - parameter values from an ONNX model at start ---------===//
+//===- Weights.cpp - parameter values from a model at start ---------------===//
 #include "train/Weights.h"
 
+#include "cpu/KernelSupport.h"
 #include "support/Files.h"
 
 #include "onnx.pb.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace fs = std::filesystem;
@@ -62,7 +66,136 @@ std::vector<int64_t> shapeOf(const google::protobuf::RepeatedField<int64_t> &s) 
 
 } // namespace
 
+bool WeightFile::isSafetensors(const std::string &path) {
+  std::error_code ec;
+  const std::string ext = ".safetensors";
+  return fs::is_directory(path, ec) ||
+         (path.size() >= ext.size() &&
+          path.compare(path.size() - ext.size(), ext.size(), ext) == 0);
+}
+
+std::vector<std::string> WeightFile::names() const {
+  std::vector<std::string> out;
+  for (const auto &[name, e] : tensors_)
+    out.push_back(name);
+  return out;
+}
+
+/// A Hugging Face checkpoint folder: the shards its index lists, or its one
+/// model.safetensors; or one .safetensors file.
+Status WeightFile::openSafetensors(const std::string &path, WeightFile &out) {
+  out.path_ = path;
+  out.safetensors_ = true;
+  out.tensors_.clear();
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    return readSafetensorsHeader(path, out, nullptr);
+  fs::path dir(path), index = dir / "model.safetensors.index.json";
+  if (fs::exists(index, ec)) {
+    std::string text;
+    if (Status s = readRegularFile(index.string(), text, int64_t(256) << 20); !s)
+      return errorf("--weights ", s.message());
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+        !j["weight_map"].is_object())
+      return errorf("--weights ", index.string(),
+                    ": not a safetensors index (expected {\"weight_map\": {tensor: file}}, as "
+                    "save_pretrained writes)");
+    std::map<std::string, std::map<std::string, std::string>> byFile;
+    for (const auto &[name, file] : j["weight_map"].items()) {
+      if (!file.is_string() || file.get<std::string>().empty() ||
+          file.get<std::string>().find('/') != std::string::npos || file.get<std::string>() == "..")
+        return errorf("--weights ", index.string(), ": tensor '", name, "' maps to ", file.dump(),
+                      ", not the name of a file in the folder");
+      byFile[file.get<std::string>()][name] = file.get<std::string>();
+    }
+    for (const auto &[file, names] : byFile) {
+      ZRT_RETURN_IF_ERROR(readSafetensorsHeader((dir / file).string(), out, &names));
+      for (const auto &[name, unused] : names)
+        if (!out.tensors_.count(name))
+          return errorf("--weights ", index.string(), ": tensor '", name, "' is listed in ", file,
+                        ", which does not hold it");
+    }
+    return Status::ok();
+  }
+  fs::path single = dir / "model.safetensors";
+  if (fs::exists(single, ec))
+    return readSafetensorsHeader(single.string(), out, nullptr);
+  return errorf("--weights ", path,
+                ": a folder without model.safetensors or model.safetensors.index.json (pass a "
+                "Hugging Face checkpoint folder as save_pretrained writes it, a .safetensors "
+                "file, or an ONNX model)");
+}
+
+/// The tensors of safetensors file |file| (all, or those of |only|): an
+/// 8-byte little-endian header length, a JSON header {name: {dtype, shape,
+/// data_offsets}}, then the data. Checks the header against the file's size.
+Status WeightFile::readSafetensorsHeader(const std::string &file, WeightFile &out,
+                                         const std::map<std::string, std::string> *only) {
+  int64_t size = 0;
+  if (Status s = checkRegularFile(file, size); !s)
+    return errorf("--weights ", s.message());
+  std::ifstream in(file, std::ios::binary);
+  unsigned char lengthBytes[8];
+  if (size < 8 || !in.read(reinterpret_cast<char *>(lengthBytes), 8))
+    return errorf("--weights ", file, ": ", size,
+                  " bytes, too short for a safetensors header (truncated?)");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i)
+    n |= (uint64_t)lengthBytes[i] << (8 * i);
+  constexpr uint64_t kMaxHeader = uint64_t(100) << 20; // the format's own limit
+  if (n > kMaxHeader || n > (uint64_t)(size - 8))
+    return errorf("--weights ", file, ": its header length says ", n, " bytes, but ",
+                  n > kMaxHeader ? "safetensors headers are at most 100 MB"
+                                 : "the file has " + std::to_string(size - 8) +
+                                       " after it (truncated, or not safetensors)");
+  std::string header(n, '\0');
+  if (!in.read(header.data(), (std::streamsize)n))
+    return errorf("--weights ", file, ": cannot read its header");
+  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return errorf("--weights ", file, ": the header is not a JSON object (not safetensors?)");
+  int64_t dataStart = 8 + (int64_t)n, dataBytes = size - dataStart;
+  for (const auto &[name, v] : j.items()) {
+    if (name == "__metadata__" || (only && !only->count(name)))
+      continue;
+    auto bad = [&](const std::string &what) {
+      return errorf("--weights ", file, ": tensor '", name, "' ", what);
+    };
+    if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string() || !v.contains("shape") ||
+        !v["shape"].is_array() || !v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2 || !v["data_offsets"][0].is_number_unsigned() ||
+        !v["data_offsets"][1].is_number_unsigned())
+      return bad("is not {\"dtype\", \"shape\", \"data_offsets\": [begin, end]} in the header");
+    Entry e;
+    e.typeName = v["dtype"].get<std::string>();
+    e.dataType = e.typeName == "F32"    ? onnx::TensorProto::FLOAT
+                 : e.typeName == "BF16" ? onnx::TensorProto::BFLOAT16
+                 : e.typeName == "F16"  ? onnx::TensorProto::FLOAT16
+                                        : 0;
+    for (const nlohmann::json &d : v["shape"]) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t(1) << 40))
+        return bad("has a shape entry " + d.dump() + " that is not a size");
+      e.shape.push_back(d.get<int64_t>());
+    }
+    uint64_t begin = v["data_offsets"][0].get<uint64_t>(),
+             end = v["data_offsets"][1].get<uint64_t>();
+    if (begin > end || end > (uint64_t)dataBytes)
+      return bad("has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                 "] outside the file's " + std::to_string(dataBytes) + " data bytes (truncated?)");
+    e.file = file;
+    e.offset = dataStart + (int64_t)begin;
+    e.length = (int64_t)(end - begin);
+    if (out.tensors_.count(name))
+      return bad("appears twice in the checkpoint");
+    out.tensors_[name] = std::move(e);
+  }
+  return Status::ok();
+}
+
 Status WeightFile::open(const std::string &path, WeightFile &out) {
+  if (isSafetensors(path))
+    return openSafetensors(path, out);
   std::string bytes;
   if (Status s = readRegularFile(path, bytes, int64_t(2) << 30); !s)
     return errorf("--weights ", s.message());
@@ -108,15 +241,28 @@ Status WeightFile::open(const std::string &path, WeightFile &out) {
 Status WeightFile::check(const std::string &name, const std::vector<int64_t> &shape) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end())
-    return errorf("--weights ", path_, ": the model has no initializer '", name,
-                  "', which the plan loads; pass the model the plan was compiled from");
+    return safetensors_
+               ? errorf("--weights ", path_, ": the checkpoint has no tensor '", name,
+                        "', which the plan loads; pass the checkpoint of the model the plan was "
+                        "compiled from")
+               : errorf("--weights ", path_, ": the model has no initializer '", name,
+                        "', which the plan loads; pass the model the plan was compiled from");
   const Entry &e = it->second;
-  if (e.dataType != onnx::TensorProto::FLOAT || e.shape != shape)
+  if (safetensors_) {
+    if (!e.dataType)
+      return errorf("--weights ", e.file, ": tensor '", name, "' is ", e.typeName,
+                    "; zrun reads F32, BF16 and F16 weights");
+    if (e.shape != shape)
+      return errorf("--weights ", e.file, ": tensor '", name, "' is ", shapeText(e.shape),
+                    ", the plan's parameter is ", shapeText(shape),
+                    "; pass the checkpoint of the model the plan was compiled from");
+  } else if (e.dataType != onnx::TensorProto::FLOAT || e.shape != shape) {
     return errorf("--weights ", path_, ": initializer '", name, "' is ",
                   e.dataType == onnx::TensorProto::FLOAT ? "float32 " : "not float32 ",
                   shapeText(e.shape), ", the plan's parameter is float32 ", shapeText(shape),
                   "; pass the model the plan was compiled from");
-  int64_t bytes = numel(shape) * (int64_t)sizeof(float);
+  }
+  int64_t bytes = numel(shape) * (e.dataType == onnx::TensorProto::FLOAT ? 4 : 2);
   if (e.file.empty() && (int64_t)e.inline_.size() != bytes)
     return errorf("--weights ", path_, ": initializer '", name, "' has ", e.inline_.size(),
                   " bytes of data, its shape needs ", bytes);
@@ -139,15 +285,29 @@ Status WeightFile::read(const std::string &name, const std::vector<int64_t> &sha
                         std::vector<float> &out) const {
   ZRT_RETURN_IF_ERROR(check(name, shape));
   const Entry &e = tensors_.find(name)->second;
-  int64_t n = numel(shape), bytes = n * (int64_t)sizeof(float);
+  int64_t n = numel(shape);
   out.resize(n);
   if (e.file.empty()) {
-    std::memcpy(out.data(), e.inline_.data(), bytes);
+    std::memcpy(out.data(), e.inline_.data(), n * sizeof(float));
     return Status::ok();
   }
   std::ifstream in(e.file, std::ios::binary);
-  if (!in.seekg(e.offset) || !in.read(reinterpret_cast<char *>(out.data()), bytes))
-    return errorf("--weights ", e.file, ": cannot read initializer '", name, "'");
+  if (e.dataType == onnx::TensorProto::FLOAT) {
+    if (!in.seekg(e.offset) || !in.read(reinterpret_cast<char *>(out.data()), n * 4))
+      return errorf("--weights ", e.file, ": cannot read tensor '", name, "'");
+    return Status::ok();
+  }
+  // bfloat16 / float16 (safetensors): widened exactly to float32.
+  std::vector<uint16_t> bits(n);
+  if (!in.seekg(e.offset) || !in.read(reinterpret_cast<char *>(bits.data()), n * 2))
+    return errorf("--weights ", e.file, ": cannot read tensor '", name, "'");
+  bool bf16 = e.dataType == onnx::TensorProto::BFLOAT16;
+  for (int64_t k = 0; k < n; ++k) {
+    cpu::BF16 b;
+    cpu::F16 h;
+    b.bits = h.bits = bits[k];
+    out[k] = bf16 ? float(b) : float(h);
+  }
   return Status::ok();
 }
 
@@ -159,19 +319,47 @@ bool planNeedsWeights(const plan::Plan &plan) {
 }
 
 Status checkWeights(const plan::Plan &plan, const WeightFile &weights) {
-  // Names, types and shapes only; the data is read per rank.
+  // Names, types and shapes only; the data is read per rank. Every problem
+  // is named, not only the first.
+  std::vector<std::string> problems;
+  std::set<std::string> loads;
   auto check = [&](const std::string &name, const std::vector<int64_t> &shape) {
-    return weights.check(name, shape);
+    loads.insert(name);
+    if (Status s = weights.check(name, shape); !s)
+      problems.push_back(s.message());
   };
-  Status status;
-  forEachNamedWeight(plan, [&](int, const plan::Buffer &b) {
-    if (status)
-      status = check(b.name(), shapeOf(b.shape()));
-  });
+  forEachNamedWeight(plan,
+                     [&](int, const plan::Buffer &b) { check(b.name(), shapeOf(b.shape())); });
   for (const plan::ParamLayout &l : plan.params())
-    if (status && isShardedBucket(plan.buffers(l.bucket())))
-      status = check(l.name(), shapeOf(l.shape()));
-  return status;
+    if (isShardedBucket(plan.buffers(l.bucket())))
+      check(l.name(), shapeOf(l.shape()));
+  // A checkpoint's tensors the plan does not load: another model's.
+  std::vector<std::string> extra;
+  if (weights.safetensors())
+    for (const std::string &name : weights.names())
+      if (!loads.count(name))
+        extra.push_back(name);
+  if (!extra.empty()) {
+    std::string list;
+    for (size_t i = 0; i < extra.size() && i < 8; ++i)
+      list += (i ? ", '" : "'") + extra[i] + "'";
+    if (extra.size() > 8)
+      list += " and " + std::to_string(extra.size() - 8) + " more";
+    problems.push_back("--weights " + weights.path() + ": " + std::to_string(extra.size()) +
+                       " tensor" + (extra.size() == 1 ? "" : "s") +
+                       " that the plan does not load (" + list +
+                       "); pass the checkpoint of the model the plan was compiled from");
+  }
+  if (problems.empty())
+    return Status::ok();
+  if (problems.size() == 1)
+    return errorf(problems[0]);
+  std::string all = std::to_string(problems.size()) + " problems with the weights:";
+  for (size_t i = 0; i < problems.size() && i < 20; ++i)
+    all += "\n  " + problems[i];
+  if (problems.size() > 20)
+    all += "\n  ... and " + std::to_string(problems.size() - 20) + " more";
+  return errorf(all);
 }
 
 Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,

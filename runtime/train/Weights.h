@@ -1,11 +1,12 @@
-//===- Weights.h - parameter values from an ONNX model at start --*- C++ -*-===//
+//===- Weights.h - parameter values from a model at start ---------*- C++ -*-===//
 //
 // `zcc --weights external` writes plans without parameter values (a GPT-2
 // 124M plan is then 3 MB instead of 500 MB); `zrun --weights MODEL.onnx`
 // fills them when a rank starts, from the model's float32 initializers
 // (inline or in its external data files, as torch.onnx.export writes large
-// models). The same flag replaces the values an embedded plan carries, e.g.
-// with the trained model `zrun export --onnx` wrote.
+// models), and `zrun --weights DIR|FILE.safetensors` from a checkpoint's
+// safetensors (names matched to the initializers'). The same flag replaces the values an embedded
+// plan carries, e.g. with the trained model `zrun export --onnx` wrote.
 //
 // Which state buffers hold weights (`weightBuffers`): owning state buffers
 // that are trainable parameters or frozen buffers (loaded by their name,
@@ -28,11 +29,17 @@
 
 namespace zrt {
 
-/// The float32 tensors of an ONNX model by initializer name; external data is
-/// read when a tensor is asked for, so opening a 500 MB model reads its graph only.
+/// The weights a run starts from, by name: an ONNX model's float32
+/// initializers (inline or external data), or safetensors — one file, or a
+/// Hugging Face checkpoint folder (model.safetensors, or shards listed by
+/// model.safetensors.index.json) — with float32, bfloat16 or float16 tensors,
+/// widened to float32. Data is read when a tensor is asked for, so opening a
+/// 500 MB model reads its graph or headers only.
 class WeightFile {
 public:
   static Status open(const std::string &path, WeightFile &out);
+  /// Whether |path| is read as safetensors (a folder, a .safetensors file).
+  static bool isSafetensors(const std::string &path);
 
   const std::string &path() const { return path_; }
   /// Whether |name| is a float32 tensor of |shape| (the error says what it is).
@@ -41,15 +48,24 @@ public:
   Status read(const std::string &name, const std::vector<int64_t> &shape,
               std::vector<float> &out) const;
 
+  /// Names of the tensors the file holds (for the plan's check of extras).
+  std::vector<std::string> names() const;
+  bool safetensors() const { return safetensors_; }
+
 private:
+  static Status openSafetensors(const std::string &path, WeightFile &out);
+  static Status readSafetensorsHeader(const std::string &file, WeightFile &out,
+                                      const std::map<std::string, std::string> *only);
   struct Entry {
     std::vector<int64_t> shape;
-    int32_t dataType = 0;
-    std::string inline_; // raw_data (or float_data as bytes)
-    std::string file;    // external data: path, byte offset and length
+    int32_t dataType = 0; // onnx::TensorProto's element type
+    std::string typeName; // as the file spells it (safetensors: "F32", "BF16", ...)
+    std::string inline_;  // raw_data (or float_data as bytes)
+    std::string file;     // external data / safetensors: path, byte offset and length
     int64_t offset = 0, length = -1;
   };
   std::string path_;
+  bool safetensors_ = false;
   std::map<std::string, Entry> tensors_;
 };
 
@@ -58,7 +74,8 @@ private:
 bool planNeedsWeights(const plan::Plan &plan);
 
 /// Checks, before any rank starts, that |weights| has every tensor the plan
-/// loads, with its shape (the error names the first missing or mismatched one).
+/// loads, with its shape, and (safetensors) nothing the plan does not load:
+/// the error names every missing, mis-shaped and extra tensor.
 Status checkWeights(const plan::Plan &plan, const WeightFile &weights);
 
 /// Writes rank |rank|'s part of every weight into |executor|'s state arena;

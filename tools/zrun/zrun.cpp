@@ -133,9 +133,10 @@ void addCommon(CLI::App *cmd, Common &c, const std::string &planHelp) {
           },
           ""));
   cmd->add_option("--weights", c.run.weights,
-                  "initial weights from this model's initializers (needed by plans compiled "
-                  "with zcc --weights external)")
-      ->type_name("MODEL.onnx");
+                  "initial weights: this ONNX model's initializers, or safetensors (a Hugging "
+                  "Face checkpoint folder, sharded or not, or one file; F32/BF16/F16) by tensor "
+                  "name (needed by plans compiled with zcc --weights external)")
+      ->type_name("MODEL.onnx|DIR|FILE.safetensors");
   cmd->add_option("--backend", c.run.backend, "cpu or cuda (default: the plan's zcc --target)")
       ->type_name("cpu|cuda")
       ->check(oneOf({"cpu", "cuda"}, "cpu or cuda"));
