@@ -311,6 +311,14 @@ bool OnnxImporter::readExternalData(const onnx::TensorProto &t, std::string &byt
   return true;
 }
 
+bool OnnxImporter::isTrainableName(const std::string &name, llvm::Regex &trainable,
+                                   llvm::Regex &frozen) const {
+  bool listed = !options.trainableRegex.empty() ? trainable.match(name)
+                : recordedParameters            ? recordedParameters->contains(name)
+                                                : true;
+  return listed && !(!options.frozenRegex.empty() && frozen.match(name));
+}
+
 LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
   llvm::Regex trainable(options.trainableRegex.empty() ? ".*" : options.trainableRegex);
   llvm::Regex frozen(options.frozenRegex);
@@ -339,8 +347,7 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
     std::string bytes, error;
     SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
     if (options.skipWeightData && isFloatType(t.data_type())) {
-      bool isTrainable =
-          trainable.match(t.name()) && !(!options.frozenRegex.empty() && frozen.match(t.name()));
+      bool isTrainable = isTrainableName(t.name(), trainable, frozen);
       (isTrainable ? numTrainable : numFrozen)++;
       auto type = RankedTensorType::get(shape, et);
       builder.setInsertionPointToEnd(module.getBody());
@@ -367,8 +374,7 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
       values[t.name()] = Entry{host, Value(), t.data_type()};
       continue;
     }
-    bool isTrainable =
-        trainable.match(t.name()) && !(!options.frozenRegex.empty() && frozen.match(t.name()));
+    bool isTrainable = isTrainableName(t.name(), trainable, frozen);
     (isTrainable ? numTrainable : numFrozen)++;
     auto type = RankedTensorType::get(shape, et);
     auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
@@ -704,6 +710,58 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
     for (const std::string &v : n.output())
       if (!llvm::json::isUTF8(v))
         return notUtf8("a node output's", v);
+  }
+  // The export record (tools/zcc-export): the module's parameters by name.
+  for (const auto &kv : model.metadata_props()) {
+    if (kv.key() != "zcc.parameters")
+      continue;
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(kv.value());
+    const llvm::json::Array *names = parsed ? parsed->getAsArray() : nullptr;
+    if (!parsed)
+      llvm::consumeError(parsed.takeError());
+    recordedParameters.emplace();
+    for (size_t i = 0; names && i < names->size(); ++i) {
+      auto name = (*names)[i].getAsString();
+      if (!name) {
+        names = nullptr;
+        break;
+      }
+      recordedParameters->insert(*name);
+    }
+    if (!names) {
+      fileError() << "metadata 'zcc.parameters' is not a JSON list of initializer names "
+                     "(the export record tools/zcc-export writes; re-export the model)";
+      return nullptr;
+    }
+    llvm::StringSet<> floats;
+    for (const onnx::TensorProto &t : graph.initializer())
+      if (isFloatType(t.data_type()))
+        floats.insert(t.name());
+    for (const auto &name : *recordedParameters)
+      if (!floats.contains(name.getKey())) {
+        fileError() << "metadata 'zcc.parameters' names '" << name.getKey()
+                    << "', which is not a float initializer of the model (re-export it with "
+                       "tools/zcc-export)";
+        return nullptr;
+      }
+  }
+  // No record and no flags: every float initializer trains. Say which of
+  // them look like buffers (rotary frequencies, masks, exporter constants),
+  // which PyTorch would not train.
+  if (!recordedParameters && options.trainableRegex.empty() && options.frozenRegex.empty()) {
+    llvm::Regex bufferLike("inv_freq|lifted_tensor|running_(mean|var)|num_batches_tracked|"
+                           "position_ids|rotary|(^|[._])(causal_)?mask($|[._])");
+    std::string names;
+    int count = 0;
+    for (const onnx::TensorProto &t : graph.initializer())
+      if (isFloatType(t.data_type()) && bufferLike.match(t.name()) && count++ < 4)
+        names += (names.empty() ? "'" : ", '") + t.name() + "'";
+    if (count)
+      emitWarning(FileLineColLoc::get(ctx, path, 0, 0))
+          << "the model has no export record of its parameters (tools/zcc-export writes one), "
+             "so every float initializer trains, including "
+          << count << (count == 1 ? " that looks like a buffer: " : " that look like buffers: ")
+          << names << (count > 4 ? ", ..." : "") << "; pass --frozen REGEX to keep them fixed";
   }
   module->setAttr("zero.source", builder.getStringAttr(llvm::sys::path::filename(path)));
   module->setAttr("zero.opset", builder.getI64IntegerAttr(opset));

@@ -16,8 +16,10 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Regex.h"
 
 #include <memory>
+#include <optional>
 
 namespace zcc::onnx_import {
 using namespace mlir;
@@ -78,6 +80,13 @@ public:
   SmallVector<std::string> globalOrder; // initializer order, for readable IR
   llvm::StringMap<Value> loads;
   unsigned numTrainable = 0, numFrozen = 0;
+  /// The export record's parameters (metadata `zcc.parameters`, written by
+  /// tools/zcc-export from named_parameters()): without --trainable, only
+  /// these float initializers train; the others are buffers.
+  std::optional<llvm::StringSet<>> recordedParameters;
+  /// Whether float initializer |name| trains: --trainable (or the record, or
+  /// every one) and not --frozen.
+  bool isTrainableName(const std::string &name, llvm::Regex &trainable, llvm::Regex &frozen) const;
   llvm::StringSet<> paddingUsed; // --padding-idx tables that a Gather reads
 };
 
