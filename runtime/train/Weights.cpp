@@ -156,7 +156,10 @@ Status WeightFile::readSafetensorsHeader(const std::string &file, WeightFile &ou
   if (j.is_discarded() || !j.is_object())
     return errorf("--weights ", file, ": the header is not a JSON object (not safetensors?)");
   int64_t dataStart = 8 + (int64_t)n, dataBytes = size - dataStart;
-  for (const auto &[name, v] : j.items()) {
+  for (const auto &item : j.items()) {
+    // Not a structured binding: lambdas may not capture those before C++20.
+    const std::string &name = item.key();
+    const nlohmann::json &v = item.value();
     if (name == "__metadata__" || (only && !only->count(name)))
       continue;
     auto bad = [&](const std::string &what) {
