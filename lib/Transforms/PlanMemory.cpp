@@ -133,15 +133,6 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
           }
         reads[load.getGlobalAttr().getAttr()].push_back({index[&op], last});
       }
-    // The last read of the value a global holds before the store at |at|
-    // (loads after the store read the stored bytes).
-    auto lastReadBefore = [&](StringAttr g, int64_t at) {
-      int64_t last = -1;
-      for (auto [load, lastUse] : reads.lookup(g))
-        if (load < at)
-          last = std::max(last, lastUse);
-      return last;
-    };
     DenseMap<Value, Placement> forwarded;
     for (Operation &op : block) {
       auto store = dyn_cast<StoreOp>(op);
@@ -179,7 +170,9 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
                    t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
           });
       StringAttr g = store.getGlobalAttr().getAttr();
-      int64_t lastRead = lastReadBefore(g, index[store]);
+      // The last read of the global's bytes before the store (loads after it
+      // read the stored bytes), its bucket members' included.
+      int64_t lastRead = lastReadOfBytes(module, g, index[store], reads);
       if (!sameShapes || lastRead > index[def] || (concat && lastRead >= index[def]))
         continue;
       auto global = module.lookupSymbol<GlobalOp>(g);
@@ -193,8 +186,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         continue;
       forwarded[v] = Placement{hostGlobal ? ArenaKind::Host : ArenaKind::State, off.getInt()};
       if (auto pack = dyn_cast<ConcatOp>(def); pack && !hostGlobal)
-        forwardConcatPieces(pack, off.getInt(), lastReadOfBytes(module, g, index[store], reads),
-                            index, forwarded);
+        forwardConcatPieces(pack, off.getInt(), lastRead, index, forwarded);
     }
     return forwarded;
   }
