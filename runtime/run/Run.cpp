@@ -118,6 +118,17 @@ void zrt::reportCudaStats(const RunOptions &options, const plan::Plan &plan, int
 
 //===--- eval -------------------------------------------------------------===//
 
+Status zrt::loadData(const TokenSource &tokens, const NamedFiles &data, const plan::Plan &plan,
+                     const plan::Program &program, DataFeeder &feeder) {
+  if (!tokens.path.empty() && !data.empty())
+    return errorf("use ", tokens.flag, " or --data, not both");
+  if (tokens.path.empty() && (tokens.eos >= 0 || !tokens.promptMask.empty()))
+    return errorf(tokens.eos >= 0 ? "--eos" : tokens.maskFlag.c_str(), " goes with ", tokens.flag,
+                  " FILE.bin (a token file)");
+  return tokens.path.empty() ? feeder.load(data, plan, program)
+                             : feeder.loadTokens(tokens, plan, program);
+}
+
 Status zrt::evaluate(const RunOptions &options, const EvalOptions &eval,
                      std::optional<double> &loss) {
   plan::Plan plan;
@@ -127,13 +138,20 @@ Status zrt::evaluate(const RunOptions &options, const EvalOptions &eval,
   if (!program)
     return errorf(options.plan, ": the plan has no 'eval' program");
   DataFeeder feeder;
-  ZRT_RETURN_IF_ERROR(feeder.load(options.data, plan, *program));
+  ZRT_RETURN_IF_ERROR(loadData(eval.tokens, options.data, plan, *program, feeder));
   std::unique_ptr<WeightFile> weights;
   ZRT_RETURN_IF_ERROR(openWeights(options, plan, /*resuming=*/false, weights));
   int lossBuffer = namedBuffer(program, true, "loss");
-  for (const auto &[name, path] : eval.outputs)
-    if (namedBuffer(program, true, name) < 0)
-      return errorf("--output ", name, ": the plan has no output named '", name, "'");
+  // --output NAME: an output after the run, or an input as it was fed.
+  std::vector<std::pair<int, std::string>> written, fed;
+  for (const auto &[name, path] : eval.outputs) {
+    if (int b = namedBuffer(program, true, name); b >= 0)
+      written.push_back({b, path});
+    else if (int b = namedBuffer(program, false, name); b >= 0 && !isTrainerInput(name))
+      fed.push_back({b, path});
+    else
+      return errorf("--output ", name, ": the plan has no output or input named '", name, "'");
+  }
   if (options.printMemory)
     std::printf("arena bytes: %lld%s\n", (long long)plannedBytes(plan),
                 world > 1 ? " per rank" : "");
@@ -143,24 +161,29 @@ Status zrt::evaluate(const RunOptions &options, const EvalOptions &eval,
     std::unique_ptr<ExecutorBase> executor;
     ZRT_RETURN_IF_ERROR(
         makeExecutor(options, plan, rank, comm, weights.get(), /*device=*/-1, executor));
-    for (int64_t k = 0; k < eval.batches; ++k) {
-      if (Status s = feeder.feed(k * world + rank, *executor, *program); !s)
-        return errorf(s.message(), " (batch ", k, " of rank ", rank, ")");
-      ZRT_RETURN_IF_ERROR(executor->run(*program));
-      if (lossBuffer >= 0)
-        total[rank] += *executor->buffer(lossBuffer).as<float>();
-      if (k != 0 || rank != 0)
-        continue;
-      for (const auto &[name, path] : eval.outputs) {
-        TensorRef t = executor->buffer(namedBuffer(program, true, name));
+    auto write = [&](const std::vector<std::pair<int, std::string>> &buffers) -> Status {
+      for (const auto &[buffer, path] : buffers) {
+        TensorRef t = executor->buffer(buffer);
         NpyArray array;
         array.dtype = t.dtype;
         array.shape = t.shape;
         array.data.assign(t.data, t.data + t.numel() * dtypeSize(t.dtype));
         std::string error;
         if (!writeNpy(path, array, error))
-          return errorf("--output ", name, ": ", error);
+          return errorf("--output ", path, ": ", error);
       }
+      return Status::ok();
+    };
+    for (int64_t k = 0; k < eval.batches; ++k) {
+      if (Status s = feeder.feed(k * world + rank, *executor, *program); !s)
+        return errorf(s.message(), " (batch ", k, " of rank ", rank, ")");
+      if (k == 0 && rank == 0)
+        ZRT_RETURN_IF_ERROR(write(fed));
+      ZRT_RETURN_IF_ERROR(executor->run(*program));
+      if (lossBuffer >= 0)
+        total[rank] += *executor->buffer(lossBuffer).as<float>();
+      if (k == 0 && rank == 0)
+        ZRT_RETURN_IF_ERROR(write(written));
     }
     return Status::ok();
   };

@@ -19,6 +19,7 @@
 #include "comm/Rendezvous.h"
 #include "cuda/CudaExecutor.h"
 #include "exec/Interpreter.h"
+#include "train/Data.h"
 #include "train/Schedule.h"
 #include "train/Weights.h"
 
@@ -79,7 +80,14 @@ void reportCudaStats(const RunOptions &options, const plan::Plan &plan, int rank
 struct EvalOptions {
   int64_t batches = 1; // --batches K: global batches
   NamedFiles outputs;  // --output NAME=FILE.npy: rank 0's slice of batch 0
+                       // (an output, or an input as it was fed)
+  TokenSource tokens;  // --tokens FILE.bin (path empty: --data)
 };
+
+/// Loads the data of |program|: the token file |tokens| (its path set), or
+/// else the .npy files |data|.
+Status loadData(const TokenSource &tokens, const NamedFiles &data, const plan::Plan &plan,
+                const plan::Program &program, DataFeeder &feeder);
 
 /// Batch k of rank r is the r-th slice of global batch k. |loss|: the mean
 /// of the `loss` output over ranks and batches (none without one).
@@ -96,9 +104,15 @@ struct TrainOptions {
   std::optional<int64_t> warmupSteps, totalSteps;
   std::optional<bool> warmupLog;
   std::optional<double> warmupMinLr, warmupMinRatio, cosMinRatio;
-  std::string metrics;       // --metrics FILE.jsonl
-  std::string tokens;        // --tokens FILE.bin (instead of --data)
-  int tokenBytes = 2;        // --token-bytes
+  std::string metrics; // --metrics FILE.jsonl
+  TokenSource tokens;  // --tokens FILE.bin (instead of --data), --token-bytes,
+                       // --eos, --prompt-mask
+  /// --eval-data: a token file (cut as --tokens is, with --eval-prompt-mask)
+  /// or NAME=FILE.npy arrays; evaluated every --eval-every steps over
+  /// --eval-batches global batches (0: all of it).
+  std::vector<std::string> evalData;
+  std::string evalPromptMask;
+  int64_t evalEvery = 0, evalBatches = 0;
   int64_t shuffleSeed = -1;  // --shuffle SEED (-1: file order)
   std::string checkpointDir; // --checkpoint-dir
   int64_t saveEvery = 0;     // --save-every

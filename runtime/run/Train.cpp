@@ -121,10 +121,45 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   ZRT_RETURN_IF_ERROR(openWeights(options, plan, config.resume != nullptr, weights));
   const plan::Program *micro = findProgram(plan, "micro_step");
   DataFeeder feeder;
-  ZRT_RETURN_IF_ERROR(t.tokens.empty() ? feeder.load(options.data, plan, *micro)
-                                       : feeder.loadTokens(t.tokens, t.tokenBytes, plan, *micro));
+  ZRT_RETURN_IF_ERROR(loadData(t.tokens, options.data, plan, *micro, feeder));
   if (t.shuffleSeed >= 0)
     feeder.shuffle((uint64_t)t.shuffleSeed);
+  // --eval-data: a token file cut as --tokens is, or NAME=FILE.npy arrays.
+  DataFeeder evalFeeder;
+  if (!t.evalData.empty()) {
+    const plan::Program *eval = findProgram(plan, "eval");
+    if (!eval)
+      return errorf("--eval-data: ", options.plan, " has no 'eval' program");
+    TokenSource evalTokens;
+    NamedFiles evalArrays;
+    for (const std::string &item : t.evalData) {
+      size_t eq = item.find('=');
+      if (eq == std::string::npos && evalTokens.path.empty() && t.evalData.size() == 1)
+        evalTokens.path = item;
+      else if (eq != std::string::npos && eq > 0)
+        evalArrays.push_back({item.substr(0, eq), item.substr(eq + 1)});
+      else
+        return errorf("--eval-data ", item,
+                      ": give one token file (FILE.bin) or NAME=FILE.npy "
+                      "arrays, one per input");
+    }
+    if (!evalTokens.path.empty()) {
+      evalTokens.bytesPerToken = t.tokens.bytesPerToken;
+      evalTokens.eos = t.tokens.eos;
+      evalTokens.promptMask = t.evalPromptMask;
+      evalTokens.flag = "--eval-data";
+      evalTokens.maskFlag = "--eval-prompt-mask";
+    } else if (!t.evalPromptMask.empty()) {
+      return errorf("--eval-prompt-mask goes with --eval-data FILE.bin (a token file)");
+    }
+    ZRT_RETURN_IF_ERROR(loadData(evalTokens, evalArrays, plan, *eval, evalFeeder));
+    config.evalFeeder = &evalFeeder;
+    config.evalEvery = t.evalEvery > 0 ? t.evalEvery : t.steps;
+    int64_t global = plan.micro_batch() * world;
+    config.evalBatches = t.evalBatches > 0 ? t.evalBatches : evalFeeder.batchesIn(global);
+  } else if (t.evalEvery || t.evalBatches || !t.evalPromptMask.empty()) {
+    return errorf("--eval-every, --eval-batches and --eval-prompt-mask go with --eval-data");
+  }
   config.stop = t.stop; // SIGTERM, SIGINT, SIGHUP: stop after the step in flight
   std::unique_ptr<Trainer> trainer;
   if (Status s = Trainer::create(plan, feeder, config, trainer); !s)
@@ -133,7 +168,10 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   const bool rankZero = !job || job->rank == 0; // logs, writes metrics, locks
   // Every output checked before the first step: not an input, not a device
   // or directory, writable; the checkpoint directory locked for the run.
-  std::vector<std::string> inputs = {options.plan, options.weights, t.tokens};
+  std::vector<std::string> inputs = {options.plan, options.weights, t.tokens.path,
+                                     t.tokens.promptMask, t.evalPromptMask};
+  for (const std::string &item : t.evalData)
+    inputs.push_back(item.substr(item.find('=') + 1));
   for (const auto &[name, path] : options.data)
     inputs.push_back(path);
   DirectoryLock lock;

@@ -80,6 +80,25 @@ Status consolidateShards(const std::string &dir, const plan::Checkpoint &manifes
 /// zrun export: a .safetensors file of the consolidated tensors.
 Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors,
                         const plan::Checkpoint &manifest);
+/// zrun export --hf: a Hugging Face checkpoint folder (docs/finetune.md).
+struct HfExportOptions {
+  bool bf16 = false;                    // --dtype bf16 (default float32)
+  int64_t maxShardBytes = 5000000000LL; // --max-shard-size (save_pretrained's 5GB)
+};
+struct HfExportSummary {
+  int tensors = 0, shards = 0;
+  int64_t bytes = 0;
+  bool config = false; // config.json written (the record had one)
+};
+/// Writes |dir| (created; refused if it already holds a checkpoint):
+/// model.safetensors, or shards model-0000K-of-0000N.safetensors with
+/// model.safetensors.index.json past maxShardBytes, holding the module's
+/// parameters under the names the manifest's export record gives (tied
+/// ones once; buffers that are no parameter left out), and the record's
+/// config.json with the stored dtype.
+Status writeHfCheckpoint(const std::string &dir, const std::vector<NamedTensor> &tensors,
+                         const plan::Checkpoint &manifest, const HfExportOptions &options,
+                         HfExportSummary &summary);
 /// zrun export: |onnxIn| with every trained initializer replaced.
 Status writeTrainedOnnx(const std::string &onnxIn, const std::string &onnxOut,
                         const std::vector<NamedTensor> &tensors, int &replaced);

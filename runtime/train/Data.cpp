@@ -76,31 +76,31 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
 }
 
 Status zrt::parseTokenLayout(const char *bytes, size_t size, const std::string &path, int width,
-                             int64_t seq, TokenLayout &layout) {
+                             int64_t seq, TokenLayout &layout, const std::string &flag) {
   if (width != 2 && width != 4)
-    return errorf("--tokens ", path, ": tokens are 2 or 4 bytes, not ", width);
+    return errorf(flag, " ", path, ": tokens are 2 or 4 bytes, not ", width);
   if (seq < 1)
-    return errorf("--tokens ", path, ": the plan's sequence length is ", seq);
+    return errorf(flag, " ", path, ": the plan's sequence length is ", seq);
   size_t start = 0;
   if (size >= 1024) {
     int32_t header[3];
     std::memcpy(header, bytes, sizeof header);
     if (header[0] == 20240520) { // llm.c: magic, version, token count
       if (header[1] != 1 && header[1] != 2)
-        return errorf("--tokens ", path, ": unknown llm.c token file version ", header[1]);
+        return errorf(flag, " ", path, ": unknown llm.c token file version ", header[1]);
       start = 1024;
       if ((int64_t)(size - start) != (int64_t)header[2] * width)
-        return errorf("--tokens ", path, ": the header announces ", header[2],
+        return errorf(flag, " ", path, ": the header announces ", header[2],
                       " tokens, the file holds ", (size - start) / width);
     }
   }
   if ((size - start) % width)
-    return errorf("--tokens ", path, ": the size is not a multiple of ", width,
+    return errorf(flag, " ", path, ": the size is not a multiple of ", width,
                   " bytes (wrong --token-bytes, or a truncated file?)");
   int64_t n = (size - start) / width;
   int64_t sequences = (n - 1) / seq;
   if (sequences < 1)
-    return errorf("--tokens ", path, ": ", n, " tokens are fewer than one sequence of ", seq,
+    return errorf(flag, " ", path, ": ", n, " tokens are fewer than one sequence of ", seq,
                   " plus its next token");
   layout = {start, width, seq, sequences};
   return Status::ok();
@@ -119,14 +119,18 @@ void zrt::readTokenSequence(const TokenLayout &layout, const char *bytes, int64_
     std::memcpy(&v, p + t * 4, 4);
     return v;
   };
+  const uint8_t *prompt = layout.prompt ? layout.prompt + i * layout.seq : nullptr;
   for (int64_t t = 0; t < layout.seq; ++t) {
     x[t] = token(t);
     y[t] = token(t + 1);
+    if ((layout.eos >= 0 && x[t] == layout.eos) || (prompt && prompt[t + 1]))
+      y[t] = kIgnoredLabel;
   }
 }
 
-Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const plan::Plan &plan,
+Status DataFeeder::loadTokens(const TokenSource &source, const plan::Plan &plan,
                               const plan::Program &program) {
+  const std::string &flag = source.flag;
   const plan::Buffer *ids = nullptr, *labels = nullptr;
   for (const plan::NamedBuffer &in : program.inputs()) {
     if (isTrainerInput(in.name()))
@@ -136,23 +140,35 @@ Status DataFeeder::loadTokens(const std::string &path, int bytesPerToken, const 
     else if (in.name() == "labels")
       labels = &plan.buffers(in.buffer());
     else
-      return errorf("--tokens: the plan has an input '", in.name(),
+      return errorf(flag, ": the plan has an input '", in.name(),
                     "' besides input_ids and labels; pass it with --data");
   }
   if (!ids || !labels)
-    return errorf("--tokens feeds a plan with inputs 'input_ids' and 'labels' (compile with "
-                  "--loss cross-entropy)");
+    return errorf(flag, " feeds a plan with inputs 'input_ids' and 'labels' (compile with "
+                        "--loss cross-entropy)");
   // Both are filled a sequence per row: the same int64 [batch, sequence].
   if (ids->shape_size() != 2 || ids->dtype() != plan::I64 || labels->dtype() != plan::I64 ||
       !std::equal(ids->shape().begin(), ids->shape().end(), labels->shape().begin(),
                   labels->shape().end()))
-    return errorf("--tokens: the plan's input_ids and labels must both be int64 [batch, "
-                  "sequence]");
+    return errorf(flag, ": the plan's input_ids and labels must both be int64 [batch, "
+                        "sequence]");
   tokens_.seq = ids->shape(1);
-  if (Status s = tokenFile_.open(path); !s)
-    return errorf("--tokens ", s.message());
-  ZRT_RETURN_IF_ERROR(parseTokenLayout(tokenFile_.data(), tokenFile_.size(), path, bytesPerToken,
-                                       tokens_.seq, tokens_));
+  if (Status s = tokenFile_.open(source.path); !s)
+    return errorf(flag, " ", s.message());
+  ZRT_RETURN_IF_ERROR(parseTokenLayout(tokenFile_.data(), tokenFile_.size(), source.path,
+                                       source.bytesPerToken, tokens_.seq, tokens_, flag));
+  tokens_.eos = source.eos;
+  if (!source.promptMask.empty()) {
+    if (Status s = promptFile_.open(source.promptMask); !s)
+      return errorf(source.maskFlag, " ", s.message());
+    int64_t tokens = (int64_t)(tokenFile_.size() - tokens_.start) / tokens_.width;
+    if ((int64_t)promptFile_.size() != tokens)
+      return errorf(source.maskFlag, " ", source.promptMask, ": ", promptFile_.size(),
+                    " bytes, but ", source.path, " holds ", tokens,
+                    " tokens; the mask has one byte per token (nonzero: a prompt token, not "
+                    "trained on)");
+    tokens_.prompt = reinterpret_cast<const uint8_t *>(promptFile_.data());
+  }
   samples_ = tokens_.sequences;
   findIndexBounds(plan, program);
   return Status::ok();

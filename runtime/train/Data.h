@@ -12,6 +12,7 @@
 #include "support/Files.h"
 #include "train/Npy.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
@@ -31,15 +32,39 @@ struct TokenLayout {
   size_t start = 0; // bytes before the first token (llm.c's header)
   int width = 2;    // bytes per token
   int64_t seq = 0, sequences = 0;
+  /// Document boundaries (--eos): a label whose input token is this id is
+  /// -100, so that no document's first token is trained on as the
+  /// continuation of another document (-1: none).
+  int64_t eos = -1;
+  /// Label masking (--prompt-mask): one byte per token of the stream; a
+  /// label is -100 where its token's byte is nonzero (a prompt token, not
+  /// trained on). Null: none.
+  const uint8_t *prompt = nullptr;
+};
+
+/// The label of a position that does not count in the loss (PyTorch's
+/// cross_entropy ignore_index, Hugging Face's masked labels).
+constexpr int64_t kIgnoredLabel = -100;
+
+/// A token file and how it is cut: zrun --tokens FILE --token-bytes 2|4
+/// [--eos ID] [--prompt-mask FILE] (docs/finetune.md).
+struct TokenSource {
+  std::string path;
+  int bytesPerToken = 2;
+  int64_t eos = -1;       // -1: no document boundaries
+  std::string promptMask; // empty: every label trains
+  /// The flags' names in messages (--eval-data for the evaluation set).
+  std::string flag = "--tokens", maskFlag = "--prompt-mask";
 };
 
 /// Validates a token file's |size| bytes at |bytes| for tokens of |width|
 /// bytes cut into sequences of |seq|. |path| for messages.
 Status parseTokenLayout(const char *bytes, size_t size, const std::string &path, int width,
-                        int64_t seq, TokenLayout &layout);
+                        int64_t seq, TokenLayout &layout, const std::string &flag = "--tokens");
 
 /// Sequence |i| of a parsed token file: its tokens into |x| and the same
-/// shifted by one (the next-token labels) into |y|, |layout.seq| each.
+/// shifted by one (the next-token labels) into |y|, |layout.seq| each, with
+/// the layout's masking (kIgnoredLabel) applied to |y|.
 void readTokenSequence(const TokenLayout &layout, const char *bytes, int64_t i, int64_t *x,
                        int64_t *y);
 
@@ -64,7 +89,9 @@ public:
   /// none. Sequence i is tokens [i*T, (i+1)*T) as `input_ids` and the same
   /// shifted by one as `labels`, T the plan's sequence length. The file is
   /// mapped, not read: each batch decodes its sequences when it is fed.
-  Status loadTokens(const std::string &path, int bytesPerToken, const plan::Plan &plan,
+  /// With --eos and --prompt-mask, labels are masked as TokenLayout says
+  /// (docs/finetune.md); the mask file has one byte per token.
+  Status loadTokens(const TokenSource &source, const plan::Plan &plan,
                     const plan::Program &program);
 
   /// Visits the samples in a fixed pseudo-random order (a new permutation of
@@ -78,6 +105,10 @@ public:
 
   int64_t samples() const { return samples_; }
 
+  /// Global batches of |batch| samples that visit every sample once (at
+  /// least 1): an evaluation set's size.
+  int64_t batchesIn(int64_t batch) const { return std::max<int64_t>(1, samples_ / batch); }
+
   /// The samples (rows of the --data arrays) that global batch |k| of
   /// |batch| samples reads, for messages: "samples 8-11", or a list.
   std::string samplesOf(int64_t k, int64_t batch) const;
@@ -90,7 +121,7 @@ private:
   void findIndexBounds(const plan::Plan &plan, const plan::Program &program);
 
   std::map<std::string, NpyArray> arrays_;
-  MappedFile tokenFile_;
+  MappedFile tokenFile_, promptFile_;
   TokenLayout tokens_;
   std::map<std::string, IndexBound> bounds_;
   int64_t samples_ = 0;

@@ -51,6 +51,10 @@ void MetricsFile::write(const StepRecord &r, int64_t peakBytes) {
       {"step_ms", std::round(r.ms * 1000) / 1000},
       {"peak_bytes", peakBytes},
   };
+  if (r.evalLoss) {
+    line["eval_loss"] = finite(*r.evalLoss);
+    line["eval_ms"] = std::round(r.evalMs * 1000) / 1000;
+  }
   std::string text = line.dump() + "\n";
   failed_ |= std::fwrite(text.data(), 1, text.size(), file_) != text.size();
   failed_ |= std::fflush(file_) != 0;
@@ -87,7 +91,10 @@ void StepLog::print(const StepRecord &r) {
               (long long)steps_, r.loss, r.lr, r.gradNorm);
   if (scaling_)
     std::printf(" | loss_scale %.0f", r.lossScale);
-  std::printf(" | %.1f ms | %.0f tokens/s%s\n", r.ms, r.tokensPerSecond, r.note.c_str());
+  std::printf(" | %.1f ms | %.0f tokens/s", r.ms, r.tokensPerSecond);
+  if (r.evalLoss)
+    std::printf(" | eval_loss %.6f", *r.evalLoss);
+  std::printf("%s\n", r.note.c_str());
   if (tty_) {
     // A progress bar under the log lines, on a terminal only.
     elapsedMs_ += r.ms;

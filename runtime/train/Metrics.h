@@ -32,7 +32,8 @@ public:
   /// never a device: checkOutputPath ran before.
   Status open(const std::string &path, bool append);
   /// One line: {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped",
-  /// "tokens_per_s", "step_ms", "peak_bytes"}; a non-finite loss or norm is
+  /// "tokens_per_s", "step_ms", "peak_bytes"}, and "eval_loss", "eval_ms"
+  /// on the steps that evaluate --eval-data; a non-finite loss or norm is
   /// null (JSON has no inf or NaN). Flushed.
   void write(const StepRecord &record, int64_t peakBytes);
   /// The last line of a run that did not finish: {"event": |event|,

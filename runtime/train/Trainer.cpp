@@ -49,12 +49,21 @@ Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, Trainer
           plan.buffers(in.buffer()).shape_size() > 0 ? plan.buffers(in.buffer()).shape(0) : 1;
       break;
     }
+  if (t->config_.evalFeeder) {
+    t->eval_ = findProgram(plan, "eval");
+    t->evalLossBuffer_ = t->eval_ ? namedBuffer(t->eval_, true, "loss") : -1;
+    if (t->evalLossBuffer_ < 0)
+      return Status::error("--eval-data: the plan has no 'eval' program with a loss");
+    if (t->config_.evalEvery < 1 || t->config_.evalBatches < 1)
+      return Status::error("--eval-every and --eval-batches must be positive");
+  }
   if (t->config_.resume)
     t->firstStep_ = t->config_.resume->steps_done();
   t->stoppedBy_ = 0;
   if (!t->config_.checkpointDir.empty() && t->config_.saveEvery < 0)
     return Status::error("the checkpoint interval must be positive");
   t->rankLoss_.assign(world, 0.0);
+  t->rankValue_.assign(world, 0.0);
   out = std::move(t);
   return Status::ok();
 }
@@ -96,6 +105,45 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
       onCheckpoint(root + "/step-" + std::to_string(stepsDone));
   }
   return sync();
+}
+
+Status Trainer::meanOverRanks(int rank, Communicator *comm, double &value) {
+  const int world = plan_.world_size();
+  if (world == 1)
+    return Status::ok();
+  if (config_.ranksAreProcesses) {
+    float v = (float)value;
+    ZRT_RETURN_IF_ERROR(comm->allReduce(&v, &v, 1, ReduceOp::Avg));
+    value = v;
+    return Status::ok();
+  }
+  rankValue_[rank] = value;
+  ZRT_RETURN_IF_ERROR(comm->barrier());
+  double sum = 0;
+  for (double v : rankValue_)
+    sum += v;
+  ZRT_RETURN_IF_ERROR(comm->barrier()); // everyone has read rankValue_
+  value = sum / world;
+  return Status::ok();
+}
+
+Status Trainer::evaluate(int rank, ExecutorBase &executor, Communicator *comm, double &loss) {
+  // Batch b of rank r: the r-th slice of the evaluation set's global batch b
+  // (as zrun eval cuts it).
+  const int world = plan_.world_size();
+  loss = 0;
+  for (int64_t b = 0; b < config_.evalBatches; ++b) {
+    const int64_t batch = b * world + rank;
+    Status s = config_.evalFeeder->feed(batch, executor, *eval_);
+    if (s)
+      s = executor.run(*eval_);
+    if (!s)
+      return errorf(s.message(), " (evaluation batch ", b, " of rank ", rank, ": ",
+                    config_.evalFeeder->samplesOf(batch, microBatch_), " of --eval-data)");
+    loss += *executor.buffer(evalLossBuffer_).as<float>();
+  }
+  loss /= config_.evalBatches;
+  return meanOverRanks(rank, comm, loss);
 }
 
 Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
@@ -201,6 +249,15 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
       if (scaler)
         (void)scaler->update(false);
       ++applied;
+    }
+    if (config_.evalFeeder && (k + 1) % config_.evalEvery == 0) {
+      auto evalStart = std::chrono::steady_clock::now();
+      double evalLoss = 0;
+      ZRT_RETURN_IF_ERROR(evaluate(rank, executor, comm, evalLoss));
+      record.evalLoss = evalLoss;
+      record.evalMs =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - evalStart)
+              .count();
     }
     if (rank == 0 && onStep)
       onStep(record);

@@ -54,14 +54,21 @@ struct TrainerConfig {
   /// checkpoint (when checkpointing and the step did not just save one) and
   /// run() returns ok with stoppedBy() set.
   const std::atomic<int> *stop = nullptr;
+  /// --eval-data: the `eval` program runs over |evalBatches| global batches
+  /// of this feeder after every |evalEvery|-th step; the mean loss is the
+  /// step's evalLoss. Null: no evaluation.
+  const DataFeeder *evalFeeder = nullptr;
+  int64_t evalEvery = 0, evalBatches = 1;
 };
 
 /// What rank 0 reports after each step.
 struct StepRecord {
   int64_t step = 0; // 0-based
   double loss = 0, lr = 0, gradNorm = 0, lossScale = 1, ms = 0, tokensPerSecond = 0;
-  bool skipped = false; // an fp16 overflow: parameters and state unchanged
-  std::string note;     // what happened to the loss scale, if it overflowed
+  bool skipped = false;           // an fp16 overflow: parameters and state unchanged
+  std::string note;               // what happened to the loss scale, if it overflowed
+  std::optional<double> evalLoss; // --eval-data, on the steps it evaluates
+  double evalMs = 0;              // the evaluation's time (not in ms)
 };
 
 class Trainer {
@@ -101,21 +108,26 @@ private:
   /// Every rank writes its shard; rank 0 the manifest and the renames.
   Status save(int rank, ExecutorBase &executor, Communicator *comm, int64_t stepsDone,
               int64_t applied, const std::optional<LossScaler> &scaler);
+  /// The mean of every rank's |value| (all ranks call it).
+  Status meanOverRanks(int rank, Communicator *comm, double &value);
+  /// The `eval` program's mean loss over the evaluation set.
+  Status evaluate(int rank, ExecutorBase &executor, Communicator *comm, double &loss);
 
   const plan::Plan &plan_;
   const DataFeeder &feeder_;
   TrainerConfig config_;
-  const plan::Program *micro_ = nullptr, *apply_ = nullptr;
-  int lossBuffer_ = -1, lrBuffer_ = -1, normBuffer_ = -1;
+  const plan::Program *micro_ = nullptr, *apply_ = nullptr, *eval_ = nullptr;
+  int lossBuffer_ = -1, lrBuffer_ = -1, normBuffer_ = -1, evalLossBuffer_ = -1;
   std::optional<LossScalerConfig> scaling_;
   int microScaleBuffer_ = -1, applyScaleBuffer_ = -1, overflowBuffer_ = -1;
   int64_t firstStep_ = 0, tokens_ = 0, skipped_ = 0, microBatch_ = 1;
   int stoppedBy_ = 0;
   int64_t stoppedAt_ = 0;
   std::string stopCheckpoint_;
-  std::vector<double> rankLoss_; // in-process ranks' losses of a step
-  int stopShared_ = 0;           // rank 0's reading of the stop flag, for the others
-  std::string checkpointTmp_;    // shared by the ranks during a save
+  std::vector<double> rankLoss_;  // in-process ranks' losses of a step
+  std::vector<double> rankValue_; // in-process ranks' values for meanOverRanks
+  int stopShared_ = 0;            // rank 0's reading of the stop flag, for the others
+  std::string checkpointTmp_;     // shared by the ranks during a save
 };
 
 } // namespace zrt

@@ -64,7 +64,36 @@ std::vector<int64_t> shapeOf(const google::protobuf::RepeatedField<int64_t> &s) 
   return std::vector<int64_t>(s.begin(), s.end());
 }
 
+/// The name under which |weights| holds the plan's weight |initializer|
+/// (|b|: its buffer, null for a stage-3 parameter): its own name, or in a
+/// checkpoint the module's parameter name the export record gives
+/// (docs/finetune.md), or another name tied to that one. Empty: a buffer that
+/// is no parameter of the module (the record does not name it) and that the
+/// checkpoint lacks; the plan keeps the values it carries.
+std::string nameInFile(const plan::Plan &plan, const WeightFile &weights,
+                       const std::string &initializer, const plan::Buffer *b) {
+  if (weights.has(initializer) || !weights.safetensors())
+    return initializer;
+  const plan::ExportRecord &record = plan.record();
+  auto it =
+      std::find_if(record.names().begin(), record.names().end(),
+                   [&](const plan::ParameterName &n) { return n.initializer() == initializer; });
+  if (it == record.names().end())
+    return record.names_size() && b && !b->external() ? "" : initializer;
+  const std::string &original = it->name();
+  if (weights.has(original))
+    return original;
+  for (const plan::TiedNames &group : record.tied())
+    if (std::find(group.names().begin(), group.names().end(), original) != group.names().end())
+      for (const std::string &name : group.names())
+        if (weights.has(name))
+          return name;
+  return original;
+}
+
 } // namespace
+
+bool WeightFile::has(const std::string &name) const { return tensors_.count(name) != 0; }
 
 bool WeightFile::isSafetensors(const std::string &path) {
   std::error_code ec;
@@ -285,27 +314,36 @@ Status WeightFile::check(const std::string &name, const std::vector<int64_t> &sh
 }
 
 Status WeightFile::read(const std::string &name, const std::vector<int64_t> &shape,
-                        std::vector<float> &out) const {
+                        std::vector<float> &out, int64_t first, int64_t count) const {
   ZRT_RETURN_IF_ERROR(check(name, shape));
   const Entry &e = tensors_.find(name)->second;
   int64_t n = numel(shape);
-  out.resize(n);
+  if (count < 0)
+    count = n - first;
+  if (first < 0 || first + count > n)
+    return errorf("--weights ", path_, ": elements [", first, ", ", first + count, ") of tensor '",
+                  name, "' asked for; it has ", n);
+  out.resize(count);
+  const int width = e.dataType == onnx::TensorProto::FLOAT ? 4 : 2;
   if (e.file.empty()) {
-    std::memcpy(out.data(), e.inline_.data(), n * sizeof(float));
+    std::memcpy(out.data(), e.inline_.data() + first * sizeof(float), count * sizeof(float));
     return Status::ok();
   }
+  // Only the elements asked for (a stage-3 rank its slice) are read.
   std::ifstream in(e.file, std::ios::binary);
-  if (e.dataType == onnx::TensorProto::FLOAT) {
-    if (!in.seekg(e.offset) || !in.read(reinterpret_cast<char *>(out.data()), n * 4))
+  if (!in.seekg(e.offset + first * width))
+    return errorf("--weights ", e.file, ": cannot read tensor '", name, "'");
+  if (width == 4) {
+    if (!in.read(reinterpret_cast<char *>(out.data()), count * 4))
       return errorf("--weights ", e.file, ": cannot read tensor '", name, "'");
     return Status::ok();
   }
   // bfloat16 / float16 (safetensors): widened exactly to float32.
-  std::vector<uint16_t> bits(n);
-  if (!in.seekg(e.offset) || !in.read(reinterpret_cast<char *>(bits.data()), n * 2))
+  std::vector<uint16_t> bits(count);
+  if (!in.read(reinterpret_cast<char *>(bits.data()), count * 2))
     return errorf("--weights ", e.file, ": cannot read tensor '", name, "'");
   bool bf16 = e.dataType == onnx::TensorProto::BFLOAT16;
-  for (int64_t k = 0; k < n; ++k) {
+  for (int64_t k = 0; k < count; ++k) {
     cpu::BF16 b;
     cpu::F16 h;
     b.bits = h.bits = bits[k];
@@ -326,17 +364,26 @@ Status checkWeights(const plan::Plan &plan, const WeightFile &weights) {
   // is named, not only the first.
   std::vector<std::string> problems;
   std::set<std::string> loads;
-  auto check = [&](const std::string &name, const std::vector<int64_t> &shape) {
+  auto check = [&](const std::string &initializer, const plan::Buffer *b,
+                   const std::vector<int64_t> &shape) {
+    std::string name = nameInFile(plan, weights, initializer, b);
+    if (name.empty())
+      return;
     loads.insert(name);
     if (Status s = weights.check(name, shape); !s)
       problems.push_back(s.message());
   };
   forEachNamedWeight(plan,
-                     [&](int, const plan::Buffer &b) { check(b.name(), shapeOf(b.shape())); });
+                     [&](int, const plan::Buffer &b) { check(b.name(), &b, shapeOf(b.shape())); });
   for (const plan::ParamLayout &l : plan.params())
     if (isShardedBucket(plan.buffers(l.bucket())))
-      check(l.name(), shapeOf(l.shape()));
-  // A checkpoint's tensors the plan does not load: another model's.
+      check(l.name(), nullptr, shapeOf(l.shape()));
+  // A checkpoint's tensors the plan does not load: another model's (the
+  // tied copy of one it loads, as some checkpoints keep, is not).
+  for (const plan::TiedNames &group : plan.record().tied())
+    for (const std::string &name : group.names())
+      if (loads.count(name))
+        loads.insert(group.names().begin(), group.names().end());
   std::vector<std::string> extra;
   if (weights.safetensors())
     for (const std::string &name : weights.names())
@@ -373,9 +420,10 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
   std::vector<float> values;
   Status status;
   forEachNamedWeight(plan, [&](int, const plan::Buffer &b) {
-    if (!status)
+    std::string name = nameInFile(plan, weights, b.name(), &b);
+    if (!status || name.empty())
       return;
-    status = weights.read(b.name(), shapeOf(b.shape()), values);
+    status = weights.read(name, shapeOf(b.shape()), values);
     if (status) {
       std::memcpy(state.data() + b.offset(), values.data(), values.size() * sizeof(float));
       ++loaded;
@@ -387,14 +435,17 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
     const plan::Buffer &bucket = plan.buffers(l.bucket());
     if (!isShardedBucket(bucket))
       continue;
-    ZRT_RETURN_IF_ERROR(weights.read(l.name(), shapeOf(l.shape()), values));
-    // This rank holds elements [lo, hi) of the whole flat bucket.
+    // This rank holds elements [lo, hi) of the whole flat bucket: it reads
+    // only the part of the tensor that falls there.
+    std::vector<int64_t> shape = shapeOf(l.shape());
     int64_t shard = bucket.shard_of() / world, lo = rank * shard, hi = lo + shard;
-    int64_t begin = std::max(lo, l.offset()),
-            end = std::min(hi, l.offset() + (int64_t)values.size());
-    if (begin < end)
+    int64_t begin = std::max(lo, l.offset()), end = std::min(hi, l.offset() + numel(shape));
+    if (begin < end) {
+      ZRT_RETURN_IF_ERROR(weights.read(nameInFile(plan, weights, l.name(), nullptr), shape, values,
+                                       begin - l.offset(), end - begin));
       std::memcpy(state.data() + stateOffset(plan, bucket) + (begin - lo) * sizeof(float),
-                  values.data() + (begin - l.offset()), (end - begin) * sizeof(float));
+                  values.data(), values.size() * sizeof(float));
+    }
     ++loaded;
   }
   return executor.loadState(state);

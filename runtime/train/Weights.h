@@ -11,7 +11,11 @@
 // Which state buffers hold weights (`weightBuffers`): owning state buffers
 // that are trainable parameters or frozen buffers (loaded by their name,
 // which is the initializer's), and stage-3 parameter shards (loaded through
-// the plan's ParamLayout: each rank takes its slice of every member).
+// the plan's ParamLayout: each rank reads only its slice of every member).
+// A checkpoint's tensors are matched by the initializer's name, or through
+// the plan's export record by the module's parameter name (tied names
+// included); a buffer the record does not name keeps the plan's values when
+// the checkpoint lacks it (a rotary inv_freq is in no checkpoint).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_TRAIN_WEIGHTS_H
@@ -44,9 +48,11 @@ public:
   const std::string &path() const { return path_; }
   /// Whether |name| is a float32 tensor of |shape| (the error says what it is).
   Status check(const std::string &name, const std::vector<int64_t> &shape) const;
-  /// Reads |name|, checking that it is a float32 tensor of |shape|.
-  Status read(const std::string &name, const std::vector<int64_t> &shape,
-              std::vector<float> &out) const;
+  /// Reads elements [first, first + count) of |name| (count -1: to the
+  /// end) as float32, checking that it is a tensor of |shape|.
+  Status read(const std::string &name, const std::vector<int64_t> &shape, std::vector<float> &out,
+              int64_t first = 0, int64_t count = -1) const;
+  bool has(const std::string &name) const;
 
   /// Names of the tensors the file holds (for the plan's check of extras).
   std::vector<std::string> names() const;

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -232,9 +233,32 @@ std::vector<std::string> inputsOf(const Common &c) {
   return inputs;
 }
 
+/// --tokens and the options that say how a token file is cut.
+void addTokenOptions(CLI::App *cmd, TokenSource &tokens) {
+  cmd->add_option("--tokens", tokens.path,
+                  "token ids (uint16, or uint32 with --token-bytes 4; raw as nanoGPT writes "
+                  "them or with llm.c's header) cut into input_ids and labels shifted by one")
+      ->type_name("FILE.bin");
+  cmd->add_option("--token-bytes", tokens.bytesPerToken, "2 (uint16, default) or 4 (uint32)")
+      ->type_name("2|4")
+      ->check(oneOf({"2", "4"}, "2 (uint16) or 4 (uint32)"));
+  cmd->add_option("--eos", tokens.eos,
+                  "documents are separated by this token: the label after it (the next "
+                  "document's first token) is -100, not trained on")
+      ->type_name("ID")
+      ->check(integer(0, "a token id (a non-negative integer)"));
+  cmd->add_option("--prompt-mask", tokens.promptMask,
+                  "one byte per token of --tokens; a label whose byte is nonzero (a prompt "
+                  "token) is -100, not trained on")
+      ->type_name("FILE");
+}
+
 int runEval(const Common &c, const EvalOptions &eval) {
+  std::vector<std::string> inputs = inputsOf(c);
+  inputs.push_back(eval.tokens.path);
+  inputs.push_back(eval.tokens.promptMask);
   for (const auto &[name, path] : eval.outputs)
-    if (Status s = checkOutputPath("--output " + name, path, inputsOf(c)); !s)
+    if (Status s = checkOutputPath("--output " + name, path, inputs); !s)
       return fail(s);
   std::optional<double> loss;
   if (Status s = evaluate(c.run, eval, loss); !s)
@@ -299,14 +323,24 @@ int runKernels(const Common &c, const std::string &ptxDir) {
 }
 
 struct ExportOptions {
-  std::string checkpoint, safetensors, onnxIn, onnxOut;
+  std::string checkpoint, safetensors, onnxIn, onnxOut, hf, dtype = "fp32", maxShardSize = "5GB";
 };
 
 /// Consolidates the ranks' shards into whole float32 tensors.
 int runExport(const ExportOptions &e) {
-  if (e.safetensors.empty() && e.onnxIn.empty())
-    return usageError("export writes --safetensors OUT and/or --onnx MODEL.onnx -o OUT.onnx",
+  if (e.safetensors.empty() && e.onnxIn.empty() && e.hf.empty())
+    return usageError("export writes --hf DIR, --safetensors OUT and/or --onnx MODEL.onnx -o "
+                      "OUT.onnx",
                       "export");
+  HfExportOptions hf;
+  hf.bf16 = e.dtype == "bf16";
+  if (std::optional<int64_t> size = parseByteSize(e.maxShardSize); size && *size > 0)
+    hf.maxShardBytes = *size;
+  else
+    return usageError("--max-shard-size " + e.maxShardSize + ": not a size (e.g. 5GB, 500MB, 2GiB)",
+                      "export");
+  if (e.hf.empty() && (e.dtype != "fp32" || e.maxShardSize != "5GB"))
+    return usageError("--dtype and --max-shard-size go with --hf DIR", "export");
   if (e.onnxIn.empty() != e.onnxOut.empty())
     return usageError("--onnx MODEL.onnx and -o TRAINED.onnx go together", "export");
   std::string dir;
@@ -323,6 +357,11 @@ int runExport(const ExportOptions &e) {
     return fail(s);
   if (!note.empty())
     std::fprintf(stderr, "zrun: export: %s\n", note.c_str());
+  std::error_code ec;
+  if (!e.hf.empty() && (std::filesystem::equivalent(e.hf, e.checkpoint, ec) ||
+                        std::filesystem::equivalent(e.hf, dir, ec)))
+    return usageError("--hf " + e.hf + " is the checkpoint itself; export into a new folder",
+                      "export");
   if (Status s = consolidate(dir, manifest, tensors); !s)
     return fail(s);
   int trainable = 0;
@@ -333,6 +372,20 @@ int runExport(const ExportOptions &e) {
       return fail(s);
     std::printf("%s: %zu tensors (%d trained) after %lld steps\n", e.safetensors.c_str(),
                 tensors.size(), trainable, (long long)manifest.steps_done());
+  }
+  if (!e.hf.empty()) {
+    HfExportSummary summary;
+    if (Status s = writeHfCheckpoint(e.hf, tensors, manifest, hf, summary); !s)
+      return fail(s);
+    std::printf("%s: %d tensors (%s, %.1f MB in %d file%s)%s after %lld steps\n", e.hf.c_str(),
+                summary.tensors, hf.bf16 ? "bf16" : "fp32", summary.bytes / 1e6, summary.shards,
+                summary.shards == 1 ? "" : "s + model.safetensors.index.json",
+                summary.config ? " and config.json" : "", (long long)manifest.steps_done());
+    if (!summary.config)
+      std::fprintf(stderr,
+                   "zrun: export: the export record has no config (the model was not "
+                   "a Hugging Face one); copy its config.json into %s\n",
+                   e.hf.c_str());
   }
   if (!e.onnxIn.empty()) {
     int replaced = 0;
@@ -395,7 +448,9 @@ int run(int argc, char **argv) {
   eval->add_option("--batches", evalOptions.batches, "global batches to evaluate (default 1)")
       ->type_name("K")
       ->check(integer(1, "a positive integer"));
-  eval->add_option("--output", outputs, "write the graph output NAME of the first batch")
+  addTokenOptions(eval, evalOptions.tokens);
+  eval->add_option("--output", outputs,
+                   "write the graph output NAME of the first batch (or the input NAME as fed)")
       ->type_name("NAME=FILE.npy")
       ->allow_extra_args(false) // one value per --data
       ->check(kAssignment);
@@ -441,14 +496,27 @@ int run(int argc, char **argv) {
       ->add_option("--metrics", t.metrics,
                    "one JSON object per step (written atomically when the run ends)")
       ->type_name("FILE.jsonl");
+  addTokenOptions(train, t.tokens);
   train
-      ->add_option("--tokens", t.tokens,
-                   "token ids (uint16, or uint32 with --token-bytes 4; raw as nanoGPT writes "
-                   "them or with llm.c's header) cut into input_ids and labels shifted by one")
-      ->type_name("FILE.bin");
-  train->add_option("--token-bytes", t.tokenBytes, "2 (uint16, default) or 4 (uint32)")
-      ->type_name("2|4")
-      ->check(oneOf({"2", "4"}, "2 (uint16) or 4 (uint32)"));
+      ->add_option("--eval-data", t.evalData,
+                   "evaluate this set every --eval-every steps: a token file (cut as --tokens "
+                   "is) or NAME=FILE.npy per input; 'eval_loss' in the log and metrics")
+      ->type_name("FILE.bin|NAME=FILE.npy")
+      ->allow_extra_args(false);
+  train
+      ->add_option("--eval-prompt-mask", t.evalPromptMask,
+                   "--eval-data's prompt mask (as --prompt-mask)")
+      ->type_name("FILE");
+  train
+      ->add_option("--eval-every", t.evalEvery,
+                   "steps between evaluations (default: once, after the last step)")
+      ->type_name("N")
+      ->check(integer(1, "a positive number of steps"));
+  train
+      ->add_option("--eval-batches", t.evalBatches,
+                   "global batches per evaluation (default: the whole --eval-data)")
+      ->type_name("K")
+      ->check(integer(1, "a positive integer"));
   train
       ->add_option("--shuffle", t.shuffleSeed,
                    "visit samples in a seeded random order, new each epoch")
@@ -513,6 +581,18 @@ int run(int argc, char **argv) {
       ->add_option("CHECKPOINT", exportOptions.checkpoint,
                    "a --checkpoint-dir (its latest) or one of its step-K")
       ->required();
+  exportCmd
+      ->add_option("--hf", exportOptions.hf,
+                   "a Hugging Face checkpoint folder: safetensors under the module's parameter "
+                   "names (tools/zcc-export's record) and config.json, for from_pretrained")
+      ->type_name("DIR");
+  exportCmd->add_option("--dtype", exportOptions.dtype, "with --hf: fp32 (default) or bf16")
+      ->type_name("fp32|bf16")
+      ->check(oneOf({"fp32", "bf16"}, "fp32 or bf16"));
+  exportCmd
+      ->add_option("--max-shard-size", exportOptions.maxShardSize,
+                   "with --hf: shard past this size, with an index (default 5GB)")
+      ->type_name("SIZE");
   exportCmd->add_option("--safetensors", exportOptions.safetensors, "write safetensors here")
       ->type_name("OUT.safetensors");
   exportCmd->add_option("--onnx", exportOptions.onnxIn, "the model the plan was compiled from")
@@ -567,8 +647,6 @@ int run(int argc, char **argv) {
     // train
     if (t.steps == 0)
       return usageError("train needs --steps N", "train");
-    if (!t.tokens.empty() && !common.run.data.empty())
-      return usageError("use --tokens or --data, not both", "train");
     if (t.saveEvery > 0 && t.checkpointDir.empty())
       return usageError("--save-every needs --checkpoint-dir", "train");
     if (warmupType)

@@ -346,7 +346,11 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
                          << onnxTypeName(t.data_type());
     std::string bytes, error;
     SmallVector<int64_t> shape(t.dims().begin(), t.dims().end());
-    if (options.skipWeightData && isFloatType(t.data_type())) {
+    // --weights external: the values of parameters are not read (zrun
+    // loads them); a buffer that the export record says is no parameter (a
+    // rotary inv_freq) is in no checkpoint, so the plan keeps its values.
+    bool recordedBuffer = recordedParameters && !recordedParameters->contains(t.name());
+    if (options.skipWeightData && isFloatType(t.data_type()) && !recordedBuffer) {
       bool isTrainable = isTrainableName(t.name(), trainable, frozen);
       (isTrainable ? numTrainable : numFrozen)++;
       auto type = RankedTensorType::get(shape, et);
@@ -711,40 +715,99 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
       if (!llvm::json::isUTF8(v))
         return notUtf8("a node output's", v);
   }
-  // The export record (tools/zcc-export): the module's parameters by name.
+  // The export record (tools/zcc-export, docs/finetune.md): which float
+  // initializers are the module's parameters, their names there, the tied
+  // ones, the source config.
+  llvm::StringSet<> floats;
+  for (const onnx::TensorProto &t : graph.initializer())
+    if (isFloatType(t.data_type()))
+      floats.insert(t.name());
+  auto badRecord = [&](StringRef key, const std::string &what) {
+    fileError() << "metadata '" << key << "' " << what
+                << " (the export record tools/zcc-export writes; re-export the model)";
+    return nullptr;
+  };
+  // A JSON list of strings, or nothing.
+  auto stringList = [](const llvm::json::Value *v) -> std::optional<std::vector<std::string>> {
+    const llvm::json::Array *list = v ? v->getAsArray() : nullptr;
+    if (!list)
+      return std::nullopt;
+    std::vector<std::string> out;
+    for (const llvm::json::Value &item : *list) {
+      auto str = item.getAsString();
+      if (!str)
+        return std::nullopt;
+      out.push_back(str->str());
+    }
+    return out;
+  };
+  SmallVector<NamedAttribute> record;
   for (const auto &kv : model.metadata_props()) {
-    if (kv.key() != "zcc.parameters")
+    StringRef key = kv.key();
+    if (!key.starts_with("zcc."))
       continue;
     llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(kv.value());
-    const llvm::json::Array *names = parsed ? parsed->getAsArray() : nullptr;
-    if (!parsed)
-      llvm::consumeError(parsed.takeError());
-    recordedParameters.emplace();
-    for (size_t i = 0; names && i < names->size(); ++i) {
-      auto name = (*names)[i].getAsString();
-      if (!name) {
-        names = nullptr;
-        break;
-      }
-      recordedParameters->insert(*name);
+    if (!parsed) {
+      std::string why = llvm::toString(parsed.takeError());
+      return badRecord(key, "is not JSON: " + why);
     }
-    if (!names) {
-      fileError() << "metadata 'zcc.parameters' is not a JSON list of initializer names "
-                     "(the export record tools/zcc-export writes; re-export the model)";
-      return nullptr;
-    }
-    llvm::StringSet<> floats;
-    for (const onnx::TensorProto &t : graph.initializer())
-      if (isFloatType(t.data_type()))
-        floats.insert(t.name());
-    for (const auto &name : *recordedParameters)
-      if (!floats.contains(name.getKey())) {
-        fileError() << "metadata 'zcc.parameters' names '" << name.getKey()
-                    << "', which is not a float initializer of the model (re-export it with "
-                       "tools/zcc-export)";
-        return nullptr;
+    if (key == "zcc.parameters") {
+      auto names = stringList(&*parsed);
+      if (!names)
+        return badRecord(key, "is not a JSON list of initializer names");
+      recordedParameters.emplace();
+      for (const std::string &name : *names) {
+        if (!floats.contains(name))
+          return badRecord(key, "names '" + name +
+                                    "', which is not a float initializer of the "
+                                    "model");
+        recordedParameters->insert(name);
       }
+    } else if (key == "zcc.names") {
+      const llvm::json::Object *map = parsed->getAsObject();
+      if (!map)
+        return badRecord(key, "is not a JSON object of initializer -> parameter name");
+      SmallVector<NamedAttribute> names;
+      llvm::StringMap<std::string> byOriginal;
+      for (const auto &[initializer, original] : *map) {
+        auto str = original.getAsString();
+        if (!str)
+          return badRecord(key, "maps '" + initializer.str() + "' to something not a string");
+        if (!floats.contains(initializer))
+          return badRecord(key, "names '" + initializer.str() +
+                                    "', which is not a float initializer of the model");
+        auto [it, fresh] = byOriginal.try_emplace(*str, initializer.str());
+        if (!fresh)
+          return badRecord(key, "maps both '" + it->second + "' and '" + initializer.str() +
+                                    "' to '" + str->str() + "'");
+        names.push_back(builder.getNamedAttr(initializer.str(), builder.getStringAttr(*str)));
+      }
+      record.push_back(builder.getNamedAttr("names", builder.getDictionaryAttr(names)));
+    } else if (key == "zcc.tied") {
+      const llvm::json::Array *groups = parsed->getAsArray();
+      SmallVector<Attribute> tied;
+      for (size_t i = 0; groups && i < groups->size(); ++i) {
+        auto group = stringList(&(*groups)[i]);
+        if (!group || group->size() < 2) {
+          groups = nullptr;
+          break;
+        }
+        SmallVector<Attribute> names;
+        for (const std::string &name : *group)
+          names.push_back(builder.getStringAttr(name));
+        tied.push_back(builder.getArrayAttr(names));
+      }
+      if (!groups)
+        return badRecord(key, "is not a JSON list of lists of two or more parameter names");
+      record.push_back(builder.getNamedAttr("tied", builder.getArrayAttr(tied)));
+    } else if (key == "zcc.config") {
+      if (!parsed->getAsObject())
+        return badRecord(key, "is not a JSON object (a config.json)");
+      record.push_back(builder.getNamedAttr("config", builder.getStringAttr(kv.value())));
+    }
   }
+  if (!record.empty())
+    module->setAttr("zero.export_record", builder.getDictionaryAttr(record));
   // No record and no flags: every float initializer trains. Say which of
   // them look like buffers (rotary frequencies, masks, exporter constants),
   // which PyTorch would not train.

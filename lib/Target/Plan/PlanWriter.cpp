@@ -53,6 +53,23 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     plan.set_source(source.str());
   if (auto target = module->getAttrOfType<StringAttr>("zero.target"))
     plan.set_target(target.str());
+  if (auto record = module->getAttrOfType<DictionaryAttr>("zero.export_record")) {
+    zplan::ExportRecord *r = plan.mutable_record();
+    if (auto names = record.getAs<DictionaryAttr>("names"))
+      for (NamedAttribute n : names) { // a DictionaryAttr is sorted by name
+        zplan::ParameterName *pn = r->add_names();
+        pn->set_initializer(n.getName().str());
+        pn->set_name(cast<StringAttr>(n.getValue()).str());
+      }
+    if (auto tied = record.getAs<ArrayAttr>("tied"))
+      for (auto group : tied.getAsRange<ArrayAttr>()) {
+        zplan::TiedNames *t = r->add_tied();
+        for (auto name : group.getAsRange<StringAttr>())
+          t->add_names(name.str());
+      }
+    if (auto config = record.getAs<StringAttr>("config"))
+      r->set_config(config.str());
+  }
   if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
     plan.set_memory_budget(budget.getInt());
   auto arenaBytes = [&](StringRef arena) -> int64_t {
@@ -69,6 +86,9 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   if (plan.device_arena_bytes() < 0 || plan.state_arena_bytes() < 0)
     return module.emitError("the module has no arena sizes; run convert-zero-to-zrt first");
 
+  DictionaryAttr recordNames;
+  if (auto record = module->getAttrOfType<DictionaryAttr>("zero.export_record"))
+    recordNames = record.getAs<DictionaryAttr>("names");
   llvm::DenseMap<StringAttr, int> index;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
     index[buffer.getSymNameAttr()] = plan.buffers_size();
@@ -97,6 +117,11 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
          (buffer.getArena() == zcc::zrt::Arena::host && buffer.getShardOfAttr())) &&
         !buffer.getView() && type.getElementType().isF32() && buffer.getInitialValueAttr() &&
         (buffer.getTrainable() || role == "buffer" || (role == "param" && buffer.getShardOfAttr()));
+    // With an export record, a frozen buffer that is no parameter of the
+    // module (a rotary inv_freq, the exporter's constants) is not in the
+    // module's checkpoints: the plan keeps its values.
+    if (role == "buffer" && recordNames && !recordNames.contains(pb->name()))
+      weight = false;
     auto splat = dyn_cast_if_present<DenseElementsAttr>(buffer.getInitialValueAttr());
     if (options.externalWeights && weight) {
       pb->set_external(true);
