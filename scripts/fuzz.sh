@@ -6,6 +6,7 @@
 #   manifest   checkpoint manifests and export  seeds test/fuzz/corpus/manifest
 #   hostfile   hostfiles, --include/--exclude   seeds test/fuzz/corpus/hostfile
 #   npy        .npy arrays and token files      seeds test/fuzz/corpus/npy
+#   safetensors safetensors headers and reads   seeds test/fuzz/corpus/safetensors
 #   deepspeed  DeepSpeed JSON configs (zcc)     seeds ../shared/ds_configs
 #
 #   scripts/fuzz.sh [SECONDS [TARGET...]]   (default 60 s, every target)
@@ -19,12 +20,12 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(plan manifest hostfile npy deepspeed)
+[[ ${#targets[@]} -gt 0 ]] || targets=(plan manifest hostfile npy safetensors deepspeed)
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DZCC_BUILD_COMPILER=OFF -DZCC_ENABLE_FUZZER=ON -DZCC_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-fuzz --target zrt-plan-fuzzer zrt-manifest-fuzzer zrt-hostfile-fuzzer \
-  zrt-npy-fuzzer
+  zrt-npy-fuzzer zrt-safetensors-fuzzer
 # The DeepSpeed config reader is compiler code (LLVM's JSON): built here
 # against LLVM 22's shared library, the reader itself instrumented.
 llvm=/usr/lib/llvm-22

@@ -8,6 +8,9 @@ Runs on the GPU machine (PyTorch, transformers, onnx, onnxruntime).
         reference: PyTorch fine-tuning DIR/hf for 20 AdamW steps on the packed
         stream TOKENS_PREFIX.bin (EOS 2, prompt mask TOKENS_PREFIX.prompt.bin)
         exactly as zrun feeds it to 2 ranks of 2 sequences -> DIR/reference.json.
+    finetune_reference.py save-large DIR SEQ
+        The Llama-3.2-1B shape (random init, seed 0) saved with save_pretrained
+        to DIR/Llama-3.2-1B-shape: docs/finetune.md's model.
     finetune_reference.py reload HF_DIR LOGITS.npy TOKENS_PREFIX [HF_DIR2 ...]
         from_pretrained(HF_DIR) (what zrun export --hf wrote): its logits on the
         first 2 sequences against zrun's (LOGITS.npy); more folders (bf16,
@@ -90,8 +93,28 @@ def save(d, prefix):
         opt.step()
         losses.append(total)
     print("reference losses", ["%.6f" % v for v in losses[:3]], "...", "%.6f" % losses[-1])
-    json.dump(dict(losses=losses, grad_norms=norms, seq=SEQ, micro=MICRO, world=WORLD, lr=LR,
-                   weight_decay=WD, eos=EOS), open(os.path.join(d, "reference.json"), "w"))
+    # The layout of test/Inputs/check_trajectory.py's references.
+    json.dump({"models": {"finetune-llama": {
+        "trajectories": {"zero3-2ranks": {"loss": losses, "grad_norm": norms}},
+        "seq": SEQ, "micro": MICRO, "world": WORLD, "lr": LR, "weight_decay": WD, "eos": EOS}}},
+        open(os.path.join(d, "reference.json"), "w"), indent=1)
+
+
+def save_large(d, seq):
+    """The guide's model (docs/finetune.md): the Llama-3.2-1B shape, random
+    init with seed 0 (the GPU machine has no network to fetch the real
+    weights), saved as save_pretrained does into DIR/Llama-3.2-1B-shape."""
+    import time
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    c = LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                    num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                    tie_word_embeddings=True, max_position_embeddings=seq, rope_theta=500000.0,
+                    rms_norm_eps=1e-5, attention_dropout=0.0, bos_token_id=128000,
+                    eos_token_id=128001)
+    t0 = time.time()
+    LlamaForCausalLM(c).save_pretrained(os.path.join(d, "Llama-3.2-1B-shape"))
+    print("saved %s in %.1f s" % (os.path.join(d, "Llama-3.2-1B-shape"), time.time() - t0))
 
 
 def reload(dirs, logits_path, prefix):
@@ -115,5 +138,7 @@ def reload(dirs, logits_path, prefix):
 if __name__ == "__main__":
     if sys.argv[1] == "save":
         save(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "save-large":
+        save_large(sys.argv[2], int(sys.argv[3]))
     else:
         reload([sys.argv[2]] + sys.argv[5:], sys.argv[3], sys.argv[4])

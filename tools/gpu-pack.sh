@@ -182,6 +182,21 @@ if [ -n "${GPT2_XL_ONNX:-}" ]; then
   esac
   cp tools/gpu-bench-large.sh tools/gpu-bench-multi.sh tools/torch_fsdp2_baseline.py "$mem/"
 fi
+# The fine-tuning round trip (tools/gpu-finetune.sh): the committed small
+# export's plans, and with FINETUNE_ONNX (the graph tools/zcc-export wrote of
+# the guide's Llama-3.2-1B shape, on the GPU machine) the guide's plan.
+ftin=test/e2e/Inputs/finetune
+mkdir -p "$out/data/finetune"
+cp -r $ftin/hf $ftin/reference.json "$out/data/finetune/"
+$zcc $ftin/export/model.onnx --micro-batch 2 --loss cross-entropy --zero-stage 3 --world-size 2 \
+  --lr 1e-3 --weight-decay 0.01 --weights external -o "$out/plans/ft-tiny-z3.zplan"
+$zcc $ftin/export/model.onnx --micro-batch 2 --loss cross-entropy --weights external \
+  -o "$out/plans/ft-tiny.zplan"
+cp tools/gpu-finetune.sh tools/finetune_reference.py tools/zcc-export test/e2e/Inputs/packed_tokens.py "$out/"
+if [ -n "${FINETUNE_ONNX:-}" ]; then
+  $zcc "$FINETUNE_ONNX" --loss cross-entropy --precision bf16 --target cuda --weights external \
+    --micro-batch 4 --lr 2e-5 -o "$out/plans/finetune-1b.zplan"
+fi
 # The carried libraries as one xz archive (36 MB of OpenBLAS becomes ~6): a
 # device call takes 64 MiB in all, the repository included. The scripts
 # unpack it on first use (tools/gpu-libs.sh).

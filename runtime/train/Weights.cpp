@@ -28,10 +28,12 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
+/// Elements of |shape|; -1 past 2^40 (no tensor zrun loads is that large).
 int64_t numel(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (int64_t(1) << 40))
+      return -1;
   return n;
 }
 
@@ -94,6 +96,11 @@ std::string nameInFile(const plan::Plan &plan, const WeightFile &weights,
 } // namespace
 
 bool WeightFile::has(const std::string &name) const { return tensors_.count(name) != 0; }
+
+std::vector<int64_t> WeightFile::shape(const std::string &name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? std::vector<int64_t>() : it->second.shape;
+}
 
 bool WeightFile::isSafetensors(const std::string &path) {
   std::error_code ec;
@@ -294,6 +301,9 @@ Status WeightFile::check(const std::string &name, const std::vector<int64_t> &sh
                   shapeText(e.shape), ", the plan's parameter is float32 ", shapeText(shape),
                   "; pass the model the plan was compiled from");
   }
+  if (numel(shape) < 0)
+    return errorf("--weights ", path_, ": tensor '", name, "' ", shapeText(shape),
+                  " is impossibly large");
   int64_t bytes = numel(shape) * (e.dataType == onnx::TensorProto::FLOAT ? 4 : 2);
   if (e.file.empty() && (int64_t)e.inline_.size() != bytes)
     return errorf("--weights ", path_, ": initializer '", name, "' has ", e.inline_.size(),

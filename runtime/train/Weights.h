@@ -53,6 +53,8 @@ public:
   Status read(const std::string &name, const std::vector<int64_t> &shape, std::vector<float> &out,
               int64_t first = 0, int64_t count = -1) const;
   bool has(const std::string &name) const;
+  /// The shape the file gives |name| (empty if it has none).
+  std::vector<int64_t> shape(const std::string &name) const;
 
   /// Names of the tensors the file holds (for the plan's check of extras).
   std::vector<std::string> names() const;

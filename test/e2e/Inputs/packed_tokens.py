@@ -1,9 +1,10 @@
 """Packed token streams for zrun's token loader, and its NumPy reference.
 
-    packed_tokens.py write PREFIX [--vocab V] [--tokens N] [--eos E] [--seed S]
-        PREFIX.bin: uint16 documents separated by E; PREFIX.prompt.bin: one
-        byte per token, 1 on each document's prompt (its first ~30%).
-    packed_tokens.py expect PREFIX T FIRST COUNT OUT [--eos E] [--no-mask]
+    packed_tokens.py write PREFIX [--vocab V] [--tokens N] [--eos E] [--seed S] [--token-bytes 2|4]
+        PREFIX.bin: uint16 (or uint32) documents separated by E;
+        PREFIX.prompt.bin: one byte per token, 1 on each document's prompt
+        (its first ~30%).
+    packed_tokens.py expect PREFIX T FIRST COUNT OUT [--eos E] [--no-mask] [--token-bytes 2|4]
         OUT.input_ids.npy, OUT.labels.npy: sequences [FIRST, FIRST+COUNT) as
         zrun --tokens PREFIX.bin --eos E --prompt-mask PREFIX.prompt.bin feeds
         them (int64 [COUNT, T]).
@@ -18,7 +19,7 @@ import argparse
 import numpy as np
 
 
-def write(prefix, vocab=256, tokens=4000, eos=2, seed=0):
+def write(prefix, vocab=256, tokens=4000, eos=2, seed=0, width=2):
     g = np.random.default_rng(seed)
     stream, prompt = [], []
     while len(stream) < tokens:
@@ -28,7 +29,7 @@ def write(prefix, vocab=256, tokens=4000, eos=2, seed=0):
         p = int(round(0.3 * n))
         stream += list(doc) + [eos]
         prompt += [1] * p + [0] * (n - p) + [0]
-    np.array(stream[:tokens], np.uint16).tofile(prefix + ".bin")
+    np.array(stream[:tokens], np.uint16 if width == 2 else np.uint32).tofile(prefix + ".bin")
     np.array(prompt[:tokens], np.uint8).tofile(prefix + ".prompt.bin")
 
 
@@ -60,12 +61,13 @@ if __name__ == "__main__":
     ap.add_argument("--eos", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-mask", action="store_true")
+    ap.add_argument("--token-bytes", type=int, default=2, choices=[2, 4])
     a = ap.parse_args()
     if a.mode == "write":
-        write(a.prefix, a.vocab, a.tokens, 2 if a.eos is None else a.eos, a.seed)
+        write(a.prefix, a.vocab, a.tokens, 2 if a.eos is None else a.eos, a.seed, a.token_bytes)
     else:
         seq, first, count, out = int(a.rest[0]), int(a.rest[1]), int(a.rest[2]), a.rest[3]
-        t = np.fromfile(a.prefix + ".bin", np.uint16)
+        t = np.fromfile(a.prefix + ".bin", np.uint16 if a.token_bytes == 2 else np.uint32)
         p = None if a.no_mask else np.fromfile(a.prefix + ".prompt.bin", np.uint8)
         x, y = pack(t, p, seq, first, count, a.eos)
         np.save(out + ".input_ids.npy", x)
