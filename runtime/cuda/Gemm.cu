@@ -222,13 +222,27 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
   // matmul_add: D = AB + C in the accumulator, rounded once (C may be D: the
   // planner lets the result take a dying addend's bytes).
   const TensorRef *addend = e.addend && aligned16(e.addend->data) ? e.addend : nullptr;
+  // An unaligned addend is added by a kernel after the GEMM; when it shares
+  // bytes with the result, which the GEMM overwrites, it is copied aside
+  // first (the planner may place the result on a dying addend's bytes).
+  TensorRef aside;
+  if (e.addend && !addend) {
+    const char *lo = e.addend->data, *hi = lo + e.addend->numel() * dtypeSize(e.addend->dtype);
+    const char *olo = o.data, *ohi = olo + o.numel() * dtypeSize(o.dtype);
+    aside = *e.addend;
+    if (lo < ohi && olo < hi) {
+      ZRT_RETURN_IF_ERROR(ctx.reserve(hi - lo));
+      ZRT_CUDA(cudaMemcpyAsync(ctx.scratch, lo, hi - lo, cudaMemcpyDeviceToDevice, ctx.stream));
+      aside.data = static_cast<char *>(ctx.scratch);
+    }
+  }
   float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
   ZRT_CUBLAS(cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb, &beta,
                             addend ? addend->data : product.data, plan->lc, product.data, plan->lc,
                             &plan->algo, ctx.workspace, ctx.workspaceBytes, ctx.stream));
   if (e.addend && !addend) { // an unaligned addend: the add kernel after the GEMM
     KernelCall sum;
-    sum.in = {o, *e.addend};
+    sum.in = {o, aside};
     sum.out = {o};
     return launchAdd(sum, ctx);
   }
