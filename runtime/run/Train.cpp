@@ -53,15 +53,16 @@ Schedule zrt::resolveSchedule(const plan::Plan &plan, const TrainOptions &t) {
 
 namespace {
 
-/// --resume: the checkpoint's manifest, refused unless this plan saved it
-/// and the run continues the same data order.
+/// --resume: the checkpoint's manifest, and whether this plan saved it
+/// (|samePlan|: the ranks' bytes load as they are) or is another plan of the
+/// same model that its logical layout fits; and that the run continues the
+/// same data order.
 Status checkResume(const plan::Plan &plan, uint64_t planHash, const TrainOptions &t,
-                   const std::string &dir, const plan::Checkpoint &resumed) {
-  if (resumed.plan_hash() != planHash || resumed.world_size() != plan.world_size() ||
-      resumed.state_arena_bytes() != checkpointStateBytes(plan))
-    return errorf("--resume ", dir, ": the checkpoint was saved by another plan (",
-                  resumed.plan_source(), ", world size ", resumed.world_size(),
-                  "); resume with the plan that saved it");
+                   const std::string &dir, const plan::Checkpoint &resumed, bool &samePlan) {
+  samePlan = resumed.plan_hash() == planHash && resumed.world_size() == plan.world_size() &&
+             resumed.state_arena_bytes() == checkpointStateBytes(plan);
+  if (!samePlan)
+    ZRT_RETURN_IF_ERROR(checkReshard(plan, resumed, dir));
   if (resumed.shuffle_seed() != t.shuffleSeed)
     return errorf("--resume ", dir, ": the run ",
                   resumed.shuffle_seed() < 0
@@ -112,10 +113,19 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     ZRT_RETURN_IF_ERROR(openCheckpoint("--resume", t.resume, config.resumeDir, resumed, note));
     if (!note.empty())
       std::fprintf(stderr, "zrun: --resume: %s\n", note.c_str());
-    ZRT_RETURN_IF_ERROR(checkResume(plan, config.planHash, t, config.resumeDir, resumed));
+    bool samePlan = true;
+    ZRT_RETURN_IF_ERROR(checkResume(plan, config.planHash, t, config.resumeDir, resumed, samePlan));
     config.resume = &resumed;
-    std::printf("resuming from %s: step %lld\n", config.resumeDir.c_str(),
-                (long long)resumed.steps_done());
+    config.reshard = !samePlan;
+    if (samePlan)
+      std::printf("resuming from %s: step %lld\n", config.resumeDir.c_str(),
+                  (long long)resumed.steps_done());
+    else
+      std::printf("resuming from %s: step %lld, saved by another plan (%s, world size %d, ZeRO "
+                  "stage %d), resharded to this one (world size %d, stage %d)\n",
+                  config.resumeDir.c_str(), (long long)resumed.steps_done(),
+                  resumed.plan_source().c_str(), resumed.world_size(), resumed.zero_stage(),
+                  plan.world_size(), plan.zero_stage());
   }
   std::unique_ptr<WeightFile> weights;
   ZRT_RETURN_IF_ERROR(openWeights(options, plan, config.resume != nullptr, weights));

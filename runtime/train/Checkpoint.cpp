@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -29,7 +30,7 @@ namespace {
 
 // 2: checksums (rank_checksums, manifest_checksum). Version 1 checkpoints
 // are still read, unverified.
-constexpr int kCheckpointVersion = 2;
+constexpr int kCheckpointVersion = 3;
 
 uint64_t xxh3(const void *data, size_t bytes) { return XXH3_64bits(data, bytes); }
 
@@ -78,6 +79,7 @@ std::string manifestJson(const plan::Checkpoint &m) {
   j["steps_applied"] = m.steps_applied();
   j["loss_scale"] = m.loss_scale();
   j["shuffle_seed"] = m.shuffle_seed();
+  j["global_batch"] = m.global_batch();
   j["files"] = nlohmann::ordered_json::array();
   for (int r = 0; r < m.world_size(); ++r)
     j["files"].push_back("rank-" + std::to_string(r) + ".bin");
@@ -92,7 +94,8 @@ std::string manifestJson(const plan::Checkpoint &m) {
                             {"offset", t.offset()},
                             {"bucket_size", t.bucket_size()},
                             {"sharded", t.sharded()},
-                            {"trainable", t.trainable()}});
+                            {"trainable", t.trainable()},
+                            {"role", t.role().empty() ? "value" : t.role()}});
   return dumpJson(j, 2) + "\n";
 }
 
@@ -139,6 +142,45 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
     t->set_sharded(l.sharded());
     t->set_trainable(true);
   }
+  // The optimizer's state of each parameter, by role: the state buffers
+  // beside its bucket (zero-partition names them BUCKET.adam_m, ...), whole
+  // or this rank's shard (stages 1-3 partition them); and the step count.
+  for (const plan::ParamLayout &l : plan.params()) {
+    const std::string prefix = plan.buffers(l.bucket()).name() + ".";
+    for (const plan::Buffer &b : plan.buffers()) {
+      if (b.view() || b.role().empty() || b.role() == "param" || b.role() == "grad" ||
+          b.role() == "buffer" || b.role() == "step" || b.name().compare(0, prefix.size(), prefix))
+        continue;
+      int64_t n = numel(b.shape());
+      plan::CheckpointTensor *t = m.add_tensors();
+      t->set_name(l.name());
+      t->set_role(b.role());
+      *t->mutable_shape() = l.shape();
+      t->set_state_offset(b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes() : 0));
+      t->set_offset(l.offset());
+      t->set_bucket_size(l.bucket_size());
+      t->set_sharded(n < l.bucket_size());
+    }
+  }
+  for (const plan::Buffer &b : plan.buffers())
+    if (!b.view() && b.role() == "step" && (b.arena() == plan::STATE || b.arena() == plan::HOST)) {
+      plan::CheckpointTensor *t = m.add_tensors();
+      t->set_name(b.name());
+      t->set_role("step");
+      t->set_state_offset(b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes() : 0));
+    }
+  // Samples per step: the micro-batch (the leading dimension of micro_step's
+  // first data input) x accumulation steps x world size.
+  for (const plan::Program &p : plan.programs())
+    if (p.name() == "micro_step" && plan.has_training())
+      for (const plan::NamedBuffer &in : p.inputs()) {
+        const plan::Buffer &b = plan.buffers(in.buffer());
+        if (in.name() == "loss_scale" || b.shape_size() == 0)
+          continue;
+        m.set_global_batch(b.shape(0) * plan.world_size() *
+                           std::max<int64_t>(1, (int64_t)plan.training().grad_accum_steps()));
+        break;
+      }
   // Frozen float buffers (initializers that do not train) complete the state.
   for (const plan::Buffer &b : plan.buffers())
     if (b.arena() == plan::STATE && !b.view() && b.role() == "buffer" && b.dtype() == plan::F32 &&
@@ -381,9 +423,9 @@ Status parseManifest(const std::string &bytes, const std::string &path,
                      plan::Checkpoint &manifest) {
   if (!manifest.ParseFromString(bytes))
     return errorf(path, ": not a checkpoint manifest (corrupt?)");
-  if (manifest.version() != 1 && manifest.version() != kCheckpointVersion)
+  if (manifest.version() < 1 || manifest.version() > kCheckpointVersion)
     return errorf(path, ": checkpoint format version ", manifest.version(),
-                  " is not supported (this zrun reads 1 and ", kCheckpointVersion, ")");
+                  " is not supported (this zrun reads 1 to ", kCheckpointVersion, ")");
   if (manifest.version() >= 2 && manifestChecksum(manifest) != manifest.manifest_checksum())
     return errorf(path, ": checksum mismatch (the manifest was damaged after it was saved)");
   return validateManifest(manifest, path);
@@ -422,6 +464,8 @@ Status consolidateShards(const std::string &dir, const plan::Checkpoint &m,
                     m.state_arena_bytes(), " (truncated?)");
   // The manifest is validated: the reads below stay in bounds.
   for (const plan::CheckpointTensor &t : m.tensors()) {
+    if (!t.role().empty())
+      continue; // optimizer state: not a weight
     NamedTensor nt;
     nt.name = t.name();
     nt.shape.assign(t.shape().begin(), t.shape().end());
@@ -499,6 +543,122 @@ Status writeSafetensorsFile(const std::string &path, const std::vector<Safetenso
 }
 
 } // namespace
+
+namespace {
+
+/// Where a plan keeps element [first, first + count) of (parameter, role)
+/// on one rank: its state bytes from |stateOffset|, elements [flatBegin,
+/// flatEnd) of the flat bucket (its shard, or all of it).
+struct OwnedRange {
+  std::string name, role;
+  int64_t stateOffset = 0, flatBegin = 0, flatEnd = 0, offset = 0, count = 0;
+};
+
+/// What rank |rank| of |plan| holds of each parameter's value and optimizer
+/// state (the same entries describeCheckpoint records, placed for that rank).
+std::vector<OwnedRange> ownedRanges(const plan::Plan &plan, int rank) {
+  plan::Checkpoint layout = describeCheckpoint(plan, 0);
+  std::vector<OwnedRange> out;
+  const int64_t world = plan.world_size();
+  for (const plan::CheckpointTensor &t : layout.tensors()) {
+    OwnedRange r{t.name(), t.role(), t.state_offset(), 0, 0, t.offset(), numel(t.shape())};
+    if (t.sharded()) {
+      int64_t shard = t.bucket_size() / world;
+      r.flatBegin = rank * shard, r.flatEnd = r.flatBegin + shard;
+    } else {
+      r.flatBegin = 0, r.flatEnd = t.bucket_size() ? t.bucket_size() : r.count;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string roleText(const std::string &role) { return role.empty() ? "value" : role; }
+
+} // namespace
+
+Status checkReshard(const plan::Plan &plan, const plan::Checkpoint &old, const std::string &dir) {
+  if (old.version() < 3)
+    return errorf("--resume ", dir, ": the checkpoint (format version ", old.version(),
+                  ") does not record the optimizer state by parameter, so only the plan that "
+                  "saved it can resume it (",
+                  old.plan_source(), ", world size ", old.world_size(), ")");
+  plan::Checkpoint now = describeCheckpoint(plan, 0);
+  if (old.global_batch() != now.global_batch())
+    return errorf("--resume ", dir, ": the checkpoint trained ", old.global_batch(),
+                  " samples per step, this plan takes ", now.global_batch(),
+                  " (micro-batch x accumulation steps x world size): step K would read other "
+                  "samples than the run it continues; compile with --micro-batch and "
+                  "--grad-accum whose product with --world-size is ",
+                  old.global_batch());
+  std::map<std::pair<std::string, std::string>, const plan::CheckpointTensor *> saved;
+  for (const plan::CheckpointTensor &t : old.tensors())
+    saved[{t.name(), t.role()}] = &t;
+  std::vector<std::string> problems;
+  std::set<std::pair<std::string, std::string>> wanted;
+  for (const plan::CheckpointTensor &t : now.tensors()) {
+    wanted.insert({t.name(), t.role()});
+    auto it = saved.find({t.name(), t.role()});
+    if (it == saved.end())
+      problems.push_back("'" + t.name() + "' (" + roleText(t.role()) +
+                         ") is not in the checkpoint");
+    else if (!std::equal(t.shape().begin(), t.shape().end(), it->second->shape().begin(),
+                         it->second->shape().end()))
+      problems.push_back("'" + t.name() + "' has another shape in the checkpoint");
+  }
+  for (const auto &[key, t] : saved)
+    if (!wanted.count(key) && (key.second.empty() ? t->trainable() : true))
+      problems.push_back("the checkpoint's '" + key.first + "' (" + roleText(key.second) +
+                         ") is not in this plan");
+  if (problems.empty())
+    return Status::ok();
+  std::string all;
+  for (size_t i = 0; i < problems.size() && i < 8; ++i)
+    all += "\n  " + problems[i];
+  if (problems.size() > 8)
+    all += "\n  ... and " + std::to_string(problems.size() - 8) + " more";
+  return errorf("--resume ", dir,
+                ": the checkpoint does not fit this plan (another model, or "
+                "another optimizer):",
+                all);
+}
+
+Status readReshardedState(const plan::Plan &plan, const plan::Checkpoint &old,
+                          const std::string &dir, int rank, std::vector<char> &state) {
+  std::map<std::pair<std::string, std::string>, const plan::CheckpointTensor *> saved;
+  for (const plan::CheckpointTensor &t : old.tensors())
+    saved[{t.name(), t.role()}] = &t;
+  const int64_t oldWorld = old.world_size();
+  std::vector<std::ifstream> files(oldWorld);
+  for (const OwnedRange &r : ownedRanges(plan, rank)) {
+    auto it = saved.find({r.name, r.role});
+    if (it == saved.end())
+      return errorf("--resume ", dir, ": '", r.name, "' (", roleText(r.role),
+                    ") is not in the checkpoint");
+    const plan::CheckpointTensor &t = *it->second;
+    // The elements of the tensor this rank holds, in runs that stay within
+    // one of the old ranks' shards.
+    int64_t lo = std::max(r.flatBegin, r.offset), hi = std::min(r.flatEnd, r.offset + r.count);
+    int64_t oldShard = t.sharded() ? t.bucket_size() / oldWorld : 0;
+    for (int64_t e = lo - r.offset; e < hi - r.offset;) {
+      int64_t oldFlat = t.offset() + e;
+      int oldRank = t.sharded() ? (int)(oldFlat / oldShard) : 0;
+      int64_t oldPos = t.sharded() ? oldFlat % oldShard : oldFlat;
+      int64_t run = hi - r.offset - e;
+      if (t.sharded())
+        run = std::min(run, oldShard - oldPos);
+      std::ifstream &f = files[oldRank];
+      if (!f.is_open())
+        f.open((fs::path(dir) / ("rank-" + std::to_string(oldRank) + ".bin")).string(),
+               std::ios::binary);
+      char *dst = state.data() + r.stateOffset + (r.offset + e - r.flatBegin) * 4;
+      if (!f.seekg(t.state_offset() + oldPos * 4) || !f.read(dst, run * 4))
+        return errorf("--resume ", dir, ": cannot read '", r.name, "' from rank-", oldRank, ".bin");
+      e += run;
+    }
+  }
+  return Status::ok();
+}
 
 Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors,
                         const plan::Checkpoint &m) {

@@ -9,7 +9,9 @@
 //   DIR/latest                 "step-K": the newest complete checkpoint
 // A save writes DIR/step-K.tmp/ and renames it, then replaces `latest`
 // through a rename: a crash at any point leaves the previous checkpoint and
-// `latest` intact. Resuming needs the same plan (its hash is checked).
+// `latest` intact. The same plan resumes from the ranks' bytes as saved;
+// another plan of the same model resumes through the manifest's logical
+// layout (checkReshard, readReshardedState).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_TRAIN_CHECKPOINT_H
@@ -31,6 +33,20 @@ Status hashFile(const std::string &path, uint64_t &hash);
 /// The manifest of |plan|'s checkpoints without the trainer state: where each
 /// trainable tensor (and frozen float buffer) lives in a rank's state arena.
 plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash);
+
+/// The logical checkpoint (version 3): the manifest records, by parameter
+/// name, where each parameter's value and each of its optimizer states
+/// (role adam_m, adam_v) lie in the ranks' files, whole or sharded, and the
+/// step count; so another plan of the same model (another world size,
+/// stage, offload or recompute choice) can resume it. checkReshard says
+/// whether |plan| can (every value and state present with its shape, none
+/// left over, the same samples per step); readReshardedState fills rank
+/// |rank|'s |state| (ExecutorBase::saveState's layout, holding the plan's
+/// initial state) with the elements it owns, reading only those.
+Status checkReshard(const plan::Plan &plan, const plan::Checkpoint &manifest,
+                    const std::string &dir);
+Status readReshardedState(const plan::Plan &plan, const plan::Checkpoint &manifest,
+                          const std::string &dir, int rank, std::vector<char> &state);
 
 /// Rank 0: creates DIR/step-K.tmp (replacing a stale one) and returns it.
 Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDir);

@@ -159,7 +159,16 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
   int64_t applied = 0, skipped = 0;
   if (config_.resume) {
     std::vector<char> state;
-    ZRT_RETURN_IF_ERROR(readRankState(config_.resumeDir, rank, checkpointStateBytes(plan_), state));
+    if (config_.reshard) {
+      // The plan's initial state (gradients zero, padding), with what this
+      // rank owns of every value and optimizer state read in.
+      ZRT_RETURN_IF_ERROR(executor.saveState(state));
+      ZRT_RETURN_IF_ERROR(
+          readReshardedState(plan_, *config_.resume, config_.resumeDir, rank, state));
+    } else {
+      ZRT_RETURN_IF_ERROR(
+          readRankState(config_.resumeDir, rank, checkpointStateBytes(plan_), state));
+    }
     ZRT_RETURN_IF_ERROR(executor.loadState(state));
     const plan::Checkpoint &r = *config_.resume;
     applied = r.steps_applied();

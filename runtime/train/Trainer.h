@@ -39,6 +39,9 @@ struct TrainerConfig {
   /// --resume: the checkpoint's manifest and directory (null: a fresh run).
   const plan::Checkpoint *resume = nullptr;
   std::string resumeDir;
+  /// The checkpoint was saved by another plan of the same model: each rank
+  /// reads its part through the manifest's logical layout.
+  bool reshard = false;
   /// zrun --profile: the executors profile; the first step is a warm-up.
   bool profile = false;
   /// The ranks are processes (NCCL): the loss is averaged with an
