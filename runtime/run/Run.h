@@ -113,17 +113,20 @@ struct TrainOptions {
   std::vector<std::string> evalData;
   std::string evalPromptMask;
   int64_t evalEvery = 0, evalBatches = 0;
-  int64_t shuffleSeed = -1;  // --shuffle SEED (-1: file order)
-  std::string checkpointDir; // --checkpoint-dir
-  int64_t saveEvery = 0;     // --save-every
-  std::string resume;        // --resume
-  bool profile = false;      // --profile
-  double commTimeout = 300;  // --comm-timeout (NCCL, seconds)
-  int64_t keepLast = 0;      // --keep-last N checkpoints (0: all)
+  int64_t shuffleSeed = -1;    // --shuffle SEED (-1: file order)
+  std::string checkpointDir;   // --checkpoint-dir
+  int64_t saveEvery = 0;       // --save-every
+  double saveEveryMinutes = 0; // --save-every-minutes
+  std::string resume;          // --resume
+  bool profile = false;        // --profile
+  double commTimeout = 300;    // --comm-timeout (NCCL, seconds)
+  int64_t keepLast = 0;        // --keep-last N checkpoints (0: all)
   /// Set to a signal's number to stop after the step in flight
   /// (support/Signals.h's StopOnSignals::flag(); null: no signals).
   const std::atomic<int> *stop = nullptr;
   bool crashInSave = false; // test hook: SIGKILL in the middle of a save
+  double slowSave = 0;      // test hook: saves after the first write this much later (s)
+  bool syncSave = false;    // --sync-save
 };
 
 /// How a training run ended when it did not fail.

@@ -91,10 +91,13 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   ZRT_RETURN_IF_ERROR(config.schedule.validate());
   config.checkpointDir = t.checkpointDir;
   config.saveEvery = t.saveEvery;
+  config.saveEveryMinutes = t.saveEveryMinutes;
   config.shuffleSeed = t.shuffleSeed;
   config.profile = t.profile;
   config.ranksAreProcesses = job.has_value();
   config.crashInSave = t.crashInSave;
+  config.slowSave = t.slowSave;
+  config.asyncSave = !t.syncSave;
   config.keepLast = t.keepLast;
   const int world = plan.world_size();
   if (job && job->world != world)

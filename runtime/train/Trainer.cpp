@@ -8,6 +8,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 using namespace zrt;
 
@@ -64,21 +67,32 @@ Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, Trainer
     return Status::error("the checkpoint interval must be positive");
   t->rankLoss_.assign(world, 0.0);
   t->rankValue_.assign(world, 0.0);
+  t->pending_.resize(world);
+  t->lastSave_ = std::chrono::steady_clock::now();
   out = std::move(t);
   return Status::ok();
 }
 
+Trainer::~Trainer() {
+  for (auto &p : pending_)
+    if (p && p->writer.joinable())
+      p->writer.join();
+}
+
 Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64_t stepsDone,
-                     int64_t applied, const std::optional<LossScaler> &scaler) {
+                     int64_t applied, const std::optional<LossScaler> &scaler, bool async) {
   auto sync = [&]() { return comm ? comm->barrier() : Status::ok(); };
   const std::string &root = config_.checkpointDir;
   if (rank == 0)
     ZRT_RETURN_IF_ERROR(beginCheckpoint(root, stepsDone, checkpointTmp_));
   ZRT_RETURN_IF_ERROR(sync());
-  std::vector<char> state;
-  ZRT_RETURN_IF_ERROR(executor.saveState(state));
-  ZRT_RETURN_IF_ERROR(writeRankState(checkpointTmp_, rank, state));
-  ZRT_RETURN_IF_ERROR(sync());
+  // The state as the step left it, copied to host memory; the disk write
+  // goes on in a thread while the next steps run.
+  std::unique_ptr<PendingSave> &p = pending_[rank];
+  p = std::make_unique<PendingSave>();
+  p->stepsDone = stepsDone;
+  auto state = std::make_shared<std::vector<char>>();
+  ZRT_RETURN_IF_ERROR(executor.saveState(*state));
   if (rank == 0) {
     plan::Checkpoint m = describeCheckpoint(plan_, config_.planHash);
     m.set_steps_done(stepsDone);
@@ -91,6 +105,54 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
       m.set_scaler_iteration(st.iteration);
       m.set_scaler_last_overflow(st.lastOverflow);
     }
+    p->manifest = std::move(m);
+  }
+  PendingSave *raw = p.get();
+  std::string dir = checkpointTmp_;
+  double delay =
+      config_.slowSave > 0 && stepsDone > firstStep_ + config_.saveEvery ? config_.slowSave : 0.0;
+  raw->writer = std::thread([raw, state, dir, rank, delay]() {
+    // The lowest CPU priority: the copy into the page cache yields to the
+    // training's threads (Linux: a thread's own nice value).
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    if (delay > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    raw->status = writeRankState(dir, rank, *state);
+    raw->done.store(true, std::memory_order_release);
+  });
+  if (!async) {
+    bool committed = false;
+    ZRT_RETURN_IF_ERROR(commitSave(rank, comm, /*wait=*/true, committed));
+  }
+  return Status::ok();
+}
+
+Status Trainer::commitSave(int rank, Communicator *comm, bool wait, bool &committed) {
+  committed = false;
+  std::unique_ptr<PendingSave> &p = pending_[rank];
+  if (!p)
+    return Status::ok();
+  if (wait && p->writer.joinable())
+    p->writer.join();
+  // Every rank's shard is on disk, or the checkpoint stays invisible.
+  double done = p->done.load(std::memory_order_acquire) ? 1.0 : 0.0;
+  ZRT_RETURN_IF_ERROR(meanOverRanks(rank, comm, done));
+  if (done < 1.0)
+    return Status::ok();
+  if (p->writer.joinable())
+    p->writer.join();
+  Status written = p->status;
+  double failed = written ? 0.0 : 1.0;
+  ZRT_RETURN_IF_ERROR(meanOverRanks(rank, comm, failed));
+  int64_t stepsDone = p->stepsDone;
+  plan::Checkpoint manifest = std::move(p->manifest);
+  p.reset();
+  if (!written)
+    return written;
+  if (failed > 0)
+    return errorf("another rank could not write its part of checkpoint step-", stepsDone);
+  auto sync = [&]() { return comm ? comm->barrier() : Status::ok(); };
+  if (rank == 0) {
     std::function<void()> crash;
     if (config_.crashInSave)
       crash = [] {
@@ -98,12 +160,14 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
         std::fflush(stderr);
         std::raise(SIGKILL);
       };
-    ZRT_RETURN_IF_ERROR(finishCheckpoint(root, checkpointTmp_, stepsDone, m, crash));
+    ZRT_RETURN_IF_ERROR(
+        finishCheckpoint(config_.checkpointDir, checkpointTmp_, stepsDone, manifest, crash));
     if (config_.keepLast > 0)
-      pruneCheckpoints(root, config_.keepLast);
+      pruneCheckpoints(config_.checkpointDir, config_.keepLast);
     if (onCheckpoint)
-      onCheckpoint(root + "/step-" + std::to_string(stepsDone));
+      onCheckpoint(config_.checkpointDir + "/step-" + std::to_string(stepsDone));
   }
+  committed = true;
   return sync();
 }
 
@@ -274,11 +338,34 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
     // loading); the profile counts the steps after it.
     if (config_.profile && k == firstStep_ && steps - firstStep_ > 1)
       executor.resetProfile();
-    bool saving = !config_.checkpointDir.empty() &&
-                  ((config_.saveEvery > 0 && (k + 1) % config_.saveEvery == 0) || k + 1 == steps ||
-                   stopSignal);
-    if (saving)
-      ZRT_RETURN_IF_ERROR(save(rank, executor, comm, k + 1, applied, scaler));
+    bool checkpointing = !config_.checkpointDir.empty();
+    // A save in flight becomes visible at the first step end where every
+    // rank's shard is written.
+    bool committed = false;
+    if (checkpointing)
+      ZRT_RETURN_IF_ERROR(commitSave(rank, comm, /*wait=*/false, committed));
+    // --save-every-minutes: rank 0's clock decides for every rank.
+    double timeUp = 0;
+    if (checkpointing && config_.saveEveryMinutes > 0) {
+      if (rank == 0)
+        timeUp =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - lastSave_).count() >=
+                    config_.saveEveryMinutes * 60
+                ? 1.0
+                : 0.0;
+      ZRT_RETURN_IF_ERROR(meanOverRanks(rank, comm, timeUp));
+    }
+    bool last = k + 1 == steps || stopSignal;
+    bool saving = checkpointing && ((config_.saveEvery > 0 && (k + 1) % config_.saveEvery == 0) ||
+                                    last || timeUp > 0);
+    if (saving) {
+      // One save in flight at a time: the previous one completes first.
+      ZRT_RETURN_IF_ERROR(commitSave(rank, comm, /*wait=*/true, committed));
+      ZRT_RETURN_IF_ERROR(
+          save(rank, executor, comm, k + 1, applied, scaler, config_.asyncSave && !last));
+      if (rank == 0)
+        lastSave_ = std::chrono::steady_clock::now();
+    }
     if (stopSignal && k + 1 < steps) {
       if (rank == 0) {
         stoppedBy_ = stopSignal;
@@ -292,5 +379,6 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
   }
   if (rank == 0)
     skipped_ = skipped;
-  return Status::ok();
+  bool committed = false;
+  return commitSave(rank, comm, /*wait=*/true, committed);
 }

@@ -21,21 +21,27 @@
 #include "train/Schedule.h"
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace zrt {
 
 struct TrainerConfig {
-  int64_t steps = 0;         // train until this many steps are done
-  Schedule schedule;         // validated by the caller
-  std::string checkpointDir; // empty: no checkpoints
-  int64_t saveEvery = 0;     // and at the last step, when checkpointing
-  uint64_t planHash = 0;     // recorded in checkpoints
-  int64_t shuffleSeed = -1;  // recorded in checkpoints (-1: no shuffle)
+  int64_t steps = 0;           // train until this many steps are done
+  Schedule schedule;           // validated by the caller
+  std::string checkpointDir;   // empty: no checkpoints
+  int64_t saveEvery = 0;       // and at the last step, when checkpointing
+  double saveEveryMinutes = 0; // also when this long has passed since the last save (0: never)
+  /// Periodic saves write in the background while training continues
+  /// (the last one, and one on a signal, complete before run() returns).
+  bool asyncSave = true;
+  uint64_t planHash = 0;    // recorded in checkpoints
+  int64_t shuffleSeed = -1; // recorded in checkpoints (-1: no shuffle)
   /// --resume: the checkpoint's manifest and directory (null: a fresh run).
   const plan::Checkpoint *resume = nullptr;
   std::string resumeDir;
@@ -50,6 +56,10 @@ struct TrainerConfig {
   /// Tests only (zrun's hidden --test-crash-in-save): the process kills
   /// itself (SIGKILL) with its first checkpoint written but not in place.
   bool crashInSave = false;
+  /// Tests only (zrun's hidden --test-slow-save S): every save after the
+  /// first of the run starts writing S seconds late (a save in flight that
+  /// a test can kill).
+  double slowSave = 0;
   /// Checkpoints kept (0: all); the one `latest` names is never removed.
   int64_t keepLast = 0;
   /// A signal handler's flag (the signal's number, or 0). The ranks agree
@@ -108,9 +118,29 @@ public:
 private:
   Trainer(const plan::Plan &plan, const DataFeeder &feeder, TrainerConfig config)
       : plan_(plan), feeder_(feeder), config_(std::move(config)) {}
-  /// Every rank writes its shard; rank 0 the manifest and the renames.
+
+public:
+  ~Trainer();
+
+private:
+  /// A save in flight on one rank: its state, copied when the step ended,
+  /// written to disk by a thread while training goes on; the trainer state
+  /// for the manifest, as it was then.
+  struct PendingSave {
+    std::thread writer;
+    std::atomic<bool> done{false};
+    Status status = Status::ok();
+    int64_t stepsDone = 0;
+    plan::Checkpoint manifest; // rank 0
+  };
+  /// Every rank starts writing its shard (a thread; waits for it when not
+  /// |async|); rank 0 prepares the manifest. commitSave() makes it visible.
   Status save(int rank, ExecutorBase &executor, Communicator *comm, int64_t stepsDone,
-              int64_t applied, const std::optional<LossScaler> &scaler);
+              int64_t applied, const std::optional<LossScaler> &scaler, bool async);
+  /// Once every rank's shard is written (|wait|: waits for this rank's):
+  /// rank 0 writes the manifest and renames the checkpoint into place. All
+  /// ranks call it together; |committed| says whether it happened.
+  Status commitSave(int rank, Communicator *comm, bool wait, bool &committed);
   /// The mean of every rank's |value| (all ranks call it).
   Status meanOverRanks(int rank, Communicator *comm, double &value);
   /// The `eval` program's mean loss over the evaluation set.
@@ -127,10 +157,12 @@ private:
   int stoppedBy_ = 0;
   int64_t stoppedAt_ = 0;
   std::string stopCheckpoint_;
-  std::vector<double> rankLoss_;  // in-process ranks' losses of a step
-  std::vector<double> rankValue_; // in-process ranks' values for meanOverRanks
-  int stopShared_ = 0;            // rank 0's reading of the stop flag, for the others
-  std::string checkpointTmp_;     // shared by the ranks during a save
+  std::vector<double> rankLoss_;                      // in-process ranks' losses of a step
+  std::vector<double> rankValue_;                     // in-process ranks' values for meanOverRanks
+  std::vector<std::unique_ptr<PendingSave>> pending_; // per rank: the save in flight
+  std::chrono::steady_clock::time_point lastSave_;    // rank 0, for saveEveryMinutes
+  int stopShared_ = 0;        // rank 0's reading of the stop flag, for the others
+  std::string checkpointTmp_; // shared by the ranks during a save
 };
 
 } // namespace zrt

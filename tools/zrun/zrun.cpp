@@ -461,6 +461,7 @@ int run(int argc, char **argv) {
   TrainOptions t;
   LaunchFlags launch;
   bool testCrashInSave = false;
+  double testSlowSave = 0;
   addCommon(train, common, planHelp);
   train->add_option("--steps", t.steps, "optimizer steps to run (required)")
       ->type_name("N")
@@ -526,6 +527,11 @@ int run(int argc, char **argv) {
       ->add_option("--checkpoint-dir", t.checkpointDir,
                    "save checkpoints here (at the last step, and every --save-every)")
       ->type_name("DIR");
+  train
+      ->add_option("--save-every-minutes", t.saveEveryMinutes,
+                   "also save when this many minutes have passed since the last save")
+      ->type_name("M")
+      ->check(number(0, true, "a positive number of minutes"));
   train->add_option("--save-every", t.saveEvery, "steps between checkpoints")
       ->type_name("K")
       ->check(integer(1, "a positive number of steps"));
@@ -548,6 +554,10 @@ int run(int argc, char **argv) {
       ->type_name("SECONDS")
       ->check(number(0, true, "a positive number of seconds"));
   train->add_flag("--test-crash-in-save", testCrashInSave)->group(""); // tests only: hidden
+  train->add_option("--test-slow-save", testSlowSave)->group("");      // tests only: hidden
+  train->add_flag("--sync-save", t.syncSave,
+                  "finish writing each checkpoint before the next step (default: periodic saves "
+                  "are written while training goes on)");
   addLaunch(train, launch);
 
   CLI::App *grad = app.add_subcommand(
@@ -647,11 +657,14 @@ int run(int argc, char **argv) {
     // train
     if (t.steps == 0)
       return usageError("train needs --steps N", "train");
-    if (t.saveEvery > 0 && t.checkpointDir.empty())
-      return usageError("--save-every needs --checkpoint-dir", "train");
+    if ((t.saveEvery > 0 || t.saveEveryMinutes > 0) && t.checkpointDir.empty())
+      return usageError(t.saveEvery > 0 ? "--save-every needs --checkpoint-dir"
+                                        : "--save-every-minutes needs --checkpoint-dir",
+                        "train");
     if (warmupType)
       t.warmupLog = *warmupType == "log";
     t.crashInSave = testCrashInSave;
+    t.slowSave = testSlowSave;
     t.stop = &signals->flag();
     int exitCode = 1;
     if (!job && !launch.hosts.hostfile.empty()) {
