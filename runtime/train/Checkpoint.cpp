@@ -193,12 +193,16 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
   return m;
 }
 
+std::string checkpointTmpDir(const std::string &root, int64_t step) {
+  return (fs::path(root) / (stepName(step) + ".tmp")).string();
+}
+
 Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDir) {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec)
     return errorf("--checkpoint-dir ", root, ": cannot create (", ec.message(), ")");
-  tmpDir = (fs::path(root) / (stepName(step) + ".tmp")).string();
+  tmpDir = checkpointTmpDir(root, step);
   // Saves that a killed run left half done (the directory is locked: no
   // other run is writing one).
   for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {

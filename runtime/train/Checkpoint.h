@@ -48,6 +48,8 @@ Status checkReshard(const plan::Plan &plan, const plan::Checkpoint &manifest,
 Status readReshardedState(const plan::Plan &plan, const plan::Checkpoint &manifest,
                           const std::string &dir, int rank, std::vector<char> &state);
 
+/// DIR/step-K.tmp, where every rank writes its part of step K's checkpoint.
+std::string checkpointTmpDir(const std::string &root, int64_t step);
 /// Rank 0: creates DIR/step-K.tmp (replacing a stale one) and returns it.
 Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDir);
 /// Every rank: writes its state arena into |tmpDir|/rank-R.bin (flushed to disk).

@@ -83,8 +83,9 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
                      int64_t applied, const std::optional<LossScaler> &scaler, bool async) {
   auto sync = [&]() { return comm ? comm->barrier() : Status::ok(); };
   const std::string &root = config_.checkpointDir;
+  std::string tmp;
   if (rank == 0)
-    ZRT_RETURN_IF_ERROR(beginCheckpoint(root, stepsDone, checkpointTmp_));
+    ZRT_RETURN_IF_ERROR(beginCheckpoint(root, stepsDone, tmp));
   ZRT_RETURN_IF_ERROR(sync());
   // The state as the step left it, copied to host memory; the disk write
   // goes on in a thread while the next steps run.
@@ -108,7 +109,9 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
     p->manifest = std::move(m);
   }
   PendingSave *raw = p.get();
-  std::string dir = checkpointTmp_;
+  // Every rank names the directory itself: as processes, only rank 0 ran
+  // beginCheckpoint.
+  std::string dir = checkpointTmpDir(root, stepsDone);
   double delay =
       config_.slowSave > 0 && stepsDone > firstStep_ + config_.saveEvery ? config_.slowSave : 0.0;
   raw->writer = std::thread([raw, state, dir, rank, delay]() {
@@ -160,8 +163,9 @@ Status Trainer::commitSave(int rank, Communicator *comm, bool wait, bool &commit
         std::fflush(stderr);
         std::raise(SIGKILL);
       };
-    ZRT_RETURN_IF_ERROR(
-        finishCheckpoint(config_.checkpointDir, checkpointTmp_, stepsDone, manifest, crash));
+    ZRT_RETURN_IF_ERROR(finishCheckpoint(config_.checkpointDir,
+                                         checkpointTmpDir(config_.checkpointDir, stepsDone),
+                                         stepsDone, manifest, crash));
     if (config_.keepLast > 0)
       pruneCheckpoints(config_.checkpointDir, config_.keepLast);
     if (onCheckpoint)

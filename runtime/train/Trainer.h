@@ -161,8 +161,7 @@ private:
   std::vector<double> rankValue_;                     // in-process ranks' values for meanOverRanks
   std::vector<std::unique_ptr<PendingSave>> pending_; // per rank: the save in flight
   std::chrono::steady_clock::time_point lastSave_;    // rank 0, for saveEveryMinutes
-  int stopShared_ = 0;        // rank 0's reading of the stop flag, for the others
-  std::string checkpointTmp_; // shared by the ranks during a save
+  int stopShared_ = 0; // rank 0's reading of the stop flag, for the others
 };
 
 } // namespace zrt
