@@ -7,7 +7,7 @@
 set -euo pipefail
 
 runtime_pkgs=(cmake ninja-build g++ ccache libgtest-dev libprotobuf-dev protobuf-compiler libopenblas-dev
-              nlohmann-json3-dev libcli11-dev libxxhash-dev)
+              nlohmann-json3-dev libcli11-dev libxxhash-dev libgloo-dev)
 compiler_pkgs=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools   # MLIR/LLVM 22, FileCheck, lit
   libonnx-dev                                              # ONNX import

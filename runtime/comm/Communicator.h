@@ -75,6 +75,12 @@ public:
   virtual void abort(const std::string &why) = 0;
 };
 
+struct LaunchEnv;
+/// This process as rank |env.rank| of a CPU job of processes: Gloo over
+/// TCP, meeting through zrun's rendezvous (comm/Gloo.cpp).
+Status makeGlooCommunicator(const LaunchEnv &env, double timeoutSeconds,
+                            std::unique_ptr<Communicator> &out);
+
 /// The shared state of W in-process ranks. Create one, then one
 /// communicator per rank (each used by one thread).
 class InProcessGroup {

@@ -103,9 +103,6 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   if (job && job->world != world)
     return errorf(options.plan, ": the plan is for world size ", world, ", the launcher started ",
                   job->world, " ranks (", job->source, "); compile with --world-size ", job->world);
-  if (job && backendOf(options, plan) != "cuda")
-    return errorf("multi-process runs use NCCL: pass --backend cuda (or compile with "
-                  "zcc --target cuda)");
   if (!t.checkpointDir.empty() || !t.resume.empty())
     ZRT_RETURN_IF_ERROR(hashFile(options.plan, config.planHash));
   // --resume: the trainer state of the checkpoint; every rank then loads its
@@ -224,9 +221,11 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   };
   Status ran = Status::ok();
   if (job) {
-    // This process is one rank; NCCL connects it to the others.
+    // This process is one rank; NCCL (CUDA) or Gloo (CPU) connects it to
+    // the others.
     std::unique_ptr<Communicator> comm;
-    ran = makeNcclCommunicator(*job, -1, t.commTimeout, comm);
+    ran = backendOf(options, plan) == "cuda" ? makeNcclCommunicator(*job, -1, t.commTimeout, comm)
+                                             : makeGlooCommunicator(*job, t.commTimeout, comm);
     if (ran && !(ran = trainRank(job->rank, comm.get()))) {
       comm->abort("rank failed");
       std::string prefix = "rank " + std::to_string(job->rank) + ": ";

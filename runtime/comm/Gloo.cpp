@@ -1,0 +1,162 @@
+//===- Gloo.cpp - ranks as processes on the CPU: Gloo's collectives -------===//
+//
+// The CPU backend's communicator when the ranks are processes (zrun
+// --nproc-per-node N --backend cpu, or any launcher's environment): Gloo
+// (Debian's libgloo-dev, what PyTorch's CPU process groups use) over TCP.
+// The ranks meet through a Gloo FileStore in a directory rank 0 creates and
+// hands out over zrun's rendezvous (comm/Rendezvous.h): one node, or a
+// directory on a filesystem every node shares (ZRT_RENDEZVOUS_DIR).
+// Reductions sum with Gloo's ring algorithm; the order is fixed by the world
+// size, so a run repeats bit for bit (it differs from the in-process order
+// in the last bits). Averages divide the sum by W, as the in-process ones.
+//
+//===----------------------------------------------------------------------===//
+#include "comm/Communicator.h"
+#include "comm/Rendezvous.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <vector>
+
+namespace zrt {
+namespace {
+
+class GlooCommunicator : public Communicator {
+public:
+  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> context, double timeoutSeconds)
+      : context_(std::move(context)),
+        timeout_(std::chrono::milliseconds((int64_t)(timeoutSeconds * 1000))) {}
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+
+  Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) override {
+    if (n == 0)
+      return Status::ok();
+    return guard("all_reduce", [&] {
+      if (out != in)
+        std::copy(in, in + n, out);
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput(out, (size_t)n);
+      opts.setReduceFunction(
+          static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::sum<float>));
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::allreduce(opts);
+      if (op == ReduceOp::Avg) {
+        float w = (float)size();
+        for (int64_t i = 0; i < n; ++i)
+          out[i] /= w;
+      }
+    });
+  }
+
+  Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) override {
+    // The whole sum, then this rank's slice: twice the traffic of a real
+    // reduce-scatter, which Gloo's C++ API has only for its old algorithm
+    // classes; the CPU backend is for development and CI, not speed.
+    int64_t len = n / size();
+    std::vector<float> all(in, in + n);
+    ZRT_RETURN_IF_ERROR(allReduce(all.data(), all.data(), n, op));
+    std::copy(all.begin() + len * rank(), all.begin() + len * (rank() + 1), out);
+    return Status::ok();
+  }
+
+  Status allGather(const float *in, float *out, int64_t n) override {
+    if (n == 0)
+      return Status::ok();
+    return guard("all_gather", [&] {
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(const_cast<float *>(in), (size_t)n);
+      opts.setOutput(out, (size_t)(n * size()));
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::allgather(opts);
+    });
+  }
+
+  Status barrier() override {
+    return guard("barrier", [&] {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::barrier(opts);
+    });
+  }
+
+  void abort(const std::string &why) override {
+    // Gloo cannot interrupt a peer's pending call; the others end at their
+    // timeout (--comm-timeout) with an error that names the collective.
+    aborted_ = why;
+  }
+
+private:
+  template <typename F> Status guard(const char *what, F f) {
+    if (!aborted_.empty())
+      return Status::error(aborted_);
+    try {
+      f();
+    } catch (const std::exception &e) {
+      return errorf("rank ", rank(), ": ", what, " failed (Gloo): ", e.what(),
+                    " (another rank stopped, or --comm-timeout passed)");
+    }
+    return Status::ok();
+  }
+  uint32_t nextTag() { return tag_++ & 0x7fffffff; }
+
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::chrono::milliseconds timeout_;
+  uint32_t tag_ = 0;
+  std::string aborted_;
+};
+
+} // namespace
+
+Status makeGlooCommunicator(const LaunchEnv &env, double timeoutSeconds,
+                            std::unique_ptr<Communicator> &out) {
+  // The store's directory: rank 0 makes a fresh one and hands its path out.
+  RendezvousConfig rc;
+  rc.host = env.masterAddr;
+  rc.port = env.masterPort;
+  rc.rank = env.rank;
+  rc.world = env.world;
+  rc.timeoutSeconds = timeoutSeconds;
+  std::string dir;
+  if (env.rank == 0) {
+    const char *base = std::getenv("ZRT_RENDEZVOUS_DIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/zrun-gloo-XXXXXX";
+    std::vector<char> path(pattern.begin(), pattern.end());
+    path.push_back('\0');
+    if (!mkdtemp(path.data()))
+      return errorf("rank 0: cannot create a rendezvous directory ", pattern,
+                    " (set ZRT_RENDEZVOUS_DIR to a writable directory every rank can read)");
+    dir = path.data();
+  }
+  ZRT_RETURN_IF_ERROR(rendezvous(rc, dir));
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = env.world > 1 && env.masterAddr != "127.0.0.1" && env.masterAddr != "localhost"
+                        ? ""
+                        : "127.0.0.1";
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    gloo::rendezvous::FileStore store(dir);
+    auto context = std::make_shared<gloo::rendezvous::Context>(env.rank, env.world);
+    context->setTimeout(std::chrono::milliseconds((int64_t)(timeoutSeconds * 1000)));
+    context->connectFullMesh(store, device);
+    out = std::make_unique<GlooCommunicator>(std::move(context), timeoutSeconds);
+  } catch (const std::exception &e) {
+    return errorf("rank ", env.rank, ": Gloo could not connect the ", env.world, " ranks through ",
+                  dir, ": ", e.what());
+  }
+  return Status::ok();
+}
+
+} // namespace zrt
