@@ -123,12 +123,6 @@ private:
 Status makeGlooCommunicator(const LaunchEnv &env, double timeoutSeconds,
                             std::unique_ptr<Communicator> &out) {
   // The store's directory: rank 0 makes a fresh one and hands its path out.
-  RendezvousConfig rc;
-  rc.host = env.masterAddr;
-  rc.port = env.masterPort;
-  rc.rank = env.rank;
-  rc.world = env.world;
-  rc.timeoutSeconds = timeoutSeconds;
   std::string dir;
   if (env.rank == 0) {
     const char *base = std::getenv("ZRT_RENDEZVOUS_DIR");
@@ -140,7 +134,7 @@ Status makeGlooCommunicator(const LaunchEnv &env, double timeoutSeconds,
                     " (set ZRT_RENDEZVOUS_DIR to a writable directory every rank can read)");
     dir = path.data();
   }
-  ZRT_RETURN_IF_ERROR(rendezvous(rc, dir));
+  ZRT_RETURN_IF_ERROR(rendezvous(rendezvousConfig(env, timeoutSeconds), dir));
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = env.world > 1 && env.masterAddr != "127.0.0.1" && env.masterAddr != "localhost"

@@ -162,6 +162,16 @@ Status rendezvous(const RendezvousConfig &c, std::string &payload) {
   return c.rank == 0 ? master(c, payload, deadline) : worker(c, payload, deadline);
 }
 
+RendezvousConfig rendezvousConfig(const LaunchEnv &env, double timeoutSeconds) {
+  RendezvousConfig rc;
+  rc.host = env.masterAddr;
+  rc.port = env.masterPort;
+  rc.rank = env.rank;
+  rc.world = env.world;
+  rc.timeoutSeconds = timeoutSeconds;
+  return rc;
+}
+
 bool readLaunchEnv(LaunchEnv &env, std::string &error) {
   auto get = [](const char *name) -> const char * {
     const char *v = std::getenv(name);

@@ -41,6 +41,9 @@ struct LaunchEnv {
 };
 bool readLaunchEnv(LaunchEnv &env, std::string &error);
 
+/// The rendezvous of this process's job (master address, port, rank, world).
+RendezvousConfig rendezvousConfig(const LaunchEnv &env, double timeoutSeconds);
+
 } // namespace zrt
 
 #endif // ZRT_COMM_RENDEZVOUS_H

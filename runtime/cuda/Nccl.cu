@@ -86,13 +86,7 @@ Status NcclCommunicator::create(const LaunchEnv &env, int device, double timeout
     ZRT_RETURN_IF_ERROR(ncclStatus(a.getUniqueId(&id), "ncclGetUniqueId", env.rank));
     payload.assign(id.internal, sizeof id.internal);
   }
-  RendezvousConfig rc;
-  rc.host = env.masterAddr;
-  rc.port = env.masterPort;
-  rc.rank = env.rank;
-  rc.world = env.world;
-  rc.timeoutSeconds = timeoutSeconds;
-  ZRT_RETURN_IF_ERROR(rendezvous(rc, payload));
+  ZRT_RETURN_IF_ERROR(rendezvous(rendezvousConfig(env, timeoutSeconds), payload));
   if (payload.size() != sizeof id.internal)
     return errorf("rank ", env.rank, ": the rendezvous brought ", payload.size(),
                   " bytes, not an NCCL id");

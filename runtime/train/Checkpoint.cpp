@@ -270,6 +270,22 @@ constexpr int kMaxRank = 8;
 /// Every field of |m| in range, every tensor within the state arena, with
 /// overflow-checked sizes: what the plan validator does for plans, so that
 /// no later use of the manifest can read out of bounds or loop for ever.
+/// Where element |e| of tensor |t| lies in a checkpoint of |world| ranks:
+/// the rank whose file holds it, the element's index past t.state_offset()
+/// there, and how many elements from it on lie in the same rank (the rest
+/// of that rank's shard, or all of the tensor's).
+struct ElementPlace {
+  int rank;
+  int64_t pos, run;
+};
+ElementPlace placeOf(const plan::CheckpointTensor &t, int64_t world, int64_t e, int64_t count) {
+  int64_t element = t.offset() + e;
+  if (!t.sharded())
+    return {0, element, count - e};
+  int64_t shard = t.bucket_size() / world;
+  return {(int)(element / shard), element % shard, std::min(count - e, shard - element % shard)};
+}
+
 Status validateManifest(const plan::Checkpoint &m, const std::string &path) {
   auto bad = [&](const auto &...what) {
     return errorf(path, ": ", what..., " (a damaged or hand-edited manifest)");
@@ -476,12 +492,10 @@ Status consolidateShards(const std::string &dir, const plan::Checkpoint &m,
     nt.trainable = t.trainable();
     int64_t n = numel(t.shape());
     nt.data.resize(n);
-    int64_t shard = t.sharded() ? t.bucket_size() / m.world_size() : 0;
-    for (int64_t e = 0; e < n; ++e) {
-      int64_t element = t.offset() + e;
-      int rank = t.sharded() ? (int)(element / shard) : 0;
-      int64_t pos = t.sharded() ? element % shard : element;
-      std::memcpy(&nt.data[e], ranks[rank].data() + t.state_offset() + pos * 4, 4);
+    for (int64_t e = 0; e < n;) {
+      ElementPlace at = placeOf(t, m.world_size(), e, n);
+      std::memcpy(&nt.data[e], ranks[at.rank].data() + t.state_offset() + at.pos * 4, at.run * 4);
+      e += at.run;
     }
     out.push_back(std::move(nt));
   }
@@ -643,22 +657,16 @@ Status readReshardedState(const plan::Plan &plan, const plan::Checkpoint &old,
     // The elements of the tensor this rank holds, in runs that stay within
     // one of the old ranks' shards.
     int64_t lo = std::max(r.flatBegin, r.offset), hi = std::min(r.flatEnd, r.offset + r.count);
-    int64_t oldShard = t.sharded() ? t.bucket_size() / oldWorld : 0;
     for (int64_t e = lo - r.offset; e < hi - r.offset;) {
-      int64_t oldFlat = t.offset() + e;
-      int oldRank = t.sharded() ? (int)(oldFlat / oldShard) : 0;
-      int64_t oldPos = t.sharded() ? oldFlat % oldShard : oldFlat;
-      int64_t run = hi - r.offset - e;
-      if (t.sharded())
-        run = std::min(run, oldShard - oldPos);
-      std::ifstream &f = files[oldRank];
+      ElementPlace at = placeOf(t, oldWorld, e, hi - r.offset);
+      std::ifstream &f = files[at.rank];
       if (!f.is_open())
-        f.open((fs::path(dir) / ("rank-" + std::to_string(oldRank) + ".bin")).string(),
+        f.open((fs::path(dir) / ("rank-" + std::to_string(at.rank) + ".bin")).string(),
                std::ios::binary);
       char *dst = state.data() + r.stateOffset + (r.offset + e - r.flatBegin) * 4;
-      if (!f.seekg(t.state_offset() + oldPos * 4) || !f.read(dst, run * 4))
-        return errorf("--resume ", dir, ": cannot read '", r.name, "' from rank-", oldRank, ".bin");
-      e += run;
+      if (!f.seekg(t.state_offset() + at.pos * 4) || !f.read(dst, at.run * 4))
+        return errorf("--resume ", dir, ": cannot read '", r.name, "' from rank-", at.rank, ".bin");
+      e += at.run;
     }
   }
   return Status::ok();
