@@ -199,9 +199,10 @@ std::vector<NodeCommand> nodeCommands(const std::vector<NodeSlots> &nodes,
     std::string gpus;
     for (int s : n.slots)
       gpus += (gpus.empty() ? "" : ",") + std::to_string(s);
-    // Every value quoted; host names were validated (parseHostfile).
+    // Every value quoted; host names were validated (parseHostfile). `exec`:
+    // zrun is the session's process, which ssh's hangup reaches.
     std::string remote =
-        "cd " + shellQuote(cwd) + " && env MASTER_ADDR=" + shellQuote(nodes[0].host) +
+        "cd " + shellQuote(cwd) + " && exec env MASTER_ADDR=" + shellQuote(nodes[0].host) +
         " MASTER_PORT=" + std::to_string(masterPort) + " WORLD_SIZE=" + std::to_string(world) +
         " ZRUN_RANK_OFFSET=" + std::to_string(offset) + " CUDA_VISIBLE_DEVICES=" + gpus +
         " NCCL_NVLS_ENABLE=0";

@@ -6,12 +6,22 @@
 
 #include "cpu/Kernels.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 using namespace zrt;
 
@@ -356,7 +366,24 @@ Status zrt::validatePlan(const plan::Plan &p) {
       return errorf("program '", prog.name(), "': the async collective writing buffer ",
                     inFlight.front().output, " is never waited for");
   }
+  // Plans of zcc before the field have none.
+  if (p.micro_batch() != 0 && p.micro_batch() != planMicroBatch(p))
+    return errorf("the plan's micro_batch ", p.micro_batch(), " is not its micro_step's ",
+                  planMicroBatch(p));
   return Status::ok();
+}
+
+int64_t zrt::planMicroBatch(const plan::Plan &plan) {
+  const plan::Program *micro = plan.has_training() ? findProgram(plan, "micro_step") : nullptr;
+  if (micro)
+    for (const plan::NamedBuffer &in : micro->inputs()) {
+      if (in.name() == "loss_scale" || in.buffer() < 0 || in.buffer() >= plan.buffers_size())
+        continue;
+      const plan::Buffer &b = plan.buffers(in.buffer());
+      if (b.shape_size() > 0)
+        return b.shape(0);
+    }
+  return 0;
 }
 
 Status zrt::parsePlan(const std::string &bytes, plan::Plan &out) {
@@ -375,6 +402,50 @@ Status zrt::loadPlan(const std::string &path, plan::Plan &out) {
   Status s = parsePlan(bytes, out);
   if (!s)
     return errorf(path, ": ", s.message());
+  return Status::ok();
+}
+
+Status zrt::loadPlanHeader(const std::string &path, plan::Plan &out) {
+  namespace io = google::protobuf::io;
+  using google::protobuf::internal::WireFormatLite;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errorf(path, ": ", std::strerror(errno));
+  io::FileInputStream file(fd);
+  file.SetCloseOnDelete(true);
+  // The small fields copied as they are, the large ones skipped (a seek).
+  std::string kept;
+  bool ok = true;
+  {
+    io::CodedInputStream in(&file);
+    io::StringOutputStream keptStream(&kept);
+    io::CodedOutputStream keep(&keptStream);
+    while (uint32_t tag = in.ReadTag()) {
+      switch (WireFormatLite::GetTagFieldNumber(tag)) {
+      case plan::Plan::kBuffersFieldNumber:
+      case plan::Plan::kProgramsFieldNumber:
+      case plan::Plan::kParamsFieldNumber:
+      case plan::Plan::kRecordFieldNumber:
+        ok = WireFormatLite::SkipField(&in, tag);
+        break;
+      default:
+        ok = WireFormatLite::SkipField(&in, tag, &keep);
+      }
+      if (!ok)
+        break;
+    }
+    ok = ok && in.ConsumedEntireMessage();
+  }
+  if (file.GetErrno())
+    return errorf(path, ": ", std::strerror(file.GetErrno()));
+  if (!ok || !out.ParseFromString(kept))
+    return errorf(path, ": not a plan file (compile one with zcc)");
+  if (out.micro_batch() == 0 && out.has_training()) {
+    // A plan of zcc before the field: read it all.
+    plan::Plan full;
+    ZRT_RETURN_IF_ERROR(loadPlan(path, full));
+    out.set_micro_batch(planMicroBatch(full));
+  }
   return Status::ok();
 }
 

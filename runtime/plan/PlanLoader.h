@@ -38,11 +38,22 @@ Status parsePlan(const std::string &bytes, plan::Plan &out);
 /// Reads, parses and validates the plan file at |path|; errors name the file.
 Status loadPlan(const std::string &path, plan::Plan &out);
 
+/// The plan's small fields only (version, world size, stage, source,
+/// micro-batch, training, target, command): what zrun's elastic launcher
+/// compares plans by, without reading their buffers and programs. Not
+/// validated; errors name the file.
+Status loadPlanHeader(const std::string &path, plan::Plan &out);
+
 /// Validates a parsed plan (see the file comment).
 Status validatePlan(const plan::Plan &plan);
 
 /// Element type of a plan dtype, or false if the dtype is unknown.
 bool toDType(int planDType, DType &out);
+
+/// Samples per rank and micro-step: the leading dimension of micro_step's
+/// first data input (0 for a plan that does not train). zcc records it as
+/// the plan's micro_batch, which the validator checks against this.
+int64_t planMicroBatch(const plan::Plan &plan);
 
 /// The program named |name|, or null.
 const plan::Program *findProgram(const plan::Plan &plan, const std::string &name);

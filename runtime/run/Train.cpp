@@ -80,6 +80,7 @@ Status checkResume(const plan::Plan &plan, uint64_t planHash, const TrainOptions
 Status zrt::train(const RunOptions &options, const TrainOptions &t,
                   const std::optional<LaunchEnv> &job, TrainOutcome &outcome) {
   outcome = TrainOutcome();
+  const bool rankZero = !job || job->rank == 0; // logs, writes metrics, locks
   plan::Plan plan;
   ZRT_RETURN_IF_ERROR(loadRunPlan(options, plan));
   if (!plan.has_training())
@@ -117,10 +118,10 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     ZRT_RETURN_IF_ERROR(checkResume(plan, config.planHash, t, config.resumeDir, resumed, samePlan));
     config.resume = &resumed;
     config.reshard = !samePlan;
-    if (samePlan)
+    if (rankZero && samePlan)
       std::printf("resuming from %s: step %lld\n", config.resumeDir.c_str(),
                   (long long)resumed.steps_done());
-    else
+    else if (rankZero)
       std::printf("resuming from %s: step %lld, saved by another plan (%s, world size %d, ZeRO "
                   "stage %d), resharded to this one (world size %d, stage %d)\n",
                   config.resumeDir.c_str(), (long long)resumed.steps_done(),
@@ -165,7 +166,7 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     ZRT_RETURN_IF_ERROR(loadData(evalTokens, evalArrays, plan, *eval, evalFeeder));
     config.evalFeeder = &evalFeeder;
     config.evalEvery = t.evalEvery > 0 ? t.evalEvery : t.steps;
-    int64_t global = plan.micro_batch() * world;
+    int64_t global = planMicroBatch(plan) * world;
     config.evalBatches = t.evalBatches > 0 ? t.evalBatches : evalFeeder.batchesIn(global);
   } else if (t.evalEvery || t.evalBatches || !t.evalPromptMask.empty()) {
     return errorf("--eval-every, --eval-batches and --eval-prompt-mask go with --eval-data");
@@ -175,7 +176,6 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   if (Status s = Trainer::create(plan, feeder, config, trainer); !s)
     return errorf(options.plan, ": ", s.message());
 
-  const bool rankZero = !job || job->rank == 0; // logs, writes metrics, locks
   // Every output checked before the first step: not an input, not a device
   // or directory, writable; the checkpoint directory locked for the run.
   std::vector<std::string> inputs = {options.plan, options.weights, t.tokens.path,

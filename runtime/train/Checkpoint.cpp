@@ -169,18 +169,10 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
       t->set_role("step");
       t->set_state_offset(b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes() : 0));
     }
-  // Samples per step: the micro-batch (the leading dimension of micro_step's
-  // first data input) x accumulation steps x world size.
-  for (const plan::Program &p : plan.programs())
-    if (p.name() == "micro_step" && plan.has_training())
-      for (const plan::NamedBuffer &in : p.inputs()) {
-        const plan::Buffer &b = plan.buffers(in.buffer());
-        if (in.name() == "loss_scale" || b.shape_size() == 0)
-          continue;
-        m.set_global_batch(b.shape(0) * plan.world_size() *
-                           std::max<int64_t>(1, (int64_t)plan.training().grad_accum_steps()));
-        break;
-      }
+  // Samples per step: the micro-batch x accumulation steps x world size.
+  if (plan.has_training())
+    m.set_global_batch(planMicroBatch(plan) * plan.world_size() *
+                       std::max<int64_t>(1, (int64_t)plan.training().grad_accum_steps()));
   // Frozen float buffers (initializers that do not train) complete the state.
   for (const plan::Buffer &b : plan.buffers())
     if (b.arena() == plan::STATE && !b.view() && b.role() == "buffer" && b.dtype() == plan::F32 &&

@@ -74,7 +74,7 @@ TEST(Hostfile, NodeCommandsOffsetTheRanks) {
   EXPECT_EQ(cmds[0].argv[1], "--"); // the host is never an ssh option
   EXPECT_EQ(cmds[0].argv[2], "worker-01");
   EXPECT_EQ(cmds[0].argv[3],
-            "cd /data/run && env MASTER_ADDR=worker-01 MASTER_PORT=29555 WORLD_SIZE=3 "
+            "cd /data/run && exec env MASTER_ADDR=worker-01 MASTER_PORT=29555 WORLD_SIZE=3 "
             "ZRUN_RANK_OFFSET=0 CUDA_VISIBLE_DEVICES=1,3 NCCL_NVLS_ENABLE=0 /opt/zrun train "
             "'my plan.zplan' --nproc-per-node 2 --master-port 29555");
   EXPECT_NE(cmds[1].argv[3].find("ZRUN_RANK_OFFSET=2 CUDA_VISIBLE_DEVICES=1 "), std::string::npos);

@@ -364,11 +364,30 @@ static int printEstimate(ModuleOp module, llvm::raw_ostream &os) {
   return 0;
 }
 
+/// The command line a plan records: argv[0] as "zcc" and without -o and its
+/// value, so that where zcc lives and where the plan is written do not make
+/// two compiles of one model differ.
+static std::vector<std::string> recordedCommand(int argc, char **argv) {
+  std::vector<std::string> out = {"zcc"};
+  for (int i = 1; i < argc; ++i) {
+    StringRef a = argv[i];
+    if (a == "-o" || a == "--o") {
+      ++i;
+      continue;
+    }
+    if (a.starts_with("-o=") || a.starts_with("--o="))
+      continue;
+    out.push_back(a.str());
+  }
+  return out;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // zcc estimate MODEL [--world-sizes 1,2,4] [--trainable/--frozen ...]
   bool estimate = argc > 1 && StringRef(argv[1]) == "estimate";
   SmallVector<char *> args(argv, argv + argc);
+  std::vector<std::string> command = recordedCommand(argc, argv);
   if (estimate)
     args.erase(args.begin() + 1);
   argc = args.size();
@@ -785,8 +804,8 @@ int main(int argc, char **argv) {
     output->os() << "\n";
     break;
   case EmitKind::Plan:
-    if (failed(
-            zcc::writePlan(*module, output->os(), {/*externalWeights=*/weightsMode == "external"})))
+    if (failed(zcc::writePlan(*module, output->os(),
+                              {/*externalWeights=*/weightsMode == "external", command})))
       return 1;
     break;
   case EmitKind::Report:

@@ -164,6 +164,7 @@ std::optional<std::string> unknownArgument(const CLI::App *cmd) {
 struct LaunchFlags {
   int nprocPerNode = 0, masterPort = 29500;
   HostLaunch hosts; // hostfile empty: no hostfile launch
+  Restarts restarts;
 };
 
 void addLaunch(CLI::App *cmd, LaunchFlags &l) {
@@ -196,6 +197,34 @@ void addLaunch(CLI::App *cmd, LaunchFlags &l) {
       ->check(integer(1, "a positive number"))
       ->group(group);
   cmd->add_flag("--dry-run", l.hosts.dryRun, "print the ssh commands instead")->group(group);
+  cmd->add_option("--max-restarts", l.restarts.max,
+                  "start a failed job again up to K times, from its last checkpoint "
+                  "(--checkpoint-dir)")
+      ->type_name("K")
+      ->check(integer(0, "0 to 1000 restarts", 1000))
+      ->group(group);
+  cmd->add_option("--min-nodes", l.restarts.minNodes,
+                  "a restarted --hostfile job goes on with N or more nodes that answer "
+                  "(default: all)")
+      ->type_name("N")
+      ->check(integer(1, "a positive number"))
+      ->group(group);
+}
+
+/// The index in |args| (zrun COMMAND ...) of |cmd|'s first positional
+/// argument: the first that is neither an option nor an option's value.
+size_t positionalIndex(const CLI::App *cmd, const std::vector<std::string> &args) {
+  for (size_t i = 2; i < args.size(); ++i) {
+    const std::string &a = args[i];
+    if (a.size() < 2 || a[0] != '-')
+      return i;
+    if (a.find('=') != std::string::npos)
+      continue;
+    const CLI::Option *o = cmd->get_option_no_throw(a);
+    if (o && o->get_items_expected_min() > 0)
+      ++i;
+  }
+  return 0;
 }
 
 /// argv without the options in |withValue| (and their values) and the flags
@@ -667,22 +696,38 @@ int run(int argc, char **argv) {
     t.slowSave = testSlowSave;
     t.stop = &signals->flag();
     int exitCode = 1;
+    Restarts &restarts = launch.restarts;
+    restarts.checkpointDir = t.checkpointDir;
+    if (restarts.max > 0 && t.checkpointDir.empty())
+      return usageError("--max-restarts needs --checkpoint-dir (a restart continues from the "
+                        "job's last checkpoint there)",
+                        "train");
+    if (restarts.max > 0 && launch.nprocPerNode == 0 && launch.hosts.hostfile.empty() && !job)
+      return usageError("--max-restarts restarts a launched job: add --nproc-per-node N or "
+                        "--hostfile FILE",
+                        "train");
+    if (restarts.minNodes > 0 && launch.hosts.hostfile.empty())
+      return usageError("--min-nodes needs --hostfile", "train");
     if (!job && !launch.hosts.hostfile.empty()) {
       // One `zrun train ... --nproc-per-node n` per node over ssh.
       launch.hosts.port = launch.masterPort;
-      launch.hosts.argv = without(argc, argv,
-                                  {"--hostfile", "--include", "--exclude", "--num_nodes",
-                                   "--num_gpus", "--master-port", "--nproc-per-node"},
-                                  {"--dry-run"});
+      launch.hosts.argv =
+          without(argc, argv,
+                  {"--hostfile", "--include", "--exclude", "--num_nodes", "--num_gpus",
+                   "--master-port", "--nproc-per-node", "--max-restarts", "--min-nodes"},
+                  {"--dry-run"});
       launch.hosts.argv[0] = selfPath(argv[0]);
-      if (Status s = launchHosts(launch.hosts, exitCode); !s)
+      restarts.planArg = positionalIndex(cmd, launch.hosts.argv);
+      if (Status s = launchHosts(launch.hosts, restarts, exitCode); !s)
         return fail(s);
       return exitCode;
     }
     if (!job && launch.nprocPerNode > 0) {
       std::vector<std::string> rest =
-          without(argc, argv, {"--nproc-per-node", "--master-port"}, {});
-      if (Status s = launchLocal(rest, launch.nprocPerNode, launch.masterPort, exitCode); !s)
+          without(argc, argv, {"--nproc-per-node", "--master-port", "--max-restarts"}, {});
+      restarts.planArg = positionalIndex(cmd, rest);
+      if (Status s = launchLocal(rest, launch.nprocPerNode, launch.masterPort, restarts, exitCode);
+          !s)
         return fail(s);
       return exitCode;
     }

@@ -5,6 +5,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <string>
+#include <vector>
+
 namespace zcc {
 
 struct PlanWriterOptions {
@@ -12,6 +15,9 @@ struct PlanWriterOptions {
   /// buffers, stage-3 parameter shards) are marked `external` and carry no
   /// bytes; zrun --weights MODEL.onnx supplies them at start.
   bool externalWeights = false;
+  /// The command line that compiled the module (without -o), recorded in
+  /// the plan.
+  std::vector<std::string> command;
 };
 
 /// Serializes a module produced by convert-zero-to-zrt as plan.proto bytes.

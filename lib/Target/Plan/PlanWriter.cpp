@@ -70,6 +70,8 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     if (auto config = record.getAs<StringAttr>("config"))
       r->set_config(config.str());
   }
+  for (const std::string &arg : options.command)
+    plan.add_command(arg);
   if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
     plan.set_memory_budget(budget.getInt());
   auto arenaBytes = [&](StringRef arena) -> int64_t {
@@ -275,6 +277,15 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       l->set_consecutive_hysteresis(consecutive && consecutive.getValue());
       l->set_min_scale(f("min_loss_scale"));
     }
+    // Samples per rank and micro-step: micro_step's first data input's
+    // leading dimension (the runtime's planMicroBatch checks it).
+    for (const zplan::Program &p : plan.programs())
+      if (p.name() == "micro_step")
+        for (const zplan::NamedBuffer &in : p.inputs())
+          if (in.name() != "loss_scale" && plan.buffers(in.buffer()).shape_size() > 0) {
+            plan.set_micro_batch(plan.buffers(in.buffer()).shape(0));
+            break;
+          }
   }
   std::string bytes;
   if (!plan.SerializeToString(&bytes))

@@ -165,6 +165,8 @@ case("never-waited", "is never waited for", lambda p: async_collective(p))
 case("wait-without-start", "which no async collective in flight writes", wait_only)
 case("read-before-wait", "which an async collective writes until its wait",
      lambda p: async_collective(p, wait=True, read_early=True))
+case("micro-batch", "the plan's micro_batch 3 is not its micro_step's 2",
+     lambda p: setattr(p, "micro_batch", 3))
 
 with open(os.path.join(out, "expected-errors.txt"), "w") as f:
     f.write("\n".join(expected) + "\n")
