@@ -28,8 +28,7 @@ protected:
   /// |accum| accumulation steps, compiled from |source| by |command|; with a
   /// 1 MiB buffer, which the header reader skips.
   std::string write(const std::string &name, int world, int micro, int accum,
-                    const std::string &source = "m.onnx",
-                    std::vector<std::string> command = {}) {
+                    const std::string &source = "m.onnx", std::vector<std::string> command = {}) {
     plan::Plan p;
     p.set_version(kPlanVersion);
     p.set_world_size(world);
@@ -50,8 +49,8 @@ protected:
   std::string dir_;
 };
 
-const std::vector<std::string> kCommand = {"zcc", "m.onnx", "--micro-batch", "1",
-                                           "--world-size=4", "--loss", "cross-entropy"};
+const std::vector<std::string> kCommand = {
+    "zcc", "m.onnx", "--micro-batch", "1", "--world-size=4", "--loss", "cross-entropy"};
 
 TEST_F(PlanDir, TheHeaderHasTheSmallFieldsOnly) {
   std::string a = write("a.zplan", 4, 1, 1, "m.onnx", kCommand);
