@@ -78,9 +78,9 @@ same gpt2-graphs gpt2
 # The padded vocabulary (zero-pad-gemms, --target cuda): the loss and its
 # gradient read and write the padded logits in place; the CUDA backend within
 # a tolerance of the CPU backend running the same plan.
-agree() { # name plan rtol [data-prefix]
+agree() { # name plan rtol [data-prefix [zrun data flags]]
   total=$((total + 1))
-  local lm="--data input_ids=$D/${4:-lm}.ids.npy --data labels=$D/${4:-lm}.labels.npy --steps 8"
+  local lm="${5:-"--data input_ids=$D/${4:-lm}.ids.npy --data labels=$D/${4:-lm}.labels.npy --steps 8"}"
   if "$zrun" train "$here/plans/$2" --backend cuda $lm --metrics "$out/$1.cuda.jsonl" >"$out/$1.log" 2>&1 &&
      "$zrun" train "$here/plans/$2" --backend cpu $lm --metrics "$out/$1.cpu.jsonl" >>"$out/$1.log" 2>&1 &&
      python3 "$here/same_losses.py" --rtol "$3" "$out/$1.cuda.jsonl" "$out/$1.cpu.jsonl" >"$out/$1.same" 2>&1; then
@@ -91,6 +91,11 @@ agree() { # name plan rtol [data-prefix]
 }
 agree lm-padded lm-padded.zplan 1e-5
 agree lm-padded-bf16 lm-padded-bf16.zplan 1e-2
+# Dropout: the CUDA kernel draws the CPU's masks (another mask moves these
+# losses by about 1e-1: dropout.test's other seed).
+dropout_data="--data x=$D/dropout.x.npy --data labels=$D/dropout.labels.npy --steps 20"
+agree dropout dropout.zplan 1e-5 - "$dropout_data"
+agree dropout-bf16 dropout-bf16.zplan 1e-2 - "$dropout_data"
 # Fused attention (zero.attention): the CUDA kernels against the CPU
 # reference on the same plan (both head dimensions share the data file's
 # token ids; d16 fp32 runs the per-row kernels, 16-bit the tensor cores).

@@ -62,6 +62,12 @@ $zcc "$out/lm.onnx" --micro-batch 2 --loss cross-entropy --target cuda -o "$out/
 $zcc "$out/lm.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precision bf16 \
   -o "$out/plans/lm-padded-bf16.zplan"
 rm "$out/lm.onnx"
+# Dropout (kernels/Philox.h): the CUDA kernel's masks against the CPU's.
+/usr/bin/python3 test/e2e/Inputs/dropout_mlp.py "$out/dropout.onnx" "$out/data/dropout"
+$zcc "$out/dropout.onnx" --micro-batch 8 --loss cross-entropy --target cuda -o "$out/plans/dropout.zplan"
+$zcc "$out/dropout.onnx" --micro-batch 8 --loss cross-entropy --target cuda --precision bf16 \
+  -o "$out/plans/dropout-bf16.zplan"
+rm "$out/dropout.onnx"
 # Fused attention (--target cuda): a layer of 80 positions with an empty
 # query row, head dimension 64 (bf16: the tensor-core kernels) and 16 (fp32:
 # the per-row kernels), packed (one split), separate projections and grouped

@@ -13,6 +13,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -174,6 +175,39 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
     return getInput();
   return {};
+}
+
+void zcc::zero::eraseDropout(Operation *op) {
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func || func.isExternal())
+    return;
+  SmallVector<DropoutOp> dropouts;
+  func.walk([&](DropoutOp d) { dropouts.push_back(d); });
+  for (DropoutOp d : dropouts) {
+    d.getResult().replaceAllUsesWith(d.getInput());
+    d.erase();
+  }
+  for (unsigned k = 0; k < func.getNumArguments(); ++k)
+    if (auto name = func.getArgAttrOfType<StringAttr>(k, "zero.input");
+        name && name.getValue() == "dropout_rng" && func.getArgument(k).use_empty()) {
+      (void)func.eraseArgument(k);
+      return;
+    }
+}
+
+LogicalResult DropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio > 0 && ratio < 1))
+    return emitOpError("ratio ") << ratio << " is not in (0, 1)";
+  if (getKey() < 0 || getKey() > 0xFFFFFFFFLL)
+    return emitOpError("key ") << getKey() << " is not a 32-bit value";
+  auto in = tensorOf(getInput());
+  if (getSamples() < 1 || in.getNumElements() % getSamples() != 0)
+    return emitOpError("") << getSamples() << " samples do not divide " << in.getNumElements()
+                           << " elements";
+  if (tensorOf(getRng()).getShape() != ArrayRef<int64_t>{2})
+    return emitOpError("rng must be tensor<2xi64> [seed, position]");
+  return success();
 }
 
 LogicalResult ReshapeOp::verify() {

@@ -54,6 +54,10 @@ bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to)
 /// `zero.training` grad_accum_steps), or 0 where the module does not say.
 int64_t gradAccumSteps(mlir::Operation *module);
 
+/// Makes |func| an inference function: every zero.dropout becomes its input,
+/// and the "dropout_rng" input they read is removed.
+void eraseDropout(mlir::Operation *func);
+
 } // namespace zcc::zero
 
 #endif // ZCC_DIALECTS_ZERO_ZEROOPS_H

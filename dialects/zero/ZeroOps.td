@@ -290,6 +290,26 @@ def Zero_GeluOp : Zero_Op<"gelu", [Pure, SameOperandsAndResultType, Zero_Element
   let assemblyFormat = "$input $approximate attr-dict `:` type($result)";
 }
 
+def Zero_DropoutOp : Zero_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "training-mode dropout with a counter-based mask";
+  let description = [{
+    `result = input * keep / (1 - ratio)`, element e kept by Philox4x32-10
+    (runtime/kernels/Philox.h) keyed by `rng` = [seed, position] (micro_step's
+    "dropout_rng" input: zrun's --seed and the stream position of the
+    micro-batch's first sample), the node's `key`, and e's sample (the
+    tensor's elements split into `samples` equal runs) and place in it. The
+    same (rng, key) gives the same mask: the gradient is this op on the
+    incoming gradient, and a recomputed dropout equals the first. Not an
+    elementwise op for the passes that move ops across layouts: the mask
+    follows the element order.
+  }];
+  let arguments = (ins Zero_FloatTensor:$input, RankedTensorOf<[I64]>:$rng, F64Attr:$ratio,
+                       Zero_I64Attr:$key, Zero_I64Attr:$samples);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $rng attr-dict `:` type($input) `,` type($rng)";
+  let hasVerifier = 1;
+}
+
 // Binary ops broadcast their operands with NumPy rules; both operands have
 // the same element type (the importer inserts casts where ONNX allowed none).
 class Zero_BinaryOp<string mnemonic, list<Trait> traits = []>

@@ -200,6 +200,12 @@ LogicalResult Differentiator::backward(Operation *op) {
         accumulate(loc, x(0), NegOp::create(b, loc, g));
         return success();
       })
+      .Case([&](DropoutOp d) { // the same mask on g (the same rng and key)
+        accumulate(loc, x(0),
+                   DropoutOp::create(b, loc, g.getType(), g, d.getRng(), d.getRatioAttr(),
+                                     d.getKeyAttr(), d.getSamplesAttr()));
+        return success();
+      })
       .Case([&](ExpOp) {
         accumulate(loc, x(0), MulOp::create(b, loc, g, y()));
         return success();
@@ -490,6 +496,8 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
     mb.setInsertionPointAfter(forward);
     auto step = cast<func::FuncOp>(mb.clone(*forward));
     step.setSymName("micro_step");
+    // @forward is the evaluation (inference): its dropout is the identity.
+    eraseDropout(forward);
     Block &block = step.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     Value loss = ret.getOperand(lossIndex);

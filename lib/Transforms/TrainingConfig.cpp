@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Transforms/Passes.h"
+#include "zero/ZeroOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -27,8 +28,12 @@ struct ZeroTrainingConfigPass : zcc::impl::ZeroTrainingConfigBase<ZeroTrainingCo
     Builder b(m.getContext());
     m->setAttr("zero.precision", b.getStringAttr(precision));
     m->setAttr("zero.target", b.getStringAttr(target));
-    if (!train)
+    if (!train) {
+      // Nothing trains: every function is inference, without dropout.
+      for (Operation &op : m.getBody()->getOperations())
+        zcc::zero::eraseDropout(&op);
       return;
+    }
     SmallVector<NamedAttribute> training{
         b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(gradAccum)),
         b.getNamedAttr("lr", b.getF64FloatAttr(lr)),

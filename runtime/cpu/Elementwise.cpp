@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/KernelSupport.h"
+#include "kernels/Philox.h"
 #include "plan/PlanLoader.h"
 #include "plan/plan.pb.h"
 
@@ -553,6 +554,48 @@ Status runGeluGradF32(const KernelCall &c) {
     dx[k] = (float)(g[k] * d);
   }
   return Status::ok();
+}
+
+// dropout: ints [key, samples], floats [ratio]; (x, rng i64 [seed,
+// position]) -> y = x * keep / (1 - ratio) (kernels/Philox.h).
+std::string checkDropout(const KernelCall &c) {
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
+  if (auto e = checkInts(c, 2); !e.empty())
+    return e;
+  const TensorRef &x = c.in[0], &rng = c.in[1];
+  if (!isFloatStorage(x.dtype) || c.out[0].dtype != x.dtype || x.shape != c.out[0].shape)
+    return "expects a float tensor in and out of one type and shape, got " + describe(x) + " -> " +
+           describe(c.out[0]);
+  if (rng.dtype != DType::I64 || rng.numel() != 2)
+    return "expects its second input to be int64 [seed, position], got " + describe(rng);
+  if (c.ints[0] < 0 || c.ints[0] > 0xFFFFFFFFLL)
+    return "key " + std::to_string(c.ints[0]) + " is not a 32-bit value";
+  if (c.ints[1] < 1 || x.numel() % c.ints[1] != 0)
+    return std::to_string(c.ints[1]) + " samples do not divide " + describe(x);
+  if (c.floats.size() != 1 || !(c.floats[0] > 0 && c.floats[0] < 1))
+    return "expects [ratio] in (0, 1)";
+  return "";
+}
+Status runDropout(const KernelCall &c) {
+  const int64_t *rng = c.in[1].as<int64_t>();
+  DropoutMask m;
+  m.seed = (uint64_t)rng[0];
+  m.position = (uint64_t)rng[1];
+  m.key = (uint32_t)c.ints[0];
+  m.threshold = dropoutThreshold(c.floats[0]);
+  m.perSample = c.in[0].numel() / c.ints[1];
+  const float scale = dropoutScale(c.floats[0]);
+  return dispatchFloat(c.in[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = c.in[0].as<T>();
+    T *y = c.out[0].as<T>();
+    parallelFor(c.out[0].numel(), [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k)
+        y[k] = T(m.keep(k) ? float(x[k]) * scale : 0.0f);
+    });
+    return Status::ok();
+  });
 }
 
 std::string checkFill(const KernelCall &c) {

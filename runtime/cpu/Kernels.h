@@ -15,6 +15,7 @@
 //   neg abs exp log sqrt rsqrt reciprocal tanh erf sigmoid relu silu cos sin   f32 -> f32
 //   not                           bool -> bool
 //   gelu     ints [tanh?]         f32 -> f32
+//   dropout  ints [key, samples] floats [ratio]  (x, rng i64 [seed, position]) -> y
 //   cast                          x -> y            between f32 f64 i64 i32 bool
 //   expand                        x -> y            broadcast to y's shape
 //   transpose ints = perm         x -> y            y.dim(i) = x.dim(perm[i])

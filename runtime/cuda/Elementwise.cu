@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/KernelSupport.cuh"
+#include "kernels/Philox.h"
 
 #include <map>
 
@@ -138,6 +139,29 @@ __global__ void unaryKernel(const T *x, T *y, int64_t n, bool vectors) {
   }
   for (int64_t i = nv * V + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += step)
     y[i] = fromF<T>(unary<OP>(toF(x[i])));
+}
+
+// Dropout (kernels/Philox.h): the CPU kernel's mask and arithmetic. With
+// samples a multiple of 4 elements, a thread takes a group of 4 elements and
+// one Philox call.
+template <typename T>
+__global__ void dropoutKernel(const T *x, T *y, const int64_t *rng, DropoutMask m, float scale,
+                              int64_t n) {
+  m.seed = (uint64_t)rng[0];
+  m.position = (uint64_t)rng[1];
+  int64_t step = (int64_t)gridDim.x * blockDim.x;
+  int64_t first = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (m.perSample % 4 == 0) {
+    for (int64_t g = first; g < n / 4; g += step) {
+      PhiloxWords w = m.groupWords(4 * g);
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        y[4 * g + k] = fromF<T>(m.keeps(w.w[k]) ? toF(x[4 * g + k]) * scale : 0.0f);
+    }
+    return;
+  }
+  for (int64_t e = first; e < n; e += step)
+    y[e] = fromF<T>(m.keep(e) ? toF(x[e]) * scale : 0.0f);
 }
 
 __global__ void fillF32(float *y, float v, int64_t n) {
@@ -628,6 +652,28 @@ Status launchFill(const KernelCall &c, CudaContext &ctx) {
 }
 Status launchElementwise(const KernelCall &c, CudaContext &ctx) { return launchGenerated(c, ctx); }
 
+template <typename T> Status launchDropoutAs(const KernelCall &c, CudaContext &ctx) {
+  DropoutMask m;
+  m.key = (uint32_t)c.ints[0];
+  m.threshold = dropoutThreshold(c.floats[0]);
+  m.perSample = c.in[0].numel() / c.ints[1];
+  int64_t n = c.out[0].numel();
+  dropoutKernel<T><<<blocksFor(m.perSample % 4 == 0 ? n / 4 : n), kThreads, 0, ctx.stream>>>(
+      c.in[0].as<T>(), c.out[0].as<T>(), c.in[1].as<int64_t>(), m, dropoutScale(c.floats[0]), n);
+  ZRT_CUDA(cudaGetLastError());
+  return Status::ok();
+}
+Status launchDropout(const KernelCall &c, CudaContext &ctx) {
+  switch (c.in[0].dtype) {
+  case DType::F32:
+    return launchDropoutAs<float>(c, ctx);
+  case DType::BF16:
+    return launchDropoutAs<__nv_bfloat16>(c, ctx);
+  default:
+    return launchDropoutAs<__half>(c, ctx);
+  }
+}
+
 bool supportsAdd(const KernelCall &c) {
   return isFloat(c.in[0].dtype) && c.out[0].shape.size() <= (size_t)kMaxRank;
 }
@@ -665,6 +711,7 @@ bool supportsCos(const KernelCall &c) { return isFloat(c.in[0].dtype); }
 bool supportsSin(const KernelCall &c) { return isFloat(c.in[0].dtype); }
 bool supportsGelu(const KernelCall &c) { return isFloat(c.in[0].dtype); }
 bool supportsFill(const KernelCall &c) { return c.out[0].dtype == DType::F32; }
+bool supportsDropout(const KernelCall &c) { return isFloat(c.in[0].dtype); }
 bool supportsElementwise(const KernelCall &c) { return c.code != nullptr; }
 bool supportsCmp(const KernelCall &c) { return ranksFit(c); }
 bool supportsAnd(const KernelCall &c) { return ranksFit(c); }

@@ -377,7 +377,7 @@ int64_t zrt::planMicroBatch(const plan::Plan &plan) {
   const plan::Program *micro = plan.has_training() ? findProgram(plan, "micro_step") : nullptr;
   if (micro)
     for (const plan::NamedBuffer &in : micro->inputs()) {
-      if (in.name() == "loss_scale" || in.buffer() < 0 || in.buffer() >= plan.buffers_size())
+      if (isTrainerInput(in.name()) || in.buffer() < 0 || in.buffer() >= plan.buffers_size())
         continue;
       const plan::Buffer &b = plan.buffers(in.buffer());
       if (b.shape_size() > 0)

@@ -50,6 +50,13 @@ Status validatePlan(const plan::Plan &plan);
 /// Element type of a plan dtype, or false if the dtype is unknown.
 bool toDType(int planDType, DType &out);
 
+/// Program inputs that the trainer fills itself, not from data: the fp16
+/// loss scale, and dropout's [seed, stream position] (zcc's PlanWriter
+/// knows the same names).
+inline bool isTrainerInput(const std::string &name) {
+  return name == "loss_scale" || name == "dropout_rng";
+}
+
 /// Samples per rank and micro-step: the leading dimension of micro_step's
 /// first data input (0 for a plan that does not train). zcc records it as
 /// the plan's micro_batch, which the validator checks against this.

@@ -36,18 +36,40 @@ Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
   DataFeeder microData, evalData;
   ZRT_RETURN_IF_ERROR(microData.load(options.data, plan, *micro));
   ZRT_RETURN_IF_ERROR(evalData.load(options.data, plan, *eval));
-  int lossBuffer = namedBuffer(eval, true, "loss");
+  // With dropout the loss to differentiate is micro_step's, whose mask
+  // ("dropout_rng", fixed here) is the one its gradients saw; @eval has no
+  // dropout. Rerunning micro_step accumulates more gradients: they are read
+  // before.
+  const int rngBuffer = namedBuffer(micro, false, "dropout_rng");
+  const plan::Program *lossProgram = rngBuffer >= 0 ? micro : eval;
+  int lossBuffer = namedBuffer(lossProgram, true, "loss");
   if (lossBuffer < 0)
-    return errorf(options.plan, ": the eval program has no 'loss' output");
+    return errorf(options.plan, ": the ", lossProgram->name(), " program has no 'loss' output");
   ZRT_RETURN_IF_ERROR(microData.feed(0, executor, *micro));
   ZRT_RETURN_IF_ERROR(evalData.feed(0, executor, *eval));
   for (const plan::NamedBuffer &in : micro->inputs())
     if (in.name() == "loss_scale") // fp16 plans: unscaled gradients
       *executor.buffer(in.buffer()).as<float>() = 1.0f;
+  if (rngBuffer >= 0) {
+    int64_t *rng = executor.buffer(rngBuffer).as<int64_t>();
+    rng[0] = 42, rng[1] = 0;
+  }
   ZRT_RETURN_IF_ERROR(executor.run(*micro));
+  std::vector<std::vector<float>> gradients;
+  for (const plan::ParamLayout &l : plan.params()) {
+    const TensorRef &grads = executor.buffer(l.grad());
+    if (grads.dtype != DType::F32)
+      return errorf("--check-grads needs float32 gradients; '", l.name(),
+                    "' has a 16-bit gradient bucket (a --precision bf16/fp16 plan)");
+    const float *g = grads.as<float>() + l.offset();
+    int64_t n = 1;
+    for (int64_t d : l.shape())
+      n *= d;
+    gradients.emplace_back(g, g + n);
+  }
   Status failed = Status::ok();
   auto lossAt = [&]() -> double {
-    if (Status s = executor.run(*eval); !s) {
+    if (Status s = executor.run(*lossProgram); !s) {
       failed = s;
       return NAN;
     }
@@ -58,18 +80,13 @@ Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
   const double h = check.epsilon;
   // Every parameter at its place in its flat bucket (world size 1: the
   // buckets are whole).
-  for (const plan::ParamLayout &l : plan.params()) {
+  for (int i = 0; i < plan.params_size(); ++i) {
+    const plan::ParamLayout &l = plan.params(i);
     if (!check.param.empty() && l.name().find(check.param) == std::string::npos)
       continue;
     float *p = executor.buffer(l.bucket()).as<float>() + l.offset();
-    const TensorRef &grads = executor.buffer(l.grad());
-    if (grads.dtype != DType::F32)
-      return errorf("--check-grads needs float32 gradients; '", l.name(),
-                    "' has a 16-bit gradient bucket (a --precision bf16/fp16 plan)");
-    const float *g = grads.as<float>() + l.offset();
-    int64_t n = 1;
-    for (int64_t d : l.shape())
-      n *= d;
+    const float *g = gradients[i].data();
+    int64_t n = (int64_t)gradients[i].size();
     std::vector<double> d(n);
     double norm = 0, analytic = 0;
     for (double &x : d) {

@@ -114,6 +114,7 @@ struct TrainOptions {
   std::string evalPromptMask;
   int64_t evalEvery = 0, evalBatches = 0;
   int64_t shuffleSeed = -1;    // --shuffle SEED (-1: file order)
+  int64_t seed = 42;           // --seed: dropout's
   std::string checkpointDir;   // --checkpoint-dir
   int64_t saveEvery = 0;       // --save-every
   double saveEveryMinutes = 0; // --save-every-minutes

@@ -69,6 +69,11 @@ Status checkResume(const plan::Plan &plan, uint64_t planHash, const TrainOptions
                       ? std::string("did not shuffle")
                       : "shuffled with seed " + std::to_string(resumed.shuffle_seed()),
                   "; pass the same --shuffle to continue the same data order");
+  if (resumed.has_dropout_seed() &&
+      namedBuffer(findProgram(plan, "micro_step"), false, "dropout_rng") >= 0 &&
+      resumed.dropout_seed() != (uint64_t)t.seed)
+    return errorf("--resume ", dir, ": the run's dropout seed was ", resumed.dropout_seed(),
+                  "; pass --seed ", resumed.dropout_seed(), " to continue the same masks");
   if (resumed.steps_done() >= t.steps)
     return errorf("--resume ", dir, ": the checkpoint is at step ", resumed.steps_done(),
                   ", --steps ", t.steps, " asks for no more; raise --steps");
@@ -94,6 +99,7 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   config.saveEvery = t.saveEvery;
   config.saveEveryMinutes = t.saveEveryMinutes;
   config.shuffleSeed = t.shuffleSeed;
+  config.dropoutSeed = (uint64_t)t.seed;
   config.profile = t.profile;
   config.ranksAreProcesses = job.has_value();
   config.crashInSave = t.crashInSave;

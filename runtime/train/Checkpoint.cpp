@@ -79,6 +79,8 @@ std::string manifestJson(const plan::Checkpoint &m) {
   j["steps_applied"] = m.steps_applied();
   j["loss_scale"] = m.loss_scale();
   j["shuffle_seed"] = m.shuffle_seed();
+  if (m.has_dropout_seed())
+    j["dropout_seed"] = m.dropout_seed();
   j["global_batch"] = m.global_batch();
   j["files"] = nlohmann::ordered_json::array();
   for (int r = 0; r < m.world_size(); ++r)

@@ -9,6 +9,7 @@
 #define ZRT_TRAIN_DATA_H
 
 #include "exec/Executor.h"
+#include "plan/PlanLoader.h"
 #include "support/Files.h"
 #include "train/Npy.h"
 
@@ -20,10 +21,6 @@
 #include <vector>
 
 namespace zrt {
-
-/// Program inputs that the trainer fills itself, not from data: the fp16
-/// loss scale.
-inline bool isTrainerInput(const std::string &name) { return name == "loss_scale"; }
 
 /// Where the tokens of a token file (the layout of DataFeeder::loadTokens)
 /// are, and how many sequences of |seq| tokens (each with its next token)

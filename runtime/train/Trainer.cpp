@@ -39,6 +39,7 @@ Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, Trainer
       return Status::error("the plan scales the loss but its programs lack loss_scale or "
                            "overflow");
   }
+  t->dropoutRngBuffer_ = namedBuffer(t->micro_, false, "dropout_rng");
   int64_t world = plan.world_size();
   // Tokens per step: the elements of one sample of the first data input,
   // over the whole global batch.
@@ -99,6 +100,8 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
     m.set_steps_done(stepsDone);
     m.set_steps_applied(applied);
     m.set_shuffle_seed(config_.shuffleSeed);
+    if (dropoutRngBuffer_ >= 0)
+      m.set_dropout_seed(config_.dropoutSeed);
     if (scaler) {
       LossScaler::State st = scaler->state();
       m.set_loss_scale(st.scale);
@@ -256,6 +259,13 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
       // Micro-batch a of step k: rank r takes the r-th slice of the
       // world's micro-batches.
       const int64_t batch = (k * accum + a) * world + rank;
+      if (dropoutRngBuffer_ >= 0) {
+        // The micro-batch's first sample's position in the data stream: the
+        // same for a sample at any world size with the same global batch.
+        int64_t *rng = executor.buffer(dropoutRngBuffer_).as<int64_t>();
+        rng[0] = (int64_t)config_.dropoutSeed;
+        rng[1] = batch * microBatch_;
+      }
       Status s = feeder_.feed(batch, executor, *micro_);
       if (s)
         s = executor.run(*micro_);

@@ -42,6 +42,9 @@ struct TrainerConfig {
   bool asyncSave = true;
   uint64_t planHash = 0;    // recorded in checkpoints
   int64_t shuffleSeed = -1; // recorded in checkpoints (-1: no shuffle)
+  /// Dropout's seed (zrun --seed): micro-batch b of a plan with dropout gets
+  /// [seed, b * micro-batch] as its "dropout_rng" (kernels/Philox.h).
+  uint64_t dropoutSeed = 42;
   /// --resume: the checkpoint's manifest and directory (null: a fresh run).
   const plan::Checkpoint *resume = nullptr;
   std::string resumeDir;
@@ -153,6 +156,7 @@ private:
   int lossBuffer_ = -1, lrBuffer_ = -1, normBuffer_ = -1, evalLossBuffer_ = -1;
   std::optional<LossScalerConfig> scaling_;
   int microScaleBuffer_ = -1, applyScaleBuffer_ = -1, overflowBuffer_ = -1;
+  int dropoutRngBuffer_ = -1; // micro_step's "dropout_rng", if it has dropout
   int64_t firstStep_ = 0, tokens_ = 0, skipped_ = 0, microBatch_ = 1;
   int stoppedBy_ = 0;
   int64_t stoppedAt_ = 0;

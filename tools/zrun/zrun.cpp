@@ -548,6 +548,12 @@ int run(int argc, char **argv) {
       ->type_name("K")
       ->check(integer(1, "a positive integer"));
   train
+      ->add_option("--seed", t.seed,
+                   "dropout's seed (default 42, as Hugging Face's Trainer): the same seed, the "
+                   "same masks at any world size")
+      ->type_name("SEED")
+      ->check(integer(0, "a seed (a non-negative integer)"));
+  train
       ->add_option("--shuffle", t.shuffleSeed,
                    "visit samples in a seeded random order, new each epoch")
       ->type_name("SEED")

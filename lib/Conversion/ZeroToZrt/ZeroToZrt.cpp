@@ -7,6 +7,7 @@
 //   where                                         (cond, a, b) -> c
 //   unary   neg abs exp log sqrt rsqrt reciprocal tanh erf sigmoid relu silu
 //           cos sin not; gelu ints = [0 exact | 1 tanh]
+//   dropout ints = [key, samples], floats = [ratio] (x, rng i64 [seed, position]) -> y
 //   cast, expand                                  (x) -> y, shapes/types from buffers
 //   transpose ints = permutation; slice ints = start ++ stride
 //   concat / split ints = [axis]; gather ints = [axis] (data, indices) -> y
@@ -114,6 +115,10 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::GeluOp g) {
         return KernelSpec{
             KernelId::Gelu, {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
+      })
+      .Case([&](zero::DropoutOp d) {
+        return KernelSpec{
+            KernelId::Dropout, {d.getKey(), d.getSamples()}, {d.getRatio().convertToDouble()}};
       })
       .Case([&](zero::CastOp) { return simple(KernelId::Cast); })
       .Case([&](zero::ElementwiseOp e) {

@@ -486,6 +486,9 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
   func = func::FuncOp::create(builder, FileLineColLoc::get(ctx, path, 0, 0), "forward",
                               builder.getFunctionType(argTypes, resultTypes));
   body = func.addEntryBlock();
+  forward = func;
+  if (!argTypes.empty() && cast<RankedTensorType>(argTypes[0]).getRank() > 0)
+    batchSamples = cast<RankedTensorType>(argTypes[0]).getDimSize(0);
   for (auto [k, name] : llvm::enumerate(argNames)) {
     func.setArgAttr(k, "zero.input", builder.getStringAttr(name));
     const auto *info = &graph.input(0);
@@ -500,6 +503,20 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
 //===----------------------------------------------------------------------===//
 // Nodes
 //===----------------------------------------------------------------------===//
+
+Value OnnxImporter::dropoutRng(Location loc) {
+  if (!dropoutRngArg) {
+    unsigned k = forward.getNumArguments();
+    auto type = RankedTensorType::get({2}, builder.getI64Type());
+    if (failed(forward.insertArgument(k, type,
+                                      builder.getDictionaryAttr(builder.getNamedAttr(
+                                          "zero.input", builder.getStringAttr("dropout_rng"))),
+                                      loc)))
+      return {};
+    dropoutRngArg = forward.getArgument(k);
+  }
+  return dropoutRngArg;
+}
 
 LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
   const std::string &op = node.op_type();

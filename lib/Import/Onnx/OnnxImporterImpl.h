@@ -88,6 +88,15 @@ public:
   /// every one) and not --frozen.
   bool isTrainableName(const std::string &name, llvm::Regex &trainable, llvm::Regex &frozen) const;
   llvm::StringSet<> paddingUsed; // --padding-idx tables that a Gather reads
+  /// @forward (importInputs makes it).
+  func::FuncOp forward;
+  /// Samples per micro-batch: the first graph input's leading dimension.
+  int64_t batchSamples = 1;
+  /// @forward's "dropout_rng" input (tensor<2xi64>: the seed and the stream
+  /// position of the micro-batch's first sample), added by the first
+  /// Dropout that trains.
+  Value dropoutRng(Location loc);
+  Value dropoutRngArg;
 };
 
 } // namespace zcc::onnx_import

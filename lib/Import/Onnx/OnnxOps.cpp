@@ -10,6 +10,10 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
 using namespace mlir;
 using namespace zcc;
 using namespace zcc::onnx_import;
@@ -461,16 +465,48 @@ LogicalResult NodeEmitter::run() {
     return success();
   }
   if (op == "Dropout") {
-    // Exported graphs carry Dropout with ratio 0 or in inference mode.
+    // Inference mode (or ratio 0): the identity. Training mode: zero.dropout,
+    // its mask from micro_step's "dropout_rng" input and a key of the node
+    // (docs/models.md, "Dropout").
     if (node.output_size() > 1 && !node.output(1).empty())
       return error() << "the mask output of Dropout is not supported";
     double ratio = has(1) && inputs[1]->constant ? inputs[1]->constant->getF(0)
                                                  : attrFloat(node, "ratio", 0.5f);
-    bool training = has(2) && inputs[2]->constant && inputs[2]->constant->getI(0);
-    if (training && ratio > 0)
-      return error() << "dropout in training mode (ratio " << ratio
-                     << ") is not supported yet; export with dropout 0";
-    results.push_back(in(0));
+    if (has(1) && !inputs[1]->constant)
+      return error() << "the ratio of Dropout must be a constant";
+    if (has(2) && !inputs[2]->constant)
+      return error() << "training_mode of Dropout must be a constant (export with "
+                        "model.train() or model.eval())";
+    bool training = has(2) && inputs[2]->constant->getI(0);
+    if (!training || ratio == 0) {
+      results.push_back(in(0));
+      return success();
+    }
+    if (!(ratio > 0 && ratio < 1))
+      return error() << "ratio " << ratio << " is not in [0, 1)";
+    // The exporter rounded the model's ratio (a Python float) to float32: its
+    // shortest decimal is the ratio PyTorch scales by (0.1, not 0.1000000015).
+    {
+      char text[32];
+      auto end = std::to_chars(text, text + sizeof text, (float)ratio).ptr;
+      ratio = std::strtod(std::string(text, end).c_str(), nullptr);
+    }
+    Value x = in(0);
+    if (!isa<FloatType>(typeOf(x).getElementType()))
+      return error() << "Dropout of a non-float tensor";
+    int64_t samples = imp.batchSamples;
+    if (samples < 1 || typeOf(x).getNumElements() % samples != 0)
+      samples = 1; // not batch-major: one run (the mask still trains; it depends on the world size)
+    // FNV-1a of the output's name: stable across recompiles and exports.
+    uint32_t key = 2166136261u;
+    for (unsigned char ch : node.output(0))
+      key = (key ^ ch) * 16777619u;
+    Value rng = imp.dropoutRng(loc);
+    if (!rng)
+      return error() << "cannot add the dropout_rng input";
+    results.push_back(zero::DropoutOp::create(b, loc, typeOf(x), x, rng, b.getF64FloatAttr(ratio),
+                                              b.getI64IntegerAttr(key),
+                                              b.getI64IntegerAttr(samples)));
     return success();
   }
   if (op == "Cast" || op == "CastLike") {

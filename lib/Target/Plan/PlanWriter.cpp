@@ -278,11 +278,13 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       l->set_min_scale(f("min_loss_scale"));
     }
     // Samples per rank and micro-step: micro_step's first data input's
-    // leading dimension (the runtime's planMicroBatch checks it).
+    // leading dimension (the runtime's planMicroBatch checks it; the inputs
+    // the trainer fills are its isTrainerInput).
     for (const zplan::Program &p : plan.programs())
       if (p.name() == "micro_step")
         for (const zplan::NamedBuffer &in : p.inputs())
-          if (in.name() != "loss_scale" && plan.buffers(in.buffer()).shape_size() > 0) {
+          if (in.name() != "loss_scale" && in.name() != "dropout_rng" &&
+              plan.buffers(in.buffer()).shape_size() > 0) {
             plan.set_micro_batch(plan.buffers(in.buffer()).shape(0));
             break;
           }
