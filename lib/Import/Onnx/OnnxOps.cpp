@@ -10,8 +10,10 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 using namespace mlir;
@@ -126,7 +128,37 @@ struct NodeEmitter {
   LogicalResult slice();
   LogicalResult split(bool toSequence);
   LogicalResult layerNorm();
+  LogicalResult clip();
+  LogicalResult softplus();
+  LogicalResult tile();
+  LogicalResult pad();
+  LogicalResult einsum();
+  LogicalResult oneHot();
+  LogicalResult conv();
   LogicalResult run();
+
+  /// A constant of |shape| filled with |v|.
+  Value splat(Type et, ArrayRef<int64_t> shape, double v) {
+    auto t = RankedTensorType::get(shape, et);
+    Attribute a = isa<FloatType>(et) ? Attribute(b.getFloatAttr(et, v))
+                                     : Attribute(b.getIntegerAttr(et, (int64_t)v));
+    return zero::ConstantOp::create(b, loc, DenseElementsAttr::get(t, a));
+  }
+  /// |v| with its dimensions permuted (itself for the identity).
+  Value transposed(Value v, ArrayRef<int64_t> perm) {
+    bool identity = true;
+    for (size_t k = 0; k < perm.size(); ++k)
+      identity &= perm[k] == (int64_t)k;
+    if (identity)
+      return v;
+    return zero::TransposeOp::create(b, loc, v, b.getDenseI64ArrayAttr(perm));
+  }
+  /// |v| cast to element type |et| (itself if it has it).
+  Value castTo(Value v, Type et) {
+    if (typeOf(v).getElementType() == et)
+      return v;
+    return zero::CastOp::create(b, loc, typeOf(v).clone(et), v);
+  }
 };
 } // namespace
 
@@ -644,6 +676,21 @@ LogicalResult NodeEmitter::run() {
   if (op == "ReduceSumSquare")
     return reduce(zero::ReduceKind::sum_squares);
 
+  if (op == "Clip")
+    return clip();
+  if (op == "Softplus")
+    return softplus();
+  if (op == "Tile")
+    return tile();
+  if (op == "Pad")
+    return pad();
+  if (op == "Einsum")
+    return einsum();
+  if (op == "OneHot")
+    return oneHot();
+  if (op == "Conv")
+    return conv();
+
   // The rest (Shape, Range, CumSum, GatherND, ...) only exist as constants.
   return error() << "needs inputs known at compile time, but '" << node.input(0)
                  << "' depends on the graph inputs or parameters";
@@ -656,4 +703,427 @@ LogicalResult OnnxImporter::emitNode(const onnx::NodeProto &node, SmallVectorImp
       return nodeError(node) << "the first input must not be omitted";
   NodeEmitter emitter{*this, node, inputs, results, nodeLoc(node), builder};
   return emitter.run();
+}
+
+//===----------------------------------------------------------------------===//
+// Ops made of other zero ops (their gradients are those ops')
+//===----------------------------------------------------------------------===//
+
+/// Clip: max(x, min) then min(·, max) (PyTorch's clamp: the gradient passes
+/// where min <= x <= max). Bounds from inputs (opset 11+) or attributes.
+LogicalResult NodeEmitter::clip() {
+  Value x = in(0);
+  if (failed(requireFloat(x)))
+    return failure();
+  Type et = typeOf(x).getElementType();
+  auto bound = [&](size_t k, const char *attr) -> Value {
+    if (has(k)) {
+      Value v = in(k);
+      return typeOf(v).getRank() == 0 ? castTo(v, et) : Value();
+    }
+    if (findAttr(node, attr)) // opset < 11
+      return splat(et, {}, attrFloat(node, attr, 0));
+    return Value(); // no bound
+  };
+  Value lo = bound(1, "min"), hi = bound(2, "max");
+  if ((has(1) && !lo) || (has(2) && !hi))
+    return error() << "min and max must be scalars";
+  Value y = x;
+  if (lo)
+    y = zero::MaxOp::create(b, loc, y, lo);
+  if (hi)
+    y = zero::MinOp::create(b, loc, y, hi);
+  results.push_back(y);
+  return success();
+}
+
+/// Softplus: log(1 + exp(x)), as max(x, 0) + log(1 + exp(-|x|)) (no
+/// overflow for large x).
+LogicalResult NodeEmitter::softplus() {
+  Value x = in(0);
+  if (failed(requireFloat(x)))
+    return failure();
+  Type et = typeOf(x).getElementType();
+  Value tail =
+      zero::ExpOp::create(b, loc, zero::NegOp::create(b, loc, zero::AbsOp::create(b, loc, x)));
+  tail = zero::LogOp::create(b, loc, zero::AddOp::create(b, loc, splat(et, {}, 1.0), tail));
+  results.push_back(zero::AddOp::create(b, loc, zero::ReluOp::create(b, loc, x), tail));
+  return success();
+}
+
+/// Tile: x [d0, d1, ...] as [1, d0, 1, d1, ...], expanded to
+/// [r0, d0, r1, d1, ...] and read as [r0 d0, r1 d1, ...].
+LogicalResult NodeEmitter::tile() {
+  Value x = in(0);
+  auto repeats = constInts(1, "repeats");
+  if (failed(repeats))
+    return failure();
+  ArrayRef<int64_t> shape = typeOf(x).getShape();
+  if (repeats->size() != shape.size())
+    return error() << "repeats has " << repeats->size() << " values for a tensor of rank "
+                   << shape.size();
+  SmallVector<int64_t> split, expanded, out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t r = (*repeats)[d];
+    if (r < 1)
+      return error() << "repeat " << r << " of dimension " << d << " is not positive";
+    split.append({1, shape[d]});
+    expanded.append({r, shape[d]});
+    out.push_back(r * shape[d]);
+  }
+  if (checkedNumel(out) < 0)
+    return error() << "the tiled tensor would be impossibly large";
+  Value y = reshape(x, split);
+  auto t = RankedTensorType::get(expanded, typeOf(x).getElementType());
+  if (t != y.getType())
+    y = zero::ExpandOp::create(b, loc, t, y);
+  results.push_back(reshape(y, out));
+  return success();
+}
+
+/// Pad (mode "constant"): negative pads slice, positive ones concatenate
+/// constants of the pad value, one axis at a time.
+LogicalResult NodeEmitter::pad() {
+  Value x = in(0);
+  std::string mode = attrString(node, "mode", "constant");
+  if (mode != "constant")
+    return error() << "mode '" << mode << "' is not supported (only 'constant'; reflect and "
+                   << "edge padding are not implemented)";
+  std::vector<int64_t> pads;
+  if (has(1)) {
+    auto v = constInts(1, "pads");
+    if (failed(v))
+      return failure();
+    pads = *v;
+  } else if (auto a = attrInts(node, "pads")) { // opset < 11
+    pads = *a;
+  }
+  int64_t rank = typeOf(x).getRank();
+  std::vector<int64_t> axes;
+  if (has(3)) {
+    auto v = constInts(3, "axes");
+    if (failed(v))
+      return failure();
+    for (int64_t a : *v) {
+      if (!normalizeAxis(a, rank))
+        return error() << "axis " << a << " is out of range for rank " << rank;
+      axes.push_back(a);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size())
+    return error() << "pads has " << pads.size() << " values; " << 2 * axes.size()
+                   << " expected (begin and end of each axis)";
+  double value = 0;
+  if (has(2)) {
+    if (!inputs[2]->constant || inputs[2]->constant->numel() != 1)
+      return error() << "constant_value must be a constant scalar";
+    value = inputs[2]->constant->getF(0);
+  } else {
+    value = attrFloat(node, "value", 0.0f);
+  }
+  Type et = typeOf(x).getElementType();
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t axis = axes[k], before = pads[k], after = pads[k + axes.size()];
+    SmallVector<int64_t> shape(typeOf(x).getShape());
+    if (before < 0 || after < 0) { // crop first
+      int64_t begin = std::max<int64_t>(0, -before),
+              end = shape[axis] - std::max<int64_t>(0, -after);
+      if (end <= begin)
+        return error() << "pads crop all of axis " << axis;
+      SmallVector<int64_t> start(rank, 0), limit(shape), step(rank, 1);
+      start[axis] = begin, limit[axis] = end;
+      x = zero::SliceOp::create(b, loc, x, b.getDenseI64ArrayAttr(start),
+                                b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step));
+      shape[axis] = end - begin;
+    }
+    SmallVector<Value> parts;
+    auto fill = [&](int64_t n) {
+      SmallVector<int64_t> s(shape);
+      s[axis] = n;
+      parts.push_back(splat(et, s, value));
+    };
+    if (before > 0)
+      fill(before);
+    parts.push_back(x);
+    if (after > 0)
+      fill(after);
+    if (parts.size() > 1)
+      x = zero::ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(axis));
+  }
+  results.push_back(x);
+  return success();
+}
+
+/// OneHot: where(unsqueeze(indices, axis) == range(depth), on, off), with
+/// the range shaped to broadcast along |axis|. Indices must be in [0, depth)
+/// (a negative one, which ONNX counts from the end, selects nothing).
+LogicalResult NodeEmitter::oneHot() {
+  Value idx = in(0);
+  Type it = typeOf(idx).getElementType();
+  if (!it.isInteger(64) && !it.isInteger(32))
+    return error() << "indices must be int32 or int64, got " << idx.getType();
+  if (!has(1) || !inputs[1]->constant || inputs[1]->constant->numel() != 1)
+    return error() << "depth must be a constant scalar";
+  int64_t depth = (int64_t)inputs[1]->constant->getF(0);
+  if (depth < 1)
+    return error() << "depth " << depth << " is not positive";
+  Value values = in(2);
+  if (typeOf(values).getNumElements() != 2)
+    return error() << "values must hold [off, on], got " << values.getType();
+  int64_t rank = typeOf(idx).getRank() + 1, axis = attrInt(node, "axis", -1);
+  if (!normalizeAxis(axis, rank))
+    return error() << "axis " << attrInt(node, "axis", -1) << " is out of range for rank " << rank;
+  SmallVector<int64_t> idxShape(typeOf(idx).getShape()), rangeShape(rank, 1);
+  idxShape.insert(idxShape.begin() + axis, 1);
+  rangeShape[axis] = depth;
+  HostTensor range(it.isInteger(64) ? kInt64 : kInt32, {depth});
+  for (int64_t k = 0; k < depth; ++k)
+    range.set(k, (double)k);
+  Value r = reshape(zero::ConstantOp::create(b, loc, imp.toAttr(range)), rangeShape);
+  Value hit = zero::CmpOp::create(b, loc, zero::CmpPredicate::eq, reshape(idx, idxShape), r);
+  auto pick = [&](int64_t k) {
+    Value flat = reshape(values, {2});
+    return reshape(zero::SliceOp::create(b, loc, flat, b.getDenseI64ArrayAttr({k}),
+                                         b.getDenseI64ArrayAttr({k + 1}),
+                                         b.getDenseI64ArrayAttr({1})),
+                   {});
+  };
+  results.push_back(zero::WhereOp::create(b, loc, hit, pick(1), pick(0)));
+  return success();
+}
+
+/// Einsum: operands contracted pairwise, left to right, each pair as one
+/// batched matmul ([batch, left, contracted] x [batch, contracted, right])
+/// between transposes and reshapes; a label no later operand or the output
+/// needs is summed first. Ellipses are labels of their own; a label repeated
+/// within one operand (a diagonal) is refused.
+LogicalResult NodeEmitter::einsum() {
+  std::string eq;
+  for (char c : attrString(node, "equation", ""))
+    if (c != ' ')
+      eq += c;
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  SmallVector<std::string> terms;
+  {
+    SmallVector<StringRef> parts;
+    StringRef(lhs).split(parts, ',');
+    for (StringRef t : parts)
+      terms.push_back(t.str());
+  }
+  size_t operands = 0;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    operands += has(k);
+  if (terms.size() != operands)
+    return error() << "equation '" << eq << "' names " << terms.size() << " operands, the node has "
+                   << operands;
+  // Labels: letters, and '0' + k for the k-th dimension an ellipsis covers
+  // (counted from the right, so that ellipses of different ranks align).
+  SmallVector<Value> xs;
+  SmallVector<std::string> labels;
+  int64_t ellipsisRank = 0;
+  auto expand = [&](const std::string &term, int64_t rank, std::string &out) -> bool {
+    size_t dots = term.find("...");
+    std::string named =
+        dots == std::string::npos ? term : term.substr(0, dots) + term.substr(dots + 3);
+    for (char c : named)
+      if (!std::isalpha((unsigned char)c))
+        return false;
+    int64_t covered = dots == std::string::npos ? 0 : rank - (int64_t)named.size();
+    if (covered < 0 || (dots == std::string::npos && (int64_t)named.size() != rank))
+      return false;
+    ellipsisRank = std::max(ellipsisRank, covered);
+    if (dots == std::string::npos) {
+      out = named;
+      return true;
+    }
+    std::string e;
+    for (int64_t k = covered - 1; k >= 0; --k)
+      e += (char)('0' + k);
+    out = term.substr(0, dots) + e + term.substr(dots + 3);
+    return true;
+  };
+  for (size_t k = 0, t = 0; k < inputs.size(); ++k) {
+    if (!has(k))
+      continue;
+    Value x = in(k);
+    if (failed(requireFloat(x)))
+      return failure();
+    std::string l;
+    if (!expand(terms[t], typeOf(x).getRank(), l))
+      return error() << "operand " << t << " ('" << terms[t] << "') does not match its rank "
+                     << typeOf(x).getRank();
+    for (size_t i = 0; i < l.size(); ++i)
+      if (l.find(l[i], i + 1) != std::string::npos)
+        return error() << "label '" << l[i] << "' repeats within operand " << t
+                       << " (diagonals are not supported)";
+    xs.push_back(x);
+    labels.push_back(l);
+    ++t;
+  }
+  if (xs.size() > 1 && typeOf(xs[0]).getElementType() != typeOf(xs[1]).getElementType())
+    return error() << "operand element types differ";
+  // The output: given, or (NumPy's implicit form) the ellipsis then the
+  // labels that appear once, in alphabetical order.
+  std::string out;
+  if (arrow != std::string::npos) {
+    std::string given = eq.substr(arrow + 2);
+    if (!expand(given,
+                (int64_t)(given.find("...") == std::string::npos ? given.size()
+                                                                 : given.size() - 3 + ellipsisRank),
+                out))
+      return error() << "the output '" << given << "' is not a list of labels";
+  } else {
+    for (int64_t k = ellipsisRank - 1; k >= 0; --k)
+      out += (char)('0' + k);
+    std::map<char, int> count;
+    for (const std::string &l : labels)
+      for (char c : l)
+        count[c] += std::isalpha((unsigned char)c) ? 1 : 0;
+    for (auto [c, n] : count)
+      if (n == 1)
+        out += c;
+  }
+  // Every label's size, checked across operands.
+  std::map<char, int64_t> size;
+  for (size_t t = 0; t < xs.size(); ++t)
+    for (size_t i = 0; i < labels[t].size(); ++i) {
+      int64_t d = typeOf(xs[t]).getDimSize(i);
+      auto [it, fresh] = size.insert({labels[t][i], d});
+      if (!fresh && it->second != d)
+        return error() << "label '" << labels[t][i] << "' has sizes " << it->second << " and " << d
+                       << " (broadcasting is not supported)";
+    }
+  for (char c : out)
+    if (!size.count(c))
+      return error() << "output label '" << c << "' is in no operand";
+  auto shapeOf = [&](const std::string &l) {
+    SmallVector<int64_t> s;
+    for (char c : l)
+      s.push_back(size[c]);
+    return s;
+  };
+  // Sums over the labels of |l| not in |keep|.
+  auto sumAway = [&](Value x, std::string &l, const std::string &keep) {
+    SmallVector<int64_t> axes;
+    std::string kept;
+    for (size_t i = 0; i < l.size(); ++i)
+      if (keep.find(l[i]) == std::string::npos)
+        axes.push_back((int64_t)i);
+      else
+        kept += l[i];
+    if (axes.empty())
+      return x;
+    l = kept;
+    return Value(zero::ReduceOp::create(b, loc, zero::ReduceKind::sum, x, axes, false));
+  };
+  auto permutation = [](const std::string &from, const std::string &to) {
+    SmallVector<int64_t> perm;
+    for (char c : to)
+      perm.push_back((int64_t)from.find(c));
+    return perm;
+  };
+  auto product = [&](const std::string &l) {
+    int64_t n = 1;
+    for (char c : l)
+      n *= size[c];
+    return n;
+  };
+  Value acc = xs[0];
+  std::string accLabels = labels[0];
+  for (size_t t = 1; t <= xs.size(); ++t) {
+    // What later operands and the output still need.
+    std::string needed = out;
+    for (size_t u = t + 1; u < xs.size(); ++u)
+      needed += labels[u];
+    if (t == xs.size()) {
+      acc = sumAway(acc, accLabels, needed);
+      break;
+    }
+    Value x = xs[t];
+    std::string xl = labels[t];
+    acc = sumAway(acc, accLabels, needed + xl);
+    x = sumAway(x, xl, needed + accLabels);
+    std::string batch, left, contract, right;
+    for (char c : accLabels)
+      (xl.find(c) == std::string::npos       ? left
+       : needed.find(c) != std::string::npos ? batch
+                                             : contract) += c;
+    for (char c : xl)
+      if (accLabels.find(c) == std::string::npos)
+        right += c;
+    Value a = reshape(transposed(acc, permutation(accLabels, batch + left + contract)),
+                      {product(batch), product(left), product(contract)});
+    Value m = reshape(transposed(x, permutation(xl, batch + contract + right)),
+                      {product(batch), product(contract), product(right)});
+    acc = zero::MatmulOp::create(b, loc, a, m, false, false);
+    accLabels = batch + left + right;
+    acc = reshape(acc, shapeOf(accLabels));
+  }
+  results.push_back(transposed(acc, permutation(accLabels, out)));
+  return success();
+}
+
+/// Conv as a patch embedding (a vision transformer's): strides equal to the
+/// kernel, no padding or dilation, one group. x [N, C, S1.., Sk] is cut into
+/// patches ([N, S1/K1, .., C, K1, ..] as rows of C K1..Kk values), one
+/// matmul with the weights [M, C K1..Kk] (+ bias), and laid back as
+/// [N, M, S1/K1, ..].
+LogicalResult NodeEmitter::conv() {
+  Value x = in(0), w = in(1);
+  if (failed(requireFloat(x)) || failed(requireFloat(w)))
+    return failure();
+  auto xt = typeOf(x), wt = typeOf(w);
+  int64_t spatial = xt.getRank() - 2;
+  if (spatial < 1 || wt.getRank() != xt.getRank())
+    return error() << "expects x [N, C, spatial...] and w [M, C, kernel...], got " << x.getType()
+                   << " and " << w.getType();
+  SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
+  auto strides = attrInts(node, "strides"), pads = attrInts(node, "pads"),
+       dilations = attrInts(node, "dilations");
+  std::string autoPad = attrString(node, "auto_pad", "NOTSET");
+  bool patches = attrInt(node, "group", 1) == 1 && (autoPad == "NOTSET" || autoPad == "VALID") &&
+                 wt.getDimSize(1) == xt.getDimSize(1);
+  for (int64_t d = 0; d < spatial && patches; ++d) {
+    int64_t k = kernel[d], s = strides ? (*strides)[d] : 1;
+    patches &= s == k && xt.getDimSize(2 + d) % k == 0 && (!dilations || (*dilations)[d] == 1) &&
+               (!pads || ((*pads)[d] == 0 && (*pads)[d + spatial] == 0));
+  }
+  if (!patches)
+    return error() << "only patch embeddings are supported (strides equal to the kernel "
+                   << "size, no padding or dilation, one group, spatial sizes divisible by the "
+                   << "kernel): general convolution is not implemented";
+  int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), m = wt.getDimSize(0);
+  // x -> [N, C, S1/K1, K1, S2/K2, K2, ..] -> [N, S1/K1, S2/K2, .., C, K1, K2, ..]
+  SmallVector<int64_t> cut = {n, c}, grid, permX = {0};
+  for (int64_t d = 0; d < spatial; ++d) {
+    cut.append({xt.getDimSize(2 + d) / kernel[d], kernel[d]});
+    grid.push_back(xt.getDimSize(2 + d) / kernel[d]);
+    permX.push_back(2 + 2 * d);
+  }
+  permX.push_back(1);
+  for (int64_t d = 0; d < spatial; ++d)
+    permX.push_back(3 + 2 * d);
+  int64_t cells = 1, patch = c;
+  for (int64_t d = 0; d < spatial; ++d)
+    cells *= grid[d], patch *= kernel[d];
+  Value rows = reshape(transposed(reshape(x, cut), permX), {n * cells, patch});
+  Value y = zero::MatmulOp::create(b, loc, rows, reshape(w, {m, patch}), false, true);
+  if (has(2)) {
+    Value bias = in(2);
+    if (typeOf(bias).getNumElements() != m)
+      return error() << "bias " << bias.getType() << " does not have " << m << " values";
+    y = zero::AddOp::create(b, loc, y, reshape(castTo(bias, typeOf(y).getElementType()), {m}));
+  }
+  // [N cells, M] -> [N, S1/K1, .., M] -> [N, M, S1/K1, ..]
+  SmallVector<int64_t> out = {n}, permY = {0, spatial + 1};
+  out.append(grid.begin(), grid.end());
+  out.push_back(m);
+  for (int64_t d = 0; d < spatial; ++d)
+    permY.push_back(1 + d);
+  results.push_back(transposed(reshape(y, out), permY));
+  return success();
 }

@@ -244,6 +244,44 @@ results += [
          fp16(fp16(np.array([[300.0, -300.0, 1e-3, 3e-6]], np.float32)) * 200.0),
          consts=[("k", np.array(200.0, np.float32))], bf16_io=True, narrow=H),
 ]
+# Ops the importer builds from other kernels (issue 21): their NumPy
+# definitions through the whole toolchain.
+xi = r(1, 3, 8, 8)
+wp, bp = r(4, 3, 4, 4), r(4)
+patches = xi.reshape(1, 3, 2, 4, 2, 4).transpose(0, 2, 4, 1, 3, 5).reshape(4, 48) @ wp.reshape(4, 48).T
+hot = np.array([[0, 3, 1], [4, 2, 0]], np.int64)
+q4, k3, w52, w23 = r(2, 3, 4, 8), r(3, 5, 8), r(5, 2), r(2, 3)
+results += [
+    case("clip", "Clip", [("a", a)], np.clip(a, -0.5, 0.7).astype(np.float64),
+         consts=[("lo", np.array(-0.5, np.float32)), ("hi", np.array(0.7, np.float32))]),
+    case("clip_min_only", "Clip", [("a", a)], np.maximum(a, -0.5).astype(np.float64),
+         consts=[("lo", np.array(-0.5, np.float32))]),
+    case("softplus", "Softplus", [("a", a * 20)], np.logaddexp(0, (a * 20).astype(np.float64))),
+    case("tile", "Tile", [("x", x3)], np.tile(x3, (2, 1, 3)).astype(np.float64),
+         consts=[("rep", np.array([2, 1, 3], np.int64))]),
+    case("pad", "Pad", [("x", x3)],
+         np.pad(x3[:, 1:, :], ((0, 0), (0, 0), (1, 2))).astype(np.float64),
+         consts=[("pads", np.array([0, -1, 1, 0, 0, 2], np.int64))]),
+    case("einsum_bmm", "Einsum", [("x", x3)], np.einsum("bij,jk->bik", x3.astype(np.float64), w54),
+         attrs={"equation": "bij,jk->bik"}, consts=[("w", w54)]),
+    case("einsum_transpose_sum", "Einsum", [("x", x3)], np.einsum("bij->jb", x3.astype(np.float64)),
+         attrs={"equation": "bij->jb"}),
+    case("einsum_attention", "Einsum", [("q", q4)], np.einsum("bhqd,hkd->bhqk", q4.astype(np.float64), k3),
+         attrs={"equation": "bhqd,hkd->bhqk"}, consts=[("k", k3)]),
+    case("einsum_implicit_ellipsis", "Einsum", [("x", x3)], np.einsum("...ij,jk", x3.astype(np.float64), w52),
+         attrs={"equation": "...ij,jk"}, consts=[("w", w52)]),
+    case("einsum_three", "Einsum", [("x", x3)],
+         np.einsum("bij,jk,kl->bil", x3.astype(np.float64), w52, w23),
+         attrs={"equation": "bij,jk,kl->bil"}, consts=[("w", w52), ("v", w23)], order=["x", "w", "v"]),
+    case("onehot", "OneHot", [("i", hot)], np.eye(5)[hot] * 2.0 - 1.0,
+         consts=[("depth", np.array(5, np.int64)), ("values", np.array([-1.0, 1.0], np.float32))]),
+    case("onehot_axis0", "OneHot", [("i", hot)], np.moveaxis(np.eye(5)[hot], -1, 0),
+         attrs={"axis": 0},
+         consts=[("depth", np.array(5, np.int64)), ("values", np.array([0.0, 1.0], np.float32))]),
+    case("conv_patches", "Conv", [("x", xi)],
+         (patches + bp).reshape(1, 2, 2, 4).transpose(0, 3, 1, 2).astype(np.float64),
+         attrs={"strides": [4, 4], "kernel_shape": [4, 4]}, consts=[("w", wp), ("bias", bp)]),
+]
 failed = [(n, e) for n, e in results if e]
 for n, e in results:
     print(f"{'ok  ' if not e else 'FAIL'} {n}" + (f": {e}" if e else ""))
