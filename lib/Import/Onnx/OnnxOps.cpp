@@ -135,6 +135,8 @@ struct NodeEmitter {
   LogicalResult einsum();
   LogicalResult oneHot();
   LogicalResult conv();
+  LogicalResult groupNorm();
+  LogicalResult batchNorm();
   LogicalResult run();
 
   /// A constant of |shape| filled with |v|.
@@ -690,6 +692,10 @@ LogicalResult NodeEmitter::run() {
     return oneHot();
   if (op == "Conv")
     return conv();
+  if (op == "GroupNormalization")
+    return groupNorm();
+  if (op == "BatchNormalization")
+    return batchNorm();
 
   // The rest (Shape, Range, CumSum, GatherND, ...) only exist as constants.
   return error() << "needs inputs known at compile time, but '" << node.input(0)
@@ -1125,5 +1131,106 @@ LogicalResult NodeEmitter::conv() {
   for (int64_t d = 0; d < spatial; ++d)
     permY.push_back(1 + d);
   results.push_back(transposed(reshape(y, out), permY));
+  return success();
+}
+
+/// |v| ([C] values of channel axis 1) shaped to broadcast over |rank|
+/// dimensions: [C, 1, ...].
+static SmallVector<int64_t> channelShape(int64_t c, int64_t rank) {
+  SmallVector<int64_t> s = {c};
+  s.append(rank - 2, 1);
+  return s;
+}
+
+/// GroupNormalization: x [N, C, ...] as [N, G, C/G ...], a layer norm over
+/// the last axis (zero.layer_norm, unit scale), back to [N, C, ...], then
+/// the per-channel scale and bias (opset 21; opset 18's per-group ones are
+/// repeated over each group's channels).
+LogicalResult NodeEmitter::groupNorm() {
+  Value x = in(0), scale = in(1), bias = in(2);
+  if (failed(requireFloat(x)))
+    return failure();
+  auto xt = typeOf(x);
+  int64_t groups = attrInt(node, "num_groups", 0), rank = xt.getRank();
+  if (rank < 3 || groups < 1 || xt.getDimSize(1) % groups != 0)
+    return error() << "expects x [N, C, ...] with C divisible by num_groups " << groups << ", got "
+                   << x.getType();
+  int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), per = xt.getNumElements() / (n * groups);
+  Type et = xt.getElementType();
+  Value grouped = reshape(x, {n, groups, per});
+  Value normed = zero::LayerNormOp::create(b, loc, grouped.getType(), grouped,
+                                           splat(et, {per}, 1.0), Value(), b.getI64IntegerAttr(2),
+                                           b.getF64FloatAttr(attrFloat(node, "epsilon", 1e-5f)));
+  Value y = reshape(normed, xt.getShape());
+  auto perChannel = [&](Value p) -> FailureOr<Value> {
+    int64_t k = typeOf(p).getNumElements();
+    if (k == c)
+      return reshape(castTo(p, et), channelShape(c, rank));
+    if (k == groups) { // opset 18: one value per group
+      Value g = reshape(castTo(p, et), {groups, 1});
+      auto t = RankedTensorType::get({groups, c / groups}, et);
+      return reshape(zero::ExpandOp::create(b, loc, t, g), channelShape(c, rank));
+    }
+    return error() << "scale/bias " << p.getType() << " hold neither " << c << " channels nor "
+                   << groups << " groups";
+  };
+  auto s = perChannel(scale), bb = perChannel(bias);
+  if (failed(s) || failed(bb))
+    return failure();
+  results.push_back(zero::AddOp::create(b, loc, zero::MulOp::create(b, loc, y, *s), *bb));
+  return success();
+}
+
+/// BatchNormalization. Inference mode (the default, and an eval-mode
+/// export): (x - mean) / sqrt(var + eps) * scale + bias with the given
+/// statistics (frozen buffers). Training mode: the batch's statistics over
+/// every axis but the channels (this rank's micro-batch, as PyTorch without
+/// SyncBatchNorm); the running statistics outputs are refused: zcc does not
+/// update buffers.
+LogicalResult NodeEmitter::batchNorm() {
+  Value x = in(0);
+  if (failed(requireFloat(x)))
+    return failure();
+  auto xt = typeOf(x);
+  int64_t rank = xt.getRank();
+  if (rank < 2)
+    return error() << "expects x [N, C, ...], got " << x.getType();
+  int64_t c = xt.getDimSize(1);
+  Type et = xt.getElementType();
+  double eps = attrFloat(node, "epsilon", 1e-5f);
+  bool training = attrInt(node, "training_mode", 0) != 0;
+  for (int k = 1; k < node.output_size(); ++k)
+    if (!node.output(k).empty())
+      return error() << "the running mean and variance outputs are not supported (zcc does not "
+                        "update buffers): export in eval mode, whose statistics stay fixed";
+  SmallVector<Value> params;
+  for (size_t k = 1; k < 5; ++k) {
+    Value p = in(k);
+    if (typeOf(p).getNumElements() != c)
+      return error() << "input " << k << " " << p.getType() << " does not hold " << c
+                     << " channels";
+    params.push_back(reshape(castTo(p, et), channelShape(c, rank)));
+  }
+  Value y;
+  if (training) {
+    // Channels first, everything else as one row: [C, N S], a layer norm per
+    // row (unit scale), back.
+    SmallVector<int64_t> perm = {1, 0};
+    for (int64_t d = 2; d < rank; ++d)
+      perm.push_back(d);
+    Value t = transposed(x, perm);
+    int64_t rest = xt.getNumElements() / c;
+    Value rows = reshape(t, {c, rest});
+    Value normed =
+        zero::LayerNormOp::create(b, loc, rows.getType(), rows, splat(et, {rest}, 1.0), Value(),
+                                  b.getI64IntegerAttr(1), b.getF64FloatAttr(eps));
+    y = transposed(reshape(normed, typeOf(t).getShape()), perm); // {1, 0, ...} is its own inverse
+  } else {
+    Value inv =
+        zero::RsqrtOp::create(b, loc, zero::AddOp::create(b, loc, params[3], splat(et, {}, eps)));
+    y = zero::MulOp::create(b, loc, zero::SubOp::create(b, loc, x, params[2]), inv);
+  }
+  results.push_back(
+      zero::AddOp::create(b, loc, zero::MulOp::create(b, loc, y, params[0]), params[1]));
   return success();
 }

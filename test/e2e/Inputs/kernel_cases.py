@@ -251,6 +251,15 @@ wp, bp = r(4, 3, 4, 4), r(4)
 patches = xi.reshape(1, 3, 2, 4, 2, 4).transpose(0, 2, 4, 1, 3, 5).reshape(4, 48) @ wp.reshape(4, 48).T
 hot = np.array([[0, 3, 1], [4, 2, 0]], np.int64)
 q4, k3, w52, w23 = r(2, 3, 4, 8), r(3, 5, 8), r(5, 2), r(2, 3)
+xg, sg, bg = r(2, 4, 3, 3), r(4), r(4)
+x3b, bn_mean, bn_var = r(2, 3, 4), r(3), r(3, lo=0.5, hi=2.0)
+
+
+def gn_ref(x, groups, scale, bias):
+    g = x.astype(np.float64).reshape(x.shape[0], groups, -1)
+    g = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
+    return g.reshape(x.shape) * scale[:, None, None] + bias[:, None, None]
+
 results += [
     case("clip", "Clip", [("a", a)], np.clip(a, -0.5, 0.7).astype(np.float64),
          consts=[("lo", np.array(-0.5, np.float32)), ("hi", np.array(0.7, np.float32))]),
@@ -278,6 +287,18 @@ results += [
     case("onehot_axis0", "OneHot", [("i", hot)], np.moveaxis(np.eye(5)[hot], -1, 0),
          attrs={"axis": 0},
          consts=[("depth", np.array(5, np.int64)), ("values", np.array([0.0, 1.0], np.float32))]),
+    case("groupnorm", "GroupNormalization", [("x", xg)], gn_ref(xg, 2, sg, bg),
+         attrs={"num_groups": 2, "epsilon": 1e-5}, consts=[("s", sg), ("b", bg)]),
+    case("groupnorm_per_group", "GroupNormalization", [("x", xg)],
+         gn_ref(xg, 2, np.repeat(sg[:2], 2), np.repeat(bg[:2], 2)),
+         attrs={"num_groups": 2, "epsilon": 1e-5}, consts=[("s", sg[:2].copy()), ("b", bg[:2].copy())]),
+    case("batchnorm_eval", "BatchNormalization", [("x", x3b)],
+         (x3b - bn_mean[:, None]) / np.sqrt(bn_var[:, None] + 1e-5) * sg[:3, None] + bg[:3, None],
+         consts=[("s", sg[:3].copy()), ("b", bg[:3].copy()), ("m", bn_mean), ("v", bn_var)]),
+    case("batchnorm_train", "BatchNormalization", [("x", x3b)],
+         (x3b - x3b.mean((0, 2), keepdims=True)) / np.sqrt(x3b.var((0, 2), keepdims=True) + 1e-5) *
+         sg[:3, None] + bg[:3, None], attrs={"training_mode": 1},
+         consts=[("s", sg[:3].copy()), ("b", bg[:3].copy()), ("m", bn_mean), ("v", bn_var)]),
     case("conv_patches", "Conv", [("x", xi)],
          (patches + bp).reshape(1, 2, 2, 4).transpose(0, 3, 1, 2).astype(np.float64),
          attrs={"strides": [4, 4], "kernel_shape": [4, 4]}, consts=[("w", wp), ("bias", bp)]),

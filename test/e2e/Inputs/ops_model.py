@@ -1,5 +1,6 @@
 """Writes a small image classifier through the ops the importer builds from
-other ops (Conv as patches, Einsum, Softplus, Clip, Pad, Tile, OneHot), with
+other ops (Conv as patches, GroupNorm, BatchNorm with fixed statistics,
+Einsum, Softplus, Clip, Pad, Tile, OneHot), with
 data, for a gradient check of their compositions.
 
     ops_model.py OUT.onnx OUT_PREFIX
@@ -28,13 +29,21 @@ nodes = [
     # [B, 3, 8, 8] -> [B, 6, 2, 2] -> [B, 6, 4]
     helper.make_node("Conv", ["x", "patch.weight", "patch.bias"], ["p"], name="patch",
                      strides=[4, 4], kernel_shape=[4, 4]),
+    # A residual branch through GroupNorm (3 groups of 2 channels) and
+    # BatchNorm with fixed statistics (the identity path keeps the patch
+    # weights' gradient large enough for float32 finite differences).
+    helper.make_node("GroupNormalization", ["p", "gn.weight", "gn.bias"], ["pg"], name="gn",
+                     num_groups=3),
+    helper.make_node("BatchNormalization", ["pg", "bn.weight", "bn.bias", "bn.running_mean",
+                                            "bn.running_var"], ["pn"], name="bn"),
+    helper.make_node("Add", ["p", "pn"], ["pb"], name="residual"),
     const("shape", np.array([0, 6, 4], np.int64)),
-    helper.make_node("Reshape", ["p", "shape"], ["p3"], name="flat"),
+    helper.make_node("Reshape", ["pb", "shape"], ["p3"], name="flat"),
     # [B, 6, 4] x [6, 5] -> [B, 4, 5]
     helper.make_node("Einsum", ["p3", "mix.weight"], ["m"], name="mix", equation="bcp,cd->bpd"),
     helper.make_node("Softplus", ["m"], ["s"], name="softplus"),
-    const("lo", np.array(0.05, np.float32)),
-    const("hi", np.array(1.5, np.float32)),
+    const("lo", np.array(-1.0, np.float32)),
+    const("hi", np.array(4.0, np.float32)),
     helper.make_node("Clip", ["s", "lo", "hi"], ["c"], name="clip"),
     # [B, 4, 5] -> [B, 4, 6] -> [B, 4, 12] -> [B, 12]
     const("pads", np.array([0, 0, 0, 0, 0, 1], np.int64)),
@@ -50,7 +59,10 @@ nodes = [
     helper.make_node("Add", ["h", "oh"], ["logits"], name="logits"),
 ]
 inits = [param("patch.weight", 6, 3, 4, 4), param("patch.bias", 6), param("mix.weight", 6, 5),
-         param("head.weight", 12, 4), param("hint.values", 2)]
+         param("head.weight", 12, 4), param("hint.values", 2), param("gn.weight", 6),
+         param("gn.bias", 6), param("bn.weight", 6), param("bn.bias", 6),
+         param("bn.running_mean", 6, scale=0.1),
+         numpy_helper.from_array(rng.uniform(0.5, 2.0, 6).astype(np.float32), "bn.running_var")]
 graph = helper.make_graph(
     nodes, "ops_model",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8]),
