@@ -12,6 +12,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -137,6 +138,10 @@ struct NodeEmitter {
   LogicalResult conv();
   LogicalResult groupNorm();
   LogicalResult batchNorm();
+  LogicalResult topK();
+  LogicalResult argExtreme(bool max);
+  void selectRounds(Value x, int64_t axis, int64_t k, bool largest, bool last,
+                    SmallVectorImpl<Value> &values, SmallVectorImpl<Value> &positions);
   LogicalResult run();
 
   /// A constant of |shape| filled with |v|.
@@ -694,6 +699,10 @@ LogicalResult NodeEmitter::run() {
     return conv();
   if (op == "GroupNormalization")
     return groupNorm();
+  if (op == "TopK")
+    return topK();
+  if (op == "ArgMax" || op == "ArgMin")
+    return argExtreme(op == "ArgMax");
   if (op == "BatchNormalization")
     return batchNorm();
 
@@ -1232,5 +1241,96 @@ LogicalResult NodeEmitter::batchNorm() {
   }
   results.push_back(
       zero::AddOp::create(b, loc, zero::MulOp::create(b, loc, y, params[0]), params[1]));
+  return success();
+}
+
+/// k rounds along |axis| of x (of -x unless |largest|): each finds the
+/// extreme, the first position holding it (the last with |last|), the value
+/// there as a masked sum (so that the gradient goes to that position only:
+/// where and sum have gradients, the selection needs none), and masks the
+/// position out for the next round. Positions are float (exact below 2^24),
+/// each of x's shape with 1 at |axis|.
+void NodeEmitter::selectRounds(Value x, int64_t axis, int64_t k, bool largest, bool last,
+                               SmallVectorImpl<Value> &values, SmallVectorImpl<Value> &positions) {
+  auto xt = typeOf(x);
+  Type et = xt.getElementType();
+  int64_t n = xt.getDimSize(axis), rank = xt.getRank();
+  SmallVector<int64_t> rangeShape(rank, 1);
+  rangeShape[axis] = n;
+  HostTensor range(kFloat, {n});
+  for (int64_t j = 0; j < n; ++j)
+    range.set(j, (double)j);
+  Value positionsOf =
+      castTo(reshape(zero::ConstantOp::create(b, loc, imp.toAttr(range)), rangeShape), et);
+  Value scores = largest ? x : Value(zero::NegOp::create(b, loc, x));
+  for (int64_t j = 0; j < k; ++j) {
+    Value best = zero::ReduceOp::create(b, loc, zero::ReduceKind::max, scores, {axis}, true);
+    Value atBest = zero::CmpOp::create(b, loc, zero::CmpPredicate::eq, scores, best);
+    Value candidates =
+        zero::WhereOp::create(b, loc, atBest, positionsOf, splat(et, {}, last ? -1.0 : (double)n));
+    Value position = zero::ReduceOp::create(
+        b, loc, last ? zero::ReduceKind::max : zero::ReduceKind::min, candidates, {axis}, true);
+    Value hit = zero::CmpOp::create(b, loc, zero::CmpPredicate::eq, positionsOf, position);
+    values.push_back(zero::ReduceOp::create(
+        b, loc, zero::ReduceKind::sum, zero::WhereOp::create(b, loc, hit, x, splat(et, {}, 0.0)),
+        {axis}, true));
+    positions.push_back(position);
+    if (j + 1 < k)
+      scores = zero::WhereOp::create(b, loc, hit, splat(et, {}, -INFINITY), scores);
+  }
+}
+
+/// TopK: values and int64 indices, sorted, ties to the lower index (ONNX's
+/// order), by k rounds of selectRounds: for the small k of a router (top-2
+/// of 8 experts), not for sorting a vocabulary.
+LogicalResult NodeEmitter::topK() {
+  Value x = in(0);
+  if (failed(requireFloat(x)))
+    return failure();
+  auto kv = constInts(1, "K");
+  if (failed(kv))
+    return failure();
+  if (kv->size() != 1)
+    return error() << "K must hold one value";
+  int64_t rank = typeOf(x).getRank(), axis = attrInt(node, "axis", -1), k = (*kv)[0];
+  if (!normalizeAxis(axis, rank))
+    return error() << "axis " << attrInt(node, "axis", -1) << " is out of range for rank " << rank;
+  int64_t n = typeOf(x).getDimSize(axis);
+  if (k < 1 || k > n)
+    return error() << "K " << k << " is not in [1, " << n << "]";
+  if (k > 64)
+    return error() << "K " << k << " is more than 64: TopK is built from K rounds of a max, for "
+                   << "the small K of a router";
+  if (!attrInt(node, "sorted", 1))
+    return error() << "sorted = 0 is not supported";
+  SmallVector<Value> values, positions;
+  selectRounds(x, axis, k, attrInt(node, "largest", 1) != 0, false, values, positions);
+  auto join = [&](SmallVector<Value> &parts) -> Value {
+    return parts.size() == 1
+               ? parts[0]
+               : Value(zero::ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(axis)));
+  };
+  results.push_back(join(values));
+  results.push_back(castTo(join(positions), b.getI64Type()));
+  return success();
+}
+
+/// ArgMax / ArgMin: one round of selectRounds, int64.
+LogicalResult NodeEmitter::argExtreme(bool max) {
+  Value x = in(0);
+  if (failed(requireFloat(x)))
+    return failure();
+  int64_t rank = typeOf(x).getRank(), axis = attrInt(node, "axis", 0);
+  if (!normalizeAxis(axis, rank))
+    return error() << "axis " << attrInt(node, "axis", 0) << " is out of range for rank " << rank;
+  SmallVector<Value> values, positions;
+  selectRounds(x, axis, 1, max, attrInt(node, "select_last_index", 0) != 0, values, positions);
+  Value idx = castTo(positions[0], b.getI64Type());
+  if (!attrInt(node, "keepdims", 1)) {
+    SmallVector<int64_t> shape(typeOf(idx).getShape());
+    shape.erase(shape.begin() + axis);
+    idx = reshape(idx, shape);
+  }
+  results.push_back(idx);
   return success();
 }

@@ -38,14 +38,14 @@ def fp16(a):
 
 
 def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None, bf16_io=False,
-         narrow=TensorProto.BFLOAT16):
+         narrow=TensorProto.BFLOAT16, outputs=("y",)):
     """inputs: graph inputs (name, array), all with the same leading (sample)
     dimension; consts: initializers (name, array), i.e. constants (int, bool)
     or parameters (float); order: the node's input names if not inputs+consts;
-    ref: numpy reference of y."""
+    outputs: the node's outputs, one of them y; ref: numpy reference of y."""
     consts = consts or []
     names = order or [n for n, _ in inputs] + [n for n, _ in consts]
-    nodes = [helper.make_node(op, names, ["y"], **(attrs or {}))]
+    nodes = [helper.make_node(op, names, list(outputs), **(attrs or {}))]
     if bf16_io:
         # The op computes on bfloat16 tensors: float inputs are cast in, the
         # result cast out (graph input/output types stay float32).
@@ -252,6 +252,8 @@ patches = xi.reshape(1, 3, 2, 4, 2, 4).transpose(0, 2, 4, 1, 3, 5).reshape(4, 48
 hot = np.array([[0, 3, 1], [4, 2, 0]], np.int64)
 q4, k3, w52, w23 = r(2, 3, 4, 8), r(3, 5, 8), r(5, 2), r(2, 3)
 xg, sg, bg = r(2, 4, 3, 3), r(4), r(4)
+tk = r(4, 8)
+ties = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, -1.0, 5.0, -1.0]], np.float32)
 x3b, bn_mean, bn_var = r(2, 3, 4), r(3), r(3, lo=0.5, hi=2.0)
 
 
@@ -299,6 +301,17 @@ results += [
          (x3b - x3b.mean((0, 2), keepdims=True)) / np.sqrt(x3b.var((0, 2), keepdims=True) + 1e-5) *
          sg[:3, None] + bg[:3, None], attrs={"training_mode": 1},
          consts=[("s", sg[:3].copy()), ("b", bg[:3].copy()), ("m", bn_mean), ("v", bn_var)]),
+    case("topk_values", "TopK", [("x", tk)], -np.sort(-tk, -1)[:, :3].astype(np.float64),
+         consts=[("k", np.array([3], np.int64))], outputs=("y", "i")),
+    case("topk_indices", "TopK", [("x", tk)], np.argsort(-tk, -1, kind="stable")[:, :3],
+         consts=[("k", np.array([3], np.int64))], outputs=("v", "y"), out_type=I),
+    case("topk_smallest_axis0", "TopK", [("x", tk)], np.sort(tk, 0)[:2].astype(np.float64),
+         attrs={"axis": 0, "largest": 0}, consts=[("k", np.array([2], np.int64))],
+         outputs=("y", "i")),
+    case("argmax_ties", "ArgMax", [("x", ties)], np.argmax(ties, -1), attrs={"axis": -1, "keepdims": 0},
+         out_type=I),
+    case("argmin_last", "ArgMin", [("x", ties)], ties.shape[1] - 1 - np.argmin(ties[:, ::-1], 1),
+         attrs={"axis": 1, "keepdims": 0, "select_last_index": 1}, out_type=I),
     case("conv_patches", "Conv", [("x", xi)],
          (patches + bp).reshape(1, 2, 2, 4).transpose(0, 3, 1, 2).astype(np.float64),
          attrs={"strides": [4, 4], "kernel_shape": [4, 4]}, consts=[("w", wp), ("bias", bp)]),

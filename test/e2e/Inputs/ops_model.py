@@ -1,6 +1,6 @@
 """Writes a small image classifier through the ops the importer builds from
 other ops (Conv as patches, GroupNorm, BatchNorm with fixed statistics,
-Einsum, Softplus, Clip, Pad, Tile, OneHot), with
+Einsum, Softplus, Clip, Pad, Tile, OneHot, TopK), with
 data, for a gradient check of their compositions.
 
     ops_model.py OUT.onnx OUT_PREFIX
@@ -56,10 +56,17 @@ nodes = [
     # + OneHot(k) with trainable [off, on] values
     const("depth", np.array(4, np.int64)),
     helper.make_node("OneHot", ["k", "depth", "hint.values"], ["oh"], name="hint"),
-    helper.make_node("Add", ["h", "oh"], ["logits"], name="logits"),
+    helper.make_node("Add", ["h", "oh"], ["ho"], name="hinted"),
+    # + the 4 largest of 6 gate scores (a router's TopK; the gradient goes to
+    # the selected scores)
+    helper.make_node("MatMul", ["r", "gate.weight"], ["g"], name="gate"),
+    const("topk", np.array([4], np.int64)),
+    helper.make_node("TopK", ["g", "topk"], ["gv", "gi"], name="route"),
+    helper.make_node("Add", ["ho", "gv"], ["logits"], name="logits"),
 ]
 inits = [param("patch.weight", 6, 3, 4, 4), param("patch.bias", 6), param("mix.weight", 6, 5),
-         param("head.weight", 12, 4), param("hint.values", 2), param("gn.weight", 6),
+         param("head.weight", 12, 4), param("hint.values", 2), param("gate.weight", 12, 6),
+         param("gn.weight", 6),
          param("gn.bias", 6), param("bn.weight", 6), param("bn.bias", 6),
          param("bn.running_mean", 6, scale=0.1),
          numpy_helper.from_array(rng.uniform(0.5, 2.0, 6).astype(np.float32), "bn.running_var")]
