@@ -10,10 +10,12 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -77,40 +79,84 @@ int zrt::superviseChildren(const std::vector<pid_t> &children,
   const int signals[3] = {SIGTERM, SIGINT, SIGHUP};
   for (int k = 0; k < 3; ++k)
     sigaction(signals[k], &action, &previous[k]);
-  int failed = -1, failedStatus = 0, left = (int)children.size();
+  // After the first failure the others get SIGTERM, and SIGKILL 10 s later
+  // from |killer| (only those not yet reaped: a reaped pid may be reused).
+  std::mutex mutex;
+  std::condition_variable done;
+  bool finished = false;
+  // reaped: waited for (its pid may be reused); signalled: sent a signal
+  // by this launcher, so that its death by a signal is not a cause.
+  std::vector<bool> reaped(children.size(), false), sent(children.size(), false);
+  auto sendToLive = [&](int sig) { // with |mutex| held
+    for (size_t c = 0; c < children.size(); ++c)
+      if (!reaped[c]) {
+        kill(children[c], sig);
+        sent[c] = true;
+      }
+  };
+  std::thread killer;
+  // Every failure, in the order reaped, and whether it died of a signal
+  // nobody here sent.
+  struct Failure {
+    int child, status;
+    bool foreignSignal;
+  };
+  std::vector<Failure> failures;
+  int left = (int)children.size();
   while (left > 0) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, 0);
     if (pid < 0 && errno == EINTR) {
       int received = launcherSignals.load();
-      for (pid_t c : children)
-        kill(c, received >= 2 ? SIGKILL : launcherSignal.load());
+      std::lock_guard<std::mutex> lock(mutex);
+      sendToLive(received >= 2 ? SIGKILL : launcherSignal.load());
       continue;
     }
     if (pid < 0)
       break;
-    --left;
     int r = (int)(std::find(children.begin(), children.end(), pid) - children.begin());
+    if (r == (int)children.size())
+      continue; // not one of ours
+    --left;
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!ok && failed < 0) {
-      failed = r;
-      failedStatus = status;
-      for (pid_t c : children)
-        if (c != pid)
-          kill(c, SIGTERM);
-      std::thread([children] {
-        std::this_thread::sleep_for(std::chrono::seconds(10));
-        for (pid_t c : children)
-          kill(c, SIGKILL);
-      }).detach();
-    }
+    std::lock_guard<std::mutex> lock(mutex);
+    reaped[r] = true;
+    if (ok)
+      continue;
+    failures.push_back({r, status, WIFSIGNALED(status) && !sent[r]});
+    if (failures.size() > 1)
+      continue;
+    sendToLive(SIGTERM);
+    killer = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!done.wait_for(lock, std::chrono::seconds(10), [&] { return finished; }))
+        sendToLive(SIGKILL);
+    });
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    finished = true;
+  }
+  done.notify_all();
+  if (killer.joinable())
+    killer.join();
   for (int k = 0; k < 3; ++k)
     sigaction(signals[k], &previous[k], nullptr);
   if (signalled)
     *signalled = launcherSignals.load() > 0;
-  if (failed < 0)
+  if (failures.empty())
     return 0;
+  // The cause: a child killed by a signal from elsewhere (SIGKILL, a
+  // crash) before one that exited with an error, which is usually a peer
+  // that saw it die (the order they are reaped in is a race); else the
+  // first failure.
+  Failure cause = failures[0];
+  for (const Failure &f : failures)
+    if (f.foreignSignal) {
+      cause = f;
+      break;
+    }
+  int failed = cause.child, failedStatus = cause.status;
   if (WIFSIGNALED(failedStatus))
     std::fprintf(stderr, "zrun: %s was killed by signal %d; the others were stopped\n",
                  names[failed].c_str(), WTERMSIG(failedStatus));

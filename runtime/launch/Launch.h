@@ -39,8 +39,10 @@ namespace zrt {
 Status runRanks(int world, const std::function<Status(int, Communicator *)> &body);
 
 /// Waits for |children| (|names| for messages); when one fails, stops the
-/// others (SIGTERM, then SIGKILL after 10 s). Returns the failed child's
-/// exit status (1 if it was killed by a signal), or 0. |signalled| (if
+/// others (SIGTERM, then SIGKILL after 10 s). Returns the failing child's
+/// exit status (1 if it was killed by a signal), or 0. Of several failures
+/// the cause is a child killed by a signal from elsewhere, if any (its
+/// peers fail when it dies, and may be reaped first), else the first. |signalled| (if
 /// given): whether the launcher itself was told to stop (SIGTERM, SIGINT,
 /// SIGHUP), which it forwarded.
 int superviseChildren(const std::vector<pid_t> &children, const std::vector<std::string> &names,
