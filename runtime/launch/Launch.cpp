@@ -84,14 +84,16 @@ int zrt::superviseChildren(const std::vector<pid_t> &children,
   std::mutex mutex;
   std::condition_variable done;
   bool finished = false;
-  // reaped: waited for (its pid may be reused); signalled: sent a signal
-  // by this launcher, so that its death by a signal is not a cause.
-  std::vector<bool> reaped(children.size(), false), sent(children.size(), false);
+  // reaped: waited for (its pid may be reused); sent: the signals this
+  // launcher sent it (a bit each), so that dying of one of them is not a
+  // cause.
+  std::vector<bool> reaped(children.size(), false);
+  std::vector<uint64_t> sent(children.size(), 0);
   auto sendToLive = [&](int sig) { // with |mutex| held
     for (size_t c = 0; c < children.size(); ++c)
       if (!reaped[c]) {
         kill(children[c], sig);
-        sent[c] = true;
+        sent[c] |= uint64_t(1) << sig;
       }
   };
   std::thread killer;
@@ -123,7 +125,8 @@ int zrt::superviseChildren(const std::vector<pid_t> &children,
     reaped[r] = true;
     if (ok)
       continue;
-    failures.push_back({r, status, WIFSIGNALED(status) && !sent[r]});
+    bool ours = WIFSIGNALED(status) && WTERMSIG(status) < 64 && (sent[r] >> WTERMSIG(status) & 1);
+    failures.push_back({r, status, WIFSIGNALED(status) && !ours});
     if (failures.size() > 1)
       continue;
     sendToLive(SIGTERM);

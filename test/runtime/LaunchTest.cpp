@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace zrt;
 
@@ -104,6 +107,52 @@ TEST_F(PlanDir, WithoutOneTheErrorGivesTheZccCommand) {
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("none can keep 4 samples per step on 3 ranks"), std::string::npos)
       << s.message();
+}
+
+} // namespace
+
+namespace {
+
+// A job whose rank dies of a signal from outside, while a peer that saw it
+// die exits with an error first: the launcher names the killed one.
+TEST(Supervise, AChildKilledFromOutsideIsTheCauseNotThePeerReapedFirst) {
+  pid_t peer = fork();
+  if (peer == 0)
+    _exit(1);
+  // Ignoring SIGTERM from its first instruction (inherited): it outlives
+  // the launcher's SIGTERM, whenever that comes.
+  auto before = signal(SIGTERM, SIG_IGN);
+  pid_t victim = fork();
+  if (victim == 0) {
+    usleep(200 * 1000);
+    raise(SIGKILL);
+    _exit(0);
+  }
+  signal(SIGTERM, before);
+  testing::internal::CaptureStderr();
+  int code = superviseChildren({peer, victim}, {"rank 0", "rank 1"});
+  std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(said.find("rank 1 was killed by signal 9; the others were stopped"), std::string::npos)
+      << said;
+}
+
+// A child that dies of the launcher's own SIGTERM is not the cause.
+TEST(Supervise, TheLaunchersOwnSignalIsNotACause) {
+  pid_t first = fork();
+  if (first == 0)
+    _exit(3);
+  pid_t other = fork();
+  if (other == 0) {
+    pause(); // SIGTERM's default action ends it
+    _exit(0);
+  }
+  testing::internal::CaptureStderr();
+  int code = superviseChildren({first, other}, {"rank 0", "rank 1"});
+  std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 3);
+  EXPECT_NE(said.find("rank 0 failed (exit 3); the others were stopped"), std::string::npos)
+      << said;
 }
 
 } // namespace
