@@ -4,7 +4,9 @@ Runs on the GPU machine (PyTorch, transformers, onnx, onnxruntime):
     python3 tools/export_reference_models.py MAKE_REFERENCES_PY OUTDIR llama-tiny[,bert-tiny]
 It loads the helpers of make_references.py (export, train_ref, lm_case: the same export
 settings, data, AdamW trajectories and references.json layout as the shared models) and adds
-model shapes that the shared file does not have. Nothing in the method is changed.
+model shapes that the shared file does not have. Nothing in the method is changed; models with
+several inputs (T5) or outputs (Mixtral's aux_loss) are exported the same way with every input's
+batch dimension dynamic (export_multi).
 """
 import os, sys, json
 
@@ -15,7 +17,7 @@ src = src.split("which = sys.argv[2]")[0]
 sys.argv = [mr_path, out, ""]
 ns = {"__name__": "make_references"}
 exec(compile(src, mr_path, "exec"), ns)
-torch, nn = ns["torch"], ns["nn"]
+torch, nn, F, np = ns["torch"], ns["nn"], ns["F"], ns["np"]
 
 
 class LogitsOnly(nn.Module):
@@ -55,9 +57,295 @@ def bert(n_layer, hidden, n_head, inter, vocab, npos=64):
     return mk
 
 
+def qwen2(n_layer, hidden, n_head, n_kv, inter, vocab, npos=64):
+    """Qwen2 shape: Llama's with biases on q/k/v (a regression case for the decoder lineage)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    def mk():
+        torch.manual_seed(0)
+        c = Qwen2Config(num_hidden_layers=n_layer, hidden_size=hidden, num_attention_heads=n_head,
+                        num_key_value_heads=n_kv, intermediate_size=inter, vocab_size=vocab,
+                        max_position_embeddings=npos, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                        use_sliding_window=False, attention_dropout=0.0)
+        c._attn_implementation = "eager"
+        return LogitsOnly(Qwen2ForCausalLM(c))
+    return mk
+
+
+def gemma(n_layer, hidden, n_head, n_kv, head_dim, inter, vocab, npos=64):
+    """Gemma shape: embeddings scaled by sqrt(hidden), (1 + w) RMSNorm, GeGLU (tanh GELU), tied
+    embeddings, multi-query attention."""
+    from transformers import GemmaConfig, GemmaForCausalLM
+
+    def mk():
+        torch.manual_seed(0)
+        c = GemmaConfig(num_hidden_layers=n_layer, hidden_size=hidden, num_attention_heads=n_head,
+                        num_key_value_heads=n_kv, head_dim=head_dim, intermediate_size=inter,
+                        vocab_size=vocab, max_position_embeddings=npos, rms_norm_eps=1e-6,
+                        hidden_activation="gelu_pytorch_tanh", attention_dropout=0.0,
+                        pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        c._attn_implementation = "eager"
+        return LogitsOnly(GemmaForCausalLM(c))
+    return mk
+
+
+def export_multi(model, args, names_in, names_out, path):
+    """make_references.export's method (dynamo, opset 18, optimize=False, no external data; the
+    TorchScript exporter as the fallback) for a model with several inputs, each batch-dynamic."""
+    model.eval()
+    errs = []
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    dyn = tuple({0: batch} for _ in args)
+    axes = {n: {0: "batch"} for n in names_in + names_out}
+    onnx = ns["onnx"]
+    for kw in (dict(dynamo=True, external_data=False, opset_version=18, optimize=False,
+                    dynamic_shapes=dyn),
+               dict(dynamo=False, opset_version=17, do_constant_folding=False, dynamic_axes=axes,
+                    training=torch.onnx.TrainingMode.TRAINING)):
+        try:
+            torch.onnx.export(model, args, path, input_names=names_in, output_names=names_out, **kw)
+            m = onnx.load(path)
+            inits = {i.name for i in m.graph.initializer}
+            trainable, missing = [], []
+            groups = {}
+            for n, p in model.named_parameters(remove_duplicate=False):
+                groups.setdefault(id(p), []).append(n)
+            for names in groups.values():
+                hit = [n for n in names if n in inits]
+                (trainable.append(hit[0]) if hit else missing.append(names))
+            pn = set(n for names in groups.values() for n in names)
+            ins = [(i.name, [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim])
+                   for i in m.graph.input]
+            return dict(graph_inputs=ins, trainable=trainable, missing_params=missing,
+                        initializers=len(inits),
+                        float_inits_not_params=[i.name for i in m.graph.initializer
+                                                if i.data_type == 1 and i.name not in pn][:20],
+                        kw=str(kw), opset=[(o.domain, o.version) for o in m.opset_import],
+                        ops=sorted(set(n.op_type for n in m.graph.node)),
+                        nodes=len(m.graph.node), size=os.path.getsize(path))
+        except Exception as e:
+            errs.append(repr(e)[:800])
+    return dict(errors=errs)
+
+
+def generic_case(name, make_model, make_export_model, data, label, loss_fn, names_out, kind,
+                 loss_desc, extra_refs=(), B=4):
+    """data: {input name: tensor [batches, B, ...]} in the model's argument order; label: the
+    labels [batches, B, ...]. The trajectories train make_model (PyTorch's own module); the export
+    is of make_export_model (the same parameters; for MoE, the dense dispatch)."""
+    names = list(data)
+    nb = label.shape[0]
+    batches = [tuple(data[n][i] for n in names) + (label[i],) for i in range(nb)]
+    torch.manual_seed(0)
+    model = make_export_model()
+    rec = {"kind": kind, "batch": B, "loss": loss_desc, "inputs": names,
+           "params": sum(p.numel() for p in model.parameters())}
+    path = os.path.join(ns["OUT"], name + ".onnx")
+    args = tuple(data[n][0] for n in names)
+    with torch.no_grad():
+        out = model.eval()(*args)
+        ref = (out[0] if isinstance(out, tuple) else out).numpy()
+        pt = make_model().eval()(*args)
+        pt = pt[0] if isinstance(pt, tuple) else pt
+        rec["export_vs_module_max_abs_diff"] = float((pt - torch.from_numpy(ref)).abs().max())
+    rec["export"] = export_multi(model, args, names, names_out, path)
+    try:
+        rec["ort_max_abs_diff"] = ns["check_ort"](path, {n: data[n][0].numpy() for n in names}, ref)
+    except Exception as e:
+        rec["ort_error"] = repr(e)[:500]
+    for n in names:
+        a = data[n].numpy()
+        np.save(os.path.join(ns["OUT"], "%s.%s.npy" % (name, n)), a.reshape((-1,) + a.shape[2:]))
+    a = label.numpy().astype(np.int64)
+    np.save(os.path.join(ns["OUT"], name + ".labels.npy"), a.reshape((-1,) + a.shape[2:]))
+    rec["trajectories"] = {}
+    for vn, v in ns["VARIANTS"].items():
+        losses, gn, lrs = ns["train_ref"](make_model, batches, loss_fn, v)
+        rec["trajectories"][vn] = dict(hyper=v, loss=losses, grad_norm=gn, lr=lrs)
+    for vn, v, fn in extra_refs:
+        losses, gn, lrs = ns["train_ref"](make_model, batches, fn, v)
+        rec["trajectories"][vn] = dict(hyper=v, loss=losses, grad_norm=gn, lr=lrs)
+    ns["report"][name] = rec
+
+
+def ce(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
+                           ignore_index=-100)
+
+
+def vit_case(name="vit-tiny", B=4, nb=4, image=16, patch=4, labels=10):
+    """ViT: Conv patch embedding, [CLS] token, learned positions, pre-LN encoder, classifier on
+    the [CLS] output, cross-entropy over image labels."""
+    from transformers import ViTConfig, ViTForImageClassification
+
+    class Logits(nn.Module):
+        def __init__(s, m):
+            super().__init__(); s.m = m
+
+        def forward(s, pixel_values):
+            return s.m(pixel_values=pixel_values).logits
+
+    def mk():
+        torch.manual_seed(0)
+        c = ViTConfig(image_size=image, patch_size=patch, num_channels=3, hidden_size=64,
+                      num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=labels)
+        c._attn_implementation = "eager"
+        return Logits(ViTForImageClassification(c))
+    g = torch.Generator().manual_seed(4321)
+    x = torch.randn(nb, B, 3, image, image, generator=g)
+    y = torch.randint(0, labels, (nb, B), generator=g)
+    generic_case(name, mk, mk, {"pixel_values": x}, y, lambda m, b: ce(m(b[0]), b[1]),
+                 ["logits"], "image-classifier", "mean cross-entropy over image labels", B=B)
+
+
+def t5_case(name="t5-tiny", B=4, nb=4, S=16, T=12, vocab=256):
+    """T5 v1.1 (Flan-T5's form): encoder-decoder, relative position buckets, (unscaled) RMSNorm,
+    gated-GELU feed-forward, an untied LM head; inputs input_ids and decoder_input_ids (the
+    labels shifted right, start token 0), cross-entropy over the decoder's labels. (The original
+    T5's ReLU feed-forward was tried first: a pre-activation within rounding of 0 flips its ReLU
+    under another BLAS kernel, and AdamW turns the 0-or-not gradient into a full step, so its
+    fp32 trajectory is not reproducible to 1e-4 across CPUs, PyTorch's included.)"""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    class Logits(nn.Module):
+        def __init__(s, m):
+            super().__init__(); s.m = m
+
+        def forward(s, input_ids, decoder_input_ids):
+            return s.m(input_ids=input_ids, decoder_input_ids=decoder_input_ids,
+                       use_cache=False).logits
+
+    def mk():
+        torch.manual_seed(0)
+        c = T5Config(vocab_size=vocab, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                     num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8,
+                     relative_attention_max_distance=16, dropout_rate=0.0,
+                     feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                     decoder_start_token_id=0,
+                     pad_token_id=0, eos_token_id=1)
+        c._attn_implementation = "eager"
+        return Logits(T5ForConditionalGeneration(c))
+    g = torch.Generator().manual_seed(777)
+    src = torch.randint(2, vocab, (nb, B, S), generator=g)
+    tgt = torch.randint(2, vocab, (nb, B, T), generator=g)
+    dec = torch.cat([torch.zeros(nb, B, 1, dtype=tgt.dtype), tgt[:, :, :-1]], dim=2)
+    lab = tgt.clone()
+    lab[:, :, -1] = -100
+    generic_case(name, mk, mk, {"input_ids": src, "decoder_input_ids": dec}, lab,
+                 lambda m, b: ce(m(b[0], b[1]), b[2]), ["logits"], "seq2seq-lm",
+                 "mean cross-entropy over decoder labels != -100", B=B)
+
+
+def dense_moe_forward(self, hidden_states):
+    """A Mixtral sparse block's forward as dense dispatch: every expert runs on every token and
+    its output is weighted by the token's (renormalized top-k) routing weight for it, zero for the
+    experts not chosen. The same function of the parameters as the sparse dispatch, with shapes
+    that do not depend on the routing (what a static plan needs)."""
+    B, T, H = hidden_states.shape
+    x = hidden_states.reshape(-1, H)
+    r = self.gate(x)  # through the module, so that Hugging Face's output hooks see the logits
+    if isinstance(r, tuple) and len(r) == 3:  # a router module: (logits, top-k weights, indices)
+        logits, topw, topi = r
+        topw = topw.to(x.dtype)
+    else:
+        logits = r[0] if isinstance(r, tuple) else r
+        probs = F.softmax(logits, dim=1, dtype=torch.float)
+        k = getattr(self, "top_k", None) or self.gate.top_k
+        topw, topi = torch.topk(probs, k, dim=-1)
+        topw = (topw / topw.sum(dim=-1, keepdim=True)).to(x.dtype)
+    E = logits.shape[-1]
+    dense = (F.one_hot(topi, E).to(x.dtype) * topw.unsqueeze(-1)).sum(1)
+    out = None
+    for e in range(E):
+        y = expert_output(self, e, x) * dense[:, e:e + 1]
+        out = y if out is None else out + y
+    out = out.reshape(B, T, H)
+    return (out, logits) if self._zcc_tuple else out
+
+
+def expert_output(block, e, x):
+    """Expert e of a Mixtral block on x, for either layout Hugging Face has used: a ModuleList of
+    MLPs (w1 gate, w3 up, w2 down) or fused 3-D gate_up_proj/down_proj parameters. Read through
+    the module (not captured), so that the exporter sees parameters, not constants."""
+    if isinstance(block.experts, nn.ModuleList):
+        return block.experts[e](x)
+    H = x.shape[-1]
+    w = block.experts.gate_up_proj[e]
+    h = F.linear(x, w) if w.shape[-1] == H else x @ w
+    g, u = h.chunk(2, dim=-1)
+    h = block.experts.act_fn(g) * u
+    d = block.experts.down_proj[e]
+    return F.linear(h, d) if d.shape[0] == H else h @ d
+
+
+def mixtral_case(name="mixtral-tiny", coef=0.02, B=4, T=32, nb=4, vocab=256):
+    """Mixtral: 4 experts, top-2 routing, the load-balancing auxiliary loss with its coefficient.
+    Trajectories train Hugging Face's own (sparse) module; the export is the dense dispatch."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+    import types
+
+    class WithAux(nn.Module):
+        def __init__(s, m):
+            super().__init__(); s.m = m
+
+        def forward(s, input_ids):
+            o = s.m(input_ids=input_ids, use_cache=False, output_router_logits=True)
+            return o.logits, o.aux_loss
+
+    def mk(dense=False):
+        torch.manual_seed(0)
+        c = MixtralConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                          num_key_value_heads=2, intermediate_size=128, vocab_size=vocab,
+                          max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                          num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=coef,
+                          output_router_logits=True, sliding_window=None, attention_dropout=0.0,
+                          router_jitter_noise=0.0)
+        c._attn_implementation = "eager"
+        m = MixtralForCausalLM(c)
+        if dense:
+            for layer in m.model.layers:
+                blk = getattr(layer, "block_sparse_moe", None) or getattr(layer, "mlp")
+                x = torch.randn(1, 3, 64)
+                with torch.no_grad():
+                    ref = blk(x)
+                blk._zcc_tuple = isinstance(ref, tuple)
+                blk.forward = types.MethodType(dense_moe_forward, blk)
+                with torch.no_grad():
+                    got = blk(x)
+                a = ref[0] if blk._zcc_tuple else ref
+                b = got[0] if blk._zcc_tuple else got
+                assert float((a - b).abs().max()) < 1e-5, "dense dispatch differs"
+        return WithAux(m)
+
+    def loss(m, b):
+        logits, aux = m(b[0])
+        return ce(logits, b[1]) + coef * aux
+
+    def loss_w2(m, b):  # two data-parallel ranks: each its own aux loss over its half
+        h = b[0].shape[0] // 2
+        return 0.5 * (loss(m, (b[0][:h], b[1][:h])) + loss(m, (b[0][h:], b[1][h:])))
+    g = torch.Generator().manual_seed(1234)
+    toks = torch.randint(0, vocab, (nb, B, T + 1), generator=g)
+    ids = toks[:, :, :T].contiguous()
+    lab = toks[:, :, 1:].contiguous().clone()
+    lab[:, :, -1] = -100
+    import inspect, transformers
+    ns["report"].setdefault("_env", {})["transformers"] = transformers.__version__
+    generic_case(name, mk, lambda: mk(True), {"input_ids": ids}, lab, loss, ["logits", "aux_loss"],
+                 "causal-lm-moe", "mean cross-entropy + %g x load-balancing aux_loss" % coef,
+                 extra_refs=[("plain-w2", ns["VARIANTS"]["plain"], loss_w2)], B=B)
+
+
+
 cases = {
     "llama-tiny": lambda: ns["lm_case"]("llama-tiny", llama(2, 64, 4, 2, 128, 256), 256),
     "bert-tiny": lambda: ns["lm_case"]("bert-tiny", bert(2, 64, 4, 128, 256), 256),
+    "qwen2-tiny": lambda: ns["lm_case"]("qwen2-tiny", qwen2(2, 64, 4, 2, 128, 256), 256),
+    "gemma-tiny": lambda: ns["lm_case"]("gemma-tiny", gemma(2, 64, 4, 1, 16, 128, 256), 256),
+    "vit-tiny": vit_case,
+    "t5-tiny": t5_case,
+    "mixtral-tiny": mixtral_case,
 }
 import traceback
 for w in which:

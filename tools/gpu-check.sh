@@ -46,6 +46,18 @@ for st in 0 1 2 3; do
     check gpt2-z$st-w$w gpt2-z$st-w$w.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
   done
 done
+# Qwen2, Gemma, ViT, Mixtral (issue 21): fp32 within 5e-4 of PyTorch, bf16
+# within 2e-2, ZeRO-3 over 2 ranks (Mixtral: each rank its own aux loss).
+for name in qwen2-tiny gemma-tiny vit-tiny mixtral-tiny; do
+  flags=""
+  for f in "$D/$name".*.npy; do
+    n=${f#"$D/$name."}; flags="$flags --data ${n%.npy}=$f"
+  done
+  w2=plain; [ "$name" = mixtral-tiny ] && w2=plain-w2
+  check $name $name-fp32.zplan "$flags" $name plain "$D/llama-references.json" 5e-4
+  check $name-bf16 $name-bf16.zplan "$flags" $name plain "$D/llama-references.json" 2e-2
+  check $name-z3-w2 $name-z3-w2.zplan "$flags" $name $w2 "$D/llama-references.json" 5e-4
+done
 # Recompute and offload: PyTorch's trajectory, and bit for bit the plain plan's.
 same() { # name plain-name
   total=$((total + 1))

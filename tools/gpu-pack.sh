@@ -97,6 +97,24 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda -o "$out/plans/gpt2-f
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda --precision bf16 -o "$out/plans/gpt2-fused-bf16.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda -o "$out/plans/llama-fused.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --precision bf16 -o "$out/plans/llama-fused-bf16.zplan"
+# The architectures of issue 21 (test/e2e/architectures.test's flags): fp32
+# and bf16 with --target cuda, and ZeRO-3 over two in-process ranks.
+arch() { # name zcc-flags... (the references' plain trajectory: AdamW, lr 1e-3, weight decay 0.01)
+  local name=$1; shift
+  set -- --lr 1e-3 --weight-decay 0.01 "$@"
+  cp $E/$name.*.npy "$out/data/"
+  local batch; batch=$(/usr/bin/python3 -c "import json; print(json.load(open('$E/references.json'))['models']['$name']['batch'])")
+  for p in fp32 bf16; do
+    $zcc $E/$name.onnx --micro-batch $batch --loss cross-entropy --target cuda --precision $p "$@" \
+      -o "$out/plans/$name-$p.zplan"
+  done
+  $zcc $E/$name.onnx --micro-batch $((batch / 2)) --loss cross-entropy --target cuda "$@" \
+    --zero-stage 3 --world-size 2 --stage3-param-persistence-threshold 100 -o "$out/plans/$name-z3-w2.zplan"
+}
+arch qwen2-tiny --frozen 'inv_freq|lifted_tensor'
+arch gemma-tiny --frozen 'inv_freq|lifted_tensor|embed_scale' --padding-idx m.lm_head.weight=0
+arch vit-tiny --frozen lifted_tensor
+arch mixtral-tiny --frozen 'inv_freq|lifted_tensor' --aux-loss aux_loss=0.02
 for st in 0 1 2 3; do
   for w in 2 4; do
     $zcc $M/gpt2-tiny.onnx --micro-batch $((4 / w)) $gpt2 --zero-stage $st --world-size $w \

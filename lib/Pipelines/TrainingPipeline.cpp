@@ -79,9 +79,11 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // A plan always has a loss; the zero IR only when one is asked for.
-  if (o.loss != LossKind::None || o.lower) {
+  if (o.loss != LossKind::None || o.lower || !o.auxLoss.empty()) {
     ZeroAttachLossOptions loss;
     loss.loss = o.loss == LossKind::CrossEntropy ? "cross-entropy" : "none";
+    loss.logits = o.logits.getValue();
+    loss.auxLoss.assign(o.auxLoss.begin(), o.auxLoss.end());
     pm.addPass(createZeroAttachLoss(loss));
   }
   if (o.precision != Precision::FP32) {

@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace zcc {
 #define GEN_PASS_DEF_ZEROATTACHLOSS
@@ -31,55 +32,121 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
       auto rt = cast<RankedTensorType>(t);
       return rt.getRank() == 0 && isa<FloatType>(rt.getElementType());
     };
+    auto outputName = [&](unsigned k) {
+      auto name = func.getResultAttrOfType<StringAttr>(k, "zero.output");
+      return name ? name.getValue() : StringRef();
+    };
+    auto outputNames = [&] {
+      std::string all;
+      for (unsigned k = 0; k < func.getNumResults(); ++k)
+        all += (k ? ", " : "") + outputName(k).str() + " " +
+               llvm::formatv("{0}", func.getResultTypes()[k]).str();
+      return all;
+    };
 
-    if (loss == "none") {
-      for (auto [k, v] : llvm::enumerate(returnOp.getOperands()))
-        if (isScalarFloat(v.getType())) {
-          func.setResultAttr(k, "zero.loss", UnitAttr::get(&getContext()));
-          return;
-        }
-      func.emitError("the model has no scalar floating-point output to use as the loss; "
-                     "for a model that outputs logits, compile with --loss cross-entropy");
-      return signalPassFailure();
-    }
-
-    // Cross-entropy against new labels.
-    int logitsIndex = -1;
-    for (auto [k, v] : llvm::enumerate(returnOp.getOperands())) {
-      auto rt = cast<RankedTensorType>(v.getType());
-      if (rt.getRank() >= 1 && isa<FloatType>(rt.getElementType())) {
-        logitsIndex = k;
-        break;
-      }
-    }
-    if (logitsIndex < 0) {
-      func.emitError("--loss cross-entropy needs a floating-point output of rank >= 1 "
-                     "(the logits); the model has none");
-      return signalPassFailure();
-    }
-    Value logits = returnOp.getOperand(logitsIndex);
-    auto logitsType = cast<RankedTensorType>(logits.getType());
-    auto labelsType = RankedTensorType::get(logitsType.getShape().drop_back(),
-                                            IntegerType::get(&getContext(), 64));
-    for (unsigned k = 0; k < func.getNumArguments(); ++k)
-      if (auto name = func.getArgAttrOfType<StringAttr>(k, "zero.input");
-          name && name.getValue() == "labels") {
-        func.emitError("the model already has an input named 'labels'");
+    // The auxiliary losses: NAME=COEF, each a scalar float output.
+    SmallVector<std::pair<unsigned, double>> aux;
+    for (const std::string &spec : auxLoss) {
+      auto [name, coefText] = StringRef(spec).rsplit('=');
+      double coef;
+      if (name.empty() || coefText.getAsDouble(coef)) {
+        func.emitError("--aux-loss '") << spec << "': expected NAME=COEF, e.g. aux_loss=0.02";
         return signalPassFailure();
       }
+      int index = -1;
+      for (unsigned k = 0; k < func.getNumResults(); ++k)
+        if (outputName(k) == name)
+          index = k;
+      if (index < 0 || !isScalarFloat(func.getResultTypes()[index])) {
+        func.emitError("--aux-loss '")
+            << spec << "': the model has no scalar floating-point output named '" << name
+            << "' (its outputs: " << outputNames() << ")";
+        return signalPassFailure();
+      }
+      aux.push_back({(unsigned)index, coef});
+    }
+    auto isAux = [&](unsigned k) {
+      return llvm::any_of(aux, [&](auto &a) { return a.first == k; });
+    };
 
     OpBuilder b(returnOp);
-    unsigned argIndex = func.getNumArguments();
-    if (failed(func.insertArgument(
-            argIndex, labelsType,
-            b.getDictionaryAttr(b.getNamedAttr("zero.input", b.getStringAttr("labels"))),
-            func.getLoc())))
-      return signalPassFailure();
-    Value labels = func.getArgument(argIndex);
-    Value ce =
-        CrossEntropyOp::create(b, logits.getLoc(), RankedTensorType::get({}, b.getF32Type()),
-                               logits, labels, b.getI64IntegerAttr(ignoreIndex), IntegerAttr());
-    SmallVector<Value> results{ce};
+    Value lossValue;
+    if (loss == "none") {
+      int index = -1;
+      for (auto [k, v] : llvm::enumerate(returnOp.getOperands()))
+        if (isScalarFloat(v.getType()) && !isAux(k)) {
+          index = k;
+          break;
+        }
+      if (index < 0) {
+        func.emitError("the model has no scalar floating-point output to use as the loss; "
+                       "for a model that outputs logits, compile with --loss cross-entropy");
+        return signalPassFailure();
+      }
+      if (aux.empty()) {
+        func.setResultAttr(index, "zero.loss", UnitAttr::get(&getContext()));
+        return;
+      }
+      lossValue = returnOp.getOperand(index);
+    } else {
+      // Cross-entropy against new labels.
+      int logitsIndex = -1;
+      for (auto [k, v] : llvm::enumerate(returnOp.getOperands())) {
+        auto rt = cast<RankedTensorType>(v.getType());
+        bool isLogits = rt.getRank() >= 1 && isa<FloatType>(rt.getElementType());
+        if (logits.empty() ? isLogits : outputName(k) == logits) {
+          if (!isLogits) {
+            func.emitError("--logits ") << logits << ": the output is " << v.getType()
+                                        << ", not floating-point logits of rank >= 1 [N..., C]";
+            return signalPassFailure();
+          }
+          logitsIndex = k;
+          break;
+        }
+      }
+      if (logitsIndex < 0) {
+        if (!logits.empty())
+          func.emitError("--logits ") << logits << ": the model has no output of that name (its "
+                                      << "outputs: " << outputNames() << ")";
+        else
+          func.emitError("--loss cross-entropy needs a floating-point output of rank >= 1 "
+                         "(the logits); the model has none");
+        return signalPassFailure();
+      }
+      Value logitsValue = returnOp.getOperand(logitsIndex);
+      auto logitsType = cast<RankedTensorType>(logitsValue.getType());
+      auto labelsType = RankedTensorType::get(logitsType.getShape().drop_back(),
+                                              IntegerType::get(&getContext(), 64));
+      for (unsigned k = 0; k < func.getNumArguments(); ++k)
+        if (auto name = func.getArgAttrOfType<StringAttr>(k, "zero.input");
+            name && name.getValue() == "labels") {
+          func.emitError("the model already has an input named 'labels'");
+          return signalPassFailure();
+        }
+      unsigned argIndex = func.getNumArguments();
+      if (failed(func.insertArgument(
+              argIndex, labelsType,
+              b.getDictionaryAttr(b.getNamedAttr("zero.input", b.getStringAttr("labels"))),
+              func.getLoc())))
+        return signalPassFailure();
+      Value labels = func.getArgument(argIndex);
+      lossValue = CrossEntropyOp::create(b, logitsValue.getLoc(),
+                                         RankedTensorType::get({}, b.getF32Type()), logitsValue,
+                                         labels, b.getI64IntegerAttr(ignoreIndex), IntegerAttr());
+    }
+    // loss + sum of coef x aux, in float32.
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    auto toF32 = [&](Value v) {
+      return v.getType() == f32 ? v : Value(CastOp::create(b, v.getLoc(), f32, v));
+    };
+    lossValue = toF32(lossValue);
+    for (auto [index, coef] : aux) {
+      Value a = toF32(returnOp.getOperand(index));
+      Value c = ConstantOp::create(b, a.getLoc(),
+                                   DenseElementsAttr::get(f32, b.getF32FloatAttr((float)coef)));
+      lossValue = AddOp::create(b, a.getLoc(), lossValue, MulOp::create(b, a.getLoc(), a, c));
+    }
+    SmallVector<Value> results{lossValue};
     llvm::append_range(results, returnOp.getOperands());
     SmallVector<DictionaryAttr> resultAttrs{
         b.getDictionaryAttr({b.getNamedAttr("zero.output", b.getStringAttr("loss")),

@@ -73,10 +73,20 @@ struct ZeroMixedPrecisionPass : zcc::impl::ZeroMixedPrecisionBase<ZeroMixedPreci
       castAfter(op->getResult(0), op->getLoc());
     }
 
-    // Every other op computes in 16 bits; the cross-entropy loss stays float32.
+    // Every other op computes in 16 bits; the cross-entropy loss stays float32,
+    // and so do the ops that read it (an auxiliary loss added to it, in float32).
     for (Operation &op : block) {
       if (inserted.contains(&op) || isa<LoadOp, ConstantOp, CrossEntropyOp, func::ReturnOp>(op))
         continue;
+      auto elementOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); };
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return elementOf(v).isF32(); })) {
+        b.setInsertionPoint(&op);
+        for (OpOperand &use : op.getOpOperands())
+          if (elementOf(use.get()) == low)
+            use.set(CastOp::create(b, op.getLoc(), withElement(use.get().getType(), b.getF32Type()),
+                                   use.get()));
+        continue;
+      }
       for (Value r : op.getResults())
         if (cast<RankedTensorType>(r.getType()).getElementType().isF32())
           r.setType(withElement(r.getType(), low));

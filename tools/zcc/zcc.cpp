@@ -31,6 +31,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <cmath>
 #include <map>
 
 using namespace mlir;
@@ -109,6 +110,16 @@ static cl::opt<std::string>
                       "a new int64 input 'labels' (ignore_index -100); none: the graph's "
                       "scalar output is the loss"),
              cl::value_desc("cross-entropy|none"), cl::init("none"), cl::cat(zccCategory));
+static cl::opt<std::string>
+    logitsOutput("logits",
+                 cl::desc("--loss cross-entropy: the output that holds the logits (default: the "
+                          "first floating-point output of rank >= 1)"),
+                 cl::value_desc("OUTPUT"), cl::init(""), cl::cat(zccCategory));
+static cl::list<std::string>
+    auxLoss("aux-loss",
+            cl::desc("add COEF x the scalar output NAME to the loss, e.g. a mixture of experts' "
+                     "aux_loss=0.02 (Hugging Face's router_aux_loss_coef; repeatable)"),
+            cl::value_desc("NAME=COEF"), cl::cat(zccCategory));
 static cl::opt<std::string> precisionKind(
     "precision",
     cl::desc("fp32; bf16: bfloat16 compute with float32 master weights and optimizer state; "
@@ -449,6 +460,20 @@ int main(int argc, char **argv) {
     return success();
   });
 
+  for (const std::string &spec : auxLoss) {
+    auto [name, coef] = StringRef(spec).rsplit('=');
+    double value;
+    if (name.empty() || coef.getAsDouble(value) || !std::isfinite(value)) {
+      llvm::errs() << "zcc: error: --aux-loss '" << spec
+                   << "': expected OUTPUT=COEF with a finite COEF, e.g. aux_loss=0.02\n";
+      return 2;
+    }
+  }
+  if (!logitsOutput.empty() && lossKind != "cross-entropy") {
+    llvm::errs() << "zcc: error: --logits " << logitsOutput
+                 << " names the output of --loss cross-entropy; add --loss cross-entropy\n";
+    return 2;
+  }
   if (lossKind != "none" && lossKind != "cross-entropy") {
     llvm::errs() << "zcc: error: --loss '" << lossKind << "': expected cross-entropy or none\n";
     return 2;
@@ -670,6 +695,8 @@ int main(int argc, char **argv) {
     auto trainable = m->getAttrOfType<IntegerAttr>("zero.trainable_count");
     zcc::TrainingPipelineOptions o;
     o.loss = lossKind == "cross-entropy" ? zcc::LossKind::CrossEntropy : zcc::LossKind::None;
+    o.logits = logitsOutput;
+    o.auxLoss = std::vector<std::string>(auxLoss.begin(), auxLoss.end());
     o.precision = S.precision == "bf16"   ? zcc::Precision::BF16
                   : S.precision == "fp16" ? zcc::Precision::FP16
                                           : zcc::Precision::FP32;

@@ -43,6 +43,13 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
                      llvm::cl::values(clEnumValN(LossKind::None, "none", "the graph's output"),
                                       clEnumValN(LossKind::CrossEntropy, "cross-entropy",
                                                  "mean cross-entropy, ignore -100"))};
+  Opt<std::string> logits{*this, "logits",
+                          llvm::cl::desc("cross-entropy: the output holding the logits "
+                                         "(default: the first float output of rank >= 1)"),
+                          llvm::cl::init("")};
+  ListOption<std::string> auxLoss{*this, "aux-loss",
+                                  llvm::cl::desc("NAME=COEF: COEF x the scalar output NAME is "
+                                                 "added to the loss (repeatable)")};
   Opt<Precision> precision{
       *this, "precision", llvm::cl::desc("compute precision (float32 masters for 16-bit)"),
       llvm::cl::init(Precision::FP32),

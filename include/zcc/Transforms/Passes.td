@@ -201,12 +201,19 @@ def ZeroAttachLoss : Pass<"zero-attach-loss", "mlir::ModuleOp"> {
     `@forward` is taken as the logits [N..., C]; a new int64 argument `labels`
     of shape [N...] is added, and the mean cross-entropy with ignore_index -100
     (PyTorch's F.cross_entropy) becomes the first result, named "loss". The
-    logits stay a result. With `loss=none`, the graph's scalar floating-point
-    output must exist and is marked as the loss.
+    logits stay a result. `logits=NAME` takes the output NAME instead. With
+    `loss=none`, the graph's scalar floating-point output must exist and is
+    marked as the loss. Each `aux-loss=NAME=COEF` adds COEF times the scalar
+    output NAME to the loss (a mixture of experts' load-balancing loss); the
+    sum becomes a new first result "loss".
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"none\"",
            "cross-entropy or none">,
+    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
+           "the output cross-entropy reads (default: the first float one of rank >= 1)">,
+    ListOption<"auxLoss", "aux-loss", "std::string",
+               "NAME=COEF: add COEF x the scalar output NAME to the loss">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "label value left out of the mean">,
   ];

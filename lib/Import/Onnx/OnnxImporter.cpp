@@ -112,6 +112,7 @@ static const OpInfo kOps[] = {
     {"ReduceSumSquare", 1, 2},
     {"Relu", 1, 1},
     {"Reshape", 2, 2},
+    {"ScatterElements", 3, 3},
     {"SequenceAt", 2, 2},
     {"Shape", 1, 1},
     {"Sigmoid", 1, 1},
@@ -183,6 +184,93 @@ Type OnnxImporter::elementType(int32_t t) {
   default:
     return {};
   }
+}
+
+/// Bounds of the elements of an input: a constant's extremes, or what
+/// rangeOf derived for a computed tensor.
+static std::optional<std::pair<int64_t, int64_t>> boundsOf(const Entry *e) {
+  if (!e)
+    return std::nullopt;
+  if (e->constant) {
+    const HostTensor &t = *e->constant;
+    if (t.isFloat() || t.numel() == 0)
+      return std::nullopt;
+    int64_t lo = (int64_t)t.getF(0), hi = lo;
+    for (int64_t k = 1; k < t.numel(); ++k) {
+      lo = std::min(lo, (int64_t)t.getF(k));
+      hi = std::max(hi, (int64_t)t.getF(k));
+    }
+    return std::make_pair(lo, hi);
+  }
+  return e->range;
+}
+
+/// Bounds of the integer output of |node| from those of its inputs: the
+/// positions TopK and ArgMax return are in [0, n), a comparison is 0 or 1,
+/// and bounds pass through the ops of index arithmetic. A result whose bounds
+/// meet (lo == hi) is a constant: torch.bincount's length max(max(x) + 1,
+/// minlength) is minlength when x are a router's top-k positions below it,
+/// which keeps a mixture of experts' load-balancing loss static.
+static std::optional<std::pair<int64_t, int64_t>>
+rangeOf(const onnx::NodeProto &node, ArrayRef<Entry *> inputs, unsigned output) {
+  StringRef op = node.op_type();
+  auto in = [&](size_t k) { return k < inputs.size() ? boundsOf(inputs[k]) : std::nullopt; };
+  using R = std::optional<std::pair<int64_t, int64_t>>;
+  if ((op == "TopK" && output == 1) || op == "ArgMax" || op == "ArgMin") {
+    if (!inputs[0] || !inputs[0]->value)
+      return std::nullopt;
+    auto t = cast<RankedTensorType>(inputs[0]->value.getType());
+    int64_t axis = attrInt(node, "axis", op == "TopK" ? -1 : 0);
+    if (axis < 0)
+      axis += t.getRank();
+    if (axis < 0 || axis >= t.getRank() || t.isDynamicDim(axis))
+      return std::nullopt;
+    return std::make_pair<int64_t, int64_t>(0, t.getDimSize(axis) - 1);
+  }
+  if (op == "Equal" || op == "Greater" || op == "Less" || op == "GreaterOrEqual" ||
+      op == "LessOrEqual" || op == "Not" || op == "And" || op == "Or" || op == "Xor" ||
+      op == "IsNaN")
+    return std::make_pair<int64_t, int64_t>(0, 1);
+  if (op == "Cast" || op == "Identity" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" ||
+      op == "Flatten" || op == "Expand" || op == "Transpose" || op == "Slice" ||
+      op == "ReduceMax" || op == "ReduceMin" || op == "Tile")
+    return in(0);
+  if (op == "Gather" || op == "GatherElements" || op == "GatherND")
+    return in(0);
+  if (op == "Concat" || op == "Max" || op == "Min") {
+    R acc;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      R r = in(k);
+      if (!r)
+        return std::nullopt;
+      if (!acc)
+        acc = r;
+      else if (op == "Concat")
+        acc = {std::min(acc->first, r->first), std::max(acc->second, r->second)};
+      else if (op == "Max")
+        acc = {std::max(acc->first, r->first), std::max(acc->second, r->second)};
+      else
+        acc = {std::min(acc->first, r->first), std::min(acc->second, r->second)};
+    }
+    return acc;
+  }
+  if (op == "Add" || op == "Sub" || op == "Mul") {
+    R a = in(0), b = in(1);
+    if (!a || !b)
+      return std::nullopt;
+    constexpr int64_t kLimit = int64_t(1) << 40; // far from overflow
+    for (int64_t v : {a->first, a->second, b->first, b->second})
+      if (v < -kLimit || v > kLimit)
+        return std::nullopt;
+    if (op == "Add")
+      return std::make_pair(a->first + b->first, a->second + b->second);
+    if (op == "Sub")
+      return std::make_pair(a->first - b->second, a->second - b->first);
+    int64_t p[] = {a->first * b->first, a->first * b->second, a->second * b->first,
+                   a->second * b->second};
+    return std::make_pair(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
+  }
+  return std::nullopt;
 }
 
 static int32_t onnxTypeOf(Type t) {
@@ -685,8 +773,19 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
       break;
     if (node.output(k).empty())
       continue;
-    values[node.output(k)] =
-        Entry{nullptr, v, onnxTypeOf(cast<RankedTensorType>(v.getType()).getElementType())};
+    auto type = cast<RankedTensorType>(v.getType());
+    Entry e{nullptr, v, onnxTypeOf(type.getElementType())};
+    if (type.getElementType().isInteger() && type.hasStaticShape())
+      e.range = rangeOf(node, inputs, k);
+    // Bounds that meet make a constant (a small one: shapes and lengths).
+    if (e.range && e.range->first == e.range->second && type.getNumElements() <= 64 &&
+        (e.onnxType == kInt64 || e.onnxType == kInt32)) {
+      auto host = std::make_shared<HostTensor>(e.onnxType, type.getShape());
+      for (int64_t j = 0; j < host->numel(); ++j)
+        host->set(j, (double)e.range->first);
+      e = Entry{host, Value(), e.onnxType};
+    }
+    values[node.output(k)] = std::move(e);
   }
   return success();
 }

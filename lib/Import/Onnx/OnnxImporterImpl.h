@@ -30,6 +30,9 @@ struct Entry {
   std::shared_ptr<HostTensor> constant;
   Value value;
   int32_t onnxType = kUndefined;
+  /// Bounds [lo, hi] of every element of an integer or boolean tensor that is
+  /// not a constant, where the importer knows them (rangeOf, OnnxImporter.cpp).
+  std::optional<std::pair<int64_t, int64_t>> range;
 };
 
 class OnnxImporter {

@@ -135,6 +135,7 @@ struct NodeEmitter {
   LogicalResult pad();
   LogicalResult einsum();
   LogicalResult oneHot();
+  LogicalResult scatterElements();
   LogicalResult conv();
   LogicalResult groupNorm();
   LogicalResult batchNorm();
@@ -695,6 +696,8 @@ LogicalResult NodeEmitter::run() {
     return einsum();
   if (op == "OneHot")
     return oneHot();
+  if (op == "ScatterElements")
+    return scatterElements();
   if (op == "Conv")
     return conv();
   if (op == "GroupNormalization")
@@ -907,6 +910,72 @@ LogicalResult NodeEmitter::oneHot() {
                    {});
   };
   results.push_back(zero::WhereOp::create(b, loc, hit, pick(1), pick(0)));
+  return success();
+}
+
+/// ScatterElements: each update compared with every position along |axis|
+/// (a one-hot [indices..., n]), the hits summed over the indices' |axis| and
+/// moved back into place; `add` adds the sums to the data, `none` replaces
+/// the positions hit (ONNX leaves duplicate indices undefined for `none`:
+/// here they add up). Integer tensors (torch.bincount's counts) are scattered
+/// in float32, exact up to 2^24, and cast back. Indices and updates must span
+/// the data along every other axis; negative indices count from the end.
+LogicalResult NodeEmitter::scatterElements() {
+  Value data = in(0), idx = in(1), upd = in(2);
+  Type it = typeOf(idx).getElementType(), dt = typeOf(data).getElementType();
+  if (!it.isInteger(64) && !it.isInteger(32))
+    return error() << "indices must be int32 or int64, got " << idx.getType();
+  if (typeOf(upd).getElementType() != dt || typeOf(upd).getShape() != typeOf(idx).getShape())
+    return error() << "updates " << upd.getType() << " must have the data's element type and "
+                   << "the indices' shape " << idx.getType();
+  std::string reduction = attrString(node, "reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return error() << "reduction '" << reduction << "' is not supported (none and add are)";
+  int64_t rank = typeOf(data).getRank(), axis = attrInt(node, "axis", 0);
+  if (typeOf(idx).getRank() != rank)
+    return error() << "indices " << idx.getType() << " must have the data's rank " << rank;
+  if (!normalizeAxis(axis, rank))
+    return error() << "axis " << attrInt(node, "axis", 0) << " is out of range for rank " << rank;
+  ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx).getShape();
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && is[d] != ds[d])
+      return error() << "indices " << idx.getType() << " must span data " << data.getType()
+                     << " along axis " << d << " (only the scatter axis " << axis << " may differ)";
+  int64_t n = ds[axis];
+  // Negative indices count from the end.
+  Value zeroI = splat(it, {}, 0), nI = splat(it, {}, (double)n);
+  Value neg = zero::CmpOp::create(b, loc, zero::CmpPredicate::lt, idx, zeroI);
+  idx = zero::WhereOp::create(b, loc, neg, zero::AddOp::create(b, loc, idx, nI), idx);
+  // hit[p..., j] = (idx[p...] == j), shape is + [n].
+  SmallVector<int64_t> idxShape(is), rangeShape(rank + 1, 1);
+  idxShape.push_back(1);
+  rangeShape[rank] = n;
+  HostTensor range(it.isInteger(64) ? kInt64 : kInt32, {n});
+  for (int64_t k = 0; k < n; ++k)
+    range.set(k, (double)k);
+  Value r = reshape(zero::ConstantOp::create(b, loc, imp.toAttr(range)), rangeShape);
+  Value hit = zero::CmpOp::create(b, loc, zero::CmpPredicate::eq, reshape(idx, idxShape), r);
+  Type ft = isa<FloatType>(dt) ? dt : b.getF32Type();
+  Value u = reshape(castTo(upd, ft), idxShape);
+  Value contrib = zero::WhereOp::create(b, loc, hit, u, splat(ft, {}, 0));
+  // Sum over the indices' |axis|, then put the new last dimension (n) there.
+  auto sumAxis = [&](Value v) {
+    Value s = zero::ReduceOp::create(b, loc, zero::ReduceKind::sum, v, {axis}, false);
+    SmallVector<int64_t> perm;
+    for (int64_t d = 0; d < rank; ++d)
+      perm.push_back(d == axis ? rank - 1 : d < axis ? d : d - 1);
+    return transposed(s, perm);
+  };
+  Value summed = sumAxis(contrib);
+  Value x = castTo(data, ft), out;
+  if (reduction == "add") {
+    out = zero::AddOp::create(b, loc, x, summed);
+  } else {
+    Value any = sumAxis(castTo(hit, ft));
+    Value some = zero::CmpOp::create(b, loc, zero::CmpPredicate::gt, any, splat(ft, {}, 0));
+    out = zero::WhereOp::create(b, loc, some, summed, x);
+  }
+  results.push_back(castTo(out, dt));
   return success();
 }
 

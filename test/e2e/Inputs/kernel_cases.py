@@ -254,6 +254,20 @@ q4, k3, w52, w23 = r(2, 3, 4, 8), r(3, 5, 8), r(5, 2), r(2, 3)
 xg, sg, bg = r(2, 4, 3, 3), r(4), r(4)
 tk = r(4, 8)
 ties = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, -1.0, 5.0, -1.0]], np.float32)
+# ScatterElements along axis 1: duplicates (add), one negative index, a
+# permutation (none), and torch.bincount's int64 counts.
+sc_data, sc_upd = r(3, 6), r(3, 4)
+sc_idx = np.array([[0, 5, 5, -1], [2, 2, 1, 0], [3, 1, 4, 3]], np.int64)
+sc_perm = np.array([[4, 0, 2, 1], [5, 3, 1, 0], [0, 1, 2, 3]], np.int64)
+
+
+def scatter_ref(data, idx, upd, add):
+    out = data.astype(np.float64).copy()
+    for n in range(idx.shape[0]):
+        for j in range(idx.shape[1]):
+            k = idx[n, j] % data.shape[1]
+            out[n, k] = out[n, k] + upd[n, j] if add else upd[n, j]
+    return out
 x3b, bn_mean, bn_var = r(2, 3, 4), r(3), r(3, lo=0.5, hi=2.0)
 
 
@@ -284,6 +298,14 @@ results += [
     case("einsum_three", "Einsum", [("x", x3)],
          np.einsum("bij,jk,kl->bil", x3.astype(np.float64), w52, w23),
          attrs={"equation": "bij,jk,kl->bil"}, consts=[("w", w52), ("v", w23)], order=["x", "w", "v"]),
+    case("scatter_add", "ScatterElements", [("d", sc_data), ("i", sc_idx), ("u", sc_upd)],
+         scatter_ref(sc_data, sc_idx, sc_upd, True), attrs={"axis": 1, "reduction": "add"}),
+    case("scatter_none", "ScatterElements", [("d", sc_data), ("i", sc_perm), ("u", sc_upd)],
+         scatter_ref(sc_data, sc_perm, sc_upd, False), attrs={"axis": 1}),
+    case("scatter_bincount", "ScatterElements",
+         [("d", np.zeros((3, 6), np.int64)), ("i", sc_idx), ("u", np.ones((3, 4), np.int64))],
+         scatter_ref(np.zeros((3, 6)), sc_idx, np.ones((3, 4)), True).astype(np.int64),
+         attrs={"axis": 1, "reduction": "add"}, out_type=I),
     case("onehot", "OneHot", [("i", hot)], np.eye(5)[hot] * 2.0 - 1.0,
          consts=[("depth", np.array(5, np.int64)), ("values", np.array([-1.0, 1.0], np.float32))]),
     case("onehot_axis0", "OneHot", [("i", hot)], np.moveaxis(np.eye(5)[hot], -1, 0),
