@@ -24,7 +24,7 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
       return signalPassFailure();
     }
     if (loss != "none" && loss != "cross-entropy") {
-      func.emitError("unknown loss '") << loss << "' (use cross-entropy or none)";
+      mlir::emitError(func.getLoc(), "unknown loss '") << loss << "' (use cross-entropy or none)";
       return signalPassFailure();
     }
     auto returnOp = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -50,7 +50,8 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
       auto [name, coefText] = StringRef(spec).rsplit('=');
       double coef;
       if (name.empty() || coefText.getAsDouble(coef)) {
-        func.emitError("--aux-loss '") << spec << "': expected NAME=COEF, e.g. aux_loss=0.02";
+        mlir::emitError(func.getLoc(), "--aux-loss '")
+            << spec << "': expected NAME=COEF, e.g. aux_loss=0.02";
         return signalPassFailure();
       }
       int index = -1;
@@ -58,7 +59,7 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
         if (outputName(k) == name)
           index = k;
       if (index < 0 || !isScalarFloat(func.getResultTypes()[index])) {
-        func.emitError("--aux-loss '")
+        mlir::emitError(func.getLoc(), "--aux-loss '")
             << spec << "': the model has no scalar floating-point output named '" << name
             << "' (its outputs: " << outputNames() << ")";
         return signalPassFailure();
@@ -79,8 +80,9 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
           break;
         }
       if (index < 0) {
-        func.emitError("the model has no scalar floating-point output to use as the loss; "
-                       "for a model that outputs logits, compile with --loss cross-entropy");
+        mlir::emitError(func.getLoc(),
+                        "the model has no scalar floating-point output to use as the loss; "
+                        "for a model that outputs logits, compile with --loss cross-entropy");
         return signalPassFailure();
       }
       if (aux.empty()) {
@@ -96,8 +98,9 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
         bool isLogits = rt.getRank() >= 1 && isa<FloatType>(rt.getElementType());
         if (logits.empty() ? isLogits : outputName(k) == logits) {
           if (!isLogits) {
-            func.emitError("--logits ") << logits << ": the output is " << v.getType()
-                                        << ", not floating-point logits of rank >= 1 [N..., C]";
+            mlir::emitError(func.getLoc(), "--logits ")
+                << logits << ": the output is " << v.getType()
+                << ", not floating-point logits of rank >= 1 [N..., C]";
             return signalPassFailure();
           }
           logitsIndex = k;
@@ -106,11 +109,13 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
       }
       if (logitsIndex < 0) {
         if (!logits.empty())
-          func.emitError("--logits ") << logits << ": the model has no output of that name (its "
-                                      << "outputs: " << outputNames() << ")";
+          mlir::emitError(func.getLoc(), "--logits ")
+              << logits << ": the model has no output of that name (its "
+              << "outputs: " << outputNames() << ")";
         else
-          func.emitError("--loss cross-entropy needs a floating-point output of rank >= 1 "
-                         "(the logits); the model has none");
+          mlir::emitError(func.getLoc(),
+                          "--loss cross-entropy needs a floating-point output of rank >= 1 "
+                          "(the logits); the model has none");
         return signalPassFailure();
       }
       Value logitsValue = returnOp.getOperand(logitsIndex);
@@ -120,7 +125,7 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
       for (unsigned k = 0; k < func.getNumArguments(); ++k)
         if (auto name = func.getArgAttrOfType<StringAttr>(k, "zero.input");
             name && name.getValue() == "labels") {
-          func.emitError("the model already has an input named 'labels'");
+          mlir::emitError(func.getLoc(), "the model already has an input named 'labels'");
           return signalPassFailure();
         }
       unsigned argIndex = func.getNumArguments();
