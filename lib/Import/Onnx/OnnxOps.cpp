@@ -152,6 +152,19 @@ struct NodeEmitter {
                                      : Attribute(b.getIntegerAttr(et, (int64_t)v));
     return zero::ConstantOp::create(b, loc, DenseElementsAttr::get(t, a));
   }
+  /// (unsqueeze(idx, axis) == j) for j in [0, depth) along the new |axis|.
+  Value oneHotMask(Value idx, int64_t axis, int64_t depth) {
+    Type it = typeOf(idx).getElementType();
+    SmallVector<int64_t> idxShape(typeOf(idx).getShape());
+    idxShape.insert(idxShape.begin() + axis, 1);
+    SmallVector<int64_t> rangeShape(idxShape.size(), 1);
+    rangeShape[axis] = depth;
+    HostTensor range(it.isInteger(64) ? kInt64 : kInt32, {depth});
+    for (int64_t k = 0; k < depth; ++k)
+      range.set(k, (double)k);
+    Value r = reshape(zero::ConstantOp::create(b, loc, imp.toAttr(range)), rangeShape);
+    return zero::CmpOp::create(b, loc, zero::CmpPredicate::eq, reshape(idx, idxShape), r);
+  }
   /// |v| with its dimensions permuted (itself for the identity).
   Value transposed(Value v, ArrayRef<int64_t> perm) {
     bool identity = true;
@@ -894,14 +907,7 @@ LogicalResult NodeEmitter::oneHot() {
   int64_t rank = typeOf(idx).getRank() + 1, axis = attrInt(node, "axis", -1);
   if (!normalizeAxis(axis, rank))
     return error() << "axis " << attrInt(node, "axis", -1) << " is out of range for rank " << rank;
-  SmallVector<int64_t> idxShape(typeOf(idx).getShape()), rangeShape(rank, 1);
-  idxShape.insert(idxShape.begin() + axis, 1);
-  rangeShape[axis] = depth;
-  HostTensor range(it.isInteger(64) ? kInt64 : kInt32, {depth});
-  for (int64_t k = 0; k < depth; ++k)
-    range.set(k, (double)k);
-  Value r = reshape(zero::ConstantOp::create(b, loc, imp.toAttr(range)), rangeShape);
-  Value hit = zero::CmpOp::create(b, loc, zero::CmpPredicate::eq, reshape(idx, idxShape), r);
+  Value hit = oneHotMask(idx, axis, depth);
   auto pick = [&](int64_t k) {
     Value flat = reshape(values, {2});
     return reshape(zero::SliceOp::create(b, loc, flat, b.getDenseI64ArrayAttr({k}),
@@ -947,14 +953,9 @@ LogicalResult NodeEmitter::scatterElements() {
   Value neg = zero::CmpOp::create(b, loc, zero::CmpPredicate::lt, idx, zeroI);
   idx = zero::WhereOp::create(b, loc, neg, zero::AddOp::create(b, loc, idx, nI), idx);
   // hit[p..., j] = (idx[p...] == j), shape is + [n].
-  SmallVector<int64_t> idxShape(is), rangeShape(rank + 1, 1);
+  SmallVector<int64_t> idxShape(is);
   idxShape.push_back(1);
-  rangeShape[rank] = n;
-  HostTensor range(it.isInteger(64) ? kInt64 : kInt32, {n});
-  for (int64_t k = 0; k < n; ++k)
-    range.set(k, (double)k);
-  Value r = reshape(zero::ConstantOp::create(b, loc, imp.toAttr(range)), rangeShape);
-  Value hit = zero::CmpOp::create(b, loc, zero::CmpPredicate::eq, reshape(idx, idxShape), r);
+  Value hit = oneHotMask(idx, rank, n);
   Type ft = isa<FloatType>(dt) ? dt : b.getF32Type();
   Value u = reshape(castTo(upd, ft), idxShape);
   Value contrib = zero::WhereOp::create(b, loc, hit, u, splat(ft, {}, 0));
