@@ -18,6 +18,8 @@ sys.argv = [mr_path, out, ""]
 ns = {"__name__": "make_references"}
 exec(compile(src, mr_path, "exec"), ns)
 torch, nn, F, np = ns["torch"], ns["nn"], ns["F"], ns["np"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import moe_dense  # noqa: E402  (the dense dispatch that the MoE exports use)
 
 
 class LogitsOnly(nn.Module):
@@ -237,53 +239,10 @@ def t5_case(name="t5-tiny", B=4, nb=4, S=16, T=12, vocab=256):
                  "mean cross-entropy over decoder labels != -100", B=B)
 
 
-def dense_moe_forward(self, hidden_states):
-    """A Mixtral sparse block's forward as dense dispatch: every expert runs on every token and
-    its output is weighted by the token's (renormalized top-k) routing weight for it, zero for the
-    experts not chosen. The same function of the parameters as the sparse dispatch, with shapes
-    that do not depend on the routing (what a static plan needs)."""
-    B, T, H = hidden_states.shape
-    x = hidden_states.reshape(-1, H)
-    r = self.gate(x)  # through the module, so that Hugging Face's output hooks see the logits
-    if isinstance(r, tuple) and len(r) == 3:  # a router module: (logits, top-k weights, indices)
-        logits, topw, topi = r
-        topw = topw.to(x.dtype)
-    else:
-        logits = r[0] if isinstance(r, tuple) else r
-        probs = F.softmax(logits, dim=1, dtype=torch.float)
-        k = getattr(self, "top_k", None) or self.gate.top_k
-        topw, topi = torch.topk(probs, k, dim=-1)
-        topw = (topw / topw.sum(dim=-1, keepdim=True)).to(x.dtype)
-    E = logits.shape[-1]
-    dense = (F.one_hot(topi, E).to(x.dtype) * topw.unsqueeze(-1)).sum(1)
-    out = None
-    for e in range(E):
-        y = expert_output(self, e, x) * dense[:, e:e + 1]
-        out = y if out is None else out + y
-    out = out.reshape(B, T, H)
-    return (out, logits) if self._zcc_tuple else out
-
-
-def expert_output(block, e, x):
-    """Expert e of a Mixtral block on x, for either layout Hugging Face has used: a ModuleList of
-    MLPs (w1 gate, w3 up, w2 down) or fused 3-D gate_up_proj/down_proj parameters. Read through
-    the module (not captured), so that the exporter sees parameters, not constants."""
-    if isinstance(block.experts, nn.ModuleList):
-        return block.experts[e](x)
-    H = x.shape[-1]
-    w = block.experts.gate_up_proj[e]
-    h = F.linear(x, w) if w.shape[-1] == H else x @ w
-    g, u = h.chunk(2, dim=-1)
-    h = block.experts.act_fn(g) * u
-    d = block.experts.down_proj[e]
-    return F.linear(h, d) if d.shape[0] == H else h @ d
-
-
 def mixtral_case(name="mixtral-tiny", coef=0.02, B=4, T=32, nb=4, vocab=256):
     """Mixtral: 4 experts, top-2 routing, the load-balancing auxiliary loss with its coefficient.
     Trajectories train Hugging Face's own (sparse) module; the export is the dense dispatch."""
     from transformers import MixtralConfig, MixtralForCausalLM
-    import types
 
     class WithAux(nn.Module):
         def __init__(s, m):
@@ -304,18 +263,7 @@ def mixtral_case(name="mixtral-tiny", coef=0.02, B=4, T=32, nb=4, vocab=256):
         c._attn_implementation = "eager"
         m = MixtralForCausalLM(c)
         if dense:
-            for layer in m.model.layers:
-                blk = getattr(layer, "block_sparse_moe", None) or getattr(layer, "mlp")
-                x = torch.randn(1, 3, 64)
-                with torch.no_grad():
-                    ref = blk(x)
-                blk._zcc_tuple = isinstance(ref, tuple)
-                blk.forward = types.MethodType(dense_moe_forward, blk)
-                with torch.no_grad():
-                    got = blk(x)
-                a = ref[0] if blk._zcc_tuple else ref
-                b = got[0] if blk._zcc_tuple else got
-                assert float((a - b).abs().max()) < 1e-5, "dense dispatch differs"
+            moe_dense.patch(m, 64)
         return WithAux(m)
 
     def loss(m, b):
@@ -353,6 +301,13 @@ for w in which:
         cases[w]()
     except Exception:
         ns["report"][w] = {"error": traceback.format_exc()[-2000:]}
+# lm_case saves [batches, B, T]; examples/models keeps [samples, T] (references.json's note).
+for w in which:
+    if ns["report"].get(w, {}).get("kind") == "causal-lm":
+        for part in ("input_ids", "labels"):
+            f = os.path.join(out, "%s.%s.npy" % (w, part))
+            a = np.load(f)
+            np.save(f, a.reshape((-1,) + a.shape[2:]))
 json.dump(ns["report"], open(os.path.join(out, "references.json"), "w"), indent=1)
 for k, v in ns["report"].items():
     print(k, json.dumps({kk: vv for kk, vv in v.items() if kk != "trajectories"})[:3000])

@@ -217,7 +217,9 @@ $zcc $ftin/export/model.onnx --micro-batch 2 --loss cross-entropy --zero-stage 3
   --lr 1e-3 --weight-decay 0.01 --weights external -o "$out/plans/ft-tiny-z3.zplan"
 $zcc $ftin/export/model.onnx --micro-batch 2 --loss cross-entropy --weights external \
   -o "$out/plans/ft-tiny.zplan"
-cp tools/gpu-finetune.sh tools/finetune_reference.py tools/zcc-export test/e2e/Inputs/packed_tokens.py "$out/"
+cp tools/gpu-finetune.sh tools/finetune_reference.py tools/zcc-export tools/moe_dense.py \
+  tools/torch_moe_baseline.py tools/export_reference_models.py ../shared/tools/make_references.py \
+  test/e2e/Inputs/packed_tokens.py "$out/"
 if [ -n "${FINETUNE_ONNX:-}" ]; then
   $zcc "$FINETUNE_ONNX" --loss cross-entropy --precision bf16 --target cuda --weights external \
     --micro-batch 4 --lr 2e-5 -o "$out/plans/finetune-1b.zplan"

@@ -45,7 +45,14 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
     };
 
     // The auxiliary losses: NAME=COEF, each a scalar float output.
-    SmallVector<std::pair<unsigned, double>> aux;
+    // NAME=COEF from --aux-loss, or else the export record's (zero.aux_loss,
+    // written by tools/zcc-export for a mixture of experts).
+    struct Spec {
+      std::string name;
+      double coef;
+      std::string text; // as given, for messages
+    };
+    SmallVector<Spec> specs;
     for (const std::string &spec : auxLoss) {
       auto [name, coefText] = StringRef(spec).rsplit('=');
       double coef;
@@ -54,17 +61,28 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
             << spec << "': expected NAME=COEF, e.g. aux_loss=0.02";
         return signalPassFailure();
       }
+      specs.push_back({name.str(), coef, spec});
+    }
+    if (specs.empty())
+      if (auto recorded = getOperation()->getAttrOfType<DictionaryAttr>("zero.aux_loss"))
+        for (NamedAttribute entry : recorded)
+          specs.push_back({entry.getName().str(),
+                           cast<FloatAttr>(entry.getValue()).getValueAsDouble(),
+                           entry.getName().str() + " (the export record's zcc.aux_loss)"});
+    SmallVector<std::pair<unsigned, double>> aux;
+    for (const Spec &spec : specs) {
+      const std::string &name = spec.name;
       int index = -1;
       for (unsigned k = 0; k < func.getNumResults(); ++k)
         if (outputName(k) == name)
           index = k;
       if (index < 0 || !isScalarFloat(func.getResultTypes()[index])) {
         mlir::emitError(func.getLoc(), "--aux-loss '")
-            << spec << "': the model has no scalar floating-point output named '" << name
+            << spec.text << "': the model has no scalar floating-point output named '" << name
             << "' (its outputs: " << outputNames() << ")";
         return signalPassFailure();
       }
-      aux.push_back({(unsigned)index, coef});
+      aux.push_back({(unsigned)index, spec.coef});
     }
     auto isAux = [&](unsigned k) {
       return llvm::any_of(aux, [&](auto &a) { return a.first == k; });

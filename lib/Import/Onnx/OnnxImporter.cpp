@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Import/OnnxImporter.h"
+#include <cmath>
 
 #include "OnnxImporterImpl.h"
 
@@ -869,6 +870,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
     }
     return out;
   };
+  for (auto &it : options.paddingIdx)
+    paddingIdx[it.first()] = it.second;
   SmallVector<NamedAttribute> record;
   for (const auto &kv : model.metadata_props()) {
     StringRef key = kv.key();
@@ -928,6 +931,36 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
       if (!groups)
         return badRecord(key, "is not a JSON list of lists of two or more parameter names");
       record.push_back(builder.getNamedAttr("tied", builder.getArrayAttr(tied)));
+    } else if (key == "zcc.padding_idx") {
+      // nn.Embedding(padding_idx=P) of the module: {initializer: P}.
+      const llvm::json::Object *map = parsed->getAsObject();
+      if (!map)
+        return badRecord(key, "is not a JSON object of initializer -> padding index");
+      for (const auto &[initializer, index] : *map) {
+        auto row = index.getAsInteger();
+        if (!row || !floats.contains(initializer))
+          return badRecord(key, "maps '" + initializer.str() +
+                                    "', which must be a float initializer of the model, to " +
+                                    "something not an integer row");
+        if (!paddingIdx.count(initializer)) {
+          paddingIdx[initializer] = *row;
+          paddingFromRecord.insert(initializer);
+        }
+      }
+    } else if (key == "zcc.aux_loss") {
+      // A mixture of experts' auxiliary loss: {output: coefficient}, the
+      // default of zcc --aux-loss (zero-attach-loss reads zero.aux_loss).
+      const llvm::json::Object *map = parsed->getAsObject();
+      if (!map)
+        return badRecord(key, "is not a JSON object of output -> coefficient");
+      SmallVector<NamedAttribute> aux;
+      for (const auto &[output, coef] : *map) {
+        auto c = coef.getAsNumber();
+        if (!c || !std::isfinite(*c))
+          return badRecord(key, "maps '" + output.str() + "' to something not a finite number");
+        aux.push_back(builder.getNamedAttr(output.str(), builder.getF64FloatAttr(*c)));
+      }
+      module->setAttr("zero.aux_loss", builder.getDictionaryAttr(aux));
     } else if (key == "zcc.config") {
       if (!parsed->getAsObject())
         return badRecord(key, "is not a JSON object (a config.json)");
@@ -940,8 +973,9 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   // them look like buffers (rotary frequencies, masks, exporter constants),
   // which PyTorch would not train.
   if (!recordedParameters && options.trainableRegex.empty() && options.frozenRegex.empty()) {
-    llvm::Regex bufferLike("inv_freq|lifted_tensor|running_(mean|var)|num_batches_tracked|"
-                           "position_ids|rotary|(^|[._])(causal_)?mask($|[._])");
+    llvm::Regex bufferLike(
+        "inv_freq|embed_scale|lifted_tensor|running_(mean|var)|num_batches_tracked|"
+        "position_ids|rotary|(^|[._])(causal_)?mask($|[._])");
     std::string names;
     int count = 0;
     for (const onnx::TensorProto &t : graph.initializer())
@@ -967,15 +1001,19 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
                 << "the counts; --frozen '.*' freezes everything on purpose)";
     return nullptr;
   }
-  for (auto &it : options.paddingIdx) {
+  auto paddingSource = [&](StringRef table) {
+    return paddingFromRecord.contains(table) ? "the export record's zcc.padding_idx "
+                                             : "--padding-idx ";
+  };
+  for (auto &it : paddingIdx) {
     if (!globals.count(it.first())) {
-      fileError() << "--padding-idx " << it.first() << ": the model has no float initializer "
-                  << "of that name";
+      fileError() << paddingSource(it.first()) << it.first()
+                  << ": the model has no float initializer of that name";
       return nullptr;
     }
     auto table = globals[it.first()].getTensorType();
     if (table.getRank() != 2 || it.second < 0 || it.second >= table.getDimSize(0)) {
-      fileError() << "--padding-idx " << it.first() << "=" << it.second << ": "
+      fileError() << paddingSource(it.first()) << it.first() << "=" << it.second << ": "
                   << (table.getRank() != 2 ? std::string("not an embedding table (rank ") +
                                                  std::to_string(table.getRank()) + ")"
                                            : "not a row of the table (rows 0-" +
@@ -999,10 +1037,11 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
       return nullptr;
     ++nodeIndex;
   }
-  for (auto &it : options.paddingIdx)
+  for (auto &it : paddingIdx)
     if (!paddingUsed.contains(it.first())) {
-      fileError() << "--padding-idx " << it.first() << ": no Gather (embedding lookup) reads "
-                  << "this initializer; name the embedding table";
+      fileError() << paddingSource(it.first()) << it.first()
+                  << ": no Gather (embedding lookup) reads this initializer; name the embedding "
+                  << "table";
       return nullptr;
     }
 

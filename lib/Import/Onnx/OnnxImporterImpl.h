@@ -91,6 +91,10 @@ public:
   /// every one) and not --frozen.
   bool isTrainableName(const std::string &name, llvm::Regex &trainable, llvm::Regex &frozen) const;
   llvm::StringSet<> paddingUsed; // --padding-idx tables that a Gather reads
+  /// --padding-idx, and the export record's zcc.padding_idx where the flags do
+  /// not name the table (paddingFromRecord holds those).
+  llvm::StringMap<int64_t> paddingIdx;
+  llvm::StringSet<> paddingFromRecord;
   /// @forward (importInputs makes it).
   func::FuncOp forward;
   /// Samples per micro-batch: the first graph input's leading dimension.

@@ -651,8 +651,8 @@ LogicalResult NodeEmitter::run() {
       idx = zero::ConstantOp::create(b, loc, imp.toAttr(norm));
     }
     auto gather = zero::GatherOp::create(b, loc, x, idx, b.getI64IntegerAttr(axis), nullptr);
-    auto pad = imp.options.paddingIdx.find(node.input(0));
-    if (pad != imp.options.paddingIdx.end()) {
+    auto pad = imp.paddingIdx.find(node.input(0));
+    if (pad != imp.paddingIdx.end()) {
       gather.setPaddingIdxAttr(b.getI64IntegerAttr(pad->second));
       imp.paddingUsed.insert(node.input(0));
     }
