@@ -180,6 +180,17 @@ if [ -n "${LLAMA_ONNX_DIR:-}" ]; then
   done
   cp tools/gpu-bench-llama.sh ../shared/bench/torch_llama_baseline.py "$out/"
 fi
+# A Mixtral-style mixture of experts for tools/gpu-bench-moe.sh, from the
+# graph of torch_moe_baseline.py's dense-dispatch export (MOE_ONNX; weights not
+# needed): the plan without weights, with the baseline's settings.
+if [ -n "${MOE_ONNX:-}" ]; then
+  mo="--loss cross-entropy --aux-loss aux_loss=0.02 --frozen lifted_tensor|inv_freq"
+  mo="$mo --precision bf16 --target cuda --weights external --lr 1e-4 --weight-decay 0.01"
+  TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
+  { time $zcc "$MOE_ONNX" $mo -o "$out/plans/moe-small-bf16.zplan"; } 2> "$out/plans/moe-small.compile"
+  $zcc "$MOE_ONNX" $mo --emit=report > "$out/plans/moe-small-bf16.report"
+  cp tools/gpu-bench-moe.sh "$out/"
+fi
 # A >= 1B model (GPT2_XL_ONNX, exported on the GPU machine by gpu-memory's
 # first call): the same levers, and stage 2 offload with clipping (the
 # gradient twin); MEMXL="a c" packs only some (the carry is 64 MiB).

@@ -948,10 +948,13 @@ LogicalResult NodeEmitter::scatterElements() {
       return error() << "indices " << idx.getType() << " must span data " << data.getType()
                      << " along axis " << d << " (only the scatter axis " << axis << " may differ)";
   int64_t n = ds[axis];
-  // Negative indices count from the end.
-  Value zeroI = splat(it, {}, 0), nI = splat(it, {}, (double)n);
-  Value neg = zero::CmpOp::create(b, loc, zero::CmpPredicate::lt, idx, zeroI);
-  idx = zero::WhereOp::create(b, loc, neg, zero::AddOp::create(b, loc, idx, nI), idx);
+  // Negative indices count from the end (not needed where the importer knows
+  // they are not negative: a router's top-k positions).
+  if (!(inputs[1]->range && inputs[1]->range->first >= 0)) {
+    Value zeroI = splat(it, {}, 0), nI = splat(it, {}, (double)n);
+    Value neg = zero::CmpOp::create(b, loc, zero::CmpPredicate::lt, idx, zeroI);
+    idx = zero::WhereOp::create(b, loc, neg, zero::AddOp::create(b, loc, idx, nI), idx);
+  }
   // hit[p..., j] = (idx[p...] == j), shape is + [n].
   SmallVector<int64_t> idxShape(is);
   idxShape.push_back(1);

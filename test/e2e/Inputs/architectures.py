@@ -1,7 +1,7 @@
 """The architectures of issue 21 against PyTorch: each export in examples/models trained by zrun.
 
     architectures.py ZCC ZRUN EXAMPLES WORKDIR
-For each model (Qwen2, Gemma, ViT, Mixtral; references.json has how each was exported): fp32
+For each model (Qwen2, Gemma, ViT, T5 v1.1, Mixtral; references.json has how each was exported): fp32
 at world size 1 (both reference trajectories) and ZeRO-3 at world size 2 (two in-process ranks,
 most parameters partitioned) within 1e-4 of PyTorch's loss and 1e-3 of its gradient norm at every
 step; bf16 within 2e-2 and decreasing. Mixtral at world size 2 is compared with its 'plain-w2'
@@ -28,6 +28,7 @@ MODELS = [
     ("gemma-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor|embed_scale",
                                    "--padding-idx", "m.lm_head.weight=0"]),
     ("vit-tiny", ["pixel_values"], ["--frozen", "lifted_tensor"]),
+    ("t5-tiny", ["input_ids", "decoder_input_ids"], ["--frozen", "lifted_tensor"]),
     ("mixtral-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor",
                                      "--aux-loss", "aux_loss=0.02"]),
 ]
