@@ -46,9 +46,9 @@ for st in 0 1 2 3; do
     check gpt2-z$st-w$w gpt2-z$st-w$w.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
   done
 done
-# Qwen2, Gemma, ViT, Mixtral (issue 21): fp32 within 5e-4 of PyTorch, bf16
+# Qwen2, Gemma, ViT, T5, Mixtral (issue 21): fp32 within 5e-4 of PyTorch, bf16
 # within 2e-2, ZeRO-3 over 2 ranks (Mixtral: each rank its own aux loss).
-for name in qwen2-tiny gemma-tiny vit-tiny mixtral-tiny; do
+for name in qwen2-tiny gemma-tiny vit-tiny t5-tiny mixtral-tiny; do
   flags=""
   for f in "$D/$name".*.npy; do
     n=${f#"$D/$name."}; flags="$flags --data ${n%.npy}=$f"

@@ -114,6 +114,7 @@ arch() { # name zcc-flags... (the references' plain trajectory: AdamW, lr 1e-3, 
 arch qwen2-tiny --frozen 'inv_freq|lifted_tensor'
 arch gemma-tiny --frozen 'inv_freq|lifted_tensor|embed_scale' --padding-idx m.lm_head.weight=0
 arch vit-tiny --frozen lifted_tensor
+arch t5-tiny --frozen lifted_tensor
 arch mixtral-tiny --frozen 'inv_freq|lifted_tensor' --aux-loss aux_loss=0.02
 for st in 0 1 2 3; do
   for w in 2 4; do
