@@ -136,6 +136,7 @@ struct NodeEmitter {
   LogicalResult einsum();
   LogicalResult oneHot();
   LogicalResult scatterElements();
+  LogicalResult cumSum();
   LogicalResult conv();
   LogicalResult groupNorm();
   LogicalResult batchNorm();
@@ -711,6 +712,8 @@ LogicalResult NodeEmitter::run() {
     return oneHot();
   if (op == "ScatterElements")
     return scatterElements();
+  if (op == "CumSum")
+    return cumSum();
   if (op == "Conv")
     return conv();
   if (op == "GroupNormalization")
@@ -722,7 +725,7 @@ LogicalResult NodeEmitter::run() {
   if (op == "BatchNormalization")
     return batchNorm();
 
-  // The rest (Shape, Range, CumSum, GatherND, ...) only exist as constants.
+  // The rest (Shape, Range, GatherND, ...) only exist as constants.
   return error() << "needs inputs known at compile time, but '" << node.input(0)
                  << "' depends on the graph inputs or parameters";
 }
@@ -980,6 +983,56 @@ LogicalResult NodeEmitter::scatterElements() {
     out = zero::WhereOp::create(b, loc, some, summed, x);
   }
   results.push_back(castTo(out, dt));
+  return success();
+}
+
+/// CumSum of a tensor computed from the data (a constant one is folded): a
+/// log-step scan, ceil(log2 n) rounds of x + x shifted by 1, 2, 4, ... along
+/// the axis (concatenations of zeros and slices, so the gradient follows);
+/// `exclusive` shifts the result by one more, `reverse` shifts the other way.
+/// Integers (OPT's positions from an attention mask) are summed in float32,
+/// exact up to 2^24, and cast back. The sums associate differently from a
+/// sequential loop: float results may differ from PyTorch's in the last bits.
+LogicalResult NodeEmitter::cumSum() {
+  Value x = in(0);
+  Type et = typeOf(x).getElementType();
+  auto axisV = constInts(1, "axis");
+  if (failed(axisV))
+    return failure();
+  if (axisV->size() != 1)
+    return error() << "axis must hold one value";
+  int64_t rank = typeOf(x).getRank(), axis = (*axisV)[0];
+  if (!normalizeAxis(axis, rank))
+    return error() << "axis " << (*axisV)[0] << " is out of range for rank " << rank;
+  bool reverse = attrInt(node, "reverse", 0) != 0, exclusive = attrInt(node, "exclusive", 0) != 0;
+  Type ft = isa<FloatType>(et) ? et : b.getF32Type();
+  if (!isa<FloatType>(et) && !et.isInteger(64) && !et.isInteger(32))
+    return error() << "operates on float, int32 or int64 tensors, got " << x.getType();
+  x = castTo(x, ft);
+  ArrayRef<int64_t> shape = typeOf(x).getShape();
+  int64_t n = shape[axis];
+  // x shifted by s along the axis (towards the end, or the start if reverse),
+  // zeros filling in.
+  auto shifted = [&](Value v, int64_t s) -> Value {
+    SmallVector<int64_t> zshape(shape), start(rank, 0), limit(shape), step(rank, 1);
+    zshape[axis] = s;
+    Value zeros = splat(ft, zshape, 0);
+    if (reverse)
+      start[axis] = s;
+    else
+      limit[axis] = n - s;
+    Value kept = zero::SliceOp::create(b, loc, v, b.getDenseI64ArrayAttr(start),
+                                       b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step));
+    SmallVector<Value> parts =
+        reverse ? SmallVector<Value>{kept, zeros} : SmallVector<Value>{zeros, kept};
+    return zero::ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(axis));
+  };
+  Value y = x;
+  for (int64_t s = 1; s < n; s *= 2)
+    y = zero::AddOp::create(b, loc, y, shifted(y, s));
+  if (exclusive && n > 0)
+    y = n == 1 ? splat(ft, shape, 0) : shifted(y, 1);
+  results.push_back(castTo(y, et));
   return success();
 }
 

@@ -261,6 +261,21 @@ sc_idx = np.array([[0, 5, 5, -1], [2, 2, 1, 0], [3, 1, 4, 3]], np.int64)
 sc_perm = np.array([[4, 0, 2, 1], [5, 3, 1, 0], [0, 1, 2, 3]], np.int64)
 
 
+# CumSum over data: OPT's positions from an int64 attention mask, and floats.
+cs_mask = np.array([[1, 1, 1, 0, 0, 1, 1], [0, 1, 1, 1, 1, 1, 1], [1, 0, 1, 0, 1, 0, 1]], np.int64)
+cs_x = r(3, 7)
+
+
+def cumsum_ref(x, exclusive=False, reverse=False):
+    y = x.astype(np.float64)
+    if reverse:
+        y = y[:, ::-1]
+    c = np.cumsum(y, 1)
+    if exclusive:
+        c = np.concatenate([np.zeros_like(c[:, :1]), c[:, :-1]], 1)
+    return c[:, ::-1] if reverse else c
+
+
 def scatter_ref(data, idx, upd, add):
     out = data.astype(np.float64).copy()
     for n in range(idx.shape[0]):
@@ -306,6 +321,13 @@ results += [
          [("d", np.zeros((3, 6), np.int64)), ("i", sc_idx), ("u", np.ones((3, 4), np.int64))],
          scatter_ref(np.zeros((3, 6)), sc_idx, np.ones((3, 4)), True).astype(np.int64),
          attrs={"axis": 1, "reduction": "add"}, out_type=I),
+    case("cumsum", "CumSum", [("x", cs_x)], cumsum_ref(cs_x),
+         consts=[("axis", np.array(1, np.int64))]),
+    case("cumsum_exclusive_reverse", "CumSum", [("x", cs_x)],
+         cumsum_ref(cs_x, exclusive=True, reverse=True), attrs={"exclusive": 1, "reverse": 1},
+         consts=[("axis", np.array(-1, np.int64))]),
+    case("cumsum_positions", "CumSum", [("m", cs_mask)], np.cumsum(cs_mask, 1),
+         consts=[("axis", np.array(1, np.int64))], out_type=I),
     case("onehot", "OneHot", [("i", hot)], np.eye(5)[hot] * 2.0 - 1.0,
          consts=[("depth", np.array(5, np.int64)), ("values", np.array([-1.0, 1.0], np.float32))]),
     case("onehot_axis0", "OneHot", [("i", hot)], np.moveaxis(np.eye(5)[hot], -1, 0),

@@ -1,6 +1,6 @@
 """Writes a small image classifier through the ops the importer builds from
 other ops (Conv as patches, GroupNorm, BatchNorm with fixed statistics,
-Einsum, Softplus, Clip, Pad, Tile, OneHot, TopK), with
+Einsum, Softplus, Clip, Pad, Tile, CumSum, OneHot, TopK), with
 data, for a gradient check of their compositions.
 
     ops_model.py OUT.onnx OUT_PREFIX
@@ -52,7 +52,9 @@ nodes = [
     helper.make_node("Tile", ["pd", "reps"], ["t"], name="tile"),
     const("axes", np.array([1], np.int64)),
     helper.make_node("ReduceMean", ["t", "axes"], ["r"], name="pool", keepdims=0),
-    helper.make_node("MatMul", ["r", "head.weight"], ["h"], name="head"),
+    helper.make_node("MatMul", ["r", "head.weight"], ["h0"], name="head"),
+    const("cs_axis", np.array(1, np.int64)),
+    helper.make_node("CumSum", ["h0", "cs_axis"], ["h"], name="cumsum", reverse=1),
     # + OneHot(k) with trainable [off, on] values
     const("depth", np.array(4, np.int64)),
     helper.make_node("OneHot", ["k", "depth", "hint.values"], ["oh"], name="hint"),
