@@ -114,6 +114,7 @@ static const OpInfo kOps[] = {
     {"Relu", 1, 1},
     {"Reshape", 2, 2},
     {"ScatterElements", 3, 3},
+    {"ScatterND", 3, 3},
     {"SequenceAt", 2, 2},
     {"Shape", 1, 1},
     {"Sigmoid", 1, 1},

@@ -137,6 +137,7 @@ struct NodeEmitter {
   LogicalResult oneHot();
   LogicalResult scatterElements();
   LogicalResult cumSum();
+  LogicalResult scatterND();
   LogicalResult conv();
   LogicalResult groupNorm();
   LogicalResult batchNorm();
@@ -714,6 +715,8 @@ LogicalResult NodeEmitter::run() {
     return scatterElements();
   if (op == "CumSum")
     return cumSum();
+  if (op == "ScatterND")
+    return scatterND();
   if (op == "Conv")
     return conv();
   if (op == "GroupNormalization")
@@ -983,6 +986,77 @@ LogicalResult NodeEmitter::scatterElements() {
     out = zero::WhereOp::create(b, loc, some, summed, x);
   }
   results.push_back(castTo(out, dt));
+  return success();
+}
+
+/// ScatterND (reduction none or add): the data as [M, R] (M the positions its
+/// first k dimensions index, R the rest), each index tuple as a linear
+/// position (in float32, exact below 2^24), a one-hot [N, M] of the N updates'
+/// positions, and the updates [N, R] scattered by one matmul (hitᵀ x
+/// updates). `none` replaces the rows hit (duplicates, undefined in ONNX,
+/// add up), `add` adds to them. Negative indices count from the end.
+LogicalResult NodeEmitter::scatterND() {
+  Value data = in(0), idx = in(1), upd = in(2);
+  Type it = typeOf(idx).getElementType(), dt = typeOf(data).getElementType();
+  if (!it.isInteger(64) && !it.isInteger(32))
+    return error() << "indices must be int32 or int64, got " << idx.getType();
+  std::string reduction = attrString(node, "reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return error() << "reduction '" << reduction << "' is not supported (none and add are)";
+  ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx).getShape(),
+                    us = typeOf(upd).getShape();
+  if (is.empty())
+    return error() << "indices must have rank >= 1, got " << idx.getType();
+  int64_t k = is.back(), rank = ds.size();
+  if (k < 1 || k > rank)
+    return error() << "indices' last dimension " << k << " must be in [1, " << rank << "]";
+  SmallVector<int64_t> want(is.drop_back());
+  want.append(ds.begin() + k, ds.end());
+  if (us != ArrayRef<int64_t>(want) || typeOf(upd).getElementType() != dt)
+    return error() << "updates " << upd.getType() << " must be indices' leading shape + data's "
+                   << "trailing shape, of the data's element type";
+  int64_t n = 1, m = 1, r = 1;
+  for (int64_t d : is.drop_back())
+    n *= d;
+  for (int64_t d = 0; d < k; ++d)
+    m *= ds[d];
+  for (int64_t d = k; d < rank; ++d)
+    r *= ds[d];
+  if (m > (int64_t(1) << 24))
+    return error() << "the " << m << " positions the indices address are more than 2^24";
+  Type ft = isa<FloatType>(dt) ? dt : b.getF32Type();
+  Type f32 = b.getF32Type();
+  // Linear positions: sum_j (idx_j, from the end when negative) x stride_j.
+  Value fi = reshape(castTo(idx, f32), {n, k});
+  HostTensor dims(kFloat, {1, k}), strides(kFloat, {1, k});
+  for (int64_t d = k - 1, stride = 1; d >= 0; stride *= ds[d], --d) {
+    dims.set(d, (double)ds[d]);
+    strides.set(d, (double)stride);
+  }
+  Value dimsV = zero::ConstantOp::create(b, loc, imp.toAttr(dims));
+  Value neg = zero::CmpOp::create(b, loc, zero::CmpPredicate::lt, fi, splat(f32, {}, 0));
+  fi = zero::WhereOp::create(b, loc, neg, zero::AddOp::create(b, loc, fi, dimsV), fi);
+  Value lin =
+      zero::MulOp::create(b, loc, fi, zero::ConstantOp::create(b, loc, imp.toAttr(strides)));
+  lin = zero::ReduceOp::create(b, loc, zero::ReduceKind::sum, lin, {1}, true); // [n, 1]
+  HostTensor range(kFloat, {1, m});
+  for (int64_t j = 0; j < m; ++j)
+    range.set(j, (double)j);
+  Value hit = zero::CmpOp::create(b, loc, zero::CmpPredicate::eq, lin,
+                                  zero::ConstantOp::create(b, loc, imp.toAttr(range))); // [n, m]
+  Value hitF = castTo(hit, ft);
+  Value u = reshape(castTo(upd, ft), {n, r});
+  Value summed = zero::MatmulOp::create(b, loc, hitF, u, /*transpose_lhs=*/true, false); // [m, r]
+  Value x = reshape(castTo(data, ft), {m, r}), out;
+  if (reduction == "add") {
+    out = zero::AddOp::create(b, loc, x, summed);
+  } else {
+    Value any = zero::ReduceOp::create(b, loc, zero::ReduceKind::sum, hitF, {0}, false); // [m]
+    Value some =
+        zero::CmpOp::create(b, loc, zero::CmpPredicate::gt, reshape(any, {m, 1}), splat(ft, {}, 0));
+    out = zero::WhereOp::create(b, loc, some, summed, x);
+  }
+  results.push_back(castTo(reshape(out, ds), dt));
   return success();
 }
 

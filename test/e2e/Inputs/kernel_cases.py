@@ -276,6 +276,19 @@ def cumsum_ref(x, exclusive=False, reverse=False):
     return c[:, ::-1] if reverse else c
 
 
+def scatter_nd_ref(data, idx, upd, add):
+    out = data.astype(np.float64).copy()
+    for q in np.ndindex(idx.shape[:-1]):
+        pos = tuple(int(i) % d for i, d in zip(idx[q], data.shape))
+        out[pos] = out[pos] + upd[q] if add else upd[q]
+    return out
+
+
+nd_distinct = np.array([[3, 4], [0, 0], [1, 2], [-2, 1]], np.int64)
+nd_pts = np.array([[0, 1], [2, 3], [0, 1], [-1, 0]], np.int64)
+nd_x, nd_pts_upd = r(4, 5), r(4)
+
+
 def scatter_ref(data, idx, upd, add):
     out = data.astype(np.float64).copy()
     for n in range(idx.shape[0]):
@@ -321,6 +334,15 @@ results += [
          [("d", np.zeros((3, 6), np.int64)), ("i", sc_idx), ("u", np.ones((3, 4), np.int64))],
          scatter_ref(np.zeros((3, 6)), sc_idx, np.ones((3, 4)), True).astype(np.int64),
          attrs={"axis": 1, "reduction": "add"}, out_type=I),
+    case("scatter_nd_none", "ScatterND", [("d", nd_x), ("i", nd_distinct), ("u", nd_pts_upd)],
+         scatter_nd_ref(nd_x, nd_distinct, nd_pts_upd, False)),
+    case("scatter_nd_add", "ScatterND", [("d", nd_x), ("i", nd_pts), ("u", nd_pts_upd)],
+         scatter_nd_ref(nd_x, nd_pts, nd_pts_upd, True), attrs={"reduction": "add"}),
+    case("scatter_nd_int", "ScatterND",
+         [("d", np.arange(20, dtype=np.int64).reshape(4, 5)), ("i", nd_pts),
+          ("u", np.array([7, 8, 9, 10], np.int64))],
+         scatter_nd_ref(np.arange(20).reshape(4, 5), nd_pts, np.array([7, 8, 9, 10]), True)
+         .astype(np.int64), attrs={"reduction": "add"}, out_type=I),
     case("cumsum", "CumSum", [("x", cs_x)], cumsum_ref(cs_x),
          consts=[("axis", np.array(1, np.int64))]),
     case("cumsum_exclusive_reverse", "CumSum", [("x", cs_x)],
