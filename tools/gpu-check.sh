@@ -108,6 +108,22 @@ agree lm-padded-bf16 lm-padded-bf16.zplan 1e-2
 dropout_data="--data x=$D/dropout.x.npy --data labels=$D/dropout.labels.npy --steps 20"
 agree dropout dropout.zplan 1e-5 - "$dropout_data"
 agree dropout-bf16 dropout-bf16.zplan 1e-2 - "$dropout_data"
+# ... and the same bits: weights that are the sum of 8 steps' masked samples
+# (test/e2e/Inputs/dropout_bits.py), from the CUDA and the CPU backend, byte for byte.
+total=$((total + 1))
+for be in cuda cpu; do
+  rm -rf "$out/dropout-bits-$be"
+  "$zrun" train "$here/plans/dropout-bits.zplan" --backend $be --data x=$D/dropout-bits.x.npy \
+    --steps 8 --checkpoint-dir "$out/dropout-bits-$be" --save-every 8 --sync-save \
+    >"$out/dropout-bits-$be.log" 2>&1 &&
+    "$zrun" export "$out/dropout-bits-$be" --safetensors "$out/dropout-bits-$be.safetensors" \
+      >>"$out/dropout-bits-$be.log" 2>&1
+done
+if cmp "$out/dropout-bits-cuda.safetensors" "$out/dropout-bits-cpu.safetensors" >/dev/null 2>&1; then
+  pass=$((pass + 1)); echo "ok   dropout masks: the CUDA and CPU backends' weights are byte-identical"
+else
+  echo "FAIL dropout masks differ:"; tail -3 "$out"/dropout-bits-*.log
+fi
 # Fused attention (zero.attention): the CUDA kernels against the CPU
 # reference on the same plan (both head dimensions share the data file's
 # token ids; d16 fp32 runs the per-row kernels, 16-bit the tensor cores).

@@ -68,6 +68,11 @@ $zcc "$out/dropout.onnx" --micro-batch 8 --loss cross-entropy --target cuda -o "
 $zcc "$out/dropout.onnx" --micro-batch 8 --loss cross-entropy --target cuda --precision bf16 \
   -o "$out/plans/dropout-bf16.zplan"
 rm "$out/dropout.onnx"
+# Dropout's masks bit for bit: a model whose SGD-trained weights are the masks.
+/usr/bin/python3 test/e2e/Inputs/dropout_bits.py "$out/dropout-bits.onnx" "$out/data/dropout-bits"
+$zcc "$out/dropout-bits.onnx" --micro-batch 1 --optimizer sgd --lr 1 --weight-decay 0 --target cuda \
+  -o "$out/plans/dropout-bits.zplan"
+rm "$out/dropout-bits.onnx"
 # Fused attention (--target cuda): a layer of 80 positions with an empty
 # query row, head dimension 64 (bf16: the tensor-core kernels) and 16 (fp32:
 # the per-row kernels), packed (one split), separate projections and grouped
