@@ -650,6 +650,22 @@ LogicalResult NodeEmitter::run() {
           return error() << "index " << j << " is out of range for dimension " << dim;
         j = j < 0 ? j + dim : j;
       }
+      // One constant position (W[e] of a stacked weight, as a mixture of
+      // experts reads its experts): a slice, whose gradient is that block of
+      // the table rather than a scatter into all of it.
+      if (norm.shape.empty() && !imp.paddingIdx.count(node.input(0))) {
+        ArrayRef<int64_t> shape = typeOf(x).getShape();
+        SmallVector<int64_t> start(shape.size(), 0), limit(shape), step(shape.size(), 1), out;
+        start[axis] = norm.i[0], limit[axis] = norm.i[0] + 1;
+        for (size_t d = 0; d < shape.size(); ++d)
+          if ((int64_t)d != axis)
+            out.push_back(shape[d]);
+        Value s =
+            zero::SliceOp::create(b, loc, x, b.getDenseI64ArrayAttr(start),
+                                  b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step));
+        results.push_back(reshape(s, out));
+        return success();
+      }
       idx = zero::ConstantOp::create(b, loc, imp.toAttr(norm));
     }
     auto gather = zero::GatherOp::create(b, loc, x, idx, b.getI64IntegerAttr(axis), nullptr);
