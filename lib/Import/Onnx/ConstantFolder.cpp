@@ -200,22 +200,10 @@ FoldStatus Folder::run() {
   };
   // ONNX requires one element type across these inputs; a model that breaks
   // the rule is reported rather than evaluated.
-  static const char *sameType[] = {"Add",
-                                   "Sub",
-                                   "Mul",
-                                   "Div",
-                                   "Max",
-                                   "Min",
-                                   "Equal",
-                                   "Less",
-                                   "LessOrEqual",
-                                   "Greater",
-                                   "GreaterOrEqual",
-                                   "And",
-                                   "Or",
-                                   "Xor",
-                                   "Concat",
-                                   "Range"};
+  static const char *sameType[] = {
+      "Add", "Sub",   "Mul",  "Div",         "Mod",     "Max",
+      "Min", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+      "And", "Or",    "Xor",  "Concat",      "Range"};
   if (llvm::is_contained(sameType, op))
     for (const HostTensor *t : in)
       if (t && t->type != in[0]->type)
@@ -253,6 +241,19 @@ FoldStatus Folder::run() {
     if (!in[0]->isFloat()) // integer division truncates toward zero in ONNX
       return intBinary([](int64_t a, int64_t b) { return b ? a / b : 0; });
     return elementwise(in[0]->type, [](double a, double b) { return a / b; });
+  }
+  if (op == "Mod") {
+    bool fmod = attrInt(node, "fmod", 0) != 0;
+    if (!in[0]->isFloat()) // fmod = 0: the divisor's sign (Python's %); 1: the dividend's
+      return intBinary([fmod](int64_t a, int64_t b) -> int64_t {
+        if (!b)
+          return 0;
+        int64_t r = a % b;
+        return !fmod && r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+      });
+    if (!fmod)
+      return fail("Mod of floating-point tensors needs fmod = 1 (the ONNX rule)");
+    return elementwise(in[0]->type, [](double a, double b) { return std::fmod(a, b); });
   }
   if (op == "Pow")
     return elementwise(in[0]->type, [](double a, double b) { return std::pow(a, b); });

@@ -96,6 +96,7 @@ static const OpInfo kOps[] = {
     {"MatMul", 2, 2},
     {"Max", 1, 1 << 20},
     {"Min", 1, 1 << 20},
+    {"Mod", 2, 2},
     {"Mul", 2, 2},
     {"Neg", 1, 1},
     {"Not", 1, 1},

@@ -138,6 +138,7 @@ struct NodeEmitter {
   LogicalResult scatterElements();
   LogicalResult cumSum();
   LogicalResult scatterND();
+  LogicalResult mod();
   LogicalResult conv();
   LogicalResult groupNorm();
   LogicalResult batchNorm();
@@ -733,6 +734,8 @@ LogicalResult NodeEmitter::run() {
     return cumSum();
   if (op == "ScatterND")
     return scatterND();
+  if (op == "Mod")
+    return mod();
   if (op == "Conv")
     return conv();
   if (op == "GroupNormalization")
@@ -1002,6 +1005,37 @@ LogicalResult NodeEmitter::scatterElements() {
     out = zero::WhereOp::create(b, loc, some, summed, x);
   }
   results.push_back(castTo(out, dt));
+  return success();
+}
+
+/// Mod of tensors computed from the data: r = a - b x trunc(a / b), the
+/// truncation a cast to int64 and back; with fmod = 0 (integers only, by the
+/// ONNX rule) a remainder whose sign differs from the divisor's gets the
+/// divisor added (Python's %). Integers are computed in float32: exact for
+/// magnitudes below 2^24.
+LogicalResult NodeEmitter::mod() {
+  Value a = in(0), d = in(1);
+  Type et = typeOf(a).getElementType();
+  if (typeOf(d).getElementType() != et ||
+      failed(zcc::zero::broadcastShapes(typeOf(a).getShape(), typeOf(d).getShape())))
+    return error() << "operands " << a.getType() << " and " << d.getType()
+                   << " must have one element type and broadcast";
+  bool fmod = attrInt(node, "fmod", 0) != 0, isFloat = isa<FloatType>(et);
+  if (isFloat && !fmod)
+    return error() << "Mod of floating-point tensors needs fmod = 1 (the ONNX rule)";
+  if (!isFloat && !et.isInteger(64) && !et.isInteger(32))
+    return error() << "operates on float, int32 or int64 tensors, got " << a.getType();
+  Type ft = isFloat ? et : b.getF32Type();
+  Value x = castTo(a, ft), y = castTo(d, ft);
+  Value q = zero::DivOp::create(b, loc, x, y);
+  Value t = castTo(castTo(q, b.getI64Type()), ft);
+  Value r = zero::SubOp::create(b, loc, x, zero::MulOp::create(b, loc, y, t));
+  if (!fmod) {
+    Value wrongSign = zero::CmpOp::create(b, loc, zero::CmpPredicate::lt,
+                                          zero::MulOp::create(b, loc, r, y), splat(ft, {}, 0));
+    r = zero::WhereOp::create(b, loc, wrongSign, zero::AddOp::create(b, loc, r, y), r);
+  }
+  results.push_back(castTo(r, et));
   return success();
 }
 

@@ -276,6 +276,12 @@ def cumsum_ref(x, exclusive=False, reverse=False):
     return c[:, ::-1] if reverse else c
 
 
+# Mod over data: Python's % on integers (fmod 0), C's fmod on floats (fmod 1).
+mod_a = np.array([[7, -7, 7, -7, 0, 13], [5, -6, 100, -1, 3, 2]], np.int64)
+mod_b = np.array([[3, 3, -3, -3, 5, 4], [5, 4, 7, 6, -2, -3]], np.int64)
+mod_x, mod_y = r(2, 6) * 3, np.array([[1.5, -1.5, 0.7, 2.0, -0.3, 1.1]] * 2, np.float32)
+
+
 def scatter_nd_ref(data, idx, upd, add):
     out = data.astype(np.float64).copy()
     for q in np.ndindex(idx.shape[:-1]):
@@ -343,6 +349,11 @@ results += [
           ("u", np.array([7, 8, 9, 10], np.int64))],
          scatter_nd_ref(np.arange(20).reshape(4, 5), nd_pts, np.array([7, 8, 9, 10]), True)
          .astype(np.int64), attrs={"reduction": "add"}, out_type=I),
+    case("mod_python", "Mod", [("a", mod_a), ("b", mod_b)], np.mod(mod_a, mod_b), out_type=I),
+    case("mod_fmod_int", "Mod", [("a", mod_a), ("b", mod_b)], np.fmod(mod_a, mod_b),
+         attrs={"fmod": 1}, out_type=I),
+    case("mod_fmod", "Mod", [("a", mod_x), ("b", mod_y)],
+         np.fmod(mod_x.astype(np.float64), mod_y.astype(np.float64)), attrs={"fmod": 1}),
     case("cumsum", "CumSum", [("x", cs_x)], cumsum_ref(cs_x),
          consts=[("axis", np.array(1, np.int64))]),
     case("cumsum_exclusive_reverse", "CumSum", [("x", cs_x)],
