@@ -1,6 +1,8 @@
 //===- AttachLoss.cpp - make @forward return the loss ---------------------===//
 #include "zcc/Transforms/Passes.h"
 
+#include <cmath>
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -56,9 +58,9 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
     for (const std::string &spec : auxLoss) {
       auto [name, coefText] = StringRef(spec).rsplit('=');
       double coef;
-      if (name.empty() || coefText.getAsDouble(coef)) {
+      if (name.empty() || coefText.getAsDouble(coef) || !std::isfinite(coef)) {
         mlir::emitError(func.getLoc(), "--aux-loss '")
-            << spec << "': expected NAME=COEF, e.g. aux_loss=0.02";
+            << spec << "': expected NAME=COEF with a finite COEF, e.g. aux_loss=0.02";
         return signalPassFailure();
       }
       specs.push_back({name.str(), coef, spec});

@@ -69,6 +69,21 @@ struct NodeEmitter {
     return zero::ReshapeOp::create(b, loc, t, v);
   }
 
+  /// Gather, OneHot and the scatters take int32 or int64 positions.
+  LogicalResult requireIndices(Value idx) {
+    Type it = typeOf(idx).getElementType();
+    if (!it.isInteger(64) && !it.isInteger(32))
+      return error() << "indices must be int32 or int64, got " << idx.getType();
+    return success();
+  }
+  /// The scatters' `reduction`: true for add, false for none (others refused).
+  FailureOr<bool> scatterAdds() {
+    std::string reduction = attrString(node, "reduction", "none");
+    if (reduction != "none" && reduction != "add")
+      return error() << "reduction '" << reduction << "' is not supported (none and add are)";
+    return reduction == "add";
+  }
+
   LogicalResult requireFloat(Value v) {
     if (!isa<FloatType>(typeOf(v).getElementType()))
       return error() << "operates on floating-point tensors only, got " << v.getType();
@@ -639,9 +654,8 @@ LogicalResult NodeEmitter::run() {
     int64_t axis = attrInt(node, "axis", 0);
     if (!normalizeAxis(axis, typeOf(x).getRank()))
       return error() << "axis is out of range";
-    Type it = typeOf(idx).getElementType();
-    if (!it.isInteger(64) && !it.isInteger(32))
-      return error() << "indices must be int32 or int64, got " << idx.getType();
+    if (failed(requireIndices(idx)))
+      return failure();
     if (inputs[1]->constant) {
       // Constant indices are normalized here; runtime indices are checked by the runtime.
       int64_t dim = typeOf(x).getDimSize(axis);
@@ -918,9 +932,8 @@ LogicalResult NodeEmitter::pad() {
 /// (a negative one, which ONNX counts from the end, selects nothing).
 LogicalResult NodeEmitter::oneHot() {
   Value idx = in(0);
-  Type it = typeOf(idx).getElementType();
-  if (!it.isInteger(64) && !it.isInteger(32))
-    return error() << "indices must be int32 or int64, got " << idx.getType();
+  if (failed(requireIndices(idx)))
+    return failure();
   if (!has(1) || !inputs[1]->constant || inputs[1]->constant->numel() != 1)
     return error() << "depth must be a constant scalar";
   int64_t depth = (int64_t)inputs[1]->constant->getF(0);
@@ -954,14 +967,14 @@ LogicalResult NodeEmitter::oneHot() {
 LogicalResult NodeEmitter::scatterElements() {
   Value data = in(0), idx = in(1), upd = in(2);
   Type it = typeOf(idx).getElementType(), dt = typeOf(data).getElementType();
-  if (!it.isInteger(64) && !it.isInteger(32))
-    return error() << "indices must be int32 or int64, got " << idx.getType();
+  if (failed(requireIndices(idx)))
+    return failure();
+  FailureOr<bool> adds = scatterAdds();
+  if (failed(adds))
+    return failure();
   if (typeOf(upd).getElementType() != dt || typeOf(upd).getShape() != typeOf(idx).getShape())
     return error() << "updates " << upd.getType() << " must have the data's element type and "
                    << "the indices' shape " << idx.getType();
-  std::string reduction = attrString(node, "reduction", "none");
-  if (reduction != "none" && reduction != "add")
-    return error() << "reduction '" << reduction << "' is not supported (none and add are)";
   int64_t rank = typeOf(data).getRank(), axis = attrInt(node, "axis", 0);
   if (typeOf(idx).getRank() != rank)
     return error() << "indices " << idx.getType() << " must have the data's rank " << rank;
@@ -997,7 +1010,7 @@ LogicalResult NodeEmitter::scatterElements() {
   };
   Value summed = sumAxis(contrib);
   Value x = castTo(data, ft), out;
-  if (reduction == "add") {
+  if (*adds) {
     out = zero::AddOp::create(b, loc, x, summed);
   } else {
     Value any = sumAxis(castTo(hit, ft));
@@ -1047,12 +1060,12 @@ LogicalResult NodeEmitter::mod() {
 /// add up), `add` adds to them. Negative indices count from the end.
 LogicalResult NodeEmitter::scatterND() {
   Value data = in(0), idx = in(1), upd = in(2);
-  Type it = typeOf(idx).getElementType(), dt = typeOf(data).getElementType();
-  if (!it.isInteger(64) && !it.isInteger(32))
-    return error() << "indices must be int32 or int64, got " << idx.getType();
-  std::string reduction = attrString(node, "reduction", "none");
-  if (reduction != "none" && reduction != "add")
-    return error() << "reduction '" << reduction << "' is not supported (none and add are)";
+  Type dt = typeOf(data).getElementType();
+  if (failed(requireIndices(idx)))
+    return failure();
+  FailureOr<bool> adds = scatterAdds();
+  if (failed(adds))
+    return failure();
   ArrayRef<int64_t> ds = typeOf(data).getShape(), is = typeOf(idx).getShape(),
                     us = typeOf(upd).getShape();
   if (is.empty())
@@ -1098,7 +1111,7 @@ LogicalResult NodeEmitter::scatterND() {
   Value u = reshape(castTo(upd, ft), {n, r});
   Value summed = zero::MatmulOp::create(b, loc, hitF, u, /*transpose_lhs=*/true, false); // [m, r]
   Value x = reshape(castTo(data, ft), {m, r}), out;
-  if (reduction == "add") {
+  if (*adds) {
     out = zero::AddOp::create(b, loc, x, summed);
   } else {
     Value any = zero::ReduceOp::create(b, loc, zero::ReduceKind::sum, hitF, {0}, false); // [m]
