@@ -181,6 +181,17 @@ else
   check gpt2-nccl-w1 gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched \
     --nproc-per-node 1 --master-port 29600
 fi
+# The attention kernels at model shapes: every tiling against the CPU
+# reference (causal and random masks, grouped k/v heads, D = 64 and 128) and
+# against each other bit for bit; the timings go to docs/benchmarks.md.
+total=$((total + 1))
+if "$here/zrt-attention-bench" --reps 10 >"$out/attention-bench.log" 2>&1; then
+  pass=$((pass + 1))
+  echo "ok   attention-bench: $(grep -c 'vs CPU ok' "$out/attention-bench.log") CPU checks"
+else
+  echo "FAIL attention-bench:"; grep -E 'FAILED|DIFFER|bench:' "$out/attention-bench.log" | tail -5
+fi
+grep -v '^check' "$out/attention-bench.log"
 # Every kernel case against the CPU's output.
 total=$((total + 1))
 if python3 "$here/kernel_parity.py" "$zrun" "$here/kernels" >"$out/kernels.log" 2>&1; then

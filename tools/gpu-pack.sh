@@ -12,9 +12,10 @@ build=${ZCC_BUILD_DIR:-build}
 M=../shared/models
 E=examples/models
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZCC_ENABLE_CUDA=ON >/dev/null
-cmake --build "$build" --target zcc zrun >/dev/null
+cmake --build "$build" --target zcc zrun zrt-attention-bench >/dev/null
 rm -rf "$out" && mkdir -p "$out/lib" "$out/plans" "$out/data"
 cp "$build/runtime/zrun" "$out/" && strip "$out/zrun" # the carry is 64 MiB in all
+cp "$build/runtime/zrt-attention-bench" "$out/" && strip "$out/zrt-attention-bench"
 # Libraries the GPU machine lacks (its own glibc, libstdc++ and CUDA serve).
 ldd "$build/runtime/zrun" | awk '/=> \// {print $3}' |
   grep -E 'libprotobuf-lite|libopenblas|libgfortran|libquadmath|libgloo|libhiredis|libibverbs|libnl-' |

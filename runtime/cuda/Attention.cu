@@ -7,12 +7,16 @@
 //
 // 16-bit types, head dimensions 16/32/64/128 (rows 16-byte aligned): tensor
 // cores through mma.sync m16n8k16 (float accumulation), the FlashAttention-2
-// scheme: a warp owns 16 query rows of a 64-row block, keeps its q fragments
-// and output in registers, and rescales its running sum when the row maximum
-// grows; the probabilities go from the score accumulators straight into the
-// A operand of the P.V product (the fragment layouts line up). Shared memory
-// holds one 64-key tile of k and v (v transposed), rows padded by 8 elements
-// so that the fragment loads hit 32 different banks.
+// scheme: a warp owns 16 query rows (the forward 32 at D = 64 and 128: each
+// B fragment feeds two products), keeps its output in registers, and
+// rescales its running sum when the row maximum grows; the probabilities go
+// from the score accumulators straight into the A operand of the P.V
+// product (the fragment layouts line up). Shared memory holds the block's
+// rows and one 64-key tile of k and v, rows padded by 8 elements so that
+// the fragment loads hit 32 different banks. A map of the mask's 64 x 64
+// tiles (skip / plain / causal / bias) spares the kernels the masked tiles
+// and the mask's reads where it is 0 or causal; blocks start longest first.
+// tools/zrt-attention-bench times and checks them at model shapes.
 //
 // The backward recomputes the probabilities from lse (no atomics, so the
 // result does not depend on scheduling): one kernel per 64-query block for
@@ -41,16 +45,18 @@
 namespace zrt {
 namespace {
 
-constexpr int kTile = 64; // rows (queries or keys) per block and per tile
-constexpr int kWarps = 4; // 16 rows each
-constexpr int kPad = 8;   // shared-memory row padding, elements
+constexpr int kTile = 64; // keys (or queries) per tile, and the mask map's tile
+constexpr int kWarps = 4;
+constexpr int kPad = 8; // shared-memory row padding, elements
 
 /// What the mask holds in each 64 x 64 tile: map[((bb * Hb + hb) * qTiles +
 /// qt) * kTiles + kt] is kSkipTile where every element is -inf (the upper
 /// triangle of a causal mask: the kernels skip the tile), kPlainTile where
-/// every element is 0 (below the diagonal: the kernels do not read the mask),
-/// else kBiasTile.
-enum : unsigned char { kSkipTile = 0, kPlainTile = 1, kBiasTile = 2 };
+/// every element is 0 (below the diagonal: the kernels do not read the
+/// mask), kCausalTile where element (query i, key j) is 0 for j <= i and
+/// -inf above (a causal mask's diagonal: the kernels form it from the
+/// indices instead of reading it), else kBiasTile.
+enum : unsigned char { kSkipTile = 0, kPlainTile = 1, kBiasTile = 2, kCausalTile = 3 };
 __host__ __device__ inline int64_t tileIndex(const Dims &m, int64_t b, int64_t h, int64_t qt,
                                              int64_t kt) {
   int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
@@ -62,18 +68,22 @@ template <typename T> __global__ void tileMapKernel(const T *bias, unsigned char
   const T *base = bias + (bh * m.sq + qt * 64) * m.sk + kt * 64;
   int rows = m.sq - qt * 64 < 64 ? (int)(m.sq - qt * 64) : 64;
   int cols = m.sk - kt * 64 < 64 ? (int)(m.sk - kt * 64) : 64;
-  bool finite = false, nonzero = false;
+  bool finite = false, nonzero = false, causal = true;
   for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-    float x = toF(base[(int64_t)(e / cols) * m.sk + e % cols]);
+    int r = e / cols, c = e % cols;
+    float x = toF(base[(int64_t)r * m.sk + c]);
     finite |= x != -INFINITY;
     nonzero |= x != 0.0f;
+    causal &= x == (kt * 64 + c <= qt * 64 + r ? 0.0f : -INFINITY);
   }
   finite = __syncthreads_or(finite);
   nonzero = __syncthreads_or(nonzero);
+  causal = __syncthreads_and(causal);
   if (threadIdx.x == 0)
-    map[(bh * ((m.sq + 63) / 64) + qt) * ((m.sk + 63) / 64) + kt] = !finite   ? kSkipTile
-                                                                    : nonzero ? kBiasTile
-                                                                              : kPlainTile;
+    map[(bh * ((m.sq + 63) / 64) + qt) * ((m.sk + 63) / 64) + kt] = !finite    ? kSkipTile
+                                                                    : !nonzero ? kPlainTile
+                                                                    : causal   ? kCausalTile
+                                                                               : kBiasTile;
 }
 
 /// Two floats as one 32-bit register of two 16-bit values (lo at the lower
@@ -111,6 +121,57 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Where a warp's edge tile lies: its scores' first query q0 and key k0
+/// as keys left (sk - k0), queries left (sq - q0) and diag = q0 - k0, 32-bit
+/// (clamped: only compared with offsets inside a tile), and the bias rows'
+/// stride.
+struct MaskFrame {
+  int keysLeft, rowsLeft, diag;
+  int64_t stride;
+};
+__host__ __device__ inline MaskFrame maskFrame(const Dims &m, int64_t q0, int64_t k0) {
+  auto clamp = [](int64_t x) {
+    return (int)(x < -(1 << 20) ? -(1 << 20) : x > (1 << 20) ? (1 << 20) : x);
+  };
+  return MaskFrame{clamp(m.sk - k0), clamp(m.sq - q0), clamp(q0 - k0), m.sk};
+}
+
+/// s = s scale log2(e) + mask log2(e) over a warp's accumulators (MR blocks
+/// of 16 rows x 64 columns; rows are queries and columns keys, or the
+/// other way round if |KeyRows|): -inf for keys past the end, above a
+/// causal tile's diagonal or where the bias is -inf; the bias read from
+/// |biasAt| (the element of (q0, k0)) only in a kBiasTile, whose loop is
+/// separate so that the causal one holds no addresses.
+template <typename T, int MR, bool KeyRows>
+__device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned char kind,
+                                           const T *biasAt, const MaskFrame &f) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  auto apply = [&](auto withBias) {
+#pragma unroll
+    for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int r = mr * 16 + g + 8 * (e >> 1), c = nt * 8 + t * 2 + (e & 1);
+          int qi = KeyRows ? c : r, kj = KeyRows ? r : c;
+          float &x = s[mr][nt][e];
+          if (kj >= f.keysLeft || (kind == kCausalTile && kj > qi + f.diag)) {
+            x = -INFINITY;
+          } else if constexpr (decltype(withBias)::value) {
+            int row = qi < f.rowsLeft ? qi : f.rowsLeft - 1;
+            x = x * sl + toF(biasAt[row * f.stride + kj]) * kLog2e;
+          } else {
+            x = x * sl;
+          }
+        }
+  };
+  if (kind == kBiasTile)
+    apply(std::true_type{});
+  else
+    apply(std::false_type{});
 }
 
 /// Starts copying 16 bytes from global to shared memory (cp.async; zeros
@@ -151,30 +212,38 @@ __device__ __forceinline__ void ldmatrix(uint32_t r[4], const void *smem) {
                : "r"(at));
 }
 
-/// S[nt] (16 rows x 8 columns each, 8 of them: 64 columns) = A B^T where
-/// A's 16 rows are aRows[r][d] and B's 64 rows are tile[r][d], both in
-/// shared memory (stride D + kPad). Fragments come through ldmatrix: A's
-/// 16 x 16 block per kk, B's for two column blocks (nt, nt + 1) at a time.
-/// Keeping A in shared memory rather than registers (as FlashAttention-2
-/// does) leaves the registers to the accumulators: more blocks per SM.
-template <typename T, int D>
-__device__ __forceinline__ void scoresTile(const T *aRows, const T *tile, float s[8][4]) {
+/// S[mr][nt] (MR blocks of 16 rows, 8 blocks of 8 columns: 64 columns) =
+/// A B^T where A's 16 MR rows are aRows[r][d] and B's 64 rows are
+/// tile[r][d], both in shared memory (stride D + kPad). Fragments come
+/// through ldmatrix: A's 16 x 16 blocks per kk, B's for two column blocks
+/// (nt, nt + 1) at a time, each B fragment used by MR products. Keeping A
+/// in shared memory rather than registers (as FlashAttention-2 does) leaves
+/// the registers to the accumulators: more blocks per SM.
+template <typename T, int D, int MR>
+__device__ __forceinline__ void scoresTile(const T *aRows, const T *tile, float s[MR][8][4]) {
   int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
   const T *aBase = aRows + (row + (matrix & 1) * 8) * (D + kPad) + (matrix >> 1) * 8;
   const T *bBase = tile + ((matrix >> 1) * 8 + row) * (D + kPad) + (matrix & 1) * 8;
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0;
+  for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+      s[mr][nt][0] = s[mr][nt][1] = s[mr][nt][2] = s[mr][nt][3] = 0;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t af[4];
-    ldmatrix(af, aBase + kk * 16);
+    uint32_t af[MR][4];
+#pragma unroll
+    for (int mr = 0; mr < MR; ++mr)
+      ldmatrix(af[mr], aBase + mr * 16 * (D + kPad) + kk * 16);
 #pragma unroll
     for (int nt = 0; nt < 8; nt += 2) {
       uint32_t bf[4];
       ldmatrix(bf, bBase + nt * 8 * (D + kPad) + kk * 16);
-      mma<T>(s[nt], af, bf[0], bf[1]);
-      mma<T>(s[nt + 1], af, bf[2], bf[3]);
+#pragma unroll
+      for (int mr = 0; mr < MR; ++mr) {
+        mma<T>(s[mr][nt], af[mr], bf[0], bf[1]);
+        mma<T>(s[mr][nt + 1], af[mr], bf[2], bf[3]);
+      }
     }
   }
 }
@@ -188,71 +257,110 @@ __device__ __forceinline__ void ldmatrixTrans(uint32_t r[4], const void *smem) {
                : "r"(at));
 }
 
-/// acc[nd] (16 rows x D) += P B where P (16 x 64) is in score accumulators
-/// and B (64 x D) is tile[r][d]: its B fragments come transposed through
-/// ldmatrix, two column blocks of 8 at a time.
-template <typename T, int D>
-__device__ __forceinline__ void productTile(const float p[8][4], const T *tile,
-                                            float acc[D / 8][4]) {
+/// acc[mr][nd] (MR blocks of 16 rows x D) += P B where P (16 MR x 64) is in
+/// score accumulators and B (64 x D) is tile[r][d]: its B fragments come
+/// transposed through ldmatrix, two column blocks of 8 at a time, each used
+/// by MR products.
+template <typename T, int D, int MR>
+__device__ __forceinline__ void productTile(const float p[MR][8][4], const T *tile,
+                                            float acc[MR][D / 8][4]) {
   int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    uint32_t a[4] = {pack<T>(p[2 * kk][0], p[2 * kk][1]), pack<T>(p[2 * kk][2], p[2 * kk][3]),
-                     pack<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                     pack<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    uint32_t a[MR][4];
+#pragma unroll
+    for (int mr = 0; mr < MR; ++mr) {
+      a[mr][0] = pack<T>(p[mr][2 * kk][0], p[mr][2 * kk][1]);
+      a[mr][1] = pack<T>(p[mr][2 * kk][2], p[mr][2 * kk][3]);
+      a[mr][2] = pack<T>(p[mr][2 * kk + 1][0], p[mr][2 * kk + 1][1]);
+      a[mr][3] = pack<T>(p[mr][2 * kk + 1][2], p[mr][2 * kk + 1][3]);
+    }
     const T *base = tile + (kk * 16 + (matrix & 1) * 8 + row) * (D + kPad) + (matrix >> 1) * 8;
 #pragma unroll
     for (int nd = 0; nd < D / 8; nd += 2) {
       uint32_t bf[4];
       ldmatrixTrans(bf, base + nd * 8);
-      mma<T>(acc[nd], a, bf[0], bf[1]);
-      mma<T>(acc[nd + 1], a, bf[2], bf[3]);
+#pragma unroll
+      for (int mr = 0; mr < MR; ++mr) {
+        mma<T>(acc[mr][nd], a[mr], bf[0], bf[1]);
+        mma<T>(acc[mr][nd + 1], a[mr], bf[2], bf[3]);
+      }
     }
   }
 }
 
-/// The next tile at or after |from| that the mask does not rule out
-/// (|count| when none); the same for the whole block.
-__device__ __forceinline__ int64_t nextTile(const unsigned char *tiles, const Dims &m, int64_t b,
-                                            int64_t h, int64_t from, int64_t count, bool overKeys,
-                                            int64_t fixed) {
+/// The next key tile at or after |from| that the mask does not rule out
+/// for some query tile in [qt0, qt1) (|count| when none); the same for the
+/// whole block.
+__device__ __forceinline__ int64_t nextKeyTile(const unsigned char *tiles, const Dims &m, int64_t b,
+                                               int64_t h, int64_t from, int64_t count, int64_t qt0,
+                                               int64_t qt1) {
   for (int64_t i = from; i < count; ++i)
-    if (tiles[overKeys ? tileIndex(m, b, h, fixed, i) : tileIndex(m, b, h, i, fixed)])
+    for (int64_t qt = qt0; qt < qt1; ++qt)
+      if (tiles[tileIndex(m, b, h, qt, i)] != kSkipTile)
+        return i;
+  return count;
+}
+
+/// The next query tile at or after |from| that the mask does not rule out
+/// for key tile |kt| (|count| when none).
+__device__ __forceinline__ int64_t nextQueryTile(const unsigned char *tiles, const Dims &m,
+                                                 int64_t b, int64_t h, int64_t from, int64_t count,
+                                                 int64_t kt) {
+  for (int64_t i = from; i < count; ++i)
+    if (tiles[tileIndex(m, b, h, i, kt)] != kSkipTile)
       return i;
   return count;
 }
 
-/// Forward, tensor cores: block (query tile, b * H + h). The next k/v tile
-/// is copied (cp.async) while this one is computed.
-template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
+/// The forward's and dq's blocks: 16 MR query rows per warp, kWarps warps,
+/// so a block covers MR of the mask map's 64-row tiles. Blocks go
+/// (b * H + h, query block) with the last query block first: under a
+/// causal mask the blocks with the most key tiles start first and the
+/// shortest ones fill the end (longest-first scheduling).
+template <int MR> constexpr int kBlockRows = kWarps * 16 * MR;
+
+/// Minimum blocks per SM for __launch_bounds__ of the forward and dq
+/// kernels (so that the compiler may spend 65536 / (128 x blocks) registers
+/// a thread): at D <= 64, 128 registers hold one 16-row block's
+/// accumulators, 256 two; at D = 128 no bound (two blocks fit in shared
+/// memory anyway).
+template <int D, int MR> constexpr int minBlocks() { return D <= 64 ? 4 / MR : 1; }
+
+/// Forward, tensor cores: block (b * H + h, query block, last first); the
+/// next k/v tile is copied (cp.async) while this one is computed. A warp
+/// whose rows the mask rules out of a tile skips its products.
+template <typename T, int D, int MR>
+__global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
     flashForwardKernel(const T *q, const T *k, const T *v, const T *bias,
                        const unsigned char *tiles, T *out, float *lse, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int kTileElems = kTile * (D + kPad);
-  // q's 64 rows, then k and v: two buffers each.
-  T *qs = reinterpret_cast<T *>(smem), *ks = qs + kTileElems, *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h, kh = m.kvHead(h);
+  constexpr int kTileElems = kTile * (D + kPad), kRows = kBlockRows<MR>;
+  // q's rows (MR tiles), then k and v: two buffers each.
+  T *qs = reinterpret_cast<T *>(smem), *ks = qs + MR * kTileElems, *vs = ks + 2 * kTileElems;
+  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
+  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
   int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
-  const T *qw = qs + warp * 16 * (D + kPad); // this warp's rows
-  loadTileAsync<T, D>(q, m, b, h, blockIdx.x * kTile, m.sq, Rows::Q, qs);
-  float o[D / 8][4] = {};
-  float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0}; // mx: log2 domain
+  int64_t row0 = qBlock * kRows + warp * 16 * MR, kTiles = (m.sk + kTile - 1) / kTile;
+  int64_t qTiles = (m.sq + kTile - 1) / kTile, qt0 = qBlock * MR,
+          qt1 = qt0 + MR < qTiles ? qt0 + MR : qTiles, myTile = row0 / kTile; // row0 < sq: < qTiles
+  const T *qw = qs + warp * 16 * MR * (D + kPad);                             // this warp's rows
+  for (int i = 0; i < MR; ++i)
+    loadTileAsync<T, D>(q, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Q, qs + i * kTileElems);
+  float o[MR][D / 8][4] = {};
+  float mx[MR][2], l[MR][2]; // mx: log2 domain
+#pragma unroll
+  for (int mr = 0; mr < MR; ++mr)
+    mx[mr][0] = mx[mr][1] = -INFINITY, l[mr][0] = l[mr][1] = 0;
   const float sl = m.scale * kLog2e;
-  const T *biasRows[2];
-  for (int half = 0; half < 2; ++half) {
-    int64_t row = min(row0 + g + 8 * half, m.sq - 1);
-    biasRows[half] = bias + m.biasRow(b, h, row);
-  }
-  int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
+  int64_t cur = nextKeyTile(tiles, m, b, h, 0, kTiles, qt0, qt1);
   if (cur < kTiles) {
     loadTileAsync<T, D>(k, m, b, kh, cur * kTile, m.sk, Rows::K, ks);
     loadTileAsync<T, D>(v, m, b, kh, cur * kTile, m.sk, Rows::K, vs);
   }
   cpAsyncCommit();
   for (int buf = 0; cur < kTiles; buf ^= 1) {
-    int64_t next = nextTile(tiles, m, b, h, cur + 1, kTiles, true, blockIdx.x);
+    int64_t next = nextKeyTile(tiles, m, b, h, cur + 1, kTiles, qt0, qt1);
     if (next < kTiles) {
       loadTileAsync<T, D>(k, m, b, kh, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
       loadTileAsync<T, D>(v, m, b, kh, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
@@ -261,79 +369,77 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
     cpAsyncWait<1>();
     __syncthreads();
     int64_t key0 = cur * kTile;
-    bool withBias = tiles[tileIndex(m, b, h, blockIdx.x, cur)] == kBiasTile;
-    float s[8][4];
-    scoresTile<T, D>(qw, ks + buf * kTileElems, s);
-    // The scores in the log2 domain, x = s scale log2(e) [+ bias log2(e)]:
-    // tiles with mask values or keys past the end are scaled here (mul = 1
-    // after); interior tiles keep the raw scores and fold the scale into
-    // the exponent's FFMA (max(s) scale = max(s scale) for scale > 0).
-    bool general = withBias || key0 + kTile > m.sk || !(sl > 0);
-    float mul = general ? 1.0f : sl;
-    if (general) {
+    unsigned char kind = row0 < m.sq ? tiles[tileIndex(m, b, h, myTile, cur)] : kSkipTile;
+    if (kind != kSkipTile) {
+      float s[MR][8][4];
+      scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
+      // The scores in the log2 domain, x = s scale log2(e) + mask log2(e):
+      // tiles with mask values or keys past the end are scaled here (mul =
+      // 1 after); interior tiles keep the raw scores and fold the scale
+      // into the exponent's FFMA (max(s) scale = max(s scale), scale > 0).
+      bool general = kind != kPlainTile || key0 + kTile > m.sk || !(sl > 0);
+      float mul = general ? 1.0f : sl;
+      if (general)
+        maskScores<T, MR, false>(s, sl, kind, bias + m.biasRow(b, h, row0) + key0,
+                                 maskFrame(m, row0, key0));
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int mr = 0; mr < MR; ++mr)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int64_t col = key0 + nt * 8 + t * 2 + (e & 1);
-          float &x = s[nt][e];
-          x = col >= m.sk ? -INFINITY
-                          : x * sl + (withBias ? toF(biasRows[e >> 1][col]) * kLog2e : 0.0f);
+        for (int half = 0; half < 2; ++half) {
+          float tileMax = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+            tileMax = fmaxf(tileMax, fmaxf(s[mr][nt][2 * half], s[mr][nt][2 * half + 1]));
+          tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 1));
+          tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 2));
+          float newMax = fmaxf(mx[mr][half], tileMax * mul);
+          float base = newMax == -INFINITY ? 0.0f : newMax;
+          float alpha = exp2Approx(mx[mr][half] - base);
+          float sum = 0;
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float &x = s[mr][nt][2 * half + e];
+              x = exp2Approx(fmaf(x, mul, -base));
+              sum += x;
+            }
+          l[mr][half] = l[mr][half] * alpha + sum;
+          mx[mr][half] = newMax;
+#pragma unroll
+          for (int nd = 0; nd < D / 8; ++nd) {
+            o[mr][nd][2 * half] *= alpha;
+            o[mr][nd][2 * half + 1] *= alpha;
+          }
         }
+      productTile<T, D, MR>(s, vs + buf * kTileElems, o);
     }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float tileMax = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-        tileMax = fmaxf(tileMax, fmaxf(s[nt][2 * half], s[nt][2 * half + 1]));
-      tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 1));
-      tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 2));
-      float newMax = fmaxf(mx[half], tileMax * mul);
-      float base = newMax == -INFINITY ? 0.0f : newMax;
-      float alpha = exp2Approx(mx[half] - base);
-      float sum = 0;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float &x = s[nt][2 * half + e];
-          x = exp2Approx(fmaf(x, mul, -base));
-          sum += x;
-        }
-      l[half] = l[half] * alpha + sum;
-      mx[half] = newMax;
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd) {
-        o[nd][2 * half] *= alpha;
-        o[nd][2 * half + 1] *= alpha;
-      }
-    }
-    productTile<T, D>(s, vs + buf * kTileElems, o);
     __syncthreads(); // the next iteration refills this buffer
     cur = next;
   }
   cpAsyncWait<0>(); // a block with no tiles still issued its own rows' copies
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float sum = l[half];
-    sum += __shfl_xor_sync(0xffffffff, sum, 1);
-    sum += __shfl_xor_sync(0xffffffff, sum, 2);
-    int64_t row = row0 + g + 8 * half;
-    if (row >= m.sq)
-      continue;
-    bool empty = mx[half] == -INFINITY;
-    float inv = empty ? 0.0f : 1.0f / sum, fill = m.nanToZero ? 0.0f : NAN;
-    T *orow = out + m.oAt(b, row, h);
+  for (int mr = 0; mr < MR; ++mr)
 #pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-      float lo = empty ? fill : o[nd][2 * half] * inv,
-            hi = empty ? fill : o[nd][2 * half + 1] * inv;
-      *reinterpret_cast<uint32_t *>(orow + nd * 8 + t * 2) = pack<T>(lo, hi);
+    for (int half = 0; half < 2; ++half) {
+      float sum = l[mr][half];
+      sum += __shfl_xor_sync(0xffffffff, sum, 1);
+      sum += __shfl_xor_sync(0xffffffff, sum, 2);
+      int64_t row = row0 + mr * 16 + g + 8 * half;
+      if (row >= m.sq)
+        continue;
+      bool empty = mx[mr][half] == -INFINITY;
+      float inv = empty ? 0.0f : 1.0f / sum, fill = m.nanToZero ? 0.0f : NAN;
+      T *orow = out + m.oAt(b, row, h);
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        float lo = empty ? fill : o[mr][nd][2 * half] * inv,
+              hi = empty ? fill : o[mr][nd][2 * half + 1] * inv;
+        *reinterpret_cast<uint32_t *>(orow + nd * 8 + t * 2) = pack<T>(lo, hi);
+      }
+      if (t == 0)
+        lse[m.lseAt(b, h, row)] = empty ? INFINITY : mx[mr][half] * kLn2 + logf(sum);
     }
-    if (t == 0)
-      lse[m.lseAt(b, h, row)] = empty ? INFINITY : mx[half] * kLn2 + logf(sum);
-  }
 }
 
 /// D[b, h, i] = sum_d dO * O (float), a warp per row.
@@ -353,43 +459,50 @@ template <typename T> __global__ void rowDotKernel(const T *g, const T *out, flo
     dsum[r] = acc;
 }
 
-/// Backward for dq, tensor cores: block (query tile, b * H + h); k and v
-/// tiles double-buffered as in the forward.
-template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
+/// Backward for dq, tensor cores: blocks as in the forward; k and v tiles
+/// double-buffered.
+template <typename T, int D, int MR>
+__global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
     flashBackwardDqKernel(const T *q, const T *k, const T *v, const T *bias,
                           const unsigned char *tiles, const float *lse, const float *dsum,
                           const T *g, T *dq, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int kTileElems = kTile * (D + kPad);
-  // q's and dO's 64 rows, then k and v: two buffers each.
-  T *qs = reinterpret_cast<T *>(smem), *gs = qs + kTileElems, *ks = gs + kTileElems,
+  constexpr int kTileElems = kTile * (D + kPad), kRows = kBlockRows<MR>;
+  // q's and dO's rows (MR tiles each), then k and v: two buffers each.
+  T *qs = reinterpret_cast<T *>(smem), *gs = qs + MR * kTileElems, *ks = gs + MR * kTileElems,
     *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.y / m.h, h = blockIdx.y % m.h, kh = m.kvHead(h);
+  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
+  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t row0 = blockIdx.x * kTile + warp * 16, kTiles = (m.sk + kTile - 1) / kTile;
-  const T *qw = qs + warp * 16 * (D + kPad), *gw = gs + warp * 16 * (D + kPad);
-  loadTileAsync<T, D>(q, m, b, h, blockIdx.x * kTile, m.sq, Rows::Q, qs);
-  loadTileAsync<T, D>(g, m, b, h, blockIdx.x * kTile, m.sq, Rows::Out, gs);
-  float rowLse[2], rowD[2];
-  const T *biasRows[2];
-  for (int half = 0; half < 2; ++half) {
-    int64_t row = row0 + gi + 8 * half;
-    bool in = row < m.sq;
-    rowLse[half] = in ? lse[m.lseAt(b, h, row)] * kLog2e : INFINITY; // log2 domain
-    rowD[half] = in ? dsum[m.lseAt(b, h, row)] : 0.0f;
-    biasRows[half] = bias + m.biasRow(b, h, in ? row : 0);
+  int64_t row0 = qBlock * kRows + warp * 16 * MR, kTiles = (m.sk + kTile - 1) / kTile;
+  int64_t qTiles = (m.sq + kTile - 1) / kTile, qt0 = qBlock * MR,
+          qt1 = qt0 + MR < qTiles ? qt0 + MR : qTiles, myTile = row0 / kTile; // row0 < sq: < qTiles
+  const T *qw = qs + warp * 16 * MR * (D + kPad), *gw = gs + warp * 16 * MR * (D + kPad);
+  for (int i = 0; i < MR; ++i) {
+    loadTileAsync<T, D>(q, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Q, qs + i * kTileElems);
+    loadTileAsync<T, D>(g, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Out,
+                        gs + i * kTileElems);
   }
-  float acc[D / 8][4] = {};
+  float rowLse[MR][2], rowD[MR][2];
+#pragma unroll
+  for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int64_t row = row0 + mr * 16 + gi + 8 * half;
+      bool in = row < m.sq;
+      rowLse[mr][half] = in ? lse[m.lseAt(b, h, row)] * kLog2e : INFINITY; // log2 domain
+      rowD[mr][half] = in ? dsum[m.lseAt(b, h, row)] : 0.0f;
+    }
+  float acc[MR][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
-  int64_t cur = nextTile(tiles, m, b, h, 0, kTiles, true, blockIdx.x);
+  int64_t cur = nextKeyTile(tiles, m, b, h, 0, kTiles, qt0, qt1);
   if (cur < kTiles) {
     loadTileAsync<T, D>(k, m, b, kh, cur * kTile, m.sk, Rows::K, ks);
     loadTileAsync<T, D>(v, m, b, kh, cur * kTile, m.sk, Rows::K, vs);
   }
   cpAsyncCommit();
   for (int buf = 0; cur < kTiles; buf ^= 1) {
-    int64_t next = nextTile(tiles, m, b, h, cur + 1, kTiles, true, blockIdx.x);
+    int64_t next = nextKeyTile(tiles, m, b, h, cur + 1, kTiles, qt0, qt1);
     if (next < kTiles) {
       loadTileAsync<T, D>(k, m, b, kh, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
       loadTileAsync<T, D>(v, m, b, kh, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
@@ -398,51 +511,64 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 1)
     cpAsyncWait<1>();
     __syncthreads();
     int64_t key0 = cur * kTile;
-    bool withBias = tiles[tileIndex(m, b, h, blockIdx.x, cur)] == kBiasTile;
-    float s[8][4], dp[8][4];
-    scoresTile<T, D>(qw, ks + buf * kTileElems, s);
-    scoresTile<T, D>(gw, vs + buf * kTileElems, dp);
-    // P = 2^(s scale log2(e) [+ bias log2(e)] - lse log2(e)); interior
-    // tiles take one FFMA and one ex2 per score.
-    if (withBias || key0 + kTile > m.sk) {
+    unsigned char kind = row0 < m.sq ? tiles[tileIndex(m, b, h, myTile, cur)] : kSkipTile;
+    if (kind != kSkipTile) {
+      float s[MR][8][4], dp[MR][8][4];
+      scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
+      scoresTile<T, D, MR>(gw, vs + buf * kTileElems, dp);
+      // dS = P (dP - D), P = 2^(s scale log2(e) + mask log2(e) - lse
+      // log2(e)); interior tiles take one FFMA and one ex2 per score.
+      if (kind != kPlainTile || key0 + kTile > m.sk) {
+        maskScores<T, MR, false>(s, sl, kind, bias + m.biasRow(b, h, row0) + key0,
+                                 maskFrame(m, row0, key0));
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+        for (int mr = 0; mr < MR; ++mr)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int64_t col = key0 + nt * 8 + t * 2 + (e & 1);
-          float bv = withBias && col < m.sk ? toF(biasRows[e >> 1][col]) * kLog2e : 0.0f;
-          float p = col < m.sk ? exp2Approx(fmaf(s[nt][e], sl, bv - rowLse[e >> 1])) : 0.0f;
-          s[nt][e] = p * (dp[nt][e] - rowD[e >> 1]); // dS
-        }
-    } else {
+          for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+            for (int e = 0; e < 4; ++e)
+              s[mr][nt][e] = exp2Approx(s[mr][nt][e] - rowLse[mr][e >> 1]) *
+                             (dp[mr][nt][e] - rowD[mr][e >> 1]);
+      } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s[nt][e] = exp2Approx(fmaf(s[nt][e], sl, -rowLse[e >> 1])) * (dp[nt][e] - rowD[e >> 1]);
+        for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              s[mr][nt][e] = exp2Approx(fmaf(s[mr][nt][e], sl, -rowLse[mr][e >> 1])) *
+                             (dp[mr][nt][e] - rowD[mr][e >> 1]);
+      }
+      productTile<T, D, MR>(s, ks + buf * kTileElems, acc);
     }
-    productTile<T, D>(s, ks + buf * kTileElems, acc);
     __syncthreads();
     cur = next;
   }
   cpAsyncWait<0>();
-  for (int half = 0; half < 2; ++half) {
-    int64_t row = row0 + gi + 8 * half;
-    if (row >= m.sq)
-      continue;
-    T *drow = dq + m.dqAt(b, row, h);
 #pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd)
-      *reinterpret_cast<uint32_t *>(drow + nd * 8 + t * 2) =
-          pack<T>(acc[nd][2 * half] * m.scale, acc[nd][2 * half + 1] * m.scale);
-  }
+  for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int64_t row = row0 + mr * 16 + gi + 8 * half;
+      if (row >= m.sq)
+        continue;
+      T *drow = dq + m.dqAt(b, row, h);
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd)
+        *reinterpret_cast<uint32_t *>(drow + nd * 8 + t * 2) =
+            pack<T>(acc[mr][nd][2 * half] * m.scale, acc[mr][nd][2 * half + 1] * m.scale);
+    }
 }
 
-/// Backward for dk and dv, tensor cores: block (key tile, b * Hk + kv head);
-/// the scores transposed (a warp's 16 keys x 64 queries of a query tile); q
-/// and dO tiles double-buffered. With grouped-query attention the block
-/// goes over the query heads that share its k/v head one after the other,
-/// summing their contributions in its accumulators (no atomics).
+/// Backward for dk and dv, tensor cores: block (b * Hk + kv head, key
+/// tile), the first key tiles first (under a causal mask they meet the most
+/// query tiles); the scores transposed (a warp's 16 keys x 64 queries of a
+/// query tile); q and dO tiles double-buffered. With grouped-query
+/// attention the block goes over the query heads that share its k/v head
+/// one after the other, summing their contributions in its accumulators (no
+/// atomics). (Splitting the group's heads over blocks, with float partial
+/// sums added up by a second kernel, was measured on Llama 3.2 1B's shape:
+/// 2% slower.)
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
@@ -456,13 +582,14 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     *gs = qs + 2 * kTileElems;
   float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
   const int64_t group = m.group();
-  int64_t b = blockIdx.y / m.hk, kh = blockIdx.y % m.hk, h = kh * group; // the group's first head
+  int64_t b = blockIdx.x / m.hk, kh = blockIdx.x % m.hk, h = kh * group; // the group's first head
+  int64_t kTileIdx = blockIdx.y;
   int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t key0 = blockIdx.x * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
+  int64_t key0 = kTileIdx * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
   const T *kw = kb + warp * 16 * (D + kPad), *vw = vb + warp * 16 * (D + kPad);
-  loadTileAsync<T, D>(k, m, b, kh, blockIdx.x * kTile, m.sk, Rows::K, kb);
-  loadTileAsync<T, D>(v, m, b, kh, blockIdx.x * kTile, m.sk, Rows::K, vb);
-  float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
+  loadTileAsync<T, D>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
+  loadTileAsync<T, D>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
+  float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
   auto load = [&](int64_t tile, int buf) {
     loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * kTileElems);
@@ -475,7 +602,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     }
   };
   const int64_t lastHead = h + group - 1;
-  int64_t cur = nextTile(tiles, m, b, h, 0, qTiles, false, blockIdx.x);
+  int64_t cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kTileIdx);
   if (cur < qTiles)
     load(cur, 0);
   cpAsyncCommit();
@@ -484,38 +611,35 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
       if (h == lastHead)
         break;
       ++h;
-      cur = nextTile(tiles, m, b, h, 0, qTiles, false, blockIdx.x);
+      cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kTileIdx);
       if (cur >= qTiles)
         continue;
       load(cur, buf);
       cpAsyncCommit();
     }
-    int64_t next = nextTile(tiles, m, b, h, cur + 1, qTiles, false, blockIdx.x);
+    int64_t next = nextQueryTile(tiles, m, b, h, cur + 1, qTiles, kTileIdx);
     if (next < qTiles)
       load(next, buf ^ 1);
     cpAsyncCommit();
     cpAsyncWait<1>();
     __syncthreads();
     int64_t q0 = cur * kTile;
-    bool withBias = tiles[tileIndex(m, b, h, cur, blockIdx.x)] == kBiasTile;
-    const T *biasTile = bias + m.biasRow(b, h, q0);
+    unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
     const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
-    float s[8][4], dp[8][4];
-    scoresTile<T, D>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
-    scoresTile<T, D>(vw, gs + buf * kTileElems, dp); // dP^T
-    if (withBias || q0 + kTile > m.sq || (int64_t)(blockIdx.x + 1) * kTile > m.sk) {
+    float s[1][8][4], dp[1][8][4];
+    scoresTile<T, D, 1>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
+    scoresTile<T, D, 1>(vw, gs + buf * kTileElems, dp); // dP^T
+    if (kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk) {
+      MaskFrame frame = maskFrame(m, q0, key0);
+      maskScores<T, 1, true>(s, sl, kind, bias + m.biasRow(b, h, q0) + key0, frame);
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          int64_t key = key0 + gi + 8 * (e >> 1);
           int col = nt * 8 + t * 2 + (e & 1);
-          int64_t query = q0 + col;
-          bool in = key < m.sk && query < m.sq;
-          float bv = withBias && in ? toF(biasTile[col * m.sk + key]) * kLog2e : 0.0f;
-          float p = in ? exp2Approx(fmaf(s[nt][e], sl, bv - curLse[col])) : 0.0f;
-          s[nt][e] = p;
-          dp[nt][e] = p * (dp[nt][e] - curD[col]); // dS^T
+          float p = col >= frame.rowsLeft ? 0.0f : exp2Approx(s[0][nt][e] - curLse[col]);
+          s[0][nt][e] = p;
+          dp[0][nt][e] = p * (dp[0][nt][e] - curD[col]); // dS^T
         }
     } else {
 #pragma unroll
@@ -523,13 +647,13 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           int col = nt * 8 + t * 2 + (e & 1);
-          float p = exp2Approx(fmaf(s[nt][e], sl, -curLse[col]));
-          s[nt][e] = p;
-          dp[nt][e] = p * (dp[nt][e] - curD[col]); // dS^T
+          float p = exp2Approx(fmaf(s[0][nt][e], sl, -curLse[col]));
+          s[0][nt][e] = p;
+          dp[0][nt][e] = p * (dp[0][nt][e] - curD[col]); // dS^T
         }
     }
-    productTile<T, D>(s, gs + buf * kTileElems, dvAcc);
-    productTile<T, D>(dp, qs + buf * kTileElems, dkAcc);
+    productTile<T, D, 1>(s, gs + buf * kTileElems, dvAcc);
+    productTile<T, D, 1>(dp, qs + buf * kTileElems, dkAcc);
     __syncthreads();
     cur = next;
   }
@@ -542,9 +666,9 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
 #pragma unroll
     for (int nd = 0; nd < D / 8; ++nd) {
       *reinterpret_cast<uint32_t *>(dkRow + nd * 8 + t * 2) =
-          pack<T>(dkAcc[nd][2 * half] * m.scale, dkAcc[nd][2 * half + 1] * m.scale);
+          pack<T>(dkAcc[0][nd][2 * half] * m.scale, dkAcc[0][nd][2 * half + 1] * m.scale);
       *reinterpret_cast<uint32_t *>(dvRow + nd * 8 + t * 2) =
-          pack<T>(dvAcc[nd][2 * half], dvAcc[nd][2 * half + 1]);
+          pack<T>(dvAcc[0][nd][2 * half], dvAcc[0][nd][2 * half + 1]);
     }
   }
 }
@@ -627,43 +751,81 @@ template <typename K> Status setSmem(K kernel, size_t bytes) {
   return Status::ok();
 }
 
-template <typename T, int D>
-Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, float *dsum,
-                        unsigned char *tiles) {
+template <typename T> struct Pointers { const T *q, *k, *v, *bias; };
+
+template <typename T, int D, int MR>
+Status launchForward(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
+                     cudaStream_t st) {
   const Dims &m = a.m;
-  cudaStream_t st = ctx.stream;
-  auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
-  auto out = [](char *p) { return reinterpret_cast<T *>(p); };
-  const T *q = in(a.q), *k = in(a.k), *v = in(a.v), *bias = in(a.bias);
-  dim3 block(kWarps * 32);
-  tileMapKernel<T><<<dim3((unsigned)((m.sk + kTile - 1) / kTile),
-                          (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
-                     256, 0, st>>>(bias, tiles, m);
-  if (!backward) {
-    size_t bytes = sizeof(T) * 5 * kTile * (D + kPad); // q; k and v, two buffers each
-    ZRT_RETURN_IF_ERROR(setSmem(flashForwardKernel<T, D>, bytes));
-    dim3 grid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-    flashForwardKernel<T, D>
-        <<<grid, block, bytes, st>>>(q, k, v, bias, tiles, out(a.o), a.lseOut, m);
-    return Status::ok();
-  }
-  size_t dqBytes = sizeof(T) * 6 * kTile * (D + kPad);
-  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqKernel<T, D>, dqBytes));
-  dim3 dqGrid((unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.b * m.h));
-  flashBackwardDqKernel<T, D>
-      <<<dqGrid, block, dqBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum, in(a.g), out(a.dq), m);
-  size_t kvBytes = sizeof(T) * 6 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
-  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, kvBytes));
-  dim3 kvGrid((unsigned)((m.sk + kTile - 1) / kTile), (unsigned)(m.b * m.hk));
-  flashBackwardDkvKernel<T, D><<<kvGrid, block, kvBytes, st>>>(q, k, v, bias, tiles, a.lse, dsum,
-                                                               in(a.g), out(a.dk), out(a.dv), m);
+  size_t bytes = sizeof(T) * (MR + 4) * kTile * (D + kPad); // q; k and v, two buffers each
+  ZRT_RETURN_IF_ERROR(setSmem(flashForwardKernel<T, D, MR>, bytes));
+  dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kBlockRows<MR> - 1) / kBlockRows<MR>));
+  flashForwardKernel<T, D, MR><<<grid, kWarps * 32, bytes, st>>>(
+      p.q, p.k, p.v, p.bias, tiles, reinterpret_cast<T *>(a.o), a.lseOut, m);
   return Status::ok();
 }
 
-template <typename T> Status launchTyped(bool backward, const Operands &a, CudaContext &ctx) {
+template <typename T, int D, int MR>
+Status launchDq(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
+                const float *dsum, cudaStream_t st) {
+  const Dims &m = a.m;
+  size_t bytes = sizeof(T) * (2 * MR + 4) * kTile * (D + kPad);
+  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqKernel<T, D, MR>, bytes));
+  dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kBlockRows<MR> - 1) / kBlockRows<MR>));
+  flashBackwardDqKernel<T, D, MR><<<grid, kWarps * 32, bytes, st>>>(
+      p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
+      reinterpret_cast<T *>(a.dq), m);
+  return Status::ok();
+}
+
+template <typename T, int D>
+Status launchDkv(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
+                 const float *dsum, cudaStream_t st) {
+  const Dims &m = a.m;
+  size_t bytes = sizeof(T) * 6 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
+  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, bytes));
+  dim3 grid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kTile - 1) / kTile));
+  flashBackwardDkvKernel<T, D><<<grid, kWarps * 32, bytes, st>>>(
+      p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
+      reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);
+  return Status::ok();
+}
+
+/// Query rows per warp of the forward kernel (in blocks of 16) unless told
+/// otherwise: two at D = 64 and 128 (one B fragment feeds two products:
+/// half the shared-memory reads per FLOP; zrt-attention-bench on an H200,
+/// docs/benchmarks.md: 5-8% faster at D = 128 and on GPT-2's shapes, 2% on
+/// Llama 3.2 1B's), one elsewhere. The dq kernel keeps one: two measured
+/// the same, and its three accumulator sets then spill at D = 128.
+int defaultForwardRows(int64_t d) { return d == 64 || d == 128 ? 2 : 1; }
+
+template <typename T, int D>
+Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, float *dsum,
+                        unsigned char *tiles, AttentionTiling tiling) {
+  const Dims &m = a.m;
+  cudaStream_t st = ctx.stream;
+  auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
+  Pointers<T> p{in(a.q), in(a.k), in(a.v), in(a.bias)};
+  tileMapKernel<T><<<dim3((unsigned)((m.sk + kTile - 1) / kTile),
+                          (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
+                     256, 0, st>>>(p.bias, tiles, m);
+  // Two rows of 16 per warp only at D = 64 and 128, where they were
+  // measured; the others keep one.
+  constexpr bool kWide = D == 64 || D == 128;
+  if (!backward) {
+    int rows = tiling.fwdRows ? tiling.fwdRows : defaultForwardRows(D);
+    if (kWide && rows == 2)
+      return launchForward < T, D, kWide ? 2 : 1 > (a, p, tiles, st);
+    return launchForward<T, D, 1>(a, p, tiles, st);
+  }
+  ZRT_RETURN_IF_ERROR((launchDq<T, D, 1>(a, p, tiles, dsum, st)));
+  return launchDkv<T, D>(a, p, tiles, dsum, st);
+}
+
+template <typename T>
+Status launchTyped(bool backward, const Operands &a, CudaContext &ctx, AttentionTiling tiling) {
   const Dims &m = a.m;
   auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
-  auto out = [](char *p) { return reinterpret_cast<T *>(p); };
   // Scratch: the backward's D = rowsum(dO * O), then the mask's tile map.
   int64_t rows = backward ? m.b * m.h * m.sq : 0;
   size_t dsumBytes = (size_t)(rows * sizeof(float) + 255) / 256 * 256;
@@ -681,13 +843,13 @@ template <typename T> Status launchTyped(bool backward, const Operands &a, CudaC
     if (tensorCorePath(a)) {
       switch (m.d) {
       case 16:
-        return launchTensorCore<T, 16>(backward, a, ctx, dsum, tiles);
+        return launchTensorCore<T, 16>(backward, a, ctx, dsum, tiles, tiling);
       case 32:
-        return launchTensorCore<T, 32>(backward, a, ctx, dsum, tiles);
+        return launchTensorCore<T, 32>(backward, a, ctx, dsum, tiles, tiling);
       case 64:
-        return launchTensorCore<T, 64>(backward, a, ctx, dsum, tiles);
+        return launchTensorCore<T, 64>(backward, a, ctx, dsum, tiles, tiling);
       default:
-        return launchTensorCore<T, 128>(backward, a, ctx, dsum, tiles);
+        return launchTensorCore<T, 128>(backward, a, ctx, dsum, tiles, tiling);
       }
     }
   }
@@ -700,15 +862,16 @@ bool hasAttentionKernel(bool backward, const KernelCall &c) {
   return c.in[0].shape.back() <= kMaxSimtD && (isPacked(backward, c) || c.in[0].shape.size() == 4);
 }
 
-Status launchAttention(bool backward, const KernelCall &c, CudaContext &ctx) {
+Status launchAttention(bool backward, const KernelCall &c, CudaContext &ctx,
+                       AttentionTiling tiling) {
   Operands a = operandsOf(backward, c);
   switch (a.type) {
   case DType::F32:
-    return launchTyped<float>(backward, a, ctx);
+    return launchTyped<float>(backward, a, ctx, tiling);
   case DType::BF16:
-    return launchTyped<__nv_bfloat16>(backward, a, ctx);
+    return launchTyped<__nv_bfloat16>(backward, a, ctx, tiling);
   default:
-    return launchTyped<__half>(backward, a, ctx);
+    return launchTyped<__half>(backward, a, ctx, tiling);
   }
 }
 

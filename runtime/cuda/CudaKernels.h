@@ -69,10 +69,18 @@ constexpr int kMaxDeviceRanks = 64;
 Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n, float *out,
                         bool avg, cudaStream_t stream);
 
+/// How the tensor-core attention kernels tile a call: query rows per warp
+/// of the forward kernel, in blocks of 16 (1 or 2; 0: the default for the
+/// head dimension). Only benchmarks and tests choose.
+struct AttentionTiling {
+  int fwdRows = 0;
+};
+
 /// zero.attention (|backward|: attention_grad) on ctx.stream (runtime/cuda/Attention.cu);
 /// hasAttentionKernel says whether the call's head dimension is supported.
 bool hasAttentionKernel(bool backward, const KernelCall &call);
-Status launchAttention(bool backward, const KernelCall &call, CudaContext &ctx);
+Status launchAttention(bool backward, const KernelCall &call, CudaContext &ctx,
+                       AttentionTiling tiling = {});
 /// "elementwise": the PTX the compiler generated for the call (call.code).
 Status launchGenerated(const KernelCall &call, CudaContext &ctx);
 
