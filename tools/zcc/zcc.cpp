@@ -190,6 +190,19 @@ static cl::opt<std::string> recomputeMode(
 /// The CUDA backend's fixed device allocation besides the arenas
 /// (runtime/cuda/CudaExecutor.cu: the cuBLASLt workspace).
 constexpr int64_t kCudaWorkspaceBytes = 32 << 20;
+static cl::opt<std::string>
+    link("link",
+         cl::desc("--emit=report: add the scaling model, ring collectives over these links per "
+                  "GPU, e.g. nvlink=370GB/s,ib=50GB/s,hop=5us (docs/zero.md)"),
+         cl::value_desc("spec"), cl::cat(zccCategory));
+static cl::opt<int64_t> gpusPerNode("gpus-per-node",
+                                    cl::desc("the scaling model's GPUs a node (default 8)"),
+                                    cl::init(8), cl::cat(zccCategory));
+static cl::opt<double>
+    flopRate("flop-rate",
+             cl::desc("the scaling model's sustained matmul TFLOP/s a GPU, the rest of the "
+                      "step folded in (default 400)"),
+             cl::init(400), cl::cat(zccCategory));
 static cl::opt<std::string> memoryBudget(
     "memory-budget",
     cl::desc("the most device memory a rank may use, e.g. 16GiB or 1.5GB: recorded in the plan "
@@ -608,6 +621,29 @@ int main(int argc, char **argv) {
                     "parameters live)\n";
     return 2;
   }
+  std::optional<zcc::ScalingModel> scaling;
+  if (!link.empty() || link.getNumOccurrences() || gpusPerNode.getNumOccurrences() ||
+      flopRate.getNumOccurrences()) {
+    zcc::ScalingModel model;
+    std::string bad = link.empty() ? "" : zcc::parseLink(link, model);
+    if (!bad.empty()) {
+      llvm::errs() << "zcc: error: --link '" << link << "': " << bad << "\n";
+      return 2;
+    }
+    if (gpusPerNode < 1 || !(flopRate > 0)) {
+      llvm::errs() << "zcc: error: " << (gpusPerNode < 1 ? "--gpus-per-node" : "--flop-rate")
+                   << " must be positive\n";
+      return 2;
+    }
+    if (emit != EmitKind::Report) {
+      llvm::errs() << "zcc: error: --link, --gpus-per-node and --flop-rate set the scaling "
+                      "model of --emit=report; add it\n";
+      return 2;
+    }
+    model.gpusPerNode = gpusPerNode;
+    model.flopsPerSecond = flopRate * 1e12;
+    scaling = model;
+  }
   std::optional<int64_t> budget;
   if (!memoryBudget.empty()) {
     budget = zrt::parseByteSize(memoryBudget);
@@ -836,7 +872,7 @@ int main(int argc, char **argv) {
       return 1;
     break;
   case EmitKind::Report:
-    if (failed(zcc::printReport(*module, output->os())))
+    if (failed(zcc::printReport(*module, output->os(), scaling ? &*scaling : nullptr)))
       return 1;
     break;
   }

@@ -24,10 +24,27 @@ struct PlanWriterOptions {
 mlir::LogicalResult writePlan(mlir::ModuleOp module, llvm::raw_ostream &os,
                               const PlanWriterOptions &options = {});
 
+/// The scaling model the report adds (zcc --link, docs/zero.md): each
+/// collective a ring over a link per GPU (NVLink within a node, the
+/// inter-node network across nodes, a latency per hop), the matmuls at a
+/// sustained FLOP rate, and the plan's order: collectives one after another
+/// on their stream, overlapping compute up to their waits.
+struct ScalingModel {
+  double nvlinkBytesPerSecond = 370e9, ibBytesPerSecond = 50e9, hopSeconds = 5e-6;
+  int64_t gpusPerNode = 8;
+  double flopsPerSecond = 400e12;
+};
+
+/// Reads --link's "nvlink=370GB/s,ib=50GB/s,hop=5us" (any of the three,
+/// GB/s or TB/s, us or ms) into |model|: "" if it parses, else what is wrong.
+std::string parseLink(llvm::StringRef spec, ScalingModel &model);
+
 /// Prints the per-rank memory table of a module produced by
 /// convert-zero-to-zrt: parameters, frozen buffers, constants, inputs,
-/// activations and the peak, each in bytes and MiB.
-mlir::LogicalResult printReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// activations and the peak, each in bytes and MiB; with |scaling|, the
+/// predicted step time at the plan's world size.
+mlir::LogicalResult printReport(mlir::ModuleOp module, llvm::raw_ostream &os,
+                                const ScalingModel *scaling = nullptr);
 
 } // namespace zcc
 

@@ -35,7 +35,128 @@ static int64_t tokensPerRankStep(ModuleOp module, int64_t accum) {
   return 0;
 }
 
-LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
+using TypeMap = DenseMap<StringAttr, RankedTensorType>;
+
+/// A matmul-family kernel's FLOPs (2 x batch x M x N x K, from the output's
+/// shape and the contraction), else 0.
+static double matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf) {
+  StringRef name = kernel.getName();
+  if (!(name == "matmul" || name == "matmul_bias" || name == "matmul_add" ||
+        name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad"))
+    return 0;
+  auto lhs = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getInputs()[0]).getAttr());
+  auto out = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getAttr());
+  if (!lhs || !out || lhs.getRank() < 2)
+    return 0;
+  bool transposeLhs = name == "matmul_bgrad" || (!kernel.getInts().empty() && kernel.getInts()[0]);
+  int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
+  return 2.0 * (double)out.getNumElements() * (double)k;
+}
+
+/// Bytes one rank sends in a ring collective of |n| ranks (all-reduce 2(n-1)/n
+/// of the buffer, reduce-scatter and all-gather (n-1)/n of the whole), and
+/// the ring's hops; kind -1 for what moves nothing (local_shard).
+static double ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeOf, double n, int &kind,
+                        double &hops) {
+  kind = c.getKind() == "all_reduce"       ? 0
+         : c.getKind() == "reduce_scatter" ? 1
+         : c.getKind() == "all_gather"     ? 2
+                                           : -1;
+  hops = kind < 0 ? 0 : (kind == 0 ? 2 : 1) * (n - 1);
+  if (kind < 0 || n <= 1)
+    return 0;
+  double full = storageBytes(kind == 2 ? typeOf.lookup(c.getOutputAttr().getAttr())
+                                       : typeOf.lookup(c.getInputAttr().getAttr()));
+  return full * (n - 1) / n * (kind == 0 ? 2 : 1);
+}
+
+std::string zcc::parseLink(StringRef spec, ScalingModel &model) {
+  SmallVector<StringRef> parts;
+  spec.split(parts, ',', -1, /*KeepEmpty=*/false);
+  if (parts.empty())
+    return "expected nvlink=BW,ib=BW[,hop=LATENCY], e.g. nvlink=370GB/s,ib=50GB/s,hop=5us";
+  for (StringRef part : parts) {
+    auto [key, value] = part.trim().split('=');
+    double scale = 0;
+    StringRef number = value;
+    for (auto [unit, factor] :
+         {std::pair<StringRef, double>{"GB/s", 1e9}, {"TB/s", 1e12}, {"us", 1e-6}, {"ms", 1e-3}})
+      if (number.consume_back(unit)) {
+        scale = factor;
+        break;
+      }
+    double v = 0;
+    bool isTime = key == "hop", isBandwidth = key == "nvlink" || key == "ib";
+    if (!isTime && !isBandwidth)
+      return "unknown link '" + key.str() + "' (nvlink, ib or hop)";
+    if (scale == 0 || number.trim().getAsDouble(v) || !(v >= 0) || (isBandwidth && v == 0) ||
+        (isTime != (scale < 1)))
+      return "'" + part.str() + "': expected " +
+             (isTime ? "a latency such as hop=5us"
+                     : "a bandwidth such as " + key.str() + "=50GB/s");
+    (key == "nvlink" ? model.nvlinkBytesPerSecond
+     : key == "ib"   ? model.ibBytesPerSecond
+                     : model.hopSeconds) = v * scale;
+  }
+  return "";
+}
+
+/// The scaling model's lines (ScalingModel): the step of |world| ranks
+/// simulated over the plan's programs as the executor runs them — compute
+/// on one stream, collectives in issue order on another (async ones), a
+/// wait holding compute until its collective is done, every collective done
+/// at the program's end.
+static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingModel &model,
+                         const TypeMap &typeOf, int64_t world, int64_t accum) {
+  double n = (double)world;
+  int64_t nodes = (world + model.gpusPerNode - 1) / model.gpusPerNode;
+  double bw = nodes > 1 ? model.ibBytesPerSecond : model.nvlinkBytesPerSecond;
+  double step = 0, compute = 0, comm = 0;
+  for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
+    if (program.getSymName() == "eval")
+      continue;
+    double times = program.getSymName() == "micro_step" ? accum : 1;
+    double c = 0, m = 0, busy = 0, talk = 0; // compute and communication clocks
+    DenseMap<StringAttr, double> done;
+    for (Operation &op : program.getBody().front()) {
+      if (auto k = dyn_cast<zcc::zrt::KernelOp>(op)) {
+        double t = matmulFlops(k, typeOf) / model.flopsPerSecond;
+        c += t;
+        busy += t;
+      } else if (auto col = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
+        int kind;
+        double hops, bytes = ringBytes(col, typeOf, n, kind, hops);
+        double t = world > 1 && kind >= 0 ? hops * model.hopSeconds + bytes / bw : 0;
+        double start = std::max(c, m);
+        m = start + t;
+        talk += t;
+        done[col.getOutputAttr().getAttr()] = m;
+        if (!col.getAsync())
+          c = m;
+      } else if (auto w = dyn_cast<zcc::zrt::WaitOp>(op)) {
+        c = std::max(c, done.lookup(w.getOutputAttr().getAttr()));
+      }
+    }
+    step += times * std::max(c, m);
+    compute += times * busy;
+    comm += times * talk;
+  }
+  double exposed = step - compute;
+  os << llvm::format("  scaling model   step %9.2f ms = compute %.2f ms + exposed "
+                     "communication %.2f ms (of %.2f ms): %.1f%% of the compute-only step\n",
+                     step * 1e3, compute * 1e3, exposed * 1e3, comm * 1e3,
+                     step > 0 ? 100 * compute / step : 100.0);
+  os << llvm::format("    assumptions: W = %lld on %lld node%s of %lld GPUs; ring collectives at "
+                     "%.4g GB/s a GPU (%s), %.4g us a hop; matmuls at %.4g TFLOP/s, the rest of "
+                     "the step folded into that rate (zcc --link, --gpus-per-node, --flop-rate)\n",
+                     (long long)world, (long long)nodes, nodes == 1 ? "" : "s",
+                     (long long)model.gpusPerNode, bw / 1e9,
+                     nodes > 1 ? "the inter-node link" : "NVLink", model.hopSeconds * 1e6,
+                     model.flopsPerSecond / 1e12);
+}
+
+LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
+                               const ScalingModel *scaling) {
   auto arena = [&](StringRef name) -> int64_t {
     auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + name + "_arena_bytes").str());
     return attr ? attr.getInt() : -1;
@@ -246,7 +367,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training"))
     if (auto a = training.getAs<FloatAttr>("grad_accum_steps"))
       accum = (int64_t)a.getValueAsDouble();
-  DenseMap<StringAttr, RankedTensorType> typeOf;
+  TypeMap typeOf;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
     typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
   double sent[3] = {0, 0, 0}; // all-reduce, reduce-scatter, all-gather
@@ -259,35 +380,16 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
     double times = name == "micro_step" ? accum : 1;
     for (Operation &op : program.getBody().front()) {
       if (auto c = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
-        double in = storageBytes(typeOf.lookup(c.getInputAttr().getAttr()));
-        double out = storageBytes(typeOf.lookup(c.getOutputAttr().getAttr()));
-        int k = c.getKind() == "all_reduce"       ? 0
-                : c.getKind() == "reduce_scatter" ? 1
-                : c.getKind() == "all_gather"     ? 2
-                                                  : -1;
+        int k;
+        double hops, bytes = ringBytes(c, typeOf, n, k, hops);
         if (k < 0 || world == 1)
           continue;
-        double full = k == 2 ? out : in;
-        sent[k] += times * full * (n - 1) / n * (k == 0 ? 2 : 1);
+        sent[k] += times * bytes;
         calls[k] += (int64_t)times;
         continue;
       }
-      auto kernel = dyn_cast<zcc::zrt::KernelOp>(op);
-      if (!kernel ||
-          !(kernel.getName() == "matmul" || kernel.getName() == "matmul_bias" ||
-            kernel.getName() == "matmul_add" || kernel.getName() == "matmul_bgrad" ||
-            kernel.getName() == "matmul_bias_gelu" || kernel.getName() == "matmul_gelu_grad") ||
-          name != "micro_step")
-        continue;
-      // 2 * batch * M * N * K from the output's shape and the contraction.
-      auto lhs = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getInputs()[0]).getAttr());
-      auto out = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getAttr());
-      if (!lhs || !out || lhs.getRank() < 2)
-        continue;
-      bool transposeLhs =
-          kernel.getName() == "matmul_bgrad" || (!kernel.getInts().empty() && kernel.getInts()[0]);
-      int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
-      flops += times * 2.0 * (double)out.getNumElements() * (double)k;
+      if (auto kernel = dyn_cast<zcc::zrt::KernelOp>(op); kernel && name == "micro_step")
+        flops += times * matmulFlops(kernel, typeOf);
     }
   }
   double total = sent[0] + sent[1] + sent[2];
@@ -321,5 +423,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os) {
   os << llvm::format("  matmul FLOPs per step %17.4g     forward + backward, this rank's "
                      "micro-batches; 6 x Psi x tokens would be %.4g\n",
                      flops, 6.0 * psi * (double)tokensPerRankStep(module, accum));
+  if (scaling)
+    printScaling(module, os, *scaling, typeOf, world, accum);
   return success();
 }
