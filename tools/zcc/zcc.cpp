@@ -635,7 +635,7 @@ int main(int argc, char **argv) {
                    << " must be positive\n";
       return 2;
     }
-    if (emit != EmitKind::Report) {
+    if (emit != EmitKind::Report && !estimate) {
       llvm::errs() << "zcc: error: --link, --gpus-per-node and --flop-rate set the scaling "
                       "model of --emit=report; add it\n";
       return 2;
@@ -709,12 +709,12 @@ int main(int argc, char **argv) {
   options.frozenRegex = frozen;
   options.skipWeightData = weightsMode == "external";
 
-  if (estimate && !options.microBatch)
-    options.microBatch = 1; // the batch does not change the parameter count
+  if (estimate && !options.microBatch && !scaling)
+    options.microBatch = 1; // the batch does not change the parameter count (it does the step's)
   OwningOpRef<ModuleOp> module = zcc::importOnnxFile(inputFile, options, &context);
   if (!module)
     return 1;
-  if (estimate)
+  if (estimate && !scaling)
     return printEstimate(*module, llvm::outs());
 
   // The pipeline, on |m|, with recomputation |recompute| (--recompute, or
@@ -783,6 +783,32 @@ int main(int argc, char **argv) {
     zcc::buildTrainingPipeline(pm, o);
     return pm.run(m);
   };
+  // zcc estimate --link: the model-state table, then the scaling model's
+  // step at each world size (one plan compiled per size, --zero-stage's).
+  if (estimate) {
+    if (printEstimate(*module, llvm::outs()) != 0)
+      return 1;
+    llvm::outs() << llvm::format(
+        "\nscaling model, ZeRO stage %lld, %lld GPUs a node (the report's, docs/zero.md):\n"
+        "  %8s %6s %12s %14s %12s %12s %10s\n",
+        (long long)S.zeroStage, (long long)scaling->gpusPerNode, "W", "nodes", "compute ms",
+        "comm ms", "exposed ms", "step ms", "of compute");
+    for (int64_t w : estimateWorldSizes.empty() ? SmallVector<int64_t>{1, 2, 4, 8, 16, 64}
+                                                : SmallVector<int64_t>(estimateWorldSizes.begin(),
+                                                                       estimateWorldSizes.end())) {
+      OwningOpRef<ModuleOp> copy = module->clone();
+      zcc::Settings at = S;
+      at.worldSize = w;
+      if (failed(compile(*copy, at, S.recompute)))
+        return 1;
+      zcc::ScalingEstimate e = zcc::estimateScaling(*copy, *scaling);
+      llvm::outs() << llvm::format("  %8lld %6lld %12.2f %14.2f %12.2f %12.2f %9.1f%%\n",
+                                   (long long)w, (long long)e.nodes, e.compute * 1e3,
+                                   e.communication * 1e3, e.exposed * 1e3, e.step * 1e3,
+                                   e.step > 0 ? 100 * e.compute / e.step : 100.0);
+    }
+    return 0;
+  }
   // Device bytes a rank of a compiled module allocates: its arenas, and the
   // CUDA backend's fixed cuBLASLt workspace (runtime/cuda).
   auto arenaBytes = [](ModuleOp m, const char *arena) -> int64_t {

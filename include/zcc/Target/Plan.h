@@ -35,6 +35,16 @@ struct ScalingModel {
   double flopsPerSecond = 400e12;
 };
 
+/// The scaling model's prediction for a compiled module (seconds a step):
+/// the compute-only step, all communication, the part of it left exposed,
+/// the step, and the nodes W ranks take.
+struct ScalingEstimate {
+  double compute = 0, communication = 0, exposed = 0, step = 0;
+  int64_t world = 1, nodes = 1;
+  double bandwidth = 0; // bytes/s a GPU of the link the collectives cross
+};
+ScalingEstimate estimateScaling(mlir::ModuleOp module, const ScalingModel &model);
+
 /// Reads --link's "nvlink=370GB/s,ib=50GB/s,hop=5us" (any of the three,
 /// GB/s or TB/s, us or ms) into |model|: "" if it parses, else what is wrong.
 std::string parseLink(llvm::StringRef spec, ScalingModel &model);

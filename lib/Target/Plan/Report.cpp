@@ -101,17 +101,29 @@ std::string zcc::parseLink(StringRef spec, ScalingModel &model) {
   return "";
 }
 
-/// The scaling model's lines (ScalingModel): the step of |world| ranks
-/// simulated over the plan's programs as the executor runs them — compute
-/// on one stream, collectives in issue order on another (async ones), a
-/// wait holding compute until its collective is done, every collective done
-/// at the program's end.
-static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingModel &model,
-                         const TypeMap &typeOf, int64_t world, int64_t accum) {
-  double n = (double)world;
-  int64_t nodes = (world + model.gpusPerNode - 1) / model.gpusPerNode;
-  double bw = nodes > 1 ? model.ibBytesPerSecond : model.nvlinkBytesPerSecond;
-  double step = 0, compute = 0, comm = 0;
+/// Gradient-accumulation steps of a compiled module (1 if not training).
+static int64_t accumSteps(ModuleOp module) {
+  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training"))
+    if (auto a = training.getAs<FloatAttr>("grad_accum_steps"))
+      return (int64_t)a.getValueAsDouble();
+  return 1;
+}
+
+/// The step simulated over the plan's programs as the executor runs them:
+/// compute on one stream, collectives in issue order on another (async
+/// ones), a wait holding compute until its collective is done, every
+/// collective done at the program's end.
+ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model) {
+  ScalingEstimate e;
+  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition"))
+    e.world = partition.getAs<IntegerAttr>("world_size").getInt();
+  TypeMap typeOf;
+  for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
+    typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
+  int64_t accum = accumSteps(module);
+  double n = (double)e.world;
+  e.nodes = (e.world + model.gpusPerNode - 1) / model.gpusPerNode;
+  e.bandwidth = e.nodes > 1 ? model.ibBytesPerSecond : model.nvlinkBytesPerSecond;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     if (program.getSymName() == "eval")
       continue;
@@ -126,9 +138,8 @@ static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingMo
       } else if (auto col = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
         int kind;
         double hops, bytes = ringBytes(col, typeOf, n, kind, hops);
-        double t = world > 1 && kind >= 0 ? hops * model.hopSeconds + bytes / bw : 0;
-        double start = std::max(c, m);
-        m = start + t;
+        double t = e.world > 1 && kind >= 0 ? hops * model.hopSeconds + bytes / e.bandwidth : 0;
+        m = std::max(c, m) + t;
         talk += t;
         done[col.getOutputAttr().getAttr()] = m;
         if (!col.getAsync())
@@ -137,21 +148,27 @@ static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingMo
         c = std::max(c, done.lookup(w.getOutputAttr().getAttr()));
       }
     }
-    step += times * std::max(c, m);
-    compute += times * busy;
-    comm += times * talk;
+    e.step += times * std::max(c, m);
+    e.compute += times * busy;
+    e.communication += times * talk;
   }
-  double exposed = step - compute;
+  e.exposed = e.step - e.compute;
+  return e;
+}
+
+/// The scaling model's lines of the report.
+static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingModel &model) {
+  ScalingEstimate e = estimateScaling(module, model);
   os << llvm::format("  scaling model   step %9.2f ms = compute %.2f ms + exposed "
                      "communication %.2f ms (of %.2f ms): %.1f%% of the compute-only step\n",
-                     step * 1e3, compute * 1e3, exposed * 1e3, comm * 1e3,
-                     step > 0 ? 100 * compute / step : 100.0);
+                     e.step * 1e3, e.compute * 1e3, e.exposed * 1e3, e.communication * 1e3,
+                     e.step > 0 ? 100 * e.compute / e.step : 100.0);
   os << llvm::format("    assumptions: W = %lld on %lld node%s of %lld GPUs; ring collectives at "
                      "%.4g GB/s a GPU (%s), %.4g us a hop; matmuls at %.4g TFLOP/s, the rest of "
                      "the step folded into that rate (zcc --link, --gpus-per-node, --flop-rate)\n",
-                     (long long)world, (long long)nodes, nodes == 1 ? "" : "s",
-                     (long long)model.gpusPerNode, bw / 1e9,
-                     nodes > 1 ? "the inter-node link" : "NVLink", model.hopSeconds * 1e6,
+                     (long long)e.world, (long long)e.nodes, e.nodes == 1 ? "" : "s",
+                     (long long)model.gpusPerNode, e.bandwidth / 1e9,
+                     e.nodes > 1 ? "the inter-node link" : "NVLink", model.hopSeconds * 1e6,
                      model.flopsPerSecond / 1e12);
 }
 
@@ -363,10 +380,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
   // Communication per rank and step, as ring collectives send it: all-reduce
   // 2(N-1)/N of the buffer, reduce-scatter and all-gather (N-1)/N of the full
   // buffer. Micro-step collectives run once per accumulation step.
-  int64_t accum = 1;
-  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training"))
-    if (auto a = training.getAs<FloatAttr>("grad_accum_steps"))
-      accum = (int64_t)a.getValueAsDouble();
+  int64_t accum = accumSteps(module);
   TypeMap typeOf;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
     typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
@@ -424,6 +438,6 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
                      "micro-batches; 6 x Psi x tokens would be %.4g\n",
                      flops, 6.0 * psi * (double)tokensPerRankStep(module, accum));
   if (scaling)
-    printScaling(module, os, *scaling, typeOf, world, accum);
+    printScaling(module, os, *scaling);
   return success();
 }

@@ -5,7 +5,10 @@ kinds and counts), the compute time the matmul FLOPs over the rate, the step
 compute plus exposed communication, and the exposed part between 0 and all.
 
   check_scaling.py REPORT --world W --gpus-per-node G --nvlink GBPS --ib GBPS
-                   --hop US --tflops R [--exposed all|part]
+                   --hop US --tflops R [--exposed all|part] [--estimate FILE]
+
+With --estimate, `zcc estimate --link ...`'s row for W must show the same
+compute, communication, exposed and step times as the report.
 """
 import argparse
 import re
@@ -20,6 +23,7 @@ p.add_argument("--ib", type=float, required=True)
 p.add_argument("--hop", type=float, required=True)
 p.add_argument("--tflops", type=float, required=True)
 p.add_argument("--exposed", choices=["all", "part"], required=True)
+p.add_argument("--estimate")
 a = p.parse_args()
 text = open(a.report).read()
 
@@ -57,6 +61,15 @@ elif not exposed < all_comm - 0.01:
 link = "the inter-node link" if nodes > 1 else "NVLink"
 if f"on {nodes} node" not in text or link not in text:
     errors.append(f"the assumptions line does not say {nodes} node(s) and {link}")
+if a.estimate:
+    rows = {int(m.group(1)): [float(x) for x in m.groups()[2:6]] for m in re.finditer(
+        r"^\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+\S+%$",
+        open(a.estimate).read(), re.M)}
+    if n not in rows:
+        errors.append(f"zcc estimate has no row for W = {n}")
+    elif rows[n] != [compute, all_comm, exposed, step]:
+        errors.append(f"zcc estimate's W = {n} row {rows[n]} differs from the report's "
+                      f"{[compute, all_comm, exposed, step]}")
 if errors:
     sys.exit("check_scaling: " + "; ".join(errors))
 print(f"check_scaling: ok: W = {n}, {nodes} node(s), {hops} hops, communication {all_comm} ms, "
