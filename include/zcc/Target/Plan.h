@@ -42,6 +42,9 @@ struct ScalingEstimate {
   double compute = 0, communication = 0, exposed = 0, step = 0;
   int64_t world = 1, nodes = 1;
   double bandwidth = 0; // bytes/s a GPU of the link the collectives cross
+  /// Communication and its exposed part by kind: all-reduce,
+  /// reduce-scatter, all-gather.
+  double byKind[3] = {0, 0, 0}, exposedByKind[3] = {0, 0, 0};
 };
 ScalingEstimate estimateScaling(mlir::ModuleOp module, const ScalingModel &model);
 

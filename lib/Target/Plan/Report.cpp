@@ -128,8 +128,16 @@ ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model)
     if (program.getSymName() == "eval")
       continue;
     double times = program.getSymName() == "micro_step" ? accum : 1;
-    double c = 0, m = 0, busy = 0, talk = 0; // compute and communication clocks
-    DenseMap<StringAttr, double> done;
+    double c = 0, m = 0, busy = 0, talk = 0;           // compute and communication clocks
+    DenseMap<StringAttr, std::pair<double, int>> done; // when, and its kind
+    // Compute held by a collective (a wait or a synchronous one, and the
+    // program's end): the exposed time, charged to the collective awaited.
+    auto hold = [&](double until, int kind) {
+      if (until > c && kind >= 0)
+        e.exposedByKind[kind] += times * (until - c);
+      c = std::max(c, until);
+    };
+    int lastKind = -1;
     for (Operation &op : program.getBody().front()) {
       if (auto k = dyn_cast<zcc::zrt::KernelOp>(op)) {
         double t = matmulFlops(k, typeOf) / model.flopsPerSecond;
@@ -141,14 +149,21 @@ ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model)
         double t = e.world > 1 && kind >= 0 ? hops * model.hopSeconds + bytes / e.bandwidth : 0;
         m = std::max(c, m) + t;
         talk += t;
-        done[col.getOutputAttr().getAttr()] = m;
+        if (kind >= 0) {
+          e.byKind[kind] += times * t;
+          lastKind = kind;
+        }
+        done[col.getOutputAttr().getAttr()] = {m, kind};
         if (!col.getAsync())
-          c = m;
+          hold(m, kind);
       } else if (auto w = dyn_cast<zcc::zrt::WaitOp>(op)) {
-        c = std::max(c, done.lookup(w.getOutputAttr().getAttr()));
+        auto it = done.find(w.getOutputAttr().getAttr());
+        if (it != done.end())
+          hold(it->second.first, it->second.second);
       }
     }
-    e.step += times * std::max(c, m);
+    hold(m, lastKind); // the program ends when its collectives have
+    e.step += times * c;
     e.compute += times * busy;
     e.communication += times * talk;
   }
@@ -163,6 +178,10 @@ static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingMo
                      "communication %.2f ms (of %.2f ms): %.1f%% of the compute-only step\n",
                      e.step * 1e3, e.compute * 1e3, e.exposed * 1e3, e.communication * 1e3,
                      e.step > 0 ? 100 * e.compute / e.step : 100.0);
+  os << llvm::format("    by collective (exposed of all): all-reduce %.2f of %.2f ms, "
+                     "reduce-scatter %.2f of %.2f ms, all-gather %.2f of %.2f ms\n",
+                     e.exposedByKind[0] * 1e3, e.byKind[0] * 1e3, e.exposedByKind[1] * 1e3,
+                     e.byKind[1] * 1e3, e.exposedByKind[2] * 1e3, e.byKind[2] * 1e3);
   os << llvm::format("    assumptions: W = %lld on %lld node%s of %lld GPUs; ring collectives at "
                      "%.4g GB/s a GPU (%s), %.4g us a hop; matmuls at %.4g TFLOP/s, the rest of "
                      "the step folded into that rate (zcc --link, --gpus-per-node, --flop-rate)\n",

@@ -58,6 +58,19 @@ if a.exposed == "all":
     close("exposed (nothing overlaps)", exposed, all_comm)
 elif not exposed < all_comm - 0.01:
     errors.append(f"exposed {exposed} ms: expected part of {all_comm} ms hidden behind compute")
+kinds = re.search(r"by collective \(exposed of all\): all-reduce (\S+) of (\S+) ms, "
+                  r"reduce-scatter (\S+) of (\S+) ms, all-gather (\S+) of (\S+) ms", text)
+if not kinds:
+    errors.append("no 'by collective' line")
+else:
+    v = [float(x) for x in kinds.groups()]
+    for i, name in enumerate(["all-reduce", "reduce-scatter", "all-gather"]):
+        sent = int(comm.group(2 + 2 * i))
+        per_hop = (2 if i == 0 else 1) * (n - 1)
+        close(name, v[2 * i + 1], (sent / bandwidth + calls[i] * per_hop * a.hop * 1e-6) * 1e3)
+        if not (-0.006 <= v[2 * i] <= v[2 * i + 1] + 0.006):
+            errors.append(f"{name}: exposed {v[2 * i]} outside [0, {v[2 * i + 1]}]")
+    close("exposed by kind, summed", v[0] + v[2] + v[4], exposed)
 link = "the inter-node link" if nodes > 1 else "NVLink"
 if f"on {nodes} node" not in text or link not in text:
     errors.append(f"the assumptions line does not say {nodes} node(s) and {link}")
