@@ -169,6 +169,15 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       gradOf[global] = add.getRhs();
       dead.append({store, add, load});
     }
+    // Mixed precision widens the 16-bit gradients where autodiff stored them
+    // all, after the backward's last kernel: each widening moves up to its
+    // input, so that a bucket is packed and reduce-scattered as soon as its
+    // last gradient exists (overlapping the rest of the backward with
+    // --overlap-comm), not every bucket at the end.
+    for (auto &[global, g] : gradOf)
+      if (auto cast = g.getDefiningOp<CastOp>())
+        if (Operation *def = cast.getInput().getDefiningOp(); def && def->getBlock() == &block)
+          cast->moveAfter(def);
     DenseMap<Operation *, int64_t> order = programOrder(block);
     OpBuilder b(&getContext());
     bool writesWholeGradients = gradAccumSteps(module) == 1 && (stage < 2 || world == 1);
