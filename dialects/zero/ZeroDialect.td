@@ -35,7 +35,8 @@ def Zero_GlobalRole : I32EnumAttr<"GlobalRole", "role of a global in the trainin
     I32EnumAttrCase<"adam_m", 4>,
     I32EnumAttrCase<"adam_v", 5>,
     I32EnumAttrCase<"loss_scale", 6>,
-    I32EnumAttrCase<"step", 7>
+    I32EnumAttrCase<"step", 7>,
+    I32EnumAttrCase<"param_copy", 8>
   ]> {
   let cppNamespace = "::zcc::zero";
 }

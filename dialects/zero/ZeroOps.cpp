@@ -823,6 +823,11 @@ LogicalResult AdamWOp::verify() {
     return emitOpError("lr and step must be scalars");
   if (getSkip() && getSkip().getType().getRank() != 0)
     return emitOpError("skip must be a scalar");
+  if (Value copy = getNewParamCopy()) {
+    auto ct = cast<RankedTensorType>(copy.getType());
+    if (ct.getShape() != getParam().getType().getShape() || ct.getElementTypeBitWidth() != 16)
+      return emitOpError("the parameter's copy must be 16-bit with the parameter's shape");
+  }
   return success();
 }
 

@@ -687,6 +687,9 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
     an fp16 overflow) the results are the inputs, unchanged: PyTorch's
     found_inf, so that a skipped step needs no host round trip. The gradient
     may be 16-bit (a bf16 gradient bucket, zero-partition): read as float.
+    With a fourth result type (16-bit, the parameter's shape), the new
+    parameter is also written rounded to it: mixed precision's copy for the
+    next step (zero-param-copies), one pass over memory fewer than a cast.
   }];
   let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad, Zero_FloatTensor:$m,
                        Zero_FloatTensor:$v, RankedTensorOf<[F32]>:$lr,
@@ -694,18 +697,20 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
                        F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$epsilon, F64Attr:$weight_decay);
   let results = (outs Zero_FloatTensor:$new_param, Zero_FloatTensor:$new_m,
-                      Zero_FloatTensor:$new_v);
+                      Zero_FloatTensor:$new_v, Optional<Zero_FloatTensor>:$new_param_copy);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`skip` $skip^ `:` type($skip))? attr-dict
     `:` type($param) `,` type($grad) `,` type($lr) `,` type($step)
+    (`copy` type($new_param_copy)^)?
   }];
   let builders = [OpBuilder<(ins "mlir::Value":$param, "mlir::Value":$grad, "mlir::Value":$m,
       "mlir::Value":$v, "mlir::Value":$lr, "mlir::Value":$step, "double":$beta1,
       "double":$beta2, "double":$epsilon, "double":$weight_decay,
-      CArg<"mlir::Value", "{}">:$skip), [{
-    build($_builder, $_state, param.getType(), param.getType(), param.getType(), param, grad,
-          m, v, lr, step, skip, $_builder.getF64FloatAttr(beta1), $_builder.getF64FloatAttr(beta2),
-          $_builder.getF64FloatAttr(epsilon), $_builder.getF64FloatAttr(weight_decay));
+      CArg<"mlir::Value", "{}">:$skip, CArg<"mlir::Type", "{}">:$copyType), [{
+    build($_builder, $_state, param.getType(), param.getType(), param.getType(), copyType, param,
+          grad, m, v, lr, step, skip, $_builder.getF64FloatAttr(beta1),
+          $_builder.getF64FloatAttr(beta2), $_builder.getF64FloatAttr(epsilon),
+          $_builder.getF64FloatAttr(weight_decay));
   }]>];
   let hasVerifier = 1;
 }

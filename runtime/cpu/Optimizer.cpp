@@ -36,8 +36,12 @@ bool skipStep(const KernelCall &c, size_t withoutSkip) {
 }
 
 std::string checkAdamw(const KernelCall &c) {
-  if (auto e = checkSkip(c, 6, 3); !e.empty())
+  // A fourth output: the new parameter rounded to 16 bits (mixed
+  // precision's copy for the next step, zero-param-copies).
+  if (auto e = checkSkip(c, 6, c.out.size() == 4 ? 4 : 3); !e.empty())
     return e;
+  if (c.out.size() == 4 && (!isNarrowFloat(c.out[3].dtype) || c.out[3].shape != c.in[0].shape))
+    return "expects a 16-bit parameter copy of the parameter's shape as its fourth result";
   if (c.floats.size() != 4)
     return "expects [beta1, beta2, eps, weight_decay]";
   const Shape &s = c.in[0].shape;
@@ -52,11 +56,23 @@ std::string checkAdamw(const KernelCall &c) {
       return "expects float32 scalars lr and step";
   return "";
 }
+/// adamw's 16-bit copy of the parameter (its fourth output, if any).
+void writeParamCopy(const KernelCall &c, const float *p, int64_t begin, int64_t end) {
+  if (c.out.size() == 4)
+    for (int64_t k = begin; k < end; ++k)
+      storeNarrow(c.out[3], k, p[k]);
+}
+
 Status runAdamw(const KernelCall &c) {
   // PyTorch's AdamW (torch/optim/adamw.py, non-capturable): scalars in double,
   // tensor math in float32, in the same order.
-  if (skipStep(c, 6))
+  KernelCall state = c; // the float32 results; skipStep moves those
+  if (c.out.size() == 4)
+    state.out.pop_back();
+  if (skipStep(state, 6)) {
+    writeParamCopy(c, c.out[0].as<float>(), 0, c.in[0].numel());
     return Status::ok();
+  }
   double lr = *c.in[4].as<float>(), t = *c.in[5].as<float>();
   double b1 = c.floats[0], b2 = c.floats[1], eps = c.floats[2], wd = c.floats[3];
   float decay = (float)(1.0 - lr * wd);
@@ -80,6 +96,7 @@ Status runAdamw(const KernelCall &c) {
       mo[k] = mk;
       vo[k] = vk;
     }
+    writeParamCopy(c, po, begin, end);
   });
   return Status::ok();
 }

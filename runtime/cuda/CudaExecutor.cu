@@ -81,6 +81,7 @@ public:
       return errorf("--backend cuda: ", why);
     ZRT_CUBLAS(cublasLtCreate(&ctx_.lt));
     ctx_.workspaceBytes = 32u << 20; // cuBLASLt's recommendation for Hopper
+    ctx_.tuneGemms = options_.gemmTune;
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
     ZRT_CUDA(cudaMalloc(&ctx_.errorInfo, 5 * sizeof(long long)));
     ZRT_CUDA(cudaMemsetAsync(ctx_.errorInfo, 0, 5 * sizeof(long long), ctx_.stream));
@@ -122,6 +123,19 @@ public:
   }
 
   int64_t allocatedBytes() const override { return allocated_; }
+  std::vector<std::string> tuningReport() const override {
+    if (!ctx_.tuneGemms)
+      return {};
+    const GemmTuneStats &t = ctx_.tuneStats;
+    std::vector<std::string> lines = t.lines;
+    char summary[200];
+    std::snprintf(summary, sizeof summary,
+                  "gemm-tune: %d GEMM shapes timed, %d took another algorithm than the "
+                  "heuristic's first: %.3f -> %.3f ms for one call of each",
+                  t.shapes, t.changed, t.heuristicMs, t.chosenMs);
+    lines.push_back(summary);
+    return lines;
+  }
 
   TensorRef buffer(int index) const override {
     const plan::Buffer &b = plan_.buffers(index);
@@ -138,6 +152,7 @@ public:
   }
 
   Status run(const plan::Program &program) override {
+    ZRT_RETURN_IF_ERROR(refreshDerivedState(program));
     StreamCollectives *nccl = comm_ ? comm_->streamCollectives() : nullptr;
     if (nccl)
       nccl->begin("program '" + program.name() + "'");
@@ -359,6 +374,7 @@ public:
       ZRT_RETURN_IF_ERROR(copy(arenas_[plan::STATE], bytes.data(), state, cudaMemcpyHostToDevice));
     if (host)
       std::memcpy(host_.data, bytes.data() + state, host);
+    derivedStateStale_ = true;
     return Status::ok();
   }
 

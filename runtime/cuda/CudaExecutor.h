@@ -60,6 +60,11 @@ struct CudaOptions {
   /// --offload-chunk N: elements per chunk of the host optimizer of
   /// zero-offload (DeepSpeed's sub_group_size); 0: whole kernels.
   int64_t offloadChunk = 16ll << 20;
+  /// --gemm-tune: time the cuBLASLt heuristic's best 8 algorithms for each
+  /// GEMM shape on its first call and keep the fastest (off by default: the
+  /// choice rests on timings, so two runs may pick differently and differ in
+  /// the last bits).
+  bool gemmTune = false;
 };
 
 /// A rank's executor on device |device| (rank % device count by default).

@@ -24,6 +24,14 @@ namespace zrt {
 struct MatmulPlans;      // cuBLASLt descriptors and algorithm per GEMM shape
 struct GeneratedKernels; // the compiler's PTX, loaded (Generated.cu)
 
+/// zrun --gemm-tune: what timing the heuristic's candidates found, one
+/// line per GEMM shape (the heuristic's first choice and the fastest).
+struct GemmTuneStats {
+  int shapes = 0, changed = 0;
+  double heuristicMs = 0, chosenMs = 0; // per call, summed over the shapes
+  std::vector<std::string> lines;
+};
+
 struct CudaContext {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
@@ -43,6 +51,10 @@ struct CudaContext {
   /// GEMM shapes seen so far: their cuBLASLt descriptors and the algorithm
   /// the heuristic chose, built once (a plan repeats its shapes every step).
   std::shared_ptr<MatmulPlans> matmulPlans;
+  /// zrun --gemm-tune: time the heuristic's best few algorithms for each
+  /// GEMM shape on its first call and keep the fastest (docs/cuda.md).
+  bool tuneGemms = false;
+  GemmTuneStats tuneStats;
   /// The compiler's generated kernels (runtime/cuda/Generated.cu), loaded
   /// once each.
   std::shared_ptr<GeneratedKernels> generated;

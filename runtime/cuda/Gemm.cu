@@ -22,6 +22,9 @@ struct MatmulPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo;
+  // zrun --gemm-tune: the heuristic's other candidates, timed on the first
+  // call (the first is the heuristic's choice).
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
   // matmul_bias: the bias is added in cuBLASLt's epilogue; matmul_bgrad:
   // the bias gradient is formed by it (BGRADA). Unless no algorithm offers
   // the epilogue for this shape: then the add or reduce kernel after.
@@ -45,6 +48,9 @@ struct MatmulPlans {
 
 namespace cuda {
 namespace {
+
+/// --gemm-tune: how many of the heuristic's algorithms are timed.
+constexpr int kTuneCandidates = 8;
 
 cudaDataType_t cudaType(DType t) {
   return t == DType::F32 ? CUDA_R_32F : t == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -108,7 +114,9 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
   cublasLtMatmulPreference_t pref = nullptr;
   ZRT_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
   size_t ws = ctx.workspaceBytes;
-  cublasLtMatmulHeuristicResult_t result;
+  // With --gemm-tune, the heuristic's best few, timed by launchGemm.
+  int want = ctx.tuneGemms ? kTuneCandidates : 1;
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates];
   int found = 0;
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
@@ -135,7 +143,7 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
       st = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
                                           sizeof type);
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result,
+      st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, want, results,
                                           &found);
     p.epilogue = st == CUBLAS_STATUS_SUCCESS && found;
     if (!p.epilogue) {
@@ -145,13 +153,15 @@ Status buildMatmulPlan(MatmulPlan &p, CudaContext &ctx, cudaDataType_t type,
     }
   }
   if (st == CUBLAS_STATUS_SUCCESS && !found)
-    st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result,
+    st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, p.op, p.la, p.lb, p.lc, p.lc, pref, want, results,
                                         &found);
   cublasLtMatmulPreferenceDestroy(pref);
   ZRT_CUBLAS(st);
   if (!found)
     return errorf("cuBLASLt has no algorithm for ", m, "x", k, " @ ", k, "x", n, " batch ", batch);
-  p.algo = result.algo;
+  p.algo = results[0].algo;
+  if (found > 1)
+    p.candidates.assign(results, results + found);
   return Status::ok();
 }
 
@@ -162,6 +172,92 @@ struct Epilogue {
   const TensorRef *aux = nullptr;    // the GELU's pre-activation (written / read)
   const TensorRef *addend = nullptr; // matmul_add: C, added with beta = 1 (may be the result)
 };
+
+bool overlaps(const TensorRef &x, const TensorRef &y) {
+  const char *xl = x.data, *xh = xl + x.numel() * dtypeSize(x.dtype);
+  const char *yl = y.data, *yh = yl + y.numel() * dtypeSize(y.dtype);
+  return xl < yh && yl < xh;
+}
+
+/// --gemm-tune: times the heuristic's candidates for |p|'s shape on this
+/// call's operands (|c| the addend or the result, D the result) and keeps
+/// the fastest in p.algo; the heuristic's first unless another is at least
+/// 1% faster. An addend that is also the result is copied aside first
+/// (|aside|, freed by the caller after its call) so that every timed call
+/// computes the same; a call whose result shares bytes with another operand
+/// is not timed.
+Status tuneGemm(MatmulPlan &p, const MatmulPlans::Key &key, const TensorRef &a, const TensorRef &b,
+                const TensorRef &d, const TensorRef *addend, const Epilogue &e, const void *&c,
+                void *&aside, CudaContext &ctx) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  ZRT_CUDA(cudaStreamIsCapturing(ctx.stream, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    return Status::ok();
+  std::vector<const TensorRef *> reads{&a, &b};
+  if (p.epilogue && e.vector && e.kind != kBgradEpilogue)
+    reads.push_back(e.vector);
+  if (p.epilogue && e.aux && e.kind == kDgelu)
+    reads.push_back(e.aux);
+  std::vector<const TensorRef *> writes{&d};
+  if (p.epilogue && e.vector && e.kind == kBgradEpilogue)
+    writes.push_back(e.vector);
+  if (p.epilogue && e.aux && e.kind == kGeluAuxBias)
+    writes.push_back(e.aux);
+  for (const TensorRef *w : writes)
+    for (const TensorRef *r : reads)
+      if (overlaps(*w, *r))
+        return Status::ok();
+  if (addend && overlaps(*addend, d)) {
+    size_t bytes = addend->numel() * dtypeSize(addend->dtype);
+    if (ctx.scratchLimit >= 0 && (int64_t)bytes > ctx.scratchLimit)
+      return Status::ok();
+    ZRT_CUDA(cudaMalloc(&aside, bytes));
+    ZRT_CUDA(cudaMemcpyAsync(aside, addend->data, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+    c = aside;
+  }
+  float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
+  auto run = [&](const cublasLtMatmulAlgo_t &algo) {
+    return cublasLtMatmul(ctx.lt, p.op, &alpha, b.data, p.la, a.data, p.lb, &beta, c, p.lc, d.data,
+                          p.lc, &algo, ctx.workspace, ctx.workspaceBytes, ctx.stream);
+  };
+  cudaEvent_t start, stop;
+  ZRT_CUDA(cudaEventCreate(&start));
+  ZRT_CUDA(cudaEventCreate(&stop));
+  constexpr int kCalls = 3, kRounds = 2;
+  std::vector<float> best(p.candidates.size(), 1e30f);
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t i = 0; i < p.candidates.size(); ++i) {
+      if (run(p.candidates[i].algo) != CUBLAS_STATUS_SUCCESS) // unusable here: never chosen
+        continue;
+      cudaEventRecord(start, ctx.stream);
+      for (int k = 0; k < kCalls; ++k)
+        run(p.candidates[i].algo);
+      cudaEventRecord(stop, ctx.stream);
+      float ms = 0;
+      if (cudaEventSynchronize(stop) == cudaSuccess &&
+          cudaEventElapsedTime(&ms, start, stop) == cudaSuccess)
+        best[i] = std::min(best[i], ms / kCalls);
+    }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  ZRT_CUDA(cudaGetLastError());
+  size_t chosen = 0;
+  for (size_t i = 1; i < best.size(); ++i)
+    if (best[i] < 0.99f * best[chosen] && best[i] < best[0] * 0.99f)
+      chosen = i;
+  GemmTuneStats &t = ctx.tuneStats;
+  t.shapes += 1;
+  t.changed += chosen != 0;
+  t.heuristicMs += best[0];
+  t.chosenMs += best[chosen];
+  t.lines.push_back(errorf("m ", key[0], " n ", key[1], " k ", key[2], " batch ", key[3],
+                           key[4] ? " ta" : "", key[5] ? " tb" : "", " epilogue ", key[10],
+                           ": heuristic ", best[0], " ms, candidate ", chosen, " of ", best.size(),
+                           " ", best[chosen], " ms")
+                        .message());
+  p.algo = p.candidates[chosen].algo;
+  return Status::ok();
+}
 
 /// C = op(A) op(B) through cuBLASLt, with the epilogue |e|: a bias added
 /// (matmul_bias), the bias gradient = the column sums of B formed
@@ -237,9 +333,20 @@ Status launchGemm(const TensorRef &a, const TensorRef &b, const TensorRef &o, bo
     }
   }
   float alpha = 1.0f, beta = addend ? 1.0f : 0.0f;
-  ZRT_CUBLAS(cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb, &beta,
-                            addend ? addend->data : product.data, plan->lc, product.data, plan->lc,
-                            &plan->algo, ctx.workspace, ctx.workspaceBytes, ctx.stream));
+  const void *c = addend ? addend->data : product.data;
+  void *tuneAside = nullptr; // an addend the result overwrites, kept for the timed calls
+  if (!plan->candidates.empty()) {
+    ZRT_RETURN_IF_ERROR(tuneGemm(*plan, key, a, b, product, addend, e, c, tuneAside, ctx));
+    plan->candidates.clear();
+  }
+  cublasStatus_t st = cublasLtMatmul(ctx.lt, plan->op, &alpha, b.data, plan->la, a.data, plan->lb,
+                                     &beta, c, plan->lc, product.data, plan->lc, &plan->algo,
+                                     ctx.workspace, ctx.workspaceBytes, ctx.stream);
+  if (tuneAside) {
+    cudaStreamSynchronize(ctx.stream);
+    cudaFree(tuneAside);
+  }
+  ZRT_CUBLAS(st);
   if (e.addend && !addend) { // an unaligned addend: the add kernel after the GEMM
     KernelCall sum;
     sum.in = {o, aside};

@@ -16,11 +16,11 @@ namespace {
 /// double, tensor math in float32, in the same order. lr and the step count
 /// are device scalars. The gradient may be 16-bit (a bf16 gradient bucket:
 /// the values the float32 one would hold).
-template <typename G>
+template <typename G, typename C>
 __global__ void adamwKernel(const float *p, const G *g, const float *m, const float *v,
                             const float *lrp, const float *stepp, const unsigned char *skip,
-                            float *po, float *mo, float *vo, double b1, double b2, double eps,
-                            double wd, int64_t n, bool vectors) {
+                            float *po, float *mo, float *vo, C *copy, double b1, double b2,
+                            double eps, double wd, int64_t n, bool vectors) {
   bool skipped = skip && *skip;
   double lr = *lrp, t = *stepp;
   float decay = (float)(1.0 - lr * wd);
@@ -54,6 +54,15 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
     reinterpret_cast<float4 *>(po)[k] = pk;
     reinterpret_cast<float4 *>(mo)[k] = mk;
     reinterpret_cast<float4 *>(vo)[k] = vk;
+    if (copy) { // the 16-bit copy: four values, one 8-byte store
+      uint2 u;
+      C *h = reinterpret_cast<C *>(&u);
+      h[0] = fromF<C>(pk.x);
+      h[1] = fromF<C>(pk.y);
+      h[2] = fromF<C>(pk.z);
+      h[3] = fromF<C>(pk.w);
+      reinterpret_cast<uint2 *>(copy)[k] = u;
+    }
   }
   for (int64_t k = nv * 4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += step) {
     float pk = p[k], mk = m[k], vk = v[k];
@@ -61,6 +70,8 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
     po[k] = pk;
     mo[k] = mk;
     vo[k] = vk;
+    if (copy)
+      copy[k] = fromF<C>(pk);
   }
 }
 
@@ -92,13 +103,26 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
     vectors &= reinterpret_cast<uintptr_t>(c.in[i].data) % 16 == 0;
   for (int i = 0; i < 3; ++i)
     vectors &= reinterpret_cast<uintptr_t>(c.out[i].data) % 16 == 0;
-  ZRT_FLOAT_DISPATCH(c.in[1].dtype, G,
-                     adamwKernel<G>
-                     <<<blocksFor(vectors ? (n + 3) / 4 : n), kThreads, 0, ctx.stream>>>(
-                         c.in[0].as<float>(), c.in[1].as<G>(), c.in[2].as<float>(),
-                         c.in[3].as<float>(), c.in[4].as<float>(), c.in[5].as<float>(), skip,
-                         c.out[0].as<float>(), c.out[1].as<float>(), c.out[2].as<float>(),
-                         c.floats[0], c.floats[1], c.floats[2], c.floats[3], n, vectors))
+  // The 16-bit parameter copy (a fourth output): 8-byte stores.
+  const bool withCopy = c.out.size() == 4;
+  if (withCopy)
+    vectors &= reinterpret_cast<uintptr_t>(c.out[3].data) % 8 == 0;
+  auto launch = [&](auto g, auto copy) {
+    using G = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
+    using C = std::remove_pointer_t<decltype(copy)>;
+    adamwKernel<G, C><<<blocksFor(vectors ? (n + 3) / 4 : n), kThreads, 0, ctx.stream>>>(
+        c.in[0].as<float>(), g, c.in[2].as<float>(), c.in[3].as<float>(), c.in[4].as<float>(),
+        c.in[5].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(), c.out[2].as<float>(),
+        copy, c.floats[0], c.floats[1], c.floats[2], c.floats[3], n, vectors);
+  };
+  ZRT_FLOAT_DISPATCH(c.in[1].dtype, G, {
+    if (!withCopy)
+      launch(c.in[1].as<G>(), (__nv_bfloat16 *)nullptr);
+    else if (c.out[3].dtype == DType::BF16)
+      launch(c.in[1].as<G>(), c.out[3].as<__nv_bfloat16>());
+    else
+      launch(c.in[1].as<G>(), c.out[3].as<__half>());
+  })
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

@@ -183,5 +183,6 @@ Status Executor::loadState(const std::vector<char> &bytes) {
                   checkpointStateBytes(plan_));
   std::memcpy(stateData(), bytes.data(), stateBytes());
   std::memcpy(host_.data.get(), bytes.data() + stateBytes(), plan_.host_state_bytes());
+  derivedStateStale_ = true;
   return Status::ok();
 }

@@ -77,7 +77,10 @@ public:
   Status loadState(const std::vector<char> &bytes) override;
 
   /// Runs every instruction of |program| in order.
-  Status run(const plan::Program &program) override { return walk(program); }
+  Status run(const plan::Program &program) override {
+    ZRT_RETURN_IF_ERROR(refreshDerivedState(program));
+    return walk(program);
+  }
 
 private:
   TensorRef operand(int index) const override { return buffer(index); }

@@ -11,6 +11,16 @@ const plan::Program *Interpreter::program(const std::string &name) const {
   return findProgram(plan_, name);
 }
 
+Status Interpreter::refreshDerivedState(const plan::Program &next) {
+  if (!derivedStateStale_)
+    return Status::ok();
+  derivedStateStale_ = false;
+  const plan::Program *refresh = program("refresh");
+  if (!refresh || refresh == &next)
+    return Status::ok();
+  return run(*refresh);
+}
+
 const std::vector<Interpreter::Step> &Interpreter::prepared(const plan::Program &program) {
   auto it = prepared_.find(&program);
   if (it != prepared_.end())

@@ -39,6 +39,9 @@ public:
   /// the host arena's offloaded state, for checkpoints and weights, and back.
   virtual Status saveState(std::vector<char> &bytes) = 0;
   virtual Status loadState(const std::vector<char> &bytes) = 0;
+  /// What the backend chose by measuring (zrun --gemm-tune), as lines to
+  /// print; empty if nothing.
+  virtual std::vector<std::string> tuningReport() const { return {}; }
 
   /// zrun --profile: the time of every instruction, summed over runs, by
   /// program name and instruction index. The CPU times kernels with a clock;
@@ -98,6 +101,13 @@ protected:
 
   /// |program|'s steps, resolved on first use.
   const std::vector<Step> &prepared(const plan::Program &program);
+
+  /// zero-param-copies: the plan's `refresh` program recomputes state that
+  /// derives from the parameters (their 16-bit copies). It runs before the
+  /// next program whenever the state was written from outside the programs:
+  /// the initial values, and every loadState (weights, a checkpoint).
+  bool derivedStateStale_ = true;
+  Status refreshDerivedState(const plan::Program &next);
 
   /// Writes arena |arena|'s initial contents for rank |rank| into |base|
   /// (host memory laid out as the arena, zeroed): fills first, then data

@@ -220,6 +220,9 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     ZRT_RETURN_IF_ERROR(makeExecutor(options, plan, rank, comm, weights.get(),
                                      job ? job->localRank : -1, executor));
     ZRT_RETURN_IF_ERROR(trainer->run(rank, *executor, comm));
+    if (rank == 0)
+      for (const std::string &line : executor->tuningReport())
+        std::printf("%s\n", line.c_str());
     if (rank == 0 && t.profile)
       printProfile(plan, executor->profile(),
                    std::max<int64_t>(1, t.steps - trainer->firstStep() - 1));

@@ -150,8 +150,10 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
   for (const plan::ParamLayout &l : plan.params()) {
     const std::string prefix = plan.buffers(l.bucket()).name() + ".";
     for (const plan::Buffer &b : plan.buffers()) {
+      // (param_copy: the 16-bit copies, recomputed from the parameters.)
       if (b.view() || b.role().empty() || b.role() == "param" || b.role() == "grad" ||
-          b.role() == "buffer" || b.role() == "step" || b.name().compare(0, prefix.size(), prefix))
+          b.role() == "buffer" || b.role() == "step" || b.role() == "param_copy" ||
+          b.name().compare(0, prefix.size(), prefix))
         continue;
       int64_t n = numel(b.shape());
       plan::CheckpointTensor *t = m.add_tensors();

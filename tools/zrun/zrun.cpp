@@ -145,6 +145,9 @@ void addCommon(CLI::App *cmd, Common &c, const std::string &planHelp) {
   cmd->add_flag("--cuda-graphs", c.run.cuda.graphs,
                 "--backend cuda: run one-rank programs as CUDA graphs (captured on their "
                 "second run)");
+  cmd->add_flag("--gemm-tune", c.run.cuda.gemmTune,
+                "--backend cuda: time cuBLASLt's 8 best-ranked algorithms for each GEMM shape on "
+                "its first call and keep the fastest (runs may then differ in the last bits)");
   cmd->add_option("--offload-chunk", c.run.cuda.offloadChunk,
                   "--backend cuda, zero-offload: elements per chunk of the host optimizer "
                   "(default 16M; 0: whole kernels)")

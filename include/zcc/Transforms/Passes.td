@@ -180,6 +180,26 @@ def ZeroFuseElementwise : Pass<"zero-fuse-elementwise", "mlir::ModuleOp"> {
                            "mlir::math::MathDialect"];
 }
 
+def ZeroParamCopies : Pass<"zero-param-copies", "mlir::ModuleOp"> {
+  let summary = "Mixed precision's 16-bit parameter copies kept as state, written by AdamW";
+  let description = [{
+    Mixed precision casts each float32 parameter to bf16/fp16 where a
+    program reads it: at the start of every micro-step, a pass over all
+    parameters (4 bytes read and 2 written each). Where `@apply` stores a
+    bucket straight from `zero.adamw` (stages 0-2 on one rank, no offload),
+    this pass adds a `param_copy` global beside the bucket (`BUCKET.copy`, and
+    `MEMBER.copy` at each member's offset), gives the AdamW its fourth result
+    (the new parameter rounded to the copy's type, stored to the copy) and
+    replaces the programs' casts of the members with loads of their copies.
+    A new program `@refresh` casts the buckets into their copies: the runtime
+    runs it after anything writes the state from outside the programs (the
+    initial values, `--weights`, a resumed checkpoint). The same values as
+    the casts (the same rounding of the same parameters), one pass over the
+    parameters fewer a step.
+  }];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroGroupCasts : Pass<"zero-group-casts", "mlir::ModuleOp"> {
   let summary = "One launch for mixed precision's per-parameter casts (cast_many, cast_concat)";
   let description = [{

@@ -220,7 +220,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
         bucketed += cast<RankedTensorType>(md.getAs<TypeAttr>("type").getValue()).getNumElements();
       }
     }
-  int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, kernels = 0;
+  int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, kernels = 0, copies = 0;
   int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
     if (buffer.getArena() == zcc::zrt::Arena::host && !buffer.getView() && buffer.getRole())
@@ -231,6 +231,12 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
       continue;
     int64_t bytes = alignArena(storageBytes(buffer.getType()));
     StringRef role = buffer.getRole() ? *buffer.getRole() : "param";
+    if (role == "param_copy") { // zero-param-copies: counted once, as the bucket's copy
+      if (buffer.getSymName().ends_with(".copy") &&
+          buckets.contains(buffer.getSymName().drop_back(strlen(".copy"))))
+        copies += bytes;
+      continue;
+    }
     if (members.contains(buffer.getSymName()))
       continue; // inside its bucket
     if (buffer.getTrainable() || buckets.contains(buffer.getSymName())) {
@@ -337,6 +343,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
     os << "  recompute: " << rc.getAs<StringAttr>("policy").getValue() << " ("
        << rc.getAs<StringAttr>("note").getValue() << ")\n";
   row("parameters", params, "trainable state");
+  if (copies > 0)
+    row("parameter copies", copies, "16-bit, written by the optimizer (zero-param-copies)");
   row("gradients", grads, "accumulated over micro-steps");
   row("optimizer state", optimizer, "AdamW moments and step");
   row("frozen buffers", frozen, "state that does not train");

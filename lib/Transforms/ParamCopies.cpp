@@ -1,0 +1,175 @@
+//===- ParamCopies.cpp - mixed precision's parameter copies as state ------===//
+//
+// Mixed precision casts every parameter to 16 bits at the start of each
+// micro-step: a pass over the float32 parameters (4 bytes read, 2 written a
+// parameter) that repeats what the optimizer could have written as it
+// produced the parameters. This pass keeps the 16-bit copies as training
+// state instead: a `param_copy` global beside each bucket that AdamW writes
+// (its fourth result) when it writes the bucket, and the micro-step and
+// eval programs load the copies where they cast. A `refresh` program casts
+// the buckets into the copies; the runtime runs it whenever the state is
+// written from outside the programs (initial values, weights, a resumed
+// checkpoint). See Passes.td.
+//
+//===----------------------------------------------------------------------===//
+#include "zcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace zcc {
+#define GEN_PASS_DEF_ZEROPARAMCOPIES
+#include "zcc/Transforms/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+using namespace zcc::zero;
+
+namespace {
+
+ElementsAttr zeros(RankedTensorType type) {
+  return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), 0.0));
+}
+
+struct ZeroParamCopies : zcc::impl::ZeroParamCopiesBase<ZeroParamCopies> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto apply = module.lookupSymbol<func::FuncOp>("apply");
+    if (!apply || module.lookupSymbol<func::FuncOp>("refresh"))
+      return;
+    // Offloaded state (zero-offload) is updated on the host: not here.
+    for (auto global : module.getOps<GlobalOp>())
+      if (global->hasAttr("zero.host"))
+        return;
+
+    // Buckets whose new value apply stores straight from AdamW (one rank's
+    // whole bucket: stages 0-2 on one rank), and the 16-bit type their
+    // members are cast to by the programs.
+    struct Bucket {
+      GlobalOp global;
+      AdamWOp update;
+      StoreOp store;
+      Type half; // the copies' element type; null until a cast is seen
+      GlobalOp copy;
+    };
+    llvm::MapVector<StringAttr, Bucket> buckets;
+    apply.walk([&](StoreOp store) {
+      auto update = store.getValue().getDefiningOp<AdamWOp>();
+      auto global = module.lookupSymbol<GlobalOp>(store.getGlobalAttr());
+      if (!update || update.getNewParam() != store.getValue() || update.getNewParamCopy() ||
+          !global || global.getBucket() || global.getShardOfAttr() ||
+          global.getRole() != GlobalRole::param)
+        return;
+      buckets[global.getSymNameAttr()] = Bucket{global, update, store, Type(), GlobalOp()};
+    });
+    if (buckets.empty())
+      return;
+
+    // The casts of bucket members to 16 bits, in every program but apply.
+    struct MemberCast {
+      CastOp cast;
+      GlobalOp member;
+      Bucket *bucket;
+    };
+    SmallVector<MemberCast> casts;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func == apply)
+        continue;
+      func.walk([&](CastOp c) {
+        auto load = c.getInput().getDefiningOp<LoadOp>();
+        auto to = cast<RankedTensorType>(c.getType()).getElementType();
+        if (!load || !to.isBF16() && !to.isF16() ||
+            !cast<RankedTensorType>(c.getInput().getType()).getElementType().isF32())
+          return;
+        auto member = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
+        if (!member || !member.getBucketAttr())
+          return;
+        auto it = buckets.find(member.getBucketAttr().getAttr());
+        if (it == buckets.end())
+          return;
+        Bucket &bucket = it->second;
+        if (bucket.half && bucket.half != to) {
+          bucket.half = NoneType::get(module.getContext()); // two 16-bit types: left alone
+          return;
+        }
+        if (!bucket.half)
+          bucket.half = to;
+        casts.push_back({c, member, &bucket});
+      });
+    }
+
+    OpBuilder b(module.getContext());
+    DenseMap<Operation *, GlobalOp> memberCopies;
+    for (auto &[name, bucket] : buckets) {
+      if (!bucket.half || isa<NoneType>(bucket.half))
+        continue;
+      // The copies' bucket, after the bucket; zeros until refresh writes it.
+      b.setInsertionPointAfter(bucket.global);
+      auto type = RankedTensorType::get(bucket.global.getTensorType().getShape(), bucket.half);
+      bucket.copy =
+          GlobalOp::create(b, bucket.global.getLoc(), (bucket.global.getSymName() + ".copy").str(),
+                           GlobalRole::param_copy, false, type, zeros(type));
+      // AdamW writes the copy with the bucket.
+      AdamWOp u = bucket.update;
+      b.setInsertionPoint(u);
+      auto fused = AdamWOp::create(b, u.getLoc(), u.getParam(), u.getGrad(), u.getM(), u.getV(),
+                                   u.getLr(), u.getStep(), u.getBeta1().convertToDouble(),
+                                   u.getBeta2().convertToDouble(), u.getEpsilon().convertToDouble(),
+                                   u.getWeightDecay().convertToDouble(), u.getSkip(), type);
+      u.getNewParam().replaceAllUsesWith(fused.getNewParam());
+      u.getNewM().replaceAllUsesWith(fused.getNewM());
+      u.getNewV().replaceAllUsesWith(fused.getNewV());
+      u.erase();
+      bucket.update = fused;
+      b.setInsertionPointAfter(bucket.store);
+      StoreOp::create(b, bucket.store.getLoc(), fused.getNewParamCopy(),
+                      FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr()));
+    }
+
+    // Each member's copy: a global at the member's offset in the copies'
+    // bucket; the casts become loads of it.
+    for (MemberCast &mc : casts) {
+      Bucket &bucket = *mc.bucket;
+      if (!bucket.copy)
+        continue;
+      GlobalOp &copy = memberCopies[mc.member];
+      if (!copy) {
+        b.setInsertionPointAfter(mc.member);
+        auto type = RankedTensorType::get(mc.member.getTensorType().getShape(), bucket.half);
+        copy = GlobalOp::create(b, mc.member.getLoc(), (mc.member.getSymName() + ".copy").str(),
+                                GlobalRole::param_copy, false, type, zeros(type));
+        copy.setBucketAttr(FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr()));
+        copy.setBucketOffsetAttr(mc.member.getBucketOffsetAttr());
+      }
+      b.setInsertionPoint(mc.cast);
+      auto load = LoadOp::create(b, mc.cast.getLoc(), mc.cast.getType(),
+                                 FlatSymbolRefAttr::get(copy.getSymNameAttr()));
+      Operation *input = mc.cast.getInput().getDefiningOp();
+      mc.cast.getResult().replaceAllUsesWith(load.getResult());
+      mc.cast.erase();
+      if (input->use_empty())
+        input->erase();
+    }
+
+    // refresh: every copied bucket cast into its copies.
+    b.setInsertionPointToEnd(module.getBody());
+    auto refresh = func::FuncOp::create(b, module.getLoc(), "refresh", b.getFunctionType({}, {}));
+    Block *body = refresh.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    for (auto &[name, bucket] : buckets) {
+      if (!bucket.copy)
+        continue;
+      Location loc = bucket.global.getLoc();
+      auto load = LoadOp::create(b, loc, bucket.global.getTensorType(),
+                                 FlatSymbolRefAttr::get(bucket.global.getSymNameAttr()));
+      auto half = CastOp::create(b, loc, bucket.copy.getTensorType(), load.getResult());
+      StoreOp::create(b, loc, half.getResult(),
+                      FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr()));
+    }
+    func::ReturnOp::create(b, module.getLoc());
+    if (body->getOperations().size() == 1)
+      refresh.erase(); // nothing was copied
+  }
+};
+
+} // namespace
