@@ -675,7 +675,7 @@ def Zero_SliceGradOp : Zero_Op<"slice_grad", [Pure]> {
   let assemblyFormat = "$grad `[` $start `:` $stride `]` attr-dict `:` type($grad) `->` type($result)";
 }
 
-def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
+def Zero_AdamWOp : Zero_Op<"adamw", [Pure, AttrSizedResultSegments,
     AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
   let summary = "one AdamW step (PyTorch semantics: bias correction, decoupled decay)";
   let description = [{
@@ -689,7 +689,11 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
     may be 16-bit (a bf16 gradient bucket, zero-partition): read as float.
     With a fourth result type (16-bit, the parameter's shape), the new
     parameter is also written rounded to it: mixed precision's copy for the
-    next step (zero-param-copies), one pass over memory fewer than a cast.
+    next step (zero-fuse-optimizer), one pass over memory fewer than a cast.
+    With `grad_sum_squares` (a scalar f32 result), the sum of the squared
+    gradient is formed as the gradient is read (zero-fuse-optimizer, where the
+    norm is only reported): the value of `zero.reduce sum_squares` of the
+    gradient, summed in another order.
   }];
   let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad, Zero_FloatTensor:$m,
                        Zero_FloatTensor:$v, RankedTensorOf<[F32]>:$lr,
@@ -697,18 +701,22 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure,
                        F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$epsilon, F64Attr:$weight_decay);
   let results = (outs Zero_FloatTensor:$new_param, Zero_FloatTensor:$new_m,
-                      Zero_FloatTensor:$new_v, Optional<Zero_FloatTensor>:$new_param_copy);
+                      Zero_FloatTensor:$new_v, Optional<Zero_FloatTensor>:$new_param_copy,
+                      Optional<RankedTensorOf<[F32]>>:$grad_sum_squares);
   let assemblyFormat = [{
     $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`skip` $skip^ `:` type($skip))? attr-dict
     `:` type($param) `,` type($grad) `,` type($lr) `,` type($step)
-    (`copy` type($new_param_copy)^)?
+    (`copy` type($new_param_copy)^)? (`sum_squares` type($grad_sum_squares)^)?
   }];
   let builders = [OpBuilder<(ins "mlir::Value":$param, "mlir::Value":$grad, "mlir::Value":$m,
       "mlir::Value":$v, "mlir::Value":$lr, "mlir::Value":$step, "double":$beta1,
       "double":$beta2, "double":$epsilon, "double":$weight_decay,
-      CArg<"mlir::Value", "{}">:$skip, CArg<"mlir::Type", "{}">:$copyType), [{
-    build($_builder, $_state, param.getType(), param.getType(), param.getType(), copyType, param,
-          grad, m, v, lr, step, skip, $_builder.getF64FloatAttr(beta1),
+      CArg<"mlir::Value", "{}">:$skip, CArg<"mlir::Type", "{}">:$copyType,
+      CArg<"bool", "false">:$sumSquares), [{
+    build($_builder, $_state, param.getType(), param.getType(), param.getType(), copyType,
+          sumSquares ? mlir::Type(mlir::RankedTensorType::get({}, $_builder.getF32Type()))
+                     : mlir::Type(),
+          param, grad, m, v, lr, step, skip, $_builder.getF64FloatAttr(beta1),
           $_builder.getF64FloatAttr(beta2), $_builder.getF64FloatAttr(epsilon),
           $_builder.getF64FloatAttr(weight_decay));
   }]>];

@@ -149,8 +149,8 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     epilogues.gelu = cuda;
     epilogues.add = cuda;
     pm.addPass(createZeroFuseEpilogues(epilogues));
-    if (o.train && o.precision != Precision::FP32)
-      pm.addPass(createZeroParamCopies());
+    if (o.train)
+      pm.addPass(createZeroFuseOptimizer());
     pm.addPass(createZeroGroupCasts());
     if (cuda && o.fuseElementwise)
       pm.addPass(createZeroFuseElementwise());

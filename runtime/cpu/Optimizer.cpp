@@ -36,12 +36,19 @@ bool skipStep(const KernelCall &c, size_t withoutSkip) {
 }
 
 std::string checkAdamw(const KernelCall &c) {
-  // A fourth output: the new parameter rounded to 16 bits (mixed
-  // precision's copy for the next step, zero-param-copies).
-  if (auto e = checkSkip(c, 6, c.out.size() == 4 ? 4 : 3); !e.empty())
+  // After the three states, each optional (zero-fuse-optimizer): the new
+  // parameter rounded to 16 bits (mixed precision's copy for the next step)
+  // and the gradient's sum of squares (a float32 scalar), in that order.
+  if (auto e = checkSkip(c, 6, std::max<size_t>(3, std::min<size_t>(5, c.out.size()))); !e.empty())
     return e;
-  if (c.out.size() == 4 && (!isNarrowFloat(c.out[3].dtype) || c.out[3].shape != c.in[0].shape))
-    return "expects a 16-bit parameter copy of the parameter's shape as its fourth result";
+  for (size_t i = 3; i < c.out.size(); ++i) {
+    const TensorRef &o = c.out[i];
+    bool squares = o.shape.empty() && o.dtype == DType::F32;
+    bool copy = isNarrowFloat(o.dtype) && o.shape == c.in[0].shape;
+    if (!(squares || copy) || (copy && i == 4) || (i == 4 && c.out[3].shape.empty()))
+      return "expects a 16-bit parameter copy of the parameter's shape and a float32 scalar sum "
+             "of squares, each optional, after the new parameter and moments";
+  }
   if (c.floats.size() != 4)
     return "expects [beta1, beta2, eps, weight_decay]";
   const Shape &s = c.in[0].shape;
@@ -56,19 +63,36 @@ std::string checkAdamw(const KernelCall &c) {
       return "expects float32 scalars lr and step";
   return "";
 }
-/// adamw's 16-bit copy of the parameter (its fourth output, if any).
+/// adamw's 16-bit copy of the parameter (an output after the states), if any.
+const TensorRef *paramCopy(const KernelCall &c) {
+  return c.out.size() > 3 && !c.out[3].shape.empty() ? &c.out[3] : nullptr;
+}
 void writeParamCopy(const KernelCall &c, const float *p, int64_t begin, int64_t end) {
-  if (c.out.size() == 4)
+  if (const TensorRef *copy = paramCopy(c))
     for (int64_t k = begin; k < end; ++k)
-      storeNarrow(c.out[3], k, p[k]);
+      storeNarrow(*copy, k, p[k]);
+}
+/// adamw's sum of the squared gradient (its last output, a scalar), if any:
+/// as the reduce kernel sums it (each square in float, added in double in
+/// order), so that the fused norm has the separate one's bits.
+void writeSumSquares(const KernelCall &c) {
+  if (c.out.size() < 4 || !c.out.back().shape.empty())
+    return;
+  const TensorRef &g = c.in[1];
+  double a = 0;
+  for (int64_t k = 0, n = g.numel(); k < n; ++k) {
+    float v = isNarrowFloat(g.dtype) ? loadNarrow(g, k) : g.as<float>()[k];
+    a += (double)(v * v);
+  }
+  *c.out.back().as<float>() = (float)a;
 }
 
 Status runAdamw(const KernelCall &c) {
   // PyTorch's AdamW (torch/optim/adamw.py, non-capturable): scalars in double,
   // tensor math in float32, in the same order.
-  KernelCall state = c; // the float32 results; skipStep moves those
-  if (c.out.size() == 4)
-    state.out.pop_back();
+  writeSumSquares(c);   // before the update: the gradient may share bytes with a result
+  KernelCall state = c; // the float32 states; skipStep moves those
+  state.out.resize(3);
   if (skipStep(state, 6)) {
     writeParamCopy(c, c.out[0].as<float>(), 0, c.in[0].numel());
     return Status::ok();

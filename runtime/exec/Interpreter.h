@@ -102,7 +102,7 @@ protected:
   /// |program|'s steps, resolved on first use.
   const std::vector<Step> &prepared(const plan::Program &program);
 
-  /// zero-param-copies: the plan's `refresh` program recomputes state that
+  /// zero-fuse-optimizer: the plan's `refresh` program recomputes state that
   /// derives from the parameters (their 16-bit copies). It runs before the
   /// next program whenever the state was written from outside the programs:
   /// the initial values, and every loadState (weights, a checkpoint).

@@ -436,7 +436,7 @@ int main(int argc, char **argv) {
           "zero-training-config, canonicalize, zero-recognize-patterns, cse, zero-attach-loss,\n"
           "zero-mixed-precision, zero-fuse-attention and zero-pad-gemms (--target cuda),\n"
           "zero-autodiff, zero-recompute, zero-partition, zero-optimizer, zero-schedule,\n"
-          "zero-offload, zero-fuse-epilogues, zero-param-copies, zero-group-casts, "
+          "zero-offload, zero-fuse-epilogues, zero-fuse-optimizer, zero-group-casts, "
           "zero-fuse-elementwise\n"
           "(--target cuda), zero-plan-memory, convert-zero-to-zrt.\n"
           "--help-hidden lists every LLVM/MLIR option.\n",

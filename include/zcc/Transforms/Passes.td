@@ -180,22 +180,29 @@ def ZeroFuseElementwise : Pass<"zero-fuse-elementwise", "mlir::ModuleOp"> {
                            "mlir::math::MathDialect"];
 }
 
-def ZeroParamCopies : Pass<"zero-param-copies", "mlir::ModuleOp"> {
-  let summary = "Mixed precision's 16-bit parameter copies kept as state, written by AdamW";
+def ZeroFuseOptimizer : Pass<"zero-fuse-optimizer", "mlir::ModuleOp"> {
+  let summary = "The passes over memory around AdamW folded into it: parameter copies, the norm";
   let description = [{
-    Mixed precision casts each float32 parameter to bf16/fp16 where a
-    program reads it: at the start of every micro-step, a pass over all
-    parameters (4 bytes read and 2 written each). Where `@apply` stores a
-    bucket straight from `zero.adamw` (stages 0-2 on one rank, no offload),
-    this pass adds a `param_copy` global beside the bucket (`BUCKET.copy`, and
-    `MEMBER.copy` at each member's offset), gives the AdamW its fourth result
-    (the new parameter rounded to the copy's type, stored to the copy) and
-    replaces the programs' casts of the members with loads of their copies.
-    A new program `@refresh` casts the buckets into their copies: the runtime
-    runs it after anything writes the state from outside the programs (the
-    initial values, `--weights`, a resumed checkpoint). The same values as
-    the casts (the same rounding of the same parameters), one pass over the
-    parameters fewer a step.
+    Two passes over every parameter or gradient that AdamW, which reads and
+    writes them all anyway, can do as it goes:
+
+    - Parameter copies (bf16/fp16): mixed precision casts each float32
+      parameter to 16 bits where a program reads it, at the start of every
+      micro-step (4 bytes read and 2 written a parameter). Where `@apply`
+      stores a bucket straight from `zero.adamw` (stages 0-2 on one rank, no
+      offload), a `param_copy` global beside the bucket (`BUCKET.copy`, and
+      `MEMBER.copy` at each member's offset) holds the copies; the AdamW
+      writes them (its copy result) and the programs' casts of the members
+      become loads of their copies. A new program `@refresh` casts the
+      buckets into their copies: the runtime runs it after anything writes
+      the state from outside the programs (the initial values, `--weights`, a
+      resumed checkpoint). The same values as the casts.
+    - The gradient norm: a `reduce sum_squares` of exactly the gradient an
+      AdamW reads, where nothing the AdamW reads depends on it (no clipping,
+      no fp16 overflow test: the norm is only reported), is formed by the
+      AdamW as it reads the gradient (its `sum_squares` result); what reads
+      it moves after the AdamW. The same sum in another order on the GPU (the
+      CPU keeps the reduce's order and bits).
   }];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }

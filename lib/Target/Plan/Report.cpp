@@ -231,7 +231,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
       continue;
     int64_t bytes = alignArena(storageBytes(buffer.getType()));
     StringRef role = buffer.getRole() ? *buffer.getRole() : "param";
-    if (role == "param_copy") { // zero-param-copies: counted once, as the bucket's copy
+    if (role == "param_copy") { // zero-fuse-optimizer: counted once, as the bucket's copy
       if (buffer.getSymName().ends_with(".copy") &&
           buckets.contains(buffer.getSymName().drop_back(strlen(".copy"))))
         copies += bytes;
@@ -344,7 +344,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
        << rc.getAs<StringAttr>("note").getValue() << ")\n";
   row("parameters", params, "trainable state");
   if (copies > 0)
-    row("parameter copies", copies, "16-bit, written by the optimizer (zero-param-copies)");
+    row("parameter copies", copies, "16-bit, written by the optimizer (zero-fuse-optimizer)");
   row("gradients", grads, "accumulated over micro-steps");
   row("optimizer state", optimizer, "AdamW moments and step");
   row("frozen buffers", frozen, "state that does not train");

@@ -16,9 +16,11 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace zcc {
-#define GEN_PASS_DEF_ZEROPARAMCOPIES
+#define GEN_PASS_DEF_ZEROFUSEOPTIMIZER
 #include "zcc/Transforms/Passes.h.inc"
 } // namespace zcc
 
@@ -31,7 +33,27 @@ ElementsAttr zeros(RankedTensorType type) {
   return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), 0.0));
 }
 
-struct ZeroParamCopies : zcc::impl::ZeroParamCopiesBase<ZeroParamCopies> {
+/// A new AdamW like |u| with a parameter copy of |copyType| and/or the
+/// gradient's sum of squares; |u|'s results replaced by its, |u| erased.
+AdamWOp rebuild(AdamWOp u, Type copyType, bool sumSquares) {
+  OpBuilder b(u);
+  auto fused =
+      AdamWOp::create(b, u.getLoc(), u.getParam(), u.getGrad(), u.getM(), u.getV(), u.getLr(),
+                      u.getStep(), u.getBeta1().convertToDouble(), u.getBeta2().convertToDouble(),
+                      u.getEpsilon().convertToDouble(), u.getWeightDecay().convertToDouble(),
+                      u.getSkip(), copyType, sumSquares);
+  u.getNewParam().replaceAllUsesWith(fused.getNewParam());
+  u.getNewM().replaceAllUsesWith(fused.getNewM());
+  u.getNewV().replaceAllUsesWith(fused.getNewV());
+  if (Value copy = u.getNewParamCopy())
+    copy.replaceAllUsesWith(fused.getNewParamCopy());
+  if (Value sum = u.getGradSumSquares())
+    sum.replaceAllUsesWith(fused.getGradSumSquares());
+  u.erase();
+  return fused;
+}
+
+struct ZeroFuseOptimizer : zcc::impl::ZeroFuseOptimizerBase<ZeroFuseOptimizer> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto apply = module.lookupSymbol<func::FuncOp>("apply");
@@ -41,7 +63,69 @@ struct ZeroParamCopies : zcc::impl::ZeroParamCopiesBase<ZeroParamCopies> {
     for (auto global : module.getOps<GlobalOp>())
       if (global->hasAttr("zero.host"))
         return;
+    fuseParamCopies(module, apply);
+    fuseSumSquares(apply);
+  }
 
+  /// The gradient norm's `reduce sum_squares` of exactly the gradient an
+  /// AdamW reads, where nothing the AdamW reads depends on the norm (no
+  /// clipping, no loss-scale overflow test): the AdamW forms it; what reads
+  /// the sum (the other buckets' sums, a cross-rank all-reduce, the square
+  /// root the step reports) moves after the AdamW, in its order.
+  void fuseSumSquares(func::FuncOp apply) {
+    SmallVector<AdamWOp> updates;
+    apply.walk([&](AdamWOp u) { updates.push_back(u); });
+    Block &block = apply.getBody().front();
+    for (AdamWOp u : updates) {
+      if (u.getGradSumSquares() || u->getBlock() != &block)
+        continue;
+      auto in = cast<RankedTensorType>(u.getGrad().getType());
+      ReduceOp reduce;
+      for (Operation *user : u.getGrad().getUsers()) {
+        auto r = dyn_cast<ReduceOp>(user);
+        if (r && r->getBlock() == &block && r.getKind() == ReduceKind::sum_squares &&
+            !r.getKeepdims() && (int64_t)r.getAxes().size() == in.getRank() &&
+            cast<RankedTensorType>(r.getType()).getElementType().isF32()) {
+          reduce = r;
+          break;
+        }
+      }
+      if (!reduce)
+        continue;
+      // Everything that reads the sum, transitively (the return aside).
+      llvm::SetVector<Operation *> readers;
+      SmallVector<Value> worklist{reduce.getResult()};
+      while (!worklist.empty()) {
+        Value v = worklist.pop_back_val();
+        for (Operation *user : v.getUsers())
+          if (!user->hasTrait<mlir::OpTrait::IsTerminator>() && readers.insert(user))
+            llvm::append_range(worklist, user->getResults());
+      }
+      // None of it may feed the AdamW (clipping, an overflow's skip), or
+      // live in another block.
+      bool blocked = readers.contains(u.getOperation());
+      for (Operation *op : readers)
+        blocked |= op->getBlock() != &block || llvm::any_of(u->getOperands(), [&](Value operand) {
+                     return operand.getDefiningOp() == op;
+                   });
+      if (blocked)
+        continue;
+      AdamWOp fused = rebuild(u, u.getNewParamCopy() ? u.getNewParamCopy().getType() : Type(),
+                              /*sumSquares=*/true);
+      reduce.getResult().replaceAllUsesWith(fused.getGradSumSquares());
+      reduce.erase();
+      SmallVector<Operation *> moved(readers.begin(), readers.end());
+      llvm::sort(moved, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      Operation *after = fused;
+      for (Operation *op : moved)
+        if (op->isBeforeInBlock(fused)) {
+          op->moveAfter(after);
+          after = op;
+        }
+    }
+  }
+
+  void fuseParamCopies(ModuleOp module, func::FuncOp apply) {
     // Buckets whose new value apply stores straight from AdamW (one rank's
     // whole bucket: stages 0-2 on one rank), and the 16-bit type their
     // members are cast to by the programs.
@@ -110,16 +194,7 @@ struct ZeroParamCopies : zcc::impl::ZeroParamCopiesBase<ZeroParamCopies> {
           GlobalOp::create(b, bucket.global.getLoc(), (bucket.global.getSymName() + ".copy").str(),
                            GlobalRole::param_copy, false, type, zeros(type));
       // AdamW writes the copy with the bucket.
-      AdamWOp u = bucket.update;
-      b.setInsertionPoint(u);
-      auto fused = AdamWOp::create(b, u.getLoc(), u.getParam(), u.getGrad(), u.getM(), u.getV(),
-                                   u.getLr(), u.getStep(), u.getBeta1().convertToDouble(),
-                                   u.getBeta2().convertToDouble(), u.getEpsilon().convertToDouble(),
-                                   u.getWeightDecay().convertToDouble(), u.getSkip(), type);
-      u.getNewParam().replaceAllUsesWith(fused.getNewParam());
-      u.getNewM().replaceAllUsesWith(fused.getNewM());
-      u.getNewV().replaceAllUsesWith(fused.getNewV());
-      u.erase();
+      AdamWOp fused = rebuild(bucket.update, type, /*sumSquares=*/false);
       bucket.update = fused;
       b.setInsertionPointAfter(bucket.store);
       StoreOp::create(b, bucket.store.getLoc(), fused.getNewParamCopy(),
