@@ -19,9 +19,11 @@ namespace {
 template <typename G, typename C>
 __global__ void adamwKernel(const float *p, const G *g, const float *m, const float *v,
                             const float *lrp, const float *stepp, const unsigned char *skip,
-                            float *po, float *mo, float *vo, C *copy, double b1, double b2,
-                            double eps, double wd, int64_t n, bool vectors) {
+                            float *po, float *mo, float *vo, C *copy, double *partial,
+                            double b1, double b2, double eps, double wd, int64_t n,
+                            bool vectors) {
   bool skipped = skip && *skip;
+  double squares = 0; // |partial|: this thread's sum of g^2 (each square in float)
   double lr = *lrp, t = *stepp;
   float decay = (float)(1.0 - lr * wd);
   double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
@@ -47,6 +49,9 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
       gk = reinterpret_cast<const float4 *>(g)[k];
     else
       gk = make_float4(toF(g[4 * k]), toF(g[4 * k + 1]), toF(g[4 * k + 2]), toF(g[4 * k + 3]));
+    if (partial)
+      squares += (double)__fmul_rn(gk.x, gk.x) + (double)__fmul_rn(gk.y, gk.y) +
+                 (double)__fmul_rn(gk.z, gk.z) + (double)__fmul_rn(gk.w, gk.w);
     update(pk.x, gk.x, mk.x, vk.x);
     update(pk.y, gk.y, mk.y, vk.y);
     update(pk.z, gk.z, mk.z, vk.z);
@@ -65,14 +70,47 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
     }
   }
   for (int64_t k = nv * 4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += step) {
-    float pk = p[k], mk = m[k], vk = v[k];
-    update(pk, toF(g[k]), mk, vk);
+    float pk = p[k], mk = m[k], vk = v[k], gk = toF(g[k]);
+    if (partial)
+      squares += (double)__fmul_rn(gk, gk);
+    update(pk, gk, mk, vk);
     po[k] = pk;
     mo[k] = mk;
     vo[k] = vk;
     if (copy)
       copy[k] = fromF<C>(pk);
   }
+  if (partial) { // the block's sum, in a fixed order: partial[block]
+    for (int o = 16; o > 0; o >>= 1)
+      squares += __shfl_xor_sync(0xffffffff, squares, o);
+    __shared__ double warps[kThreads / 32];
+    if ((threadIdx.x & 31) == 0)
+      warps[threadIdx.x >> 5] = squares;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double s = 0;
+      for (int w = 0; w < (int)(blockDim.x >> 5); ++w)
+        s += warps[w];
+      partial[blockIdx.x] = s;
+    }
+  }
+}
+
+/// The blocks' partial sums of squares, added in a fixed order (one block).
+__global__ void sumPartialsKernel(const double *partial, int blocks, float *out) {
+  __shared__ double part[kThreads];
+  double s = 0;
+  for (int b = threadIdx.x; b < blocks; b += blockDim.x)
+    s += partial[b];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if ((int)threadIdx.x < stride)
+      part[threadIdx.x] += part[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    *out = (float)part[0];
 }
 
 __global__ void sgdKernel(const float *p, const float *g, const float *b, const float *lrp,
@@ -103,26 +141,38 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
     vectors &= reinterpret_cast<uintptr_t>(c.in[i].data) % 16 == 0;
   for (int i = 0; i < 3; ++i)
     vectors &= reinterpret_cast<uintptr_t>(c.out[i].data) % 16 == 0;
-  // The 16-bit parameter copy (a fourth output): 8-byte stores.
-  const bool withCopy = c.out.size() == 4;
-  if (withCopy)
-    vectors &= reinterpret_cast<uintptr_t>(c.out[3].data) % 8 == 0;
+  // After the three states: the 16-bit parameter copy (8-byte stores) and
+  // the gradient's sum of squares (a float32 scalar), each optional.
+  const TensorRef *copyOut = nullptr, *squaresOut = nullptr;
+  for (size_t i = 3; i < c.out.size(); ++i)
+    (c.out[i].shape.empty() ? squaresOut : copyOut) = &c.out[i];
+  if (copyOut)
+    vectors &= reinterpret_cast<uintptr_t>(copyOut->data) % 8 == 0;
+  const int blocks = blocksFor(vectors ? (n + 3) / 4 : n);
+  double *partial = nullptr;
+  if (squaresOut) {
+    ZRT_RETURN_IF_ERROR(ctx.reserve((size_t)blocks * sizeof(double)));
+    partial = static_cast<double *>(ctx.scratch);
+  }
   auto launch = [&](auto g, auto copy) {
     using G = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
     using C = std::remove_pointer_t<decltype(copy)>;
-    adamwKernel<G, C><<<blocksFor(vectors ? (n + 3) / 4 : n), kThreads, 0, ctx.stream>>>(
+    adamwKernel<G, C><<<blocks, kThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), g, c.in[2].as<float>(), c.in[3].as<float>(), c.in[4].as<float>(),
-        c.in[5].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(), c.out[2].as<float>(),
-        copy, c.floats[0], c.floats[1], c.floats[2], c.floats[3], n, vectors);
+        c.in[5].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(),
+        c.out[2].as<float>(), copy, partial, c.floats[0], c.floats[1], c.floats[2], c.floats[3],
+        n, vectors);
   };
   ZRT_FLOAT_DISPATCH(c.in[1].dtype, G, {
-    if (!withCopy)
+    if (!copyOut)
       launch(c.in[1].as<G>(), (__nv_bfloat16 *)nullptr);
-    else if (c.out[3].dtype == DType::BF16)
-      launch(c.in[1].as<G>(), c.out[3].as<__nv_bfloat16>());
+    else if (copyOut->dtype == DType::BF16)
+      launch(c.in[1].as<G>(), copyOut->as<__nv_bfloat16>());
     else
-      launch(c.in[1].as<G>(), c.out[3].as<__half>());
+      launch(c.in[1].as<G>(), copyOut->as<__half>());
   })
+  if (squaresOut)
+    sumPartialsKernel<<<1, kThreads, 0, ctx.stream>>>(partial, blocks, squaresOut->as<float>());
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
