@@ -19,9 +19,8 @@ namespace {
 template <typename G, typename C>
 __global__ void adamwKernel(const float *p, const G *g, const float *m, const float *v,
                             const float *lrp, const float *stepp, const unsigned char *skip,
-                            float *po, float *mo, float *vo, C *copy, double *partial,
-                            double b1, double b2, double eps, double wd, int64_t n,
-                            bool vectors) {
+                            float *po, float *mo, float *vo, C *copy, double *partial, double b1,
+                            double b2, double eps, double wd, int64_t n, bool vectors) {
   bool skipped = skip && *skip;
   double squares = 0; // |partial|: this thread's sum of g^2 (each square in float)
   double lr = *lrp, t = *stepp;
@@ -159,9 +158,8 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
     using C = std::remove_pointer_t<decltype(copy)>;
     adamwKernel<G, C><<<blocks, kThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), g, c.in[2].as<float>(), c.in[3].as<float>(), c.in[4].as<float>(),
-        c.in[5].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(),
-        c.out[2].as<float>(), copy, partial, c.floats[0], c.floats[1], c.floats[2], c.floats[3],
-        n, vectors);
+        c.in[5].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(), c.out[2].as<float>(),
+        copy, partial, c.floats[0], c.floats[1], c.floats[2], c.floats[3], n, vectors);
   };
   ZRT_FLOAT_DISPATCH(c.in[1].dtype, G, {
     if (!copyOut)
