@@ -828,6 +828,8 @@ LogicalResult AdamWOp::verify() {
     if (ct.getShape() != getParam().getType().getShape() || ct.getElementTypeBitWidth() != 16)
       return emitOpError("the parameter's copy must be 16-bit with the parameter's shape");
   }
+  if (Value scale = getGradScale(); scale && cast<RankedTensorType>(scale.getType()).getRank() != 0)
+    return emitOpError("the gradient's scale must be a scalar");
   if (Value sum = getGradSumSquares(); sum && cast<RankedTensorType>(sum.getType()).getRank() != 0)
     return emitOpError("the gradient's sum of squares must be a scalar");
   return success();

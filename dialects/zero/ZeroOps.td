@@ -675,7 +675,7 @@ def Zero_SliceGradOp : Zero_Op<"slice_grad", [Pure]> {
   let assemblyFormat = "$grad `[` $start `:` $stride `]` attr-dict `:` type($grad) `->` type($result)";
 }
 
-def Zero_AdamWOp : Zero_Op<"adamw", [Pure, AttrSizedResultSegments,
+def Zero_AdamWOp : Zero_Op<"adamw", [Pure, AttrSizedOperandSegments, AttrSizedResultSegments,
     AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>]> {
   let summary = "one AdamW step (PyTorch semantics: bias correction, decoupled decay)";
   let description = [{
@@ -693,18 +693,22 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure, AttrSizedResultSegments,
     With `grad_sum_squares` (a scalar f32 result), the sum of the squared
     gradient is formed as the gradient is read (zero-fuse-optimizer, where the
     norm is only reported): the value of `zero.reduce sum_squares` of the
-    gradient, summed in another order.
+    gradient, summed in another order. With `scale` (a scalar f32), the
+    gradient read is g * scale, rounded to float as a separate multiply
+    would be (clipping's or the loss scale's coefficient; zero-fuse-optimizer).
   }];
   let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad, Zero_FloatTensor:$m,
                        Zero_FloatTensor:$v, RankedTensorOf<[F32]>:$lr,
                        RankedTensorOf<[F32]>:$step, Optional<Zero_BoolTensor>:$skip,
+                       Optional<RankedTensorOf<[F32]>>:$grad_scale,
                        F64Attr:$beta1, F64Attr:$beta2,
                        F64Attr:$epsilon, F64Attr:$weight_decay);
   let results = (outs Zero_FloatTensor:$new_param, Zero_FloatTensor:$new_m,
                       Zero_FloatTensor:$new_v, Optional<Zero_FloatTensor>:$new_param_copy,
                       Optional<RankedTensorOf<[F32]>>:$grad_sum_squares);
   let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`skip` $skip^ `:` type($skip))? attr-dict
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step (`skip` $skip^ `:` type($skip))?
+    (`scale` $grad_scale^ `:` type($grad_scale))? attr-dict
     `:` type($param) `,` type($grad) `,` type($lr) `,` type($step)
     (`copy` type($new_param_copy)^)? (`sum_squares` type($grad_sum_squares)^)?
   }];
@@ -712,11 +716,11 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure, AttrSizedResultSegments,
       "mlir::Value":$v, "mlir::Value":$lr, "mlir::Value":$step, "double":$beta1,
       "double":$beta2, "double":$epsilon, "double":$weight_decay,
       CArg<"mlir::Value", "{}">:$skip, CArg<"mlir::Type", "{}">:$copyType,
-      CArg<"bool", "false">:$sumSquares), [{
+      CArg<"bool", "false">:$sumSquares, CArg<"mlir::Value", "{}">:$gradScale), [{
     build($_builder, $_state, param.getType(), param.getType(), param.getType(), copyType,
           sumSquares ? mlir::Type(mlir::RankedTensorType::get({}, $_builder.getF32Type()))
                      : mlir::Type(),
-          param, grad, m, v, lr, step, skip, $_builder.getF64FloatAttr(beta1),
+          param, grad, m, v, lr, step, skip, gradScale, $_builder.getF64FloatAttr(beta1),
           $_builder.getF64FloatAttr(beta2), $_builder.getF64FloatAttr(epsilon),
           $_builder.getF64FloatAttr(weight_decay));
   }]>];

@@ -34,14 +34,15 @@ ElementsAttr zeros(RankedTensorType type) {
 }
 
 /// A new AdamW like |u| with a parameter copy of |copyType| and/or the
-/// gradient's sum of squares; |u|'s results replaced by its, |u| erased.
-AdamWOp rebuild(AdamWOp u, Type copyType, bool sumSquares) {
+/// gradient's sum of squares, reading |grad| scaled by |scale| (u's own
+/// where null); |u|'s results replaced by its, |u| erased.
+AdamWOp rebuild(AdamWOp u, Type copyType, bool sumSquares, Value grad = {}, Value scale = {}) {
   OpBuilder b(u);
-  auto fused =
-      AdamWOp::create(b, u.getLoc(), u.getParam(), u.getGrad(), u.getM(), u.getV(), u.getLr(),
-                      u.getStep(), u.getBeta1().convertToDouble(), u.getBeta2().convertToDouble(),
-                      u.getEpsilon().convertToDouble(), u.getWeightDecay().convertToDouble(),
-                      u.getSkip(), copyType, sumSquares);
+  auto fused = AdamWOp::create(b, u.getLoc(), u.getParam(), grad ? grad : u.getGrad(), u.getM(),
+                               u.getV(), u.getLr(), u.getStep(), u.getBeta1().convertToDouble(),
+                               u.getBeta2().convertToDouble(), u.getEpsilon().convertToDouble(),
+                               u.getWeightDecay().convertToDouble(), u.getSkip(), copyType,
+                               sumSquares, scale ? scale : u.getGradScale());
   u.getNewParam().replaceAllUsesWith(fused.getNewParam());
   u.getNewM().replaceAllUsesWith(fused.getNewM());
   u.getNewV().replaceAllUsesWith(fused.getNewV());
@@ -65,6 +66,37 @@ struct ZeroFuseOptimizer : zcc::impl::ZeroFuseOptimizerBase<ZeroFuseOptimizer> {
         return;
     fuseParamCopies(module, apply);
     fuseSumSquares(apply);
+    fuseGradScale(apply);
+  }
+
+  /// AdamW reading `mul(cast?(g), coef)`, coef a scalar (clipping's factor,
+  /// the loss scale's inverse): it reads g and multiplies as it goes, rounded
+  /// as the multiply was; the float32 copy of the gradients is not written.
+  void fuseGradScale(func::FuncOp apply) {
+    SmallVector<AdamWOp> updates;
+    apply.walk([&](AdamWOp u) { updates.push_back(u); });
+    for (AdamWOp u : updates) {
+      auto mul = u.getGrad().getDefiningOp<MulOp>();
+      if (u.getGradScale() || u.getGradSumSquares() || !mul || !mul->hasOneUse())
+        continue;
+      Value x = mul.getLhs(), coef = mul.getRhs();
+      auto coefType = cast<RankedTensorType>(coef.getType());
+      if (coefType.getRank() != 0 || !coefType.getElementType().isF32() ||
+          x.getType() != u.getGrad().getType())
+        continue;
+      CastOp widen = x.getDefiningOp<CastOp>();
+      if (widen) {
+        Type from = cast<RankedTensorType>(widen.getInput().getType()).getElementType();
+        if (!widen->hasOneUse() || !(from.isF16() || from.isBF16()))
+          widen = {};
+      }
+      Value grad = widen ? widen.getInput() : x;
+      rebuild(u, u.getNewParamCopy() ? u.getNewParamCopy().getType() : Type(),
+              /*sumSquares=*/false, grad, coef);
+      mul.erase();
+      if (widen)
+        widen.erase();
+    }
   }
 
   /// The gradient norm's `reduce sum_squares` of exactly the gradient an

@@ -35,12 +35,37 @@ bool skipStep(const KernelCall &c, size_t withoutSkip) {
   return true;
 }
 
+/// adamw's optional inputs after lr and step: `skip` (a bool scalar), then
+/// the gradient's scale (a float32 scalar: the gradient read is g * scale,
+/// zero-fuse-optimizer). False if the inputs are not of that form.
+bool adamwExtras(const KernelCall &c, const TensorRef *&skip, const TensorRef *&scale) {
+  skip = scale = nullptr;
+  if (c.in.size() < 6 || c.in.size() > 8)
+    return false;
+  for (size_t i = 6; i < c.in.size(); ++i) {
+    const TensorRef &t = c.in[i];
+    if (!t.shape.empty())
+      return false;
+    if (t.dtype == DType::Bool && i == 6)
+      skip = &t;
+    else if (t.dtype == DType::F32 && i == c.in.size() - 1)
+      scale = &t;
+    else
+      return false;
+  }
+  return true;
+}
+
 std::string checkAdamw(const KernelCall &c) {
+  const TensorRef *skip, *scale;
+  if (!adamwExtras(c, skip, scale))
+    return "expects [param, grad, m, v, lr, step], then optionally a scalar bool 'skip' and a "
+           "float32 scalar gradient scale";
   // After the three states, each optional (zero-fuse-optimizer): the new
   // parameter rounded to 16 bits (mixed precision's copy for the next step)
   // and the gradient's sum of squares (a float32 scalar), in that order.
-  if (auto e = checkSkip(c, 6, std::max<size_t>(3, std::min<size_t>(5, c.out.size()))); !e.empty())
-    return e;
+  if (c.out.size() < 3 || c.out.size() > 5)
+    return "expects 3 to 5 results";
   for (size_t i = 3; i < c.out.size(); ++i) {
     const TensorRef &o = c.out[i];
     bool squares = o.shape.empty() && o.dtype == DType::F32;
@@ -90,9 +115,12 @@ void writeSumSquares(const KernelCall &c) {
 Status runAdamw(const KernelCall &c) {
   // PyTorch's AdamW (torch/optim/adamw.py, non-capturable): scalars in double,
   // tensor math in float32, in the same order.
-  writeSumSquares(c);   // before the update: the gradient may share bytes with a result
-  KernelCall state = c; // the float32 states; skipStep moves those
+  writeSumSquares(c); // before the update: the gradient may share bytes with a result
+  const TensorRef *skip, *scale;
+  adamwExtras(c, skip, scale);
+  KernelCall state = c; // the float32 states and the skip flag; skipStep moves those
   state.out.resize(3);
+  state.in.resize(skip ? 7 : 6);
   if (skipStep(state, 6)) {
     writeParamCopy(c, c.out[0].as<float>(), 0, c.in[0].numel());
     return Status::ok();
@@ -112,6 +140,8 @@ Status runAdamw(const KernelCall &c) {
   parallelFor(c.in[0].numel(), [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       float gk = wide ? grad.as<float>()[k] : loadNarrow(grad, k);
+      if (scale)
+        gk = gk * *scale->as<float>(); // as the separate multiply rounded it
       float pk = p[k] * decay;
       float mk = m[k] + w1 * (gk - m[k]); // lerp(m, g, 1 - beta1)
       float vk = v[k] * fb2 + w2 * gk * gk;

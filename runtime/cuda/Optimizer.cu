@@ -19,9 +19,14 @@ namespace {
 template <typename G, typename C>
 __global__ void adamwKernel(const float *p, const G *g, const float *m, const float *v,
                             const float *lrp, const float *stepp, const unsigned char *skip,
-                            float *po, float *mo, float *vo, C *copy, double *partial, double b1,
-                            double b2, double eps, double wd, int64_t n, bool vectors) {
+                            const float *scalep, float *po, float *mo, float *vo, C *copy,
+                            double *partial, double b1, double b2, double eps, double wd, int64_t n,
+                            bool vectors) {
   bool skipped = skip && *skip;
+  // zero-fuse-optimizer: the gradient read is g * scale (clipping's factor),
+  // rounded as the separate multiply was.
+  const bool scaled = scalep != nullptr;
+  const float scale = scaled ? *scalep : 1.0f;
   double squares = 0; // |partial|: this thread's sum of g^2 (each square in float)
   double lr = *lrp, t = *stepp;
   float decay = (float)(1.0 - lr * wd);
@@ -48,6 +53,9 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
       gk = reinterpret_cast<const float4 *>(g)[k];
     else
       gk = make_float4(toF(g[4 * k]), toF(g[4 * k + 1]), toF(g[4 * k + 2]), toF(g[4 * k + 3]));
+    if (scaled)
+      gk = make_float4(__fmul_rn(gk.x, scale), __fmul_rn(gk.y, scale), __fmul_rn(gk.z, scale),
+                       __fmul_rn(gk.w, scale));
     if (partial)
       squares += (double)__fmul_rn(gk.x, gk.x) + (double)__fmul_rn(gk.y, gk.y) +
                  (double)__fmul_rn(gk.z, gk.z) + (double)__fmul_rn(gk.w, gk.w);
@@ -70,6 +78,8 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
   }
   for (int64_t k = nv * 4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n; k += step) {
     float pk = p[k], mk = m[k], vk = v[k], gk = toF(g[k]);
+    if (scaled)
+      gk = __fmul_rn(gk, scale);
     if (partial)
       squares += (double)__fmul_rn(gk, gk);
     update(pk, gk, mk, vk);
@@ -134,7 +144,14 @@ __global__ void sgdKernel(const float *p, const float *g, const float *b, const 
 
 Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
   int64_t n = c.in[0].numel();
-  const unsigned char *skip = c.in.size() == 7 ? c.in[6].as<unsigned char>() : nullptr;
+  // After lr and step, each optional: skip (bool), the gradient's scale (float).
+  const unsigned char *skip = nullptr;
+  const float *scale = nullptr;
+  for (size_t i = 6; i < c.in.size(); ++i)
+    if (c.in[i].dtype == DType::Bool)
+      skip = c.in[i].as<unsigned char>();
+    else
+      scale = c.in[i].as<float>();
   bool vectors = true; // float4 accesses where every array is 16-byte aligned
   for (int i = 0; i < 4; ++i)
     vectors &= reinterpret_cast<uintptr_t>(c.in[i].data) % 16 == 0;
@@ -158,8 +175,9 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
     using C = std::remove_pointer_t<decltype(copy)>;
     adamwKernel<G, C><<<blocks, kThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), g, c.in[2].as<float>(), c.in[3].as<float>(), c.in[4].as<float>(),
-        c.in[5].as<float>(), skip, c.out[0].as<float>(), c.out[1].as<float>(), c.out[2].as<float>(),
-        copy, partial, c.floats[0], c.floats[1], c.floats[2], c.floats[3], n, vectors);
+        c.in[5].as<float>(), skip, scale, c.out[0].as<float>(), c.out[1].as<float>(),
+        c.out[2].as<float>(), copy, partial, c.floats[0], c.floats[1], c.floats[2], c.floats[3], n,
+        vectors);
   };
   ZRT_FLOAT_DISPATCH(c.in[1].dtype, G, {
     if (!copyOut)

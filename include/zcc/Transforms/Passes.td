@@ -181,7 +181,7 @@ def ZeroFuseElementwise : Pass<"zero-fuse-elementwise", "mlir::ModuleOp"> {
 }
 
 def ZeroFuseOptimizer : Pass<"zero-fuse-optimizer", "mlir::ModuleOp"> {
-  let summary = "The passes over memory around AdamW folded into it: parameter copies, the norm";
+  let summary = "The passes over memory around AdamW folded into it: copies, norm, scale";
   let description = [{
     Two passes over every parameter or gradient that AdamW, which reads and
     writes them all anyway, can do as it goes:
@@ -203,6 +203,9 @@ def ZeroFuseOptimizer : Pass<"zero-fuse-optimizer", "mlir::ModuleOp"> {
       AdamW as it reads the gradient (its `sum_squares` result); what reads
       it moves after the AdamW. The same sum in another order on the GPU (the
       CPU keeps the reduce's order and bits).
+    - The gradient's scale: an AdamW reading `mul(cast?(g), coef)`, coef a
+      scalar (clipping's factor, fp16's unscaling), reads g with `scale coef`
+      instead: the same products, no float32 copy of the gradients.
   }];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
