@@ -241,10 +241,10 @@ Status tuneGemm(MatmulPlan &p, const MatmulPlans::Key &key, const TensorRef &a, 
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   ZRT_CUDA(cudaGetLastError());
-  size_t chosen = 0;
-  for (size_t i = 1; i < best.size(); ++i)
-    if (best[i] < 0.99f * best[chosen] && best[i] < best[0] * 0.99f)
-      chosen = i;
+  // The fastest, if it beats the heuristic's first by 1% (else the first).
+  size_t chosen = std::min_element(best.begin(), best.end()) - best.begin();
+  if (!(best[chosen] < 0.99f * best[0]))
+    chosen = 0;
   GemmTuneStats &t = ctx.tuneStats;
   t.shapes += 1;
   t.changed += chosen != 0;
