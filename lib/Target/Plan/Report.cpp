@@ -221,6 +221,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
       }
     }
   int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, kernels = 0, copies = 0;
+  std::vector<std::pair<int64_t, int64_t>> copyRanges; // param_copy buffers: offset, raw bytes
   int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
     if (buffer.getArena() == zcc::zrt::Arena::host && !buffer.getView() && buffer.getRole())
@@ -231,10 +232,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
       continue;
     int64_t bytes = alignArena(storageBytes(buffer.getType()));
     StringRef role = buffer.getRole() ? *buffer.getRole() : "param";
-    if (role == "param_copy") { // zero-fuse-optimizer: counted once, as the bucket's copy
-      if (buffer.getSymName().ends_with(".copy") &&
-          buckets.contains(buffer.getSymName().drop_back(strlen(".copy"))))
-        copies += bytes;
+    if (role == "param_copy") { // zero-fuse-optimizer: counted below, once
+      copyRanges.push_back({(int64_t)buffer.getOffset(), storageBytes(buffer.getType())});
       continue;
     }
     if (members.contains(buffer.getSymName()))
@@ -252,6 +251,14 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
     }
   }
   numParams += bucketed;
+  // The copies' buckets: the param_copy buffers no other one contains (its
+  // members lie inside it).
+  for (auto [offset, bytes] : copyRanges)
+    if (llvm::none_of(copyRanges, [&, offset = offset, bytes = bytes](auto other) {
+          return other != std::pair{offset, bytes} && other.first <= offset &&
+                 offset + bytes <= other.first + other.second;
+        }))
+      copies += alignArena(bytes);
   std::string programs;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     int64_t n = llvm::range_size(program.getBody().front());
