@@ -210,6 +210,12 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+LogicalResult GatherGradOp::verify() {
+  if (Value addend = getAddend(); addend && addend.getType() != getType())
+    return emitOpError("addend ") << addend.getType() << " is not the result's type " << getType();
+  return success();
+}
+
 LogicalResult ReshapeOp::verify() {
   auto in = tensorOf(getInput()), out = getType();
   if (in.getElementType() != out.getElementType())

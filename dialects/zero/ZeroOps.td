@@ -660,11 +660,22 @@ def Zero_AttentionPackedGradOp : Zero_Op<"attention_packed_grad", [Pure]> {
 
 def Zero_GatherGradOp : Zero_Op<"gather_grad", [Pure]> {
   let summary = "gradient of gather: scatter-add dy into zeros of the input's shape";
-  let description = [{ The embedding backward: rows indexed several times accumulate. }];
-  let arguments = (ins Zero_IndexTensor:$indices, Zero_FloatTensor:$grad, Zero_I64Attr:$axis,
+  let description = [{
+    The embedding backward: rows indexed several times accumulate (in index
+    order, in float32, rounded once). With `addend` (of the result's type;
+    zero-fuse-epilogues folds `add(x, gather_grad(..))` into it, a tied
+    embedding's two gradients): the rows an index touches are addend + their
+    rounded sum, rounded again (the bits of the separate add); the others are
+    the addend's. The result may take the addend's memory (in place).
+  }];
+  let arguments = (ins Zero_IndexTensor:$indices, Zero_FloatTensor:$grad,
+                       Optional<Zero_FloatTensor>:$addend, Zero_I64Attr:$axis,
                        OptionalAttr<Zero_I64Attr>:$padding_idx);
   let results = (outs Zero_FloatTensor:$result);
-  let assemblyFormat = "$indices `,` $grad attr-dict `:` functional-type(operands, $result)";
+  let assemblyFormat = [{
+    $indices `,` $grad (`,` $addend^)? attr-dict `:` functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
 }
 
 def Zero_SliceGradOp : Zero_Op<"slice_grad", [Pure]> {

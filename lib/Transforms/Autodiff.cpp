@@ -335,8 +335,8 @@ LogicalResult Differentiator::backward(Operation *op) {
       .Case([&](GatherOp gather) {
         if (needsGrad.contains(x(0)))
           accumulate(loc, x(0),
-                     GatherGradOp::create(b, loc, x(0).getType(), x(1), g, gather.getAxisAttr(),
-                                          gather.getPaddingIdxAttr()));
+                     GatherGradOp::create(b, loc, x(0).getType(), x(1), g, Value(),
+                                          gather.getAxisAttr(), gather.getPaddingIdxAttr()));
         return success();
       })
       .Case([&](MatmulOp m) {

@@ -53,8 +53,38 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
     fuseBiasGradients();
     if (gelu)
       fuseGelu();
-    if (add)
+    if (add) {
       fuseAddends();
+      fuseScatterAdds();
+    }
+  }
+
+  /// add(x, gather_grad(i, dy)), the gather_grad read only there and x of the
+  /// result's type -> gather_grad(i, dy, x) at the add: a tied embedding's
+  /// two gradients (the output projection's GEMM and the embedding's
+  /// scatter) without a pass writing the whole table's zeros and another
+  /// adding them; zero-plan-memory runs it in place on x.
+  void fuseScatterAdds() {
+    SmallVector<AddOp> adds;
+    getOperation().walk([&](AddOp add) { adds.push_back(add); });
+    for (AddOp add : adds) {
+      for (auto [scatter, addend] :
+           {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
+        auto gg = scatter.getDefiningOp<GatherGradOp>();
+        if (!gg || gg.getAddend() || !gg->hasOneUse() || gg.getType() != add.getType() ||
+            addend.getType() != add.getType() || addend == scatter ||
+            gg->getBlock() != add->getBlock())
+          continue;
+        OpBuilder b(add);
+        auto fused =
+            GatherGradOp::create(b, add.getLoc(), add.getType(), gg.getIndices(), gg.getGrad(),
+                                 addend, gg.getAxisAttr(), gg.getPaddingIdxAttr());
+        add.replaceAllUsesWith(fused.getResult());
+        add.erase();
+        gg.erase();
+        break;
+      }
+    }
   }
 
   /// add(matmul(a, b), r), r of the result's type and defined before the

@@ -155,20 +155,26 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       // without their cast) writes positions other than those it reads: it
       // may write into the global only if nothing it reads is the global.
       bool concat = def && isa<ConcatOp, CastConcatOp>(def);
+      // A scatter-add into its addend: reads the addend at the result's
+      // positions, its indices and rows (other values) whole.
+      auto scatter = dyn_cast_or_null<GatherGradOp>(def);
+      if (scatter && !scatter.getAddend())
+        scatter = nullptr;
       auto stored = dyn_cast_or_null<RankedTensorType>(storeType(module, store));
       auto type = cast<RankedTensorType>(v.getType());
       if (!def || !v.hasOneUse() || !stored || stored.getElementType() != type.getElementType() ||
           stored.getNumElements() != type.getNumElements() ||
-          !(isElementwise(def) || concat || isa<AdamWOp, SgdOp, AllGatherOp, TransferOp>(def)))
+          !(isElementwise(def) || concat || scatter ||
+            isa<AdamWOp, SgdOp, AllGatherOp, TransferOp>(def)))
         continue;
       // Operands must be read element by element at the result's positions
       // (an all-gather reads its input whole, before any rank writes).
-      bool sameShapes =
-          concat || isa<AllGatherOp>(def) || llvm::all_of(def->getOperands(), [&](Value operand) {
-            auto t = cast<RankedTensorType>(operand.getType());
-            return t.getRank() == 0 ||
-                   t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
-          });
+      bool sameShapes = concat || scatter || isa<AllGatherOp>(def) ||
+                        llvm::all_of(def->getOperands(), [&](Value operand) {
+                          auto t = cast<RankedTensorType>(operand.getType());
+                          return t.getRank() == 0 ||
+                                 t.getShape() == cast<RankedTensorType>(v.getType()).getShape();
+                        });
       StringAttr g = store.getGlobalAttr().getAttr();
       // The last read of the global's bytes before the store (loads after it
       // read the stored bytes), its bucket members' included.
@@ -187,6 +193,8 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       forwarded[v] = Placement{hostGlobal ? ArenaKind::Host : ArenaKind::State, off.getInt()};
       if (auto pack = dyn_cast<ConcatOp>(def); pack && !hostGlobal)
         forwardConcatPieces(pack, off.getInt(), lastRead, index, forwarded);
+      if (scatter && !hostGlobal)
+        forwardScatterAddend(scatter, forwarded[v], lastRead, index, forwarded);
     }
     return forwarded;
   }
@@ -232,10 +240,28 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       bool owned = producer && root.hasOneUse() && piece.hasOneUse() && !isViewOp(producer) &&
                    !isa<ConstantOp, LoadOp, FillOp>(producer) && !onHost(producer) &&
                    index.lookup(producer) > lastRead && !forwarded.count(root);
-      if (owned && at % kArenaAlignment == 0)
+      if (owned && at % kArenaAlignment == 0) {
         forwarded[root] = Placement{ArenaKind::State, at};
+        if (auto scatter = dyn_cast<GatherGradOp>(producer))
+          forwardScatterAddend(scatter, forwarded[root], lastRead, index, forwarded);
+      }
       at += bytes;
     }
+  }
+
+  /// A scatter-add written into a global (gather_grad with an addend): its
+  /// addend is written there too where its producer may (a tied embedding's
+  /// output-projection gradient, by its GEMM), and the scatter adds its rows
+  /// in place; the addend then takes no device memory while the backward runs.
+  static void forwardScatterAddend(GatherGradOp scatter, Placement at, int64_t lastRead,
+                                   DenseMap<Operation *, int64_t> &index,
+                                   DenseMap<Value, Placement> &forwarded) {
+    Value addend = scatter.getAddend();
+    Operation *producer = addend ? addend.getDefiningOp() : nullptr;
+    if (producer && addend.hasOneUse() && !isViewOp(producer) &&
+        !isa<ConstantOp, LoadOp, FillOp>(producer) && !onHost(producer) &&
+        index.lookup(producer) > lastRead && !forwarded.count(addend))
+      forwarded[addend] = at;
   }
 
   /// Ops whose results live in host memory (zero-offload): host ops and
@@ -344,6 +370,15 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
             viewByteOffset(matmulAdd.getAddend()) == 0 &&
             storageBytes(root.getType()) == storageBytes(matmulAdd.getType()) &&
             storageRoot(matmulAdd.getLhs()) != root && storageRoot(matmulAdd.getRhs()) != root)
+          donor = root;
+      } else if (auto scatter = dyn_cast<GatherGradOp>(op);
+                 inPlace && scatter && scatter.getAddend()) {
+        // gather_grad into its addend: each row read where it is written.
+        Value root = storageRoot(scatter.getAddend());
+        if (deviceBlock.count(root) && lastUse.lookup(root) == i &&
+            viewByteOffset(scatter.getAddend()) == 0 &&
+            storageBytes(root.getType()) == storageBytes(scatter.getType()) &&
+            storageRoot(scatter.getIndices()) != root && storageRoot(scatter.getGrad()) != root)
           donor = root;
       } else if (inPlace && op.getNumResults() == 1 && isElementwise(&op)) {
         for (Value operand : op.getOperands()) {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/KernelSupport.h"
+#include <algorithm>
 
 #include <cstring>
 
@@ -217,9 +218,11 @@ Status runGather(const KernelCall &c) {
 }
 
 std::string checkGatherGrad(const KernelCall &c) {
-  if (auto e = arity(c, 2, 1); !e.empty())
+  if (auto e = arity(c, c.in.size() == 3 ? 3 : 2, 1); !e.empty())
     return e;
   const TensorRef &idx = c.in[0], &g = c.in[1], &dx = c.out[0];
+  if (c.in.size() == 3 && (c.in[2].dtype != dx.dtype || c.in[2].shape != dx.shape))
+    return "the addend " + describe(c.in[2]) + " should be the result's type " + describe(dx);
   if (c.ints.empty() || c.ints.size() > 2 || !validAxis(c.ints[0], dx.shape.size()))
     return "expects [axis] or [axis, padding_idx]";
   if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
@@ -296,6 +299,55 @@ Status runSliceGrad(const KernelCall &c) {
 /// The optional last input of an optimizer kernel: a scalar bool, true when
 
 // bfloat16/float16 operands: widened to float32 around the float32 kernel.
-Status runGatherGrad(const KernelCall &c) { return viaFloat32(c, runGatherGradF32); }
+/// gather_grad with an addend (zero-fuse-epilogues folds `add(x,
+/// gather_grad(..))`, a tied embedding's two gradients): each row an index
+/// touches gets addend + its sum, the sum (in index order, in float32) rounded
+/// to the storage type first and the add rounded again, as the two separate
+/// kernels did; rows no index touches keep the addend's bits (the separate
+/// add turned -0 into +0 there). In place when the result is the addend.
+template <typename T> Status runGatherGradAdd(const KernelCall &c) {
+  const TensorRef &idx = c.in[0], &g = c.in[1], &acc = c.in[2], &dx = c.out[0];
+  int64_t axis = c.ints[0], dim = dx.shape[axis], outer = 1, inner = 1, n = idx.numel();
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dx.shape[d];
+  for (size_t d = axis + 1; d < dx.shape.size(); ++d)
+    inner *= dx.shape[d];
+  int64_t padding = c.ints.size() > 1 ? c.ints[1] : INT64_MIN;
+  // The positions each row sums, in index order: (row, position) sorted.
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  rows.reserve(n);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t j = idx.dtype == DType::I64 ? idx.as<int64_t>()[k] : idx.as<int32_t>()[k];
+    ZRT_RETURN_IF_ERROR(gatherIndex(j, dim));
+    if (j != padding)
+      rows.push_back({j, k});
+  }
+  std::sort(rows.begin(), rows.end());
+  if (dx.data != acc.data)
+    std::memcpy(dx.data, acc.data, dx.numel() * sizeof(T));
+  const T *pg = g.as<T>(), *pa = acc.as<T>();
+  T *out = dx.as<T>();
+  std::vector<float> sum(inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t b = 0, e; b < rows.size(); b = e) {
+      int64_t j = rows[b].first;
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (e = b; e < rows.size() && rows[e].first == j; ++e) {
+        const T *src = pg + (o * n + rows[e].second) * inner;
+        for (int64_t i = 0; i < inner; ++i)
+          sum[i] += (float)src[i];
+      }
+      int64_t row = (o * dim + j) * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        out[row + i] = T((float)pa[row + i] + (float)T(sum[i]));
+    }
+  return Status::ok();
+}
+
+Status runGatherGrad(const KernelCall &c) {
+  if (c.in.size() == 3)
+    return dispatchFloat(c.out[0].dtype, [&](auto t) { return runGatherGradAdd<decltype(t)>(c); });
+  return viaFloat32(c, runGatherGradF32);
+}
 
 } // namespace zrt::cpu

@@ -117,9 +117,12 @@ __device__ int64_t lowerBound(const int32_t *keys, int64_t n, int64_t key) {
 /// Block (row j, outer o): dx[o][j][:] = the sum over the sorted positions of
 /// row j, in order, of g[o][position][:], in float32 and rounded once (the
 /// CPU's float32 widening).
+/// With |acc| (gather_grad's addend): dx = acc + the rounded sum, rounded
+/// again (the separate add's bits); rows without positions keep acc's bits,
+/// copied unless dx is acc (in place).
 template <typename T>
 __global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, int64_t n, const T *g,
-                               T *dx, int64_t dim, int64_t inner) {
+                               const T *acc, T *dx, int64_t dim, int64_t inner) {
   int64_t j = blockIdx.x, o = blockIdx.y;
   __shared__ int64_t range[2];
   if (threadIdx.x == 0) {
@@ -127,11 +130,18 @@ __global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, in
     range[1] = lowerBound(keys, n, j + 1);
   }
   __syncthreads();
+  int64_t row = (o * dim + j) * inner;
+  if (acc && range[0] == range[1]) {
+    if (acc != dx)
+      for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
+        dx[row + i] = acc[row + i];
+    return;
+  }
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
     float sum = 0.0f;
     for (int64_t p = range[0]; p < range[1]; ++p)
       sum += toF(g[(o * n + positions[p]) * inner + i]);
-    dx[(o * dim + j) * inner + i] = fromF<T>(sum);
+    dx[row + i] = acc ? fromF<T>(toF(acc[row + i]) + toF(fromF<T>(sum))) : fromF<T>(sum);
   }
 }
 
@@ -296,7 +306,8 @@ Status launchGatherGrad(const KernelCall &c, CudaContext &ctx) {
     int threads = (int)std::min<int64_t>(std::max<int64_t>(inner, 32), 256);
     ZRT_FLOAT_DISPATCH(g.dtype, T,
                        gatherGradRows<T><<<grid, threads, 0, st>>>(
-                           sortedKeys, sortedPositions, n, g.as<T>(), dx.as<T>(), dim, inner))
+                           sortedKeys, sortedPositions, n, g.as<T>(),
+                           c.in.size() == 3 ? c.in[2].as<T>() : nullptr, dx.as<T>(), dim, inner))
   }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();

@@ -84,6 +84,24 @@ void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &prof
                 "synchronous collectives, %.3f waiting for %lld async ones)\n",
                 (syncMs + waitMs) / per, syncMs / per, (long long)(sync / per), waitMs / per,
                 (long long)(async / per));
+  // The same kind on the same shapes, summed over layers: where one shape's
+  // GEMM or kernel is slow, it shows here though no single call is on top.
+  std::map<std::string, std::pair<double, int64_t>> byShape;
+  for (const auto &[key, t] : profile) {
+    std::string what, where;
+    describe(findProgram(plan, key.first)->instructions(key.second), what, where);
+    auto &slot = byShape[what + " " + where.substr(where.find(' ') + 1)];
+    slot.first += t.ms;
+    slot.second += t.runs;
+  }
+  std::vector<std::pair<double, std::string>> shapes;
+  for (const auto &[name, v] : byShape)
+    shapes.push_back({v.first, name});
+  std::sort(shapes.rbegin(), shapes.rend());
+  std::printf("  top shapes (ms/step, calls/step, kind operands -> results)\n");
+  for (size_t i = 0; i < shapes.size() && i < 30; ++i)
+    std::printf("  %10.3f %5lld  %s\n", shapes[i].first / per,
+                (long long)(byShape[shapes[i].second].second / per), shapes[i].second.c_str());
   std::sort(byInstruction.rbegin(), byInstruction.rend());
   std::printf("  top instructions (ms/step, program:index kind location operands -> results)\n");
   for (size_t i = 0; i < byInstruction.size() && i < 25; ++i) {

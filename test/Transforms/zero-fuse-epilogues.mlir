@@ -157,3 +157,27 @@ func.func @not_addends(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %r: tensor<1x8x
   %t = zero.add %q, %e : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %s, %t : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A tied embedding's gradient: the output projection's weight gradient plus
+// the embedding's scatter-add. With `add` the scatter adds into the GEMM's
+// result (gather_grad's addend); a scatter read twice stays as it is.
+// ADD-LABEL: func.func @tied_embedding
+// CHECK-LABEL: func.func @tied_embedding
+func.func @tied_embedding(%ids: tensor<2x3xi64>, %dy: tensor<2x3x4xbf16>, %x: tensor<6x4xbf16>, %d: tensor<6x10xbf16>) -> (tensor<10x4xbf16>, tensor<10x4xbf16>, tensor<10x4xbf16>) {
+  // ADD: %[[W:.*]] = zero.matmul %arg3, %arg2 {transpose_lhs}
+  // ADD: %[[S:.*]] = zero.gather_grad %arg0, %arg1, %[[W]] {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xbf16>, tensor<10x4xbf16>) -> tensor<10x4xbf16>
+  // ADD-NOT: zero.add %[[W]]
+  // CHECK: zero.gather_grad %arg0, %arg1 {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xbf16>) -> tensor<10x4xbf16>
+  // CHECK: zero.add
+  %w = zero.matmul %d, %x {transpose_lhs} : (tensor<6x10xbf16>, tensor<6x4xbf16>) -> tensor<10x4xbf16>
+  %e = zero.gather_grad %ids, %dy {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xbf16>) -> tensor<10x4xbf16>
+  %g = zero.add %w, %e : (tensor<10x4xbf16>, tensor<10x4xbf16>) -> tensor<10x4xbf16>
+  // ADD: %[[T:.*]] = zero.gather_grad %arg0, %arg1 {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xbf16>) -> tensor<10x4xbf16>
+  // ADD: zero.add %[[W]], %[[T]]
+  // ADD: return %[[S]]
+  %e2 = zero.gather_grad %ids, %dy {axis = 0 : i64} : (tensor<2x3xi64>, tensor<2x3x4xbf16>) -> tensor<10x4xbf16>
+  %g2 = zero.add %w, %e2 : (tensor<10x4xbf16>, tensor<10x4xbf16>) -> tensor<10x4xbf16>
+  return %g, %g2, %e2 : tensor<10x4xbf16>, tensor<10x4xbf16>, tensor<10x4xbf16>
+}

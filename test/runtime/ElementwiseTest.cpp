@@ -5,7 +5,9 @@
 // from several threads at once. The results must be those of one thread.
 //
 //===----------------------------------------------------------------------===//
+#include "cpu/KernelSupport.h"
 #include "cpu/Kernels.h"
+#include "train/Npy.h"
 
 #include <gtest/gtest.h>
 
@@ -126,4 +128,61 @@ TEST(Elementwise, FusedProgramReadsShiftedAndPicksAtTheSeam) {
   bad = c;
   bad.in[1] = ref(none, {0});
   EXPECT_NE(kernel.check(bad), "");
+}
+
+TEST(Elementwise, GatherGradIntoItsAddendMatchesGatherGradThenAdd) {
+  // gather_grad with an addend (zero-fuse-epilogues: a tied embedding's two
+  // gradients) gives the bits of gather_grad followed by add, in bf16 (each
+  // row's sum rounded before the add) and float32, in place or not. Indices
+  // repeat, skip rows, and hit the padding row.
+  const int64_t rows = 9, inner = 5, n = 7;
+  std::vector<int64_t> idx{3, 1, 3, 7, 3, 0, 7}; // rows 2, 4-6, 8 untouched; 0 is padding
+  std::vector<int64_t> idxShape{n};
+  for (DType dtype : {DType::BF16, DType::F32}) {
+    size_t es = dtypeSize(dtype);
+    auto tensor = [&](std::vector<char> &bytes, std::vector<int64_t> shape) {
+      TensorRef t;
+      t.dtype = dtype;
+      t.shape = std::move(shape);
+      t.data = bytes.data();
+      return t;
+    };
+    std::vector<char> g(n * inner * es), acc(rows * inner * es), scatter(rows * inner * es),
+        sum(rows * inner * es), fused(rows * inner * es);
+    TensorRef gt = tensor(g, {n, inner}), at = tensor(acc, {rows, inner});
+    auto store = [](const TensorRef &t, int64_t k, float v) {
+      if (t.dtype == DType::F32)
+        t.as<float>()[k] = v;
+      else
+        cpu::storeNarrow(t, k, v);
+    };
+    for (int64_t k = 0; k < n * inner; ++k)
+      store(gt, k, std::sin(0.7f * (float)k) * 1.37f);
+    for (int64_t k = 0; k < rows * inner; ++k)
+      store(at, k, std::cos(0.3f * (float)k) * 3.1f);
+    TensorRef it;
+    it.dtype = DType::I64;
+    it.shape = idxShape;
+    it.data = reinterpret_cast<char *>(idx.data());
+    KernelCall separate;
+    separate.in = {it, gt};
+    separate.out = {tensor(scatter, {rows, inner})};
+    separate.ints = {0, 0};
+    ASSERT_TRUE(cpuKernel(KernelId::GatherGrad).run(separate));
+    KernelCall add;
+    add.in = {at, separate.out[0]};
+    add.out = {tensor(sum, {rows, inner})};
+    ASSERT_TRUE(cpuKernel(KernelId::Add).run(add));
+    KernelCall one = separate;
+    one.in.push_back(at);
+    one.out = {tensor(fused, {rows, inner})};
+    ASSERT_EQ(cpuKernel(KernelId::GatherGrad).check(one), "");
+    ASSERT_TRUE(cpuKernel(KernelId::GatherGrad).run(one));
+    EXPECT_EQ(fused, sum) << "not in place, " << dtypeName(dtype);
+    one.out = {at}; // in place: the addend's memory is the result's
+    ASSERT_TRUE(cpuKernel(KernelId::GatherGrad).run(one));
+    EXPECT_EQ(acc, sum) << "in place, " << dtypeName(dtype);
+    one.in[2].shape = {rows, inner + 1};
+    EXPECT_NE(cpuKernel(KernelId::GatherGrad).check(one), "");
+  }
 }

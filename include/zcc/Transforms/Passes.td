@@ -142,6 +142,9 @@ def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
     result's type, defined before the matmul, becomes `zero.matmul_add`
     (cuBLASLt with beta = 1): the residual stream's add after a projection,
     the backward's sums of input gradients (dx of q, k and v; of gate and up).
+    Also with `add`: `add(x, gather_grad(i, dy))` becomes gather_grad with x
+    as its addend (a tied embedding's gradient: the output projection's plus
+    the embedding's scatter-add, computed in place on x's memory).
   }];
   let options = [
     Option<"gelu", "gelu", "bool", /*default=*/"false",
