@@ -585,7 +585,7 @@ int run(int argc, char **argv) {
       ->type_name("DIR");
   train->add_flag("--profile", t.profile,
                   "time every instruction (rank 0, steps after the first); print where a "
-                  "step's time goes, by kind and instruction");
+                  "step's time goes, by kind, shape and instruction");
   train
       ->add_option("--comm-timeout", t.commTimeout,
                    "seconds a collective may wait before the job stops (default 300)")
