@@ -623,13 +623,16 @@ def Zero_CrossEntropyGradOp : Zero_Op<"cross_entropy_grad", [Pure]> {
   let description = [{
     (softmax(logits) - onehot(labels)) * dloss / count on rows whose label is
     not ignore_index, 0 on ignored rows. With `classes`, the columns from
-    `classes` on are padding: their gradient is 0.
+    `classes` on are padding: their gradient is 0. With a second result (a
+    scalar; zero-fuse-epilogues folds the forward's zero.cross_entropy of the
+    same logits into it), also the mean cross-entropy, with the forward's
+    arithmetic and bits: one pass over the logits instead of two.
   }];
   let arguments = (ins Zero_FloatTensor:$logits, Zero_IndexTensor:$labels,
                        RankedTensorOf<[F32]>:$grad, Zero_I64Attr:$ignore_index,
                        OptionalAttr<Zero_I64Attr>:$classes);
-  let results = (outs Zero_FloatTensor:$result);
-  let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, $result)";
+  let results = (outs Zero_FloatTensor:$result, Optional<RankedTensorOf<[F32]>>:$loss);
+  let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)";
 }
 
 def Zero_AttentionGradOp : Zero_Op<"attention_grad", [Pure]> {

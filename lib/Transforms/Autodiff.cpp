@@ -458,8 +458,9 @@ LogicalResult Differentiator::backward(Operation *op) {
       })
       .Case([&](CrossEntropyOp ce) {
         accumulate(loc, x(0),
-                   CrossEntropyGradOp::create(b, loc, x(0).getType(), x(0), x(1), g,
-                                              ce.getIgnoreIndexAttr(), ce.getClassesAttr()));
+                   CrossEntropyGradOp::create(b, loc, x(0).getType(), Type(), x(0), x(1), g,
+                                              ce.getIgnoreIndexAttr(), ce.getClassesAttr())
+                       .getResult());
         return success();
       })
       .Case<ConstantOp, LoadOp, CmpOp, AndOp, OrOp, NotOp>([](Operation *) { return success(); })

@@ -56,6 +56,45 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
     if (add) {
       fuseAddends();
       fuseScatterAdds();
+      fuseLossIntoGradient();
+    }
+  }
+
+  /// cross_entropy(logits, labels) and cross_entropy_grad(logits, labels,
+  /// dloss) of the same logits -> one cross_entropy_grad with the loss as its
+  /// second result, at the forward's place: the logits (Llama's 4096 x
+  /// 128256) are read once for both. dloss must exist there (a constant is
+  /// moved up; fp16's scale, a load, is left alone).
+  void fuseLossIntoGradient() {
+    SmallVector<CrossEntropyOp> losses;
+    getOperation().walk([&](CrossEntropyOp ce) { losses.push_back(ce); });
+    for (CrossEntropyOp ce : losses) {
+      CrossEntropyGradOp grad;
+      for (Operation *user : ce.getLogits().getUsers())
+        if (auto g = dyn_cast<CrossEntropyGradOp>(user);
+            g && !g.getLoss() && g.getLabels() == ce.getLabels() &&
+            g->getBlock() == ce->getBlock() && ce->isBeforeInBlock(g) &&
+            g.getIgnoreIndexAttr() == ce.getIgnoreIndexAttr() &&
+            g.getClassesAttr() == ce.getClassesAttr()) {
+          grad = g;
+          break;
+        }
+      if (!grad)
+        continue;
+      if (Operation *def = grad.getGrad().getDefiningOp();
+          def && def->getBlock() == ce->getBlock() && !def->isBeforeInBlock(ce)) {
+        if (!isa<ConstantOp>(def))
+          continue;
+        def->moveBefore(ce);
+      }
+      OpBuilder b(ce);
+      auto fused = CrossEntropyGradOp::create(
+          b, grad.getLoc(), grad.getResult().getType(), ce.getType(), ce.getLogits(),
+          ce.getLabels(), grad.getGrad(), grad.getIgnoreIndexAttr(), grad.getClassesAttr());
+      ce.getResult().replaceAllUsesWith(fused.getLoss());
+      grad.getResult().replaceAllUsesWith(fused.getResult());
+      grad.erase();
+      ce.erase();
     }
   }
 

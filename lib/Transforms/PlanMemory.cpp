@@ -380,6 +380,15 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
             storageBytes(root.getType()) == storageBytes(scatter.getType()) &&
             storageRoot(scatter.getIndices()) != root && storageRoot(scatter.getGrad()) != root)
           donor = root;
+      } else if (auto ceGrad = dyn_cast<CrossEntropyGradOp>(op); inPlace && ceGrad) {
+        // dlogits into the logits (a row is read before it is written): the
+        // loss's peak (Llama 3.2 1B's 4096 x 128256 logits) holds one table.
+        Value root = storageRoot(ceGrad.getLogits());
+        if (deviceBlock.count(root) && lastUse.lookup(root) == i &&
+            viewByteOffset(ceGrad.getLogits()) == 0 &&
+            storageBytes(root.getType()) == storageBytes(ceGrad.getResult().getType()) &&
+            storageRoot(ceGrad.getLabels()) != root && storageRoot(ceGrad.getGrad()) != root)
+          donor = root;
       } else if (inPlace && op.getNumResults() == 1 && isElementwise(&op)) {
         for (Value operand : op.getOperands()) {
           Value root = storageRoot(operand);

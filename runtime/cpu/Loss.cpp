@@ -81,14 +81,16 @@ Status runCrossEntropyF32(const KernelCall &c) {
 }
 
 std::string checkCrossEntropyGrad(const KernelCall &c) {
-  if (auto e = arity(c, 3, 1); !e.empty())
+  if (auto e = arity(c, 3, c.out.size() == 2 ? 2 : 1); !e.empty())
     return e;
   const TensorRef &logits = c.in[0], &labels = c.in[1], &g = c.in[2], &dx = c.out[0];
   if (!isFloatStorage(logits.dtype) || labels.dtype != DType::I64 || g.dtype != DType::F32 ||
       !g.shape.empty() || logits.shape.empty() || dx.shape != logits.shape ||
       dx.dtype != logits.dtype ||
-      labels.shape != Shape(logits.shape.begin(), logits.shape.end() - 1))
-    return "expects float32 logits [N..., C], int64 labels [N...], a scalar dloss, dlogits";
+      labels.shape != Shape(logits.shape.begin(), logits.shape.end() - 1) ||
+      (c.out.size() == 2 && (c.out[1].dtype != DType::F32 || !c.out[1].shape.empty())))
+    return "expects float32 logits [N..., C], int64 labels [N...], a scalar dloss, dlogits "
+           "(and the float32 scalar loss)";
   return checkCrossEntropyInts(c);
 }
 Status runCrossEntropyGradF32(const KernelCall &c) {
@@ -102,22 +104,31 @@ Status runCrossEntropyGradF32(const KernelCall &c) {
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r)
     count += y[r] != ignore;
+  // With a second output, the loss too: runCrossEntropyF32's sum, in its
+  // order (the logits may be dx's bytes: each row's terms are read first).
+  double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     float *dr = dx + r * stride;
+    if (y[r] != ignore && (y[r] < 0 || y[r] >= classes))
+      return labelOutOfRange(y[r], r, classes, ignore);
+    const float *xr = x + r * stride;
+    RowLse lse{};
+    if (y[r] != ignore) {
+      lse = rowLse(xr, classes);
+      total += std::log(lse.sum) + lse.max - xr[y[r]];
+    }
     std::fill(dr + classes, dr + stride, 0.0f); // padding
     if (y[r] == ignore || count == 0) {
       std::fill(dr, dr + classes, 0.0f);
       continue;
     }
-    if (y[r] < 0 || y[r] >= classes)
-      return labelOutOfRange(y[r], r, classes, ignore);
-    const float *xr = x + r * stride;
-    RowLse lse = rowLse(xr, classes);
     for (int64_t j = 0; j < classes; ++j) {
       double p = std::exp((double)xr[j] - lse.max) / lse.sum - (j == y[r] ? 1.0 : 0.0);
       dr[j] = (float)(p * scale / count);
     }
   }
+  if (c.out.size() == 2) // PyTorch: the mean over no positions is NaN
+    *c.out[1].as<float>() = count ? (float)(total / count) : NAN;
   return Status::ok();
 }
 

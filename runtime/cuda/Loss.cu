@@ -101,13 +101,18 @@ __global__ void countLabelsKernel(const int64_t *labels, int64_t rows, int64_t i
 /// dlogits of the mean cross-entropy: two reads of the row (max and sum,
 /// then the gradient) and one write, 16 bytes at a time where aligned;
 /// padding columns [classes, stride) get 0.
+/// With |rowLoss|, also each row's term of the loss, as crossEntropyRowKernel
+/// computes it (meanLossKernel adds them): the forward folded in.
 template <typename T>
 __global__ void crossEntropyGradKernel(const T *x, const int64_t *labels, const float *dloss,
-                                       const double *countPtr, T *dx, int64_t classes,
-                                       int64_t stride, int64_t ignore, long long *err) {
+                                       const double *countPtr, T *dx, double *rowLoss,
+                                       int64_t classes, int64_t stride, int64_t ignore,
+                                       long long *err) {
   int64_t r = blockIdx.x, label = labels[r];
   double count = *countPtr;
   T *dr = dx + r * stride;
+  if (rowLoss && threadIdx.x == 0 && (label == ignore || label < 0 || label >= classes))
+    rowLoss[r] = 0;
   for (int64_t j = classes + threadIdx.x; j < stride; j += blockDim.x)
     dr[j] = fromF<T>(0.0f);
   if (label == ignore || count == 0) {
@@ -121,9 +126,12 @@ __global__ void crossEntropyGradKernel(const T *x, const int64_t *labels, const 
     return;
   }
   const T *xr = x + r * stride;
+  float labelLogit = toF(xr[label]); // before any thread writes dx (which may be x)
   float mx;
   double sum;
   rowMaxExpSum(xr, classes, mx, sum);
+  if (rowLoss && threadIdx.x == 0)
+    rowLoss[r] = ::log(sum) + mx - labelLogit;
   float invSum = (float)(1.0 / sum), coef = (float)((double)*dloss / count);
   auto grad = [&](int64_t j, float v) {
     return fromF<T>((expf(v - mx) * invSum - (j == label ? 1.0f : 0.0f)) * coef);
@@ -174,14 +182,20 @@ Status launchCrossEntropyGrad(const KernelCall &c, CudaContext &ctx) {
   const TensorRef &x = c.in[0], &labels = c.in[1];
   int64_t stride = x.shape.back(), classes = c.ints.size() > 1 ? c.ints[1] : stride;
   int64_t rows = labels.numel();
-  ZRT_RETURN_IF_ERROR(ctx.reserve(sizeof(double)));
-  double *count = (double *)ctx.scratch;
+  // With the loss as a second output: the rows' terms after the count.
+  bool withLoss = c.out.size() == 2;
+  ZRT_RETURN_IF_ERROR(
+      ctx.reserve((1 + (withLoss ? std::max<int64_t>(rows, 1) : 0)) * sizeof(double)));
+  double *count = (double *)ctx.scratch, *rowLoss = withLoss ? count + 1 : nullptr;
   countLabelsKernel<<<1, 1024, 0, st>>>(labels.as<int64_t>(), rows, c.ints[0], count);
   if (rows > 0)
     ZRT_FLOAT_DISPATCH(x.dtype, T,
                        crossEntropyGradKernel<T><<<(unsigned)rows, kRowThreads, 0, st>>>(
                            x.as<T>(), labels.as<int64_t>(), c.in[2].as<float>(), count,
-                           c.out[0].as<T>(), classes, stride, c.ints[0], ctx.errorInfo))
+                           c.out[0].as<T>(), rowLoss, classes, stride, c.ints[0], ctx.errorInfo))
+  if (withLoss)
+    meanLossKernel<<<1, 1024, 0, st>>>(rowLoss, labels.as<int64_t>(), rows, c.ints[0],
+                                       c.out[1].as<float>());
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }

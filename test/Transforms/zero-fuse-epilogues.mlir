@@ -181,3 +181,25 @@ func.func @tied_embedding(%ids: tensor<2x3xi64>, %dy: tensor<2x3x4xbf16>, %x: te
   %g2 = zero.add %w, %e2 : (tensor<10x4xbf16>, tensor<10x4xbf16>) -> tensor<10x4xbf16>
   return %g, %g2, %e2 : tensor<10x4xbf16>, tensor<10x4xbf16>, tensor<10x4xbf16>
 }
+
+// -----
+
+// The loss and its gradient read the same logits: with `add` one
+// cross_entropy_grad at the loss's place gives both (its dloss, a constant,
+// moved up); a gradient of other labels stays apart.
+// ADD-LABEL: func.func @loss_and_gradient
+// CHECK-LABEL: func.func @loss_and_gradient
+func.func @loss_and_gradient(%x: tensor<4x10xbf16>, %y: tensor<4xi64>, %z: tensor<4xi64>) -> (tensor<f32>, tensor<4x10xbf16>, tensor<4x10xbf16>) {
+  // ADD: %[[D:.*]] = zero.constant dense<1.000000e+00> : tensor<f32>
+  // ADD-NEXT: %[[G:.*]], %[[L:.*]] = zero.cross_entropy_grad %arg0, %arg1, %[[D]] {ignore_index = -100 : i64} : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> (tensor<4x10xbf16>, tensor<f32>)
+  // ADD-NOT: zero.cross_entropy %
+  // ADD: zero.cross_entropy_grad %arg0, %arg2, %[[D]] {ignore_index = -100 : i64} : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xbf16>
+  // ADD: return %[[L]], %[[G]], %
+  // CHECK: zero.cross_entropy %arg0, %arg1
+  // CHECK: zero.cross_entropy_grad %arg0, %arg1, %{{.*}} : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xbf16>
+  %l = zero.cross_entropy %x, %y {ignore_index = -100 : i64} : (tensor<4x10xbf16>, tensor<4xi64>) -> tensor<f32>
+  %d = zero.constant dense<1.0> : tensor<f32>
+  %g = zero.cross_entropy_grad %x, %y, %d {ignore_index = -100 : i64} : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xbf16>
+  %h = zero.cross_entropy_grad %x, %z, %d {ignore_index = -100 : i64} : (tensor<4x10xbf16>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xbf16>
+  return %l, %g, %h : tensor<f32>, tensor<4x10xbf16>, tensor<4x10xbf16>
+}

@@ -186,3 +186,47 @@ TEST(Elementwise, GatherGradIntoItsAddendMatchesGatherGradThenAdd) {
     EXPECT_NE(cpuKernel(KernelId::GatherGrad).check(one), "");
   }
 }
+
+TEST(Elementwise, CrossEntropyGradWithTheLossMatchesBothKernels) {
+  // cross_entropy_grad with the loss as a second output (zero-fuse-epilogues
+  // folds the forward in) gives the forward kernel's loss and the gradient
+  // kernel's dlogits, bit for bit; bf16 logits, an ignored row, padding.
+  const int64_t rows = 5, stride = 12, classes = 11;
+  std::vector<int64_t> labels{3, -100, 10, 0, 7}, shape{rows, stride};
+  std::vector<uint16_t> x(rows * stride), dx1(rows * stride), dx2(rows * stride);
+  TensorRef xt;
+  xt.dtype = DType::BF16;
+  xt.shape = shape;
+  xt.data = reinterpret_cast<char *>(x.data());
+  for (int64_t k = 0; k < rows * stride; ++k)
+    cpu::storeNarrow(xt, k, 4.0f * std::sin(1.3f * (float)k));
+  TensorRef yt;
+  yt.dtype = DType::I64;
+  yt.shape = {rows};
+  yt.data = reinterpret_cast<char *>(labels.data());
+  std::vector<float> dloss{0.75f}, loss1{0}, loss2{0};
+  auto out = [&](std::vector<uint16_t> &v) {
+    TensorRef t = xt;
+    t.data = reinterpret_cast<char *>(v.data());
+    return t;
+  };
+  KernelCall forward;
+  forward.in = {xt, yt};
+  forward.out = {ref(loss1, {})};
+  forward.ints = {-100, classes};
+  ASSERT_TRUE(cpuKernel(KernelId::CrossEntropy).run(forward));
+  KernelCall grad;
+  grad.in = {xt, yt, ref(dloss, {})};
+  grad.out = {out(dx1)};
+  grad.ints = {-100, classes};
+  ASSERT_TRUE(cpuKernel(KernelId::CrossEntropyGrad).run(grad));
+  KernelCall both = grad;
+  both.out = {out(dx2), ref(loss2, {})};
+  ASSERT_EQ(cpuKernel(KernelId::CrossEntropyGrad).check(both), "");
+  ASSERT_TRUE(cpuKernel(KernelId::CrossEntropyGrad).run(both));
+  EXPECT_EQ(loss2, loss1);
+  EXPECT_EQ(dx2, dx1);
+  EXPECT_TRUE(std::isfinite(loss1[0]) && loss1[0] > 0);
+  labels[2] = 11; // out of range: the same error as the forward's
+  EXPECT_FALSE(cpuKernel(KernelId::CrossEntropyGrad).run(both));
+}

@@ -144,7 +144,10 @@ def ZeroFuseEpilogues : Pass<"zero-fuse-epilogues", "mlir::ModuleOp"> {
     the backward's sums of input gradients (dx of q, k and v; of gate and up).
     Also with `add`: `add(x, gather_grad(i, dy))` becomes gather_grad with x
     as its addend (a tied embedding's gradient: the output projection's plus
-    the embedding's scatter-add, computed in place on x's memory).
+    the embedding's scatter-add, computed in place on x's memory), and
+    `cross_entropy` with `cross_entropy_grad` of the same logits and labels
+    becomes one cross_entropy_grad with the loss as its second result, at the
+    loss's place (one read of the logits; its dloss must be a constant).
   }];
   let options = [
     Option<"gelu", "gelu", "bool", /*default=*/"false",
