@@ -361,34 +361,31 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
 
       // In place: an operand that dies here and has the result's type.
       Value donor;
-      // matmul_add: into its addend (cuBLASLt's C = D), unless the GEMM also
-      // reads those bytes as an operand.
-      auto matmulAdd = dyn_cast<MatmulAddOp>(op);
-      if (inPlace && matmulAdd) {
-        Value root = storageRoot(matmulAdd.getAddend());
-        if (deviceBlock.count(root) && lastUse.lookup(root) == i &&
-            viewByteOffset(matmulAdd.getAddend()) == 0 &&
-            storageBytes(root.getType()) == storageBytes(matmulAdd.getType()) &&
-            storageRoot(matmulAdd.getLhs()) != root && storageRoot(matmulAdd.getRhs()) != root)
-          donor = root;
-      } else if (auto scatter = dyn_cast<GatherGradOp>(op);
-                 inPlace && scatter && scatter.getAddend()) {
+      // Operand |index|'s block for |op|'s first result, if it dies here,
+      // starts at its root's first byte, is the result's size, and no other
+      // operand reads those bytes.
+      auto dying = [&](unsigned index) -> Value {
+        Value operand = op.getOperand(index), root = storageRoot(operand);
+        if (!deviceBlock.count(root) || lastUse.lookup(root) != i || viewByteOffset(operand) != 0 ||
+            storageBytes(root.getType()) != storageBytes(op.getResult(0).getType()))
+          return Value();
+        for (OpOperand &other : op.getOpOperands())
+          if (other.getOperandNumber() != index && storageRoot(other.get()) == root)
+            return Value();
+        return root;
+      };
+      if (!inPlace) {
+      } else if (auto matmulAdd = dyn_cast<MatmulAddOp>(op)) {
+        // matmul_add: into its addend (cuBLASLt's C = D), unless the GEMM
+        // also reads those bytes as an operand.
+        donor = dying(matmulAdd.getAddendMutable().getOperandNumber());
+      } else if (auto scatter = dyn_cast<GatherGradOp>(op); scatter && scatter.getAddend()) {
         // gather_grad into its addend: each row read where it is written.
-        Value root = storageRoot(scatter.getAddend());
-        if (deviceBlock.count(root) && lastUse.lookup(root) == i &&
-            viewByteOffset(scatter.getAddend()) == 0 &&
-            storageBytes(root.getType()) == storageBytes(scatter.getType()) &&
-            storageRoot(scatter.getIndices()) != root && storageRoot(scatter.getGrad()) != root)
-          donor = root;
-      } else if (auto ceGrad = dyn_cast<CrossEntropyGradOp>(op); inPlace && ceGrad) {
+        donor = dying(scatter.getAddendMutable()[0].getOperandNumber());
+      } else if (auto ceGrad = dyn_cast<CrossEntropyGradOp>(op)) {
         // dlogits into the logits (a row is read before it is written): the
         // loss's peak (Llama 3.2 1B's 4096 x 128256 logits) holds one table.
-        Value root = storageRoot(ceGrad.getLogits());
-        if (deviceBlock.count(root) && lastUse.lookup(root) == i &&
-            viewByteOffset(ceGrad.getLogits()) == 0 &&
-            storageBytes(root.getType()) == storageBytes(ceGrad.getResult().getType()) &&
-            storageRoot(ceGrad.getLabels()) != root && storageRoot(ceGrad.getGrad()) != root)
-          donor = root;
+        donor = dying(ceGrad.getLogitsMutable().getOperandNumber());
       } else if (inPlace && op.getNumResults() == 1 && isElementwise(&op)) {
         for (Value operand : op.getOperands()) {
           Value root = storageRoot(operand);

@@ -112,43 +112,42 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
   }
 }
 
+/// The block's threads' |s| added in a fixed tree order (for thread 0).
+__device__ double treeSum(double s) {
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if ((int)threadIdx.x < stride)
+      part[threadIdx.x] += part[threadIdx.x + stride];
+    __syncthreads();
+  }
+  return part[0];
+}
+
 /// The blocks' partial sums of squares, a contiguous run of them a block
 /// (gridDim.x runs), each added in a fixed order: |mid| holds the runs' sums
 /// for sumPartialsKernel. Two levels, so that no one block reads all the
 /// partials (a block per 1024 elements: 2 MB on Llama 3.2 1B's buckets).
 __global__ void sumPartialRunsKernel(const double *partial, int blocks, double *mid) {
-  __shared__ double part[kThreads];
   int per = (blocks + gridDim.x - 1) / gridDim.x, begin = blockIdx.x * per;
   int end = min(blocks, begin + per);
   double s = 0;
   for (int b = begin + threadIdx.x; b < end; b += blockDim.x)
     s += partial[b];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-    if ((int)threadIdx.x < stride)
-      part[threadIdx.x] += part[threadIdx.x + stride];
-    __syncthreads();
-  }
+  s = treeSum(s);
   if (threadIdx.x == 0)
-    mid[blockIdx.x] = part[0];
+    mid[blockIdx.x] = s;
 }
 
-/// The runs' sums (or the blocks' partial sums), added in a fixed order (one block).
+/// The runs' sums, added in a fixed order (one block).
 __global__ void sumPartialsKernel(const double *partial, int blocks, float *out) {
-  __shared__ double part[kThreads];
   double s = 0;
   for (int b = threadIdx.x; b < blocks; b += blockDim.x)
     s += partial[b];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-    if ((int)threadIdx.x < stride)
-      part[threadIdx.x] += part[threadIdx.x + stride];
-    __syncthreads();
-  }
+  s = treeSum(s);
   if (threadIdx.x == 0)
-    *out = (float)part[0];
+    *out = (float)s;
 }
 
 __global__ void sgdKernel(const float *p, const float *g, const float *b, const float *lrp,
