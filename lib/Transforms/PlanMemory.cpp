@@ -237,9 +237,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (auto reshape = piece.getDefiningOp<ReshapeOp>(); reshape && piece.hasOneUse())
         root = reshape.getInput();
       Operation *producer = root.getDefiningOp();
-      bool owned = producer && root.hasOneUse() && piece.hasOneUse() && !isViewOp(producer) &&
-                   !isa<ConstantOp, LoadOp, FillOp>(producer) && !onHost(producer) &&
-                   index.lookup(producer) > lastRead && !forwarded.count(root);
+      bool owned = piece.hasOneUse() && mayWriteInto(root, lastRead, index, forwarded);
       if (owned && at % kArenaAlignment == 0) {
         forwarded[root] = Placement{ArenaKind::State, at};
         if (auto scatter = dyn_cast<GatherGradOp>(producer))
@@ -256,12 +254,20 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
   static void forwardScatterAddend(GatherGradOp scatter, Placement at, int64_t lastRead,
                                    DenseMap<Operation *, int64_t> &index,
                                    DenseMap<Value, Placement> &forwarded) {
-    Value addend = scatter.getAddend();
-    Operation *producer = addend ? addend.getDefiningOp() : nullptr;
-    if (producer && addend.hasOneUse() && !isViewOp(producer) &&
-        !isa<ConstantOp, LoadOp, FillOp>(producer) && !onHost(producer) &&
-        index.lookup(producer) > lastRead && !forwarded.count(addend))
+    if (Value addend = scatter.getAddend();
+        addend && mayWriteInto(addend, lastRead, index, forwarded))
       forwarded[addend] = at;
+  }
+
+  /// Whether |v|'s producer may write it straight into a global whose bytes
+  /// are last read at |lastRead|: |v| is read once, computed on the device
+  /// (not a view, constant, load or fill) after that read, and not yet placed.
+  static bool mayWriteInto(Value v, int64_t lastRead, DenseMap<Operation *, int64_t> &index,
+                           DenseMap<Value, Placement> &forwarded) {
+    Operation *producer = v.getDefiningOp();
+    return producer && v.hasOneUse() && !isViewOp(producer) &&
+           !isa<ConstantOp, LoadOp, FillOp>(producer) && !onHost(producer) &&
+           index.lookup(producer) > lastRead && !forwarded.count(v);
   }
 
   /// Ops whose results live in host memory (zero-offload): host ops and
@@ -375,6 +381,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         return root;
       };
       if (!inPlace) {
+        // zero-plan-memory{in-place=false}: every result its own block
       } else if (auto matmulAdd = dyn_cast<MatmulAddOp>(op)) {
         // matmul_add: into its addend (cuBLASLt's C = D), unless the GEMM
         // also reads those bytes as an operand.
@@ -386,7 +393,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         // dlogits into the logits (a row is read before it is written): the
         // loss's peak (Llama 3.2 1B's 4096 x 128256 logits) holds one table.
         donor = dying(ceGrad.getLogitsMutable().getOperandNumber());
-      } else if (inPlace && op.getNumResults() == 1 && isElementwise(&op)) {
+      } else if (op.getNumResults() == 1 && isElementwise(&op)) {
         for (Value operand : op.getOperands()) {
           Value root = storageRoot(operand);
           if (operand.getType() == op.getResult(0).getType() && deviceBlock.count(root) &&

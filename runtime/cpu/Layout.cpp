@@ -296,9 +296,6 @@ Status runSliceGrad(const KernelCall &c) {
   return Status::ok();
 }
 
-/// The optional last input of an optimizer kernel: a scalar bool, true when
-
-// bfloat16/float16 operands: widened to float32 around the float32 kernel.
 /// gather_grad with an addend (zero-fuse-epilogues folds `add(x,
 /// gather_grad(..))`, a tied embedding's two gradients): each row an index
 /// touches gets addend + its sum, the sum (in index order, in float32) rounded
@@ -345,6 +342,8 @@ template <typename T> Status runGatherGradAdd(const KernelCall &c) {
 }
 
 Status runGatherGrad(const KernelCall &c) {
+  // Without an addend, bfloat16/float16 operands are widened to float32
+  // around the float32 kernel.
   if (c.in.size() == 3)
     return dispatchFloat(c.out[0].dtype, [&](auto t) { return runGatherGradAdd<decltype(t)>(c); });
   return viaFloat32(c, runGatherGradF32);

@@ -117,9 +117,9 @@ __device__ int64_t lowerBound(const int32_t *keys, int64_t n, int64_t key) {
 /// Block (row j, outer o): dx[o][j][:] = the sum over the sorted positions of
 /// row j, in order, of g[o][position][:], in float32 and rounded once (the
 /// CPU's float32 widening).
-/// With |acc| (gather_grad's addend): dx = acc + the rounded sum, rounded
-/// again (the separate add's bits); rows without positions keep acc's bits,
-/// copied unless dx is acc (in place).
+/// With |acc| (gather_grad's addend, not in place: gatherGradAddRuns takes
+/// that): dx = acc + the rounded sum, rounded again (the separate add's
+/// bits); rows without positions get acc's bits.
 template <typename T>
 __global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, int64_t n, const T *g,
                                const T *acc, T *dx, int64_t dim, int64_t inner) {
@@ -132,9 +132,8 @@ __global__ void gatherGradRows(const int32_t *keys, const int32_t *positions, in
   __syncthreads();
   int64_t row = (o * dim + j) * inner;
   if (acc && range[0] == range[1]) {
-    if (acc != dx)
-      for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
-        dx[row + i] = acc[row + i];
+    for (int64_t i = threadIdx.x; i < inner; i += blockDim.x)
+      dx[row + i] = acc[row + i];
     return;
   }
   for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {

@@ -40,7 +40,7 @@ void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &prof
       where = inst.wait().location();
     }
   };
-  std::map<std::string, std::pair<double, int64_t>> byKind;
+  std::map<std::string, std::pair<double, int64_t>> byKind, byShape;
   std::vector<std::pair<double, std::pair<std::string, int>>> byInstruction;
   double total = 0;
   for (const auto &[key, t] : profile) {
@@ -49,6 +49,11 @@ void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &prof
     describe(p->instructions(key.second), what, where);
     byKind[what].first += t.ms;
     byKind[what].second += t.runs;
+    // The same kind on the same shapes, summed over layers: where one
+    // shape's GEMM or kernel is slow, it shows though no single call is on top.
+    auto &shape = byShape[what + " " + where.substr(where.find(' ') + 1)];
+    shape.first += t.ms;
+    shape.second += t.runs;
     byInstruction.push_back({t.ms, key});
     total += t.ms;
   }
@@ -84,16 +89,6 @@ void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &prof
                 "synchronous collectives, %.3f waiting for %lld async ones)\n",
                 (syncMs + waitMs) / per, syncMs / per, (long long)(sync / per), waitMs / per,
                 (long long)(async / per));
-  // The same kind on the same shapes, summed over layers: where one shape's
-  // GEMM or kernel is slow, it shows here though no single call is on top.
-  std::map<std::string, std::pair<double, int64_t>> byShape;
-  for (const auto &[key, t] : profile) {
-    std::string what, where;
-    describe(findProgram(plan, key.first)->instructions(key.second), what, where);
-    auto &slot = byShape[what + " " + where.substr(where.find(' ') + 1)];
-    slot.first += t.ms;
-    slot.second += t.runs;
-  }
   std::vector<std::pair<double, std::string>> shapes;
   for (const auto &[name, v] : byShape)
     shapes.push_back({v.first, name});
