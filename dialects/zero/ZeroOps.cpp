@@ -610,6 +610,8 @@ LogicalResult ElementwiseOp::verify() {
   using ::zrt::ElementwiseOpcode;
   ArrayRef<int64_t> program = getProgram(), offsets = getOffsets();
   int64_t inputs = getInputs().size(), steps = program.size() / 4;
+  if (getNumResults() == 0)
+    return emitOpError() << "expects at least one result";
   auto out = getType();
   int64_t rank = out.getRank(), noffsets = offsets.size();
   if (program.empty() || program.size() % 4 != 0 || (int64_t)getStepTypes().size() != steps)
@@ -631,8 +633,22 @@ LogicalResult ElementwiseOp::verify() {
     if (!isa<FloatType>(cast<TypeAttr>(getStepTypes()[s]).getValue()))
       return emitOpError() << "step " << s << " has no float type";
   }
-  if (cast<TypeAttr>(getStepTypes()[steps - 1]).getValue() != out.getElementType())
-    return emitOpError() << "the last step's type is not the result's " << out.getElementType();
+  if (getOutputs().empty() ? getNumResults() != 1
+                           : (int64_t)getOutputs().size() != (int64_t)getNumResults())
+    return emitOpError() << "expects one output step per result (none: one result, the last "
+                            "step); got "
+                         << getOutputs().size() << " for " << getNumResults() << " results";
+  for (unsigned k = 0; k < getNumResults(); ++k) {
+    auto type = cast<RankedTensorType>(getResult(k).getType());
+    int64_t s = outputStep(k);
+    if (type.getShape() != out.getShape())
+      return emitOpError() << "result " << k << " " << type << " is not of result 0's shape";
+    if (s < 0 || s >= steps)
+      return emitOpError() << "result " << k << " stores step " << s << " of " << steps;
+    if (cast<TypeAttr>(getStepTypes()[s]).getValue() != type.getElementType())
+      return emitOpError() << "step " << s << "'s type is not result " << k << "'s "
+                           << type.getElementType();
+  }
   for (Value v : getInputs()) {
     auto in = cast<RankedTensorType>(v.getType());
     if (in.getRank() > rank)

@@ -135,16 +135,29 @@ def Zero_ElementwiseOp : Zero_Op<"elementwise", [Pure]> {
     b; -1 for none, and c is -1). `step_types[i]` is the element type step
     i's value had as a tensor: each step computes in f32 and rounds to it,
     so the fused kernel computes what the separate ones did. The last step
-    is the result. `ptx` holds the kernel generated for it through MLIR's
-    GPU -> NVVM -> PTX path (sm_90), entry `zcc_elementwise(inputs...,
-    result, n)`.
+    is the result; with several results (sibling trees over shared inputs
+    merged into one kernel: each input read once), `outputs` names the step
+    each result stores, and the results share one shape. `ptx` holds the
+    kernel generated for it through MLIR's GPU -> NVVM -> PTX path (sm_90),
+    entry `zcc_elementwise(inputs..., results..., n)`.
   }];
   let arguments = (ins Variadic<Zero_FloatTensor>:$inputs, DenseI64ArrayAttr:$program,
                        TypeArrayAttr:$step_types,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$offsets,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$outputs,
                        OptionalAttr<StrAttr>:$ptx);
-  let results = (outs Zero_FloatTensor:$result);
-  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let results = (outs Variadic<Zero_FloatTensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $results)";
+  let extraClassDeclaration = [{
+    /// The step result |k| stores (the last step for a single result).
+    int64_t outputStep(unsigned k) {
+      return getOutputs().empty() ? (int64_t)getProgram().size() / 4 - 1 : getOutputs()[k];
+    }
+    /// The results' shape (they share one) and the first result's type.
+    ::mlir::RankedTensorType getType() {
+      return ::mlir::cast<::mlir::RankedTensorType>(getResult(0).getType());
+    }
+  }];
   let hasVerifier = 1;
 }
 

@@ -158,8 +158,8 @@ void emitKernel(ElementwiseOp op, OpBuilder &b, StringRef name, int64_t lanes) {
   MLIRContext *ctx = op.getContext();
   Location loc = op.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
-  int64_t inputs = op.getInputs().size();
-  SmallVector<Type> args(inputs + 1, ptr);
+  int64_t inputs = op.getInputs().size(), outputs = op.getNumResults();
+  SmallVector<Type> args(inputs + outputs, ptr);
   args.push_back(b.getI64Type());
   auto fn = gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(args, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -175,7 +175,7 @@ void emitKernel(ElementwiseOp op, OpBuilder &b, StringRef name, int64_t lanes) {
       toI64(gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x)));
   auto constant = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i64, v); };
   Value i = lanes == 1 ? thread : arith::MulIOp::create(b, loc, thread, constant(lanes));
-  Value n = body.getArgument(inputs + 1);
+  Value n = body.getArgument(inputs + outputs);
   auto inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, n);
   auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
   b.setInsertionPointToStart(&guard.getThenRegion().front());
@@ -389,18 +389,22 @@ void emitKernel(ElementwiseOp op, OpBuilder &b, StringRef name, int64_t lanes) {
       v = t == f32 ? v : widen(narrow(v, t));
     values.push_back(std::move(result));
   }
-  Type outElem = out.getElementType();
-  auto dst = LLVM::GEPOp::create(b, loc, ptr, outElem, body.getArgument(inputs), ValueRange{i});
-  int64_t size = outElem.getIntOrFloatBitWidth() / 8;
-  if (lanes == 1) {
-    LLVM::StoreOp::create(b, loc, narrow(values.back()[0], outElem), dst, size);
-  } else {
-    auto vecType = VectorType::get({lanes}, outElem);
-    Value v = LLVM::PoisonOp::create(b, loc, vecType);
-    for (int64_t j = 0; j < lanes; ++j)
-      v = LLVM::InsertElementOp::create(b, loc, v, narrow(values.back()[j], outElem),
-                                        arith::ConstantIntOp::create(b, loc, i32, j));
-    LLVM::StoreOp::create(b, loc, v, dst, std::min<int64_t>(size * lanes, 16));
+  for (int64_t k = 0; k < outputs; ++k) {
+    Type outElem = cast<RankedTensorType>(op.getResult(k).getType()).getElementType();
+    const Lanes &value = values[op.outputStep(k)];
+    auto dst =
+        LLVM::GEPOp::create(b, loc, ptr, outElem, body.getArgument(inputs + k), ValueRange{i});
+    int64_t size = outElem.getIntOrFloatBitWidth() / 8;
+    if (lanes == 1) {
+      LLVM::StoreOp::create(b, loc, narrow(value[0], outElem), dst, size);
+    } else {
+      auto vecType = VectorType::get({lanes}, outElem);
+      Value v = LLVM::PoisonOp::create(b, loc, vecType);
+      for (int64_t j = 0; j < lanes; ++j)
+        v = LLVM::InsertElementOp::create(b, loc, v, narrow(value[j], outElem),
+                                          arith::ConstantIntOp::create(b, loc, i32, j));
+      LLVM::StoreOp::create(b, loc, v, dst, std::min<int64_t>(size * lanes, 16));
+    }
   }
   b.setInsertionPointToEnd(&body);
   gpu::ReturnOp::create(b, loc);
@@ -491,6 +495,7 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
       foldResidualAdds(*b);
       duplicateUnary(*b);
       fuse(*b);
+      mergeSiblings(*b);
     }
     if (!codegen)
       return;
@@ -608,9 +613,10 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
         continue;
       OpBuilder b(root);
       auto fused = ElementwiseOp::create(
-          b, root->getLoc(), shape, program.inputs, b.getDenseI64ArrayAttr(program.steps),
-          b.getArrayAttr(program.types), b.getDenseI64ArrayAttr(program.offsets), StringAttr());
-      root->getResult(0).replaceAllUsesWith(fused.getResult());
+          b, root->getLoc(), TypeRange{shape}, program.inputs,
+          b.getDenseI64ArrayAttr(program.steps), b.getArrayAttr(program.types),
+          b.getDenseI64ArrayAttr(program.offsets), b.getDenseI64ArrayAttr({}), StringAttr());
+      root->getResult(0).replaceAllUsesWith(fused.getResult(0));
       SmallVector<Operation *> order(tree.begin(), tree.end());
       llvm::sort(order, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
       for (Operation *op : llvm::reverse(order)) {
@@ -618,6 +624,132 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
         op->erase();
       }
     }
+  }
+
+  /// Sibling trees: a fused op B that reads an input of a fused op A shortly
+  /// before it, of the same shape, every operand of B available at A (or a
+  /// constant, moved up): one kernel with both results at A, so that the
+  /// shared inputs are read once (SwiGLU's backward: dy silu(g) and
+  /// dy u silu'(g) read dy and g twice, two of the five 4 x 1024 x 8192
+  /// passes a Llama 1B layer spends there). The steps of B follow A's, with
+  /// repeated ones (the same loads, the same functions of them) computed
+  /// once. B's result then lives from A on: at most kWindow ops earlier.
+  static void mergeSiblings(Block &block) {
+    constexpr int kWindow = 8;
+    SmallVector<ElementwiseOp> ops;
+    for (Operation &op : block)
+      if (auto e = dyn_cast<ElementwiseOp>(op))
+        ops.push_back(e);
+    llvm::SmallPtrSet<Operation *, 16> erased;
+    for (size_t bi = 1; bi < ops.size(); ++bi) {
+      ElementwiseOp later = ops[bi];
+      for (size_t ai = bi; ai-- > 0;) {
+        ElementwiseOp first = ops[ai];
+        if (erased.contains(first) || erased.contains(later))
+          continue;
+        if (!canMerge(first, later, kWindow))
+          continue;
+        ElementwiseOp merged = merge(first, later);
+        ops[ai] = merged;
+        erased.insert(later);
+        break;
+      }
+    }
+  }
+
+  static bool canMerge(ElementwiseOp first, ElementwiseOp later, int window) {
+    if (first.getPtxAttr() || later.getPtxAttr() ||
+        first.getType().getShape() != later.getType().getShape() ||
+        (first.getProgram().size() + later.getProgram().size()) / 4 > Program::kMaxSteps)
+      return false;
+    int distance = 0;
+    for (Operation *op = first->getNextNode(); op && op != later.getOperation();
+         op = op->getNextNode())
+      if (++distance > window)
+        return false;
+    bool shares = llvm::any_of(later.getInputs(),
+                               [&](Value v) { return llvm::is_contained(first.getInputs(), v); });
+    return shares && llvm::all_of(later.getInputs(), [&](Value v) {
+             Operation *def = v.getDefiningOp();
+             return !def || def->isBeforeInBlock(first) ||
+                    (isa<ConstantOp>(def) && def->getBlock() == first->getBlock());
+           });
+  }
+
+  /// |first| and |later| as one op at |first|, results first's then later's.
+  static ElementwiseOp merge(ElementwiseOp first, ElementwiseOp later) {
+    for (Value v : later.getInputs())
+      if (Operation *def = v.getDefiningOp(); def && !def->isBeforeInBlock(first))
+        def->moveBefore(first); // a constant
+    SmallVector<Value> inputs(first.getInputs());
+    SmallVector<int64_t> steps(first.getProgram()), offsets(first.getOffsets());
+    SmallVector<Attribute> types(first.getStepTypes().begin(), first.getStepTypes().end());
+    SmallVector<int64_t> outputs;
+    for (unsigned k = 0; k < first.getNumResults(); ++k)
+      outputs.push_back(first.outputStep(k));
+    // Later's steps, renumbered; a step equal to an earlier one is that one.
+    ArrayRef<int64_t> program = later.getProgram();
+    int64_t offsetBase = (int64_t)offsets.size();
+    llvm::append_range(offsets, later.getOffsets());
+    SmallVector<int64_t> map;
+    for (int64_t s = 0; s < (int64_t)program.size() / 4; ++s) {
+      int64_t code = program[4 * s], a = program[4 * s + 1], b = program[4 * s + 2],
+              c = program[4 * s + 3];
+      bool load = code == (int64_t)ElementwiseOpcode::Load;
+      if (load) {
+        Value in = later.getInputs()[a];
+        auto *it = llvm::find(inputs, in);
+        a = it - inputs.begin();
+        if (it == inputs.end())
+          inputs.push_back(in);
+      } else {
+        a = map[a];
+        b = b >= 0 ? map[b] : b;
+      }
+      if (c >= 0)
+        c += offsetBase;
+      Attribute type = later.getStepTypes()[s];
+      int64_t same = -1;
+      for (int64_t t = 0; t < (int64_t)types.size() && same < 0; ++t)
+        if (steps[4 * t] == code && steps[4 * t + 1] == a && steps[4 * t + 2] == b &&
+            sameOffsets(offsets, steps[4 * t + 3], c, first.getType().getRank(), code) &&
+            types[t] == type)
+          same = t;
+      if (same >= 0) {
+        map.push_back(same);
+        continue;
+      }
+      steps.append({code, a, b, c});
+      types.push_back(type);
+      map.push_back((int64_t)types.size() - 1);
+    }
+    SmallVector<Type> resultTypes(first.getResultTypes());
+    llvm::append_range(resultTypes, later.getResultTypes());
+    for (unsigned k = 0; k < later.getNumResults(); ++k)
+      outputs.push_back(map[later.outputStep(k)]);
+    OpBuilder b(first);
+    auto merged =
+        ElementwiseOp::create(b, first.getLoc(), resultTypes, inputs, b.getDenseI64ArrayAttr(steps),
+                              b.getArrayAttr(types), b.getDenseI64ArrayAttr(offsets),
+                              b.getDenseI64ArrayAttr(outputs), StringAttr());
+    unsigned n = first.getNumResults();
+    for (unsigned k = 0; k < n; ++k)
+      first.getResult(k).replaceAllUsesWith(merged.getResult(k));
+    for (unsigned k = 0; k < later.getNumResults(); ++k)
+      later.getResult(k).replaceAllUsesWith(merged.getResult(n + k));
+    first.erase();
+    later.erase();
+    return merged;
+  }
+
+  /// Whether two steps' `c` operands name the same offsets (loads: |rank|
+  /// of them, picks: 2; -1 for none).
+  static bool sameOffsets(ArrayRef<int64_t> offsets, int64_t x, int64_t y, int64_t rank,
+                          int64_t code) {
+    if (x < 0 || y < 0)
+      return x == y;
+    int64_t n = code == (int64_t)ElementwiseOpcode::Pick ? 2 : rank;
+    return offsets.slice(x, n) == offsets.slice(y, n);
   }
 
   /// Whether |def| may join |tree|: an elementwise op, a unit-stride slice

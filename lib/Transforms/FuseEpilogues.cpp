@@ -221,7 +221,12 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
   /// gradient over flattened rows) and `reduce sum dy [0]` (the bias
   /// gradient) read the same dy: one matmul_bgrad, placed where the first
   /// of the two was (x and dy exist there: both are operands of ops at or
-  /// after it whose operands dominate them).
+  /// after it whose operands dominate them), or, where x is formed between
+  /// the two (recomputed for the weight gradient), where the second was if
+  /// nothing reads the first's result before it. A plan with recompute then
+  /// fuses the same pairs as the plain plan: the bias gradients are the same
+  /// bits (cuBLASLt's BGRADA epilogue and a column reduce add in different
+  /// orders).
   void fuseBiasGradients() {
     SmallVector<ReduceOp> reduces;
     getOperation().walk([&](ReduceOp r) { reduces.push_back(r); });
@@ -242,9 +247,16 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
             cast<RankedTensorType>(m.getLhs().getType()).getRank() != 2)
           continue;
         Operation *at = m->isBeforeInBlock(r) ? m.getOperation() : r.getOperation();
+        Operation *later = at == m.getOperation() ? r.getOperation() : m.getOperation();
         if (Operation *def = m.getLhs().getDefiningOp();
-            def && def->getBlock() == at->getBlock() && !def->isBeforeInBlock(at))
-          continue;
+            def && def->getBlock() == at->getBlock() && !def->isBeforeInBlock(at)) {
+          bool readBefore = llvm::any_of(at->getUsers(), [&](Operation *u) {
+            return u->getBlock() != later->getBlock() || u->isBeforeInBlock(later);
+          });
+          if (!def->isBeforeInBlock(later) || readBefore)
+            continue;
+          at = later;
+        }
         mm = m;
         first = at;
         break;

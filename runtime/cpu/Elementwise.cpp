@@ -282,10 +282,11 @@ Status runCast(const KernelCall &c) {
 }
 
 //--- elementwise: a fused tree of elementwise ops -------------------------===//
-// ints = [inputs, steps, (opcode, a, b, c, dtype) per step, then the
-// offsets]: opcode an ElementwiseOpcode (kernels/KernelId.h), which says what
-// a, b and c refer to; dtype is the plan's type code (plan::F32, F16 or BF16)
-// the step rounds to.
+// ints = [inputs, steps, (opcode, a, b, c, dtype) per step, the step each
+// output stores, then the offsets]: opcode an ElementwiseOpcode
+// (kernels/KernelId.h), which says what a, b and c refer to; dtype is the
+// plan's type code (plan::F32, F16 or BF16) the step rounds to. The outputs
+// (sibling trees merged) share one shape.
 
 /// A step's type: the plan's dtype code (plan.proto) of float32, float16 or
 /// bfloat16; anything else is not a float a step rounds to.
@@ -301,13 +302,15 @@ DType planFloatType(int64_t code) {
 constexpr int64_t kStepInts = 5;
 
 std::string checkElementwise(const KernelCall &c) {
-  if (c.ints.size() < 2 || c.out.size() != 1 || (int64_t)c.in.size() != c.ints[0] ||
-      c.ints[1] < 1 || c.ints[1] > ((int64_t)c.ints.size() - 2) / kStepInts)
-    return "expects [inputs, steps, (opcode, a, b, c, dtype) per step, offsets] over its inputs "
-           "and one output";
+  int64_t outputs = (int64_t)c.out.size();
+  if (c.ints.size() < 2 || outputs < 1 || (int64_t)c.in.size() != c.ints[0] || c.ints[1] < 1 ||
+      c.ints[1] > ((int64_t)c.ints.size() - 2 - outputs) / kStepInts)
+    return "expects [inputs, steps, (opcode, a, b, c, dtype) per step, a step per output, "
+           "offsets] over its inputs and at least one output";
   const TensorRef &y = c.out[0];
   int64_t inputs = c.ints[0], steps = c.ints[1], rank = (int64_t)y.shape.size();
-  int64_t offsets = (int64_t)c.ints.size() - 2 - kStepInts * steps;
+  int64_t offsets = (int64_t)c.ints.size() - 2 - kStepInts * steps - outputs;
+  const int64_t *stored = c.ints.data() + 2 + kStepInts * steps;
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t *step = &c.ints[2 + kStepInts * s];
     int64_t op = step[0], a = step[1], b = step[2], aux = step[3];
@@ -317,7 +320,7 @@ std::string checkElementwise(const KernelCall &c) {
       ok = a >= 0 && a < inputs && b == -1 && (aux == -1 || (aux >= 0 && aux + rank <= offsets));
     else if (ok && op == (int64_t)ElementwiseOpcode::Pick)
       ok = a >= 0 && a < s && b >= 0 && b < s && aux >= 0 && aux + 2 <= offsets &&
-           c.ints[2 + kStepInts * steps + aux] >= 0 && c.ints[2 + kStepInts * steps + aux] < rank;
+           stored[outputs + aux] >= 0 && stored[outputs + aux] < rank;
     else if (ok)
       ok = a >= 0 && a < s && (isUnaryOpcode(op) ? b == -1 : b >= 0 && b < s) && aux == -1;
     if (!ok)
@@ -325,8 +328,15 @@ std::string checkElementwise(const KernelCall &c) {
              std::to_string(kNumElementwiseOpcodes - 1) +
              " over an input or earlier steps with its offsets";
   }
-  if (y.dtype != planFloatType(c.ints[2 + kStepInts * (steps - 1) + 4]))
-    return "output " + describe(y) + " is not of the last step's type";
+  for (int64_t k = 0; k < outputs; ++k) {
+    const TensorRef &out = c.out[k];
+    if (stored[k] < 0 || stored[k] >= steps)
+      return "output " + std::to_string(k) + " stores step " + std::to_string(stored[k]) + " of " +
+             std::to_string(steps);
+    if (out.shape != y.shape || out.dtype != planFloatType(c.ints[2 + kStepInts * stored[k] + 4]))
+      return "output " + describe(out) + " is not of " + describe(y) +
+             "'s shape and its step's type";
+  }
   for (const TensorRef &x : c.in) {
     if (!isFloatStorage(x.dtype) || (int64_t)x.shape.size() > rank)
       return "input " + describe(x) + " is not a float tensor of at most the rank of " +
@@ -358,7 +368,8 @@ void unaryLoop(int64_t op, const float *a, float *v, int64_t n) {
 Status runElementwise(const KernelCall &c) {
   const TensorRef &y = c.out[0];
   int64_t inputs = c.ints[0], steps = c.ints[1], rank = (int64_t)y.shape.size();
-  const int64_t *offsets = c.ints.data() + 2 + kStepInts * steps;
+  const int64_t *stored = c.ints.data() + 2 + kStepInts * steps;
+  const int64_t *offsets = stored + c.out.size();
   // Per input, its extent and stride on each output dimension (0: it broadcasts).
   std::vector<std::vector<int64_t>> dims(inputs, std::vector<int64_t>(rank, 1)),
       strides(inputs, std::vector<int64_t>(rank, 0));
@@ -460,12 +471,15 @@ Status runElementwise(const KernelCall &c) {
         }
         round(v, n, planFloatType(step[4]));
       }
-      const float *r = &values[(steps - 1) * kBlock];
-      if (y.dtype == DType::F32)
-        std::copy(r, r + n, y.as<float>() + first);
-      else
-        for (int64_t j = 0; j < n; ++j)
-          storeNarrow(y, first + j, r[j]);
+      for (size_t k = 0; k < c.out.size(); ++k) {
+        const TensorRef &out = c.out[k];
+        const float *r = &values[stored[k] * kBlock];
+        if (out.dtype == DType::F32)
+          std::copy(r, r + n, out.as<float>() + first);
+        else
+          for (int64_t j = 0; j < n; ++j)
+            storeNarrow(out, first + j, r[j]);
+      }
     }
   });
   return Status::ok();

@@ -91,14 +91,15 @@ Status launchGenerated(const KernelCall &c, CudaContext &ctx) {
   int64_t n = c.out[0].numel();
   if (n == 0)
     return Status::ok();
-  // zcc_elementwise(inputs..., output, n): a thread per output element, or 8
-  // when every tensor is 16-byte aligned (the plan's arenas are; a view into
-  // a bucket may not be).
+  // zcc_elementwise(inputs..., outputs..., n): a thread per output element,
+  // or 8 when every tensor is 16-byte aligned (the plan's arenas are; a view
+  // into a bucket may not be).
   std::vector<void *> pointers;
   bool aligned = fn.vector && n % 8 == 0;
   for (const TensorRef &t : c.in)
     pointers.push_back(t.data);
-  pointers.push_back(c.out[0].data);
+  for (const TensorRef &t : c.out)
+    pointers.push_back(t.data);
   for (void *p : pointers)
     aligned &= reinterpret_cast<uintptr_t>(p) % 16 == 0;
   std::vector<void *> params;

@@ -130,3 +130,45 @@ func.func @residual(%x: tensor<4x8xbf16>, %w: tensor<8xbf16>, %dy: tensor<4x8xbf
   %1 = zero.add %dx2, %dx2 : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
   return %0, %dw, %1, %dx2, %dw2 : tensor<4x8xbf16>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>
 }
+
+// -----
+
+// Sibling trees over shared inputs (SwiGLU's backward: du = dy silu(g),
+// dg = dy u sigmoid(g)) a few ops apart: one op with two results at the
+// first, its steps the first tree's then the second's, the shared loads and
+// silu(g)'s load of g computed once; the GEMM between them reads the first
+// result. Both results come back through the PTX entry's two pointers.
+// CHECK-LABEL: func.func @siblings
+// CHECK-SAME: (%[[DY:.*]]: tensor<8x16xbf16>, %[[G:.*]]: tensor<8x16xbf16>, %[[U:.*]]: tensor<8x16xbf16>, %[[W:.*]]: tensor<16x4xbf16>)
+// CHECK-NEXT: %[[E:.*]]:2 = zero.elementwise %[[DY]], %[[G]], %[[U]] {outputs = array<i64: 3, 6>, program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 18, 1, -1, -1, 2, 0, 2, -1, 6, 2, -1, -1, 2, 0, 4, -1, 2, 5, 2, -1>, step_types = [bf16, bf16, bf16, bf16, bf16, bf16, bf16]}
+// CHECK-NEXT: %[[M:.*]] = zero.matmul %[[E]]#0, %[[W]]
+// CHECK-NEXT: return %[[M]], %[[E]]#1
+// PTX-LABEL: func.func @siblings
+// PTX: zero.elementwise {{.*}}ptx = "{{.*}}.entry zcc_elementwise({{.*}}_param_3,{{.*}}_param_4,{{.*}}_param_5
+func.func @siblings(%dy: tensor<8x16xbf16>, %g: tensor<8x16xbf16>, %u: tensor<8x16xbf16>, %w: tensor<16x4xbf16>) -> (tensor<8x4xbf16>, tensor<8x16xbf16>) {
+  %0 = zero.silu %g : tensor<8x16xbf16>
+  %1 = zero.mul %dy, %0 : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %2 = zero.matmul %1, %w : (tensor<8x16xbf16>, tensor<16x4xbf16>) -> tensor<8x4xbf16>
+  %3 = zero.mul %dy, %u : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %4 = zero.silu %g : tensor<8x16xbf16>
+  %5 = zero.mul %3, %4 : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  return %2, %5 : tensor<8x4xbf16>, tensor<8x16xbf16>
+}
+
+// -----
+
+// Not merged: the second tree reads a value formed after the first (the
+// GEMM's result), or shares no input with it.
+// CHECK-LABEL: func.func @not_siblings
+// CHECK-NOT: outputs =
+// CHECK: return
+func.func @not_siblings(%dy: tensor<8x16xbf16>, %g: tensor<8x16xbf16>, %w: tensor<16x16xbf16>, %v: tensor<8x16xbf16>) -> (tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xbf16>) {
+  %0 = zero.silu %g : tensor<8x16xbf16>
+  %1 = zero.mul %dy, %0 : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %2 = zero.matmul %1, %w : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> tensor<8x16xbf16>
+  %3 = zero.mul %2, %g : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> tensor<8x16xbf16>
+  %4 = zero.neg %3 : tensor<8x16xbf16>
+  %5 = zero.exp %v : tensor<8x16xbf16>
+  %6 = zero.neg %5 : tensor<8x16xbf16>
+  return %1, %4, %6 : tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xbf16>
+}

@@ -49,7 +49,7 @@ func.func @bias_grad(%x: tensor<8x4xbf16>, %dy: tensor<8x3xbf16>) -> (tensor<1x3
 // -----
 
 // Left alone: a mean (not a sum), a sum over columns, a GEMM that does not
-// transpose x, x computed after the reduce (the fused op would come first).
+// transpose x, x computed after the reduce whose sum is read before the GEMM.
 // CHECK-LABEL: func.func @bias_grad_not_fused
 // CHECK-NOT: matmul_bgrad
 func.func @bias_grad_not_fused(%x: tensor<8x4xf32>, %z: tensor<3x8xf32>, %d0: tensor<8x3xf32>,
@@ -62,9 +62,26 @@ func.func @bias_grad_not_fused(%x: tensor<8x4xf32>, %z: tensor<3x8xf32>, %d0: te
   %4 = zero.matmul %z, %d2 : (tensor<3x8xf32>, tensor<8x3xf32>) -> tensor<3x3xf32>
   %5 = zero.reduce sum %d2 [0] {keepdims = false} : tensor<8x3xf32> -> tensor<3xf32>
   %6 = zero.reduce sum %d3 [0] {keepdims = false} : tensor<8x3xf32> -> tensor<3xf32>
-  %7 = zero.exp %x : tensor<8x4xf32>
-  %8 = zero.matmul %7, %d3 {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
-  return %0, %1, %2, %3, %4, %5, %6, %8 : tensor<3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x3xf32>, tensor<3x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4x3xf32>
+  %7 = zero.exp %6 : tensor<3xf32>
+  %8 = zero.exp %x : tensor<8x4xf32>
+  %9 = zero.matmul %8, %d3 {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  return %0, %1, %2, %3, %4, %5, %7, %9 : tensor<3xf32>, tensor<4x3xf32>, tensor<8xf32>, tensor<4x3xf32>, tensor<3x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4x3xf32>
+}
+
+// -----
+
+// x formed between the reduce and the GEMM (recomputed for the weight
+// gradient, --recompute): the fused op takes the GEMM's place, so that a plan
+// with recompute fuses the pairs the plain plan fuses.
+// CHECK-LABEL: func.func @bias_grad_recomputed_x
+// CHECK: %[[E:.*]] = zero.exp
+// CHECK-NEXT: %[[W:.*]], %[[B:.*]] = zero.matmul_bgrad %[[E]], %{{.*}}
+// CHECK-NEXT: return %[[B]], %[[W]]
+func.func @bias_grad_recomputed_x(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>) -> (tensor<3xf32>, tensor<4x3xf32>) {
+  %0 = zero.reduce sum %dy [0] {keepdims = false} : tensor<8x3xf32> -> tensor<3xf32>
+  %1 = zero.exp %x : tensor<8x4xf32>
+  %2 = zero.matmul %1, %dy {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  return %0, %2 : tensor<3xf32>, tensor<4x3xf32>
 }
 
 // -----

@@ -15,11 +15,19 @@
 #include <thread>
 
 using namespace zrt;
+using zrt::cpu::BF16;
 
 namespace {
 TensorRef ref(std::vector<float> &v, std::vector<int64_t> shape) {
   TensorRef t;
   t.dtype = DType::F32;
+  t.shape = std::move(shape);
+  t.data = reinterpret_cast<char *>(v.data());
+  return t;
+}
+TensorRef ref(std::vector<BF16> &v, std::vector<int64_t> shape) {
+  TensorRef t;
+  t.dtype = DType::BF16;
   t.shape = std::move(shape);
   t.data = reinterpret_cast<char *>(v.data());
   return t;
@@ -101,6 +109,7 @@ TEST(Elementwise, FusedProgramReadsShiftedAndPicksAtTheSeam) {
             6, 1, -1, -1, f32, // 4: s, broadcast
             2, 3, 4, -1, f32,  // 5: step 3 * step 4
             4, 5, -1, -1, f32, // 6: -step 5
+            6,                 // the output stores step 6
             // offsets: the shifts (0, 3) and (0, -3), the seam (axis 1, 3)
             0, 3, 0, -3, 1, 3};
   const KernelInfo &kernel = cpuKernel(KernelId::Elementwise);
@@ -121,12 +130,56 @@ TEST(Elementwise, FusedProgramReadsShiftedAndPicksAtTheSeam) {
   bad.ints[2 + 5 * 2 + 3] = 5;
   EXPECT_NE(kernel.check(bad), "");
   bad = c;
-  bad.ints[2 + 5 * 7 + 4] = 2;
+  bad.ints[2 + 5 * 7 + 1 + 4] = 2;
+  EXPECT_NE(kernel.check(bad), "");
+  // An output storing a step the program does not have.
+  bad = c;
+  bad.ints[2 + 5 * 7] = 7;
   EXPECT_NE(kernel.check(bad), "");
   // An empty input: nothing to clamp a coordinate into.
   std::vector<float> none;
   bad = c;
   bad.in[1] = ref(none, {0});
+  EXPECT_NE(kernel.check(bad), "");
+}
+
+TEST(Elementwise, SiblingProgramsStoreEachResultFromItsStep) {
+  // SwiGLU's backward as zero-fuse-elementwise merges it: du = dy silu(g)
+  // and dg' = dy u sigmoid(g) from one read of dy, u and g, in bf16.
+  std::vector<BF16> dy, u, g;
+  for (int64_t k = 0; k < 40; ++k) {
+    dy.push_back(BF16(0.25f * (float)(k % 7) - 0.5f));
+    u.push_back(BF16(0.1f * (float)(k % 5) - 0.2f));
+    g.push_back(BF16(0.3f * (float)(k % 9) - 1.2f));
+  }
+  std::vector<BF16> du(40), dg(40);
+  const int64_t bf16 = 4; // plan::BF16
+  KernelCall c;
+  c.in = {ref(dy, {4, 10}), ref(u, {4, 10}), ref(g, {4, 10})};
+  c.out = {ref(du, {4, 10}), ref(dg, {4, 10})};
+  c.ints = {3,  8, 6,  0,  -1,   -1, bf16, // 0: dy
+            6,  2, -1, -1, bf16,           // 1: g
+            18, 1, -1, -1, bf16,           // 2: silu(g)
+            2,  0, 2,  -1, bf16,           // 3: dy silu(g)
+            6,  1, -1, -1, bf16,           // 4: u
+            2,  0, 4,  -1, bf16,           // 5: dy u
+            16, 1, -1, -1, bf16,           // 6: sigmoid(g)
+            2,  5, 6,  -1, bf16,           // 7: dy u sigmoid(g)
+            3,  7};                        // du stores step 3, dg step 7
+  const KernelInfo &kernel = cpuKernel(KernelId::Elementwise);
+  ASSERT_EQ(kernel.check(c), "");
+  ASSERT_TRUE(kernel.run(c));
+  auto round = [](float v) { return float(BF16(v)); };
+  for (int64_t k = 0; k < 40; ++k) {
+    float gv = float(g[k]);
+    float silu = round(gv / (1.0f + std::exp(-gv))), sig = round(1.0f / (1.0f + std::exp(-gv)));
+    EXPECT_EQ(float(du[k]), round(float(dy[k]) * silu)) << k;
+    EXPECT_EQ(float(dg[k]), round(round(float(dy[k]) * float(u[k])) * sig)) << k;
+  }
+  // Outputs of different shapes are not one program's.
+  std::vector<BF16> small(20);
+  KernelCall bad = c;
+  bad.out[1] = ref(small, {2, 10});
   EXPECT_NE(kernel.check(bad), "");
 }
 

@@ -122,7 +122,8 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       })
       .Case([&](zero::CastOp) { return simple(KernelId::Cast); })
       .Case([&](zero::ElementwiseOp e) {
-        // [inputs, steps, (opcode, a, b, c, plan dtype) per step, then the offsets]
+        // [inputs, steps, (opcode, a, b, c, plan dtype) per step, the step
+        // each output stores, then the offsets]
         ArrayRef<int64_t> program = e.getProgram();
         int64_t steps = program.size() / 4;
         SmallVector<int64_t> ints{(int64_t)e.getInputs().size(), steps};
@@ -130,6 +131,8 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
           ints.append(program.begin() + 4 * s, program.begin() + 4 * s + 4);
           ints.push_back(planFloatType(cast<TypeAttr>(e.getStepTypes()[s]).getValue()));
         }
+        for (unsigned k = 0; k < e.getNumResults(); ++k)
+          ints.push_back(e.outputStep(k));
         llvm::append_range(ints, e.getOffsets());
         KernelSpec spec{KernelId::Elementwise, ints, {}, {}};
         if (auto ptx = e.getPtxAttr())

@@ -423,7 +423,7 @@ func.func @elementwise_pick(%a: tensor<8xf32>) {
 // -----
 
 func.func @elementwise_types(%a: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{the last step's type is not the result's 'bf16'}}
+  // expected-error @+1 {{step 2's type is not result 0's 'bf16'}}
   %r = zero.elementwise %a, %b {program = array<i64: 6, 0, -1, -1, 6, 1, -1, -1, 0, 0, 1, -1>, step_types = [f32, f32, f32]} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xbf16>
   return
 }
