@@ -18,16 +18,11 @@ using namespace zrt;
 using zrt::cpu::BF16;
 
 namespace {
-TensorRef ref(std::vector<float> &v, std::vector<int64_t> shape) {
+/// A view of |v| (float32 or bfloat16 elements) as a tensor of |shape|.
+template <typename T> TensorRef ref(std::vector<T> &v, std::vector<int64_t> shape) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, BF16>);
   TensorRef t;
-  t.dtype = DType::F32;
-  t.shape = std::move(shape);
-  t.data = reinterpret_cast<char *>(v.data());
-  return t;
-}
-TensorRef ref(std::vector<BF16> &v, std::vector<int64_t> shape) {
-  TensorRef t;
-  t.dtype = DType::BF16;
+  t.dtype = std::is_same_v<T, float> ? DType::F32 : DType::BF16;
   t.shape = std::move(shape);
   t.data = reinterpret_cast<char *>(v.data());
   return t;
