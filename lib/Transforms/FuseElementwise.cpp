@@ -640,18 +640,14 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
     for (Operation &op : block)
       if (auto e = dyn_cast<ElementwiseOp>(op))
         ops.push_back(e);
-    llvm::SmallPtrSet<Operation *, 16> erased;
     for (size_t bi = 1; bi < ops.size(); ++bi) {
       ElementwiseOp later = ops[bi];
       for (size_t ai = bi; ai-- > 0;) {
-        ElementwiseOp first = ops[ai];
-        if (erased.contains(first) || erased.contains(later))
+        ElementwiseOp first = ops[ai]; // null: merged into an earlier op
+        if (!first || !canMerge(first, later, kWindow))
           continue;
-        if (!canMerge(first, later, kWindow))
-          continue;
-        ElementwiseOp merged = merge(first, later);
-        ops[ai] = merged;
-        erased.insert(later);
+        ops[ai] = merge(first, later);
+        ops[bi] = nullptr;
         break;
       }
     }
