@@ -223,10 +223,9 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
   /// of the two was (x and dy exist there: both are operands of ops at or
   /// after it whose operands dominate them), or, where x is formed between
   /// the two (recomputed for the weight gradient), where the second was if
-  /// nothing reads the first's result before it. A plan with recompute then
-  /// fuses the same pairs as the plain plan: the bias gradients are the same
-  /// bits (cuBLASLt's BGRADA epilogue and a column reduce add in different
-  /// orders).
+  /// nothing but reshapes reads the first's result before it (moved after it). A plan with
+  /// recompute then fuses the same pairs as the plain plan: the bias gradients are the same bits
+  /// (cuBLASLt's BGRADA epilogue and a column reduce add in different orders).
   void fuseBiasGradients() {
     SmallVector<ReduceOp> reduces;
     getOperation().walk([&](ReduceOp r) { reduces.push_back(r); });
@@ -240,6 +239,7 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
       // first of the two ops is.
       MatmulOp mm;
       Operation *first = nullptr;
+      SmallVector<Operation *> views; // reshapes of the sum moved after the fused op
       for (Operation *user : dy.getUsers()) {
         auto m = dyn_cast<MatmulOp>(user);
         if (!m || m.getRhs() != dy || !m.getTransposeLhs() || m.getTransposeRhs() ||
@@ -250,10 +250,8 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
         Operation *later = at == m.getOperation() ? r.getOperation() : m.getOperation();
         if (Operation *def = m.getLhs().getDefiningOp();
             def && def->getBlock() == at->getBlock() && !def->isBeforeInBlock(at)) {
-          bool readBefore = llvm::any_of(at->getUsers(), [&](Operation *u) {
-            return u->getBlock() != later->getBlock() || u->isBeforeInBlock(later);
-          });
-          if (!def->isBeforeInBlock(later) || readBefore)
+          views.clear();
+          if (!def->isBeforeInBlock(later) || !readersFollow(at, later, views))
             continue;
           at = later;
         }
@@ -268,9 +266,32 @@ struct ZeroFuseEpilogues : zcc::impl::ZeroFuseEpiloguesBase<ZeroFuseEpilogues> {
       auto fused = MatmulBgradOp::create(b, mm.getLoc(), mm.getType(), r.getType(), x, dy);
       mm.replaceAllUsesWith(fused.getWeight());
       r.replaceAllUsesWith(fused.getBias());
+      llvm::sort(views, [](Operation *a, Operation *c) { return a->isBeforeInBlock(c); });
+      Operation *prev = fused;
+      for (Operation *v : views) {
+        v->moveAfter(prev);
+        prev = v;
+      }
       mm.erase();
       r.erase();
     }
+  }
+
+  /// Whether every reader of op's results comes after `later`, but for
+  /// reshapes (views, nothing else) whose readers do, recursively: those are
+  /// added to `views`, to move after the op that replaces `op` there (the
+  /// bias gradient's reshape to the bias's shape sits right after the sum).
+  static bool readersFollow(Operation *op, Operation *later, SmallVectorImpl<Operation *> &views) {
+    for (Operation *u : op->getUsers()) {
+      if (u->getBlock() != later->getBlock())
+        return false;
+      if (!u->isBeforeInBlock(later))
+        continue;
+      if (!isa<ReshapeOp>(u) || !readersFollow(u, later, views))
+        return false;
+      views.push_back(u);
+    }
+    return true;
   }
 };
 

@@ -84,6 +84,36 @@ func.func @bias_grad_recomputed_x(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>) -> 
   return %0, %2 : tensor<3xf32>, tensor<4x3xf32>
 }
 
+// The same with the sum reshaped to the bias's shape before x is formed (the
+// keepdims reduce autodiff emits, GPT-2's last MLP with --recompute layer):
+// the reshape, a view, moves after the fused op; any other reader before
+// the GEMM keeps the two apart.
+// CHECK-LABEL: func.func @bias_grad_recomputed_x_reshaped
+// CHECK: %[[E:.*]] = zero.exp
+// CHECK-NEXT: %[[W:.*]], %[[B:.*]] = zero.matmul_bgrad %[[E]], %{{.*}}
+// CHECK-NEXT: %[[R:.*]] = zero.reshape %[[B]] : tensor<1x3xf32> -> tensor<3xf32>
+// CHECK-NEXT: return %[[R]], %[[W]]
+func.func @bias_grad_recomputed_x_reshaped(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>) -> (tensor<3xf32>, tensor<4x3xf32>) {
+  %0 = zero.reduce sum %dy [0] {keepdims = true} : tensor<8x3xf32> -> tensor<1x3xf32>
+  %1 = zero.reshape %0 : tensor<1x3xf32> -> tensor<3xf32>
+  %2 = zero.exp %x : tensor<8x4xf32>
+  %3 = zero.matmul %2, %dy {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  return %1, %3 : tensor<3xf32>, tensor<4x3xf32>
+}
+
+// CHECK-LABEL: func.func @bias_grad_read_before_x
+// CHECK: zero.reduce sum
+// CHECK-NOT: matmul_bgrad
+// CHECK: zero.matmul %{{.*}}, %{{.*}} {transpose_lhs}
+// CHECK-NEXT: return
+func.func @bias_grad_read_before_x(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>) -> (tensor<1x3xf32>, tensor<4x3xf32>) {
+  %0 = zero.reduce sum %dy [0] {keepdims = true} : tensor<8x3xf32> -> tensor<1x3xf32>
+  %1 = zero.exp %0 : tensor<1x3xf32>
+  %2 = zero.exp %x : tensor<8x4xf32>
+  %3 = zero.matmul %2, %dy {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  return %1, %3 : tensor<1x3xf32>, tensor<4x3xf32>
+}
+
 // -----
 
 // GPT-2's MLP (--target cuda, gelu): the tanh-GELU after a linear layer
