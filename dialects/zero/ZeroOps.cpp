@@ -899,9 +899,16 @@ LogicalResult LocalShardOp::verify() {
 
 LogicalResult WaitOp::verify() {
   Operation *start = getStarted().getDefiningOp();
+  if (auto update = dyn_cast_or_null<AdamWOp>(start); update && update->hasAttr("async")) {
+    if (getStarted() != update->getResults().back())
+      return emitOpError("waits for an async adamw's last result");
+    if (update.getGrad() != getInput())
+      return emitOpError("input must be the started adamw's gradient");
+    return success();
+  }
   if (!start || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(start) || !start->hasAttr("async"))
-    return emitOpError("waits for the result of an async all_reduce, reduce_scatter or "
-                       "all_gather");
+    return emitOpError("waits for the result of an async all_reduce, reduce_scatter, "
+                       "all_gather or adamw");
   if (start->getOperand(0) != getInput())
     return emitOpError("input must be the started collective's input");
   return success();

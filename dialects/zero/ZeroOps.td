@@ -723,6 +723,10 @@ def Zero_AdamWOp : Zero_Op<"adamw", [Pure, AttrSizedOperandSegments, AttrSizedRe
     gradient, summed in another order. With `scale` (a scalar f32), the
     gradient read is g * scale, rounded to float as a separate multiply
     would be (clipping's or the loss scale's coefficient; zero-fuse-optimizer).
+    With the unit attribute `async` (zero-optimizer-in-backward), the update
+    runs beside what follows it (a second stream on the GPU) until a
+    `zero.wait` on its last result, which keeps its gradient alive; nothing
+    reads its results before that wait.
   }];
   let arguments = (ins Zero_FloatTensor:$param, Zero_FloatTensor:$grad, Zero_FloatTensor:$m,
                        Zero_FloatTensor:$v, RankedTensorOf<[F32]>:$lr,
@@ -845,13 +849,15 @@ def Zero_TransferOp : Zero_Op<"transfer", [Pure, SameOperandsAndResultType]> {
 }
 
 def Zero_WaitOp : Zero_Op<"wait", [Pure, AllTypesMatch<["started", "result"]>]> {
-  let summary = "the result of an `async` collective, once it has completed";
+  let summary = "the result of an `async` collective or adamw, once it has completed";
   let description = [{
     zero-schedule splits every collective into its start (the collective op,
     marked `async`) and this wait: uses of the result go through the wait, so
     the distance between the two is the overlap with compute. The collective
     reads `input` until the wait, which keeps it alive (and unmodified).
-    The result is the started collective's buffer (no copy).
+    The result is the started collective's buffer (no copy). An async
+    `zero.adamw` (zero-optimizer-in-backward) is waited for on its last
+    result, with its gradient as `input`.
   }];
   let arguments = (ins Zero_FloatTensor:$started, Zero_FloatTensor:$input);
   let results = (outs Zero_FloatTensor:$result);

@@ -80,7 +80,9 @@ def Zrt_KernelOp : Zrt_Op<"kernel", [HasParent<"ProgramOp">,
   let summary = "launch a library kernel on buffers";
   let description = [{
     One runtime instruction. `name` selects the kernel (runtime/cpu/Kernels.h
-    documents each kernel's operands and `ints`/`floats` attributes).
+    documents each kernel's operands and `ints`/`floats` attributes). With
+    the unit attribute `async`, it runs beside what follows until a `wait`
+    on its last output (plan.proto's Kernel.async).
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefArrayAttr:$inputs,
                        FlatSymbolRefArrayAttr:$outputs,
@@ -103,7 +105,7 @@ def Zrt_CollectiveOp : Zrt_Op<"collective", [HasParent<"ProgramOp">,
 }
 
 def Zrt_WaitOp : Zrt_Op<"wait", [HasParent<"ProgramOp">]> {
-  let summary = "wait for the async collective that writes `output`";
+  let summary = "wait for the async collective or kernel that writes `output`";
   let arguments = (ins FlatSymbolRefAttr:$output);
   let assemblyFormat = "$output attr-dict";
 }

@@ -154,6 +154,12 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     pm.addPass(createZeroGroupCasts());
     if (cuda && o.fuseElementwise)
       pm.addPass(createZeroFuseElementwise());
+    // After the fusions, whose windows the updates would widen.
+    if (o.train && (o.optimizerInBackward == "on" || (o.optimizerInBackward == "auto" && cuda))) {
+      ZeroOptimizerInBackwardOptions inBackward;
+      inBackward.async = cuda;
+      pm.addPass(createZeroOptimizerInBackward(inBackward));
+    }
     pm.addPass(createZeroPlanMemory());
     pm.addPass(createConvertZeroToZrt());
   }

@@ -46,6 +46,8 @@ public:
       cudaFree(ctx_.workspace);
     if (ctx_.scratch)
       cudaFree(ctx_.scratch);
+    if (side_.scratch)
+      cudaFree(side_.scratch);
     if (ctx_.errorInfo)
       cudaFree(ctx_.errorInfo);
     if (ctx_.lt)
@@ -58,7 +60,7 @@ public:
     for (cudaEvent_t e : {readyEvent_, doneEvents_[0], doneEvents_[1]})
       if (e)
         cudaEventDestroy(e);
-    for (cudaStream_t *s : {&commStream_, &copyStream_})
+    for (cudaStream_t *s : {&commStream_, &copyStream_, &side_.stream})
       if (*s) {
         cudaStreamSynchronize(*s);
         cudaStreamDestroy(*s);
@@ -180,11 +182,17 @@ public:
     std::vector<cudaEvent_t> *marks = marks_;
     auto issue = [&] { return walk(program); };
     ZRT_RETURN_IF_ERROR(marks ? issue() : issueAsGraph(program, issue));
-    // The copies still in flight end before the program does.
+    // The copies still in flight end before the program does, and so does
+    // anything started and not waited for.
     for (cudaEvent_t done : copies_.takeAll()) {
       ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, done, 0));
       freeEvents_.push_back(done);
     }
+    for (auto &[buffer, done] : pending_) {
+      ZRT_CUDA(cudaStreamWaitEvent(ctx_.stream, done, 0));
+      freeEvents_.push_back(done);
+    }
+    pending_.clear();
     if (marks)
       ZRT_CUDA(cudaEventRecord((*marks)[program.instructions_size()], ctx_.stream));
     // The program's outputs come back to the host.
@@ -253,8 +261,34 @@ public:
     }
     bool native = hasCudaKernel(step.kernel, step.call);
     countLaunch(native, name);
+    // An async kernel (zcc --optimizer-in-backward's updates) on the side
+    // stream, after everything before it on the compute stream; its Wait
+    // joins it back. zrun --profile runs it in order, to time it alone.
+    if (native && k.async() && !marks_)
+      return launchBeside(step, k);
     return native ? launchCudaKernel(step.kernel, step.call, ctx_)
                   : hostFallback(step.kernel, step.call);
+  }
+
+  Status launchBeside(const Step &step, const plan::Kernel &k) {
+    if (!side_.stream) {
+      // The compute context's handles, its own stream and scratch (the
+      // kernels beside run while the compute stream's use theirs).
+      side_ = ctx_;
+      side_.stream = nullptr;
+      side_.scratch = nullptr;
+      side_.scratchBytes = 0;
+      ZRT_CUDA(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking));
+    }
+    cudaEvent_t reached = event();
+    ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
+    ZRT_CUDA(cudaStreamWaitEvent(side_.stream, reached, 0));
+    freeEvents_.push_back(reached);
+    ZRT_RETURN_IF_ERROR(launchCudaKernel(step.kernel, step.call, side_));
+    cudaEvent_t done = event();
+    ZRT_CUDA(cudaEventRecord(done, side_.stream));
+    pending_[k.outputs(k.outputs_size() - 1)] = done;
+    return Status::ok();
   }
 
   Status runCopy(const Step &step) override {
@@ -309,7 +343,7 @@ public:
       if (step.kind != Step::Kernel)
         return false;
       const plan::Kernel &k = inst.kernel();
-      if (chunkedOnHost(step.kernel, k) || onHost(k))
+      if (chunkedOnHost(step.kernel, k) || onHost(k) || k.async())
         return false;
       for (int index : k.inputs())
         if (plan_.buffers(index).arena() == plan::HOST)
@@ -773,6 +807,7 @@ private:
   mutable std::map<int, std::vector<char>> outputs_;
   cudaStream_t commStream_ = nullptr; // async NCCL collectives
   cudaStream_t copyStream_ = nullptr; // host <-> device copy instructions (copyInstruction)
+  CudaContext side_;                  // async kernels (launchBeside): own stream and scratch
   CudaOptions options_;
   InFlightCopies<cudaEvent_t> copies_;            // on the copy stream
   static constexpr size_t kCopyChunk = 64u << 20; // bytes per copy piece

@@ -181,7 +181,7 @@ Status zrt::validatePlan(const plan::Plan &p) {
     auto bad = [&](const std::string &what) {
       return errorf("parameter '", l.name(), "': ", what);
     };
-    if (l.bucket() < 0 || l.bucket() >= p.buffers_size() || l.grad() < 0 ||
+    if (l.bucket() < 0 || l.bucket() >= p.buffers_size() || l.grad() < -1 ||
         l.grad() >= p.buffers_size())
       return bad("bucket or gradient buffer index out of range");
     int64_t n = 1;
@@ -199,6 +199,8 @@ Status zrt::validatePlan(const plan::Plan &p) {
     // precision's gradients, written whole once per step: zero-partition).
     for (auto [index, sharded] :
          {std::pair{l.bucket(), l.sharded()}, {l.grad(), l.grad_sharded()}}) {
+      if (index < 0)
+        continue; // no gradient bucket
       plan::DType dt = p.buffers(index).dtype();
       bool narrow = index == l.grad() && (dt == plan::BF16 || dt == plan::F16);
       if ((dt != plan::F32 && !narrow) ||
@@ -228,10 +230,13 @@ Status zrt::validatePlan(const plan::Plan &p) {
     }
     for (const plan::NamedBuffer &nb : prog.outputs())
       ZRT_RETURN_IF_ERROR(checkIndex(nb.buffer(), "output '" + nb.name() + "'"));
-    // Async collectives in flight: their input must not be written and their
-    // output neither read nor written until their wait.
+    // Async collectives and kernels in flight: their inputs must not be
+    // written and their outputs neither read nor written until their wait
+    // (on the last output).
     struct InFlight {
-      int input, output;
+      std::vector<int> inputs, outputs;
+      const char *what;
+      int output() const { return outputs.back(); }
     };
     std::vector<InFlight> inFlight;
     auto overlaps = [&](int a, int b) {
@@ -241,12 +246,14 @@ Status zrt::validatePlan(const plan::Plan &p) {
     };
     auto hazard = [&](const std::string &where, int index, bool writes) -> Status {
       for (const InFlight &f : inFlight) {
-        if (overlaps(index, f.output))
-          return errorf(where, ": ", writes ? "writes" : "reads", " buffer ", index,
-                        ", which an async collective writes until its wait");
-        if (writes && overlaps(index, f.input))
-          return errorf(where, ": writes buffer ", index,
-                        ", which an async collective reads until its wait");
+        for (int out : f.outputs)
+          if (overlaps(index, out))
+            return errorf(where, ": ", writes ? "writes" : "reads", " buffer ", index,
+                          ", which an async ", f.what, " writes until its wait");
+        for (int in : f.inputs)
+          if (writes && overlaps(index, in))
+            return errorf(where, ": writes buffer ", index, ", which an async ", f.what,
+                          " reads until its wait");
       }
       return Status::ok();
     };
@@ -257,10 +264,10 @@ Status zrt::validatePlan(const plan::Plan &p) {
       if (inst.has_wait()) {
         int out = inst.wait().output();
         auto it = std::find_if(inFlight.begin(), inFlight.end(),
-                               [&](const InFlight &f) { return f.output == out; });
+                               [&](const InFlight &f) { return f.output() == out; });
         if (it == inFlight.end())
           return errorf(where.str(), ": waits for buffer ", out,
-                        ", which no async collective in flight writes");
+                        ", which no async collective or kernel in flight writes last");
         inFlight.erase(it);
         continue;
       }
@@ -278,6 +285,13 @@ Status zrt::validatePlan(const plan::Plan &p) {
           ZRT_RETURN_IF_ERROR(checkIndex(index, where.str() + " operand"));
           ZRT_RETURN_IF_ERROR(hazard(where.str(), index, true));
         }
+        if (inst.kernel().async()) {
+          if (inst.kernel().outputs_size() == 0)
+            return errorf(where.str(), ": an async kernel needs an output to wait on");
+          inFlight.push_back({{inst.kernel().inputs().begin(), inst.kernel().inputs().end()},
+                              {inst.kernel().outputs().begin(), inst.kernel().outputs().end()},
+                              "kernel"});
+        }
       } else if (inst.has_collective()) {
         ZRT_RETURN_IF_ERROR(
             checkIndex(inst.collective().input(), where.str() + " collective input"));
@@ -288,7 +302,8 @@ Status zrt::validatePlan(const plan::Plan &p) {
         if (inst.collective().async()) {
           if (inst.collective().kind() == plan::Collective::LOCAL_SHARD)
             return errorf(where.str(), ": local_shard is not communication; it cannot be async");
-          inFlight.push_back({inst.collective().input(), inst.collective().output()});
+          inFlight.push_back(
+              {{inst.collective().input()}, {inst.collective().output()}, "collective"});
         }
       }
       if (inst.has_copy()) {
@@ -363,8 +378,8 @@ Status zrt::validatePlan(const plan::Plan &p) {
         return errorf(where.str(), ": kernel '", k.name(), "' ", problem);
     }
     if (!inFlight.empty())
-      return errorf("program '", prog.name(), "': the async collective writing buffer ",
-                    inFlight.front().output, " is never waited for");
+      return errorf("program '", prog.name(), "': the async ", inFlight.front().what,
+                    " writing buffer ", inFlight.front().output(), " is never waited for");
   }
   // Plans of zcc before the field have none.
   if (p.micro_batch() != 0 && p.micro_batch() != planMicroBatch(p))

@@ -54,7 +54,8 @@ bool toDType(int planDType, DType &out);
 /// loss scale, and dropout's [seed, stream position] (zcc's PlanWriter
 /// knows the same names).
 inline bool isTrainerInput(const std::string &name) {
-  return name == "loss_scale" || name == "dropout_rng";
+  // lr: micro_step's where the optimizer runs in it (zcc --optimizer-in-backward).
+  return name == "loss_scale" || name == "dropout_rng" || name == "lr";
 }
 
 /// Samples per rank and micro-step: the leading dimension of micro_step's

@@ -32,6 +32,10 @@ Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
     ZRT_RETURN_IF_ERROR(loadWeights(plan, *weights, 0, executor, loaded));
   }
   const plan::Program *micro = executor.program("micro_step");
+  if (namedBuffer(micro, false, "lr") >= 0)
+    return errorf(options.plan, ": the plan updates the parameters inside micro_step (zcc "
+                                "--optimizer-in-backward, on by default with --target cuda): "
+                                "compile it with --optimizer-in-backward=off to check gradients");
   const plan::Program *eval = executor.program("eval");
   DataFeeder microData, evalData;
   ZRT_RETURN_IF_ERROR(microData.load(options.data, plan, *micro));

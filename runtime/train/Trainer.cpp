@@ -20,8 +20,16 @@ Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, Trainer
   t->micro_ = findProgram(plan, "micro_step");
   t->apply_ = findProgram(plan, "apply");
   t->lossBuffer_ = namedBuffer(t->micro_, true, "loss");
-  t->lrBuffer_ = namedBuffer(t->apply_, false, "lr");
-  t->normBuffer_ = namedBuffer(t->apply_, true, "grad_norm");
+  // zcc --optimizer-in-backward: micro_step updates the parameters (it takes
+  // the step's lr and returns the norm; apply is empty) -- one micro-step a
+  // step, which zcc checked.
+  t->inBackward_ = namedBuffer(t->micro_, false, "lr") >= 0;
+  const plan::Program *optimizer = t->inBackward_ ? t->micro_ : t->apply_;
+  t->lrBuffer_ = namedBuffer(optimizer, false, "lr");
+  t->normBuffer_ = namedBuffer(optimizer, true, "grad_norm");
+  if (t->inBackward_ && plan.training().grad_accum_steps() > 1)
+    return Status::error("the plan updates the parameters in micro_step (zcc "
+                         "--optimizer-in-backward) but accumulates gradients over several");
   if (!plan.has_training() || t->lossBuffer_ < 0 || t->lrBuffer_ < 0 || t->normBuffer_ < 0)
     return Status::error("the plan does not train: its programs lack micro_step's loss, or "
                          "apply's lr or grad_norm");
@@ -255,6 +263,9 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
       *executor.buffer(applyScaleBuffer_).as<float>() = (float)scale;
     }
     double loss = 0;
+    const double stepLr = config_.schedule.at(applied);
+    if (inBackward_)
+      *executor.buffer(lrBuffer_).as<float>() = (float)stepLr;
     for (int64_t a = 0; a < accum; ++a) {
       // Micro-batch a of step k: rank r takes the r-th slice of the
       // world's micro-batches.
@@ -275,8 +286,8 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
       loss += *executor.buffer(lossBuffer_).as<float>();
     }
     loss /= accum;
-    double stepLr = config_.schedule.at(applied);
-    *executor.buffer(lrBuffer_).as<float>() = (float)stepLr;
+    if (!inBackward_)
+      *executor.buffer(lrBuffer_).as<float>() = (float)stepLr;
     ZRT_RETURN_IF_ERROR(executor.run(*apply_));
     double norm = *executor.buffer(normBuffer_).as<float>();
     bool overflow = scaler && *executor.buffer(overflowBuffer_).as<float>() != 0;

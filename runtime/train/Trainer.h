@@ -154,6 +154,7 @@ private:
   TrainerConfig config_;
   const plan::Program *micro_ = nullptr, *apply_ = nullptr, *eval_ = nullptr;
   int lossBuffer_ = -1, lrBuffer_ = -1, normBuffer_ = -1, evalLossBuffer_ = -1;
+  bool inBackward_ = false; // micro_step runs the optimizer (its lr, grad_norm)
   std::optional<LossScalerConfig> scaling_;
   int microScaleBuffer_ = -1, applyScaleBuffer_ = -1, overflowBuffer_ = -1;
   int dropoutRngBuffer_ = -1; // micro_step's "dropout_rng", if it has dropout

@@ -180,6 +180,14 @@ static cl::opt<bool> fuseElementwise(
     cl::desc("--target cuda: fuse trees of elementwise arithmetic into kernels generated through "
              "MLIR's GPU -> NVVM -> PTX path (default on)"),
     cl::init(true), cl::cat(zccCategory));
+static cl::opt<std::string> optimizerInBackward(
+    "optimizer-in-backward",
+    cl::desc("each parameter's AdamW update inside the micro-step as soon as its gradient is "
+             "final (no gradient bucket; on the GPU beside the backward on a second stream), "
+             "where a step is one micro-step on one rank without clipping, fp16 loss scaling "
+             "or offload (else the update follows the backward): auto (default: on with "
+             "--target cuda), on, off"),
+    cl::value_desc("auto|on|off"), cl::init("auto"), cl::cat(zccCategory));
 static cl::opt<std::string> recomputeMode(
     "recompute",
     cl::desc("activation checkpointing: none (default), layer (each repeated block, as "
@@ -438,7 +446,7 @@ int main(int argc, char **argv) {
           "zero-autodiff, zero-recompute, zero-partition, zero-optimizer, zero-schedule,\n"
           "zero-offload, zero-fuse-epilogues, zero-fuse-optimizer, zero-group-casts, "
           "zero-fuse-elementwise\n"
-          "(--target cuda), zero-plan-memory, convert-zero-to-zrt.\n"
+          "(--target cuda), zero-optimizer-in-backward, zero-plan-memory, convert-zero-to-zrt.\n"
           "--help-hidden lists every LLVM/MLIR option.\n",
           &llvm::errs()))
     return 2;
@@ -590,6 +598,12 @@ int main(int argc, char **argv) {
   }
   if (target != "cpu" && target != "cuda") {
     llvm::errs() << "zcc: error: --target '" << target << "': expected cpu or cuda\n";
+    return 2;
+  }
+  if (optimizerInBackward != "auto" && optimizerInBackward != "on" &&
+      optimizerInBackward != "off") {
+    llvm::errs() << "zcc: error: --optimizer-in-backward '" << optimizerInBackward
+                 << "': expected auto, on or off\n";
     return 2;
   }
   if (S.recompute != "none" && S.recompute != "layer" && S.recompute != "selective" &&
@@ -745,6 +759,7 @@ int main(int argc, char **argv) {
     o.minLossScale = S.minLossScale;
     o.target = target == "cuda" ? zcc::Target::CUDA : zcc::Target::CPU;
     o.fuseElementwise = fuseElementwise;
+    o.optimizerInBackward = optimizerInBackward;
     o.lower = emit != EmitKind::Mlir;
     o.train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
     o.gradAccum = S.gradAccum;

@@ -81,6 +81,13 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<bool> fuseElementwise{*this, "fuse-elementwise",
                             llvm::cl::desc("cuda: generate kernels for elementwise trees"),
                             llvm::cl::init(true)};
+  Opt<std::string> optimizerInBackward{
+      *this, "optimizer-in-backward",
+      llvm::cl::desc("auto (on with target=cuda), on or off: each parameter's AdamW inside the "
+                     "micro-step once its gradient is final, where a step is one micro-step on "
+                     "one rank without clipping or fp16 scaling (async on a second stream with "
+                     "target=cuda)"),
+      llvm::cl::init("auto")};
   Opt<bool> train{*this, "train",
                   llvm::cl::desc("differentiate and add the optimizer (a model with trainable "
                                  "parameters); false: the forward only"),

@@ -216,6 +216,35 @@ def ZeroFuseOptimizer : Pass<"zero-fuse-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroOptimizerInBackward : Pass<"zero-optimizer-in-backward", "mlir::ModuleOp"> {
+  let summary = "Each parameter's AdamW update inside the micro-step, once its gradient is final";
+  let description = [{
+    Where a step is one micro-step on one rank and nothing in `@apply` needs
+    every gradient before any update (no accumulation, no clipping, no fp16
+    loss scale, no offload, one rank), `@apply`'s bucket-wide AdamW becomes
+    one AdamW per bucket member inside `@micro_step`, placed after the
+    member's gradient is formed and after the last read of the member's
+    parameter (through views): PyTorch's optimizer-in-backward, applied by
+    the compiler. The gradient bucket goes: each gradient lives from its GEMM
+    to its update (the peak drops by up to the bucket's bytes), and
+    `@micro_step` takes the step's `lr` and returns `grad_norm` (the square
+    root of the members' sums of squares, added in member order); `@apply`
+    is left empty. The updates are elementwise: the parameters and moments
+    are the bits the bucket-wide update writes; the norm adds the same
+    squares in another order.
+
+    With `async` (the CUDA target), each update is marked `async` and runs
+    on a second stream beside the backward's GEMMs: updates with nothing
+    between them form a group, and `zero.wait`s on a group (keeping its
+    gradients alive) come right before the next group, or before the norm.
+  }];
+  let options = [
+    Option<"async", "async", "bool", "false",
+           "run the updates on a second stream (zero.adamw async + zero.wait)">,
+  ];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroGroupCasts : Pass<"zero-group-casts", "mlir::ModuleOp"> {
   let summary = "One launch for mixed precision's per-parameter casts (cast_many, cast_concat)";
   let description = [{

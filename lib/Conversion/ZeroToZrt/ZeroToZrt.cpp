@@ -455,6 +455,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
                                                spec->ints, spec->floats);
       if (!spec->code.empty())
         kernel->setAttr("code", b.getStringAttr(spec->code));
+      if (op.hasAttr("async")) // zero-optimizer-in-backward's updates
+        kernel->setAttr("async", b.getUnitAttr());
     }
     program.setInputsAttr(inputs.getDictionary(&getContext()));
     program.setOutputsAttr(outputs.getDictionary(&getContext()));

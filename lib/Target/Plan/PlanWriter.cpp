@@ -198,13 +198,17 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       pk->set_location(where);
       if (auto code = kernel->getAttrOfType<StringAttr>("code"))
         pk->set_code(code.str());
+      if (kernel->hasAttr("async"))
+        pk->set_async(true);
     }
   }
   if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
     for (Attribute a : buckets) {
       auto d = cast<DictionaryAttr>(a);
       auto param = d.getAs<FlatSymbolRefAttr>("param"), grad = d.getAs<FlatSymbolRefAttr>("grad");
-      if (!param || !grad || !index.count(param.getAttr()) || !index.count(grad.getAttr()))
+      // No gradient bucket where the updates run in @micro_step
+      // (zero-optimizer-in-backward).
+      if (!param || !index.count(param.getAttr()) || (grad && !index.count(grad.getAttr())))
         return module.emitError("zero.buckets names a bucket without a buffer");
       for (Attribute ma : d.getAs<ArrayAttr>("members")) {
         auto m = cast<DictionaryAttr>(ma);
@@ -213,7 +217,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
         for (int64_t dim : cast<RankedTensorType>(m.getAs<TypeAttr>("type").getValue()).getShape())
           l->add_shape(dim);
         l->set_bucket(index.lookup(param.getAttr()));
-        l->set_grad(index.lookup(grad.getAttr()));
+        l->set_grad(grad ? index.lookup(grad.getAttr()) : -1);
         l->set_offset(m.getAs<IntegerAttr>("offset").getInt());
         l->set_sharded(d.getAs<BoolAttr>("param_sharded").getValue());
         l->set_grad_sharded(d.getAs<BoolAttr>("grad_sharded").getValue());

@@ -222,6 +222,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
     }
   int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, kernels = 0, copies = 0;
   std::vector<std::pair<int64_t, int64_t>> copyRanges; // param_copy buffers: offset, raw bytes
+  // adam_m / adam_v buffers: a bucket's and its members' (zero-optimizer-in-backward).
+  std::vector<std::pair<int64_t, int64_t>> momentRanges;
   int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
     if (buffer.getArena() == zcc::zrt::Arena::host && !buffer.getView() && buffer.getRole())
@@ -234,6 +236,10 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
     StringRef role = buffer.getRole() ? *buffer.getRole() : "param";
     if (role == "param_copy") { // zero-fuse-optimizer: counted below, once
       copyRanges.push_back({(int64_t)buffer.getOffset(), storageBytes(buffer.getType())});
+      continue;
+    }
+    if (role == "adam_m" || role == "adam_v") { // members of a moment bucket: counted below
+      momentRanges.push_back({(int64_t)buffer.getOffset(), storageBytes(buffer.getType())});
       continue;
     }
     if (members.contains(buffer.getSymName()))
@@ -251,14 +257,22 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
     }
   }
   numParams += bucketed;
-  // The copies' buckets: the param_copy buffers no other one contains (its
+  // The copies' (moments') buckets: the buffers no other one contains (its
   // members lie inside it).
-  for (auto [offset, bytes] : copyRanges)
-    if (llvm::none_of(copyRanges, [&, offset = offset, bytes = bytes](auto other) {
-          return other != std::pair{offset, bytes} && other.first <= offset &&
-                 offset + bytes <= other.first + other.second;
-        }))
-      copies += alignArena(bytes);
+  auto outermost = [](std::vector<std::pair<int64_t, int64_t>> ranges) {
+    llvm::sort(ranges); // a member alone in its bucket: one range
+    ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());
+    int64_t total = 0;
+    for (auto [offset, bytes] : ranges)
+      if (llvm::none_of(ranges, [&, offset = offset, bytes = bytes](auto other) {
+            return other != std::pair{offset, bytes} && other.first <= offset &&
+                   offset + bytes <= other.first + other.second;
+          }))
+        total += alignArena(bytes);
+    return total;
+  };
+  copies += outermost(copyRanges);
+  optimizer += outermost(momentRanges);
   std::string programs;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     int64_t n = llvm::range_size(program.getBody().front());
@@ -293,6 +307,13 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
     os << llvm::format(" weight_decay %g, grad_clip %g, grad_accum %g\n",
                        f(training, "weight_decay"), f(training, "grad_clip"),
                        f(training, "grad_accum_steps"));
+    if (auto in = module->getAttrOfType<DictionaryAttr>("zero.optimizer_in_backward")) {
+      auto async = in.getAs<BoolAttr>("async");
+      os << llvm::format("  optimizer in the backward: %lld updates in micro_step, each once its "
+                         "gradient is final%s; no gradient bucket\n",
+                         (long long)in.getAs<IntegerAttr>("updates").getInt(),
+                         async && async.getValue() ? " (on a second stream)" : "");
+    }
     if (auto sched = training.getAs<DictionaryAttr>("schedule")) {
       auto i = [&](StringRef key) {
         auto attr = sched.getAs<IntegerAttr>(key);

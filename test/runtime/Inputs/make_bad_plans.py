@@ -162,9 +162,25 @@ def wait_only(p):
 
 
 case("never-waited", "is never waited for", lambda p: async_collective(p))
-case("wait-without-start", "which no async collective in flight writes", wait_only)
+case("wait-without-start", "which no async collective or kernel in flight writes last", wait_only)
 case("read-before-wait", "which an async collective writes until its wait",
      lambda p: async_collective(p, wait=True, read_early=True))
+def async_kernel(p):
+    # micro_step's first kernel with two or more outputs... or any: marked
+    # async, its last output read by a copy before any wait.
+    prog = [q for q in p.programs if q.name == "micro_step"][0]
+    for i, inst in enumerate(prog.instructions):
+        if inst.HasField("kernel") and len(inst.kernel.outputs) > 0:
+            setattr(inst.kernel, "async", True)
+            out = inst.kernel.outputs[-1]
+            copy = plan_pb2.Instruction()
+            copy.copy.source, copy.copy.target = out, out
+            prog.instructions.insert(i + 1, copy)
+            prog.instructions.add().wait.output = out
+            return
+
+
+case("kernel-read-before-wait", "which an async kernel writes until its wait", async_kernel)
 case("micro-batch", "the plan's micro_batch 3 is not its micro_step's 2",
      lambda p: setattr(p, "micro_batch", 3))
 
