@@ -147,6 +147,13 @@ check llama-fused-bf16 llama-fused-bf16.zplan "$llama" llama-tiny plain "$D/llam
 # against the CPU running the same plan.
 agree llama-fused llama-fused.zplan 1e-5 llama
 agree llama-fused-bf16 llama-fused-bf16.zplan 1e-2 llama
+# zcc --optimizer-in-backward (the default above): each parameter's AdamW on
+# a second stream beside the backward. The plan with the update after the
+# backward trains the same parameters, so the same losses, bit for bit.
+check llama-fused-after llama-fused-after.zplan "$llama" llama-tiny plain "$D/llama-references.json" 5e-4
+same llama-fused-after llama-fused
+check llama-fused-bf16-after llama-fused-bf16-after.zplan "$llama" llama-tiny plain "$D/llama-references.json" 2e-2
+same llama-fused-bf16-after llama-fused-bf16
 # GPT-2's --target cuda plan: cuBLASLt's GELU_AUX_BIAS / DGELU / BGRADA
 # epilogues, the grouped casts and flash attention against the CPU running
 # the unfused computations of the same plan.

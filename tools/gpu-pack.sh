@@ -103,6 +103,12 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda -o "$out/plans/gpt2-f
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda --precision bf16 -o "$out/plans/gpt2-fused-bf16.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda -o "$out/plans/llama-fused.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --precision bf16 -o "$out/plans/llama-fused-bf16.zplan"
+# The same with the optimizer after the backward (gpu-check: the updates on
+# the second stream give the same parameters, so the same losses).
+$zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --optimizer-in-backward=off \
+  -o "$out/plans/llama-fused-after.zplan"
+$zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --precision bf16 \
+  --optimizer-in-backward=off -o "$out/plans/llama-fused-bf16-after.zplan"
 # The architectures of issue 21 (test/e2e/architectures.test's flags): fp32
 # and bf16 with --target cuda, and ZeRO-3 over two in-process ranks.
 arch() { # name zcc-flags... (the references' plain trajectory: AdamW, lr 1e-3, weight decay 0.01)
