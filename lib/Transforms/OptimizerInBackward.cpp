@@ -320,7 +320,9 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
       Location at = m->param.getLoc();
       auto gradType = RankedTensorType::get(
           m->type.getShape(), cast<RankedTensorType>(m->grad.getType()).getElementType());
-      Value grad = ReshapeOp::create(b, at, gradType, m->grad);
+      Value grad = m->grad.getType() == gradType
+                       ? m->grad
+                       : Value(ReshapeOp::create(b, at, gradType, m->grad));
       Value param = LoadOp::create(b, at, m->type, ref(m->param));
       GlobalOp mg = memberGlobal(module, m->bucket->m, *m, GlobalRole::adam_m);
       GlobalOp vg = memberGlobal(module, m->bucket->v, *m, GlobalRole::adam_v);
