@@ -155,7 +155,8 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     if (cuda && o.fuseElementwise)
       pm.addPass(createZeroFuseElementwise());
     // After the fusions, whose windows the updates would widen.
-    if (o.train && (o.optimizerInBackward == "on" || (o.optimizerInBackward == "auto" && cuda))) {
+    if (o.train && (o.optimizerInBackward == InBackward::On ||
+                    (o.optimizerInBackward == InBackward::Auto && cuda))) {
       ZeroOptimizerInBackwardOptions inBackward;
       inBackward.async = cuda;
       pm.addPass(createZeroOptimizerInBackward(inBackward));

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Transforms/Passes.h"
+#include "zcc/Transforms/StateGlobals.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -28,14 +29,6 @@ using namespace mlir;
 using namespace zcc::zero;
 
 namespace {
-
-/// NAME.copy, or NAME.copy.K where the model already has that name.
-std::string copyName(ModuleOp module, GlobalOp of) {
-  std::string name = (of.getSymName() + ".copy").str();
-  for (int k = 1; module.lookupSymbol(name); ++k)
-    name = (of.getSymName() + ".copy." + Twine(k)).str();
-  return name;
-}
 
 ElementsAttr zeros(RankedTensorType type) {
   return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), 0.0));
@@ -230,8 +223,10 @@ struct ZeroFuseOptimizer : zcc::impl::ZeroFuseOptimizerBase<ZeroFuseOptimizer> {
       // The copies' bucket, after the bucket; zeros until refresh writes it.
       b.setInsertionPointAfter(bucket.global);
       auto type = RankedTensorType::get(bucket.global.getTensorType().getShape(), bucket.half);
-      bucket.copy = GlobalOp::create(b, bucket.global.getLoc(), copyName(module, bucket.global),
-                                     GlobalRole::param_copy, false, type, zeros(type));
+      bucket.copy = GlobalOp::create(
+          b, bucket.global.getLoc(),
+          zcc::uniqueGlobalName(module, (bucket.global.getSymName() + ".copy").str()),
+          GlobalRole::param_copy, false, type, zeros(type));
       // AdamW writes the copy with the bucket.
       AdamWOp fused = rebuild(bucket.update, type, /*sumSquares=*/false);
       bucket.update = fused;
@@ -247,14 +242,9 @@ struct ZeroFuseOptimizer : zcc::impl::ZeroFuseOptimizerBase<ZeroFuseOptimizer> {
       if (!bucket.copy)
         continue;
       GlobalOp &copy = memberCopies[mc.member];
-      if (!copy) {
-        b.setInsertionPointAfter(mc.member);
-        auto type = RankedTensorType::get(mc.member.getTensorType().getShape(), bucket.half);
-        copy = GlobalOp::create(b, mc.member.getLoc(), copyName(module, mc.member),
-                                GlobalRole::param_copy, false, type, zeros(type));
-        copy.setBucketAttr(FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr()));
-        copy.setBucketOffsetAttr(mc.member.getBucketOffsetAttr());
-      }
+      if (!copy)
+        copy =
+            zcc::createMemberSlice(module, mc.member, ".copy", GlobalRole::param_copy, bucket.copy);
       b.setInsertionPoint(mc.cast);
       auto load = LoadOp::create(b, mc.cast.getLoc(), mc.cast.getType(),
                                  FlatSymbolRefAttr::get(copy.getSymNameAttr()));

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "zcc/Analysis/MemoryPlan.h"
 #include "zcc/Transforms/Passes.h"
+#include "zcc/Transforms/StateGlobals.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -324,8 +325,11 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
                        ? m->grad
                        : Value(ReshapeOp::create(b, at, gradType, m->grad));
       Value param = LoadOp::create(b, at, m->type, ref(m->param));
-      GlobalOp mg = memberGlobal(module, m->bucket->m, *m, GlobalRole::adam_m);
-      GlobalOp vg = memberGlobal(module, m->bucket->v, *m, GlobalRole::adam_v);
+      // MEMBER.adam_m / .adam_v: the member's slices of the bucket's moments.
+      GlobalOp mg =
+          zcc::createMemberSlice(module, m->param, ".adam_m", GlobalRole::adam_m, m->bucket->m);
+      GlobalOp vg =
+          zcc::createMemberSlice(module, m->param, ".adam_v", GlobalRole::adam_v, m->bucket->v);
       Value mv = LoadOp::create(b, at, m->type, ref(mg));
       Value vv = LoadOp::create(b, at, m->type, ref(vg));
       Type copyType = m->copy ? m->copy.getTensorType() : Type();
@@ -487,27 +491,6 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
       op->erase();
       worklist.append(defs.begin(), defs.end());
     }
-  }
-
-  /// MEMBER.adam_m / .adam_v: the member's slice of the bucket's moment.
-  static GlobalOp memberGlobal(ModuleOp module, GlobalOp bucket, MemberUpdate &m, GlobalRole role) {
-    std::string suffix = role == GlobalRole::adam_m ? ".adam_m" : ".adam_v";
-    std::string name = (m.param.getSymName() + suffix).str();
-    if (auto existing = module.lookupSymbol<GlobalOp>(name);
-        existing && existing.getBucketAttr() &&
-        existing.getBucketAttr().getAttr() == bucket.getSymNameAttr())
-      return existing;
-    for (int k = 1; module.lookupSymbol(name); ++k)
-      name = (m.param.getSymName() + suffix + "." + Twine(k)).str();
-    OpBuilder b(bucket);
-    b.setInsertionPointAfter(bucket);
-    auto type = RankedTensorType::get(m.type.getShape(), bucket.getTensorType().getElementType());
-    auto g =
-        GlobalOp::create(b, bucket.getLoc(), name, role, false, type,
-                         DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), 0.0)));
-    g.setBucketAttr(FlatSymbolRefAttr::get(bucket.getSymNameAttr()));
-    g.setBucketOffsetAttr(b.getI64IntegerAttr(m.offset));
-    return g;
   }
 };
 

@@ -759,7 +759,9 @@ int main(int argc, char **argv) {
     o.minLossScale = S.minLossScale;
     o.target = target == "cuda" ? zcc::Target::CUDA : zcc::Target::CPU;
     o.fuseElementwise = fuseElementwise;
-    o.optimizerInBackward = optimizerInBackward;
+    o.optimizerInBackward = optimizerInBackward == "on"    ? zcc::InBackward::On
+                            : optimizerInBackward == "off" ? zcc::InBackward::Off
+                                                           : zcc::InBackward::Auto;
     o.lower = emit != EmitKind::Mlir;
     o.train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
     o.gradAccum = S.gradAccum;

@@ -23,6 +23,8 @@ enum class Target { CPU, CUDA };
 enum class RecomputePolicy { None, Layer, Selective };
 enum class OptimizerKind { AdamW, SGD };
 enum class OffloadDevice { None, CPU };
+/// Where AdamW runs: after the backward, or inside it (zero-optimizer-in-backward).
+enum class InBackward { Auto, On, Off };
 
 llvm::StringRef stringify(Precision p);
 llvm::StringRef stringify(Target t);
@@ -81,13 +83,15 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<bool> fuseElementwise{*this, "fuse-elementwise",
                             llvm::cl::desc("cuda: generate kernels for elementwise trees"),
                             llvm::cl::init(true)};
-  Opt<std::string> optimizerInBackward{
+  Opt<InBackward> optimizerInBackward{
       *this, "optimizer-in-backward",
-      llvm::cl::desc("auto (on with target=cuda), on or off: each parameter's AdamW inside the "
-                     "micro-step once its gradient is final, where a step is one micro-step on "
-                     "one rank without clipping or fp16 scaling (async on a second stream with "
-                     "target=cuda)"),
-      llvm::cl::init("auto")};
+      llvm::cl::desc("each parameter's AdamW inside the micro-step once its gradient is final, "
+                     "where a step is one micro-step on one rank without clipping or fp16 "
+                     "scaling (async on a second stream with target=cuda)"),
+      llvm::cl::init(InBackward::Auto),
+      llvm::cl::values(clEnumValN(InBackward::Auto, "auto", "on with target=cuda"),
+                       clEnumValN(InBackward::On, "on", "on for every target"),
+                       clEnumValN(InBackward::Off, "off", "AdamW after the backward"))};
   Opt<bool> train{*this, "train",
                   llvm::cl::desc("differentiate and add the optimizer (a model with trainable "
                                  "parameters); false: the forward only"),

@@ -234,9 +234,11 @@ def ZeroOptimizerInBackward : Pass<"zero-optimizer-in-backward", "mlir::ModuleOp
     squares in another order.
 
     With `async` (the CUDA target), each update is marked `async` and runs
-    on a second stream beside the backward's GEMMs: updates with nothing
-    between them form a group, and `zero.wait`s on a group (keeping its
-    gradients alive) come right before the next group, or before the norm.
+    on a second stream beside the backward's GEMMs. Updates placed at one op
+    form a group; the `zero.wait`s on a group (which keep its gradients
+    alive) go before the first later group that starts after enough GEMM
+    FLOPs to hide the group's updates (2 x 28 x 170 a parameter), or before
+    the norm.
   }];
   let options = [
     Option<"async", "async", "bool", "false",
