@@ -280,10 +280,7 @@ public:
       side_.scratchBytes = 0;
       ZRT_CUDA(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking));
     }
-    cudaEvent_t reached = event();
-    ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
-    ZRT_CUDA(cudaStreamWaitEvent(side_.stream, reached, 0));
-    freeEvents_.push_back(reached);
+    ZRT_RETURN_IF_ERROR(followCompute(side_.stream));
     ZRT_RETURN_IF_ERROR(launchCudaKernel(step.kernel, step.call, side_));
     cudaEvent_t done = event();
     ZRT_CUDA(cudaEventRecord(done, side_.stream));
@@ -439,17 +436,8 @@ private:
       ZRT_CUDA(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDefault, ctx_.stream));
       return Status::ok();
     }
-    ZRT_RETURN_IF_ERROR(copyStreamReached());
+    ZRT_RETURN_IF_ERROR(followCompute(copyStream_));
     return copyOnCopyStream(dst.data, src.data, bytes);
-  }
-
-  /// The copy stream waits for what the compute stream has enqueued so far.
-  Status copyStreamReached() {
-    cudaEvent_t reached = event();
-    ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
-    ZRT_CUDA(cudaStreamWaitEvent(copyStream_, reached, 0));
-    freeEvents_.push_back(reached);
-    return Status::ok();
   }
 
   /// |bytes| from |src| to |dst| on the copy stream, in pieces of
@@ -509,7 +497,7 @@ private:
     if (upload) {
       // Its target's earlier readers and writers are on the compute stream
       // (just drained) or the copy stream (in order).
-      ZRT_RETURN_IF_ERROR(copyStreamReached());
+      ZRT_RETURN_IF_ERROR(followCompute(copyStream_));
       issuedAhead = i + 1;
     }
     const KernelInfo *kernel = &cpuKernel(step.kernel);
@@ -675,10 +663,7 @@ private:
     stream = ctx_.stream;
     if (!c.async())
       return Status::ok();
-    cudaEvent_t reached = event();
-    ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
-    ZRT_CUDA(cudaStreamWaitEvent(commStream_, reached, 0));
-    freeEvents_.push_back(reached);
+    ZRT_RETURN_IF_ERROR(followCompute(commStream_));
     stream = commStream_;
     return Status::ok();
   }
@@ -821,6 +806,16 @@ private:
   std::map<std::string, ProgramGraph> graphs_;                    // --cuda-graphs
   std::vector<cudaEvent_t> *marks_ = nullptr; // this run's profile events, if profiling
   int issuedAhead_ = -1;                      // the upload a chunked host kernel already issued
+
+  /// Makes |stream| wait for what the compute stream has been given so far
+  /// (the copy, communication and side streams start their work after it).
+  Status followCompute(cudaStream_t stream) {
+    cudaEvent_t reached = event();
+    ZRT_CUDA(cudaEventRecord(reached, ctx_.stream));
+    ZRT_CUDA(cudaStreamWaitEvent(stream, reached, 0));
+    freeEvents_.push_back(reached);
+    return Status::ok();
+  }
 
   /// An event for ordering the two streams (reused; recording one again is
   /// safe once the stream that waited on it has been enqueued).
