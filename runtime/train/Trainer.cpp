@@ -29,7 +29,9 @@ Status Trainer::create(const plan::Plan &plan, const DataFeeder &feeder, Trainer
   t->normBuffer_ = namedBuffer(optimizer, true, "grad_norm");
   if (t->inBackward_ && plan.training().grad_accum_steps() > 1)
     return Status::error("the plan updates the parameters in micro_step (zcc "
-                         "--optimizer-in-backward) but accumulates gradients over several");
+                         "--optimizer-in-backward) but accumulates gradients over several "
+                         "micro-steps: compile it again (zcc applies the update in the "
+                         "backward only to steps of one micro-step)");
   if (!plan.has_training() || t->lossBuffer_ < 0 || t->lrBuffer_ < 0 || t->normBuffer_ < 0)
     return Status::error("the plan does not train: its programs lack micro_step's loss, or "
                          "apply's lr or grad_norm");
