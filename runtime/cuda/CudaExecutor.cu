@@ -50,6 +50,9 @@ public:
       cudaFree(side_.scratch);
     if (ctx_.errorInfo)
       cudaFree(ctx_.errorInfo);
+    for (unsigned *done : {ctx_.blocksDone, side_.blocksDone})
+      if (done)
+        cudaFree(done);
     if (ctx_.lt)
       cublasLtDestroy(ctx_.lt);
     for (cudaEvent_t e : allEvents_)
@@ -87,6 +90,7 @@ public:
     ZRT_CUDA(cudaMalloc(&ctx_.workspace, ctx_.workspaceBytes));
     ZRT_CUDA(cudaMalloc(&ctx_.errorInfo, 5 * sizeof(long long)));
     ZRT_CUDA(cudaMemsetAsync(ctx_.errorInfo, 0, 5 * sizeof(long long), ctx_.stream));
+    ZRT_RETURN_IF_ERROR(zeroedCounter(ctx_));
     int64_t sizes[6] = {0,
                         plan_.device_arena_bytes(),
                         plan_.state_arena_bytes(),
@@ -270,6 +274,13 @@ public:
                   : hostFallback(step.kernel, step.call);
   }
 
+  /// |c|'s own blocksDone counter, zeroed on its stream.
+  static Status zeroedCounter(CudaContext &c) {
+    ZRT_CUDA(cudaMalloc(&c.blocksDone, sizeof(unsigned)));
+    ZRT_CUDA(cudaMemsetAsync(c.blocksDone, 0, sizeof(unsigned), c.stream));
+    return Status::ok();
+  }
+
   Status launchBeside(const Step &step, const plan::Kernel &k) {
     if (!side_.stream) {
       // The compute context's handles, its own stream and scratch (the
@@ -278,7 +289,9 @@ public:
       side_.stream = nullptr;
       side_.scratch = nullptr;
       side_.scratchBytes = 0;
+      side_.blocksDone = nullptr;
       ZRT_CUDA(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking));
+      ZRT_RETURN_IF_ERROR(zeroedCounter(side_));
     }
     ZRT_RETURN_IF_ERROR(followCompute(side_.stream));
     ZRT_RETURN_IF_ERROR(launchCudaKernel(step.kernel, step.call, side_));

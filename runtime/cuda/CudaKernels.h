@@ -42,6 +42,12 @@ struct CudaContext {
   /// range): [code, value, position, bound, ignore], device memory, zeroed;
   /// the first error wins. The executor reads it when a program ends.
   long long *errorInfo = nullptr;
+  /// A device counter, zero between kernels, for a kernel whose last block
+  /// to finish completes a reduction in the same launch (it counts the
+  /// blocks, and that block sets it back to zero). One per stream's
+  /// context; null where the caller made none (the kernel then launches the
+  /// reduction's second pass).
+  unsigned *blocksDone = nullptr;
   /// Scratch device memory for multi-pass kernels (grown on demand).
   void *scratch = nullptr;
   size_t scratchBytes = 0;

@@ -516,59 +516,73 @@ __global__ void normGradVecKernel(const T *x, const T *w, const T *g, const T *r
   int64_t nv = cols / V, stride = gridDim.x;
   float sw[K][V] = {}, sb[Rms ? 1 : K][V] = {};
   int64_t r = blockIdx.x;
-  uint4 raw[K], graw[K], rraw[K];
-  auto load = [&](int64_t row) {
+  // The row as loaded (16-bit vectors), widened where each pass uses it
+  // rather than kept as float copies beside the next row's loads and the
+  // partial sums (fewer registers, more threads resident).
+  uint4 raw[K], graw[K], rraw[K], next[K], gnext[K], rnext[K];
+  auto load = [&](int64_t row, uint4(&xr)[K], uint4(&gr)[K], uint4(&rr)[K]) {
     int64_t n = row < rows ? nv : 0;
-    loadRow<T, K>(x + row * cols, n, t, tpr, raw);
-    loadRow<T, K>(g + row * cols, n, t, tpr, graw);
+    loadRow<T, K>(x + row * cols, n, t, tpr, xr);
+    loadRow<T, K>(g + row * cols, n, t, tpr, gr);
     if (res)
-      loadRow<T, K>(res + row * cols, n, t, tpr, rraw);
+      loadRow<T, K>(res + row * cols, n, t, tpr, rr);
   };
-  load(r);
+  load(r, raw, graw, rraw);
   for (; r < rows; r += stride) {
-    float xv[K][V], gv[K][V], rv[K][V], mean, rstd;
-    vecRowStats<T, K>(raw, nv, cols, t, tpr, eps, Rms, xv, mean, rstd);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      widen<T>(graw[k], gv[k]);
-      if (res)
-        widen<T>(rraw[k], rv[k]);
+    float mean, rstd;
+    {
+      float xv[K][V];
+      vecRowStats<T, K>(raw, nv, cols, t, tpr, eps, Rms, xv, mean, rstd);
     }
-    load(r + stride);
+    load(r + stride, next, gnext, rnext);
     float sumD = 0, sumDX = 0;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (t + k * tpr >= nv)
         continue;
-      float wv[V];
+      float xv[V], gv[V], wv[V];
+      widen<T>(raw[k], xv);
+      widen<T>(graw[k], gv);
       loadVec(w + (t + k * tpr) * V, wv); // from the cache after the first row
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        xv[k][i] = (xv[k][i] - mean) * rstd; // xhat
-        sw[k][i] += gv[k][i] * xv[k][i];
+        float xhat = (xv[i] - mean) * rstd;
+        sw[k][i] += gv[i] * xhat;
         if (!Rms)
-          sb[k][i] += gv[k][i];
-        gv[k][i] *= wv[i]; // dxhat
-        sumD += gv[k][i];
-        sumDX += gv[k][i] * xv[k][i];
+          sb[k][i] += gv[i];
+        float dxhat = gv[i] * wv[i];
+        sumD += dxhat;
+        sumDX += dxhat * xhat;
       }
     }
-    double s[2] = {sumD, sumDX};
-    rowGroupSum(s, tpr);
-    float meanD = (float)(s[0] / cols), meanDX = (float)(s[1] / cols);
+    double sums[2] = {sumD, sumDX};
+    rowGroupSum(sums, tpr);
+    float meanD = (float)(sums[0] / cols), meanDX = (float)(sums[1] / cols);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       int64_t c = t + k * tpr;
       if (c >= nv)
         continue;
-      float o[V];
+      float xv[V], gv[V], wv[V], rv[V], o[V];
+      widen<T>(raw[k], xv);
+      widen<T>(graw[k], gv);
+      loadVec(w + c * V, wv);
+      if (res)
+        widen<T>(rraw[k], rv);
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        o[i] = rstd * (gv[k][i] - (Rms ? 0.0f : meanD) - xv[k][i] * meanDX);
+        float xhat = (xv[i] - mean) * rstd, dxhat = gv[i] * wv[i];
+        o[i] = rstd * (dxhat - (Rms ? 0.0f : meanD) - xhat * meanDX);
         if (res) // __fadd_rn: never contracted into an FMA with the product above
-          o[i] = __fadd_rn(toF(fromF<T>(o[i])), rv[k][i]);
+          o[i] = __fadd_rn(toF(fromF<T>(o[i])), rv[i]);
       }
       storeVec(dx + r * cols + c * V, o);
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      raw[k] = next[k];
+      graw[k] = gnext[k];
+      rraw[k] = rnext[k];
     }
   }
 #pragma unroll
@@ -788,12 +802,13 @@ Status launchNormGrad(KernelId id, const KernelCall &c, CudaContext &ctx) {
   VecRows vr;
   if (rows > 0 && vecRows(cols, x.dtype,
                           {x.data, c.in[1].data, c.in[2].data, residualData, c.out[0].data}, vr)) {
-    // A block per 8 rows (at most 1024 blocks), a row's threads holding at
-    // most 2 vectors each where the row allows (the sums of the rows kept in
-    // registers beside them); then the blocks' partials added in order.
+    // A block per 8 rows (at most 1024 blocks), a thread a vector of the row
+    // where rows are up to 1024 vectors (66-90 registers: 2 vectors a thread
+    // took 117-159, and fewer threads resident), else 1024 threads a row;
+    // then the blocks' partials added in order.
     int64_t nv = cols / (16 / dtypeSize(x.dtype));
     VecRows split;
-    split.tpr = (int)std::min<int64_t>(1024, ((nv + 1) / 2 + 31) / 32 * 32);
+    split.tpr = (int)std::min<int64_t>(1024, (nv + 31) / 32 * 32);
     split.k = (int)((nv + split.tpr - 1) / split.tpr);
     int64_t parts = std::clamp<int64_t>((rows + 7) / 8, 1, 1024);
     ZRT_RETURN_IF_ERROR(ctx.reserve((rms ? 1 : 2) * parts * cols * sizeof(float)));

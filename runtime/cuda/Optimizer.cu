@@ -12,6 +12,35 @@
 namespace zrt::cuda {
 namespace {
 
+/// The block's threads' |s| added in a fixed tree order (for thread 0).
+__device__ double treeSum(double s) {
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if ((int)threadIdx.x < stride)
+      part[threadIdx.x] += part[threadIdx.x + stride];
+    __syncthreads();
+  }
+  return part[0];
+}
+
+/// AdamW's step scalars: 1 - lr wd, lr / (1 - b1^t), sqrt(1 - b2^t), in
+/// double as PyTorch's Python arithmetic, rounded to float.
+__device__ __forceinline__ void adamwScalars(const float *lrp, const float *stepp, double b1,
+                                             double b2, double wd, float *out) {
+  double lr = *lrp, t = *stepp;
+  double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+  out[0] = (float)(1.0 - lr * wd);
+  out[1] = (float)(lr / bc1);
+  out[2] = (float)sqrt(bc2);
+}
+
+__global__ void adamwScalarsKernel(const float *lrp, const float *stepp, double b1, double b2,
+                                   double wd, float *out) {
+  adamwScalars(lrp, stepp, b1, b2, wd, out);
+}
+
 /// PyTorch's AdamW (non-capturable) as the CPU kernel does it: scalars in
 /// double, tensor math in float32, in the same order. lr and the step count
 /// are device scalars. The gradient may be 16-bit (a bf16 gradient bucket:
@@ -19,26 +48,25 @@ namespace {
 template <typename G, typename C>
 __global__ void adamwKernel(const float *p, const G *g, const float *m, const float *v,
                             const float *lrp, const float *stepp, const unsigned char *skip,
-                            const float *scalep, float *po, float *mo, float *vo, C *copy,
-                            double *partial, double b1, double b2, double eps, double wd, int64_t n,
-                            bool vectors) {
+                            const float *scalep, const float *given, float *po, float *mo,
+                            float *vo, C *copy, double *partial, unsigned *done, float *squaresOut,
+                            double b1, double b2, double eps, double wd, int64_t n, bool vectors) {
   bool skipped = skip && *skip;
   // zero-fuse-optimizer: the gradient read is g * scale (clipping's factor),
   // rounded as the separate multiply was.
   const bool scaled = scalep != nullptr;
   const float scale = scaled ? *scalep : 1.0f;
   double squares = 0; // |partial|: this thread's sum of g^2 (each square in float)
-  // The step's scalars, once a block (double pow and division).
+  // The step's scalars: from adamwScalarsKernel where given, else once a
+  // block (double pow and division: the block waits for them, which costs
+  // ~10% of the memory rate on a 58M-element update).
   __shared__ float scalars[3];
-  if (threadIdx.x == 0) {
-    double lr = *lrp, t = *stepp;
-    double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
-    scalars[0] = (float)(1.0 - lr * wd);
-    scalars[1] = (float)(lr / bc1);
-    scalars[2] = (float)sqrt(bc2);
-  }
-  __syncthreads();
-  const float decay = scalars[0], stepSize = scalars[1], bc2Sqrt = scalars[2];
+  if (!given && threadIdx.x == 0)
+    adamwScalars(lrp, stepp, b1, b2, wd, scalars);
+  if (!given)
+    __syncthreads();
+  const float *sc = given ? given : scalars;
+  const float decay = sc[0], stepSize = sc[1], bc2Sqrt = sc[2];
   float w1 = (float)(1.0 - b1), fb2 = (float)b2, w2 = (float)(1.0 - b2), feps = (float)eps;
   // The CPU kernel's operations in its order, each rounded (no FMA
   // contraction): the host AdamW of an offloaded optimizer gives the same
@@ -56,10 +84,13 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < nv; k += step) {
     float4 pk = reinterpret_cast<const float4 *>(p)[k], mk = reinterpret_cast<const float4 *>(m)[k],
            vk = reinterpret_cast<const float4 *>(v)[k], gk;
-    if constexpr (std::is_same_v<G, float>)
+    if constexpr (std::is_same_v<G, float>) {
       gk = reinterpret_cast<const float4 *>(g)[k];
-    else
-      gk = make_float4(toF(g[4 * k]), toF(g[4 * k + 1]), toF(g[4 * k + 2]), toF(g[4 * k + 3]));
+    } else { // four 16-bit values, one 8-byte load
+      uint2 raw = reinterpret_cast<const uint2 *>(g)[k];
+      const G *h = reinterpret_cast<const G *>(&raw);
+      gk = make_float4(toF(h[0]), toF(h[1]), toF(h[2]), toF(h[3]));
+    }
     if (scaled)
       gk = make_float4(__fmul_rn(gk.x, scale), __fmul_rn(gk.y, scale), __fmul_rn(gk.z, scale),
                        __fmul_rn(gk.w, scale));
@@ -103,26 +134,35 @@ __global__ void adamwKernel(const float *p, const G *g, const float *m, const fl
     if ((threadIdx.x & 31) == 0)
       warps[threadIdx.x >> 5] = squares;
     __syncthreads();
+    __shared__ bool last;
     if (threadIdx.x == 0) {
       double s = 0;
       for (int w = 0; w < (int)(blockDim.x >> 5); ++w)
         s += warps[w];
       partial[blockIdx.x] = s;
+      if (done) { // visible to the last block before the count says so
+        __threadfence();
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+      }
+    }
+    // One launch where the partials are one run (at most 1024 blocks): the
+    // last block to finish adds them as sumPartialRunsKernel and
+    // sumPartialsKernel would (one run; the second pass adds zeros to it),
+    // so the bits are the two kernels'.
+    if (done) {
+      __syncthreads();
+      if (!last)
+        return;
+      double s = 0;
+      for (int b = threadIdx.x; b < (int)gridDim.x; b += blockDim.x)
+        s += __ldcg(partial + b);
+      s = treeSum(s);
+      if (threadIdx.x == 0) {
+        *squaresOut = (float)s;
+        *done = 0; // for the next kernel on this stream
+      }
     }
   }
-}
-
-/// The block's threads' |s| added in a fixed tree order (for thread 0).
-__device__ double treeSum(double s) {
-  __shared__ double part[kThreads];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
-    if ((int)threadIdx.x < stride)
-      part[threadIdx.x] += part[threadIdx.x + stride];
-    __syncthreads();
-  }
-  return part[0];
 }
 
 /// The blocks' partial sums of squares, a contiguous run of them a block
@@ -197,18 +237,31 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
   // (fixed: the bits do not depend on the GPU), then the runs' sums.
   const int runs = (blocks + 1023) / 1024;
   double *partial = nullptr;
-  if (squaresOut) {
-    ZRT_RETURN_IF_ERROR(ctx.reserve((size_t)(blocks + runs) * sizeof(double)));
+  // Large updates take their scalars from a one-thread kernel before them
+  // (the same bits); below 16M elements the extra launch costs more.
+  const bool scalarsFirst = n >= (int64_t{1} << 24);
+  const size_t partialBytes = squaresOut ? (size_t)(blocks + runs) * sizeof(double) : 0;
+  if (squaresOut || scalarsFirst)
+    ZRT_RETURN_IF_ERROR(ctx.reserve(partialBytes + (scalarsFirst ? 4 * sizeof(float) : 0)));
+  if (squaresOut)
     partial = static_cast<double *>(ctx.scratch);
-  }
+  float *given = scalarsFirst ? (float *)((char *)ctx.scratch + partialBytes) : nullptr;
+  if (given)
+    adamwScalarsKernel<<<1, 1, 0, ctx.stream>>>(c.in[4].as<float>(), c.in[5].as<float>(),
+                                                c.floats[0], c.floats[1], c.floats[3], given);
+  // At most 1024 blocks (1M elements: biases, norms and the smaller
+  // projections of a per-parameter update): the sum of squares in the same
+  // launch.
+  const bool oneLaunch = squaresOut && runs == 1 && ctx.blocksDone;
   auto launch = [&](auto g, auto copy) {
     using G = std::remove_cv_t<std::remove_pointer_t<decltype(g)>>;
     using C = std::remove_pointer_t<decltype(copy)>;
     adamwKernel<G, C><<<blocks, kThreads, 0, ctx.stream>>>(
         c.in[0].as<float>(), g, c.in[2].as<float>(), c.in[3].as<float>(), c.in[4].as<float>(),
-        c.in[5].as<float>(), skip, scale, c.out[0].as<float>(), c.out[1].as<float>(),
-        c.out[2].as<float>(), copy, partial, c.floats[0], c.floats[1], c.floats[2], c.floats[3], n,
-        vectors);
+        c.in[5].as<float>(), skip, scale, given, c.out[0].as<float>(), c.out[1].as<float>(),
+        c.out[2].as<float>(), copy, partial, oneLaunch ? ctx.blocksDone : nullptr,
+        squaresOut ? squaresOut->as<float>() : nullptr, c.floats[0], c.floats[1], c.floats[2],
+        c.floats[3], n, vectors);
   };
   ZRT_FLOAT_DISPATCH(c.in[1].dtype, G, {
     if (!copyOut)
@@ -218,7 +271,7 @@ Status launchAdamW(const KernelCall &c, CudaContext &ctx) {
     else
       launch(c.in[1].as<G>(), copyOut->as<__half>());
   })
-  if (squaresOut) {
+  if (squaresOut && !oneLaunch) {
     sumPartialRunsKernel<<<runs, kThreads, 0, ctx.stream>>>(partial, blocks, partial + blocks);
     sumPartialsKernel<<<1, kThreads, 0, ctx.stream>>>(partial + blocks, runs,
                                                       squaresOut->as<float>());
