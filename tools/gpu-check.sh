@@ -87,6 +87,11 @@ same gpt2-z1-w2-offload-chunked gpt2-z1-w2
 # zrun --cuda-graphs: the programs captured and replayed as CUDA graphs.
 check gpt2-graphs gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched --cuda-graphs
 same gpt2-graphs gpt2
+# 16-bit communication (--comm-dtype bf16): within 2e-2 of PyTorch's float32
+# trajectory; the device collectives' bf16 sums against the CPU group's
+# (agree(), below).
+check gpt2-z2-w2-bf16comm gpt2-z2-w2-bf16comm.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
+check gpt2-z3-w2-bf16comm-bf16 gpt2-z3-w2-bf16comm-bf16.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
 # The padded vocabulary (zero-pad-gemms, --target cuda): the loss and its
 # gradient read and write the padded logits in place; the CUDA backend within
 # a tolerance of the CPU backend running the same plan.
@@ -102,6 +107,7 @@ agree() { # name plan rtol [data-prefix [zrun data flags]]
   fi
 }
 agree lm-padded lm-padded.zplan 1e-5
+agree gpt2-z2-w2-bf16comm gpt2-z2-w2-bf16comm.zplan 1e-3 gpt2 "$gpt2 --steps 8"
 agree lm-padded-bf16 lm-padded-bf16.zplan 1e-2
 # Dropout: the CUDA kernel draws the CPU's masks (another mask moves these
 # losses by about 1e-1: dropout.test's other seed).

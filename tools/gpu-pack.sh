@@ -56,6 +56,12 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 2 --world-size 2 \
 $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 3 --world-size 2 \
   --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer cpu \
   --offload-param cpu -o "$out/plans/gpt2-z3-w2-offload-param.zplan"
+# 16-bit communication (--comm-dtype): gradients reduced in bf16 on an fp32
+# model, and a bf16 model's stage-3 gathers and reductions in bf16.
+$zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 2 --world-size 2 --comm-dtype bf16 \
+  -o "$out/plans/gpt2-z2-w2-bf16comm.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 3 --world-size 2 --precision bf16 \
+  --stage3-param-persistence-threshold 1000 --comm-dtype bf16 -o "$out/plans/gpt2-z3-w2-bf16comm-bf16.zplan"
 cp test/e2e/Inputs/same_losses.py "$out/"
 # A vocabulary of 4099 (padded to 4160 by --target cuda): CUDA vs CPU.
 /usr/bin/python3 test/e2e/Inputs/odd_vocab_lm.py "$out/lm.onnx" "$out/data/lm.ids.npy" "$out/data/lm.labels.npy"

@@ -464,6 +464,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
                         "\"WarmupCosineLR\")");
     return Error::success();
   };
+  top.keys["communication_data_type"] = [&](StringRef k, const json::Value &v) {
+    return r.string(k, v, config.communicationDataType, {"fp32", "fp16", "bf16"});
+  };
   top.keys["fp16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, fp16); };
   top.keys["bf16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, bf16); };
   top.keys["zero_optimization"] = [&](StringRef k, const json::Value &v) {
@@ -471,9 +474,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   };
   for (const char *k :
        {"steps_per_print", "wall_clock_breakdown", "dump_state", "zero_allow_untested_optimizer",
-        "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
-        "sparse_gradients", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger",
-        "memory_breakdown", "zero_force_ds_cpu_optimizer", "seed"})
+        "prescale_gradients", "gradient_predivide_factor", "sparse_gradients", "flops_profiler",
+        "tensorboard", "wandb", "csv_monitor", "comms_logger", "memory_breakdown",
+        "zero_force_ds_cpu_optimizer", "seed"})
     top.ignored[k] = "";
   // activation_checkpointing: DeepSpeed's checkpointing of the blocks the
   // model code wraps, i.e. zcc's --recompute layer; its knobs tune how

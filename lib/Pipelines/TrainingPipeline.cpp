@@ -121,6 +121,7 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     part.reduceBucketSize = o.reduceBucketSize;
     part.allgatherBucketSize = o.allgatherBucketSize;
     part.persistenceThreshold = o.persistenceThreshold;
+    part.commDtype = o.commDtype;
     pm.addPass(createZeroPartition(part));
     ZeroOptimizerOptions opt;
     opt.optimizer = stringify(o.optimizer).str();

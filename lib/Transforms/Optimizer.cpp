@@ -50,7 +50,8 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     GlobalOp m, v; // AdamW moments, or SGD's momentum buffer in m
   };
 
-  LogicalResult collectUnits(ModuleOp module, SmallVectorImpl<Unit> &units, int64_t &world) {
+  LogicalResult collectUnits(ModuleOp module, SmallVectorImpl<Unit> &units, int64_t &world,
+                             Type &commType) {
     world = 1;
     if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
       auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition");
@@ -59,6 +60,8 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       if (!stage || !ws)
         return module.emitError("zero-optimizer: zero.buckets without zero.partition");
       world = ws.getInt();
+      if (auto t = partition.getAs<TypeAttr>("comm_type"))
+        commType = t.getValue();
       for (Attribute a : buckets) {
         auto d = dyn_cast<DictionaryAttr>(a);
         auto p = d ? d.getAs<FlatSymbolRefAttr>("param") : FlatSymbolRefAttr();
@@ -97,7 +100,8 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     ModuleOp module = getOperation();
     SmallVector<Unit> units;
     int64_t world = 1;
-    if (failed(collectUnits(module, units, world)))
+    Type commType; // zero-partition's comm-dtype (null or f32: float32)
+    if (failed(collectUnits(module, units, world, commType)))
       return signalPassFailure();
     if (units.empty()) {
       module.emitError("zero-optimizer: no parameter has a gradient (run zero-autodiff)");
@@ -167,11 +171,21 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     bool anySharded = false;
     for (Unit &u : units) {
       Value grad = load(b, loc, u.grad);
-      if (!u.gradSharded && world > 1)
+      if (!u.gradSharded && world > 1) {
+        // A 16-bit comm type: the accumulated gradients rounded, reduced in
+        // it, widened.
+        auto full = cast<RankedTensorType>(grad.getType());
+        Type elem = commType && !commType.isF32() ? commType : full.getElementType();
+        if (elem != full.getElementType())
+          grad = CastOp::create(b, loc, full.clone(elem), grad);
         grad = u.stateSharded
-                   ? Value(ReduceScatterOp::create(b, loc, u.stateType, grad, CollectiveReduce::avg,
-                                                   world))
+                   ? Value(ReduceScatterOp::create(b, loc, u.stateType.clone(elem), grad,
+                                                   CollectiveReduce::avg, world))
                    : Value(AllReduceOp::create(b, loc, grad, CollectiveReduce::avg, world));
+        if (elem != full.getElementType())
+          grad = CastOp::create(
+              b, loc, cast<RankedTensorType>(grad.getType()).clone(full.getElementType()), grad);
+      }
       anySharded |= u.stateSharded;
       grads.push_back(grad);
       auto gt = cast<RankedTensorType>(grad.getType());

@@ -59,6 +59,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
 
   ModuleOp module;
   int64_t world = 1;
+  /// The element type collectives move (comm-dtype); float32 by default.
+  Type commType;
 
   Value zeros(OpBuilder &b, Location loc, int64_t n, Type elem = Type()) {
     elem = elem ? elem : b.getF32Type();
@@ -201,6 +203,12 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       if (!all || gradOf.empty())
         narrow = Type();
     }
+    // A reduce-scatter in a 16-bit comm type packs the gradients in it:
+    // widenings of that type as they are, others rounded.
+    bool reduced = stage >= 2 && world > 1;
+    Type pieceType = narrow ? narrow : reduced ? commType : Type();
+    if (pieceType && pieceType.isF32())
+      pieceType = Type();
     for (Bucket &bucket : buckets) {
       if (narrow) {
         auto type = bucket.grad.getTensorType().clone(narrow);
@@ -223,22 +231,31 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       int64_t at = 0;
       for (Member &m : bucket.members) {
         if (m.offset > at)
-          pieces.push_back(zeros(b, loc, m.offset - at, narrow));
+          pieces.push_back(zeros(b, loc, m.offset - at, pieceType));
         Value g = gradOf.lookup(m.grad);
-        if (g && narrow)
-          g = g.getDefiningOp<CastOp>().getInput();
-        auto flatType = RankedTensorType::get({m.numel}, narrow ? narrow : b.getF32Type());
+        if (g && pieceType) {
+          auto widening = g.getDefiningOp<CastOp>();
+          g = widening && widening.getInput().getType().getElementType() == pieceType
+                  ? widening.getInput()
+                  : Value(CastOp::create(b, loc,
+                                         cast<RankedTensorType>(g.getType()).clone(pieceType), g));
+        }
+        auto flatType = RankedTensorType::get({m.numel}, pieceType ? pieceType : b.getF32Type());
         pieces.push_back(g ? Value(ReshapeOp::create(b, loc, flatType, g))
-                           : zeros(b, loc, m.numel, narrow));
+                           : zeros(b, loc, m.numel, pieceType));
         at = m.offset + m.numel;
       }
       if (bucket.size > at)
-        pieces.push_back(zeros(b, loc, bucket.size - at, narrow));
+        pieces.push_back(zeros(b, loc, bucket.size - at, pieceType));
       Value flat =
           pieces.size() == 1 ? pieces.front() : Value(ConcatOp::create(b, loc, pieces, /*axis=*/0));
-      if (stage >= 2 && world > 1)
-        flat = ReduceScatterOp::create(b, loc, bucket.grad.getType(), flat, CollectiveReduce::avg,
-                                       world);
+      if (reduced) {
+        auto shardType = bucket.grad.getTensorType();
+        flat = ReduceScatterOp::create(b, loc, pieceType ? shardType.clone(pieceType) : shardType,
+                                       flat, CollectiveReduce::avg, world);
+        if (pieceType)
+          flat = CastOp::create(b, loc, shardType, flat);
+      }
       auto sym = FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr());
       // One micro-step per step and no reduce-scatter to overlap: the
       // gradients are written, not added to zeros (zero-optimizer then
@@ -254,8 +271,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     }
     for (Operation *op : dead)
       op->erase();
-    // The widenings a 16-bit bucket does without.
-    if (narrow)
+    // The widenings a 16-bit bucket or reduce-scatter does without.
+    if (pieceType)
       for (auto &[global, g] : gradOf)
         if (Operation *cast = g.getDefiningOp(); cast && cast->use_empty())
           cast->erase();
@@ -301,24 +318,47 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         Location loc = first->getLoc();
         Value flat = LoadOp::create(b, loc, bucket.param.getType(),
                                     FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()));
-        if (world > 1)
-          flat = AllGatherOp::create(b, loc, RankedTensorType::get({bucket.size}, b.getF32Type()),
-                                     flat, world);
+        // A 16-bit comm type: the shard rounded, gathered, viewed in it.
+        Type elem = world > 1 && !commType.isF32() ? commType : b.getF32Type();
+        if (world > 1) {
+          if (elem != cast<RankedTensorType>(flat.getType()).getElementType())
+            flat = CastOp::create(b, loc, RankedTensorType::get({bucket.size / world}, elem), flat);
+          flat =
+              AllGatherOp::create(b, loc, RankedTensorType::get({bucket.size}, elem), flat, world);
+        }
         for (LoadOp load : loads) {
           Member *m = memberOf[module.lookupSymbol<GlobalOp>(load.getGlobalAttr())];
-          Value view;
+          Value view, wide;
           for (OpOperand &use : llvm::make_early_inc_range(load->getUses())) {
             bool backward = order[use.getOwner()] > limit;
             if (backward != (side == 1))
               continue;
             if (!view)
-              view = viewOf(b, loc, flat, m->offset, m->param.getTensorType());
-            use.set(view);
+              view = viewOf(b, loc, flat, m->offset, m->param.getTensorType().clone(elem));
+            // A cast to the gathered type reads the view; other uses, and
+            // every use of a float32 gather, the float32 parameter.
+            auto cast = dyn_cast<CastOp>(use.getOwner());
+            if (cast && cast.getType() == view.getType()) {
+              cast.getResult().replaceAllUsesWith(view);
+              continue; // the cast dies below, with the load
+            }
+            if (view.getType() == load.getType()) {
+              use.set(view);
+              continue;
+            }
+            if (!wide)
+              wide = CastOp::create(b, loc, load.getType(), view);
+            use.set(wide);
           }
         }
       }
-      for (LoadOp load : loads)
+      for (LoadOp load : loads) {
+        // Casts whose results now read a 16-bit view.
+        for (Operation *user : llvm::make_early_inc_range(load->getUsers()))
+          if (isa<CastOp>(user) && user->use_empty())
+            user->erase();
         load.erase();
+      }
     }
   }
 
@@ -328,6 +368,17 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     if (stage < 0 || stage > 3 || world < 1) {
       module.emitError("zero-partition: stage must be 0-3 and world-size >= 1, got stage ")
           << stage << ", world size " << world;
+      return signalPassFailure();
+    }
+    if (commDtype == "fp32") {
+      commType = Float32Type::get(&getContext());
+    } else if (commDtype == "bf16") {
+      commType = BFloat16Type::get(&getContext());
+    } else if (commDtype == "fp16") {
+      commType = Float16Type::get(&getContext());
+    } else {
+      module.emitError("zero-partition: comm-dtype must be fp32, bf16 or fp16, got '")
+          << commDtype << "'";
       return signalPassFailure();
     }
     // -1: DeepSpeed's "auto", from the model's hidden size H (H^2 per
@@ -429,14 +480,14 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           m.param.erase();
       }
     }
-    module->setAttr(
-        "zero.partition",
-        b.getDictionaryAttr(
-            {b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
-             b.getNamedAttr("world_size", b.getI64IntegerAttr(world)),
-             b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceCap)),
-             b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherCap)),
-             b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistence))}));
+    module->setAttr("zero.partition",
+                    b.getDictionaryAttr(
+                        {b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
+                         b.getNamedAttr("world_size", b.getI64IntegerAttr(world)),
+                         b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceCap)),
+                         b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherCap)),
+                         b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistence)),
+                         b.getNamedAttr("comm_type", TypeAttr::get(commType))}));
     module->setAttr("zero.buckets", b.getArrayAttr(described));
   }
 };

@@ -1,18 +1,23 @@
 //===- Communicator.h - data-parallel collectives ----------------*- C++ -*-===//
 //
 // What the executor needs from a data-parallel group: all-reduce,
-// reduce-scatter and all-gather on float32 buffers, plus a host barrier.
+// reduce-scatter and all-gather on float32, bfloat16 or float16 buffers
+// (zcc --comm-dtype), plus a host barrier.
 // Implementations: InProcessGroup (W ranks as threads of one process) here;
 // NCCL (one process per GPU) in runtime/cuda/Nccl.h.
 //
 // Results are deterministic and bit-identical on every rank: each element is
-// summed over ranks 0, 1, ..., W-1 in that order.
+// summed over ranks 0, 1, ..., W-1 in that order. 16-bit elements are summed
+// in float32 and rounded once (to nearest even) where the implementation
+// allows it (in-process ranks, Gloo); NCCL sums 16-bit data in its own ring
+// or tree order.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZRT_COMM_COMMUNICATOR_H
 #define ZRT_COMM_COMMUNICATOR_H
 
 #include "support/Status.h"
+#include "train/Npy.h"
 
 #include <condition_variable>
 #include <cstdint>
@@ -25,6 +30,18 @@ namespace zrt {
 
 enum class ReduceOp { Sum, Avg };
 
+/// The element type of a collective's buffers.
+enum class CommType { F32, BF16, F16 };
+inline int64_t commTypeBytes(CommType t) { return t == CommType::F32 ? 4 : 2; }
+inline const char *commTypeName(CommType t) {
+  return t == CommType::F32 ? "float32" : t == CommType::BF16 ? "bfloat16" : "float16";
+}
+/// The collective element type of a buffer's dtype (F32, BF16 or F16; the
+/// plan loader refuses others).
+inline CommType commTypeOf(DType d) {
+  return d == DType::BF16 ? CommType::BF16 : d == DType::F16 ? CommType::F16 : CommType::F32;
+}
+
 /// Collectives on device buffers, enqueued on a stream (|stream| is a
 /// cudaStream_t; no CUDA types here): what a communicator between processes
 /// with one GPU each (NCCL) offers the CUDA backend. Asynchronous: wait()
@@ -32,11 +49,12 @@ enum class ReduceOp { Sum, Avg };
 class StreamCollectives {
 public:
   virtual ~StreamCollectives() = default;
-  virtual Status deviceAllReduce(const float *in, float *out, int64_t n, ReduceOp op,
+  virtual Status deviceAllReduce(const void *in, void *out, int64_t n, CommType type, ReduceOp op,
                                  void *stream) = 0;
-  virtual Status deviceReduceScatter(const float *in, float *out, int64_t n, ReduceOp op,
-                                     void *stream) = 0;
-  virtual Status deviceAllGather(const float *in, float *out, int64_t n, void *stream) = 0;
+  virtual Status deviceReduceScatter(const void *in, void *out, int64_t n, CommType type,
+                                     ReduceOp op, void *stream) = 0;
+  virtual Status deviceAllGather(const void *in, void *out, int64_t n, CommType type,
+                                 void *stream) = 0;
   /// Waits for |stream|, reporting the collectives' errors (|what|: for
   /// messages).
   virtual Status wait(void *stream, const char *what) = 0;
@@ -51,12 +69,24 @@ public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// out = reduce over ranks of in (n elements each; out may be in).
-  virtual Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) = 0;
+  /// out = reduce over ranks of in (n elements of |type| each; out may be
+  /// in).
+  virtual Status allReduce(const void *in, void *out, int64_t n, CommType type, ReduceOp op) = 0;
   /// out (n/W elements) = chunk `rank` of the reduction of in (n elements).
-  virtual Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) = 0;
+  virtual Status reduceScatter(const void *in, void *out, int64_t n, CommType type,
+                               ReduceOp op) = 0;
   /// out (n*W elements) = every rank's in (n elements), in rank order.
-  virtual Status allGather(const float *in, float *out, int64_t n) = 0;
+  virtual Status allGather(const void *in, void *out, int64_t n, CommType type) = 0;
+  /// The float32 forms (the trainer's scalars).
+  Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) {
+    return allReduce(in, out, n, CommType::F32, op);
+  }
+  Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) {
+    return reduceScatter(in, out, n, CommType::F32, op);
+  }
+  Status allGather(const float *in, float *out, int64_t n) {
+    return allGather(in, out, n, CommType::F32);
+  }
   /// Waits for every rank (host-side synchronization of the trainer).
   virtual Status barrier() = 0;
   /// Ranks that share an address space (in-process ranks): every rank posts
@@ -105,7 +135,7 @@ private:
   std::string why_;
   // Per rank: the buffer it shares in the current collective (or exchange),
   // and scratch.
-  std::vector<const float *> inputs_;
+  std::vector<const void *> inputs_;
   std::vector<const char *> posted_;
   std::vector<std::vector<float>> scratch_;
 };

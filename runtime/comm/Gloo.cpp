@@ -9,10 +9,15 @@
 // Reductions sum with Gloo's ring algorithm; the order is fixed by the world
 // size, so a run repeats bit for bit (it differs from the in-process order
 // in the last bits). Averages divide the sum by W, as the in-process ones.
+// 16-bit reductions (--comm-dtype) widen to float32, reduce, and round once:
+// the in-process arithmetic, but float32 bytes on the wire (Gloo has no
+// bfloat16 sum; the CPU backend is for development and CI). 16-bit
+// all-gathers move 16-bit bytes.
 //
 //===----------------------------------------------------------------------===//
 #include "comm/Communicator.h"
 #include "comm/Rendezvous.h"
+#include "support/NarrowFloat.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -22,6 +27,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -38,14 +44,23 @@ public:
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
 
-  Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) override {
+  Status allReduce(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override {
     if (n == 0)
       return Status::ok();
+    if (type != CommType::F32) {
+      std::vector<float> wide(n);
+      widen(in, wide.data(), n, type);
+      ZRT_RETURN_IF_ERROR(allReduce(wide.data(), wide.data(), n, CommType::F32, op));
+      narrow(wide.data(), out, 0, n, type);
+      return Status::ok();
+    }
+    const float *src = static_cast<const float *>(in);
+    float *dst = static_cast<float *>(out);
     return guard("all_reduce", [&] {
-      if (out != in)
-        std::copy(in, in + n, out);
+      if (dst != src)
+        std::copy(src, src + n, dst);
       gloo::AllreduceOptions opts(context_);
-      opts.setOutput(out, (size_t)n);
+      opts.setOutput(dst, (size_t)n);
       opts.setReduceFunction(
           static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::sum<float>));
       opts.setTag(nextTag());
@@ -54,29 +69,35 @@ public:
       if (op == ReduceOp::Avg) {
         float w = (float)size();
         for (int64_t i = 0; i < n; ++i)
-          out[i] /= w;
+          dst[i] /= w;
       }
     });
   }
 
-  Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) override {
+  Status reduceScatter(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override {
     // The whole sum, then this rank's slice: twice the traffic of a real
     // reduce-scatter, which Gloo's C++ API has only for its old algorithm
     // classes; the CPU backend is for development and CI, not speed.
     int64_t len = n / size();
-    std::vector<float> all(in, in + n);
-    ZRT_RETURN_IF_ERROR(allReduce(all.data(), all.data(), n, op));
-    std::copy(all.begin() + len * rank(), all.begin() + len * (rank() + 1), out);
+    std::vector<float> all(n);
+    widen(in, all.data(), n, type);
+    ZRT_RETURN_IF_ERROR(allReduce(all.data(), all.data(), n, CommType::F32, op));
+    narrow(all.data() + len * rank(), out, 0, len, type);
     return Status::ok();
   }
 
-  Status allGather(const float *in, float *out, int64_t n) override {
+  Status allGather(const void *in, void *out, int64_t n, CommType type) override {
     if (n == 0)
       return Status::ok();
     return guard("all_gather", [&] {
       gloo::AllgatherOptions opts(context_);
-      opts.setInput(const_cast<float *>(in), (size_t)n);
-      opts.setOutput(out, (size_t)(n * size()));
+      if (type == CommType::F32) {
+        opts.setInput(const_cast<float *>(static_cast<const float *>(in)), (size_t)n);
+        opts.setOutput(static_cast<float *>(out), (size_t)(n * size()));
+      } else {
+        opts.setInput(const_cast<uint16_t *>(static_cast<const uint16_t *>(in)), (size_t)n);
+        opts.setOutput(static_cast<uint16_t *>(out), (size_t)(n * size()));
+      }
       opts.setTag(nextTag());
       opts.setTimeout(timeout_);
       gloo::allgather(opts);
@@ -99,6 +120,22 @@ public:
   }
 
 private:
+  static void widen(const void *in, float *out, int64_t n, CommType type) {
+    if (type == CommType::F32)
+      std::copy_n(static_cast<const float *>(in), n, out);
+    else if (type == CommType::BF16)
+      std::copy_n(static_cast<const BF16 *>(in), n, out);
+    else
+      std::copy_n(static_cast<const F16 *>(in), n, out);
+  }
+  static void narrow(const float *in, void *out, int64_t at, int64_t n, CommType type) {
+    if (type == CommType::F32)
+      std::copy_n(in, n, static_cast<float *>(out) + at);
+    else if (type == CommType::BF16)
+      std::copy_n(in, n, static_cast<BF16 *>(out) + at);
+    else
+      std::copy_n(in, n, static_cast<F16 *>(out) + at);
+  }
   template <typename F> Status guard(const char *what, F f) {
     if (!aborted_.empty())
       return Status::error(aborted_);

@@ -4,9 +4,13 @@
 // everyone's buffers, barrier (so that no rank overwrites a buffer another is
 // still reading). Reductions add the ranks in order 0..W-1 and divide by W
 // for an average (as torch's all_reduce(AVG) and DeepSpeed's division).
+// 16-bit buffers (zcc --comm-dtype bf16|fp16) are summed in float32 and
+// rounded once, to nearest even: the bits the CUDA backend's device
+// collectives of in-process ranks produce (cuda/Collectives.cu).
 //
 //===----------------------------------------------------------------------===//
 #include "comm/Communicator.h"
+#include "support/NarrowFloat.h"
 
 #include <algorithm>
 #include <cstring>
@@ -48,7 +52,7 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return group_.size_; }
 
-  Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) override {
+  Status allReduce(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override {
     // Rank r reduces chunk r into its scratch; then everyone copies all
     // chunks. The chunks of an uneven split differ in length by at most 1.
     int w = size();
@@ -61,37 +65,38 @@ public:
     auto [begin, len] = chunk(rank_);
     std::vector<float> &mine = group_.scratch_[rank_];
     mine.assign(len, 0.0f);
-    reduceInto(mine.data(), begin, len, op);
+    reduceInto(mine.data(), begin, len, type, op);
     ZRT_RETURN_IF_ERROR(group_.arrive()); // everyone has read the inputs
     for (int r = 0; r < w; ++r) {
       auto [b, l] = chunk(r);
       if (l > 0) // an empty chunk's scratch has no data pointer
-        std::memcpy(out + b, group_.scratch_[r].data(), l * sizeof(float));
+        store(group_.scratch_[r].data(), out, b, l, type);
     }
     return group_.arrive(); // everyone has read the scratch
   }
 
-  Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) override {
+  Status reduceScatter(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override {
     int64_t len = n / size();
     ZRT_RETURN_IF_ERROR(publish(in));
     std::vector<float> &mine = group_.scratch_[rank_];
     mine.assign(len, 0.0f);
-    reduceInto(mine.data(), rank_ * len, len, op);
+    reduceInto(mine.data(), rank_ * len, len, type, op);
     ZRT_RETURN_IF_ERROR(group_.arrive());
     if (len > 0)
-      std::memcpy(out, mine.data(), len * sizeof(float));
+      store(mine.data(), out, 0, len, type);
     return Status::ok();
   }
 
-  Status allGather(const float *in, float *out, int64_t n) override {
+  Status allGather(const void *in, void *out, int64_t n, CommType type) override {
     ZRT_RETURN_IF_ERROR(publish(in));
-    std::vector<float> all((size_t)n * size());
+    size_t bytes = (size_t)n * commTypeBytes(type);
+    std::vector<char> all(bytes * size());
     if (n > 0)
       for (int r = 0; r < size(); ++r)
-        std::memcpy(all.data() + r * n, group_.inputs_[r], n * sizeof(float));
+        std::memcpy(all.data() + r * bytes, group_.inputs_[r], bytes);
     ZRT_RETURN_IF_ERROR(group_.arrive());
     if (n > 0)
-      std::memcpy(out, all.data(), all.size() * sizeof(float));
+      std::memcpy(out, all.data(), all.size());
     return Status::ok();
   }
 
@@ -110,20 +115,46 @@ public:
 
 private:
   /// Shares |in| with the other ranks and waits until all have shared.
-  Status publish(const float *in) {
+  Status publish(const void *in) {
     group_.inputs_[rank_] = in;
     return group_.arrive();
   }
-  void reduceInto(float *acc, int64_t begin, int64_t len, ReduceOp op) {
+  /// acc[k] = the reduction over ranks (in order) of element begin + k.
+  void reduceInto(float *acc, int64_t begin, int64_t len, CommType type, ReduceOp op) {
     int w = size();
-    for (int r = 0; r < w; ++r) {
-      const float *src = group_.inputs_[r] + begin;
-      for (int64_t k = 0; k < len; ++k)
-        acc[k] += src[k];
-    }
+    for (int r = 0; r < w; ++r)
+      switch (type) {
+      case CommType::F32:
+        addTo(acc, static_cast<const float *>(group_.inputs_[r]) + begin, len);
+        break;
+      case CommType::BF16:
+        addTo(acc, static_cast<const BF16 *>(group_.inputs_[r]) + begin, len);
+        break;
+      case CommType::F16:
+        addTo(acc, static_cast<const F16 *>(group_.inputs_[r]) + begin, len);
+        break;
+      }
     if (op == ReduceOp::Avg)
       for (int64_t k = 0; k < len; ++k)
         acc[k] /= (float)w;
+  }
+  template <typename T> static void addTo(float *acc, const T *src, int64_t len) {
+    for (int64_t k = 0; k < len; ++k)
+      acc[k] += (float)src[k];
+  }
+  /// out[at .. at + len) = sums, rounded to |type|.
+  static void store(const float *sums, void *out, int64_t at, int64_t len, CommType type) {
+    switch (type) {
+    case CommType::F32:
+      std::memcpy(static_cast<float *>(out) + at, sums, len * sizeof(float));
+      break;
+    case CommType::BF16:
+      std::copy(sums, sums + len, static_cast<BF16 *>(out) + at);
+      break;
+    case CommType::F16:
+      std::copy(sums, sums + len, static_cast<F16 *>(out) + at);
+      break;
+    }
   }
 
   InProcessGroup &group_;

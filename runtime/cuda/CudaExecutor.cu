@@ -640,19 +640,20 @@ private:
       // start) on the communication stream once the compute stream reaches
       // it, overlapping the kernels that follow until its wait.
       countLaunch(true, "collective");
-      const float *src = (const float *)in.data;
-      float *dst = (float *)out.data;
+      CommType type = commTypeOf(in.dtype);
       cudaStream_t stream;
       ZRT_RETURN_IF_ERROR(streamFor(c, stream));
       switch (c.kind()) {
       case plan::Collective::ALL_REDUCE:
-        ZRT_RETURN_IF_ERROR(nccl->deviceAllReduce(src, dst, in.numel(), rop, stream));
+        ZRT_RETURN_IF_ERROR(
+            nccl->deviceAllReduce(in.data, out.data, in.numel(), type, rop, stream));
         break;
       case plan::Collective::REDUCE_SCATTER:
-        ZRT_RETURN_IF_ERROR(nccl->deviceReduceScatter(src, dst, in.numel(), rop, stream));
+        ZRT_RETURN_IF_ERROR(
+            nccl->deviceReduceScatter(in.data, out.data, in.numel(), type, rop, stream));
         break;
       case plan::Collective::ALL_GATHER:
-        ZRT_RETURN_IF_ERROR(nccl->deviceAllGather(src, dst, in.numel(), stream));
+        ZRT_RETURN_IF_ERROR(nccl->deviceAllGather(in.data, out.data, in.numel(), type, stream));
         break;
       default:
         return errorf("unknown collective ", (int)c.kind());
@@ -690,7 +691,7 @@ private:
   /// anything after the collective may overwrite its input.
   Status deviceCollective(const plan::Collective &c, TensorRef in, TensorRef out) {
     struct Post {
-      const float *in;
+      const void *in;
       cudaEvent_t event;
       int device;
     };
@@ -703,7 +704,7 @@ private:
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor(c, stream));
     ZRT_CUDA(cudaEventRecord(readyEvent_, stream));
-    Post mine{(const float *)in.data, readyEvent_, device_};
+    Post mine{in.data, readyEvent_, device_};
     std::vector<char> bytes;
     ZRT_RETURN_IF_ERROR(comm_->exchange(&mine, sizeof mine, bytes));
     std::vector<Post> posts(world);
@@ -720,28 +721,30 @@ private:
     for (int r = 0; r < world; ++r)
       if (r != rank_)
         ZRT_CUDA(cudaStreamWaitEvent(stream, posts[r].event, 0));
-    std::vector<const float *> inputs(world);
+    std::vector<const void *> inputs(world);
     for (int r = 0; r < world; ++r)
       inputs[r] = posts[r].in;
     // An output that overlaps this rank's input is written once every rank
     // has read the input: through stream-ordered scratch.
     size_t outBytes = bytesOf(out);
     bool overlap = out.data < in.data + bytesOf(in) && in.data < out.data + outBytes;
-    float *dst = (float *)out.data;
+    char *dst = out.data;
     if (overlap)
       ZRT_CUDA(cudaMallocAsync((void **)&dst, std::max<size_t>(outBytes, 4), stream));
     bool avg = c.reduce() == plan::Collective::AVG;
+    CommType type = commTypeOf(in.dtype);
     switch (c.kind()) {
     case plan::Collective::ALL_REDUCE:
-      ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, 0, in.numel(), dst, avg, stream));
+      ZRT_RETURN_IF_ERROR(
+          launchRankReduce(inputs.data(), world, 0, in.numel(), dst, type, avg, stream));
       break;
     case plan::Collective::REDUCE_SCATTER:
       ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, rank_ * out.numel(), out.numel(),
-                                           dst, avg, stream));
+                                           dst, type, avg, stream));
       break;
     case plan::Collective::ALL_GATHER:
       for (int r = 0; r < world; ++r)
-        ZRT_CUDA(cudaMemcpyAsync(dst + r * in.numel(), inputs[r], bytesOf(in),
+        ZRT_CUDA(cudaMemcpyAsync(dst + r * bytesOf(in), inputs[r], bytesOf(in),
                                  cudaMemcpyDeviceToDevice, stream));
       break;
     default:
@@ -773,24 +776,25 @@ private:
   /// the in-process communicator.
   Status hostCollective(const plan::Collective &c, TensorRef in, TensorRef out) {
     countLaunch(false, "collective");
-    std::vector<float> hin(in.numel()), hout(out.numel());
+    std::vector<char> hin(bytesOf(in)), hout(bytesOf(out));
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
-    ZRT_RETURN_IF_ERROR(copy(hin.data(), in.data, hin.size() * 4, cudaMemcpyDeviceToHost));
+    ZRT_RETURN_IF_ERROR(copy(hin.data(), in.data, hin.size(), cudaMemcpyDeviceToHost));
     ReduceOp op = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
+    CommType type = commTypeOf(in.dtype);
     switch (c.kind()) {
     case plan::Collective::ALL_REDUCE:
-      ZRT_RETURN_IF_ERROR(comm_->allReduce(hin.data(), hout.data(), hin.size(), op));
+      ZRT_RETURN_IF_ERROR(comm_->allReduce(hin.data(), hout.data(), in.numel(), type, op));
       break;
     case plan::Collective::REDUCE_SCATTER:
-      ZRT_RETURN_IF_ERROR(comm_->reduceScatter(hin.data(), hout.data(), hin.size(), op));
+      ZRT_RETURN_IF_ERROR(comm_->reduceScatter(hin.data(), hout.data(), in.numel(), type, op));
       break;
     case plan::Collective::ALL_GATHER:
-      ZRT_RETURN_IF_ERROR(comm_->allGather(hin.data(), hout.data(), hin.size()));
+      ZRT_RETURN_IF_ERROR(comm_->allGather(hin.data(), hout.data(), in.numel(), type));
       break;
     default:
       return errorf("unknown collective ", (int)c.kind());
     }
-    ZRT_RETURN_IF_ERROR(copy(out.data, hout.data(), hout.size() * 4, cudaMemcpyHostToDevice));
+    ZRT_RETURN_IF_ERROR(copy(out.data, hout.data(), hout.size(), cudaMemcpyHostToDevice));
     return Status::ok();
   }
 

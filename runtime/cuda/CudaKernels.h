@@ -11,6 +11,7 @@
 #ifndef ZRT_CUDA_CUDAKERNELS_H
 #define ZRT_CUDA_CUDAKERNELS_H
 
+#include "comm/Communicator.h"
 #include "cpu/Kernels.h"
 
 #include <cublasLt.h>
@@ -81,11 +82,12 @@ bool hasCudaKernel(KernelId id, const KernelCall &call);
 constexpr int kMaxDeviceRanks = 64;
 
 /// out[k] = the sum over ranks r = 0..world-1, in that order, of
-/// inputs[r][begin + k] for k < n, in float (divided by world if |avg|): the
-/// in-process group's arithmetic (runtime/comm), so results are bit-identical
-/// to the CPU backend's. Device pointers, on |stream|.
-Status launchRankReduce(const float *const *inputs, int world, int64_t begin, int64_t n, float *out,
-                        bool avg, cudaStream_t stream);
+/// inputs[r][begin + k] for k < n, in float (divided by world if |avg|),
+/// rounded once to |type|: the in-process group's arithmetic (runtime/comm),
+/// so results are bit-identical to the CPU backend's. Device pointers, on
+/// |stream|.
+Status launchRankReduce(const void *const *inputs, int world, int64_t begin, int64_t n, void *out,
+                        CommType type, bool avg, cudaStream_t stream);
 
 /// How the tensor-core attention kernels tile a call: query rows per warp
 /// of the forward kernel, in blocks of 16 (1 or 2; 0: the default for the

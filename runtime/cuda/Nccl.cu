@@ -66,6 +66,9 @@ Status ncclStatus(ncclResult_t r, const char *what, int rank) {
 }
 
 ncclRedOp_t redOp(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
+ncclDataType_t dataType(CommType t) {
+  return t == CommType::F32 ? ncclFloat32 : t == CommType::BF16 ? ncclBfloat16 : ncclFloat16;
+}
 
 } // namespace
 
@@ -210,35 +213,42 @@ Status NcclCommunicator::wait(void *stream, const char *what) {
   }
 }
 
-Status NcclCommunicator::deviceAllReduce(const float *in, float *out, int64_t n, ReduceOp op,
-                                         void *stream) {
+Status NcclCommunicator::deviceAllReduce(const void *in, void *out, int64_t n, CommType type,
+                                         ReduceOp op, void *stream) {
   if (!comm_)
     return errorf("rank ", rank_, ": all-reduce on an aborted communicator");
-  return ncclStatus(api().allReduce(in, out, (size_t)n, ncclFloat32, redOp(op), (ncclComm_t)comm_,
-                                    (cudaStream_t)stream),
+  return ncclStatus(api().allReduce(in, out, (size_t)n, dataType(type), redOp(op),
+                                    (ncclComm_t)comm_, (cudaStream_t)stream),
                     "ncclAllReduce", rank_);
 }
 
-Status NcclCommunicator::deviceReduceScatter(const float *in, float *out, int64_t n, ReduceOp op,
-                                             void *stream) {
+Status NcclCommunicator::deviceReduceScatter(const void *in, void *out, int64_t n, CommType type,
+                                             ReduceOp op, void *stream) {
   if (!comm_)
     return errorf("rank ", rank_, ": reduce-scatter on an aborted communicator");
-  return ncclStatus(api().reduceScatter(in, out, (size_t)(n / world_), ncclFloat32, redOp(op),
+  return ncclStatus(api().reduceScatter(in, out, (size_t)(n / world_), dataType(type), redOp(op),
                                         (ncclComm_t)comm_, (cudaStream_t)stream),
                     "ncclReduceScatter", rank_);
 }
 
-Status NcclCommunicator::deviceAllGather(const float *in, float *out, int64_t n, void *stream) {
+Status NcclCommunicator::deviceAllGather(const void *in, void *out, int64_t n, CommType type,
+                                         void *stream) {
   if (!comm_)
     return errorf("rank ", rank_, ": all-gather on an aborted communicator");
   return ncclStatus(
-      api().allGather(in, out, (size_t)n, ncclFloat32, (ncclComm_t)comm_, (cudaStream_t)stream),
+      api().allGather(in, out, (size_t)n, dataType(type), (ncclComm_t)comm_, (cudaStream_t)stream),
       "ncclAllGather", rank_);
 }
 
 // Host-side calls: staged through a device buffer on the communicator's own
 // stream (small: the trainer's scalars).
-Status NcclCommunicator::allReduce(const float *in, float *out, int64_t n, ReduceOp op) {
+Status NcclCommunicator::allReduce(const void *in, void *out, int64_t n, CommType type,
+                                   ReduceOp op) {
+  if (type != CommType::F32)
+    return errorf("rank ", rank_,
+                  ": a host all-reduce over NCCL moves float32 (the trainer's "
+                  "scalars), not ",
+                  commTypeName(type));
   ZRT_CUDA(cudaSetDevice(device_));
   if (scratchFloats_ < n) {
     if (scratch_)
@@ -252,7 +262,7 @@ Status NcclCommunicator::allReduce(const float *in, float *out, int64_t n, Reduc
       cudaStatus(cudaMemcpyAsync(scratch_, in, n * sizeof(float), cudaMemcpyHostToDevice, s),
                  "copy", __FILE__, __LINE__);
   if (st)
-    st = deviceAllReduce(scratch_, scratch_, n, op, s);
+    st = deviceAllReduce(scratch_, scratch_, n, CommType::F32, op, s);
   if (st)
     st = cudaStatus(cudaMemcpyAsync(out, scratch_, n * sizeof(float), cudaMemcpyDeviceToHost, s),
                     "copy", __FILE__, __LINE__);
@@ -262,11 +272,11 @@ Status NcclCommunicator::allReduce(const float *in, float *out, int64_t n, Reduc
   return st;
 }
 
-Status NcclCommunicator::reduceScatter(const float *, float *, int64_t, ReduceOp) {
+Status NcclCommunicator::reduceScatter(const void *, void *, int64_t, CommType, ReduceOp) {
   return errorf("rank ", rank_, ": host reduce-scatter over NCCL is not used");
 }
 
-Status NcclCommunicator::allGather(const float *, float *, int64_t) {
+Status NcclCommunicator::allGather(const void *, void *, int64_t, CommType) {
   return errorf("rank ", rank_, ": host all-gather over NCCL is not used");
 }
 

@@ -39,20 +39,24 @@ public:
 
   int rank() const override { return rank_; }
   int size() const override { return world_; }
-  // Host buffers (the trainer's scalars).
-  Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) override;
-  Status reduceScatter(const float *in, float *out, int64_t n, ReduceOp op) override;
-  Status allGather(const float *in, float *out, int64_t n) override;
+  // Host buffers (the trainer's scalars; float32 only).
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::reduceScatter;
+  Status allReduce(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override;
+  Status reduceScatter(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override;
+  Status allGather(const void *in, void *out, int64_t n, CommType type) override;
   Status barrier() override;
   void abort(const std::string &why) override;
 
   StreamCollectives *streamCollectives() override { return this; }
   // Device buffers, on |stream| (asynchronous; wait() completes them).
-  Status deviceAllReduce(const float *in, float *out, int64_t n, ReduceOp op,
+  Status deviceAllReduce(const void *in, void *out, int64_t n, CommType type, ReduceOp op,
                          void *stream) override;
-  Status deviceReduceScatter(const float *in, float *out, int64_t n, ReduceOp op,
+  Status deviceReduceScatter(const void *in, void *out, int64_t n, CommType type, ReduceOp op,
                              void *stream) override;
-  Status deviceAllGather(const float *in, float *out, int64_t n, void *stream) override;
+  Status deviceAllGather(const void *in, void *out, int64_t n, CommType type,
+                         void *stream) override;
   /// Waits for |stream| with the deadline, checking NCCL's async errors.
   Status wait(void *stream, const char *what) override;
 

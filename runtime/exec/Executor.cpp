@@ -151,27 +151,26 @@ Status Executor::collective(const plan::Collective &c) {
 
 Status Executor::runCollective(const plan::Collective &c) {
   TensorRef in = buffer(c.input()), out = buffer(c.output());
-  const float *src = in.as<float>();
-  float *dst = out.as<float>();
-  int64_t n = in.numel();
+  CommType type = commTypeOf(in.dtype);
+  int64_t n = in.numel(), bytes = commTypeBytes(type);
   int world = plan_.world_size();
   if (c.kind() == plan::Collective::LOCAL_SHARD) {
     int64_t len = n / world;
-    std::memmove(dst, src + rank_ * len, len * sizeof(float));
+    std::memmove(out.data, in.data + rank_ * len * bytes, len * bytes);
     return Status::ok();
   }
   if (world == 1) { // a group of one: the identity
-    std::memmove(dst, src, out.numel() * sizeof(float));
+    std::memmove(out.data, in.data, out.numel() * bytes);
     return Status::ok();
   }
   ReduceOp op = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
   switch (c.kind()) {
   case plan::Collective::ALL_REDUCE:
-    return comm_->allReduce(src, dst, n, op);
+    return comm_->allReduce(in.data, out.data, n, type, op);
   case plan::Collective::REDUCE_SCATTER:
-    return comm_->reduceScatter(src, dst, n, op);
+    return comm_->reduceScatter(in.data, out.data, n, type, op);
   case plan::Collective::ALL_GATHER:
-    return comm_->allGather(src, dst, n);
+    return comm_->allGather(in.data, out.data, n, type);
   default:
     return errorf("unknown collective ", (int)c.kind());
   }

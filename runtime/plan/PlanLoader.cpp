@@ -325,12 +325,16 @@ Status zrt::validatePlan(const plan::Plan &p) {
         ZRT_RETURN_IF_ERROR(checkIndex(c.input(), where.str() + " collective input"));
         ZRT_RETURN_IF_ERROR(checkIndex(c.output(), where.str() + " collective output"));
         const plan::Buffer &in = p.buffers(c.input()), &out = p.buffers(c.output());
-        if (in.dtype() != plan::F32 || out.dtype() != plan::F32)
-          return errorf(where.str(), ": collectives move float32 buffers");
+        bool floats =
+            in.dtype() == plan::F32 || in.dtype() == plan::BF16 || in.dtype() == plan::F16;
+        if (!floats || out.dtype() != in.dtype())
+          return errorf(where.str(), ": collectives move float32, bfloat16 or float16 buffers, "
+                                     "input and output of one type");
         if (out.arena() == plan::CONSTANT || out.arena() == plan::INPUT)
           return errorf(where.str(), ": a collective writes buffer ", c.output(),
                         ", which is read-only");
-        int64_t ni = bytesOf[c.input()] / 4, no = bytesOf[c.output()] / 4;
+        int64_t elem = in.dtype() == plan::F32 ? 4 : 2;
+        int64_t ni = bytesOf[c.input()] / elem, no = bytesOf[c.output()] / elem;
         bool ok = false;
         switch (c.kind()) {
         case plan::Collective::ALL_REDUCE:

@@ -543,7 +543,7 @@ Status writeSafetensorsFile(const std::string &path, const std::vector<Safetenso
       continue;
     }
     for (float f : v) {
-      uint16_t bits = cpu::BF16(f).bits;
+      uint16_t bits = BF16(f).bits;
       file.append(reinterpret_cast<const char *>(&bits), 2);
     }
   }

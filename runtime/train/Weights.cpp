@@ -354,8 +354,8 @@ Status WeightFile::read(const std::string &name, const std::vector<int64_t> &sha
     return errorf("--weights ", e.file, ": cannot read tensor '", name, "'");
   bool bf16 = e.dataType == onnx::TensorProto::BFLOAT16;
   for (int64_t k = 0; k < count; ++k) {
-    cpu::BF16 b;
-    cpu::F16 h;
+    BF16 b;
+    F16 h;
     b.bits = h.bits = bits[k];
     out[k] = bf16 ? float(b) : float(h);
   }

@@ -1,5 +1,6 @@
 //===- CommunicatorTest.cpp - in-process collectives vs a naive reference -===//
 #include "comm/Communicator.h"
+#include "support/NarrowFloat.h"
 
 #include <gtest/gtest.h>
 
@@ -95,6 +96,53 @@ TEST_P(Collectives, AllGatherConcatenatesInRankOrder) {
     for (int q = 0; q < world; ++q)
       for (int64_t k = 0; k < n; ++k)
         EXPECT_EQ(out[r][q * n + k], in[q][k]);
+}
+
+/// 16-bit collectives (--comm-dtype): each element summed over ranks 0..W-1
+/// in float32, divided for an average, rounded once; gathers move the bits.
+template <typename T> void narrowCollectives(int world, CommType type) {
+  int64_t chunk = 37, n = chunk * world;
+  auto wide = randomInputs(world, n, 5);
+  std::vector<std::vector<T>> in(world, std::vector<T>(n));
+  for (int r = 0; r < world; ++r)
+    for (int64_t k = 0; k < n; ++k)
+      in[r][k] = T(wide[r][k] * 3.0f);
+  std::vector<std::vector<T>> sum(world, std::vector<T>(n)), avg(world, std::vector<T>(n)),
+      shard(world, std::vector<T>(chunk)), gathered(world, std::vector<T>(n * world));
+  onRanks(world, [&](int r, Communicator &c) {
+    ASSERT_TRUE(c.allReduce(in[r].data(), sum[r].data(), n, type, ReduceOp::Sum));
+    avg[r] = in[r];
+    ASSERT_TRUE(c.allReduce(avg[r].data(), avg[r].data(), n, type, ReduceOp::Avg));
+    ASSERT_TRUE(c.reduceScatter(in[r].data(), shard[r].data(), n, type, ReduceOp::Avg));
+    ASSERT_TRUE(c.allGather(in[r].data(), gathered[r].data(), n, type));
+  });
+  int roundedAway = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    float acc = 0;
+    for (int r = 0; r < world; ++r)
+      acc += (float)in[r][k];
+    uint16_t s = T(acc).bits, a = T(acc / (float)world).bits;
+    roundedAway += (float)T(acc) != acc;
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(sum[r][k].bits, s) << "rank " << r << " k " << k;
+      EXPECT_EQ(avg[r][k].bits, a) << "rank " << r << " k " << k;
+      if (k / chunk == r)
+        EXPECT_EQ(shard[r][k % chunk].bits, a) << "rank " << r << " k " << k;
+      for (int q = 0; q < world; ++q)
+        EXPECT_EQ(gathered[r][q * n + k].bits, in[q][k].bits);
+    }
+  }
+  // The check has teeth: with several ranks most sums need rounding.
+  if (world > 1)
+    EXPECT_GT(roundedAway, n / 4);
+}
+
+TEST_P(Collectives, BFloat16SumsInFloat32AndRoundsOnce) {
+  narrowCollectives<BF16>(GetParam(), CommType::BF16);
+}
+
+TEST_P(Collectives, Float16SumsInFloat32AndRoundsOnce) {
+  narrowCollectives<F16>(GetParam(), CommType::F16);
 }
 
 TEST_P(Collectives, ExchangeGivesEveryRankEveryPointerInOrder) {

@@ -15,7 +15,7 @@
 #include <thread>
 
 using namespace zrt;
-using zrt::cpu::BF16;
+using zrt::BF16;
 
 namespace {
 /// A view of |v| (float32 or bfloat16 elements) as a tensor of |shape|.

@@ -244,6 +244,9 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (Error e = merge(s.overlapComm, flags.given("overlap-comm"), f.overlapComm, c.overlapComm,
                       "--overlap-comm", "zero_optimization.overlap_comm", path))
     return std::move(e);
+  if (Error e = merge(s.commDtype, flags.given("comm-dtype"), f.commDtype, c.communicationDataType,
+                      "--comm-dtype", "communication_data_type", path))
+    return std::move(e);
   if (c.activationCheckpointing) {
     if (flags.given("recompute") && f.recompute != "layer")
       return fail("--recompute " + f.recompute + " conflicts with activation_checkpointing in " +

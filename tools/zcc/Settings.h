@@ -47,6 +47,8 @@ struct Settings {
   int64_t prefetchBucketSize = 50000000, persistenceThreshold = 100000;
   int64_t maxLiveParameters = 1000000000;
   bool overlapComm = false;
+  // What collectives move (communication_data_type): fp32, bf16 or fp16.
+  std::string commDtype = "fp32";
   // Activation checkpointing: none, layer, selective (zero-recompute).
   std::string recompute = "none";
   // ZeRO-Offload of the optimizer: none or cpu (zero-offload).

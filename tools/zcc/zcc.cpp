@@ -171,6 +171,11 @@ static cl::opt<bool> overlapComm(
     cl::desc("overlap collectives with compute: gradient reductions with the backward, stage-3 "
              "parameter prefetch (DeepSpeed's overlap_comm)"),
     cl::init(kDefaults.overlapComm), cl::cat(zccCategory));
+static cl::opt<std::string> commDtype(
+    "comm-dtype",
+    cl::desc("the element type collectives move: gradient reductions and stage-3 parameter "
+             "gathers (DeepSpeed's communication_data_type; masters and moments stay fp32)"),
+    cl::value_desc("fp32|bf16|fp16"), cl::init(kDefaults.commDtype), cl::cat(zccCategory));
 static cl::opt<std::string>
     target("target",
            cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
@@ -543,6 +548,7 @@ int main(int argc, char **argv) {
     f.allgatherBucketSize = allgatherBucketSize;
     f.persistenceThreshold = persistenceThreshold;
     f.overlapComm = overlapComm;
+    f.commDtype = commDtype;
     f.recompute = recomputeMode;
     f.offloadOptimizer = offloadOptimizer;
     f.offloadParam = offloadParam;
@@ -567,6 +573,11 @@ int main(int argc, char **argv) {
   const zcc::Settings &S = *resolved;
   if (S.precision != "fp32" && S.precision != "bf16" && S.precision != "fp16") {
     llvm::errs() << "zcc: error: --precision '" << S.precision
+                 << "': expected fp32, bf16 or fp16\n";
+    return 2;
+  }
+  if (S.commDtype != "fp32" && S.commDtype != "bf16" && S.commDtype != "fp16") {
+    llvm::errs() << "zcc: error: --comm-dtype '" << S.commDtype
                  << "': expected fp32, bf16 or fp16\n";
     return 2;
   }
@@ -776,6 +787,7 @@ int main(int argc, char **argv) {
     o.prefetchBucketSize = S.prefetchBucketSize;
     o.maxLiveParameters = S.maxLiveParameters;
     o.overlapComm = S.overlapComm;
+    o.commDtype = S.commDtype;
     o.offloadOptimizer =
         S.offloadOptimizer == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
     o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;

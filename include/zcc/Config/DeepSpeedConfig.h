@@ -47,6 +47,10 @@ struct DeepSpeedConfig {
 
   std::optional<double> gradientClipping;
 
+  // communication_data_type: what gradient reductions (and zcc's stage-3
+  // gathers) move, "fp32", "fp16" or "bf16".
+  std::optional<std::string> communicationDataType;
+
   // fp16 / bf16
   std::optional<bool> fp16Enabled, bf16Enabled;
   std::optional<double> lossScale, minLossScale;

@@ -128,6 +128,9 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
                                  llvm::cl::init(1000000000)};
   Opt<bool> overlapComm{*this, "overlap-comm", llvm::cl::desc("overlap collectives with compute"),
                         llvm::cl::init(false)};
+  Opt<std::string> commDtype{*this, "comm-dtype",
+                             llvm::cl::desc("what collectives move: fp32, bf16 or fp16"),
+                             llvm::cl::init("fp32")};
   Opt<OffloadDevice> offloadOptimizer{
       *this, "offload-optimizer", llvm::cl::desc("ZeRO-Offload of the optimizer state"),
       llvm::cl::init(OffloadDevice::None),

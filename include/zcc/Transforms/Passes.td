@@ -421,11 +421,21 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
       the flat layout (DeepSpeed's IPG bucket, a temporary); stages 0-1 add
       them to a full accumulator @zero.bucketK.grad, stages 2-3 reduce-scatter
       (average) them and add this rank's shard to a shard accumulator.
-    The module gets `zero.partition` (stage, world size) and `zero.buckets`
-    (per bucket: its globals and what is sharded), which zero-optimizer reads:
-    stage 0 all-reduces the gradients in @apply, stage 1 reduce-scatters them
-    there, stages 1-3 keep optimizer state for the rank's shard only.
-    With world-size 1 no collective is emitted.
+    The module gets `zero.partition` (stage, world size, comm dtype) and
+    `zero.buckets` (per bucket: its globals and what is sharded), which
+    zero-optimizer reads: stage 0 all-reduces the gradients in @apply, stage 1
+    reduce-scatters them there, stages 1-3 keep optimizer state for the rank's
+    shard only. With world-size 1 no collective is emitted.
+
+    comm-dtype bf16|fp16 (DeepSpeed's communication_data_type, FSDP2's
+    reduce_dtype and param_dtype): gradient reductions move the packed
+    gradients in that type (pieces that are widenings of it are packed as
+    they are) and widen the result into the float32 accumulator; stage-3
+    all-gathers move the shard rounded to that type, and the parameters
+    become views of the 16-bit bytes: a use that casts the parameter to that
+    type reads the view (the same values the float32 gather gave), any other
+    use its widening. Stage 1-2 parameter gathers after the update and the
+    gradient norm's scalar stay float32 (zero-optimizer).
   }];
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"0", "ZeRO stage 0, 1, 2 or 3">,
@@ -440,6 +450,9 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
            /*default=*/"100000",
            "stage 3: parameters with fewer elements stay whole on every rank "
            "(stage3_param_persistence_threshold; -1: auto, 10 H)">,
+    Option<"commDtype", "comm-dtype", "std::string", /*default=*/"\"fp32\"",
+           "the element type collectives move: fp32, bf16 or fp16 "
+           "(communication_data_type)">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }

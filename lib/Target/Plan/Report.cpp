@@ -468,8 +468,15 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
                      (long long)calls[2]);
   // The paper: stages 0-2 move 2 Psi elements per step (reduce-scatter +
   // all-gather, or all-reduce), stage 3 3 Psi (a second all-gather of the
-  // parameters in the backward); float32 here, times (N-1)/N for a ring.
-  double paperComm = (stage == 3 ? 3 : 2) * psi * 4 * (n - 1) / n;
+  // parameters in the backward); in the plan's comm type (float32 unless
+  // --comm-dtype), times (N-1)/N for a ring.
+  Type commType = Float32Type::get(module.getContext());
+  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition"))
+    if (auto t = partition.getAs<TypeAttr>("comm_type"))
+      commType = t.getValue();
+  int64_t commBytes = commType.getIntOrFloatBitWidth() / 8;
+  const char *commName = commType.isF32() ? "float32" : commType.isBF16() ? "bfloat16" : "float16";
+  double paperComm = (stage == 3 ? 3 : 2) * psi * commBytes * (n - 1) / n;
   if (stage == 3) {
     // zcc gathers a partitioned bucket again in the backward only if the
     // backward reads it (not embeddings read by a gather, first layers whose
@@ -484,11 +491,11 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
       }
     os << llvm::format("    backward all-gathers skipped: %lld elements (%.0f B): buckets the "
                        "backward does not read\n",
-                       (long long)skipped, skipped * 4 * (n - 1) / n);
+                       (long long)skipped, (double)skipped * commBytes * (n - 1) / n);
   }
-  os << llvm::format("    ZeRO paper, stage %lld    %14.0f B  (%s Psi float32 elements x (N-1)/N; "
+  os << llvm::format("    ZeRO paper, stage %lld    %14.0f B  (%s Psi %s elements x (N-1)/N; "
                      "per optimizer step, without gradient accumulation)\n",
-                     (long long)stage, paperComm, stage == 3 ? "3" : "2");
+                     (long long)stage, paperComm, stage == 3 ? "3" : "2", commName);
   os << llvm::format("  matmul FLOPs per step %17.4g     forward + backward, this rank's "
                      "micro-batches; 6 x Psi x tokens would be %.4g\n",
                      flops, 6.0 * psi * (double)tokensPerRankStep(module, accum));

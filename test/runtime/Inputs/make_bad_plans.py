@@ -134,7 +134,7 @@ case("collective-size", "does not fit world size 1",
      lambda p: add_collective(p, plan_pb2.Collective.ALL_GATHER,
                               buffer_index(p, lambda b: b.trainable and len(b.shape) == 2),
                               buffer_index(p, lambda b: b.role == "step")))
-case("collective-dtype", "collectives move float32 buffers",
+case("collective-dtype", "collectives move float32, bfloat16 or float16 buffers",
      lambda p: add_collective(p, plan_pb2.Collective.ALL_REDUCE,
                               buffer_index(p, lambda b: b.arena == plan_pb2.INPUT and b.dtype == plan_pb2.I64),
                               buffer_index(p, lambda b: b.role == "step")))
