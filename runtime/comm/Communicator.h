@@ -21,6 +21,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -100,6 +101,13 @@ public:
   /// Collectives on device buffers and streams, if this communicator has
   /// them (NCCL); null: host buffers (or exchange(), in one process).
   virtual StreamCollectives *streamCollectives() { return nullptr; }
+  /// A communicator among |ranks| (ascending ranks of this group, this rank
+  /// among them), its rank this rank's index there: the groups of a device
+  /// mesh (the ranks of a node, or the same local rank on every node) for
+  /// hierarchical collectives. Every member asks for the same set.
+  virtual Status subgroup(const std::vector<int> &ranks, std::unique_ptr<Communicator> &out) {
+    return Status::error("this communicator has no subgroups");
+  }
   /// Ends every rank's pending and future calls with an error: a rank that
   /// fails calls it so that the others do not wait forever.
   virtual void abort(const std::string &why) = 0;
@@ -119,6 +127,10 @@ public:
   std::unique_ptr<Communicator> communicator(int rank);
 
   int size() const { return size_; }
+  /// The group of |ranks| (ascending ranks of this group): made by the
+  /// first member that asks, shared with the others. Aborting this group
+  /// aborts it too.
+  InProcessGroup &subgroup(const std::vector<int> &ranks);
 
 private:
   friend class InProcessCommunicator;
@@ -138,6 +150,8 @@ private:
   std::vector<const void *> inputs_;
   std::vector<const char *> posted_;
   std::vector<std::vector<float>> scratch_;
+  std::mutex subgroupMutex_;
+  std::map<std::vector<int>, std::unique_ptr<InProcessGroup>> subgroups_;
 };
 
 } // namespace zrt

@@ -38,12 +38,30 @@ Status InProcessGroup::arrive() {
 }
 
 void InProcessGroup::abort(const std::string &why) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!aborted_) {
-    aborted_ = true;
-    why_ = why;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!aborted_) {
+      aborted_ = true;
+      why_ = why;
+    }
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  // Members waiting in a subgroup's collective wake too.
+  std::lock_guard<std::mutex> lock(subgroupMutex_);
+  for (auto &[ranks, group] : subgroups_)
+    group->abort(why);
+}
+
+InProcessGroup &InProcessGroup::subgroup(const std::vector<int> &ranks) {
+  std::lock_guard<std::mutex> lock(subgroupMutex_);
+  std::unique_ptr<InProcessGroup> &group = subgroups_[ranks];
+  if (!group) {
+    group = std::make_unique<InProcessGroup>((int)ranks.size());
+    std::lock_guard<std::mutex> state(mutex_);
+    if (aborted_)
+      group->abort(why_);
+  }
+  return *group;
 }
 
 class InProcessCommunicator : public Communicator {
@@ -112,6 +130,19 @@ public:
     return group_.arrive(); // everyone has copied every rank's bytes
   }
   void abort(const std::string &why) override { group_.abort(why); }
+  Status subgroup(const std::vector<int> &ranks, std::unique_ptr<Communicator> &out) override {
+    int index = -1;
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      if (ranks[k] < 0 || ranks[k] >= size() || (k > 0 && ranks[k] <= ranks[k - 1]))
+        return errorf("rank ", rank_, ": a subgroup's ranks must ascend within 0..", size() - 1);
+      if (ranks[k] == rank_)
+        index = (int)k;
+    }
+    if (index < 0)
+      return errorf("rank ", rank_, " asked for a subgroup it is not in");
+    out = group_.subgroup(ranks).communicator(index);
+    return Status::ok();
+  }
 
 private:
   /// Shares |in| with the other ranks and waits until all have shared.

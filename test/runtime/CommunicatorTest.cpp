@@ -171,6 +171,81 @@ TEST_P(Collectives, ExchangeGivesEveryRankEveryPointerInOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, ::testing::Values(1, 2, 3, 4, 8));
 
+TEST(Collectives, SubgroupsOfAMeshReduceWithinThemselves) {
+  // 8 ranks as 2 "nodes" of 4: the node's ranks, then the same local rank
+  // across nodes. Reducing within the node and then across nodes is the
+  // world's sum (hierarchical all-reduce); each subgroup only its members'.
+  const int world = 8, perNode = 4;
+  int64_t n = 12;
+  auto in = randomInputs(world, n, 3);
+  std::vector<double> ref = naiveSum(in);
+  std::vector<std::vector<float>> node(world, std::vector<float>(n)),
+      both(world, std::vector<float>(n));
+  std::vector<int> nodeRank(world), crossRank(world);
+  onRanks(world, [&](int r, Communicator &c) {
+    std::vector<int> nodeRanks, crossRanks;
+    for (int k = 0; k < perNode; ++k)
+      nodeRanks.push_back(r / perNode * perNode + k);
+    for (int k = 0; k < world / perNode; ++k)
+      crossRanks.push_back(k * perNode + r % perNode);
+    std::unique_ptr<Communicator> inNode, across;
+    ASSERT_TRUE(c.subgroup(nodeRanks, inNode));
+    ASSERT_TRUE(c.subgroup(crossRanks, across));
+    nodeRank[r] = inNode->rank();
+    crossRank[r] = across->rank();
+    ASSERT_EQ(inNode->size(), perNode);
+    ASSERT_EQ(across->size(), world / perNode);
+    ASSERT_TRUE(inNode->allReduce(in[r].data(), node[r].data(), n, ReduceOp::Sum));
+    ASSERT_TRUE(across->allReduce(node[r].data(), both[r].data(), n, ReduceOp::Sum));
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(nodeRank[r], r % perNode);
+    EXPECT_EQ(crossRank[r], r / perNode);
+    EXPECT_EQ(both[r], both[0]) << "every rank the same bits";
+    for (int64_t k = 0; k < n; ++k) {
+      double mine = 0;
+      for (int q = r / perNode * perNode; q < (r / perNode + 1) * perNode; ++q)
+        mine += in[q][k];
+      EXPECT_NEAR(node[r][k], mine, 1e-6) << "rank " << r << " k " << k;
+      EXPECT_NEAR(both[r][k], ref[k], 1e-5) << "rank " << r << " k " << k;
+    }
+  }
+}
+
+TEST(Collectives, SubgroupRequestsAreChecked) {
+  onRanks(2, [&](int r, Communicator &c) {
+    std::unique_ptr<Communicator> sub;
+    Status notMine = c.subgroup({1 - r}, sub);
+    ASSERT_FALSE(notMine);
+    EXPECT_NE(notMine.message().find("not in"), std::string::npos) << notMine.message();
+    Status unordered = c.subgroup({1, 0}, sub);
+    ASSERT_FALSE(unordered);
+    EXPECT_NE(unordered.message().find("ascend"), std::string::npos) << unordered.message();
+  });
+}
+
+TEST(Collectives, AbortReachesRanksWaitingInASubgroup) {
+  // Rank 3 fails; ranks 0-2 wait in their node's all-reduce, which rank 3
+  // never joins: the world's abort must end it.
+  std::vector<bool> failed(4, false);
+  onRanks(4, [&](int r, Communicator &c) {
+    std::unique_ptr<Communicator> node;
+    ASSERT_TRUE(c.subgroup({0, 1, 2, 3}, node));
+    std::vector<float> x(8, 1.0f);
+    if (r == 3) {
+      c.abort("rank 3 failed");
+      failed[r] = true;
+      return;
+    }
+    Status s = node->allReduce(x.data(), x.data(), 8, ReduceOp::Sum);
+    failed[r] = !s;
+    if (!s)
+      EXPECT_NE(s.message().find("rank 3 failed"), std::string::npos) << s.message();
+  });
+  for (int r = 0; r < 4; ++r)
+    EXPECT_TRUE(failed[r]) << "rank " << r;
+}
+
 TEST(Collectives, AbortEndsEveryWaitingRank) {
   // Rank 1 fails before its collective; the others must not wait forever.
   std::vector<bool> failed(4, false);
