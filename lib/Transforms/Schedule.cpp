@@ -12,6 +12,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <algorithm>
+
 namespace zcc {
 #define GEN_PASS_DEF_ZEROSCHEDULE
 #include "zcc/Transforms/Passes.h.inc"
@@ -50,19 +52,29 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
   }
 
   /// A gradient reduce-scatter's wait and the accumulation that reads it
-  /// (load @g; add; store @g), if that is what follows it.
+  /// (load @g; add; store @g), if that is what follows it; a 16-bit
+  /// reduction (--comm-dtype) widens the result first.
   static SmallVector<Operation *> accumulationAfter(WaitOp wait) {
-    if (!wait.getResult().hasOneUse())
+    Value reduced = wait.getResult();
+    if (!reduced.hasOneUse())
       return {};
-    auto add = dyn_cast<AddOp>(*wait.getResult().getUsers().begin());
+    auto widening = dyn_cast<CastOp>(*reduced.getUsers().begin());
+    if (widening) {
+      reduced = widening.getResult();
+      if (!reduced.hasOneUse())
+        return {};
+    }
+    auto add = dyn_cast<AddOp>(*reduced.getUsers().begin());
     if (!add || !add.getResult().hasOneUse())
       return {};
     auto store = dyn_cast<StoreOp>(*add.getResult().getUsers().begin());
-    Value other = add.getLhs() == wait.getResult() ? add.getRhs() : add.getLhs();
+    Value other = add.getLhs() == reduced ? add.getRhs() : add.getLhs();
     auto load = other.getDefiningOp<LoadOp>();
     if (!store || !load || !load.getResult().hasOneUse() ||
         load.getGlobalAttr() != store.getGlobalAttr())
       return {};
+    if (widening)
+      return {load, wait, widening, add, store};
     return {load, wait, add, store};
   }
 
@@ -118,14 +130,25 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
     int64_t budget = std::min(autoSize(prefetchBucketSize, getOperation(), 0.9, 0),
                               maxLiveParameters.getValue());
     SmallVector<WaitOp> gathers;
-    // (An offloaded shard is a load copied to the device: both move along.)
+    // (An offloaded shard is a load copied to the device, a 16-bit gather's
+    // a load rounded (--comm-dtype): they move along.)
     auto loadOf = [](AllGatherOp g) -> SmallVector<Operation *> {
-      if (auto load = g.getInput().getDefiningOp<LoadOp>())
-        return {load};
-      if (auto t = g.getInput().getDefiningOp<TransferOp>())
-        if (auto load = t.getInput().getDefiningOp<LoadOp>(); load && t->hasOneUse())
-          return {load, t};
-      return {};
+      Value input = g.getInput();
+      SmallVector<Operation *> feed;
+      if (auto rounding = input.getDefiningOp<CastOp>(); rounding && rounding->hasOneUse()) {
+        feed.push_back(rounding);
+        input = rounding.getInput();
+      }
+      if (auto t = input.getDefiningOp<TransferOp>(); t && t->hasOneUse()) {
+        feed.push_back(t);
+        input = t.getInput();
+      }
+      auto load = input.getDefiningOp<LoadOp>();
+      if (!load)
+        return {};
+      feed.push_back(load);
+      std::reverse(feed.begin(), feed.end()); // in program order
+      return feed;
     };
     for (WaitOp wait : waits)
       if (auto g = dyn_cast<AllGatherOp>(wait.getStarted().getDefiningOp()))
