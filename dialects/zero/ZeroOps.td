@@ -794,6 +794,19 @@ def Zero_CollectiveReduce : I32EnumAttr<"CollectiveReduce", "reduction of a coll
 // The collectives read and write the other ranks (CommunicationResource,
 // ZeroOps.h): not Pure, so that -cse keeps a stage-3 backward re-gather
 // apart from the forward gather of the same shard.
+// The ranks a collective spans (zero-partition's device mesh, issue 22):
+// every rank; the ranks of this rank's group of consecutive ranks (a node's,
+// under hpZ or MiCS / HSDP); or the ranks at this rank's place in every group.
+// world_size is the size of that set.
+def Zero_CommGroup : I32EnumAttr<"CommGroup", "the ranks a collective spans", [
+    I32EnumAttrCase<"world", 0>,
+    I32EnumAttrCase<"group", 1>,
+    I32EnumAttrCase<"across", 2>
+  ]> {
+  let cppNamespace = "::zcc::zero";
+}
+defvar Zero_CommGroupAttr = DefaultValuedAttr<Zero_CommGroup, "::zcc::zero::CommGroup::world">;
+
 def Zero_CommunicationResource : Resource<"::zcc::zero::CommunicationResource">;
 defvar Zero_Communicates = MemoryEffects<[MemRead<Zero_CommunicationResource>,
                                           MemWrite<Zero_CommunicationResource>]>;
@@ -801,9 +814,9 @@ defvar Zero_Communicates = MemoryEffects<[MemRead<Zero_CommunicationResource>,
 def Zero_AllReduceOp : Zero_Op<"all_reduce", [Zero_Communicates, SameOperandsAndResultType]> {
   let summary = "sum or average over the data-parallel ranks; every rank gets the result";
   let arguments = (ins Zero_FloatTensor:$input, Zero_CollectiveReduce:$reduce,
-                       Zero_I64Attr:$world_size, UnitAttr:$async);
+                       Zero_I64Attr:$world_size, UnitAttr:$async, Zero_CommGroupAttr:$group);
   let results = (outs Zero_FloatTensor:$result);
-  let assemblyFormat = "$reduce $input attr-dict `:` type($input)";
+  let assemblyFormat = "$reduce $input (`in` $group^)? attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
@@ -814,25 +827,28 @@ def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [Zero_Communicates]> {
     rank's N/world_size elements of the sum (or average) over ranks.
   }];
   let arguments = (ins Zero_FloatTensor:$input, Zero_CollectiveReduce:$reduce,
-                       Zero_I64Attr:$world_size, UnitAttr:$async);
+                       Zero_I64Attr:$world_size, UnitAttr:$async, Zero_CommGroupAttr:$group);
   let results = (outs Zero_FloatTensor:$result);
-  let assemblyFormat = "$reduce $input attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat =
+      "$reduce $input (`in` $group^)? attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 
 def Zero_AllGatherOp : Zero_Op<"all_gather", [Zero_Communicates]> {
   let summary = "concatenate every rank's 1-D shard in rank order";
-  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size, UnitAttr:$async);
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size, UnitAttr:$async,
+                       Zero_CommGroupAttr:$group);
   let results = (outs Zero_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input (`in` $group^)? attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 
 def Zero_LocalShardOp : Zero_Op<"local_shard", [Pure]> {
   let summary = "this rank's chunk of a replicated 1-D tensor (no communication)";
-  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size);
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size,
+                       Zero_CommGroupAttr:$group);
   let results = (outs Zero_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input (`in` $group^)? attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -97,10 +97,13 @@ def Zrt_CollectiveOp : Zrt_Op<"collective", [HasParent<"ProgramOp">,
   let summary = "a data-parallel collective over the plan's ranks";
   let description = [{
     `kind`: all_reduce, reduce_scatter, all_gather, or local_shard (this
-    rank's chunk, no communication). `reduce`: 0 sum, 1 average.
+    rank's chunk, no communication). `reduce`: 0 sum, 1 average. `group`:
+    the ranks it spans (zero.CommGroup: 0 every rank, 1 this rank's group of
+    the mesh, 2 this rank's place across the groups).
   }];
   let arguments = (ins StrAttr:$kind, FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output,
-                       DefaultValuedAttr<I64Attr, "0">:$reduce, UnitAttr:$async);
+                       DefaultValuedAttr<I64Attr, "0">:$reduce, UnitAttr:$async,
+                       DefaultValuedAttr<I64Attr, "0">:$group);
   let assemblyFormat = "$kind $input `->` $output (`async` $async^)? attr-dict";
 }
 

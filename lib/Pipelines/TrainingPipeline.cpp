@@ -122,6 +122,8 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     part.allgatherBucketSize = o.allgatherBucketSize;
     part.persistenceThreshold = o.persistenceThreshold;
     part.commDtype = o.commDtype;
+    part.micsShardSize = o.micsShardSize;
+    part.hpzPartitionSize = o.hpzPartitionSize;
     pm.addPass(createZeroPartition(part));
     ZeroOptimizerOptions opt;
     opt.optimizer = stringify(o.optimizer).str();

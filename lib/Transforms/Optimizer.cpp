@@ -1,4 +1,5 @@
 //===- Optimizer.cpp - @apply: clipping and AdamW -------------------------===//
+#include "zcc/Transforms/Mesh.h"
 #include "zcc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -12,6 +13,7 @@ namespace zcc {
 } // namespace zcc
 
 using namespace mlir;
+using namespace zcc;
 using namespace zcc::zero;
 
 namespace {
@@ -50,18 +52,16 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     GlobalOp m, v; // AdamW moments, or SGD's momentum buffer in m
   };
 
-  LogicalResult collectUnits(ModuleOp module, SmallVectorImpl<Unit> &units, int64_t &world,
-                             Type &commType) {
-    world = 1;
+  LogicalResult collectUnits(ModuleOp module, SmallVectorImpl<Unit> &units, Mesh &mesh) {
+    auto of = Mesh::of(module);
+    if (failed(of))
+      return failure();
+    mesh = *of;
     if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
       auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition");
       auto stage = partition ? partition.getAs<IntegerAttr>("stage") : IntegerAttr();
-      auto ws = partition ? partition.getAs<IntegerAttr>("world_size") : IntegerAttr();
-      if (!stage || !ws)
+      if (!stage)
         return module.emitError("zero-optimizer: zero.buckets without zero.partition");
-      world = ws.getInt();
-      if (auto t = partition.getAs<TypeAttr>("comm_type"))
-        commType = t.getValue();
       for (Attribute a : buckets) {
         auto d = dyn_cast<DictionaryAttr>(a);
         auto p = d ? d.getAs<FlatSymbolRefAttr>("param") : FlatSymbolRefAttr();
@@ -76,9 +76,9 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
           return module.emitError("zero-optimizer: malformed zero.buckets entry ") << a;
         u.paramSharded = ps.getValue();
         u.gradSharded = gs.getValue();
-        u.stateSharded = stage.getInt() >= 1 && world > 1;
+        u.stateSharded = stage.getInt() >= 1 && mesh.shards > 1;
         u.stateType =
-            RankedTensorType::get({u.stateSharded ? size.getInt() / world : size.getInt()},
+            RankedTensorType::get({u.stateSharded ? size.getInt() / mesh.shards : size.getInt()},
                                   u.param.getTensorType().getElementType());
         units.push_back(u);
       }
@@ -99,10 +99,10 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<Unit> units;
-    int64_t world = 1;
-    Type commType; // zero-partition's comm-dtype (null or f32: float32)
-    if (failed(collectUnits(module, units, world, commType)))
+    Mesh mesh; // zero-partition's ranks and comm-dtype
+    if (failed(collectUnits(module, units, mesh)))
       return signalPassFailure();
+    const int64_t world = mesh.world;
     if (units.empty()) {
       module.emitError("zero-optimizer: no parameter has a gradient (run zero-autodiff)");
       return signalPassFailure();
@@ -171,21 +171,9 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     bool anySharded = false;
     for (Unit &u : units) {
       Value grad = load(b, loc, u.grad);
-      if (!u.gradSharded && world > 1) {
-        // A 16-bit comm type: the accumulated gradients rounded, reduced in
-        // it, widened.
-        auto full = cast<RankedTensorType>(grad.getType());
-        Type elem = commType && !commType.isF32() ? commType : full.getElementType();
-        if (elem != full.getElementType())
-          grad = CastOp::create(b, loc, full.clone(elem), grad);
-        grad = u.stateSharded
-                   ? Value(ReduceScatterOp::create(b, loc, u.stateType.clone(elem), grad,
-                                                   CollectiveReduce::avg, world))
-                   : Value(AllReduceOp::create(b, loc, grad, CollectiveReduce::avg, world));
-        if (elem != full.getElementType())
-          grad = CastOp::create(
-              b, loc, cast<RankedTensorType>(grad.getType()).clone(full.getElementType()), grad);
-      }
+      if (!u.gradSharded && world > 1)
+        grad =
+            averageOverRanks(b, loc, grad, u.stateSharded ? u.stateType.getNumElements() : 0, mesh);
       anySharded |= u.stateSharded;
       grads.push_back(grad);
       auto gt = cast<RankedTensorType>(grad.getType());
@@ -194,8 +182,11 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       sumSq = sumSq ? Value(AddOp::create(b, loc, sumSq, sq)) : sq;
     }
     // Sharded gradients: the squares of every rank's shard add up.
+    // (MiCS: every group holds all shards; the sum runs inside one.)
     if (anySharded)
-      sumSq = AllReduceOp::create(b, loc, sumSq, CollectiveReduce::sum, world);
+      sumSq =
+          AllReduceOp::create(b, loc, sumSq, CollectiveReduce::sum, mesh.ranks(mesh.shardGroup()),
+                              /*async=*/false, mesh.shardGroup());
     Value norm = SqrtOp::create(b, loc, sumSq);
     Value invScale, skip, overflow;
     if (scaled) {
@@ -238,7 +229,8 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       Value param = load(b, loc, u.param);
       bool gatherAfter = !u.paramSharded && u.stateSharded;
       if (gatherAfter)
-        param = LocalShardOp::create(b, loc, u.stateType, param, world);
+        param = LocalShardOp::create(b, loc, u.stateType, param, mesh.ranks(mesh.shardGroup()),
+                                     mesh.shardGroup());
       Value newParam;
       if (sgd) {
         // Without momentum the buffer stays zero: pass zeros, drop the result.
@@ -260,7 +252,9 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
         store(b, loc, update.getNewV(), u.v);
       }
       if (gatherAfter)
-        newParam = AllGatherOp::create(b, loc, u.param.getType(), newParam, world);
+        newParam =
+            AllGatherOp::create(b, loc, u.param.getType(), newParam, mesh.ranks(mesh.shardGroup()),
+                                /*async=*/false, mesh.shardGroup());
       store(b, loc, newParam, u.param);
       // Cleared for the next step's accumulation; a step of one micro-step
       // writes its gradients whole (zero-partition), so nothing to clear.

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "zcc/Analysis/MemoryPlan.h"
 #include "zcc/Analysis/ModelShape.h"
+#include "zcc/Transforms/Mesh.h"
 #include "zcc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -59,7 +60,9 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
 
   ModuleOp module;
   int64_t world = 1;
-  /// The element type collectives move (comm-dtype); float32 by default.
+  /// How the ranks split the state (MiCS, hpZ) and the element type
+  /// collectives move (comm-dtype; float32 by default).
+  Mesh mesh;
   Type commType;
 
   Value zeros(OpBuilder &b, Location loc, int64_t n, Type elem = Type()) {
@@ -249,13 +252,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         pieces.push_back(zeros(b, loc, bucket.size - at, pieceType));
       Value flat =
           pieces.size() == 1 ? pieces.front() : Value(ConcatOp::create(b, loc, pieces, /*axis=*/0));
-      if (reduced) {
-        auto shardType = bucket.grad.getTensorType();
-        flat = ReduceScatterOp::create(b, loc, pieceType ? shardType.clone(pieceType) : shardType,
-                                       flat, CollectiveReduce::avg, world);
-        if (pieceType)
-          flat = CastOp::create(b, loc, shardType, flat);
-      }
+      if (reduced)
+        flat = averageOverRanks(b, loc, flat, bucket.grad.getTensorType().getNumElements(), mesh);
       auto sym = FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr());
       // One micro-step per step and no reduce-scatter to overlap: the
       // gradients are written, not added to zeros (zero-optimizer then
@@ -301,30 +299,50 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
             loads.push_back(load);
       if (loads.empty())
         continue;
-      // The uses on each side of the boundary.
+      // The first use on each side of the boundary.
+      Operation *firsts[2] = {nullptr, nullptr};
+      for (LoadOp load : loads)
+        for (Operation *user : load->getUsers()) {
+          Operation *&first = firsts[order[user] > limit];
+          if (!first || order[user] < order[first])
+            first = user;
+        }
+      // A 16-bit comm type: the shard rounded, gathered, viewed in it.
+      Type elem = world > 1 && mesh.narrow() ? commType : b.getF32Type();
+      CommGroup shardGroup = mesh.shardGroup();
+      // hpZ: the forward keeps the gathered bucket's chunk of this rank's
+      // group (in the gathered type), and the backward gathers it back
+      // inside the group.
+      Value secondary;
       for (int side = 0; side < 2; ++side) {
-        Operation *first = nullptr;
-        for (LoadOp load : loads)
-          for (Operation *user : load->getUsers()) {
-            bool backward = order[user] > limit;
-            if (backward == (side == 1) && (!first || order[user] < order[first]))
-              first = user;
-          }
+        Operation *first = firsts[side];
         if (!first)
           continue;
         if (side == 1 && gatheredInBackward)
           gatheredInBackward->insert(bucket.param);
         b.setInsertionPoint(first);
         Location loc = first->getLoc();
-        Value flat = LoadOp::create(b, loc, bucket.param.getType(),
-                                    FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()));
-        // A 16-bit comm type: the shard rounded, gathered, viewed in it.
-        Type elem = world > 1 && !commType.isF32() ? commType : b.getF32Type();
-        if (world > 1) {
-          if (elem != cast<RankedTensorType>(flat.getType()).getElementType())
-            flat = CastOp::create(b, loc, RankedTensorType::get({bucket.size / world}, elem), flat);
-          flat =
-              AllGatherOp::create(b, loc, RankedTensorType::get({bucket.size}, elem), flat, world);
+        auto fullType = RankedTensorType::get({bucket.size}, elem);
+        Value flat;
+        if (secondary) {
+          flat = AllGatherOp::create(b, loc, fullType, secondary, mesh.ranks(CommGroup::group),
+                                     /*async=*/false, CommGroup::group);
+        } else {
+          flat = LoadOp::create(b, loc, bucket.param.getType(),
+                                FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()));
+          if (world > 1) {
+            int64_t ranks = mesh.ranks(shardGroup);
+            if (elem != cast<RankedTensorType>(flat.getType()).getElementType())
+              flat =
+                  CastOp::create(b, loc, RankedTensorType::get({bucket.size / ranks}, elem), flat);
+            flat = AllGatherOp::create(b, loc, fullType, flat, ranks, /*async=*/false, shardGroup);
+          }
+          if (side == 0 && mesh.hpz && firsts[1] && gatheredInBackward) {
+            int64_t ranks = mesh.ranks(CommGroup::group);
+            secondary =
+                LocalShardOp::create(b, loc, RankedTensorType::get({bucket.size / ranks}, elem),
+                                     flat, ranks, CommGroup::group);
+          }
         }
         for (LoadOp load : loads) {
           Member *m = memberOf[module.lookupSymbol<GlobalOp>(load.getGlobalAttr())];
@@ -370,6 +388,36 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           << stage << ", world size " << world;
       return signalPassFailure();
     }
+    // The mesh: MiCS / HSDP shards the state over groups of consecutive
+    // ranks; hpZ keeps stage 3's backward gathers inside them.
+    mesh.world = mesh.shards = world;
+    auto groupOk = [&](int64_t g) { return g >= 2 && g < world && world % g == 0; };
+    if (micsShardSize != 0 && hpzPartitionSize != 0) {
+      module.emitError("zero-partition: mics-shard-size and hpz-partition-size exclude each "
+                       "other (as in DeepSpeed)");
+      return signalPassFailure();
+    }
+    if (micsShardSize != 0) {
+      if (stage < 1 || !groupOk(micsShardSize)) {
+        module.emitError("zero-partition: mics-shard-size ")
+            << micsShardSize << " needs ZeRO stage 1-3 (got " << stage
+            << ") and a group of at least 2 ranks that divides world-size " << world
+            << " and is smaller than it";
+        return signalPassFailure();
+      }
+      mesh.groupSize = mesh.shards = micsShardSize;
+    }
+    if (hpzPartitionSize != 0) {
+      if (stage != 3 || !groupOk(hpzPartitionSize)) {
+        module.emitError("zero-partition: hpz-partition-size ")
+            << hpzPartitionSize << " needs ZeRO stage 3 (got " << stage
+            << ") and a group of at least 2 ranks that divides world-size " << world
+            << " and is smaller than it";
+        return signalPassFailure();
+      }
+      mesh.groupSize = hpzPartitionSize;
+      mesh.hpz = true;
+    }
     if (commDtype == "fp32") {
       commType = Float32Type::get(&getContext());
     } else if (commDtype == "bf16") {
@@ -381,6 +429,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           << commDtype << "'";
       return signalPassFailure();
     }
+    mesh.commType = commType;
     // -1: DeepSpeed's "auto", from the model's hidden size H (H^2 per
     // bucket, 10 H for the persistence threshold).
     reduceCap = autoSize(reduceBucketSize, module, 1.0, 0);
@@ -422,7 +471,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     for (auto [k, bucket] : llvm::enumerate(buckets)) {
       std::string name = "zero.bucket" + std::to_string(k);
       Location loc = bucket.members.front().param.getLoc();
-      int64_t shard = bucket.size / world;
+      int64_t shard = bucket.size / mesh.shards;
       if (bucket.paramSharded) {
         auto init = packedInitialValue(bucket, name);
         if (failed(init))
@@ -487,7 +536,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
                          b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceCap)),
                          b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherCap)),
                          b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistence)),
-                         b.getNamedAttr("comm_type", TypeAttr::get(commType))}));
+                         b.getNamedAttr("comm_type", TypeAttr::get(commType)),
+                         b.getNamedAttr("group_size", b.getI64IntegerAttr(mesh.groupSize)),
+                         b.getNamedAttr("state_shards", b.getI64IntegerAttr(mesh.shards)),
+                         b.getNamedAttr("hpz", b.getBoolAttr(mesh.hpz))}));
     module->setAttr("zero.buckets", b.getArrayAttr(described));
   }
 };

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 
+#include <optional>
+
 namespace zcc {
 #define GEN_PASS_DEF_ZEROSCHEDULE
 #include "zcc/Transforms/Passes.h.inc"
@@ -111,12 +113,39 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
     llvm::sort(reductions, [](WaitOp a, WaitOp b) {
       return a.getStarted().getDefiningOp()->isBeforeInBlock(b.getStarted().getDefiningOp());
     });
+    auto startOf = [&](size_t k) {
+      return k < reductions.size() ? reductions[k].getStarted().getDefiningOp()
+                                   : block.getTerminator();
+    };
     for (size_t k = 0; k < reductions.size(); ++k) {
+      Operation *target = startOf(k + 1);
+      // MiCS / HSDP: the shard is then all-reduced across the groups. That
+      // all-reduce starts when the next bucket's reduce-scatter does, and
+      // the accumulation waits for it one bucket later still.
+      // (The reduced shard feeds the all-reduce and, as the input it keeps
+      // alive, the all-reduce's wait.)
+      AllReduceOp across;
+      WaitOp acrossWait;
+      for (Operation *user : reductions[k].getResult().getUsers())
+        if (auto a = dyn_cast<AllReduceOp>(user); a && !across)
+          across = a;
+      if (across && across->hasAttr("async") && across.getResult().hasOneUse())
+        acrossWait = dyn_cast<WaitOp>(*across.getResult().getUsers().begin());
+      if (acrossWait && llvm::all_of(reductions[k].getResult().getUsers(), [&](Operation *u) {
+            return u == across || u == acrossWait;
+          })) {
+        SmallVector<Operation *> chain = accumulationAfter(acrossWait);
+        if (chain.empty() || !chain.back()->isBeforeInBlock(target))
+          continue;
+        reductions[k]->moveBefore(target);
+        across->moveBefore(target);
+        for (Operation *op : chain)
+          op->moveBefore(startOf(k + 2));
+        continue;
+      }
       SmallVector<Operation *> chain = accumulationAfter(reductions[k]);
       if (chain.empty())
         continue;
-      Operation *target = k + 1 < reductions.size() ? reductions[k + 1].getStarted().getDefiningOp()
-                                                    : block.getTerminator();
       if (!chain.back()->isBeforeInBlock(target))
         continue;
       for (Operation *op : chain)
@@ -132,9 +161,13 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
     SmallVector<WaitOp> gathers;
     // (An offloaded shard is a load copied to the device, a 16-bit gather's
     // a load rounded (--comm-dtype): they move along.)
-    auto loadOf = [](AllGatherOp g) -> SmallVector<Operation *> {
+    // (hpZ's backward gather reads the secondary shard the forward kept:
+    // nothing moves along, the start only.)
+    auto loadOf = [](AllGatherOp g) -> std::optional<SmallVector<Operation *>> {
       Value input = g.getInput();
       SmallVector<Operation *> feed;
+      if (input.getDefiningOp<LocalShardOp>())
+        return feed;
       if (auto rounding = input.getDefiningOp<CastOp>(); rounding && rounding->hasOneUse()) {
         feed.push_back(rounding);
         input = rounding.getInput();
@@ -145,14 +178,14 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
       }
       auto load = input.getDefiningOp<LoadOp>();
       if (!load)
-        return {};
+        return std::nullopt;
       feed.push_back(load);
       std::reverse(feed.begin(), feed.end()); // in program order
       return feed;
     };
     for (WaitOp wait : waits)
       if (auto g = dyn_cast<AllGatherOp>(wait.getStarted().getDefiningOp()))
-        if (!loadOf(g).empty())
+        if (loadOf(g))
           gathers.push_back(wait);
     llvm::sort(gathers, [](WaitOp a, WaitOp b) { return a->isBeforeInBlock(b); });
     for (size_t i = 1; i < gathers.size(); ++i) {
@@ -167,8 +200,12 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
       if (earliest < 0)
         continue;
       Operation *start = gathers[i].getStarted().getDefiningOp();
-      SmallVector<Operation *> feed = loadOf(cast<AllGatherOp>(start));
+      SmallVector<Operation *> feed = *loadOf(cast<AllGatherOp>(start));
       Operation *after = gathers[earliest];
+      // Not before what it gathers exists (a secondary shard).
+      if (Operation *def = start->getOperand(0).getDefiningOp();
+          feed.empty() && def && def->getBlock() == &block && after->isBeforeInBlock(def))
+        after = def;
       if (!after->isBeforeInBlock(start))
         continue;
       for (Operation *op : feed) {

@@ -25,6 +25,7 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
@@ -38,9 +39,12 @@ namespace {
 
 class GlooCommunicator : public Communicator {
 public:
-  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> context, double timeoutSeconds)
+  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> context, double timeoutSeconds,
+                   std::string dir, std::shared_ptr<gloo::transport::Device> device, int worldRank)
       : context_(std::move(context)),
-        timeout_(std::chrono::milliseconds((int64_t)(timeoutSeconds * 1000))) {}
+        timeout_(std::chrono::milliseconds((int64_t)(timeoutSeconds * 1000))),
+        timeoutSeconds_(timeoutSeconds), dir_(std::move(dir)), device_(std::move(device)),
+        worldRank_(worldRank) {}
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
 
@@ -147,10 +151,39 @@ private:
     }
     return Status::ok();
   }
+  /// The ranks of |ranks| meet again through the world's store, under a
+  /// prefix that names the group (world ranks), in a context of their own.
+  Status subgroup(const std::vector<int> &ranks, std::unique_ptr<Communicator> &out) override {
+    auto at = std::find(ranks.begin(), ranks.end(), rank());
+    if (at == ranks.end() || !std::is_sorted(ranks.begin(), ranks.end()))
+      return errorf("rank ", rank(), ": a subgroup's ranks must ascend and include this rank");
+    std::string prefix = "group";
+    for (int r : ranks)
+      prefix += "-" + std::to_string(r);
+    int index = (int)(at - ranks.begin());
+    try {
+      gloo::rendezvous::FileStore store(dir_);
+      gloo::rendezvous::PrefixStore prefixed(prefix, store);
+      auto context = std::make_shared<gloo::rendezvous::Context>(index, (int)ranks.size());
+      context->setTimeout(timeout_);
+      context->connectFullMesh(prefixed, device_);
+      out = std::make_unique<GlooCommunicator>(std::move(context), timeoutSeconds_, dir_, device_,
+                                               worldRank_);
+    } catch (const std::exception &e) {
+      return errorf("rank ", worldRank_, ": Gloo could not connect the group ", prefix, " through ",
+                    dir_, ": ", e.what());
+    }
+    return Status::ok();
+  }
+
   uint32_t nextTag() { return tag_++ & 0x7fffffff; }
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::chrono::milliseconds timeout_;
+  double timeoutSeconds_;
+  std::string dir_; // the world's FileStore: subgroups meet through it too
+  std::shared_ptr<gloo::transport::Device> device_;
+  int worldRank_;
   uint32_t tag_ = 0;
   std::string aborted_;
 };
@@ -182,7 +215,8 @@ Status makeGlooCommunicator(const LaunchEnv &env, double timeoutSeconds,
     auto context = std::make_shared<gloo::rendezvous::Context>(env.rank, env.world);
     context->setTimeout(std::chrono::milliseconds((int64_t)(timeoutSeconds * 1000)));
     context->connectFullMesh(store, device);
-    out = std::make_unique<GlooCommunicator>(std::move(context), timeoutSeconds);
+    out = std::make_unique<GlooCommunicator>(std::move(context), timeoutSeconds, dir, device,
+                                             env.rank);
   } catch (const std::exception &e) {
     return errorf("rank ", env.rank, ": Gloo could not connect the ", env.world, " ranks through ",
                   dir, ": ", e.what());

@@ -5,6 +5,7 @@
 #include "cuda/CudaKernels.h"
 #include "cuda/DeviceStats.h"
 
+#include "exec/CommGroups.h"
 #include "exec/InFlightCopies.h"
 #include "plan/PlanLoader.h"
 
@@ -30,7 +31,8 @@ class CudaExecutor : public Interpreter {
 public:
   CudaExecutor(const plan::Plan &plan, int rank, Communicator *comm, int device,
                const CudaOptions &options)
-      : Interpreter(plan), rank_(rank), comm_(comm), device_(device), options_(options) {}
+      : Interpreter(plan), rank_(rank), comm_(comm), groups_(plan, rank, comm), device_(device),
+        options_(options) {}
 
   ~CudaExecutor() override {
     cudaSetDevice(device_);
@@ -60,9 +62,13 @@ public:
     for (auto &[name, marks] : profileEvents_)
       for (cudaEvent_t e : marks)
         cudaEventDestroy(e);
-    for (cudaEvent_t e : {readyEvent_, doneEvents_[0], doneEvents_[1]})
+    for (cudaEvent_t e : {readyEvent_})
       if (e)
         cudaEventDestroy(e);
+    for (DeviceSync &sync : deviceSync_)
+      for (cudaEvent_t e : sync.done)
+        if (e)
+          cudaEventDestroy(e);
     for (cudaStream_t *s : {&commStream_, &copyStream_, &side_.stream})
       if (*s) {
         cudaStreamSynchronize(*s);
@@ -623,18 +629,18 @@ private:
   /// spread over several devices.
   Status collective(const plan::Collective &c) {
     TensorRef in = device(c.input()), out = device(c.output());
-    int world = plan_.world_size();
-    if (c.kind() == plan::Collective::LOCAL_SHARD || world == 1) {
+    const int ranks = groups_.size(c.group());
+    if (c.kind() == plan::Collective::LOCAL_SHARD || ranks == 1) {
       size_t bytes = bytesOf(out);
-      size_t skip = c.kind() == plan::Collective::LOCAL_SHARD ? bytes * rank_ : 0;
+      size_t skip = c.kind() == plan::Collective::LOCAL_SHARD ? bytes * groups_.rank(c.group()) : 0;
       ZRT_CUDA(
           cudaMemcpyAsync(out.data, in.data + skip, bytes, cudaMemcpyDeviceToDevice, ctx_.stream));
       return Status::ok();
     }
-    if (!comm_ || comm_->size() != world)
-      return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
+    Communicator *comm;
+    ZRT_RETURN_IF_ERROR(groups_.get(c.group(), comm));
     ReduceOp rop = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
-    if (StreamCollectives *nccl = comm_->streamCollectives()) {
+    if (StreamCollectives *nccl = comm->streamCollectives()) {
       // One process per GPU: NCCL on the device buffers. A synchronous
       // collective runs on the compute stream; an async one (zero-schedule's
       // start) on the communication stream once the compute stream reaches
@@ -665,9 +671,9 @@ private:
       }
       return Status::ok();
     }
-    if (comm_->sharesAddressSpace() && sameDevice_ != 0 && world <= kMaxDeviceRanks)
-      return deviceCollective(c, in, out);
-    return hostCollective(c, in, out);
+    if (comm->sharesAddressSpace() && sameDevice_ != 0 && ranks <= kMaxDeviceRanks)
+      return deviceCollective(c, *comm, in, out);
+    return hostCollective(c, *comm, in, out);
   }
 
   /// The stream collective |c| runs on: the compute stream, or for an async
@@ -689,24 +695,26 @@ private:
   /// from every rank's input (rank-ordered float sums, bit-identical to the
   /// CPU group), records 'done', and waits for every rank's 'done' before
   /// anything after the collective may overwrite its input.
-  Status deviceCollective(const plan::Collective &c, TensorRef in, TensorRef out) {
+  Status deviceCollective(const plan::Collective &c, Communicator &comm, TensorRef in,
+                          TensorRef out) {
     struct Post {
       const void *in;
       cudaEvent_t event;
       int device;
     };
-    const int world = plan_.world_size();
-    if (!readyEvent_) {
+    const int world = comm.size(), rank = comm.rank();
+    if (!readyEvent_)
       ZRT_CUDA(cudaEventCreateWithFlags(&readyEvent_, cudaEventDisableTiming));
-      for (cudaEvent_t &e : doneEvents_)
+    DeviceSync &sync = deviceSync_[c.group()];
+    if (!sync.done[0])
+      for (cudaEvent_t &e : sync.done)
         ZRT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    }
     cudaStream_t stream;
     ZRT_RETURN_IF_ERROR(streamFor(c, stream));
     ZRT_CUDA(cudaEventRecord(readyEvent_, stream));
     Post mine{in.data, readyEvent_, device_};
     std::vector<char> bytes;
-    ZRT_RETURN_IF_ERROR(comm_->exchange(&mine, sizeof mine, bytes));
+    ZRT_RETURN_IF_ERROR(comm.exchange(&mine, sizeof mine, bytes));
     std::vector<Post> posts(world);
     std::memcpy(posts.data(), bytes.data(), world * sizeof(Post));
     for (const Post &p : posts)
@@ -714,12 +722,12 @@ private:
         // Ranks spread over several GPUs of one process: host-staged (every
         // rank sees the same posts, so all take this path from now on).
         sameDevice_ = 0;
-        return hostCollective(c, in, out);
+        return hostCollective(c, comm, in, out);
       }
     sameDevice_ = 1;
     countLaunch(true, "collective");
     for (int r = 0; r < world; ++r)
-      if (r != rank_)
+      if (r != rank)
         ZRT_CUDA(cudaStreamWaitEvent(stream, posts[r].event, 0));
     std::vector<const void *> inputs(world);
     for (int r = 0; r < world; ++r)
@@ -739,7 +747,7 @@ private:
           launchRankReduce(inputs.data(), world, 0, in.numel(), dst, type, avg, stream));
       break;
     case plan::Collective::REDUCE_SCATTER:
-      ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, rank_ * out.numel(), out.numel(),
+      ZRT_RETURN_IF_ERROR(launchRankReduce(inputs.data(), world, rank * out.numel(), out.numel(),
                                            dst, type, avg, stream));
       break;
     case plan::Collective::ALL_GATHER:
@@ -750,15 +758,16 @@ private:
     default:
       return errorf("unknown collective ", (int)c.kind());
     }
-    // 'done' alternates between two events: a rank re-records one only two
-    // collectives later, when every rank has enqueued its waits on it.
-    cudaEvent_t done = doneEvents_[collectives_++ % 2];
+    // 'done' alternates between two events of the group: a rank re-records
+    // one only two of the group's collectives later, when every member has
+    // enqueued its waits on it.
+    cudaEvent_t done = sync.done[sync.count++ % 2];
     ZRT_CUDA(cudaEventRecord(done, stream));
     Post finished{nullptr, done, device_};
-    ZRT_RETURN_IF_ERROR(comm_->exchange(&finished, sizeof finished, bytes));
+    ZRT_RETURN_IF_ERROR(comm.exchange(&finished, sizeof finished, bytes));
     std::memcpy(posts.data(), bytes.data(), world * sizeof(Post));
     for (int r = 0; r < world; ++r)
-      if (r != rank_)
+      if (r != rank)
         ZRT_CUDA(cudaStreamWaitEvent(stream, posts[r].event, 0));
     if (overlap) {
       ZRT_CUDA(cudaMemcpyAsync(out.data, dst, outBytes, cudaMemcpyDeviceToDevice, stream));
@@ -774,7 +783,8 @@ private:
 
   /// Ranks of one process on several devices: staged through the host and
   /// the in-process communicator.
-  Status hostCollective(const plan::Collective &c, TensorRef in, TensorRef out) {
+  Status hostCollective(const plan::Collective &c, Communicator &comm, TensorRef in,
+                        TensorRef out) {
     countLaunch(false, "collective");
     std::vector<char> hin(bytesOf(in)), hout(bytesOf(out));
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
@@ -783,13 +793,13 @@ private:
     CommType type = commTypeOf(in.dtype);
     switch (c.kind()) {
     case plan::Collective::ALL_REDUCE:
-      ZRT_RETURN_IF_ERROR(comm_->allReduce(hin.data(), hout.data(), in.numel(), type, op));
+      ZRT_RETURN_IF_ERROR(comm.allReduce(hin.data(), hout.data(), in.numel(), type, op));
       break;
     case plan::Collective::REDUCE_SCATTER:
-      ZRT_RETURN_IF_ERROR(comm_->reduceScatter(hin.data(), hout.data(), in.numel(), type, op));
+      ZRT_RETURN_IF_ERROR(comm.reduceScatter(hin.data(), hout.data(), in.numel(), type, op));
       break;
     case plan::Collective::ALL_GATHER:
-      ZRT_RETURN_IF_ERROR(comm_->allGather(hin.data(), hout.data(), in.numel(), type));
+      ZRT_RETURN_IF_ERROR(comm.allGather(hin.data(), hout.data(), in.numel(), type));
       break;
     default:
       return errorf("unknown collective ", (int)c.kind());
@@ -800,6 +810,7 @@ private:
 
   int rank_;
   Communicator *comm_;
+  CommGroups groups_; // comm_'s subgroups for a plan with a mesh
   int device_;
   CudaContext ctx_;
   char *arenas_[plan::HOST + 1] = {}; // HOST: host_.data
@@ -817,8 +828,12 @@ private:
   std::vector<cudaEvent_t> freeEvents_, allEvents_;
   // In-process device collectives (deviceCollective).
   int sameDevice_ = -1; // unknown until the first collective
-  cudaEvent_t readyEvent_ = nullptr, doneEvents_[2] = {nullptr, nullptr};
-  int64_t collectives_ = 0;
+  cudaEvent_t readyEvent_ = nullptr;
+  struct DeviceSync {
+    cudaEvent_t done[2] = {nullptr, nullptr};
+    int64_t count = 0; // the group's collectives so far
+  };
+  DeviceSync deviceSync_[3];                                      // by plan::Collective::Group
   std::map<std::string, std::vector<cudaEvent_t>> profileEvents_; // zrun --profile
   std::map<std::string, ProgramGraph> graphs_;                    // --cuda-graphs
   std::vector<cudaEvent_t> *marks_ = nullptr; // this run's profile events, if profiling

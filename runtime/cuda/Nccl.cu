@@ -4,6 +4,7 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@ namespace {
 struct NcclApi {
   decltype(&ncclGetUniqueId) getUniqueId = nullptr;
   decltype(&ncclCommInitRank) commInitRank = nullptr;
+  decltype(&ncclCommSplit) commSplit = nullptr;
   decltype(&ncclCommDestroy) commDestroy = nullptr;
   decltype(&ncclCommAbort) commAbort = nullptr;
   decltype(&ncclCommGetAsyncError) commGetAsyncError = nullptr;
@@ -47,6 +49,7 @@ const NcclApi &api() {
     };
     sym(a.getUniqueId, "ncclGetUniqueId");
     sym(a.commInitRank, "ncclCommInitRank");
+    sym(a.commSplit, "ncclCommSplit");
     sym(a.commDestroy, "ncclCommDestroy");
     sym(a.commAbort, "ncclCommAbort");
     sym(a.commGetAsyncError, "ncclCommGetAsyncError");
@@ -107,6 +110,49 @@ Status NcclCommunicator::create(const LaunchEnv &env, int device, double timeout
   return Status::ok();
 }
 
+Status NcclCommunicator::subgroup(const std::vector<int> &ranks,
+                                  std::unique_ptr<Communicator> &out) {
+  auto at = std::find(ranks.begin(), ranks.end(), rank_);
+  if (parent_ || at == ranks.end() || !std::is_sorted(ranks.begin(), ranks.end()))
+    return errorf("rank ", rank_,
+                  ": a subgroup's ranks must ascend and include this rank, and "
+                  "come from the world's communicator");
+  ZRT_CUDA(cudaSetDevice(device_));
+  // ncclCommSplit is collective over the world: every rank asks for its own
+  // group of one partition of the ranks at once. The smallest rank names a
+  // group (groups of one partition are disjoint); keys keep the world order.
+  ncclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(watchMutex_);
+    if (!comm_)
+      return errorf("rank ", rank_, ": the communicator was aborted: ", abortedWhy_);
+  }
+  ZRT_RETURN_IF_ERROR(
+      ncclStatus(api().commSplit((ncclComm_t)comm_, ranks.front(), rank_, &comm, nullptr),
+                 "ncclCommSplit", rank_));
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator());
+  c->rank_ = (int)(at - ranks.begin());
+  c->world_ = (int)ranks.size();
+  c->device_ = device_;
+  c->timeout_ = timeout_;
+  c->comm_ = comm;
+  c->parent_ = this;
+  cudaStream_t stream;
+  ZRT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  c->stream_ = stream;
+  {
+    std::lock_guard<std::mutex> lock(watchMutex_);
+    children_.push_back(c.get());
+  }
+  out = std::move(c);
+  return Status::ok();
+}
+
+void NcclCommunicator::abortChildren(const std::string &why) {
+  for (NcclCommunicator *child : children_)
+    child->abort(why);
+}
+
 void NcclCommunicator::begin(const std::string &what) {
   std::lock_guard<std::mutex> lock(watchMutex_);
   busy_ = true;
@@ -140,6 +186,7 @@ void NcclCommunicator::watch() {
     aborted_ = true;
     void *comm = comm_;
     comm_ = nullptr;
+    abortChildren(abortedWhy_);
     lock.unlock();
     if (comm)
       api().commAbort((ncclComm_t)comm);
@@ -156,6 +203,11 @@ void NcclCommunicator::watch() {
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (parent_) {
+    std::lock_guard<std::mutex> lock(parent_->watchMutex_);
+    auto &siblings = parent_->children_;
+    siblings.erase(std::remove(siblings.begin(), siblings.end(), this), siblings.end());
+  }
   {
     std::lock_guard<std::mutex> lock(watchMutex_);
     stopWatch_ = true;
@@ -176,6 +228,7 @@ NcclCommunicator::~NcclCommunicator() {
 
 void NcclCommunicator::abort(const std::string &why) {
   std::lock_guard<std::mutex> lock(watchMutex_);
+  abortChildren(why);
   if (comm_) {
     abortedWhy_ = why;
     aborted_ = true;

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace zrt {
 
@@ -47,7 +48,13 @@ public:
   Status reduceScatter(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override;
   Status allGather(const void *in, void *out, int64_t n, CommType type) override;
   Status barrier() override;
+  /// Aborts this communicator and the subgroups split from it.
   void abort(const std::string &why) override;
+  /// ncclCommSplit: collective over every rank of this (world)
+  /// communicator, each asking for its own group of one partition. The
+  /// subgroup has no watchdog of its own: the world's watches the programs,
+  /// and aborting the world aborts it.
+  Status subgroup(const std::vector<int> &ranks, std::unique_ptr<Communicator> &out) override;
 
   StreamCollectives *streamCollectives() override { return this; }
   // Device buffers, on |stream| (asynchronous; wait() completes them).
@@ -71,6 +78,9 @@ public:
 private:
   NcclCommunicator() = default;
   void watch();
+  void abortChildren(const std::string &why); // watchMutex_ held
+  NcclCommunicator *parent_ = nullptr;        // a subgroup's world
+  std::vector<NcclCommunicator *> children_;  // the subgroups (watchMutex_)
   int rank_ = 0, world_ = 1, device_ = 0;
   double timeout_ = 300;
   void *comm_ = nullptr;   // ncclComm_t

@@ -22,7 +22,7 @@ static void allocateArena(int64_t bytes, std::unique_ptr<char, void (*)(void *)>
 }
 
 Executor::Executor(const plan::Plan &plan, int rank, Communicator *comm)
-    : Interpreter(plan), rank_(rank), comm_(comm) {
+    : Interpreter(plan), rank_(rank), comm_(comm), groups_(plan, rank, comm) {
   allocateArena(plan.device_arena_bytes(), device_.data, device_.bytes, allocated_);
   allocateArena(plan.state_arena_bytes(), state_.data, state_.bytes, allocated_);
   allocateArena(plan.constant_arena_bytes(), constant_.data, constant_.bytes, allocated_);
@@ -134,11 +134,10 @@ void CommStream::loop() {
 }
 
 Status Executor::collective(const plan::Collective &c) {
-  int world = plan_.world_size();
-  if (c.kind() == plan::Collective::LOCAL_SHARD || world == 1)
+  if (c.kind() == plan::Collective::LOCAL_SHARD || groups_.size(c.group()) == 1)
     return runCollective(c); // no communication
-  if (!comm_ || comm_->size() != world)
-    return errorf("the plan is for ", world, " ranks, but no communicator of that size is set");
+  Communicator *world;
+  ZRT_RETURN_IF_ERROR(groups_.get(plan::Collective::WORLD, world));
   if (!stream_)
     stream_ = std::make_unique<CommStream>(comm_);
   int64_t ticket = stream_->submit([this, c] { return runCollective(c); });
@@ -153,24 +152,26 @@ Status Executor::runCollective(const plan::Collective &c) {
   TensorRef in = buffer(c.input()), out = buffer(c.output());
   CommType type = commTypeOf(in.dtype);
   int64_t n = in.numel(), bytes = commTypeBytes(type);
-  int world = plan_.world_size();
+  int ranks = groups_.size(c.group());
   if (c.kind() == plan::Collective::LOCAL_SHARD) {
-    int64_t len = n / world;
-    std::memmove(out.data, in.data + rank_ * len * bytes, len * bytes);
+    int64_t len = n / ranks;
+    std::memmove(out.data, in.data + groups_.rank(c.group()) * len * bytes, len * bytes);
     return Status::ok();
   }
-  if (world == 1) { // a group of one: the identity
+  if (ranks == 1) { // a group of one: the identity
     std::memmove(out.data, in.data, out.numel() * bytes);
     return Status::ok();
   }
+  Communicator *comm;
+  ZRT_RETURN_IF_ERROR(groups_.get(c.group(), comm));
   ReduceOp op = c.reduce() == plan::Collective::AVG ? ReduceOp::Avg : ReduceOp::Sum;
   switch (c.kind()) {
   case plan::Collective::ALL_REDUCE:
-    return comm_->allReduce(in.data, out.data, n, type, op);
+    return comm->allReduce(in.data, out.data, n, type, op);
   case plan::Collective::REDUCE_SCATTER:
-    return comm_->reduceScatter(in.data, out.data, n, type, op);
+    return comm->reduceScatter(in.data, out.data, n, type, op);
   case plan::Collective::ALL_GATHER:
-    return comm_->allGather(in.data, out.data, n, type);
+    return comm->allGather(in.data, out.data, n, type);
   default:
     return errorf("unknown collective ", (int)c.kind());
   }

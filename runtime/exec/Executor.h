@@ -9,6 +9,7 @@
 #define ZRT_EXEC_EXECUTOR_H
 
 #include "comm/Communicator.h"
+#include "exec/CommGroups.h"
 #include "exec/Interpreter.h"
 #include "support/Status.h"
 
@@ -102,6 +103,7 @@ private:
 
   int rank_;
   Communicator *comm_;
+  CommGroups groups_; // comm_'s subgroups for a plan with a mesh
   Arena device_, state_, constant_, input_, host_;
   int64_t allocated_ = 0;
   std::chrono::steady_clock::time_point stepStart_; // zrun --profile

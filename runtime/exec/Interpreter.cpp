@@ -115,8 +115,8 @@ void Interpreter::writeInitialContents(int arena, int rank, char *base) const {
       continue;
     size_t bytes = b.initial_data().size(), skip = 0;
     if (b.shard_of() != 0) {
-      bytes /= plan_.world_size();
-      skip = bytes * rank;
+      bytes /= stateShards(plan_);
+      skip = bytes * stateShardOf(plan_, rank);
     }
     std::memcpy(base + b.offset(), b.initial_data().data() + skip, bytes);
   }

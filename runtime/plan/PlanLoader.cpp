@@ -72,6 +72,20 @@ static int64_t arenaSize(const plan::Plan &p, int arena) {
   }
 }
 
+std::vector<int> zrt::groupRanks(int world, int groupSize, plan::Collective::Group g, int rank) {
+  std::vector<int> ranks;
+  if (g == plan::Collective::GROUP)
+    for (int r = rank / groupSize * groupSize, end = r + groupSize; r < end; ++r)
+      ranks.push_back(r);
+  else if (g == plan::Collective::ACROSS)
+    for (int r = rank % groupSize; r < world; r += groupSize)
+      ranks.push_back(r);
+  else
+    for (int r = 0; r < world; ++r)
+      ranks.push_back(r);
+  return ranks;
+}
+
 Status zrt::validatePlan(const plan::Plan &p) {
   if (p.version() != kPlanVersion)
     return errorf("plan format version ", p.version(), " is not supported (this zrun reads ",
@@ -104,6 +118,15 @@ Status zrt::validatePlan(const plan::Plan &p) {
   if (p.zero_stage() < 0 || p.zero_stage() > 3)
     return errorf("the plan's ZeRO stage ", p.zero_stage(), " is not 0-3");
   const int64_t world = p.world_size();
+  if (p.group_size() < 0 || (p.group_size() > 0 && world % p.group_size()))
+    return errorf("the plan's mesh groups of ", p.group_size(), " ranks do not divide its ", world,
+                  " ranks");
+  if (p.state_shards() != 0 && p.state_shards() != world && p.state_shards() != p.group_size())
+    return errorf("the plan's state is split over ", p.state_shards(),
+                  " ranks: that is neither its world size ", world, " nor its mesh group size ",
+                  p.group_size());
+  // Sharded state: split over these ranks.
+  const int64_t shards = stateShards(p);
   if (p.host_state_bytes() < 0 || p.host_state_bytes() > p.host_arena_bytes())
     return errorf("the plan's host state (", p.host_state_bytes(),
                   " bytes) is not inside its host arena (", p.host_arena_bytes(), " bytes)");
@@ -156,12 +179,12 @@ Status zrt::validatePlan(const plan::Plan &p) {
     int64_t dataBytes = bytes;
     if (b.shard_of() != 0) {
       if ((b.arena() != plan::STATE && b.arena() != plan::HOST) || b.view() ||
-          b.shape_size() != 1 || b.shard_of() != n * world)
+          b.shape_size() != 1 || b.shard_of() != n * shards)
         return errorf(where(),
-                      ": a shard is a 1-D state buffer of shard_of / world size "
+                      ": a shard is a 1-D state buffer of shard_of / shards "
                       "elements (shard_of ",
-                      b.shard_of(), ", ", n, " elements, world size ", world, ")");
-      dataBytes = bytes * world;
+                      b.shard_of(), ", ", n, " elements, state split over ", shards, " ranks)");
+      dataBytes = bytes * shards;
     }
     if (b.external() && ((b.arena() != plan::STATE && b.arena() != plan::HOST) || b.view() ||
                          dtype != DType::F32 || b.has_fill() || !b.initial_data().empty()))
@@ -190,11 +213,11 @@ Status zrt::validatePlan(const plan::Plan &p) {
         return bad("invalid shape");
       n *= d;
     }
-    if (l.bucket_size() < 1 || l.bucket_size() % world || l.offset() < 0 ||
+    if (l.bucket_size() < 1 || l.bucket_size() % shards || l.offset() < 0 ||
         l.offset() > l.bucket_size() - n)
       return bad("elements [" + std::to_string(l.offset()) + ", " + std::to_string(l.offset() + n) +
                  ") are outside its bucket of " + std::to_string(l.bucket_size()));
-    int64_t shard = l.bucket_size() / world;
+    int64_t shard = l.bucket_size() / shards;
     // The parameters are float32; a gradient bucket may be 16-bit (mixed
     // precision's gradients, written whole once per step: zero-partition).
     for (auto [index, sharded] :
@@ -333,6 +356,15 @@ Status zrt::validatePlan(const plan::Plan &p) {
         if (out.arena() == plan::CONSTANT || out.arena() == plan::INPUT)
           return errorf(where.str(), ": a collective writes buffer ", c.output(),
                         ", which is read-only");
+        if (!plan::Collective::Group_IsValid(c.group()))
+          return errorf(where.str(), ": unknown collective group ", (int)c.group());
+        if (c.group() != plan::Collective::WORLD && p.group_size() == 0)
+          return errorf(where.str(), ": a collective over a mesh group (",
+                        plan::Collective::Group_Name(c.group()), ") in a plan without a mesh");
+        // The ranks it spans.
+        const int64_t ranks = c.group() == plan::Collective::WORLD   ? world
+                              : c.group() == plan::Collective::GROUP ? p.group_size()
+                                                                     : world / p.group_size();
         int64_t elem = in.dtype() == plan::F32 ? 4 : 2;
         int64_t ni = bytesOf[c.input()] / elem, no = bytesOf[c.output()] / elem;
         bool ok = false;
@@ -342,17 +374,18 @@ Status zrt::validatePlan(const plan::Plan &p) {
           break;
         case plan::Collective::REDUCE_SCATTER:
         case plan::Collective::LOCAL_SHARD:
-          ok = in.shape_size() == 1 && out.shape_size() == 1 && ni == no * world;
+          ok = in.shape_size() == 1 && out.shape_size() == 1 && ni == no * ranks;
           break;
         case plan::Collective::ALL_GATHER:
-          ok = in.shape_size() == 1 && out.shape_size() == 1 && no == ni * world;
+          ok = in.shape_size() == 1 && out.shape_size() == 1 && no == ni * ranks;
           break;
         default:
           return errorf(where.str(), ": unknown collective kind ", (int)c.kind());
         }
         if (!ok)
           return errorf(where.str(), ": collective ", plan::Collective::Kind_Name(c.kind()), " of ",
-                        ni, " into ", no, " elements does not fit world size ", world);
+                        ni, " into ", no, " elements does not fit its ", ranks, " ranks (",
+                        plan::Collective::Group_Name(c.group()), ")");
         if (c.reduce() != plan::Collective::SUM && c.reduce() != plan::Collective::AVG)
           return errorf(where.str(), ": unknown reduction ", (int)c.reduce());
         continue;

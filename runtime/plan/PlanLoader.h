@@ -17,6 +17,7 @@
 #include "train/Npy.h"
 
 #include <string>
+#include <vector>
 
 namespace zrt {
 
@@ -31,6 +32,18 @@ constexpr int kMaxWorldSize = 4096;
 inline int64_t checkpointStateBytes(const plan::Plan &p) {
   return p.state_arena_bytes() + p.host_state_bytes();
 }
+
+/// The ranks the plan's sharded state is split over (world size, or the
+/// mesh's group size under MiCS / HSDP), and which of those shards rank
+/// |rank| holds.
+inline int64_t stateShards(const plan::Plan &p) {
+  return p.state_shards() > 0 ? p.state_shards() : p.world_size();
+}
+inline int64_t stateShardOf(const plan::Plan &p, int rank) { return rank % stateShards(p); }
+
+/// The ranks of |rank|'s collective group |g| in a plan of |world| ranks and
+/// mesh groups of |groupSize| (ascending; |rank| among them).
+std::vector<int> groupRanks(int world, int groupSize, plan::Collective::Group g, int rank);
 
 /// Parses |bytes| as a plan and validates it.
 Status parsePlan(const std::string &bytes, plan::Plan &out);

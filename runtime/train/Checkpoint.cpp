@@ -74,6 +74,8 @@ std::string manifestJson(const plan::Checkpoint &m) {
   j["plan_hash"] = hash.str();
   j["plan_source"] = m.plan_source();
   j["world_size"] = m.world_size();
+  if (m.state_shards() > 0)
+    j["state_shards"] = m.state_shards();
   j["zero_stage"] = m.zero_stage();
   j["steps_done"] = m.steps_done();
   j["steps_applied"] = m.steps_applied();
@@ -127,6 +129,7 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
   m.set_plan_hash(planHash);
   m.set_plan_source(plan.source());
   m.set_world_size(plan.world_size());
+  m.set_state_shards(plan.state_shards());
   m.set_zero_stage(plan.zero_stage());
   m.set_state_arena_bytes(checkpointStateBytes(plan));
   m.set_shuffle_seed(-1);
@@ -266,10 +269,16 @@ constexpr int kMaxRank = 8;
 /// Every field of |m| in range, every tensor within the state arena, with
 /// overflow-checked sizes: what the plan validator does for plans, so that
 /// no later use of the manifest can read out of bounds or loop for ever.
-/// Where element |e| of tensor |t| lies in a checkpoint of |world| ranks:
-/// the rank whose file holds it, the element's index past t.state_offset()
-/// there, and how many elements from it on lie in the same rank (the rest
-/// of that rank's shard, or all of the tensor's).
+/// The ranks a checkpoint's sharded state is split over (the first this many
+/// rank files hold one whole copy).
+int64_t manifestShards(const plan::Checkpoint &m) {
+  return m.state_shards() > 0 ? m.state_shards() : m.world_size();
+}
+
+/// Where element |e| of tensor |t| lies in a checkpoint whose state is
+/// split over |world| ranks: the rank whose file holds it, the element's index past
+/// t.state_offset() there, and how many elements from it on lie in the same rank (the rest of that
+/// rank's shard, or all of the tensor's).
 struct ElementPlace {
   int rank;
   int64_t pos, run;
@@ -301,6 +310,9 @@ Status validateManifest(const plan::Checkpoint &m, const std::string &path) {
     return bad("the loss scaler's state is out of range");
   if (m.shuffle_seed() < -1)
     return bad("shuffle_seed ", m.shuffle_seed(), " is negative");
+  if (m.state_shards() < 0 || m.state_shards() > m.world_size() ||
+      (m.state_shards() > 0 && m.world_size() % m.state_shards()))
+    return bad("state_shards ", m.state_shards(), " does not divide world size ", m.world_size());
   if (m.version() >= 2 && m.rank_checksums_size() != m.world_size())
     return bad(m.rank_checksums_size(), " shard checksums for world size ", m.world_size());
   const int64_t arena = m.state_arena_bytes();
@@ -312,7 +324,7 @@ Status validateManifest(const plan::Checkpoint &m, const std::string &path) {
     for (int64_t d : t.shape())
       if (d < 0 || !mulChecked(n, d, n))
         return bad("tensor '", t.name(), "' has an invalid shape");
-    int64_t bucket = t.bucket_size(), world = m.world_size();
+    int64_t bucket = t.bucket_size(), world = manifestShards(m);
     if (t.offset() < 0 || bucket < 0 || t.state_offset() < 0 || t.state_offset() > arena ||
         (bucket == 0 && (t.offset() != 0 || t.sharded())) ||
         (bucket > 0 && (t.offset() > bucket || n > bucket - t.offset())) ||
@@ -323,7 +335,7 @@ Status validateManifest(const plan::Checkpoint &m, const std::string &path) {
     int64_t elements = t.sharded() ? bucket / world : t.offset() + n;
     if (elements > (arena - t.state_offset()) / 4)
       return bad("tensor '", t.name(), "' lies outside the state arena");
-    if ((total += n) > m.world_size() * (arena / 4))
+    if ((total += n) > manifestShards(m) * (arena / 4))
       return bad("the tensors hold more elements than the shards");
   }
   return Status::ok();
@@ -489,7 +501,7 @@ Status consolidateShards(const std::string &dir, const plan::Checkpoint &m,
     int64_t n = numel(t.shape());
     nt.data.resize(n);
     for (int64_t e = 0; e < n;) {
-      ElementPlace at = placeOf(t, m.world_size(), e, n);
+      ElementPlace at = placeOf(t, manifestShards(m), e, n);
       std::memcpy(&nt.data[e], ranks[at.rank].data() + t.state_offset() + at.pos * 4, at.run * 4);
       e += at.run;
     }
@@ -573,12 +585,12 @@ struct OwnedRange {
 std::vector<OwnedRange> ownedRanges(const plan::Plan &plan, int rank) {
   plan::Checkpoint layout = describeCheckpoint(plan, 0);
   std::vector<OwnedRange> out;
-  const int64_t world = plan.world_size();
+  const int64_t shards = stateShards(plan), index = stateShardOf(plan, rank);
   for (const plan::CheckpointTensor &t : layout.tensors()) {
     OwnedRange r{t.name(), t.role(), t.state_offset(), 0, 0, t.offset(), numel(t.shape())};
     if (t.sharded()) {
-      int64_t shard = t.bucket_size() / world;
-      r.flatBegin = rank * shard, r.flatEnd = r.flatBegin + shard;
+      int64_t shard = t.bucket_size() / shards;
+      r.flatBegin = index * shard, r.flatEnd = r.flatBegin + shard;
     } else {
       r.flatBegin = 0, r.flatEnd = t.bucket_size() ? t.bucket_size() : r.count;
     }
@@ -642,8 +654,8 @@ Status readReshardedState(const plan::Plan &plan, const plan::Checkpoint &old,
   std::map<std::pair<std::string, std::string>, const plan::CheckpointTensor *> saved;
   for (const plan::CheckpointTensor &t : old.tensors())
     saved[{t.name(), t.role()}] = &t;
-  const int64_t oldWorld = old.world_size();
-  std::vector<std::ifstream> files(oldWorld);
+  const int64_t oldShards = manifestShards(old);
+  std::vector<std::ifstream> files(oldShards);
   for (const OwnedRange &r : ownedRanges(plan, rank)) {
     auto it = saved.find({r.name, r.role});
     if (it == saved.end())
@@ -654,7 +666,7 @@ Status readReshardedState(const plan::Plan &plan, const plan::Checkpoint &old,
     // one of the old ranks' shards.
     int64_t lo = std::max(r.flatBegin, r.offset), hi = std::min(r.flatEnd, r.offset + r.count);
     for (int64_t e = lo - r.offset; e < hi - r.offset;) {
-      ElementPlace at = placeOf(t, oldWorld, e, hi - r.offset);
+      ElementPlace at = placeOf(t, oldShards, e, hi - r.offset);
       std::ifstream &f = files[at.rank];
       if (!f.is_open())
         f.open((fs::path(dir) / ("rank-" + std::to_string(at.rank) + ".bin")).string(),

@@ -2,6 +2,7 @@
 #include "train/Weights.h"
 
 #include "cpu/KernelSupport.h"
+#include "plan/PlanLoader.h"
 #include "support/Files.h"
 
 #include "onnx.pb.h"
@@ -440,7 +441,7 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
     }
   });
   ZRT_RETURN_IF_ERROR(status);
-  const int64_t world = plan.world_size();
+  const int64_t shards = stateShards(plan), shardIndex = stateShardOf(plan, rank);
   for (const plan::ParamLayout &l : plan.params()) {
     const plan::Buffer &bucket = plan.buffers(l.bucket());
     if (!isShardedBucket(bucket))
@@ -448,7 +449,7 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
     // This rank holds elements [lo, hi) of the whole flat bucket: it reads
     // only the part of the tensor that falls there.
     std::vector<int64_t> shape = shapeOf(l.shape());
-    int64_t shard = bucket.shard_of() / world, lo = rank * shard, hi = lo + shard;
+    int64_t shard = bucket.shard_of() / shards, lo = shardIndex * shard, hi = lo + shard;
     int64_t begin = std::max(lo, l.offset()), end = std::min(hi, l.offset() + numel(shape));
     if (begin < end) {
       ZRT_RETURN_IF_ERROR(weights.read(nameInFile(plan, weights, l.name(), nullptr), shape, values,

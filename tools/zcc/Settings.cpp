@@ -247,6 +247,14 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (Error e = merge(s.commDtype, flags.given("comm-dtype"), f.commDtype, c.communicationDataType,
                       "--comm-dtype", "communication_data_type", path))
     return std::move(e);
+  if (Error e =
+          merge(s.micsShardSize, flags.given("mics-shard-size"), f.micsShardSize, c.micsShardSize,
+                "--mics-shard-size", "zero_optimization.mics_shard_size", path))
+    return std::move(e);
+  if (Error e = merge(s.hpzPartitionSize, flags.given("hpz-partition-size"), f.hpzPartitionSize,
+                      c.hpzPartitionSize, "--hpz-partition-size",
+                      "zero_optimization.zero_hpz_partition_size", path))
+    return std::move(e);
   if (c.activationCheckpointing) {
     if (flags.given("recompute") && f.recompute != "layer")
       return fail("--recompute " + f.recompute + " conflicts with activation_checkpointing in " +

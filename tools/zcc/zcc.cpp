@@ -71,6 +71,13 @@ static std::string checkInputFile(const std::string &path) {
   return "";
 }
 
+/// The mesh group size --mics-shard-size or --hpz-partition-size |size| asks
+/// for at |world| ranks: 0 (off) for DeepSpeed's off values (mics -1,
+/// hpZ 0 or 1) and for a group of every rank, which is plain ZeRO.
+static int64_t meshGroup(int64_t size, int64_t world, bool hpz) {
+  return size <= (hpz ? 1 : 0) || size == world ? 0 : size;
+}
+
 /// Why |path| cannot be an output (empty: it can): it is one of |inputs|, a
 /// directory, or a device or other special file (but /dev/null).
 static std::string checkOutput(const std::string &path, std::vector<std::string> inputs) {
@@ -176,6 +183,19 @@ static cl::opt<std::string> commDtype(
     cl::desc("the element type collectives move: gradient reductions and stage-3 parameter "
              "gathers (DeepSpeed's communication_data_type; masters and moments stay fp32)"),
     cl::value_desc("fp32|bf16|fp16"), cl::init(kDefaults.commDtype), cl::cat(zccCategory));
+static cl::opt<int64_t> micsShardSize(
+    "mics-shard-size",
+    cl::desc("MiCS / FSDP's HYBRID_SHARD (stages 1-3): shard the state over groups of N "
+             "consecutive ranks (a node's) and replicate it across the groups; gradients are "
+             "reduce-scattered in the group, then all-reduced across (DeepSpeed's "
+             "mics_shard_size; 0 or the world size: off)"),
+    cl::value_desc("N"), cl::init(kDefaults.micsShardSize), cl::cat(zccCategory));
+static cl::opt<int64_t> hpzPartitionSize(
+    "hpz-partition-size",
+    cl::desc("ZeRO++ hpZ (stage 3): keep a secondary shard of the forward's gathered "
+             "parameters over groups of N consecutive ranks (a node's), so that the backward "
+             "gathers inside the group (zero_hpz_partition_size; 0, 1 or the world size: off)"),
+    cl::value_desc("N"), cl::init(kDefaults.hpzPartitionSize), cl::cat(zccCategory));
 static cl::opt<std::string>
     target("target",
            cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
@@ -549,6 +569,8 @@ int main(int argc, char **argv) {
     f.persistenceThreshold = persistenceThreshold;
     f.overlapComm = overlapComm;
     f.commDtype = commDtype;
+    f.micsShardSize = micsShardSize;
+    f.hpzPartitionSize = hpzPartitionSize;
     f.recompute = recomputeMode;
     f.offloadOptimizer = offloadOptimizer;
     f.offloadParam = offloadParam;
@@ -693,6 +715,39 @@ int main(int argc, char **argv) {
                  << S.zeroStage << " and " << S.worldSize << "\n";
     return 2;
   }
+  const int64_t mics = meshGroup(S.micsShardSize, S.worldSize, false),
+                hpz = meshGroup(S.hpzPartitionSize, S.worldSize, true);
+  if (mics == 1) {
+    llvm::errs() << "zcc: error: --mics-shard-size 1 keeps the whole state on every rank: that "
+                    "is --zero-stage 0 (give a group of 2 or more ranks)\n";
+    return 2;
+  }
+  for (auto [flag, size, g] : {std::tuple{"--mics-shard-size", S.micsShardSize, mics},
+                               std::tuple{"--hpz-partition-size", S.hpzPartitionSize, hpz}}) {
+    if (g && (S.worldSize % g || g > S.worldSize)) {
+      llvm::errs() << "zcc: error: " << flag << " " << size
+                   << ": the groups must divide --world-size " << S.worldSize
+                   << " (a node's ranks: --world-size is nodes x ranks per node)\n";
+      return 2;
+    }
+  }
+  if (mics && hpz) {
+    llvm::errs() << "zcc: error: --mics-shard-size and --hpz-partition-size exclude each other "
+                    "(as in DeepSpeed): MiCS replicates the state across groups, hpZ shards it "
+                    "over every rank; give one\n";
+    return 2;
+  }
+  if (mics && S.zeroStage < 1) {
+    llvm::errs() << "zcc: error: --mics-shard-size shards the optimizer state: it needs "
+                    "--zero-stage 1, 2 or 3 (got 0)\n";
+    return 2;
+  }
+  if (hpz && S.zeroStage != 3) {
+    llvm::errs() << "zcc: error: --hpz-partition-size keeps a secondary partition of stage 3's "
+                    "parameters: it needs --zero-stage 3 (got "
+                 << S.zeroStage << ")\n";
+    return 2;
+  }
   if (emit == EmitKind::Plan && outputFile == "-" && llvm::sys::Process::StandardOutIsDisplayed()) {
     llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
     return 2;
@@ -788,6 +843,8 @@ int main(int argc, char **argv) {
     o.maxLiveParameters = S.maxLiveParameters;
     o.overlapComm = S.overlapComm;
     o.commDtype = S.commDtype;
+    o.micsShardSize = meshGroup(S.micsShardSize, S.worldSize, false);
+    o.hpzPartitionSize = meshGroup(S.hpzPartitionSize, S.worldSize, true);
     o.offloadOptimizer =
         S.offloadOptimizer == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
     o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;

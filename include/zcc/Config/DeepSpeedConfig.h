@@ -63,6 +63,9 @@ struct DeepSpeedConfig {
       paramPersistenceThreshold, maxLiveParameters, maxReuseDistance, subGroupSize;
   std::optional<bool> overlapComm, contiguousGradients, reduceScatter, allgatherPartitions;
   std::optional<DeepSpeedOffload> offloadOptimizer, offloadParam;
+  // The device mesh (zcc --mics-shard-size, --hpz-partition-size): DeepSpeed's
+  // off values are -1 and 1.
+  std::optional<int64_t> micsShardSize, hpzPartitionSize;
 
   // activation_checkpointing (present: zcc --recompute layer)
   bool activationCheckpointing = false;

@@ -131,6 +131,13 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<std::string> commDtype{*this, "comm-dtype",
                              llvm::cl::desc("what collectives move: fp32, bf16 or fp16"),
                              llvm::cl::init("fp32")};
+  Opt<int64_t> micsShardSize{*this, "mics-shard-size",
+                             llvm::cl::desc("MiCS / HSDP: state sharded over groups of N ranks"),
+                             llvm::cl::init(0)};
+  Opt<int64_t> hpzPartitionSize{
+      *this, "hpz-partition-size",
+      llvm::cl::desc("hpZ: stage 3's backward gathers within groups of N ranks"),
+      llvm::cl::init(0)};
   Opt<OffloadDevice> offloadOptimizer{
       *this, "offload-optimizer", llvm::cl::desc("ZeRO-Offload of the optimizer state"),
       llvm::cl::init(OffloadDevice::None),

@@ -41,7 +41,8 @@ struct ScalingModel {
 struct ScalingEstimate {
   double compute = 0, communication = 0, exposed = 0, step = 0;
   int64_t world = 1, nodes = 1;
-  double bandwidth = 0; // bytes/s a GPU of the link the collectives cross
+  double bandwidth = 0;      // bytes/s a GPU of the link the collectives cross
+  double groupBandwidth = 0; // ... and a mesh group's (NVLink when groups tile the nodes)
   /// Communication and its exposed part by kind: all-reduce,
   /// reduce-scatter, all-gather.
   double byKind[3] = {0, 0, 0}, exposedByKind[3] = {0, 0, 0};

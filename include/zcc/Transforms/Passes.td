@@ -436,6 +436,17 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
     type reads the view (the same values the float32 gather gave), any other
     use its widening. Stage 1-2 parameter gathers after the update and the
     gradient norm's scalar stay float32 (zero-optimizer).
+
+    A mesh splits the ranks into groups of consecutive ranks (a node's); the
+    collectives over a group, or across the groups, say so (`in group`,
+    `in across`). mics-shard-size G (MiCS, FSDP's HYBRID_SHARD): the state
+    is sharded over the G ranks of a group and each group holds a whole copy;
+    a gradient reduce-scatter runs in the group and the shard is then
+    all-reduced across the groups; parameter gathers stay in the group.
+    hpz-partition-size G (ZeRO++ hpZ, stage 3): the state stays sharded over
+    every rank; the forward's gather over every rank keeps the group's chunk
+    of the bucket (local_shard in group), from which the backward gathers it
+    back inside the group.
   }];
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"0", "ZeRO stage 0, 1, 2 or 3">,
@@ -453,6 +464,12 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
     Option<"commDtype", "comm-dtype", "std::string", /*default=*/"\"fp32\"",
            "the element type collectives move: fp32, bf16 or fp16 "
            "(communication_data_type)">,
+    Option<"micsShardSize", "mics-shard-size", "int64_t", /*default=*/"0",
+           "MiCS / HSDP, stages 1-3: shard the state over groups of this many consecutive "
+           "ranks and replicate it across the groups (mics_shard_size; 0: off)">,
+    Option<"hpzPartitionSize", "hpz-partition-size", "int64_t", /*default=*/"0",
+           "hpZ, stage 3: the backward re-gathers parameters from a secondary shard over "
+           "groups of this many consecutive ranks (zero_hpz_partition_size; 0: off)">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }

@@ -440,6 +440,9 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
             bufferOf[op.getResult(0)], pb.getI64IntegerAttr(reduce));
         if (op.hasAttr("async"))
           coll->setAttr("async", pb.getUnitAttr());
+        auto group = op.getAttrOfType<zero::CommGroupAttr>("group");
+        if (group && group.getValue() != zero::CommGroup::world)
+          coll.setGroup((int64_t)group.getValue());
         continue;
       }
       auto spec = kernelFor(&op);

@@ -48,6 +48,10 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       plan.set_world_size(w.getInt());
     if (auto stage = partition.getAs<IntegerAttr>("stage"))
       plan.set_zero_stage(stage.getInt());
+    if (auto g = partition.getAs<IntegerAttr>("group_size"))
+      plan.set_group_size(g.getInt());
+    if (auto s = partition.getAs<IntegerAttr>("state_shards"); s && s.getInt() != plan.world_size())
+      plan.set_state_shards(s.getInt());
   }
   if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
     plan.set_source(source.str());
@@ -169,6 +173,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
         pc->set_output(index.lookup(coll.getOutputAttr().getAttr()));
         pc->set_location(where);
         pc->set_async(coll.getAsync());
+        pc->set_group(zplan::Collective::Group(coll.getGroup()));
         continue;
       }
       if (auto wait = dyn_cast<zcc::zrt::WaitOp>(op)) {

@@ -53,11 +53,30 @@ static double matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf) {
   return 2.0 * (double)out.getNumElements() * (double)k;
 }
 
-/// Bytes one rank sends in a ring collective of |n| ranks (all-reduce 2(n-1)/n
-/// of the buffer, reduce-scatter and all-gather (n-1)/n of the whole), and
-/// the ring's hops; kind -1 for what moves nothing (local_shard).
-static double ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeOf, double n, int &kind,
-                        double &hops) {
+/// The plan's ranks and mesh (zero.partition): how many ranks a collective
+/// spans.
+struct Ranks {
+  int64_t world = 1, groupSize = 0;
+  explicit Ranks(ModuleOp module) {
+    if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition")) {
+      world = partition.getAs<IntegerAttr>("world_size").getInt();
+      if (auto g = partition.getAs<IntegerAttr>("group_size"))
+        groupSize = g.getInt();
+    }
+  }
+  /// zero.CommGroup: 0 every rank, 1 a mesh group, 2 across the groups.
+  int64_t of(int64_t group) const {
+    return group == 0 || groupSize == 0 ? world : group == 1 ? groupSize : world / groupSize;
+  }
+};
+
+/// Bytes one rank sends in a ring collective over the ranks its group spans
+/// (all-reduce 2(n-1)/n of the buffer, reduce-scatter and all-gather (n-1)/n
+/// of the whole), and the ring's hops; kind -1 for what moves nothing
+/// (local_shard).
+static double ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeOf, const Ranks &ranks,
+                        int &kind, double &hops) {
+  double n = (double)ranks.of(c.getGroup());
   kind = c.getKind() == "all_reduce"       ? 0
          : c.getKind() == "reduce_scatter" ? 1
          : c.getKind() == "all_gather"     ? 2
@@ -121,9 +140,16 @@ ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model)
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
     typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
   int64_t accum = accumSteps(module);
-  double n = (double)e.world;
+  Ranks ranks(module);
   e.nodes = (e.world + model.gpusPerNode - 1) / model.gpusPerNode;
   e.bandwidth = e.nodes > 1 ? model.ibBytesPerSecond : model.nvlinkBytesPerSecond;
+  // A mesh group's collectives stay inside a node when the groups tile the
+  // nodes (hpZ, MiCS with a node's ranks or fewer); the others cross nodes
+  // once there are several.
+  bool groupInNode = ranks.groupSize > 0 && model.gpusPerNode % ranks.groupSize == 0;
+  e.groupBandwidth = ranks.groupSize == 0 ? 0
+                     : groupInNode        ? model.nvlinkBytesPerSecond
+                                          : e.bandwidth;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     if (program.getSymName() == "eval")
       continue;
@@ -145,8 +171,9 @@ ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model)
         busy += t;
       } else if (auto col = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
         int kind;
-        double hops, bytes = ringBytes(col, typeOf, n, kind, hops);
-        double t = e.world > 1 && kind >= 0 ? hops * model.hopSeconds + bytes / e.bandwidth : 0;
+        double hops, bytes = ringBytes(col, typeOf, ranks, kind, hops);
+        double bandwidth = col.getGroup() == 1 ? e.groupBandwidth : e.bandwidth;
+        double t = e.world > 1 && kind >= 0 ? hops * model.hopSeconds + bytes / bandwidth : 0;
         m = std::max(c, m) + t;
         talk += t;
         if (kind >= 0) {
@@ -189,6 +216,13 @@ static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingMo
                      (long long)model.gpusPerNode, e.bandwidth / 1e9,
                      e.nodes > 1 ? "the inter-node link" : "NVLink", model.hopSeconds * 1e6,
                      model.flopsPerSecond / 1e12);
+  if (e.groupBandwidth > 0)
+    os << llvm::format("    a mesh group's collectives at %.4g GB/s a GPU (%s)\n",
+                       e.groupBandwidth / 1e9,
+                       e.groupBandwidth == model.nvlinkBytesPerSecond && e.nodes > 1
+                           ? "NVLink: the groups tile the nodes"
+                       : e.nodes > 1 ? "the inter-node link: a group spans nodes"
+                                     : "NVLink");
 }
 
 LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
@@ -439,8 +473,10 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
   TypeMap typeOf;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
     typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
-  double sent[3] = {0, 0, 0}; // all-reduce, reduce-scatter, all-gather
+  double sent[3] = {0, 0, 0};  // all-reduce, reduce-scatter, all-gather
+  double spans[3] = {0, 0, 0}; // every rank, inside a mesh group, across the groups
   int64_t calls[3] = {0, 0, 0};
+  Ranks ranks(module);
   double flops = 0;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     StringRef name = program.getSymName();
@@ -450,10 +486,11 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
     for (Operation &op : program.getBody().front()) {
       if (auto c = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
         int k;
-        double hops, bytes = ringBytes(c, typeOf, n, k, hops);
+        double hops, bytes = ringBytes(c, typeOf, ranks, k, hops);
         if (k < 0 || world == 1)
           continue;
         sent[k] += times * bytes;
+        spans[c.getGroup()] += times * bytes;
         calls[k] += (int64_t)times;
         continue;
       }
@@ -466,6 +503,17 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
                      "(%lld calls), reduce-scatter %.0f B (%lld), all-gather %.0f B (%lld)\n",
                      total, sent[0], (long long)calls[0], sent[1], (long long)calls[1], sent[2],
                      (long long)calls[2]);
+  if (ranks.groupSize > 0) {
+    auto shards =
+        module->getAttrOfType<DictionaryAttr>("zero.partition").getAs<IntegerAttr>("state_shards");
+    bool mics = shards && shards.getInt() < world;
+    os << llvm::format("    by span: every rank %.0f B, inside a group of %lld %.0f B, across "
+                       "the %lld groups %.0f B (%s)\n",
+                       spans[0], (long long)ranks.groupSize, spans[1],
+                       (long long)(world / ranks.groupSize), spans[2],
+                       mics ? "MiCS / HSDP: the state sharded in a group, replicated across"
+                            : "hpZ: the backward gathers inside a group");
+  }
   // The paper: stages 0-2 move 2 Psi elements per step (reduce-scatter +
   // all-gather, or all-reduce), stage 3 3 Psi (a second all-gather of the
   // parameters in the backward); in the plan's comm type (float32 unless

@@ -129,11 +129,23 @@ def shard_mismatch(p):
     b.shard_of = 3
 
 
-case("shard-size", "a shard is a 1-D state buffer of shard_of / world size elements", shard_mismatch)
-case("collective-size", "does not fit world size 1",
+case("shard-size", "a shard is a 1-D state buffer of shard_of / shards elements", shard_mismatch)
+case("collective-size", "does not fit its 1 ranks",
      lambda p: add_collective(p, plan_pb2.Collective.ALL_GATHER,
                               buffer_index(p, lambda b: b.trainable and len(b.shape) == 2),
                               buffer_index(p, lambda b: b.role == "step")))
+def mesh_collective(p):
+    add_collective(p, plan_pb2.Collective.ALL_REDUCE, buffer_index(p, lambda b: b.role == "step"),
+                   buffer_index(p, lambda b: b.role == "step"))
+    p.programs[-1].instructions[-1].collective.group = plan_pb2.Collective.GROUP
+
+
+case("mesh-divide", "the plan's mesh groups of 3 ranks do not divide its 1 ranks",
+     lambda p: setattr(p, "group_size", 3))
+case("mesh-shards", "the plan's state is split over 2 ranks: that is neither its world size",
+     lambda p: setattr(p, "state_shards", 2))
+case("mesh-missing", "a collective over a mesh group (GROUP) in a plan without a mesh",
+     mesh_collective)
 case("collective-dtype", "collectives move float32, bfloat16 or float16 buffers",
      lambda p: add_collective(p, plan_pb2.Collective.ALL_REDUCE,
                               buffer_index(p, lambda b: b.arena == plan_pb2.INPUT and b.dtype == plan_pb2.I64),
