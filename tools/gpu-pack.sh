@@ -140,6 +140,14 @@ for st in 0 1 2 3; do
       --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z$st-w$w.zplan"
   done
 done
+# A device mesh (4 in-process ranks as 2 groups of 2): MiCS at stages 2-3,
+# hpZ at stage 3 (test/e2e/mesh.test's schemes on the GPU).
+$zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 3 --world-size 4 --mics-shard-size 2 \
+  --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z3-w4-mics.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 2 --world-size 4 --mics-shard-size 2 \
+  --overlap-comm -o "$out/plans/gpt2-z2-w4-mics.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 3 --world-size 4 --hpz-partition-size 2 \
+  --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z3-w4-hpz.zplan"
 # The memory-lever plans of each model go to a sibling directory (OUT-mem124m,
 # OUT-mem1.5b) with their own zrun and libraries: each carried directory stays
 # under the 64 MiB a device call takes (then, there:
@@ -176,6 +184,21 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   mem d-offload-optimizer --zero-stage 1 --offload-optimizer cpu
   mem e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
   mem f-auto-8GiB --memory-budget 8GiB --auto
+  # The mesh's schemes at W = 4 in-process ranks on one GPU (2 groups of 2),
+  # bf16 communication, with and without --overlap-comm
+  # (PREFIX=mesh- PROFILE=1 gpu-memory.sh: memory, step, exposed communication).
+  mesh="$out-mesh124m"; memdir "$mesh"; dirs+=("$mesh")
+  for scheme in "plain" "mics --mics-shard-size 2" "hpz --hpz-partition-size 2"; do
+    set -- $scheme
+    name=$1; shift
+    for o in "" "--overlap-comm"; do
+      n=mesh-124m-z3-w4-$name${o:+-overlap}
+      $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 4 --comm-dtype bf16 "$@" $o \
+        -o "$mesh/plans/$n.zplan"
+      $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 4 --comm-dtype bf16 "$@" $o --emit=report \
+        > "$mesh/plans/$n.report"
+    done
+  done
 fi
 # Llama-family shapes for tools/gpu-bench-llama.sh, from the graphs of
 # torch_llama_baseline.py's exports (LLAMA_ONNX_DIR holds llama-1b.onnx and/or

@@ -6,8 +6,20 @@ zcc's report, host memory, step time (mean of the steps after the first).
 import glob, json, os, re, sys
 
 plans, runs, prefix = sys.argv[1:4]
-print("| plan | device per rank, measured | planned (report) | diff | host (pinned) | step |")
-print("|---|---|---|---|---|---|")
+def exposed(name):
+    """ms a step the compute stream waits for communication (zrun --profile's
+    wait and synchronous collectives), or None without a profile."""
+    path = os.path.join(runs, name + ".profile")
+    if not os.path.exists(path):
+        return None
+    kinds = dict(re.findall(r"^\s+(wait|all_gather|reduce_scatter|all_reduce)\s+([0-9.]+)",
+                            open(path).read(), re.M))
+    return sum(float(v) for v in kinds.values())
+
+
+print("| plan | device per rank, measured | planned (report) | diff | host (pinned) | step |"
+      " exposed communication |")
+print("|---|---|---|---|---|---|---|")
 for report_path in sorted(glob.glob(os.path.join(plans, prefix + "*.report"))):
     name = os.path.basename(report_path)[:-len(".report")]
     report = open(report_path).read()
@@ -20,10 +32,11 @@ for report_path in sorted(glob.glob(os.path.join(plans, prefix + "*.report"))):
     metrics = os.path.join(runs, name + ".jsonl")
     steps = [json.loads(l) for l in open(metrics)] if os.path.exists(metrics) else []
     if not m or len(steps) < 2:
-        print(f"| {name} | FAILED | {planned / 2**30:.2f} GiB | | | |")
+        print(f"| {name} | FAILED | {planned / 2**30:.2f} GiB | | | | |")
         continue
     ranks = int(m.group(2) or 1)
     measured = int(m.group(1)) / ranks
     step = sum(s["step_ms"] for s in steps[1:]) / (len(steps) - 1)
     print(f"| {name} | {measured / 2**30:.2f} GiB ({int(measured)} B) | {planned / 2**30:.2f} GiB | "
-          f"{100 * (measured - planned) / planned:+.2f}% | {host / 2**30:.2f} GiB | {step:.1f} ms |")
+          f"{100 * (measured - planned) / planned:+.2f}% | {host / 2**30:.2f} GiB | {step:.1f} ms | "
+          + (f"{e:.1f} ms |" if (e := exposed(name)) is not None else "- |"))

@@ -19,6 +19,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <cctype>
@@ -277,6 +279,59 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     return success();
   }
 
+  /// Stage 3, @micro_step: a forward value computed from a partitioned
+  /// parameter alone by pure one-operand ops (mixed precision's cast to 16
+  /// bits, a transpose) that the backward reads again is recomputed there,
+  /// before its first backward use, from the parameter: the backward then
+  /// gathers the parameter again (ZeRO-3) instead of keeping the forward's
+  /// copy alive from the forward to the backward.
+  void recomputeParameterCopies(Block &block, Operation *boundary,
+                                const DenseSet<Operation *> &partitioned) {
+    DenseMap<Operation *, int64_t> order = programOrder(block);
+    int64_t limit = order[boundary];
+    DenseSet<Value> derived; // forward values of a partitioned parameter alone
+    SmallVector<Operation *> copies;
+    for (Operation &op : block) {
+      if (order[&op] > limit)
+        break;
+      if (auto load = dyn_cast<LoadOp>(op)) {
+        if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
+            g && partitioned.contains(g))
+          derived.insert(load.getResult());
+        continue;
+      }
+      if (op.getNumOperands() == 1 && op.getNumResults() == 1 && op.getNumRegions() == 0 &&
+          isMemoryEffectFree(&op) && derived.contains(op.getOperand(0))) {
+        derived.insert(op.getResult(0));
+        copies.push_back(&op);
+      }
+    }
+    OpBuilder b(&getContext());
+    for (Operation *op : copies) {
+      SmallVector<OpOperand *> later;
+      for (OpOperand &use : op->getResult(0).getUses())
+        if (order.lookup(use.getOwner()) > limit)
+          later.push_back(&use);
+      if (later.empty())
+        continue;
+      Operation *first = later.front()->getOwner();
+      for (OpOperand *use : later)
+        if (order[use->getOwner()] < order[first])
+          first = use->getOwner();
+      // The chain from the load, cloned in order before |first|.
+      SmallVector<Operation *> chain{op};
+      while (!isa<LoadOp>(chain.back()->getOperand(0).getDefiningOp()))
+        chain.push_back(chain.back()->getOperand(0).getDefiningOp());
+      b.setInsertionPoint(first);
+      IRMapping map;
+      Operation *clone = nullptr;
+      for (Operation *link : llvm::reverse(chain))
+        clone = b.clone(*link, map);
+      for (OpOperand *use : later)
+        use->set(clone->getResult(0));
+    }
+  }
+
   /// Stage 3: the members of partitioned buckets become views of an
   /// all-gather placed before their first forward use and another before
   /// their first backward use (ops after |boundary|).
@@ -500,7 +555,12 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     auto ret = cast<func::ReturnOp>(micro.getBody().front().getTerminator());
     Operation *boundary = ret.getOperand(0).getDefiningOp();
     gatherPartitioned(forward, buckets, nullptr);
-    DenseSet<Operation *> gatheredInBackward;
+    DenseSet<Operation *> partitioned, gatheredInBackward;
+    for (Bucket &bucket : buckets)
+      if (bucket.paramSharded)
+        for (Member &m : bucket.members)
+          partitioned.insert(m.param);
+    recomputeParameterCopies(micro.getBody().front(), boundary, partitioned);
     gatherPartitioned(micro, buckets, boundary, &gatheredInBackward);
 
     // The per-parameter gradient globals, and the partitioned parameters,
