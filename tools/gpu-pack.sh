@@ -187,15 +187,19 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   # The mesh's schemes at W = 4 in-process ranks on one GPU (2 groups of 2),
   # bf16 communication, with and without --overlap-comm
   # (PREFIX=mesh- PROFILE=1 gpu-memory.sh: memory, step, exposed communication).
+  # --stage3-max-reuse-distance 0: the backward gathers every parameter again
+  # (124M is within DeepSpeed's default distance: it would keep the forward's
+  # bf16 copies, and hpZ would have no backward gather to keep in the node).
   mesh="$out-mesh124m"; memdir "$mesh"; dirs+=("$mesh")
+  r="--stage3-max-reuse-distance 0"
   for scheme in "plain" "mics --mics-shard-size 2" "hpz --hpz-partition-size 2"; do
     set -- $scheme
     name=$1; shift
     for o in "" "--overlap-comm"; do
       n=mesh-124m-z3-w4-$name${o:+-overlap}
-      $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 4 --comm-dtype bf16 "$@" $o \
+      $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 4 --comm-dtype bf16 "$@" $o $r \
         -o "$mesh/plans/$n.zplan"
-      $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 4 --comm-dtype bf16 "$@" $o --emit=report \
+      $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 4 --comm-dtype bf16 "$@" $o $r --emit=report \
         > "$mesh/plans/$n.report"
     done
   done

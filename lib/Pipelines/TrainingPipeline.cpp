@@ -124,6 +124,7 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     part.commDtype = o.commDtype;
     part.micsShardSize = o.micsShardSize;
     part.hpzPartitionSize = o.hpzPartitionSize;
+    part.maxReuseDistance = o.maxReuseDistance;
     pm.addPass(createZeroPartition(part));
     ZeroOptimizerOptions opt;
     opt.optimizer = stringify(o.optimizer).str();

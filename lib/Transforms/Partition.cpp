@@ -284,12 +284,14 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
   /// bits, a transpose) that the backward reads again is recomputed there,
   /// before its first backward use, from the parameter: the backward then
   /// gathers the parameter again (ZeRO-3) instead of keeping the forward's
-  /// copy alive from the forward to the backward.
+  /// copy alive from the forward to the backward. As DeepSpeed's
+  /// stage3_max_reuse_distance, a copy whose backward use comes within
+  /// |maxReuseDistance| elements of other parameters' uses stays.
   void recomputeParameterCopies(Block &block, Operation *boundary,
                                 const DenseSet<Operation *> &partitioned) {
     DenseMap<Operation *, int64_t> order = programOrder(block);
     int64_t limit = order[boundary];
-    DenseSet<Value> derived; // forward values of a partitioned parameter alone
+    DenseMap<Value, GlobalOp> paramOf; // forward values of a partitioned parameter alone
     SmallVector<Operation *> copies;
     for (Operation &op : block) {
       if (order[&op] > limit)
@@ -297,15 +299,46 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       if (auto load = dyn_cast<LoadOp>(op)) {
         if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
             g && partitioned.contains(g))
-          derived.insert(load.getResult());
+          paramOf[load.getResult()] = g;
         continue;
       }
       if (op.getNumOperands() == 1 && op.getNumResults() == 1 && op.getNumRegions() == 0 &&
-          isMemoryEffectFree(&op) && derived.contains(op.getOperand(0))) {
-        derived.insert(op.getResult(0));
+          isMemoryEffectFree(&op) && paramOf.count(op.getOperand(0))) {
+        paramOf[op.getResult(0)] = paramOf.lookup(op.getOperand(0));
         copies.push_back(&op);
       }
     }
+    // Each parameter's first use on either side: where its elements are
+    // used, for the reuse distance.
+    DenseMap<Operation *, std::pair<int64_t, int64_t>> firstUse; // param -> (forward, backward)
+    for (auto &[value, param] : paramOf)
+      for (Operation *user : value.getUsers()) {
+        if (user->getNumResults() == 1 && paramOf.count(user->getResult(0)) && order[user] <= limit)
+          continue; // a copy: its own uses count
+        auto [it, _] = firstUse.try_emplace(param, INT64_MAX, INT64_MAX);
+        int64_t at = order[user];
+        int64_t &first = at > limit ? it->second.second : it->second.first;
+        first = std::min(first, at);
+      }
+    SmallVector<std::pair<int64_t, int64_t>> events; // (position, elements)
+    for (auto &[param, at] : firstUse)
+      for (int64_t pos : {at.first, at.second})
+        if (pos != INT64_MAX)
+          events.push_back({pos, cast<GlobalOp>(param).getTensorType().getNumElements()});
+    llvm::sort(events);
+    auto usedBetween = [&](int64_t from, int64_t to, GlobalOp self) {
+      int64_t n = 0;
+      for (auto [pos, elements] : events)
+        if (pos > from && pos < to)
+          n += elements;
+      // (this parameter's own uses do not count)
+      auto at = firstUse.lookup(self);
+      for (int64_t pos : {at.first, at.second})
+        if (pos > from && pos < to && pos != INT64_MAX)
+          n -= self.getTensorType().getNumElements();
+      return n;
+    };
+    int64_t distance = maxReuseDistance < 0 ? 1000000000 : maxReuseDistance.getValue();
     OpBuilder b(&getContext());
     for (Operation *op : copies) {
       SmallVector<OpOperand *> later;
@@ -318,6 +351,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       for (OpOperand *use : later)
         if (order[use->getOwner()] < order[first])
           first = use->getOwner();
+      if (usedBetween(order[op], order[first], paramOf.lookup(op->getResult(0))) < distance)
+        continue; // reused soon enough: kept
       // The chain from the load, cloned in order before |first|.
       SmallVector<Operation *> chain{op};
       while (!isa<LoadOp>(chain.back()->getOperand(0).getDefiningOp()))

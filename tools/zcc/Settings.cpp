@@ -241,6 +241,10 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     return std::move(e);
   size(s.prefetchBucketSize, c.prefetchBucketSize, "zero_optimization.stage3_prefetch_bucket_size");
   size(s.maxLiveParameters, c.maxLiveParameters, "zero_optimization.stage3_max_live_parameters");
+  if (Error e = sizeFlag(s.maxReuseDistance, flags.given("stage3-max-reuse-distance"),
+                         f.maxReuseDistance, c.maxReuseDistance, "--stage3-max-reuse-distance",
+                         "zero_optimization.stage3_max_reuse_distance"))
+    return std::move(e);
   if (Error e = merge(s.overlapComm, flags.given("overlap-comm"), f.overlapComm, c.overlapComm,
                       "--overlap-comm", "zero_optimization.overlap_comm", path))
     return std::move(e);

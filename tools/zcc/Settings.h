@@ -45,7 +45,7 @@ struct Settings {
   int64_t zeroStage = 0;
   int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
   int64_t prefetchBucketSize = 50000000, persistenceThreshold = 100000;
-  int64_t maxLiveParameters = 1000000000;
+  int64_t maxLiveParameters = 1000000000, maxReuseDistance = 1000000000;
   bool overlapComm = false;
   // What collectives move (communication_data_type): fp32, bf16 or fp16.
   std::string commDtype = "fp32";

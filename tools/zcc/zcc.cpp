@@ -173,6 +173,13 @@ static cl::opt<int64_t> persistenceThreshold(
     "stage3-param-persistence-threshold",
     cl::desc("stage 3: parameters with fewer elements stay whole on every rank (default 1e5)"),
     cl::init(kDefaults.persistenceThreshold), cl::cat(zccCategory));
+static cl::opt<int64_t> maxReuseDistance(
+    "stage3-max-reuse-distance",
+    cl::desc("stage 3: a parameter whose backward use comes more than N parameter elements "
+             "after its forward use is gathered again in the backward; closer ones keep their "
+             "forward copy (DeepSpeed's stage3_max_reuse_distance; default 1e9; 0: always "
+             "gather again)"),
+    cl::value_desc("N"), cl::init(kDefaults.maxReuseDistance), cl::cat(zccCategory));
 static cl::opt<bool> overlapComm(
     "overlap-comm",
     cl::desc("overlap collectives with compute: gradient reductions with the backward, stage-3 "
@@ -567,6 +574,7 @@ int main(int argc, char **argv) {
     f.reduceBucketSize = reduceBucketSize;
     f.allgatherBucketSize = allgatherBucketSize;
     f.persistenceThreshold = persistenceThreshold;
+    f.maxReuseDistance = maxReuseDistance;
     f.overlapComm = overlapComm;
     f.commDtype = commDtype;
     f.micsShardSize = micsShardSize;
@@ -627,6 +635,11 @@ int main(int argc, char **argv) {
   if ((S.reduceBucketSize != -1 && S.reduceBucketSize < 1) ||
       (S.allgatherBucketSize != -1 && S.allgatherBucketSize < 1) || S.persistenceThreshold < -1) {
     llvm::errs() << "zcc: error: bucket sizes must be >= 1 and the persistence threshold >= 0\n";
+    return 2;
+  }
+  if (S.maxReuseDistance < -1) {
+    llvm::errs() << "zcc: error: --stage3-max-reuse-distance must be >= 0 (elements), got "
+                 << S.maxReuseDistance << "\n";
     return 2;
   }
   if (target != "cpu" && target != "cuda") {
@@ -841,6 +854,7 @@ int main(int argc, char **argv) {
     o.persistenceThreshold = S.persistenceThreshold;
     o.prefetchBucketSize = S.prefetchBucketSize;
     o.maxLiveParameters = S.maxLiveParameters;
+    o.maxReuseDistance = S.maxReuseDistance;
     o.overlapComm = S.overlapComm;
     o.commDtype = S.commDtype;
     o.micsShardSize = meshGroup(S.micsShardSize, S.worldSize, false);

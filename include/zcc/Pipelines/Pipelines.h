@@ -123,6 +123,11 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<int64_t> prefetchBucketSize{*this, "prefetch-bucket-size",
                                   llvm::cl::desc("stage 3: elements gathered ahead of use"),
                                   llvm::cl::init(50000000)};
+  Opt<int64_t> maxReuseDistance{
+      *this, "max-reuse-distance",
+      llvm::cl::desc("stage 3: the backward re-gathers a parameter whose forward and backward "
+                     "uses lie further apart (parameter elements used between)"),
+      llvm::cl::init(1000000000)};
   Opt<int64_t> maxLiveParameters{*this, "max-live-parameters",
                                  llvm::cl::desc("stage 3: gathered elements alive at once"),
                                  llvm::cl::init(1000000000)};

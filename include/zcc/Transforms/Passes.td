@@ -464,6 +464,10 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
     Option<"commDtype", "comm-dtype", "std::string", /*default=*/"\"fp32\"",
            "the element type collectives move: fp32, bf16 or fp16 "
            "(communication_data_type)">,
+    Option<"maxReuseDistance", "max-reuse-distance", "int64_t", /*default=*/"1000000000",
+           "stage 3: a forward copy of a partitioned parameter (a 16-bit cast) the backward "
+           "reads again is recomputed from a backward gather when more parameter elements "
+           "are used between the two (stage3_max_reuse_distance)">,
     Option<"micsShardSize", "mics-shard-size", "int64_t", /*default=*/"0",
            "MiCS / HSDP, stages 1-3: shard the state over groups of this many consecutive "
            "ranks and replicate it across the groups (mics_shard_size; 0: off)">,
