@@ -16,9 +16,11 @@
 #ifndef ZRT_COMM_COMMUNICATOR_H
 #define ZRT_COMM_COMMUNICATOR_H
 
+#include "support/NarrowFloat.h"
 #include "support/Status.h"
 #include "train/Npy.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -41,6 +43,27 @@ inline const char *commTypeName(CommType t) {
 /// plan loader refuses others).
 inline CommType commTypeOf(DType d) {
   return d == DType::BF16 ? CommType::BF16 : d == DType::F16 ? CommType::F16 : CommType::F32;
+}
+
+/// out[0 .. n) = |in|'s n elements of |type| as float32: what the host
+/// communicators reduce 16-bit buffers in.
+inline void widenComm(const void *in, float *out, int64_t n, CommType type) {
+  if (type == CommType::F32)
+    std::copy_n(static_cast<const float *>(in), n, out);
+  else if (type == CommType::BF16)
+    std::copy_n(static_cast<const BF16 *>(in), n, out);
+  else
+    std::copy_n(static_cast<const F16 *>(in), n, out);
+}
+/// Elements [at, at + n) of |out| (of |type|) = |in| rounded to it (to
+/// nearest even: once, after the float32 reduction).
+inline void narrowComm(const float *in, void *out, int64_t at, int64_t n, CommType type) {
+  if (type == CommType::F32)
+    std::copy_n(in, n, static_cast<float *>(out) + at);
+  else if (type == CommType::BF16)
+    std::copy_n(in, n, static_cast<BF16 *>(out) + at);
+  else
+    std::copy_n(in, n, static_cast<F16 *>(out) + at);
 }
 
 /// Collectives on device buffers, enqueued on a stream (|stream| is a

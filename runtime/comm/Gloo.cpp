@@ -53,9 +53,9 @@ public:
       return Status::ok();
     if (type != CommType::F32) {
       std::vector<float> wide(n);
-      widen(in, wide.data(), n, type);
+      widenComm(in, wide.data(), n, type);
       ZRT_RETURN_IF_ERROR(allReduce(wide.data(), wide.data(), n, CommType::F32, op));
-      narrow(wide.data(), out, 0, n, type);
+      narrowComm(wide.data(), out, 0, n, type);
       return Status::ok();
     }
     const float *src = static_cast<const float *>(in);
@@ -84,9 +84,9 @@ public:
     // classes; the CPU backend is for development and CI, not speed.
     int64_t len = n / size();
     std::vector<float> all(n);
-    widen(in, all.data(), n, type);
+    widenComm(in, all.data(), n, type);
     ZRT_RETURN_IF_ERROR(allReduce(all.data(), all.data(), n, CommType::F32, op));
-    narrow(all.data() + len * rank(), out, 0, len, type);
+    narrowComm(all.data() + len * rank(), out, 0, len, type);
     return Status::ok();
   }
 
@@ -124,22 +124,6 @@ public:
   }
 
 private:
-  static void widen(const void *in, float *out, int64_t n, CommType type) {
-    if (type == CommType::F32)
-      std::copy_n(static_cast<const float *>(in), n, out);
-    else if (type == CommType::BF16)
-      std::copy_n(static_cast<const BF16 *>(in), n, out);
-    else
-      std::copy_n(static_cast<const F16 *>(in), n, out);
-  }
-  static void narrow(const float *in, void *out, int64_t at, int64_t n, CommType type) {
-    if (type == CommType::F32)
-      std::copy_n(in, n, static_cast<float *>(out) + at);
-    else if (type == CommType::BF16)
-      std::copy_n(in, n, static_cast<BF16 *>(out) + at);
-    else
-      std::copy_n(in, n, static_cast<F16 *>(out) + at);
-  }
   template <typename F> Status guard(const char *what, F f) {
     if (!aborted_.empty())
       return Status::error(aborted_);

@@ -88,7 +88,7 @@ public:
     for (int r = 0; r < w; ++r) {
       auto [b, l] = chunk(r);
       if (l > 0) // an empty chunk's scratch has no data pointer
-        store(group_.scratch_[r].data(), out, b, l, type);
+        narrowComm(group_.scratch_[r].data(), out, b, l, type);
     }
     return group_.arrive(); // everyone has read the scratch
   }
@@ -101,7 +101,7 @@ public:
     reduceInto(mine.data(), rank_ * len, len, type, op);
     ZRT_RETURN_IF_ERROR(group_.arrive());
     if (len > 0)
-      store(mine.data(), out, 0, len, type);
+      narrowComm(mine.data(), out, 0, len, type);
     return Status::ok();
   }
 
@@ -172,20 +172,6 @@ private:
   template <typename T> static void addTo(float *acc, const T *src, int64_t len) {
     for (int64_t k = 0; k < len; ++k)
       acc[k] += (float)src[k];
-  }
-  /// out[at .. at + len) = sums, rounded to |type|.
-  static void store(const float *sums, void *out, int64_t at, int64_t len, CommType type) {
-    switch (type) {
-    case CommType::F32:
-      std::memcpy(static_cast<float *>(out) + at, sums, len * sizeof(float));
-      break;
-    case CommType::BF16:
-      std::copy(sums, sums + len, static_cast<BF16 *>(out) + at);
-      break;
-    case CommType::F16:
-      std::copy(sums, sums + len, static_cast<F16 *>(out) + at);
-      break;
-    }
   }
 
   InProcessGroup &group_;

@@ -1,5 +1,6 @@
 //===- CommunicatorTest.cpp - in-process collectives vs a naive reference -===//
 #include "comm/Communicator.h"
+#include "exec/CommGroups.h"
 #include "support/NarrowFloat.h"
 
 #include <gtest/gtest.h>
@@ -210,6 +211,48 @@ TEST(Collectives, SubgroupsOfAMeshReduceWithinThemselves) {
       EXPECT_NEAR(both[r][k], ref[k], 1e-5) << "rank " << r << " k " << k;
     }
   }
+}
+
+TEST(Collectives, CommGroupsSplitThePlansMesh) {
+  // What the executors use: a plan of 8 ranks in groups of 4. Its GROUP
+  // collectives span a node's ranks (index r % 4), ACROSS the ranks at the
+  // same place in every group (index r / 4); a gather in each shows which.
+  plan::Plan p;
+  p.set_world_size(8);
+  p.set_group_size(4);
+  EXPECT_EQ(groupRanks(8, 4, plan::Collective::GROUP, 5), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(groupRanks(8, 4, plan::Collective::ACROSS, 5), (std::vector<int>{1, 5}));
+  EXPECT_EQ(groupRanks(8, 4, plan::Collective::WORLD, 5).size(), 8u);
+  std::vector<std::vector<float>> inGroup(8, std::vector<float>(4)),
+      acrossGroups(8, std::vector<float>(2));
+  onRanks(8, [&](int r, Communicator &c) {
+    CommGroups groups(p, r, &c);
+    EXPECT_EQ(groups.size(plan::Collective::GROUP), 4);
+    EXPECT_EQ(groups.rank(plan::Collective::GROUP), r % 4);
+    EXPECT_EQ(groups.size(plan::Collective::ACROSS), 2);
+    EXPECT_EQ(groups.rank(plan::Collective::ACROSS), r / 4);
+    Communicator *g = nullptr, *a = nullptr;
+    ASSERT_TRUE(groups.get(plan::Collective::GROUP, g));
+    ASSERT_TRUE(groups.get(plan::Collective::ACROSS, a));
+    float mine = (float)r;
+    ASSERT_TRUE(g->allGather(&mine, inGroup[r].data(), 1));
+    ASSERT_TRUE(a->allGather(&mine, acrossGroups[r].data(), 1));
+  });
+  for (int r = 0; r < 8; ++r) {
+    for (int k = 0; k < 4; ++k)
+      EXPECT_EQ(inGroup[r][k], (float)(r / 4 * 4 + k)) << "rank " << r;
+    for (int k = 0; k < 2; ++k)
+      EXPECT_EQ(acrossGroups[r][k], (float)(k * 4 + r % 4)) << "rank " << r;
+  }
+  // A plan without a mesh has only the world.
+  plan::Plan flat;
+  flat.set_world_size(2);
+  onRanks(2, [&](int r, Communicator &c) {
+    CommGroups groups(flat, r, &c);
+    Communicator *g = nullptr;
+    ASSERT_TRUE(groups.get(plan::Collective::GROUP, g));
+    EXPECT_EQ(g, &c);
+  });
 }
 
 TEST(Collectives, SubgroupRequestsAreChecked) {
