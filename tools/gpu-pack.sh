@@ -148,6 +148,8 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 2 --world-size 4 --mic
   --overlap-comm -o "$out/plans/gpt2-z2-w4-mics.zplan"
 $zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 3 --world-size 4 --hpz-partition-size 2 \
   --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z3-w4-hpz.zplan"
+$zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 3 --world-size 4 --quantized-weights \
+  --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z3-w4-qwz.zplan"
 # The memory-lever plans of each model go to a sibling directory (OUT-mem124m,
 # OUT-mem1.5b) with their own zrun and libraries: each carried directory stays
 # under the 64 MiB a device call takes (then, there:

@@ -893,6 +893,26 @@ LogicalResult ReduceScatterOp::verify() {
 LogicalResult AllGatherOp::verify() {
   return verifyChunks(*this, getResult().getType(), getInput().getType(), getWorldSize());
 }
+/// |values| (1-D, N) and |scales| (1-D, N / block) of one quantized tensor.
+static LogicalResult verifyQuantized(Operation *op, RankedTensorType values,
+                                     RankedTensorType scales, RankedTensorType floats,
+                                     int64_t block) {
+  if (block < 1 || values.getRank() != 1 || scales.getRank() != 1 || floats.getRank() != 1 ||
+      values.getDimSize(0) != floats.getDimSize(0) || values.getDimSize(0) % block ||
+      scales.getDimSize(0) * block != values.getDimSize(0))
+    return op->emitOpError("expects 1-D tensors of N values and N / block_size (")
+           << block << ") scales, N a multiple of the block, got " << floats << ", " << values
+           << " and " << scales;
+  return success();
+}
+LogicalResult QuantizeOp::verify() {
+  return verifyQuantized(*this, getValues().getType(), getScales().getType(), getInput().getType(),
+                         getBlockSize());
+}
+LogicalResult DequantizeOp::verify() {
+  return verifyQuantized(*this, getValues().getType(), getScales().getType(), getResult().getType(),
+                         getBlockSize());
+}
 LogicalResult LocalShardOp::verify() {
   return verifyChunks(*this, getInput().getType(), getResult().getType(), getWorldSize());
 }

@@ -19,6 +19,8 @@ class Zero_Op<string mnemonic, list<Trait> traits = []>
     : Op<Zero_Dialect, mnemonic, traits>;
 
 def Zero_FloatTensor : RankedTensorOf<[AnyFloat]>;
+// What an all-gather moves: floats, or qwZ's blockwise int8 values.
+def Zero_GatherTensor : RankedTensorOf<[AnyFloat, I8]>;
 def Zero_BoolTensor : RankedTensorOf<[I1]>;
 def Zero_IndexTensor : RankedTensorOf<[I32, I64]>;
 
@@ -836,10 +838,33 @@ def Zero_ReduceScatterOp : Zero_Op<"reduce_scatter", [Zero_Communicates]> {
 
 def Zero_AllGatherOp : Zero_Op<"all_gather", [Zero_Communicates]> {
   let summary = "concatenate every rank's 1-D shard in rank order";
-  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size, UnitAttr:$async,
+  let arguments = (ins Zero_GatherTensor:$input, Zero_I64Attr:$world_size, UnitAttr:$async,
                        Zero_CommGroupAttr:$group);
-  let results = (outs Zero_FloatTensor:$result);
+  let results = (outs Zero_GatherTensor:$result);
   let assemblyFormat = "$input (`in` $group^)? attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Zero_QuantizeOp : Zero_Op<"quantize", [Pure]> {
+  let summary = "blockwise symmetric int8 quantization of a 1-D tensor (ZeRO++ qwZ)";
+  let description = [{
+    Per block of `block_size` consecutive elements: scale = max |x| / 127
+    (float32), q = round-half-even(x / scale) in [-127, 127] (0 where the
+    block is all zero). The length is a multiple of the block size.
+  }];
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$block_size);
+  let results = (outs RankedTensorOf<[I8]>:$values, RankedTensorOf<[F32]>:$scales);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($values) `,` type($scales)";
+  let hasVerifier = 1;
+}
+
+def Zero_DequantizeOp : Zero_Op<"dequantize", [Pure]> {
+  let summary = "q x scale of its block: zero.quantize's inverse, up to rounding";
+  let arguments = (ins RankedTensorOf<[I8]>:$values, RankedTensorOf<[F32]>:$scales,
+                       Zero_I64Attr:$block_size);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat =
+      "$values `,` $scales attr-dict `:` type($values) `,` type($scales) `->` type($result)";
   let hasVerifier = 1;
 }
 
@@ -875,8 +900,8 @@ def Zero_WaitOp : Zero_Op<"wait", [Pure, AllTypesMatch<["started", "result"]>]> 
     `zero.adamw` (zero-optimizer-in-backward) is waited for on its last
     result, with its gradient as `input`.
   }];
-  let arguments = (ins Zero_FloatTensor:$started, Zero_FloatTensor:$input);
-  let results = (outs Zero_FloatTensor:$result);
+  let arguments = (ins Zero_GatherTensor:$started, Zero_GatherTensor:$input);
+  let results = (outs Zero_GatherTensor:$result);
   let assemblyFormat = "$started `,` $input attr-dict `:` type($started) `,` type($input)";
   let hasVerifier = 1;
 }

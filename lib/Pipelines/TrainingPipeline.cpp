@@ -125,6 +125,7 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     part.micsShardSize = o.micsShardSize;
     part.hpzPartitionSize = o.hpzPartitionSize;
     part.maxReuseDistance = o.maxReuseDistance;
+    part.quantizedWeights = o.quantizedWeights;
     pm.addPass(createZeroPartition(part));
     ZeroOptimizerOptions opt;
     opt.optimizer = stringify(o.optimizer).str();

@@ -40,6 +40,9 @@ namespace {
 /// Parameters start at multiples of this many elements in a bucket (64 bytes
 /// of float32, the arena alignment).
 constexpr int64_t kAlign = 16;
+/// qwZ's quantization block (elements per float32 scale): a bucket's shard
+/// is a whole number of blocks.
+constexpr int64_t kQuantBlock = 256;
 
 int64_t alignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
@@ -118,7 +121,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       bucket.used += alignUp(n, kAlign);
     }
     for (Bucket &bucket : buckets)
-      bucket.size = alignUp(bucket.used, kAlign * world);
+      bucket.size = alignUp(bucket.used, (quantizedWeights ? kQuantBlock : kAlign) * world);
     return buckets;
   }
 
@@ -420,7 +423,21 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         } else {
           flat = LoadOp::create(b, loc, bucket.param.getType(),
                                 FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()));
-          if (world > 1) {
+          if (world > 1 && quantizedWeights) {
+            // qwZ: the shard's int8 values and its blocks' scales gathered,
+            // dequantized into the gathered type.
+            int64_t ranks = mesh.ranks(shardGroup), shard = bucket.size / ranks;
+            auto quantized = QuantizeOp::create(
+                b, loc, RankedTensorType::get({shard}, b.getI8Type()),
+                RankedTensorType::get({shard / kQuantBlock}, b.getF32Type()), flat, kQuantBlock);
+            Value values =
+                AllGatherOp::create(b, loc, RankedTensorType::get({bucket.size}, b.getI8Type()),
+                                    quantized.getValues(), ranks, /*async=*/false, shardGroup);
+            Value scales = AllGatherOp::create(
+                b, loc, RankedTensorType::get({bucket.size / kQuantBlock}, b.getF32Type()),
+                quantized.getScales(), ranks, /*async=*/false, shardGroup);
+            flat = DequantizeOp::create(b, loc, fullType, values, scales, kQuantBlock);
+          } else if (world > 1) {
             int64_t ranks = mesh.ranks(shardGroup);
             if (elem != cast<RankedTensorType>(flat.getType()).getElementType())
               flat =
@@ -496,6 +513,12 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         return signalPassFailure();
       }
       mesh.groupSize = mesh.shards = micsShardSize;
+    }
+    if (quantizedWeights && stage != 3) {
+      module.emitError("zero-partition: quantized-weights (qwZ) quantizes stage 3's parameter "
+                       "gathers; got stage ")
+          << stage;
+      return signalPassFailure();
     }
     if (hpzPartitionSize != 0) {
       if (stage != 3 || !groupOk(hpzPartitionSize)) {
@@ -634,7 +657,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
                          b.getNamedAttr("comm_type", TypeAttr::get(commType)),
                          b.getNamedAttr("group_size", b.getI64IntegerAttr(mesh.groupSize)),
                          b.getNamedAttr("state_shards", b.getI64IntegerAttr(mesh.shards)),
-                         b.getNamedAttr("hpz", b.getBoolAttr(mesh.hpz))}));
+                         b.getNamedAttr("hpz", b.getBoolAttr(mesh.hpz)),
+                         b.getNamedAttr("quantized_weights", b.getBoolAttr(quantizedWeights))}));
     module->setAttr("zero.buckets", b.getArrayAttr(described));
   }
 };

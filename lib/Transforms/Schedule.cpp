@@ -168,6 +168,14 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
       SmallVector<Operation *> feed;
       if (input.getDefiningOp<LocalShardOp>())
         return feed;
+      // qwZ: the int8 values' gather brings the quantization (and the
+      // scales' gather, moved with it below); the scales' is not one of its own.
+      if (auto q = input.getDefiningOp<QuantizeOp>()) {
+        if (input != q.getValues() || !q->getResult(0).hasOneUse())
+          return std::nullopt;
+        feed.push_back(q);
+        input = q.getInput();
+      }
       if (auto rounding = input.getDefiningOp<CastOp>(); rounding && rounding->hasOneUse()) {
         feed.push_back(rounding);
         input = rounding.getInput();
@@ -213,6 +221,10 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
         after = op;
       }
       start->moveAfter(after);
+      if (auto q = feed.empty() ? QuantizeOp() : dyn_cast<QuantizeOp>(feed.back()))
+        for (Operation *user : q.getScales().getUsers())
+          if (isa<AllGatherOp>(user))
+            user->moveAfter(start);
     }
   }
 

@@ -33,16 +33,25 @@ namespace zrt {
 
 enum class ReduceOp { Sum, Avg };
 
-/// The element type of a collective's buffers.
-enum class CommType { F32, BF16, F16 };
-inline int64_t commTypeBytes(CommType t) { return t == CommType::F32 ? 4 : 2; }
-inline const char *commTypeName(CommType t) {
-  return t == CommType::F32 ? "float32" : t == CommType::BF16 ? "bfloat16" : "float16";
+/// The element type of a collective's buffers (I8: all-gathers of blockwise
+/// quantized parameters only, zcc --quantized-weights; no reductions).
+enum class CommType { F32, BF16, F16, I8 };
+inline int64_t commTypeBytes(CommType t) {
+  return t == CommType::F32 ? 4 : t == CommType::I8 ? 1 : 2;
 }
-/// The collective element type of a buffer's dtype (F32, BF16 or F16; the
-/// plan loader refuses others).
+inline const char *commTypeName(CommType t) {
+  return t == CommType::F32    ? "float32"
+         : t == CommType::BF16 ? "bfloat16"
+         : t == CommType::F16  ? "float16"
+                               : "int8";
+}
+/// The collective element type of a buffer's dtype (F32, BF16, F16 or I8;
+/// the plan loader refuses others).
 inline CommType commTypeOf(DType d) {
-  return d == DType::BF16 ? CommType::BF16 : d == DType::F16 ? CommType::F16 : CommType::F32;
+  return d == DType::BF16  ? CommType::BF16
+         : d == DType::F16 ? CommType::F16
+         : d == DType::I8  ? CommType::I8
+                           : CommType::F32;
 }
 
 /// out[0 .. n) = |in|'s n elements of |type| as float32: what the host

@@ -98,6 +98,9 @@ public:
       if (type == CommType::F32) {
         opts.setInput(const_cast<float *>(static_cast<const float *>(in)), (size_t)n);
         opts.setOutput(static_cast<float *>(out), (size_t)(n * size()));
+      } else if (type == CommType::I8) {
+        opts.setInput(const_cast<int8_t *>(static_cast<const int8_t *>(in)), (size_t)n);
+        opts.setOutput(static_cast<int8_t *>(out), (size_t)(n * size()));
       } else {
         opts.setInput(const_cast<uint16_t *>(static_cast<const uint16_t *>(in)), (size_t)n);
         opts.setOutput(static_cast<uint16_t *>(out), (size_t)(n * size()));

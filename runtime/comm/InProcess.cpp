@@ -164,6 +164,8 @@ private:
       case CommType::F16:
         addTo(acc, static_cast<const F16 *>(group_.inputs_[r]) + begin, len);
         break;
+      case CommType::I8: // gathers only (the plan validator refuses reductions)
+        break;
       }
     if (op == ReduceOp::Avg)
       for (int64_t k = 0; k < len; ++k)

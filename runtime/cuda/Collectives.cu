@@ -57,6 +57,8 @@ Status launchRankReduce(const void *const *inputs, int world, int64_t begin, int
     rankReduceKernel<<<blocks, cuda::kThreads, 0, stream>>>(ptrs, world, begin, n, (__half *)out,
                                                             avg);
     break;
+  case CommType::I8:
+    return Status::error("int8 collectives only gather (the plan validator refuses others)");
   }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();

@@ -70,7 +70,10 @@ Status ncclStatus(ncclResult_t r, const char *what, int rank) {
 
 ncclRedOp_t redOp(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
 ncclDataType_t dataType(CommType t) {
-  return t == CommType::F32 ? ncclFloat32 : t == CommType::BF16 ? ncclBfloat16 : ncclFloat16;
+  return t == CommType::F32    ? ncclFloat32
+         : t == CommType::BF16 ? ncclBfloat16
+         : t == CommType::F16  ? ncclFloat16
+                               : ncclInt8;
 }
 
 } // namespace

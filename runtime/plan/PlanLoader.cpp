@@ -48,6 +48,9 @@ bool zrt::toDType(int d, DType &out) {
   case plan::BOOL:
     out = DType::Bool;
     return true;
+  case plan::I8:
+    out = DType::I8;
+    return true;
   default:
     return false;
   }
@@ -350,9 +353,10 @@ Status zrt::validatePlan(const plan::Plan &p) {
         const plan::Buffer &in = p.buffers(c.input()), &out = p.buffers(c.output());
         bool floats =
             in.dtype() == plan::F32 || in.dtype() == plan::BF16 || in.dtype() == plan::F16;
-        if (!floats || out.dtype() != in.dtype())
-          return errorf(where.str(), ": collectives move float32, bfloat16 or float16 buffers, "
-                                     "input and output of one type");
+        bool gathersBytes = in.dtype() == plan::I8 && c.kind() == plan::Collective::ALL_GATHER;
+        if ((!floats && !gathersBytes) || out.dtype() != in.dtype())
+          return errorf(where.str(), ": collectives move float32, bfloat16 or float16 buffers "
+                                     "(and all-gathers int8 ones), input and output of one type");
         if (out.arena() == plan::CONSTANT || out.arena() == plan::INPUT)
           return errorf(where.str(), ": a collective writes buffer ", c.output(),
                         ", which is read-only");
@@ -365,7 +369,7 @@ Status zrt::validatePlan(const plan::Plan &p) {
         const int64_t ranks = c.group() == plan::Collective::WORLD   ? world
                               : c.group() == plan::Collective::GROUP ? p.group_size()
                                                                      : world / p.group_size();
-        int64_t elem = in.dtype() == plan::F32 ? 4 : 2;
+        int64_t elem = in.dtype() == plan::F32 ? 4 : in.dtype() == plan::I8 ? 1 : 2;
         int64_t ni = bytesOf[c.input()] / elem, no = bytesOf[c.output()] / elem;
         bool ok = false;
         switch (c.kind()) {

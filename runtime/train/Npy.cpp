@@ -23,6 +23,7 @@ size_t zrt::dtypeSize(DType d) {
   case DType::U16:
     return 2;
   case DType::U8:
+  case DType::I8:
   case DType::Bool:
     return 1;
   }
@@ -47,6 +48,8 @@ const char *zrt::dtypeName(DType d) {
     return "uint16";
   case DType::U8:
     return "uint8";
+  case DType::I8:
+    return "int8";
   case DType::Bool:
     return "bool";
   }
@@ -136,8 +139,9 @@ static bool parseDescr(const std::string &descr, DType &dtype, std::string &erro
     const char *name;
     DType dtype;
   } kinds[] = {
-      {"f4", DType::F32}, {"f8", DType::F64}, {"f2", DType::F16}, {"i8", DType::I64},
-      {"i4", DType::I32}, {"u2", DType::U16}, {"u1", DType::U8},  {"b1", DType::Bool},
+      {"f4", DType::F32}, {"f8", DType::F64},  {"f2", DType::F16},
+      {"i8", DType::I64}, {"i4", DType::I32},  {"u2", DType::U16},
+      {"u1", DType::U8},  {"b1", DType::Bool}, {"i1", DType::I8},
   };
   for (const auto &k : kinds)
     if (kind == k.name) {
@@ -287,9 +291,9 @@ std::string zrt::serializeNpy(const NpyArray &a) {
     DType dtype;
     const char *descr;
   } descrs[] = {
-      {DType::F32, "<f4"},  {DType::F64, "<f8"}, {DType::F16, "<f2"}, {DType::I64, "<i8"},
-      {DType::I32, "<i4"},  {DType::U16, "<u2"}, {DType::U8, "|u1"},  {DType::Bool, "|b1"},
-      {DType::BF16, "<u2"}, // NumPy has no bfloat16: its bits as uint16
+      {DType::F32, "<f4"}, {DType::F64, "<f8"},  {DType::F16, "<f2"}, {DType::I64, "<i8"},
+      {DType::I32, "<i4"}, {DType::U16, "<u2"},  {DType::U8, "|u1"},  {DType::Bool, "|b1"},
+      {DType::I8, "|i1"},  {DType::BF16, "<u2"}, // NumPy has no bfloat16: its bits as uint16
   };
   std::string descr = "<f4";
   for (const auto &d : descrs)

@@ -15,7 +15,7 @@
 
 namespace zrt {
 
-enum class DType { F32, F64, F16, BF16, I64, I32, U16, U8, Bool };
+enum class DType { F32, F64, F16, BF16, I64, I32, U16, U8, Bool, I8 };
 
 /// Size in bytes of one element of |dtype|.
 size_t dtypeSize(DType dtype);

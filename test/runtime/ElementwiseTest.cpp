@@ -278,3 +278,46 @@ TEST(Elementwise, CrossEntropyGradWithTheLossMatchesBothKernels) {
   labels[2] = 11; // out of range: the same error as the forward's
   EXPECT_FALSE(cpuKernel(KernelId::CrossEntropyGrad).run(both));
 }
+
+TEST(Quantize, BlockwiseInt8RoundsHalfToEvenAndDequantizes) {
+  // Two blocks of 4: the first's peak 2.54 gives scale 0.02 (x / scale
+  // rounds half to even and clamps at 127), the second is all zero.
+  std::vector<float> x{2.54f, -1.27f, 0.01f, 0.03f, 0, 0, 0, 0};
+  std::vector<int8_t> q(8, 99);
+  std::vector<float> scales(2, -1), back(8, -1);
+  auto bytes = [](auto &v, DType d, int64_t n) {
+    TensorRef t;
+    t.dtype = d;
+    t.shape = {n};
+    t.data = reinterpret_cast<char *>(v.data());
+    return t;
+  };
+  KernelCall c;
+  c.in = {bytes(x, DType::F32, 8)};
+  c.out = {bytes(q, DType::I8, 8), bytes(scales, DType::F32, 2)};
+  c.ints = {4};
+  ASSERT_EQ(cpuKernel(KernelId::Quantize).check(c), "");
+  ASSERT_TRUE(cpuKernel(KernelId::Quantize).run(c));
+  const float scale = 2.54f / 127.0f;
+  EXPECT_EQ(scales[0], scale);
+  EXPECT_EQ(scales[1], 0.0f);
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(q[k], (int8_t)std::nearbyint(x[k] / scale)) << k;
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], (int8_t)std::nearbyint(-1.27f / scale));
+  for (int k = 4; k < 8; ++k)
+    EXPECT_EQ(q[k], 0);
+  KernelCall d;
+  d.in = {bytes(q, DType::I8, 8), bytes(scales, DType::F32, 2)};
+  d.out = {bytes(back, DType::F32, 8)};
+  d.ints = {4};
+  ASSERT_EQ(cpuKernel(KernelId::Dequantize).check(d), "");
+  ASSERT_TRUE(cpuKernel(KernelId::Dequantize).run(d));
+  for (int k = 0; k < 8; ++k) {
+    EXPECT_EQ(back[k], (float)q[k] * scales[k / 4]) << k;
+    EXPECT_NEAR(back[k], x[k], scale / 2 + 1e-7) << k; // within half a step
+  }
+  // Shapes that do not split into blocks are refused.
+  c.ints = {3};
+  EXPECT_NE(cpuKernel(KernelId::Quantize).check(c), "");
+}

@@ -255,6 +255,10 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
           merge(s.micsShardSize, flags.given("mics-shard-size"), f.micsShardSize, c.micsShardSize,
                 "--mics-shard-size", "zero_optimization.mics_shard_size", path))
     return std::move(e);
+  if (Error e = merge(s.quantizedWeights, flags.given("quantized-weights"), f.quantizedWeights,
+                      c.quantizedWeights, "--quantized-weights",
+                      "zero_optimization.zero_quantized_weights", path))
+    return std::move(e);
   if (Error e = merge(s.hpzPartitionSize, flags.given("hpz-partition-size"), f.hpzPartitionSize,
                       c.hpzPartitionSize, "--hpz-partition-size",
                       "zero_optimization.zero_hpz_partition_size", path))

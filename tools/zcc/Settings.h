@@ -52,6 +52,8 @@ struct Settings {
   // The device mesh (0: none): MiCS / HSDP's shard group, or hpZ's
   // secondary partition (mics_shard_size, zero_hpz_partition_size).
   int64_t micsShardSize = 0, hpzPartitionSize = 0;
+  // ZeRO++ qwZ: stage 3's gathers in blockwise int8 (zero_quantized_weights).
+  bool quantizedWeights = false;
   // Activation checkpointing: none, layer, selective (zero-recompute).
   std::string recompute = "none";
   // ZeRO-Offload of the optimizer: none or cpu (zero-offload).

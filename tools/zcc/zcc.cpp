@@ -203,6 +203,12 @@ static cl::opt<int64_t> hpzPartitionSize(
              "parameters over groups of N consecutive ranks (a node's), so that the backward "
              "gathers inside the group (zero_hpz_partition_size; 0, 1 or the world size: off)"),
     cl::value_desc("N"), cl::init(kDefaults.hpzPartitionSize), cl::cat(zccCategory));
+static cl::opt<bool> quantizedWeights(
+    "quantized-weights",
+    cl::desc("ZeRO++ qwZ (stage 3): parameter gathers move blockwise int8 values (a float32 "
+             "scale per 256) and dequantize on arrival, about a quarter of float32's bytes "
+             "(zero_quantized_weights)"),
+    cl::init(kDefaults.quantizedWeights), cl::cat(zccCategory));
 static cl::opt<std::string>
     target("target",
            cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
@@ -579,6 +585,7 @@ int main(int argc, char **argv) {
     f.commDtype = commDtype;
     f.micsShardSize = micsShardSize;
     f.hpzPartitionSize = hpzPartitionSize;
+    f.quantizedWeights = quantizedWeights;
     f.recompute = recomputeMode;
     f.offloadOptimizer = offloadOptimizer;
     f.offloadParam = offloadParam;
@@ -755,6 +762,12 @@ int main(int argc, char **argv) {
                     "--zero-stage 1, 2 or 3 (got 0)\n";
     return 2;
   }
+  if (S.quantizedWeights && S.zeroStage != 3) {
+    llvm::errs() << "zcc: error: --quantized-weights (qwZ) quantizes the gathers of stage 3's "
+                    "partitioned parameters: it needs --zero-stage 3 (got "
+                 << S.zeroStage << ")\n";
+    return 2;
+  }
   if (hpz && S.zeroStage != 3) {
     llvm::errs() << "zcc: error: --hpz-partition-size keeps a secondary partition of stage 3's "
                     "parameters: it needs --zero-stage 3 (got "
@@ -859,6 +872,7 @@ int main(int argc, char **argv) {
     o.commDtype = S.commDtype;
     o.micsShardSize = meshGroup(S.micsShardSize, S.worldSize, false);
     o.hpzPartitionSize = meshGroup(S.hpzPartitionSize, S.worldSize, true);
+    o.quantizedWeights = S.quantizedWeights && S.worldSize > 1;
     o.offloadOptimizer =
         S.offloadOptimizer == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
     o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;

@@ -136,6 +136,9 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<std::string> commDtype{*this, "comm-dtype",
                              llvm::cl::desc("what collectives move: fp32, bf16 or fp16"),
                              llvm::cl::init("fp32")};
+  Opt<bool> quantizedWeights{*this, "quantized-weights",
+                             llvm::cl::desc("qwZ: stage 3's gathers in blockwise int8"),
+                             llvm::cl::init(false)};
   Opt<int64_t> micsShardSize{*this, "mics-shard-size",
                              llvm::cl::desc("MiCS / HSDP: state sharded over groups of N ranks"),
                              llvm::cl::init(0)};

@@ -468,6 +468,10 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
            "stage 3: a forward copy of a partitioned parameter (a 16-bit cast) the backward "
            "reads again is recomputed from a backward gather when more parameter elements "
            "are used between the two (stage3_max_reuse_distance)">,
+    Option<"quantizedWeights", "quantized-weights", "bool", /*default=*/"false",
+           "ZeRO++ qwZ, stage 3: the gathers of partitioned parameters over every rank (or a "
+           "MiCS group) move blockwise int8 values and float32 scales, dequantized on arrival "
+           "(zero_quantized_weights)">,
     Option<"micsShardSize", "mics-shard-size", "int64_t", /*default=*/"0",
            "MiCS / HSDP, stages 1-3: shard the state over groups of this many consecutive "
            "ranks and replicate it across the groups (mics_shard_size; 0: off)">,

@@ -254,6 +254,12 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
                           {a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
                            a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()}};
       })
+      .Case([&](zero::QuantizeOp q) {
+        return KernelSpec{KernelId::Quantize, {q.getBlockSize()}, {}};
+      })
+      .Case([&](zero::DequantizeOp q) {
+        return KernelSpec{KernelId::Dequantize, {q.getBlockSize()}, {}};
+      })
       .Case([&](zero::SgdOp o) {
         return KernelSpec{
             KernelId::Sgd,

@@ -32,6 +32,8 @@ static FailureOr<zplan::DType> dtypeOf(Type t, Location loc) {
     return zplan::I32;
   if (t.isInteger(1))
     return zplan::BOOL;
+  if (t.isInteger(8))
+    return zplan::I8;
   return emitError(loc, "the plan format has no element type ") << t;
 }
 
