@@ -15,15 +15,13 @@ namespace zrt::cpu {
 
 namespace {
 
-bool floatType(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
-
 /// The element type and block check shared by both directions.
 std::string checkBlocks(const TensorRef &floats, const TensorRef &values, const TensorRef &scales,
                         const std::vector<int64_t> &ints) {
   if (ints.size() != 1 || ints[0] < 1)
     return "expects one attribute, the block size (>= 1)";
   int64_t block = ints[0];
-  if (!floatType(floats.dtype) || values.dtype != DType::I8 || scales.dtype != DType::F32 ||
+  if (!isFloatStorage(floats.dtype) || values.dtype != DType::I8 || scales.dtype != DType::F32 ||
       floats.shape.size() != 1 || values.shape.size() != 1 || scales.shape.size() != 1 ||
       values.shape[0] != floats.shape[0] || floats.shape[0] % block ||
       scales.shape[0] * block != floats.shape[0])
@@ -34,34 +32,21 @@ std::string checkBlocks(const TensorRef &floats, const TensorRef &values, const 
 }
 
 float load(const TensorRef &t, int64_t k) {
-  switch (t.dtype) {
-  case DType::BF16:
-    return t.as<BF16>()[k];
-  case DType::F16:
-    return t.as<F16>()[k];
-  default:
-    return t.as<float>()[k];
-  }
+  return t.dtype == DType::F32 ? t.as<float>()[k] : loadNarrow(t, k);
 }
 
 void store(const TensorRef &t, int64_t k, float v) {
-  switch (t.dtype) {
-  case DType::BF16:
-    t.as<BF16>()[k] = v;
-    break;
-  case DType::F16:
-    t.as<F16>()[k] = v;
-    break;
-  default:
+  if (t.dtype == DType::F32)
     t.as<float>()[k] = v;
-  }
+  else
+    storeNarrow(t, k, v);
 }
 
 } // namespace
 
 std::string checkQuantize(const KernelCall &c) {
-  if (c.in.size() != 1 || c.out.size() != 2)
-    return "expects 1 input and 2 outputs (values, scales)";
+  if (auto e = arity(c, 1, 2); !e.empty())
+    return e;
   return checkBlocks(c.in[0], c.out[0], c.out[1], c.ints);
 }
 
@@ -85,8 +70,8 @@ Status runQuantize(const KernelCall &c) {
 }
 
 std::string checkDequantize(const KernelCall &c) {
-  if (c.in.size() != 2 || c.out.size() != 1)
-    return "expects 2 inputs (values, scales) and 1 output";
+  if (auto e = arity(c, 2, 1); !e.empty())
+    return e;
   return checkBlocks(c.out[0], c.in[0], c.in[1], c.ints);
 }
 
