@@ -100,6 +100,8 @@ check gpt2-z2-w4-mics gpt2-z2-w4-mics.zplan "$gpt2" gpt2-tiny sched "$D/referenc
 check gpt2-z3-w4-hpz gpt2-z3-w4-hpz.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 # qwZ (int8 gathers, quantize/dequantize kernels): within 2e-2 of PyTorch.
 check gpt2-z3-w4-qwz gpt2-z3-w4-qwz.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
+# qgZ (int8 all-to-alls in the group and across, dequantize-and-sum kernels).
+check gpt2-z3-w4-qgz gpt2-z3-w4-qgz.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 2e-2 $sched
 # The padded vocabulary (zero-pad-gemms, --target cuda): the loss and its
 # gradient read and write the padded logits in place; the CUDA backend within
 # a tolerance of the CPU backend running the same plan.
@@ -119,6 +121,7 @@ agree gpt2-z2-w2-bf16comm gpt2-z2-w2-bf16comm.zplan 1e-3 gpt2 "$gpt2 --steps 8"
 agree gpt2-z3-w4-mics gpt2-z3-w4-mics.zplan 1e-5 gpt2 "$gpt2 --steps 8"
 agree gpt2-z3-w4-hpz gpt2-z3-w4-hpz.zplan 1e-5 gpt2 "$gpt2 --steps 8"
 agree gpt2-z3-w4-qwz gpt2-z3-w4-qwz.zplan 1e-4 gpt2 "$gpt2 --steps 8"
+agree gpt2-z3-w4-qgz gpt2-z3-w4-qgz.zplan 1e-4 gpt2 "$gpt2 --steps 8"
 agree lm-padded-bf16 lm-padded-bf16.zplan 1e-2
 # Dropout: the CUDA kernel draws the CPU's masks (another mask moves these
 # losses by about 1e-1: dropout.test's other seed).

@@ -150,6 +150,10 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 3 --world-size 4 --hpz
   --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z3-w4-hpz.zplan"
 $zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 3 --world-size 4 --quantized-weights \
   --stage3-param-persistence-threshold 1000 --overlap-comm -o "$out/plans/gpt2-z3-w4-qwz.zplan"
+# qgZ, hierarchical (hpZ groups of 2: the group's all-to-all, then across).
+$zcc $M/gpt2-tiny.onnx --micro-batch 1 $gpt2 --zero-stage 3 --world-size 4 --quantized-gradients \
+  --hpz-partition-size 2 --stage3-param-persistence-threshold 1000 --overlap-comm \
+  -o "$out/plans/gpt2-z3-w4-qgz.zplan"
 # The memory-lever plans of each model go to a sibling directory (OUT-mem124m,
 # OUT-mem1.5b) with their own zrun and libraries: each carried directory stays
 # under the 64 MiB a device call takes (then, there:

@@ -893,25 +893,46 @@ LogicalResult ReduceScatterOp::verify() {
 LogicalResult AllGatherOp::verify() {
   return verifyChunks(*this, getResult().getType(), getInput().getType(), getWorldSize());
 }
-/// |values| (1-D, N) and |scales| (1-D, N / block) of one quantized tensor.
+/// |values| (1-D, N x bits / 8 bytes) and |scales| (1-D, N / block) of one
+/// quantized tensor of N elements.
 static LogicalResult verifyQuantized(Operation *op, RankedTensorType values,
                                      RankedTensorType scales, RankedTensorType floats,
-                                     int64_t block) {
-  if (block < 1 || values.getRank() != 1 || scales.getRank() != 1 || floats.getRank() != 1 ||
-      values.getDimSize(0) != floats.getDimSize(0) || values.getDimSize(0) % block ||
-      scales.getDimSize(0) * block != values.getDimSize(0))
-    return op->emitOpError("expects 1-D tensors of N values and N / block_size (")
-           << block << ") scales, N a multiple of the block, got " << floats << ", " << values
-           << " and " << scales;
+                                     int64_t block, int64_t bits) {
+  if (bits != 8 && bits != 4)
+    return op->emitOpError("quantizes to 8 or 4 bits, got ") << bits;
+  int64_t n = floats.getRank() == 1 ? floats.getDimSize(0) : -1;
+  if (block < 1 || (bits == 4 && block % 2) || values.getRank() != 1 || scales.getRank() != 1 ||
+      n < 0 || n % block || values.getDimSize(0) != n * bits / 8 ||
+      scales.getDimSize(0) * block != n)
+    return op->emitOpError("expects 1-D tensors of N elements, N x ")
+           << bits << " / 8 bytes of values and N / block_size (" << block
+           << ") scales, N a multiple of the block, got " << floats << ", " << values << " and "
+           << scales;
   return success();
 }
 LogicalResult QuantizeOp::verify() {
   return verifyQuantized(*this, getValues().getType(), getScales().getType(), getInput().getType(),
-                         getBlockSize());
+                         getBlockSize(), getBits());
 }
 LogicalResult DequantizeOp::verify() {
-  return verifyQuantized(*this, getValues().getType(), getScales().getType(), getResult().getType(),
-                         getBlockSize());
+  int64_t parts = getParts(), n = getScales().getType().getNumElements() * getBlockSize();
+  RankedTensorType result = getResult().getType();
+  if (parts < 1 || n % parts || result.getRank() != 1 || result.getDimSize(0) * parts != n ||
+      (n / parts) % getBlockSize())
+    return emitOpError("expects the result to be one of parts (")
+           << parts << ") of the values, each a whole number of blocks, got "
+           << getValues().getType() << " -> " << result;
+  return verifyQuantized(*this, getValues().getType(), getScales().getType(), result.clone({n}),
+                         getBlockSize(), getBits());
+}
+LogicalResult AllToAllOp::verify() {
+  if (failed(verifyWorld(*this, getWorldSize())))
+    return failure();
+  auto type = getInput().getType();
+  if (type.getRank() != 1 || type.getDimSize(0) % getWorldSize())
+    return emitOpError("expects a 1-D tensor of world_size (")
+           << getWorldSize() << ") equal chunks, got " << type;
+  return success();
 }
 LogicalResult LocalShardOp::verify() {
   return verifyChunks(*this, getInput().getType(), getResult().getType(), getWorldSize());
@@ -926,9 +947,10 @@ LogicalResult WaitOp::verify() {
       return emitOpError("input must be the started adamw's gradient");
     return success();
   }
-  if (!start || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(start) || !start->hasAttr("async"))
+  if (!start || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp>(start) ||
+      !start->hasAttr("async"))
     return emitOpError("waits for the result of an async all_reduce, reduce_scatter, "
-                       "all_gather or adamw");
+                       "all_gather, all_to_all or adamw");
   if (start->getOperand(0) != getInput())
     return emitOpError("input must be the started collective's input");
   return success();

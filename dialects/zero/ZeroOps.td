@@ -845,14 +845,32 @@ def Zero_AllGatherOp : Zero_Op<"all_gather", [Zero_Communicates]> {
   let hasVerifier = 1;
 }
 
-def Zero_QuantizeOp : Zero_Op<"quantize", [Pure]> {
-  let summary = "blockwise symmetric int8 quantization of a 1-D tensor (ZeRO++ qwZ)";
+def Zero_AllToAllOp : Zero_Op<"all_to_all", [Zero_Communicates, SameOperandsAndResultType]> {
+  let summary = "chunk j of rank r's 1-D input becomes chunk r of rank j's output";
   let description = [{
-    Per block of `block_size` consecutive elements: scale = max |x| / 127
-    (float32), q = round-half-even(x / scale) in [-127, 127] (0 where the
-    block is all zero). The length is a multiple of the block size.
+    The input is world_size chunks of N / world_size elements; chunk j goes to
+    rank j, and rank r's output is every rank's chunk r in rank order.
+    ZeRO++ qgZ moves blockwise-quantized gradients with it, each rank then
+    summing the chunks it received (zero.dequantize with parts).
   }];
-  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$block_size);
+  let arguments = (ins Zero_GatherTensor:$input, Zero_I64Attr:$world_size, UnitAttr:$async,
+                       Zero_CommGroupAttr:$group);
+  let results = (outs Zero_GatherTensor:$result);
+  let assemblyFormat = "$input (`in` $group^)? attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Zero_QuantizeOp : Zero_Op<"quantize", [Pure]> {
+  let summary = "blockwise symmetric int8 or int4 quantization of a 1-D tensor (ZeRO++ qwZ, qgZ)";
+  let description = [{
+    Per block of `block_size` consecutive elements: scale = max |x| / L
+    (float32; L = 127 for 8 bits, 7 for 4), q = round-half-even(x / scale)
+    in [-L, L] (0 where the block is all zero). The length is a multiple of
+    the block size. 4 bits pack two values a byte, element 2i in the low
+    nibble: `values` has N * bits / 8 bytes.
+  }];
+  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$block_size,
+                       DefaultValuedAttr<I64Attr, "8">:$bits);
   let results = (outs RankedTensorOf<[I8]>:$values, RankedTensorOf<[F32]>:$scales);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($values) `,` type($scales)";
   let hasVerifier = 1;
@@ -860,8 +878,15 @@ def Zero_QuantizeOp : Zero_Op<"quantize", [Pure]> {
 
 def Zero_DequantizeOp : Zero_Op<"dequantize", [Pure]> {
   let summary = "q x scale of its block: zero.quantize's inverse, up to rounding";
+  let description = [{
+    With `parts` > 1 the N values are that many quantized tensors of
+    N / parts elements (what zero.all_to_all delivered from each rank), and
+    the result is their sum in float32, in part order (their mean with
+    `average`), rounded once to the result type: qgZ's reduction.
+  }];
   let arguments = (ins RankedTensorOf<[I8]>:$values, RankedTensorOf<[F32]>:$scales,
-                       Zero_I64Attr:$block_size);
+                       Zero_I64Attr:$block_size, DefaultValuedAttr<I64Attr, "1">:$parts,
+                       UnitAttr:$average, DefaultValuedAttr<I64Attr, "8">:$bits);
   let results = (outs Zero_FloatTensor:$result);
   let assemblyFormat =
       "$values `,` $scales attr-dict `:` type($values) `,` type($scales) `->` type($result)";

@@ -87,7 +87,8 @@ LogicalResult CopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult CollectiveOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  static const char *kinds[] = {"all_reduce", "reduce_scatter", "all_gather", "local_shard"};
+  static const char *kinds[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+                                "local_shard"};
   if (!llvm::is_contained(kinds, getKind()))
     return emitOpError("unknown collective '") << getKind() << "'";
   for (FlatSymbolRefAttr sym : {getInputAttr(), getOutputAttr()})

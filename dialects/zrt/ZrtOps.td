@@ -96,8 +96,8 @@ def Zrt_CollectiveOp : Zrt_Op<"collective", [HasParent<"ProgramOp">,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a data-parallel collective over the plan's ranks";
   let description = [{
-    `kind`: all_reduce, reduce_scatter, all_gather, or local_shard (this
-    rank's chunk, no communication). `reduce`: 0 sum, 1 average. `group`:
+    `kind`: all_reduce, reduce_scatter, all_gather, all_to_all, or
+    local_shard (this rank's chunk, no communication). `reduce`: 0 sum, 1 average. `group`:
     the ranks it spans (zero.CommGroup: 0 every rank, 1 this rank's group of
     the mesh, 2 this rank's place across the groups).
   }];

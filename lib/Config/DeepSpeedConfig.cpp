@@ -437,10 +437,11 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   zero.keys["mics_shard_size"] = integer(config.micsShardSize, -1);
   zero.keys["zero_hpz_partition_size"] = integer(config.hpzPartitionSize, 1);
   zero.keys["zero_quantized_weights"] = flag(config.quantizedWeights);
-  for (const char *k : {"round_robin_gradients", "stage3_gather_16bit_weights_on_model_save",
-                        "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint",
-                        "ignore_unused_parameters", "load_from_fp32_weights",
-                        "zero_quantized_gradients", "memory_efficient_linear"})
+  zero.keys["zero_quantized_gradients"] = flag(config.quantizedGradients);
+  for (const char *k :
+       {"round_robin_gradients", "stage3_gather_16bit_weights_on_model_save",
+        "stage3_gather_fp16_weights_on_model_save", "elastic_checkpoint",
+        "ignore_unused_parameters", "load_from_fp32_weights", "memory_efficient_linear"})
     zero.ignored[k] = "";
   zero.ignored["cpu_offload"] = "deprecated in DeepSpeed; use offload_optimizer";
 

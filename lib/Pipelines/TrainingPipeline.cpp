@@ -126,6 +126,8 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     part.hpzPartitionSize = o.hpzPartitionSize;
     part.maxReuseDistance = o.maxReuseDistance;
     part.quantizedWeights = o.quantizedWeights;
+    part.quantizedGradients = o.quantizedGradients;
+    part.quantizedGradientBits = o.quantizedGradientBits;
     pm.addPass(createZeroPartition(part));
     ZeroOptimizerOptions opt;
     opt.optimizer = stringify(o.optimizer).str();

@@ -40,9 +40,6 @@ namespace {
 /// Parameters start at multiples of this many elements in a bucket (64 bytes
 /// of float32, the arena alignment).
 constexpr int64_t kAlign = 16;
-/// qwZ's quantization block (elements per float32 scale): a bucket's shard
-/// is a whole number of blocks.
-constexpr int64_t kQuantBlock = 256;
 
 int64_t alignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
@@ -121,7 +118,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       bucket.used += alignUp(n, kAlign);
     }
     for (Bucket &bucket : buckets)
-      bucket.size = alignUp(bucket.used, (quantizedWeights ? kQuantBlock : kAlign) * world);
+      bucket.size = alignUp(
+          bucket.used, (quantizedWeights || quantizedGradients ? kQuantBlock : kAlign) * world);
     return buckets;
   }
 
@@ -520,6 +518,19 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           << stage;
       return signalPassFailure();
     }
+    if (quantizedGradients && stage < 1) {
+      module.emitError("zero-partition: quantized-gradients (qgZ) quantizes the gradient "
+                       "reduce-scatters of stages 1-3; got stage ")
+          << stage;
+      return signalPassFailure();
+    }
+    if (quantizedGradientBits != 8 && quantizedGradientBits != 4) {
+      module.emitError("zero-partition: quantized-gradient-bits must be 8 or 4, got ")
+          << quantizedGradientBits;
+      return signalPassFailure();
+    }
+    mesh.quantizedGradients = quantizedGradients;
+    mesh.gradientBits = quantizedGradientBits;
     if (hpzPartitionSize != 0) {
       if (stage != 3 || !groupOk(hpzPartitionSize)) {
         module.emitError("zero-partition: hpz-partition-size ")
@@ -658,7 +669,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
                          b.getNamedAttr("group_size", b.getI64IntegerAttr(mesh.groupSize)),
                          b.getNamedAttr("state_shards", b.getI64IntegerAttr(mesh.shards)),
                          b.getNamedAttr("hpz", b.getBoolAttr(mesh.hpz)),
-                         b.getNamedAttr("quantized_weights", b.getBoolAttr(quantizedWeights))}));
+                         b.getNamedAttr("quantized_weights", b.getBoolAttr(quantizedWeights)),
+                         b.getNamedAttr("quantized_gradients", b.getBoolAttr(quantizedGradients)),
+                         b.getNamedAttr("quantized_gradient_bits",
+                                        b.getI64IntegerAttr(quantizedGradientBits))}));
     module->setAttr("zero.buckets", b.getArrayAttr(described));
   }
 };

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <algorithm>
 
@@ -27,7 +28,20 @@ using namespace zcc::zero;
 
 namespace {
 
-bool isCommunication(Operation *op) { return isa<AllReduceOp, ReduceScatterOp, AllGatherOp>(op); }
+bool isCommunication(Operation *op) {
+  return isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp>(op);
+}
+
+/// The start of a bucket's gradient reduction: a reduce-scatter, or qgZ's
+/// all-to-all of the quantized gradient's values (its first level: not of
+/// what an earlier level's dequantization produced).
+bool isReductionStart(Operation *op) {
+  if (isa<ReduceScatterOp>(op))
+    return true;
+  auto exchange = dyn_cast<AllToAllOp>(op);
+  auto q = exchange ? exchange.getInput().getDefiningOp<QuantizeOp>() : QuantizeOp();
+  return q && exchange.getInput() == q.getValues() && !q.getInput().getDefiningOp<DequantizeOp>();
+}
 
 int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 
@@ -80,6 +94,42 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
     return {load, wait, add, store};
   }
 
+  /// What depends on qgZ's exchange |start| between it and |target|, in
+  /// program order: its forward slice, with the waits of the scales'
+  /// exchange and the accumulation's loads that feed it; empty if something
+  /// outside the slice before |target| uses it (it cannot move then).
+  static SmallVector<Operation *> dependentsBefore(AllToAllOp start, Operation *target) {
+    llvm::SmallPtrSet<Operation *, 16> in{start};
+    SmallVector<Operation *> chain;
+    auto scales = start.getInput().getDefiningOp<QuantizeOp>().getScales();
+    for (Operation *op = start->getNextNode(); op && op != target; op = op->getNextNode()) {
+      bool depends = llvm::any_of(op->getOperands(), [&](Value v) {
+        return v.getDefiningOp() && in.contains(v.getDefiningOp());
+      });
+      // The scales' exchange's wait (the exchange itself stays beside start).
+      if (auto wait = dyn_cast<WaitOp>(op); wait && wait.getInput() == scales)
+        depends = true;
+      if (depends) {
+        in.insert(op);
+        chain.push_back(op);
+      }
+    }
+    // The accumulation's load of the gradient it adds to.
+    for (Operation *op : SmallVector<Operation *>(chain))
+      for (Value v : op->getOperands())
+        if (auto load = v.getDefiningOp<LoadOp>();
+            load && load->hasOneUse() && start->isBeforeInBlock(load) && !in.contains(load)) {
+          in.insert(load);
+          chain.push_back(load);
+        }
+    for (Operation *op : chain)
+      for (Operation *user : op->getUsers())
+        if (!in.contains(user) && user->isBeforeInBlock(target))
+          return {};
+    llvm::sort(chain, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    return chain;
+  }
+
   void overlap(Block &block, ArrayRef<WaitOp> waits) {
     // Waits as late as their first use; views of the result (a gathered
     // bucket's parameters) move down with them.
@@ -108,7 +158,7 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
     // next bucket's reduce-scatter starts (or the end).
     SmallVector<WaitOp> reductions;
     for (WaitOp wait : waits)
-      if (isa<ReduceScatterOp>(wait.getStarted().getDefiningOp()))
+      if (isReductionStart(wait.getStarted().getDefiningOp()))
         reductions.push_back(wait);
     llvm::sort(reductions, [](WaitOp a, WaitOp b) {
       return a.getStarted().getDefiningOp()->isBeforeInBlock(b.getStarted().getDefiningOp());
@@ -119,6 +169,15 @@ struct ZeroSchedulePass : zcc::impl::ZeroScheduleBase<ZeroSchedulePass> {
     };
     for (size_t k = 0; k < reductions.size(); ++k) {
       Operation *target = startOf(k + 1);
+      if (auto exchange = dyn_cast<AllToAllOp>(reductions[k].getStarted().getDefiningOp())) {
+        // qgZ: everything after the exchange that depends on it (its waits,
+        // the dequantization, a second level's exchange, the accumulation)
+        // runs when the next bucket's reduction starts.
+        SmallVector<Operation *> chain = dependentsBefore(exchange, target);
+        for (Operation *op : chain)
+          op->moveBefore(target);
+        continue;
+      }
       // MiCS / HSDP: the shard is then all-reduced across the groups. That
       // all-reduce starts when the next bucket's reduce-scatter does, and
       // the accumulation waits for it one bucket later still.

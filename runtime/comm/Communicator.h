@@ -2,7 +2,8 @@
 //
 // What the executor needs from a data-parallel group: all-reduce,
 // reduce-scatter and all-gather on float32, bfloat16 or float16 buffers
-// (zcc --comm-dtype), plus a host barrier.
+// (zcc --comm-dtype), all-gather and all-to-all of int8 ones (ZeRO++'s
+// quantized communication), plus a host barrier.
 // Implementations: InProcessGroup (W ranks as threads of one process) here;
 // NCCL (one process per GPU) in runtime/cuda/Nccl.h.
 //
@@ -33,8 +34,9 @@ namespace zrt {
 
 enum class ReduceOp { Sum, Avg };
 
-/// The element type of a collective's buffers (I8: all-gathers of blockwise
-/// quantized parameters only, zcc --quantized-weights; no reductions).
+/// The element type of a collective's buffers (I8: all-gathers and
+/// all-to-alls of blockwise quantized tensors, zcc --quantized-weights and
+/// --quantized-gradients; no reductions).
 enum class CommType { F32, BF16, F16, I8 };
 inline int64_t commTypeBytes(CommType t) {
   return t == CommType::F32 ? 4 : t == CommType::I8 ? 1 : 2;
@@ -88,6 +90,9 @@ public:
                                      ReduceOp op, void *stream) = 0;
   virtual Status deviceAllGather(const void *in, void *out, int64_t n, CommType type,
                                  void *stream) = 0;
+  /// |in| and |out| do not overlap.
+  virtual Status deviceAllToAll(const void *in, void *out, int64_t n, CommType type,
+                                void *stream) = 0;
   /// Waits for |stream|, reporting the collectives' errors (|what|: for
   /// messages).
   virtual Status wait(void *stream, const char *what) = 0;
@@ -110,6 +115,9 @@ public:
                                ReduceOp op) = 0;
   /// out (n*W elements) = every rank's in (n elements), in rank order.
   virtual Status allGather(const void *in, void *out, int64_t n, CommType type) = 0;
+  /// out chunk r (n/W elements) = rank r's in chunk `rank` (in and out of n
+  /// elements; out may overlap in).
+  virtual Status allToAll(const void *in, void *out, int64_t n, CommType type) = 0;
   /// The float32 forms (the trainer's scalars).
   Status allReduce(const float *in, float *out, int64_t n, ReduceOp op) {
     return allReduce(in, out, n, CommType::F32, op);

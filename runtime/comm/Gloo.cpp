@@ -21,6 +21,7 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -108,6 +109,22 @@ public:
       opts.setTag(nextTag());
       opts.setTimeout(timeout_);
       gloo::allgather(opts);
+    });
+  }
+
+  Status allToAll(const void *in, void *out, int64_t n, CommType type) override {
+    if (n == 0)
+      return Status::ok();
+    // Gloo's output must not alias its input: the input copied first.
+    size_t bytes = (size_t)n * commTypeBytes(type);
+    std::vector<char> input(static_cast<const char *>(in), static_cast<const char *>(in) + bytes);
+    return guard("all_to_all", [&] {
+      gloo::AlltoallOptions opts(context_);
+      opts.setInput(reinterpret_cast<uint8_t *>(input.data()), bytes);
+      opts.setOutput(static_cast<uint8_t *>(out), bytes);
+      opts.setTag(nextTag());
+      opts.setTimeout(timeout_);
+      gloo::alltoall(opts);
     });
   }
 

@@ -118,6 +118,20 @@ public:
     return Status::ok();
   }
 
+  Status allToAll(const void *in, void *out, int64_t n, CommType type) override {
+    ZRT_RETURN_IF_ERROR(publish(in));
+    size_t chunk = (size_t)(n / size()) * commTypeBytes(type);
+    std::vector<char> mine(chunk * size());
+    if (chunk > 0)
+      for (int r = 0; r < size(); ++r)
+        std::memcpy(mine.data() + r * chunk,
+                    static_cast<const char *>(group_.inputs_[r]) + rank_ * chunk, chunk);
+    ZRT_RETURN_IF_ERROR(group_.arrive()); // everyone has read the inputs
+    if (chunk > 0)
+      std::memcpy(out, mine.data(), mine.size());
+    return Status::ok();
+  }
+
   Status barrier() override { return group_.arrive(); }
   bool sharesAddressSpace() const override { return true; }
   Status exchange(const void *mine, size_t bytes, std::vector<char> &all) override {

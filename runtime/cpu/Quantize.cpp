@@ -1,10 +1,15 @@
-//===- Quantize.cpp - blockwise int8 quantization (ZeRO++ qwZ) ------------===//
+//===- Quantize.cpp - blockwise int8/int4 quantization (ZeRO++ qwZ, qgZ) --===//
 //
-// quantize: in (1-D float32/bfloat16/float16, N) -> values (int8, N), scales
-// (float32, N / block). Per block: scale = max |x| / 127, q = x / scale
-// rounded half to even (as the GPU's __float2int_rn), in [-127, 127]; a block
-// of zeros has scale 0 and q 0. dequantize: values, scales -> out (1-D float,
-// N) = q x scale, rounded to out's type. ints[0]: the block size.
+// quantize: in (1-D float32/bfloat16/float16, N) -> values (int8, N x bits /
+// 8), scales (float32, N / block). Per block: scale = max |x| / L (L = 127
+// for 8 bits, 7 for 4), q = x / scale rounded half to even (as the GPU's
+// __float2int_rn), in [-L, L]; a block of zeros has scale 0 and q 0. 4 bits
+// pack element 2i in the low nibble of byte i, 2i + 1 in the high one.
+// ints: the block size, then optionally the bits (8).
+// dequantize: values, scales -> out (1-D float, N / parts): the sum over the
+// parts p (N / parts elements each, in order, float32) of q x scale, divided
+// by parts when averaging, rounded once to out's type. ints: the block size,
+// then optionally parts, average (0/1) and bits; parts 1: q x scale.
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/KernelSupport.h"
@@ -15,19 +20,20 @@ namespace zrt::cpu {
 
 namespace {
 
-/// The element type and block check shared by both directions.
+/// The element type and block check shared by both directions: |floats|
+/// one of |parts| equal parts of the quantized tensor.
 std::string checkBlocks(const TensorRef &floats, const TensorRef &values, const TensorRef &scales,
-                        const std::vector<int64_t> &ints) {
-  if (ints.size() != 1 || ints[0] < 1)
-    return "expects one attribute, the block size (>= 1)";
-  int64_t block = ints[0];
+                        int64_t block, int64_t parts, int64_t bits) {
+  if (block < 1 || parts < 1 || (bits != 8 && bits != 4) || (bits == 4 && block % 2))
+    return "expects a block size >= 1 (even for 4 bits), parts >= 1 and 8 or 4 bits";
   if (!isFloatStorage(floats.dtype) || values.dtype != DType::I8 || scales.dtype != DType::F32 ||
       floats.shape.size() != 1 || values.shape.size() != 1 || scales.shape.size() != 1 ||
-      values.shape[0] != floats.shape[0] || floats.shape[0] % block ||
-      scales.shape[0] * block != floats.shape[0])
-    return "expects a 1-D float tensor of N elements, int8 values of N and float32 scales of N / " +
-           std::to_string(block) + ", got " + describe(floats) + ", " + describe(values) + ", " +
-           describe(scales);
+      floats.shape[0] % block || values.shape[0] != floats.shape[0] * parts * bits / 8 ||
+      scales.shape[0] * block != floats.shape[0] * parts)
+    return "expects " + std::to_string(parts) + " part(s) of a 1-D float tensor of N elements, " +
+           std::to_string(bits) + "-bit values (N x " + std::to_string(bits) +
+           " / 8 bytes) and float32 scales of N / " + std::to_string(block) + " each, got " +
+           describe(floats) + ", " + describe(values) + ", " + describe(scales);
   return "";
 }
 
@@ -42,12 +48,22 @@ void store(const TensorRef &t, int64_t k, float v) {
     storeNarrow(t, k, v);
 }
 
+/// Quantized element k of |q| (|bits| per element).
+int quantized(const int8_t *q, int64_t k, int64_t bits) {
+  if (bits == 8)
+    return q[k];
+  int8_t b = q[k / 2];
+  return k % 2 ? b >> 4 : (int8_t)(b << 4) >> 4; // arithmetic shifts sign-extend
+}
+
 } // namespace
 
 std::string checkQuantize(const KernelCall &c) {
   if (auto e = arity(c, 1, 2); !e.empty())
     return e;
-  return checkBlocks(c.in[0], c.out[0], c.out[1], c.ints);
+  if (c.ints.size() != 1 && c.ints.size() != 2)
+    return "expects the block size, optionally then the bits";
+  return checkBlocks(c.in[0], c.out[0], c.out[1], c.ints[0], 1, c.ints.size() == 2 ? c.ints[1] : 8);
 }
 
 Status runQuantize(const KernelCall &c) {
@@ -55,15 +71,23 @@ Status runQuantize(const KernelCall &c) {
   int8_t *q = c.out[0].as<int8_t>();
   float *scales = c.out[1].as<float>();
   const int64_t block = c.ints[0], blocks = in.numel() / block;
+  const int64_t bits = c.ints.size() == 2 ? c.ints[1] : 8;
+  const float levels = bits == 8 ? 127.0f : 7.0f;
   for (int64_t b = 0; b < blocks; ++b) {
     float peak = 0;
     for (int64_t k = b * block; k < (b + 1) * block; ++k)
       peak = std::max(peak, std::fabs(load(in, k)));
-    float scale = peak / 127.0f;
+    float scale = peak / levels;
     scales[b] = scale;
     for (int64_t k = b * block; k < (b + 1) * block; ++k) {
       float v = scale > 0 ? std::nearbyint(load(in, k) / scale) : 0.0f;
-      q[k] = (int8_t)std::min(127.0f, std::max(-127.0f, v));
+      int8_t value = (int8_t)std::min(levels, std::max(-levels, v));
+      if (bits == 8)
+        q[k] = value;
+      else if (k % 2 == 0)
+        q[k / 2] = (int8_t)(value & 0xF);
+      else
+        q[k / 2] = (int8_t)((uint8_t)q[k / 2] | (uint8_t)(value << 4));
     }
   }
   return Status::ok();
@@ -72,15 +96,28 @@ Status runQuantize(const KernelCall &c) {
 std::string checkDequantize(const KernelCall &c) {
   if (auto e = arity(c, 2, 1); !e.empty())
     return e;
-  return checkBlocks(c.out[0], c.in[0], c.in[1], c.ints);
+  const std::vector<int64_t> &i = c.ints;
+  if ((i.size() != 1 && i.size() != 3 && i.size() != 4) || (i.size() > 1 && i[2] != 0 && i[2] != 1))
+    return "expects the block size, optionally then parts, average (0 or 1) and the bits";
+  return checkBlocks(c.out[0], c.in[0], c.in[1], i[0], i.size() > 1 ? i[1] : 1,
+                     i.size() == 4 ? i[3] : 8);
 }
 
 Status runDequantize(const KernelCall &c) {
   const int8_t *q = c.in[0].as<int8_t>();
   const float *scales = c.in[1].as<float>();
   const int64_t block = c.ints[0], n = c.out[0].numel();
-  for (int64_t k = 0; k < n; ++k)
-    store(c.out[0], k, (float)q[k] * scales[k / block]);
+  const int64_t parts = c.ints.size() > 1 ? c.ints[1] : 1;
+  const bool average = c.ints.size() > 1 && c.ints[2];
+  const int64_t bits = c.ints.size() == 4 ? c.ints[3] : 8;
+  for (int64_t k = 0; k < n; ++k) {
+    float acc = (float)quantized(q, k, bits) * scales[k / block];
+    for (int64_t p = 1; p < parts; ++p) {
+      int64_t at = p * n + k;
+      acc += (float)quantized(q, at, bits) * scales[at / block];
+    }
+    store(c.out[0], k, average ? acc / (float)parts : acc);
+  }
   return Status::ok();
 }
 

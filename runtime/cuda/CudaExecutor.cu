@@ -661,6 +661,21 @@ private:
       case plan::Collective::ALL_GATHER:
         ZRT_RETURN_IF_ERROR(nccl->deviceAllGather(in.data, out.data, in.numel(), type, stream));
         break;
+      case plan::Collective::ALL_TO_ALL: {
+        // NCCL's sends and receives must not overlap: an output over the
+        // input goes through stream-ordered scratch.
+        size_t bytes = bytesOf(out);
+        bool overlap = out.data < in.data + bytes && in.data < out.data + bytes;
+        void *dst = out.data;
+        if (overlap)
+          ZRT_CUDA(cudaMallocAsync(&dst, bytes, stream));
+        ZRT_RETURN_IF_ERROR(nccl->deviceAllToAll(in.data, dst, in.numel(), type, stream));
+        if (overlap) {
+          ZRT_CUDA(cudaMemcpyAsync(out.data, dst, bytes, cudaMemcpyDeviceToDevice, stream));
+          ZRT_CUDA(cudaFreeAsync(dst, stream));
+        }
+        break;
+      }
       default:
         return errorf("unknown collective ", (int)c.kind());
       }
@@ -755,6 +770,14 @@ private:
         ZRT_CUDA(cudaMemcpyAsync(dst + r * bytesOf(in), inputs[r], bytesOf(in),
                                  cudaMemcpyDeviceToDevice, stream));
       break;
+    case plan::Collective::ALL_TO_ALL: {
+      size_t chunk = bytesOf(in) / world;
+      for (int r = 0; r < world; ++r)
+        ZRT_CUDA(cudaMemcpyAsync(dst + r * chunk,
+                                 static_cast<const char *>(inputs[r]) + rank * chunk, chunk,
+                                 cudaMemcpyDeviceToDevice, stream));
+      break;
+    }
     default:
       return errorf("unknown collective ", (int)c.kind());
     }
@@ -800,6 +823,9 @@ private:
       break;
     case plan::Collective::ALL_GATHER:
       ZRT_RETURN_IF_ERROR(comm.allGather(hin.data(), hout.data(), in.numel(), type));
+      break;
+    case plan::Collective::ALL_TO_ALL:
+      ZRT_RETURN_IF_ERROR(comm.allToAll(hin.data(), hout.data(), in.numel(), type));
       break;
     default:
       return errorf("unknown collective ", (int)c.kind());

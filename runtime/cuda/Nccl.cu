@@ -26,6 +26,10 @@ struct NcclApi {
   decltype(&ncclAllReduce) allReduce = nullptr;
   decltype(&ncclReduceScatter) reduceScatter = nullptr;
   decltype(&ncclAllGather) allGather = nullptr;
+  decltype(&ncclSend) send = nullptr;
+  decltype(&ncclRecv) recv = nullptr;
+  decltype(&ncclGroupStart) groupStart = nullptr;
+  decltype(&ncclGroupEnd) groupEnd = nullptr;
   decltype(&ncclGetErrorString) getErrorString = nullptr;
   std::string error;
 };
@@ -56,6 +60,10 @@ const NcclApi &api() {
     sym(a.allReduce, "ncclAllReduce");
     sym(a.reduceScatter, "ncclReduceScatter");
     sym(a.allGather, "ncclAllGather");
+    sym(a.send, "ncclSend");
+    sym(a.recv, "ncclRecv");
+    sym(a.groupStart, "ncclGroupStart");
+    sym(a.groupEnd, "ncclGroupEnd");
     sym(a.getErrorString, "ncclGetErrorString");
   });
   return a;
@@ -296,6 +304,27 @@ Status NcclCommunicator::deviceAllGather(const void *in, void *out, int64_t n, C
       "ncclAllGather", rank_);
 }
 
+Status NcclCommunicator::deviceAllToAll(const void *in, void *out, int64_t n, CommType type,
+                                        void *stream) {
+  if (!comm_)
+    return errorf("rank ", rank_, ": all-to-all on an aborted communicator");
+  const NcclApi &a = api();
+  size_t chunk = (size_t)(n / world_), bytes = chunk * commTypeBytes(type);
+  ZRT_RETURN_IF_ERROR(ncclStatus(a.groupStart(), "ncclGroupStart", rank_));
+  Status st = Status::ok();
+  for (int peer = 0; peer < world_ && st; ++peer) {
+    st = ncclStatus(a.send(static_cast<const char *>(in) + peer * bytes, chunk, dataType(type),
+                           peer, (ncclComm_t)comm_, (cudaStream_t)stream),
+                    "ncclSend", rank_);
+    if (st)
+      st = ncclStatus(a.recv(static_cast<char *>(out) + peer * bytes, chunk, dataType(type), peer,
+                             (ncclComm_t)comm_, (cudaStream_t)stream),
+                      "ncclRecv", rank_);
+  }
+  Status end = ncclStatus(a.groupEnd(), "ncclGroupEnd (all-to-all)", rank_);
+  return st ? end : st;
+}
+
 // Host-side calls: staged through a device buffer on the communicator's own
 // stream (small: the trainer's scalars).
 Status NcclCommunicator::allReduce(const void *in, void *out, int64_t n, CommType type,
@@ -334,6 +363,10 @@ Status NcclCommunicator::reduceScatter(const void *, void *, int64_t, CommType, 
 
 Status NcclCommunicator::allGather(const void *, void *, int64_t, CommType) {
   return errorf("rank ", rank_, ": host all-gather over NCCL is not used");
+}
+
+Status NcclCommunicator::allToAll(const void *, void *, int64_t, CommType) {
+  return errorf("rank ", rank_, ": host all-to-all over NCCL is not used");
 }
 
 Status NcclCommunicator::barrier() {

@@ -47,6 +47,7 @@ public:
   Status allReduce(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override;
   Status reduceScatter(const void *in, void *out, int64_t n, CommType type, ReduceOp op) override;
   Status allGather(const void *in, void *out, int64_t n, CommType type) override;
+  Status allToAll(const void *in, void *out, int64_t n, CommType type) override;
   Status barrier() override;
   /// Aborts this communicator and the subgroups split from it.
   void abort(const std::string &why) override;
@@ -64,6 +65,9 @@ public:
                              void *stream) override;
   Status deviceAllGather(const void *in, void *out, int64_t n, CommType type,
                          void *stream) override;
+  /// A send and a receive per peer in one NCCL group (every NCCL with
+  /// point-to-point, 2.7 on; ncclAlltoAll is 2.28's).
+  Status deviceAllToAll(const void *in, void *out, int64_t n, CommType type, void *stream) override;
   /// Waits for |stream| with the deadline, checking NCCL's async errors.
   Status wait(void *stream, const char *what) override;
 

@@ -1,9 +1,11 @@
-//===- Quantize.cu - blockwise int8 quantization (ZeRO++ qwZ) -------------===//
+//===- Quantize.cu - blockwise int8/int4 quantization (ZeRO++ qwZ, qgZ) ---===//
 //
 // The CPU kernels' arithmetic (cpu/Quantize.cpp), bit for bit: one thread
-// block per quantization block finds max |x|, scale = max / 127 and each
-// q = x / scale rounded half to even (IEEE division and multiplication, as
-// the CPU's), clamped to [-127, 127]; dequantize multiplies back.
+// block per quantization block finds max |x|, scale = max / L (127 for 8
+// bits, 7 for 4) and each q = x / scale rounded half to even (IEEE division
+// and multiplication, as the CPU's), clamped to [-L, L], 4-bit values packed
+// two a byte (a thread writes a byte); dequantize multiplies back, summing
+// qgZ's parts in order in float32 (no fused multiply-add, as the CPU).
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/DeviceFloat.h"
@@ -13,7 +15,7 @@ namespace zrt::cuda {
 namespace {
 
 template <typename T>
-__global__ void quantizeKernel(const T *in, int8_t *q, float *scales, int64_t block) {
+__global__ void quantizeKernel(const T *in, int8_t *q, float *scales, int64_t block, int bits) {
   const int64_t base = (int64_t)blockIdx.x * block;
   float peak = 0;
   for (int64_t k = threadIdx.x; k < block; k += blockDim.x)
@@ -32,21 +34,43 @@ __global__ void quantizeKernel(const T *in, int8_t *q, float *scales, int64_t bl
       warps[0] = peak;
   }
   __syncthreads();
-  const float scale = __fdiv_rn(warps[0], 127.0f);
+  const float levels = bits == 8 ? 127.0f : 7.0f;
+  const float scale = __fdiv_rn(warps[0], levels);
   if (threadIdx.x == 0)
     scales[blockIdx.x] = scale;
-  for (int64_t k = threadIdx.x; k < block; k += blockDim.x) {
+  auto level = [&](int64_t k) {
     float v = scale > 0 ? rintf(__fdiv_rn(toF(in[base + k]), scale)) : 0.0f;
-    q[base + k] = (int8_t)fminf(127.0f, fmaxf(-127.0f, v));
+    return (int8_t)fminf(levels, fmaxf(-levels, v));
+  };
+  if (bits == 8) {
+    for (int64_t k = threadIdx.x; k < block; k += blockDim.x)
+      q[base + k] = level(k);
+    return;
   }
+  for (int64_t k = 2 * threadIdx.x; k < block; k += 2 * blockDim.x)
+    q[(base + k) / 2] = (int8_t)((level(k) & 0xF) | (uint8_t)(level(k + 1) << 4));
+}
+
+/// Quantized element k of |q| (|bits| per element).
+__device__ int quantized(const int8_t *q, int64_t k, int bits) {
+  if (bits == 8)
+    return q[k];
+  int8_t b = q[k / 2];
+  return k % 2 ? b >> 4 : (int8_t)(b << 4) >> 4;
 }
 
 template <typename T>
 __global__ void dequantizeKernel(const int8_t *q, const float *scales, T *out, int64_t block,
-                                 int64_t n) {
+                                 int64_t n, int64_t parts, bool average, int bits) {
   for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < n;
-       k += (int64_t)gridDim.x * blockDim.x)
-    out[k] = fromF<T>(__fmul_rn((float)q[k], scales[k / block]));
+       k += (int64_t)gridDim.x * blockDim.x) {
+    float acc = __fmul_rn((float)quantized(q, k, bits), scales[k / block]);
+    for (int64_t p = 1; p < parts; ++p) {
+      int64_t at = p * n + k;
+      acc = __fadd_rn(acc, __fmul_rn((float)quantized(q, at, bits), scales[at / block]));
+    }
+    out[k] = fromF<T>(average ? __fdiv_rn(acc, (float)parts) : acc);
+  }
 }
 
 } // namespace
@@ -56,6 +80,7 @@ bool supportsDequantize(const KernelCall &) { return true; }
 
 Status launchQuantize(const KernelCall &c, CudaContext &ctx) {
   const int64_t block = c.ints[0], blocks = c.in[0].numel() / block;
+  const int bits = c.ints.size() == 2 ? (int)c.ints[1] : 8;
   if (blocks == 0)
     return Status::ok();
   int8_t *q = c.out[0].as<int8_t>();
@@ -63,13 +88,15 @@ Status launchQuantize(const KernelCall &c, CudaContext &ctx) {
   switch (c.in[0].dtype) {
   case DType::BF16:
     quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<__nv_bfloat16>(), q, scales,
-                                                        block);
+                                                        block, bits);
     break;
   case DType::F16:
-    quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<__half>(), q, scales, block);
+    quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<__half>(), q, scales, block,
+                                                        bits);
     break;
   default:
-    quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<float>(), q, scales, block);
+    quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<float>(), q, scales, block,
+                                                        bits);
   }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
@@ -77,6 +104,9 @@ Status launchQuantize(const KernelCall &c, CudaContext &ctx) {
 
 Status launchDequantize(const KernelCall &c, CudaContext &ctx) {
   const int64_t n = c.out[0].numel(), block = c.ints[0];
+  const int64_t parts = c.ints.size() > 1 ? c.ints[1] : 1;
+  const bool average = c.ints.size() > 1 && c.ints[2];
+  const int bits = c.ints.size() == 4 ? (int)c.ints[3] : 8;
   if (n == 0)
     return Status::ok();
   const int8_t *q = c.in[0].as<int8_t>();
@@ -84,15 +114,15 @@ Status launchDequantize(const KernelCall &c, CudaContext &ctx) {
   switch (c.out[0].dtype) {
   case DType::BF16:
     dequantizeKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-        q, scales, c.out[0].as<__nv_bfloat16>(), block, n);
+        q, scales, c.out[0].as<__nv_bfloat16>(), block, n, parts, average, bits);
     break;
   case DType::F16:
     dequantizeKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(q, scales, c.out[0].as<__half>(),
-                                                                block, n);
+                                                                block, n, parts, average, bits);
     break;
   default:
     dequantizeKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(q, scales, c.out[0].as<float>(),
-                                                                block, n);
+                                                                block, n, parts, average, bits);
   }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();

@@ -172,6 +172,8 @@ Status Executor::runCollective(const plan::Collective &c) {
     return comm->reduceScatter(in.data, out.data, n, type, op);
   case plan::Collective::ALL_GATHER:
     return comm->allGather(in.data, out.data, n, type);
+  case plan::Collective::ALL_TO_ALL:
+    return comm->allToAll(in.data, out.data, n, type);
   default:
     return errorf("unknown collective ", (int)c.kind());
   }

@@ -353,10 +353,12 @@ Status zrt::validatePlan(const plan::Plan &p) {
         const plan::Buffer &in = p.buffers(c.input()), &out = p.buffers(c.output());
         bool floats =
             in.dtype() == plan::F32 || in.dtype() == plan::BF16 || in.dtype() == plan::F16;
-        bool gathersBytes = in.dtype() == plan::I8 && c.kind() == plan::Collective::ALL_GATHER;
-        if ((!floats && !gathersBytes) || out.dtype() != in.dtype())
+        bool movesBytes = in.dtype() == plan::I8 && (c.kind() == plan::Collective::ALL_GATHER ||
+                                                     c.kind() == plan::Collective::ALL_TO_ALL);
+        if ((!floats && !movesBytes) || out.dtype() != in.dtype())
           return errorf(where.str(), ": collectives move float32, bfloat16 or float16 buffers "
-                                     "(and all-gathers int8 ones), input and output of one type");
+                                     "(and all-gathers and all-to-alls int8 ones), input and "
+                                     "output of one type");
         if (out.arena() == plan::CONSTANT || out.arena() == plan::INPUT)
           return errorf(where.str(), ": a collective writes buffer ", c.output(),
                         ", which is read-only");
@@ -382,6 +384,9 @@ Status zrt::validatePlan(const plan::Plan &p) {
           break;
         case plan::Collective::ALL_GATHER:
           ok = in.shape_size() == 1 && out.shape_size() == 1 && no == ni * ranks;
+          break;
+        case plan::Collective::ALL_TO_ALL:
+          ok = in.shape_size() == 1 && out.shape_size() == 1 && ni == no && ni % ranks == 0;
           break;
         default:
           return errorf(where.str(), ": unknown collective kind ", (int)c.kind());

@@ -172,6 +172,34 @@ TEST_P(Collectives, ExchangeGivesEveryRankEveryPointerInOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, Collectives, ::testing::Values(1, 2, 3, 4, 8));
 
+TEST_P(Collectives, AllToAllHandsEachRankItsChunkOfEveryInput) {
+  // int8 chunks (qgZ's quantized gradients) and float32 ones (their
+  // scales), into another buffer and in place.
+  int world = GetParam();
+  for (int64_t chunk : {1, 5}) {
+    int64_t n = chunk * world;
+    std::vector<std::vector<int8_t>> in(world, std::vector<int8_t>(n)), out = in, inPlace = in;
+    std::vector<std::vector<float>> fin(world, std::vector<float>(n)), fout = fin;
+    for (int r = 0; r < world; ++r)
+      for (int64_t k = 0; k < n; ++k) {
+        in[r][k] = inPlace[r][k] = (int8_t)(r * 16 + k);
+        fin[r][k] = r + k / 1000.0f;
+      }
+    onRanks(world, [&](int r, Communicator &c) {
+      ASSERT_TRUE(c.allToAll(in[r].data(), out[r].data(), n, CommType::I8));
+      ASSERT_TRUE(c.allToAll(inPlace[r].data(), inPlace[r].data(), n, CommType::I8));
+      ASSERT_TRUE(c.allToAll(fin[r].data(), fout[r].data(), n, CommType::F32));
+    });
+    for (int r = 0; r < world; ++r)
+      for (int from = 0; from < world; ++from)
+        for (int64_t k = 0; k < chunk; ++k) {
+          EXPECT_EQ(out[r][from * chunk + k], in[from][r * chunk + k]) << r << " " << from;
+          EXPECT_EQ(inPlace[r][from * chunk + k], in[from][r * chunk + k]) << r << " " << from;
+          EXPECT_EQ(fout[r][from * chunk + k], fin[from][r * chunk + k]) << r << " " << from;
+        }
+  }
+}
+
 TEST(Collectives, SubgroupsOfAMeshReduceWithinThemselves) {
   // 8 ranks as 2 "nodes" of 4: the node's ranks, then the same local rank
   // across nodes. Reducing within the node and then across nodes is the

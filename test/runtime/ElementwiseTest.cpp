@@ -321,3 +321,80 @@ TEST(Quantize, BlockwiseInt8RoundsHalfToEvenAndDequantizes) {
   c.ints = {3};
   EXPECT_NE(cpuKernel(KernelId::Quantize).check(c), "");
 }
+
+TEST(Quantize, FourBitsPackTwoValuesAByteLowNibbleFirst) {
+  // One block of 4: peak 0.7 gives scale 0.1; 0.7 -> 7, -0.25 -> -2 (half to
+  // even), 0.05 -> 0 (half to even), -0.7 -> -7: bytes 0xE7 and 0x90.
+  std::vector<float> x{0.7f, -0.25f, 0.05f, -0.7f}, back(4, -1);
+  std::vector<int8_t> q(2, 99);
+  std::vector<float> scales(1, -1);
+  auto ref = [](DType d, void *p, int64_t n) {
+    TensorRef t;
+    t.dtype = d;
+    t.shape = {n};
+    t.data = static_cast<char *>(p);
+    return t;
+  };
+  KernelCall c;
+  c.in = {ref(DType::F32, x.data(), 4)};
+  c.out = {ref(DType::I8, q.data(), 2), ref(DType::F32, scales.data(), 1)};
+  c.ints = {4, 4};
+  ASSERT_EQ(cpuKernel(KernelId::Quantize).check(c), "");
+  ASSERT_TRUE(cpuKernel(KernelId::Quantize).run(c));
+  const float scale = 0.7f / 7.0f;
+  EXPECT_EQ(scales[0], scale);
+  const int expect[4] = {(int)std::nearbyint(0.7f / scale), (int)std::nearbyint(-0.25f / scale),
+                         (int)std::nearbyint(0.05f / scale), (int)std::nearbyint(-0.7f / scale)};
+  EXPECT_EQ((uint8_t)q[0], (uint8_t)((expect[0] & 0xF) | (expect[1] << 4)));
+  EXPECT_EQ((uint8_t)q[1], (uint8_t)((expect[2] & 0xF) | (expect[3] << 4)));
+  KernelCall d;
+  d.in = {ref(DType::I8, q.data(), 2), ref(DType::F32, scales.data(), 1)};
+  d.out = {ref(DType::F32, back.data(), 4)};
+  d.ints = {4, 1, 0, 4};
+  ASSERT_EQ(cpuKernel(KernelId::Dequantize).check(d), "");
+  ASSERT_TRUE(cpuKernel(KernelId::Dequantize).run(d));
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(back[k], (float)expect[k] * scale) << k;
+  EXPECT_EQ(back[3], -7 * scale);
+  // A byte count that does not hold the elements at 4 bits is refused.
+  c.out[0].shape = {4};
+  EXPECT_NE(cpuKernel(KernelId::Quantize).check(c), "");
+}
+
+TEST(Quantize, DequantizeSumsItsPartsInOrderAndAverages) {
+  // qgZ: 3 parts (what 3 ranks sent) of 4 elements, blocks of 2: out[k] =
+  // (q0[k] s0 + q1[k] s1 + q2[k] s2) / 3 in float32, in part order.
+  std::vector<int8_t> q{1, -2, 3, 127, 5, 6, -7, 8, -127, 0, 11, 12};
+  std::vector<float> scales{0.5f, 0.25f, 0.1f, 0.3f, 0.7f, 1e-3f};
+  std::vector<float> sum(4, -1), avg(4, -1);
+  auto ref = [&](DType d, void *p, int64_t n) {
+    TensorRef t;
+    t.dtype = d;
+    t.shape = {n};
+    t.data = static_cast<char *>(p);
+    return t;
+  };
+  KernelCall d;
+  d.in = {ref(DType::I8, q.data(), 12), ref(DType::F32, scales.data(), 6)};
+  d.out = {ref(DType::F32, sum.data(), 4)};
+  d.ints = {2, 3, 0};
+  ASSERT_EQ(cpuKernel(KernelId::Dequantize).check(d), "");
+  ASSERT_TRUE(cpuKernel(KernelId::Dequantize).run(d));
+  d.out = {ref(DType::F32, avg.data(), 4)};
+  d.ints = {2, 3, 1};
+  ASSERT_TRUE(cpuKernel(KernelId::Dequantize).run(d));
+  for (int k = 0; k < 4; ++k) {
+    float expect = (float)q[k] * scales[k / 2];
+    expect += (float)q[4 + k] * scales[(4 + k) / 2];
+    expect += (float)q[8 + k] * scales[(8 + k) / 2];
+    EXPECT_EQ(sum[k], expect) << k;
+    EXPECT_EQ(avg[k], expect / 3.0f) << k;
+  }
+  // Parts that do not split the values, or a part not of whole blocks.
+  d.ints = {2, 5, 0};
+  EXPECT_NE(cpuKernel(KernelId::Dequantize).check(d), "");
+  d.ints = {3, 3, 0};
+  EXPECT_NE(cpuKernel(KernelId::Dequantize).check(d), "");
+  d.ints = {2, 3, 2};
+  EXPECT_NE(cpuKernel(KernelId::Dequantize).check(d), "");
+}

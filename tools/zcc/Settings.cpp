@@ -259,6 +259,10 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
                       c.quantizedWeights, "--quantized-weights",
                       "zero_optimization.zero_quantized_weights", path))
     return std::move(e);
+  if (Error e = merge(s.quantizedGradients, flags.given("quantized-gradients"),
+                      f.quantizedGradients, c.quantizedGradients, "--quantized-gradients",
+                      "zero_optimization.zero_quantized_gradients", path))
+    return std::move(e);
   if (Error e = merge(s.hpzPartitionSize, flags.given("hpz-partition-size"), f.hpzPartitionSize,
                       c.hpzPartitionSize, "--hpz-partition-size",
                       "zero_optimization.zero_hpz_partition_size", path))

@@ -54,6 +54,9 @@ struct Settings {
   int64_t micsShardSize = 0, hpzPartitionSize = 0;
   // ZeRO++ qwZ: stage 3's gathers in blockwise int8 (zero_quantized_weights).
   bool quantizedWeights = false;
+  // ZeRO++ qgZ: gradient reduce-scatters in blockwise int8 through
+  // all-to-alls (zero_quantized_gradients).
+  bool quantizedGradients = false;
   // Activation checkpointing: none, layer, selective (zero-recompute).
   std::string recompute = "none";
   // ZeRO-Offload of the optimizer: none or cpu (zero-offload).

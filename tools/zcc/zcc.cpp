@@ -209,6 +209,17 @@ static cl::opt<bool> quantizedWeights(
              "scale per 256) and dequantize on arrival, about a quarter of float32's bytes "
              "(zero_quantized_weights)"),
     cl::init(kDefaults.quantizedWeights), cl::cat(zccCategory));
+static cl::opt<bool> quantizedGradients(
+    "quantized-gradients",
+    cl::desc("ZeRO++ qgZ (stages 1-3): gradient reduce-scatters move blockwise int8 values (a "
+             "float32 scale per 256) through all-to-alls and sum them in float32, within the "
+             "node first under --hpz-partition-size (zero_quantized_gradients)"),
+    cl::init(kDefaults.quantizedGradients), cl::cat(zccCategory));
+static cl::opt<int64_t> quantizedGradientBits(
+    "quantized-gradient-bits",
+    cl::desc("--quantized-gradients' bits per value: 8, or 4 (two a byte, as DeepSpeed's qgZ; "
+             "half the bytes, 18x the rounding step)"),
+    cl::value_desc("8|4"), cl::init(8), cl::cat(zccCategory));
 static cl::opt<std::string>
     target("target",
            cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
@@ -586,6 +597,7 @@ int main(int argc, char **argv) {
     f.micsShardSize = micsShardSize;
     f.hpzPartitionSize = hpzPartitionSize;
     f.quantizedWeights = quantizedWeights;
+    f.quantizedGradients = quantizedGradients;
     f.recompute = recomputeMode;
     f.offloadOptimizer = offloadOptimizer;
     f.offloadParam = offloadParam;
@@ -768,6 +780,17 @@ int main(int argc, char **argv) {
                  << S.zeroStage << ")\n";
     return 2;
   }
+  if (quantizedGradientBits != 8 && quantizedGradientBits != 4) {
+    llvm::errs() << "zcc: error: --quantized-gradient-bits " << quantizedGradientBits
+                 << ": qgZ quantizes gradients to 8 or 4 bits\n";
+    return 2;
+  }
+  if (S.quantizedGradients && S.zeroStage < 1) {
+    llvm::errs() << "zcc: error: --quantized-gradients (qgZ) quantizes the reduce-scatter of "
+                    "partitioned gradients: it needs --zero-stage 1, 2 or 3 (got 0, which "
+                    "all-reduces them)\n";
+    return 2;
+  }
   if (hpz && S.zeroStage != 3) {
     llvm::errs() << "zcc: error: --hpz-partition-size keeps a secondary partition of stage 3's "
                     "parameters: it needs --zero-stage 3 (got "
@@ -873,6 +896,8 @@ int main(int argc, char **argv) {
     o.micsShardSize = meshGroup(S.micsShardSize, S.worldSize, false);
     o.hpzPartitionSize = meshGroup(S.hpzPartitionSize, S.worldSize, true);
     o.quantizedWeights = S.quantizedWeights && S.worldSize > 1;
+    o.quantizedGradients = S.quantizedGradients && S.worldSize > 1;
+    o.quantizedGradientBits = quantizedGradientBits;
     o.offloadOptimizer =
         S.offloadOptimizer == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
     o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;

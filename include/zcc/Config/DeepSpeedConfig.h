@@ -66,7 +66,8 @@ struct DeepSpeedConfig {
   // The device mesh (zcc --mics-shard-size, --hpz-partition-size): DeepSpeed's
   // off values are -1 and 1.
   std::optional<int64_t> micsShardSize, hpzPartitionSize;
-  std::optional<bool> quantizedWeights; // zero_quantized_weights (qwZ)
+  std::optional<bool> quantizedWeights;   // zero_quantized_weights (qwZ)
+  std::optional<bool> quantizedGradients; // zero_quantized_gradients (qgZ)
 
   // activation_checkpointing (present: zcc --recompute layer)
   bool activationCheckpointing = false;

@@ -139,6 +139,13 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<bool> quantizedWeights{*this, "quantized-weights",
                              llvm::cl::desc("qwZ: stage 3's gathers in blockwise int8"),
                              llvm::cl::init(false)};
+  Opt<bool> quantizedGradients{
+      *this, "quantized-gradients",
+      llvm::cl::desc("qgZ: gradient reduce-scatters in blockwise int8 through all-to-alls"),
+      llvm::cl::init(false)};
+  Opt<int64_t> quantizedGradientBits{*this, "quantized-gradient-bits",
+                                     llvm::cl::desc("qgZ's bits per gradient value: 8 or 4"),
+                                     llvm::cl::init(8)};
   Opt<int64_t> micsShardSize{*this, "mics-shard-size",
                              llvm::cl::desc("MiCS / HSDP: state sharded over groups of N ranks"),
                              llvm::cl::init(0)};

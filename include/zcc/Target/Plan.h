@@ -45,7 +45,7 @@ struct ScalingEstimate {
   double groupBandwidth = 0; // ... and a mesh group's (NVLink when groups tile the nodes)
   /// Communication and its exposed part by kind: all-reduce,
   /// reduce-scatter, all-gather.
-  double byKind[3] = {0, 0, 0}, exposedByKind[3] = {0, 0, 0};
+  double byKind[4] = {0, 0, 0, 0}, exposedByKind[4] = {0, 0, 0, 0};
 };
 ScalingEstimate estimateScaling(mlir::ModuleOp module, const ScalingModel &model);
 

@@ -23,7 +23,11 @@ struct Mesh {
   int64_t groupSize = 0; ///< consecutive ranks per mesh group (a node's); 0: no mesh
   int64_t shards = 1;    ///< the ranks sharded state is split over: world, or groupSize (MiCS)
   bool hpz = false;      ///< stage 3 re-gathers in the backward from a shard within the group
-  mlir::Type commType;   ///< what collectives move (float32 unless --comm-dtype)
+  /// ZeRO++ qgZ: gradients reduce-scattered as blockwise int8 through
+  /// all-to-alls (hierarchical: in the group, then across)
+  bool quantizedGradients = false;
+  int64_t gradientBits = 8; ///< qgZ's bits per value: 8 or 4
+  mlir::Type commType;      ///< what collectives move (float32 unless --comm-dtype)
 
   /// Shard over groups, replicate across them (MiCS / HSDP).
   bool replicated() const { return shards < world; }
@@ -45,12 +49,20 @@ struct Mesh {
   static mlir::FailureOr<Mesh> of(mlir::ModuleOp module);
 };
 
+/// Elements per float32 scale of ZeRO++'s blockwise int8 quantization
+/// (qwZ, qgZ): partitioned buckets are padded to whole blocks per rank.
+constexpr int64_t kQuantBlock = 256;
+
 /// The average over every rank of |grad| (float32 or the comm type), as the
 /// rank's state needs it: with |shardElements| > 0 a 1-D |grad|
 /// reduce-scattered to that many elements over the shard ranks and, under
 /// MiCS, the shard then all-reduced across the groups; with 0 an all-reduce
 /// over every rank. A 16-bit comm type rounds |grad| to it first (unless it
-/// is of that type); the result is float32.
+/// is of that type); the result is float32. Under qgZ the reduce-scatter is
+/// blockwise int8 through all-to-alls, each rank summing what it receives in
+/// float32: with a mesh of groups (hpZ) first inside the group, then across
+/// the groups, so that only a group's share of the gradient leaves it.
+/// Shards that are not a whole number of blocks are reduced as without qgZ.
 mlir::Value averageOverRanks(mlir::OpBuilder &b, mlir::Location loc, mlir::Value grad,
                              int64_t shardElements, const Mesh &mesh);
 

@@ -472,6 +472,12 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
            "ZeRO++ qwZ, stage 3: the gathers of partitioned parameters over every rank (or a "
            "MiCS group) move blockwise int8 values and float32 scales, dequantized on arrival "
            "(zero_quantized_weights)">,
+    Option<"quantizedGradients", "quantized-gradients", "bool", /*default=*/"false",
+           "ZeRO++ qgZ, stages 1-3: gradient reduce-scatters move blockwise int8 values and "
+           "float32 scales through all-to-alls, summed in float32 on arrival; hierarchical "
+           "(within the group, then across) under hpZ (zero_quantized_gradients)">,
+    Option<"quantizedGradientBits", "quantized-gradient-bits", "int64_t", /*default=*/"8",
+           "qgZ's bits per gradient value: 8, or 4 (two a byte, as DeepSpeed's qgZ)">,
     Option<"micsShardSize", "mics-shard-size", "int64_t", /*default=*/"0",
            "MiCS / HSDP, stages 1-3: shard the state over groups of this many consecutive "
            "ranks and replicate it across the groups (mics_shard_size; 0: off)">,
@@ -506,14 +512,16 @@ def ZeroOffload : Pass<"zero-offload", "mlir::ModuleOp"> {
 def ZeroSchedule : Pass<"zero-schedule", "mlir::ModuleOp"> {
   let summary = "Split collectives into start/wait and, with overlap-comm, overlap them with compute";
   let description = [{
-    Every all_reduce, reduce_scatter and all_gather becomes `async` (its
-    start) followed by a `zero.wait` that the uses read through.
+    Every all_reduce, reduce_scatter, all_gather and all_to_all becomes
+    `async` (its start) followed by a `zero.wait` that the uses read through.
     - Without overlap-comm each wait follows its start at once.
     - With overlap-comm (DeepSpeed's overlap_comm): a wait moves down to just
       before the first use of the result; a gradient reduce-scatter's wait
       (and the accumulation that reads it) moves down to the next
       reduce-scatter's start or the end, so that a bucket's reduction overlaps
-      the backward of the next bucket, with at most two IPG buckets alive; a
+      the backward of the next bucket, with at most two IPG buckets alive
+      (qgZ: what follows the quantized gradient's first all-to-all - its
+      dequantization, a second level, the accumulation - moves alike); a
       stage-3 parameter all-gather's start moves up (prefetch) to just after
       the wait of an earlier all-gather, as far as the gathers started but
       not yet used stay within prefetch-bucket-size and max-live-parameters

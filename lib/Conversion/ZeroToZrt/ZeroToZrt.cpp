@@ -255,10 +255,12 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
                            a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()}};
       })
       .Case([&](zero::QuantizeOp q) {
-        return KernelSpec{KernelId::Quantize, {q.getBlockSize()}, {}};
+        return KernelSpec{KernelId::Quantize, {q.getBlockSize(), q.getBits()}, {}};
       })
       .Case([&](zero::DequantizeOp q) {
-        return KernelSpec{KernelId::Dequantize, {q.getBlockSize()}, {}};
+        return KernelSpec{KernelId::Dequantize,
+                          {q.getBlockSize(), q.getParts(), q.getAverage() ? 1 : 0, q.getBits()},
+                          {}};
       })
       .Case([&](zero::SgdOp o) {
         return KernelSpec{
@@ -430,11 +432,12 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
                                  bufferOf[transfer.getResult()]);
         continue;
       }
-      if (isa<zero::AllReduceOp, zero::ReduceScatterOp, zero::AllGatherOp, zero::LocalShardOp>(
-              op)) {
+      if (isa<zero::AllReduceOp, zero::ReduceScatterOp, zero::AllGatherOp, zero::AllToAllOp,
+              zero::LocalShardOp>(op)) {
         StringRef kind = isa<zero::AllReduceOp>(op)       ? "all_reduce"
                          : isa<zero::ReduceScatterOp>(op) ? "reduce_scatter"
                          : isa<zero::AllGatherOp>(op)     ? "all_gather"
+                         : isa<zero::AllToAllOp>(op)      ? "all_to_all"
                                                           : "local_shard";
         int64_t reduce = 0;
         if (auto r = dyn_cast<zero::AllReduceOp>(op))

@@ -169,6 +169,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
         pc->set_kind(kind == "all_reduce"       ? zplan::Collective::ALL_REDUCE
                      : kind == "reduce_scatter" ? zplan::Collective::REDUCE_SCATTER
                      : kind == "all_gather"     ? zplan::Collective::ALL_GATHER
+                     : kind == "all_to_all"     ? zplan::Collective::ALL_TO_ALL
                                                 : zplan::Collective::LOCAL_SHARD);
         pc->set_reduce(coll.getReduce() == 1 ? zplan::Collective::AVG : zplan::Collective::SUM);
         pc->set_input(index.lookup(coll.getInputAttr().getAttr()));

@@ -72,14 +72,16 @@ struct Ranks {
 
 /// Bytes one rank sends in a ring collective over the ranks its group spans
 /// (all-reduce 2(n-1)/n of the buffer, reduce-scatter and all-gather (n-1)/n
-/// of the whole), and the ring's hops; kind -1 for what moves nothing
-/// (local_shard).
+/// of the whole; an all-to-all (n-1)/n of its buffer, a step per peer), and
+/// the ring's hops; kind (0 all-reduce, 1 reduce-scatter, 2 all-gather, 3
+/// all-to-all) -1 for what moves nothing (local_shard).
 static double ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeOf, const Ranks &ranks,
                         int &kind, double &hops) {
   double n = (double)ranks.of(c.getGroup());
   kind = c.getKind() == "all_reduce"       ? 0
          : c.getKind() == "reduce_scatter" ? 1
          : c.getKind() == "all_gather"     ? 2
+         : c.getKind() == "all_to_all"     ? 3
                                            : -1;
   hops = kind < 0 ? 0 : (kind == 0 ? 2 : 1) * (n - 1);
   if (kind < 0 || n <= 1)
@@ -206,9 +208,12 @@ static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingMo
                      e.step * 1e3, e.compute * 1e3, e.exposed * 1e3, e.communication * 1e3,
                      e.step > 0 ? 100 * e.compute / e.step : 100.0);
   os << llvm::format("    by collective (exposed of all): all-reduce %.2f of %.2f ms, "
-                     "reduce-scatter %.2f of %.2f ms, all-gather %.2f of %.2f ms\n",
+                     "reduce-scatter %.2f of %.2f ms, all-gather %.2f of %.2f ms",
                      e.exposedByKind[0] * 1e3, e.byKind[0] * 1e3, e.exposedByKind[1] * 1e3,
                      e.byKind[1] * 1e3, e.exposedByKind[2] * 1e3, e.byKind[2] * 1e3);
+  if (e.byKind[3] > 0)
+    os << llvm::format(", all-to-all %.2f of %.2f ms", e.exposedByKind[3] * 1e3, e.byKind[3] * 1e3);
+  os << "\n";
   os << llvm::format("    assumptions: W = %lld on %lld node%s of %lld GPUs; ring collectives at "
                      "%.4g GB/s a GPU (%s), %.4g us a hop; matmuls at %.4g TFLOP/s, the rest of "
                      "the step folded into that rate (zcc --link, --gpus-per-node, --flop-rate)\n",
@@ -473,9 +478,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
   TypeMap typeOf;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
     typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
-  double sent[3] = {0, 0, 0};  // all-reduce, reduce-scatter, all-gather
-  double spans[3] = {0, 0, 0}; // every rank, inside a mesh group, across the groups
-  int64_t calls[3] = {0, 0, 0};
+  double sent[4] = {0, 0, 0, 0}; // all-reduce, reduce-scatter, all-gather, all-to-all
+  double spans[3] = {0, 0, 0};   // every rank, inside a mesh group, across the groups
+  int64_t calls[4] = {0, 0, 0, 0};
   Ranks ranks(module);
   double flops = 0;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
@@ -498,11 +503,15 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
         flops += times * matmulFlops(kernel, typeOf);
     }
   }
-  double total = sent[0] + sent[1] + sent[2];
+  double total = sent[0] + sent[1] + sent[2] + sent[3];
   os << llvm::format("  communication per step %16.0f B  sent per rank (ring): all-reduce %.0f B "
-                     "(%lld calls), reduce-scatter %.0f B (%lld), all-gather %.0f B (%lld)\n",
+                     "(%lld calls), reduce-scatter %.0f B (%lld), all-gather %.0f B (%lld)",
                      total, sent[0], (long long)calls[0], sent[1], (long long)calls[1], sent[2],
                      (long long)calls[2]);
+  if (calls[3])
+    os << llvm::format(", all-to-all %.0f B (%lld: qgZ's quantized gradients)", sent[3],
+                       (long long)calls[3]);
+  os << "\n";
   if (ranks.groupSize > 0) {
     auto shards =
         module->getAttrOfType<DictionaryAttr>("zero.partition").getAs<IntegerAttr>("state_shards");

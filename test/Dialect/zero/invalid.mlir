@@ -459,3 +459,35 @@ func.func @matmul_add_addend(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>, %r: tenso
   %0 = zero.matmul_add %a, %b, %r : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+func.func @all_to_all_uneven(%v: tensor<10xi8>) -> tensor<10xi8> {
+  // expected-error @+1 {{expects a 1-D tensor of world_size (4) equal chunks, got 'tensor<10xi8>'}}
+  %0 = zero.all_to_all %v {world_size = 4 : i64} : tensor<10xi8>
+  return %0 : tensor<10xi8>
+}
+
+// -----
+
+func.func @quantize_bits(%g: tensor<512xf32>) {
+  // expected-error @+1 {{quantizes to 8 or 4 bits, got 2}}
+  %v, %s = zero.quantize %g {bits = 2 : i64, block_size = 256 : i64} : tensor<512xf32> -> tensor<128xi8>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @quantize_packed_length(%g: tensor<512xf32>) {
+  // expected-error @+1 {{expects 1-D tensors of N elements, N x 4 / 8 bytes of values}}
+  %v, %s = zero.quantize %g {bits = 4 : i64, block_size = 256 : i64} : tensor<512xf32> -> tensor<512xi8>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @dequantize_parts(%v: tensor<768xi8>, %s: tensor<3xf32>) -> tensor<512xf32> {
+  // expected-error @+1 {{expects the result to be one of parts (2) of the values}}
+  %0 = zero.dequantize %v, %s {block_size = 256 : i64, parts = 2 : i64} : tensor<768xi8>, tensor<3xf32> -> tensor<512xf32>
+  return %0 : tensor<512xf32>
+}

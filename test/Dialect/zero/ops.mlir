@@ -156,3 +156,17 @@ func.func @matmul_bgrad(%x: tensor<8x4xbf16>, %dy: tensor<8x3xbf16>) -> (tensor<
   %w, %b = zero.matmul_bgrad %x, %dy : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> (tensor<4x3xbf16>, tensor<1x3xbf16>)
   return %w, %b : tensor<4x3xbf16>, tensor<1x3xbf16>
 }
+
+// qgZ: 4-bit values (two a byte) exchanged by an all-to-all in a mesh group,
+// then summed over the parts that arrived.
+// CHECK-LABEL: func.func @quantized_all_to_all
+// CHECK: zero.quantize %{{.*}} {bits = 4 : i64, block_size = 256 : i64} : tensor<1024xf32> -> tensor<512xi8>, tensor<4xf32>
+// CHECK: zero.all_to_all %{{.*}} in group {world_size = 2 : i64} : tensor<512xi8>
+// CHECK: zero.dequantize %{{.*}}, %{{.*}} {average, bits = 4 : i64, block_size = 256 : i64, parts = 2 : i64} : tensor<512xi8>, tensor<4xf32> -> tensor<512xf32>
+func.func @quantized_all_to_all(%g: tensor<1024xf32>) -> tensor<512xf32> {
+  %v, %s = zero.quantize %g {bits = 4 : i64, block_size = 256 : i64} : tensor<1024xf32> -> tensor<512xi8>, tensor<4xf32>
+  %av = zero.all_to_all %v in group {world_size = 2 : i64} : tensor<512xi8>
+  %as = zero.all_to_all %s in group {world_size = 2 : i64} : tensor<4xf32>
+  %r = zero.dequantize %av, %as {average, bits = 4 : i64, block_size = 256 : i64, parts = 2 : i64} : tensor<512xi8>, tensor<4xf32> -> tensor<512xf32>
+  return %r : tensor<512xf32>
+}

@@ -150,6 +150,10 @@ case("collective-dtype", "collectives move float32, bfloat16 or float16 buffers"
      lambda p: add_collective(p, plan_pb2.Collective.ALL_REDUCE,
                               buffer_index(p, lambda b: b.arena == plan_pb2.INPUT and b.dtype == plan_pb2.I64),
                               buffer_index(p, lambda b: b.role == "step")))
+case("all-to-all-size", "collective ALL_TO_ALL of",
+     lambda p: add_collective(p, plan_pb2.Collective.ALL_TO_ALL,
+                              buffer_index(p, lambda b: b.trainable and len(b.shape) == 2),
+                              buffer_index(p, lambda b: b.role == "step")))
 case("collective-kind", "unknown collective kind",
      lambda p: add_collective(p, 9, buffer_index(p, lambda b: b.role == "step"),
                               buffer_index(p, lambda b: b.role == "step")))
