@@ -191,14 +191,17 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   mem e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
   mem f-auto-8GiB --memory-budget 8GiB --auto
   # The mesh's schemes at W = 4 in-process ranks on one GPU (2 groups of 2),
-  # bf16 communication, with and without --overlap-comm
+  # bf16 communication, with and without --overlap-comm; qgZ under hpZ (its
+  # two-level all-to-all), and all of ZeRO++ (hpZ, qwZ, qgZ)
   # (PREFIX=mesh- PROFILE=1 gpu-memory.sh: memory, step, exposed communication).
   # --stage3-max-reuse-distance 0: the backward gathers every parameter again
   # (124M is within DeepSpeed's default distance: it would keep the forward's
   # bf16 copies, and hpZ would have no backward gather to keep in the node).
   mesh="$out-mesh124m"; memdir "$mesh"; dirs+=("$mesh")
   r="--stage3-max-reuse-distance 0"
-  for scheme in "plain" "mics --mics-shard-size 2" "hpz --hpz-partition-size 2"; do
+  for scheme in "plain" "mics --mics-shard-size 2" "hpz --hpz-partition-size 2" \
+    "qgz --hpz-partition-size 2 --quantized-gradients" \
+    "zpp --hpz-partition-size 2 --quantized-gradients --quantized-weights"; do
     set -- $scheme
     name=$1; shift
     for o in "" "--overlap-comm"; do

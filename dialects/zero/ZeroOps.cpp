@@ -911,6 +911,13 @@ static LogicalResult verifyQuantized(Operation *op, RankedTensorType values,
   return success();
 }
 LogicalResult QuantizeOp::verify() {
+  if (auto chunks = getChunks()) {
+    int64_t n = getInput().getType().getNumElements();
+    if (chunks->size() != 2 || (*chunks)[0] < 1 || (*chunks)[1] < 1 ||
+        n % ((*chunks)[0] * (*chunks)[1]) || (n / ((*chunks)[0] * (*chunks)[1])) % getBlockSize())
+      return emitOpError("chunks must be [A, G] splitting the input into A x G chunks of whole "
+                         "blocks");
+  }
   return verifyQuantized(*this, getValues().getType(), getScales().getType(), getInput().getType(),
                          getBlockSize(), getBits());
 }

@@ -868,9 +868,13 @@ def Zero_QuantizeOp : Zero_Op<"quantize", [Pure]> {
     in [-L, L] (0 where the block is all zero). The length is a multiple of
     the block size. 4 bits pack two values a byte, element 2i in the low
     nibble: `values` has N * bits / 8 bytes.
+    With `chunks = [A, G]` the input is A x G chunks of whole blocks and
+    is quantized in G x A order (chunk a * G + g at position g * A + a):
+    qgZ's reordering before its hierarchical all-to-all, read in place.
   }];
   let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$block_size,
-                       DefaultValuedAttr<I64Attr, "8">:$bits);
+                       DefaultValuedAttr<I64Attr, "8">:$bits,
+                       OptionalAttr<DenseI64ArrayAttr>:$chunks);
   let results = (outs RankedTensorOf<[I8]>:$values, RankedTensorOf<[F32]>:$scales);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($values) `,` type($scales)";
   let hasVerifier = 1;

@@ -41,36 +41,31 @@ FailureOr<Mesh> Mesh::of(ModuleOp module) {
 /// scales exchanged by all-to-alls over |group|, and the chunks this rank
 /// received averaged in float32 (zero.dequantize with parts).
 static Value quantizedAverage(OpBuilder &b, Location loc, Value grad, int64_t ranks,
-                              CommGroup group, int64_t bits) {
+                              CommGroup group, int64_t bits, DenseI64ArrayAttr chunks = {}) {
   int64_t n = cast<RankedTensorType>(grad.getType()).getNumElements();
   auto q = QuantizeOp::create(b, loc, RankedTensorType::get({n * bits / 8}, b.getI8Type()),
                               RankedTensorType::get({n / kQuantBlock}, b.getF32Type()), grad,
-                              kQuantBlock, bits);
+                              kQuantBlock, bits, chunks);
   Value values = AllToAllOp::create(b, loc, q.getValues(), ranks, /*async=*/false, group);
   Value scales = AllToAllOp::create(b, loc, q.getScales(), ranks, /*async=*/false, group);
   return DequantizeOp::create(b, loc, RankedTensorType::get({n / ranks}, b.getF32Type()), values,
                               scales, kQuantBlock, ranks, /*average=*/true, bits);
 }
 
-/// qgZ's reduce-scatter to |shard| elements (see averageOverRanks).
-static Value quantizedReduceScatter(OpBuilder &b, Location loc, Value grad, int64_t shard,
-                                    const Mesh &mesh) {
+/// qgZ's reduce-scatter of |grad| to this rank's shard (see averageOverRanks).
+static Value quantizedReduceScatter(OpBuilder &b, Location loc, Value grad, const Mesh &mesh) {
   CommGroup shardGroup = mesh.shardGroup();
   // Plain or MiCS: one level over the ranks that split the state.
   if (mesh.replicated() || !mesh.groupSize)
     return quantizedAverage(b, loc, grad, mesh.ranks(shardGroup), shardGroup, mesh.gradientBits);
   // A mesh of A groups of G (hpZ): rank a * G + g keeps chunk a * G + g.
-  // The chunks reordered as [G][A] (chunk a * G + g at g * A + a), the group
-  // all-to-all hands local rank g its A chunks averaged over the group, and
-  // the across all-to-all hands group a its own chunk of those.
+  // Quantized with the chunks reordered as [G][A] (chunk a * G + g at
+  // g * A + a: zero.quantize's chunks, read in place), the group all-to-all
+  // hands local rank g its A chunks averaged over the group, and the across
+  // all-to-all hands group a its own chunk of those.
   int64_t groups = mesh.ranks(CommGroup::across), perGroup = mesh.groupSize;
-  Type elem = cast<RankedTensorType>(grad.getType()).getElementType();
-  Value grid =
-      ReshapeOp::create(b, loc, RankedTensorType::get({groups, perGroup, shard}, elem), grad);
-  Value swizzled = TransposeOp::create(b, loc, grid, ArrayRef<int64_t>{1, 0, 2});
-  Value flat =
-      ReshapeOp::create(b, loc, RankedTensorType::get({groups * perGroup * shard}, elem), swizzled);
-  Value inGroup = quantizedAverage(b, loc, flat, perGroup, CommGroup::group, mesh.gradientBits);
+  Value inGroup = quantizedAverage(b, loc, grad, perGroup, CommGroup::group, mesh.gradientBits,
+                                   b.getDenseI64ArrayAttr({groups, perGroup}));
   return quantizedAverage(b, loc, inGroup, groups, CommGroup::across, mesh.gradientBits);
 }
 
@@ -79,7 +74,7 @@ Value zcc::averageOverRanks(OpBuilder &b, Location loc, Value grad, int64_t shar
   auto type = cast<RankedTensorType>(grad.getType());
   Type f32 = b.getF32Type();
   if (mesh.quantizedGradients && shardElements > 0 && shardElements % kQuantBlock == 0) {
-    grad = quantizedReduceScatter(b, loc, grad, shardElements, mesh);
+    grad = quantizedReduceScatter(b, loc, grad, mesh);
     // MiCS / HSDP: the group's average all-reduced across the groups.
     if (mesh.replicated()) {
       if (mesh.narrow())

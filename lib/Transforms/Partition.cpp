@@ -427,7 +427,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
             int64_t ranks = mesh.ranks(shardGroup), shard = bucket.size / ranks;
             auto quantized = QuantizeOp::create(
                 b, loc, RankedTensorType::get({shard}, b.getI8Type()),
-                RankedTensorType::get({shard / kQuantBlock}, b.getF32Type()), flat, kQuantBlock);
+                RankedTensorType::get({shard / kQuantBlock}, b.getF32Type()), flat, kQuantBlock,
+                /*bits=*/8, /*chunks=*/nullptr);
             Value values =
                 AllGatherOp::create(b, loc, RankedTensorType::get({bucket.size}, b.getI8Type()),
                                     quantized.getValues(), ranks, /*async=*/false, shardGroup);

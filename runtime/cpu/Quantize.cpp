@@ -5,7 +5,9 @@
 // for 8 bits, 7 for 4), q = x / scale rounded half to even (as the GPU's
 // __float2int_rn), in [-L, L]; a block of zeros has scale 0 and q 0. 4 bits
 // pack element 2i in the low nibble of byte i, 2i + 1 in the high one.
-// ints: the block size, then optionally the bits (8).
+// ints: the block size, then optionally the bits (8), then optionally A and
+// G: the input read as A x G chunks in G x A order (qgZ's reordering; chunk
+// a * G + g quantized at position g * A + a).
 // dequantize: values, scales -> out (1-D float, N / parts): the sum over the
 // parts p (N / parts elements each, in order, float32) of q x scale, divided
 // by parts when averaging, rounded once to out's type. ints: the block size,
@@ -56,31 +58,49 @@ int quantized(const int8_t *q, int64_t k, int64_t bits) {
   return k % 2 ? b >> 4 : (int8_t)(b << 4) >> 4; // arithmetic shifts sign-extend
 }
 
+/// Where the quantized element |at| (of n) is read from when the input is
+/// outer x inner chunks quantized in inner x outer order.
+int64_t quantizeSource(int64_t at, int64_t n, int64_t outer, int64_t inner) {
+  if (outer * inner <= 1)
+    return at;
+  const int64_t chunk = n / (outer * inner);
+  const int64_t g = at / (outer * chunk), a = at / chunk % outer;
+  return (a * inner + g) * chunk + at % chunk;
+}
+
 } // namespace
 
 std::string checkQuantize(const KernelCall &c) {
   if (auto e = arity(c, 1, 2); !e.empty())
     return e;
-  if (c.ints.size() != 1 && c.ints.size() != 2)
-    return "expects the block size, optionally then the bits";
-  return checkBlocks(c.in[0], c.out[0], c.out[1], c.ints[0], 1, c.ints.size() == 2 ? c.ints[1] : 8);
+  const std::vector<int64_t> &i = c.ints;
+  if (i.size() != 1 && i.size() != 2 && i.size() != 4)
+    return "expects the block size, optionally then the bits and the chunks A, G";
+  if (i.size() == 4 && (i[2] < 1 || i[3] < 1 || c.in[0].numel() % (i[2] * i[3]) || i[0] < 1 ||
+                        c.in[0].numel() / (i[2] * i[3]) % i[0]))
+    return "expects chunks A, G that split the input into A x G chunks of whole blocks";
+  return checkBlocks(c.in[0], c.out[0], c.out[1], i[0], 1, i.size() >= 2 ? i[1] : 8);
 }
 
 Status runQuantize(const KernelCall &c) {
   const TensorRef &in = c.in[0];
   int8_t *q = c.out[0].as<int8_t>();
   float *scales = c.out[1].as<float>();
-  const int64_t block = c.ints[0], blocks = in.numel() / block;
-  const int64_t bits = c.ints.size() == 2 ? c.ints[1] : 8;
+  const int64_t block = c.ints[0], n = in.numel(), blocks = n / block;
+  const int64_t bits = c.ints.size() >= 2 ? c.ints[1] : 8;
+  const int64_t outer = c.ints.size() == 4 ? c.ints[2] : 1,
+                inner = c.ints.size() == 4 ? c.ints[3] : 1;
   const float levels = bits == 8 ? 127.0f : 7.0f;
   for (int64_t b = 0; b < blocks; ++b) {
+    // A block lies in one chunk: its source is contiguous.
+    const int64_t from = quantizeSource(b * block, n, outer, inner) - b * block;
     float peak = 0;
     for (int64_t k = b * block; k < (b + 1) * block; ++k)
-      peak = std::max(peak, std::fabs(load(in, k)));
+      peak = std::max(peak, std::fabs(load(in, from + k)));
     float scale = peak / levels;
     scales[b] = scale;
     for (int64_t k = b * block; k < (b + 1) * block; ++k) {
-      float v = scale > 0 ? std::nearbyint(load(in, k) / scale) : 0.0f;
+      float v = scale > 0 ? std::nearbyint(load(in, from + k) / scale) : 0.0f;
       int8_t value = (int8_t)std::min(levels, std::max(-levels, v));
       if (bits == 8)
         q[k] = value;

@@ -15,8 +15,16 @@ namespace zrt::cuda {
 namespace {
 
 template <typename T>
-__global__ void quantizeKernel(const T *in, int8_t *q, float *scales, int64_t block, int bits) {
+__global__ void quantizeKernel(const T *in, int8_t *q, float *scales, int64_t block, int bits,
+                               int64_t n, int64_t outer, int64_t inner) {
   const int64_t base = (int64_t)blockIdx.x * block;
+  // qgZ's reordering (chunks outer x inner read in inner x outer order): a
+  // block lies in one chunk, so its source is contiguous.
+  if (outer * inner > 1) {
+    const int64_t chunk = n / (outer * inner);
+    const int64_t g = base / (outer * chunk), a = base / chunk % outer;
+    in += (a * inner + g) * chunk + base % chunk - base;
+  }
   float peak = 0;
   for (int64_t k = threadIdx.x; k < block; k += blockDim.x)
     peak = fmaxf(peak, fabsf(toF(in[base + k])));
@@ -80,7 +88,10 @@ bool supportsDequantize(const KernelCall &) { return true; }
 
 Status launchQuantize(const KernelCall &c, CudaContext &ctx) {
   const int64_t block = c.ints[0], blocks = c.in[0].numel() / block;
-  const int bits = c.ints.size() == 2 ? (int)c.ints[1] : 8;
+  const int bits = c.ints.size() >= 2 ? (int)c.ints[1] : 8;
+  const int64_t n = c.in[0].numel();
+  const int64_t outer = c.ints.size() == 4 ? c.ints[2] : 1,
+                inner = c.ints.size() == 4 ? c.ints[3] : 1;
   if (blocks == 0)
     return Status::ok();
   int8_t *q = c.out[0].as<int8_t>();
@@ -88,15 +99,15 @@ Status launchQuantize(const KernelCall &c, CudaContext &ctx) {
   switch (c.in[0].dtype) {
   case DType::BF16:
     quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<__nv_bfloat16>(), q, scales,
-                                                        block, bits);
+                                                        block, bits, n, outer, inner);
     break;
   case DType::F16:
     quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<__half>(), q, scales, block,
-                                                        bits);
+                                                        bits, n, outer, inner);
     break;
   default:
-    quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<float>(), q, scales, block,
-                                                        bits);
+    quantizeKernel<<<blocks, kThreads, 0, ctx.stream>>>(c.in[0].as<float>(), q, scales, block, bits,
+                                                        n, outer, inner);
   }
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();

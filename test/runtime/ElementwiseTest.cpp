@@ -361,6 +361,44 @@ TEST(Quantize, FourBitsPackTwoValuesAByteLowNibbleFirst) {
   EXPECT_NE(cpuKernel(KernelId::Quantize).check(c), "");
 }
 
+TEST(Quantize, ChunksAreQuantizedInTheReorderedPlace) {
+  // 2 x 3 chunks of one block of 2 (qgZ over 2 groups of 3): quantizing with
+  // chunks [2, 3] equals quantizing the chunks moved to position g * 2 + a.
+  const int64_t outer = 2, inner = 3, chunk = 2, n = outer * inner * chunk;
+  std::vector<float> x(n), moved(n);
+  for (int64_t k = 0; k < n; ++k)
+    x[k] = (float)(k * k % 7) - 3.0f + 0.1f * (float)k;
+  for (int64_t a = 0; a < outer; ++a)
+    for (int64_t g = 0; g < inner; ++g)
+      for (int64_t c = 0; c < chunk; ++c)
+        moved[(g * outer + a) * chunk + c] = x[(a * inner + g) * chunk + c];
+  auto ref = [](DType d, void *p, int64_t len) {
+    TensorRef t;
+    t.dtype = d;
+    t.shape = {len};
+    t.data = static_cast<char *>(p);
+    return t;
+  };
+  std::vector<int8_t> q1(n), q2(n);
+  std::vector<float> s1(n / chunk), s2(n / chunk);
+  KernelCall c;
+  c.in = {ref(DType::F32, x.data(), n)};
+  c.out = {ref(DType::I8, q1.data(), n), ref(DType::F32, s1.data(), n / chunk)};
+  c.ints = {chunk, 8, outer, inner};
+  ASSERT_EQ(cpuKernel(KernelId::Quantize).check(c), "");
+  ASSERT_TRUE(cpuKernel(KernelId::Quantize).run(c));
+  KernelCall m = c;
+  m.in = {ref(DType::F32, moved.data(), n)};
+  m.out = {ref(DType::I8, q2.data(), n), ref(DType::F32, s2.data(), n / chunk)};
+  m.ints = {chunk, 8};
+  ASSERT_TRUE(cpuKernel(KernelId::Quantize).run(m));
+  EXPECT_EQ(q1, q2);
+  EXPECT_EQ(s1, s2);
+  // Chunks that are not whole blocks are refused.
+  c.ints = {4, 8, outer, inner};
+  EXPECT_NE(cpuKernel(KernelId::Quantize).check(c), "");
+}
+
 TEST(Quantize, DequantizeSumsItsPartsInOrderAndAverages) {
   // qgZ: 3 parts (what 3 ranks sent) of 4 elements, blocks of 2: out[k] =
   // (q0[k] s0 + q1[k] s1 + q2[k] s2) / 3 in float32, in part order.

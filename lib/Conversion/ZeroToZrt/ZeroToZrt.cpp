@@ -255,7 +255,10 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
                            a.getEpsilon().convertToDouble(), a.getWeightDecay().convertToDouble()}};
       })
       .Case([&](zero::QuantizeOp q) {
-        return KernelSpec{KernelId::Quantize, {q.getBlockSize(), q.getBits()}, {}};
+        SmallVector<int64_t> ints{q.getBlockSize(), q.getBits()};
+        if (auto chunks = q.getChunks())
+          ints.append(chunks->begin(), chunks->end());
+        return KernelSpec{KernelId::Quantize, ints, {}};
       })
       .Case([&](zero::DequantizeOp q) {
         return KernelSpec{KernelId::Dequantize,
