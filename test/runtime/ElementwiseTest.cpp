@@ -322,22 +322,24 @@ TEST(Quantize, BlockwiseInt8RoundsHalfToEvenAndDequantizes) {
   EXPECT_NE(cpuKernel(KernelId::Quantize).check(c), "");
 }
 
+/// A 1-D view of |n| elements of |d| at |p| (the quantization tests).
+static TensorRef flatRef(DType d, void *p, int64_t n) {
+  TensorRef t;
+  t.dtype = d;
+  t.shape = {n};
+  t.data = static_cast<char *>(p);
+  return t;
+}
+
 TEST(Quantize, FourBitsPackTwoValuesAByteLowNibbleFirst) {
   // One block of 4: peak 0.7 gives scale 0.1; 0.7 -> 7, -0.25 -> -2 (half to
   // even), 0.05 -> 0 (half to even), -0.7 -> -7: bytes 0xE7 and 0x90.
   std::vector<float> x{0.7f, -0.25f, 0.05f, -0.7f}, back(4, -1);
   std::vector<int8_t> q(2, 99);
   std::vector<float> scales(1, -1);
-  auto ref = [](DType d, void *p, int64_t n) {
-    TensorRef t;
-    t.dtype = d;
-    t.shape = {n};
-    t.data = static_cast<char *>(p);
-    return t;
-  };
   KernelCall c;
-  c.in = {ref(DType::F32, x.data(), 4)};
-  c.out = {ref(DType::I8, q.data(), 2), ref(DType::F32, scales.data(), 1)};
+  c.in = {flatRef(DType::F32, x.data(), 4)};
+  c.out = {flatRef(DType::I8, q.data(), 2), flatRef(DType::F32, scales.data(), 1)};
   c.ints = {4, 4};
   ASSERT_EQ(cpuKernel(KernelId::Quantize).check(c), "");
   ASSERT_TRUE(cpuKernel(KernelId::Quantize).run(c));
@@ -348,8 +350,8 @@ TEST(Quantize, FourBitsPackTwoValuesAByteLowNibbleFirst) {
   EXPECT_EQ((uint8_t)q[0], (uint8_t)((expect[0] & 0xF) | (expect[1] << 4)));
   EXPECT_EQ((uint8_t)q[1], (uint8_t)((expect[2] & 0xF) | (expect[3] << 4)));
   KernelCall d;
-  d.in = {ref(DType::I8, q.data(), 2), ref(DType::F32, scales.data(), 1)};
-  d.out = {ref(DType::F32, back.data(), 4)};
+  d.in = {flatRef(DType::I8, q.data(), 2), flatRef(DType::F32, scales.data(), 1)};
+  d.out = {flatRef(DType::F32, back.data(), 4)};
   d.ints = {4, 1, 0, 4};
   ASSERT_EQ(cpuKernel(KernelId::Dequantize).check(d), "");
   ASSERT_TRUE(cpuKernel(KernelId::Dequantize).run(d));
@@ -372,24 +374,17 @@ TEST(Quantize, ChunksAreQuantizedInTheReorderedPlace) {
     for (int64_t g = 0; g < inner; ++g)
       for (int64_t c = 0; c < chunk; ++c)
         moved[(g * outer + a) * chunk + c] = x[(a * inner + g) * chunk + c];
-  auto ref = [](DType d, void *p, int64_t len) {
-    TensorRef t;
-    t.dtype = d;
-    t.shape = {len};
-    t.data = static_cast<char *>(p);
-    return t;
-  };
   std::vector<int8_t> q1(n), q2(n);
   std::vector<float> s1(n / chunk), s2(n / chunk);
   KernelCall c;
-  c.in = {ref(DType::F32, x.data(), n)};
-  c.out = {ref(DType::I8, q1.data(), n), ref(DType::F32, s1.data(), n / chunk)};
+  c.in = {flatRef(DType::F32, x.data(), n)};
+  c.out = {flatRef(DType::I8, q1.data(), n), flatRef(DType::F32, s1.data(), n / chunk)};
   c.ints = {chunk, 8, outer, inner};
   ASSERT_EQ(cpuKernel(KernelId::Quantize).check(c), "");
   ASSERT_TRUE(cpuKernel(KernelId::Quantize).run(c));
   KernelCall m = c;
-  m.in = {ref(DType::F32, moved.data(), n)};
-  m.out = {ref(DType::I8, q2.data(), n), ref(DType::F32, s2.data(), n / chunk)};
+  m.in = {flatRef(DType::F32, moved.data(), n)};
+  m.out = {flatRef(DType::I8, q2.data(), n), flatRef(DType::F32, s2.data(), n / chunk)};
   m.ints = {chunk, 8};
   ASSERT_TRUE(cpuKernel(KernelId::Quantize).run(m));
   EXPECT_EQ(q1, q2);
@@ -405,20 +400,13 @@ TEST(Quantize, DequantizeSumsItsPartsInOrderAndAverages) {
   std::vector<int8_t> q{1, -2, 3, 127, 5, 6, -7, 8, -127, 0, 11, 12};
   std::vector<float> scales{0.5f, 0.25f, 0.1f, 0.3f, 0.7f, 1e-3f};
   std::vector<float> sum(4, -1), avg(4, -1);
-  auto ref = [&](DType d, void *p, int64_t n) {
-    TensorRef t;
-    t.dtype = d;
-    t.shape = {n};
-    t.data = static_cast<char *>(p);
-    return t;
-  };
   KernelCall d;
-  d.in = {ref(DType::I8, q.data(), 12), ref(DType::F32, scales.data(), 6)};
-  d.out = {ref(DType::F32, sum.data(), 4)};
+  d.in = {flatRef(DType::I8, q.data(), 12), flatRef(DType::F32, scales.data(), 6)};
+  d.out = {flatRef(DType::F32, sum.data(), 4)};
   d.ints = {2, 3, 0};
   ASSERT_EQ(cpuKernel(KernelId::Dequantize).check(d), "");
   ASSERT_TRUE(cpuKernel(KernelId::Dequantize).run(d));
-  d.out = {ref(DType::F32, avg.data(), 4)};
+  d.out = {flatRef(DType::F32, avg.data(), 4)};
   d.ints = {2, 3, 1};
   ASSERT_TRUE(cpuKernel(KernelId::Dequantize).run(d));
   for (int k = 0; k < 4; ++k) {
