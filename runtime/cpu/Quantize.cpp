@@ -55,7 +55,8 @@ int quantized(const int8_t *q, int64_t k, int64_t bits) {
   if (bits == 8)
     return q[k];
   int8_t b = q[k / 2];
-  return k % 2 ? b >> 4 : (int8_t)(b << 4) >> 4; // arithmetic shifts sign-extend
+  int nibble = k % 2 ? ((uint8_t)b >> 4) : (b & 0xF); // two's complement in 4 bits
+  return nibble >= 8 ? nibble - 16 : nibble;
 }
 
 /// Where the quantized element |at| (of n) is read from when the input is
@@ -107,7 +108,7 @@ Status runQuantize(const KernelCall &c) {
       else if (k % 2 == 0)
         q[k / 2] = (int8_t)(value & 0xF);
       else
-        q[k / 2] = (int8_t)((uint8_t)q[k / 2] | (uint8_t)(value << 4));
+        q[k / 2] = (int8_t)((uint8_t)q[k / 2] | (uint8_t)((value & 0xF) << 4));
     }
   }
   return Status::ok();

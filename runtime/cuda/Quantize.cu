@@ -56,7 +56,7 @@ __global__ void quantizeKernel(const T *in, int8_t *q, float *scales, int64_t bl
     return;
   }
   for (int64_t k = 2 * threadIdx.x; k < block; k += 2 * blockDim.x)
-    q[(base + k) / 2] = (int8_t)((level(k) & 0xF) | (uint8_t)(level(k + 1) << 4));
+    q[(base + k) / 2] = (int8_t)((level(k) & 0xF) | (uint8_t)((level(k + 1) & 0xF) << 4));
 }
 
 /// Quantized element k of |q| (|bits| per element).
@@ -64,7 +64,8 @@ __device__ int quantized(const int8_t *q, int64_t k, int bits) {
   if (bits == 8)
     return q[k];
   int8_t b = q[k / 2];
-  return k % 2 ? b >> 4 : (int8_t)(b << 4) >> 4;
+  int nibble = k % 2 ? ((uint8_t)b >> 4) : (b & 0xF); // two's complement in 4 bits
+  return nibble >= 8 ? nibble - 16 : nibble;
 }
 
 template <typename T>

@@ -347,8 +347,8 @@ TEST(Quantize, FourBitsPackTwoValuesAByteLowNibbleFirst) {
   EXPECT_EQ(scales[0], scale);
   const int expect[4] = {(int)std::nearbyint(0.7f / scale), (int)std::nearbyint(-0.25f / scale),
                          (int)std::nearbyint(0.05f / scale), (int)std::nearbyint(-0.7f / scale)};
-  EXPECT_EQ((uint8_t)q[0], (uint8_t)((expect[0] & 0xF) | (expect[1] << 4)));
-  EXPECT_EQ((uint8_t)q[1], (uint8_t)((expect[2] & 0xF) | (expect[3] << 4)));
+  EXPECT_EQ((uint8_t)q[0], (uint8_t)((expect[0] & 0xF) | ((expect[1] & 0xF) << 4)));
+  EXPECT_EQ((uint8_t)q[1], (uint8_t)((expect[2] & 0xF) | ((expect[3] & 0xF) << 4)));
   KernelCall d;
   d.in = {flatRef(DType::I8, q.data(), 2), flatRef(DType::F32, scales.data(), 1)};
   d.out = {flatRef(DType::F32, back.data(), 4)};
