@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/KernelSupport.h"
+#include "kernels/Quantization.h"
 
 #include <cmath>
 
@@ -50,66 +51,46 @@ void store(const TensorRef &t, int64_t k, float v) {
     storeNarrow(t, k, v);
 }
 
-/// Quantized element k of |q| (|bits| per element).
-int quantized(const int8_t *q, int64_t k, int64_t bits) {
-  if (bits == 8)
-    return q[k];
-  int8_t b = q[k / 2];
-  int nibble = k % 2 ? ((uint8_t)b >> 4) : (b & 0xF); // two's complement in 4 bits
-  return nibble >= 8 ? nibble - 16 : nibble;
-}
-
-/// Where the quantized element |at| (of n) is read from when the input is
-/// outer x inner chunks quantized in inner x outer order.
-int64_t quantizeSource(int64_t at, int64_t n, int64_t outer, int64_t inner) {
-  if (outer * inner <= 1)
-    return at;
-  const int64_t chunk = n / (outer * inner);
-  const int64_t g = at / (outer * chunk), a = at / chunk % outer;
-  return (a * inner + g) * chunk + at % chunk;
-}
-
 } // namespace
 
 std::string checkQuantize(const KernelCall &c) {
   if (auto e = arity(c, 1, 2); !e.empty())
     return e;
-  const std::vector<int64_t> &i = c.ints;
-  if (i.size() != 1 && i.size() != 2 && i.size() != 4)
+  if (c.ints.size() != 1 && c.ints.size() != 2 && c.ints.size() != 4)
     return "expects the block size, optionally then the bits and the chunks A, G";
-  if (i.size() == 4 && (i[2] < 1 || i[3] < 1 || c.in[0].numel() % (i[2] * i[3]) || i[0] < 1 ||
-                        c.in[0].numel() / (i[2] * i[3]) % i[0]))
+  const QuantizeAttrs a = QuantizeAttrs::of(c.ints);
+  const int64_t n = c.in[0].numel();
+  if (a.outer < 1 || a.inner < 1 || n % (a.outer * a.inner) ||
+      (a.block >= 1 && n / (a.outer * a.inner) % a.block))
     return "expects chunks A, G that split the input into A x G chunks of whole blocks";
-  return checkBlocks(c.in[0], c.out[0], c.out[1], i[0], 1, i.size() >= 2 ? i[1] : 8);
+  return checkBlocks(c.in[0], c.out[0], c.out[1], a.block, 1, a.bits);
 }
 
 Status runQuantize(const KernelCall &c) {
   const TensorRef &in = c.in[0];
   int8_t *q = c.out[0].as<int8_t>();
   float *scales = c.out[1].as<float>();
-  const int64_t block = c.ints[0], n = in.numel(), blocks = n / block;
-  const int64_t bits = c.ints.size() >= 2 ? c.ints[1] : 8;
-  const int64_t outer = c.ints.size() == 4 ? c.ints[2] : 1,
-                inner = c.ints.size() == 4 ? c.ints[3] : 1;
-  const float levels = bits == 8 ? 127.0f : 7.0f;
+  const QuantizeAttrs a = QuantizeAttrs::of(c.ints);
+  const int64_t block = a.block, n = in.numel(), blocks = n / block;
+  const float levels = quantizeLevels(a.bits);
+  std::vector<int8_t> level(block);
   for (int64_t b = 0; b < blocks; ++b) {
     // A block lies in one chunk: its source is contiguous.
-    const int64_t from = quantizeSource(b * block, n, outer, inner) - b * block;
+    const int64_t from = quantizeSource(b * block, n, a.outer, a.inner);
     float peak = 0;
-    for (int64_t k = b * block; k < (b + 1) * block; ++k)
+    for (int64_t k = 0; k < block; ++k)
       peak = std::max(peak, std::fabs(load(in, from + k)));
     float scale = peak / levels;
     scales[b] = scale;
-    for (int64_t k = b * block; k < (b + 1) * block; ++k) {
+    for (int64_t k = 0; k < block; ++k) {
       float v = scale > 0 ? std::nearbyint(load(in, from + k) / scale) : 0.0f;
-      int8_t value = (int8_t)std::min(levels, std::max(-levels, v));
-      if (bits == 8)
-        q[k] = value;
-      else if (k % 2 == 0)
-        q[k / 2] = (int8_t)(value & 0xF);
-      else
-        q[k / 2] = (int8_t)((uint8_t)q[k / 2] | (uint8_t)((value & 0xF) << 4));
+      level[k] = (int8_t)std::min(levels, std::max(-levels, v));
     }
+    if (a.bits == 8)
+      std::copy(level.begin(), level.end(), q + b * block);
+    else
+      for (int64_t k = 0; k < block; k += 2)
+        q[(b * block + k) / 2] = packNibbles(level[k], level[k + 1]);
   }
   return Status::ok();
 }
@@ -120,24 +101,22 @@ std::string checkDequantize(const KernelCall &c) {
   const std::vector<int64_t> &i = c.ints;
   if ((i.size() != 1 && i.size() != 3 && i.size() != 4) || (i.size() > 1 && i[2] != 0 && i[2] != 1))
     return "expects the block size, optionally then parts, average (0 or 1) and the bits";
-  return checkBlocks(c.out[0], c.in[0], c.in[1], i[0], i.size() > 1 ? i[1] : 1,
-                     i.size() == 4 ? i[3] : 8);
+  const DequantizeAttrs a = DequantizeAttrs::of(i);
+  return checkBlocks(c.out[0], c.in[0], c.in[1], a.block, a.parts, a.bits);
 }
 
 Status runDequantize(const KernelCall &c) {
   const int8_t *q = c.in[0].as<int8_t>();
   const float *scales = c.in[1].as<float>();
-  const int64_t block = c.ints[0], n = c.out[0].numel();
-  const int64_t parts = c.ints.size() > 1 ? c.ints[1] : 1;
-  const bool average = c.ints.size() > 1 && c.ints[2];
-  const int64_t bits = c.ints.size() == 4 ? c.ints[3] : 8;
+  const DequantizeAttrs a = DequantizeAttrs::of(c.ints);
+  const int64_t n = c.out[0].numel();
   for (int64_t k = 0; k < n; ++k) {
-    float acc = (float)quantized(q, k, bits) * scales[k / block];
-    for (int64_t p = 1; p < parts; ++p) {
+    float acc = (float)quantizedValue(q, k, a.bits) * scales[k / a.block];
+    for (int64_t p = 1; p < a.parts; ++p) {
       int64_t at = p * n + k;
-      acc += (float)quantized(q, at, bits) * scales[at / block];
+      acc += (float)quantizedValue(q, at, a.bits) * scales[at / a.block];
     }
-    store(c.out[0], k, average ? acc / (float)parts : acc);
+    store(c.out[0], k, a.average ? acc / (float)a.parts : acc);
   }
   return Status::ok();
 }
