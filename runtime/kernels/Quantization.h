@@ -61,8 +61,7 @@ ZRT_HOST_DEVICE inline float quantizeLevels(int64_t bits) { return bits == 8 ? 1
 /// Where quantized element |at| (of n) is read from when the input is
 /// outer x inner chunks quantized in inner x outer order (the identity
 /// without chunks).
-ZRT_HOST_DEVICE inline int64_t quantizeSource(int64_t at, int64_t n, int64_t outer,
-                                              int64_t inner) {
+ZRT_HOST_DEVICE inline int64_t quantizeSource(int64_t at, int64_t n, int64_t outer, int64_t inner) {
   if (outer * inner <= 1)
     return at;
   const int64_t chunk = n / (outer * inner);
