@@ -38,6 +38,9 @@ config.substitutions.append(("%zcc_src", config.zcc_src_root))
 config.substitutions.append(
     ("%check_trajectory", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_trajectory.py")))
 config.substitutions.append(
+    ("%check_trace", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_trace.py")
+     + " --schema " + os.path.join(config.test_source_root, "Inputs", "trace-event.schema.json")))
+config.substitutions.append(
     ("%check_scaling", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_loss_scaling.py")))
 
 # GPU tests (REQUIRES: cuda) run where zrun's CUDA backend finds a device;

@@ -62,7 +62,9 @@ public:
     for (auto &[name, marks] : profileEvents_)
       for (cudaEvent_t e : marks)
         cudaEventDestroy(e);
-    for (cudaEvent_t e : {readyEvent_})
+    for (cudaEvent_t e : traceEvents_)
+      cudaEventDestroy(e);
+    for (cudaEvent_t e : {readyEvent_, traceOrigin_})
       if (e)
         cudaEventDestroy(e);
     for (DeviceSync &sync : deviceSync_)
@@ -181,13 +183,25 @@ public:
                                cudaMemcpyHostToDevice, ctx_.stream));
     marks_ = nullptr;
     issuedAhead_ = -1;
-    if (profiling_) {
+    sideMarks_.clear();
+    traceEventsUsed_ = 0;
+    double originUs = 0;
+    if (timing()) {
       marks_ = &profileEvents_[program.name()];
       while ((int)marks_->size() < program.instructions_size() + 1) {
         cudaEvent_t e = nullptr;
         ZRT_CUDA(cudaEventCreate(&e));
         marks_->push_back(e);
       }
+    }
+    if (traceStep_ >= 0) {
+      // --trace: the program's events anchored to the host clock here (the
+      // stream is idle: the program before this one has synchronized).
+      if (!traceOrigin_)
+        ZRT_CUDA(cudaEventCreate(&traceOrigin_));
+      ZRT_CUDA(cudaEventRecord(traceOrigin_, ctx_.stream));
+      ZRT_CUDA(cudaEventSynchronize(traceOrigin_));
+      originUs = traceClockUs();
     }
     std::vector<cudaEvent_t> *marks = marks_;
     auto issue = [&] { return walk(program); };
@@ -219,13 +233,7 @@ public:
       ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     measureDeviceMemory(device_);
     if (marks)
-      for (int i = 0; i < program.instructions_size(); ++i) {
-        float ms = 0;
-        ZRT_CUDA(cudaEventElapsedTime(&ms, (*marks)[i], (*marks)[i + 1]));
-        InstructionTime &t = profile_[{program.name(), i}];
-        t.ms += ms;
-        ++t.runs;
-      }
+      ZRT_RETURN_IF_ERROR(recordTimes(program, *marks, originUs));
     // Data-dependent errors the kernels found (labels, indices).
     long long info[5];
     ZRT_RETURN_IF_ERROR(copy(info, ctx_.errorInfo, sizeof info, cudaMemcpyDeviceToHost));
@@ -234,6 +242,68 @@ public:
       return errorf("program '", program.name(), "' on the GPU: ", describeCudaError(info));
     }
     return Status::ok();
+  }
+
+  /// --profile's and --trace's times of the program just run, from its
+  /// events (the stream has synchronized).
+  Status recordTimes(const plan::Program &program, const std::vector<cudaEvent_t> &marks,
+                     double originUs) {
+    auto since = [&](cudaEvent_t e, double &us) {
+      float ms = 0;
+      ZRT_CUDA(cudaEventElapsedTime(&ms, traceOrigin_, e));
+      us = originUs + 1000.0 * ms;
+      return Status::ok();
+    };
+    for (int i = 0; i < program.instructions_size(); ++i) {
+      float ms = 0;
+      ZRT_CUDA(cudaEventElapsedTime(&ms, marks[i], marks[i + 1]));
+      if (profiling_) {
+        InstructionTime &t = profile_[{program.name(), i}];
+        t.ms += ms;
+        ++t.runs;
+      }
+      if (traceStep_ >= 0) {
+        double start;
+        ZRT_RETURN_IF_ERROR(since(marks[i], start));
+        trace_.push_back({traceStep_, &program, i, Track::Compute, start, 1000.0 * ms});
+      }
+    }
+    for (const SideMark &m : sideMarks_) {
+      double start, end;
+      ZRT_RETURN_IF_ERROR(since(m.start, start));
+      ZRT_RETURN_IF_ERROR(since(m.end, end));
+      trace_.push_back({traceStep_, &program, m.index, m.track, start, end - start});
+    }
+    return Status::ok();
+  }
+
+  /// --trace: an instruction that runs on another stream than the compute
+  /// one, between two events recorded on that stream.
+  struct SideMark {
+    int index;
+    Track track;
+    cudaEvent_t start, end;
+  };
+  template <typename Issue>
+  Status traceBeside(const Step &step, Track track, cudaStream_t stream, Issue issue) {
+    ZRT_RETURN_IF_ERROR(followCompute(stream));
+    SideMark m{step.index, track, traceEvent(), traceEvent()};
+    if (!m.start || !m.end)
+      return errorf("--trace: cannot create a CUDA event");
+    ZRT_CUDA(cudaEventRecord(m.start, stream));
+    ZRT_RETURN_IF_ERROR(issue());
+    ZRT_CUDA(cudaEventRecord(m.end, stream));
+    sideMarks_.push_back(m);
+    return Status::ok();
+  }
+  cudaEvent_t traceEvent() {
+    if (traceEventsUsed_ == traceEvents_.size()) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess)
+        return nullptr;
+      traceEvents_.push_back(e);
+    }
+    return traceEvents_[traceEventsUsed_++];
   }
 
   //===--- The interpreter's hooks (exec/Interpreter.h) -------------------===//
@@ -310,10 +380,19 @@ public:
   Status runCopy(const Step &step) override {
     if (step.index == issuedAhead_) // a chunked host kernel issued it already
       return Status::ok();
-    return copyInstruction(step.inst->copy());
+    const plan::Copy &c = step.inst->copy();
+    if (traceStep_ >= 0 && crossesHost(c))
+      return traceBeside(step, Track::Copy, copyStream_, [&] { return copyInstruction(c); });
+    return copyInstruction(c);
   }
 
-  Status runCollective(const Step &step) override { return collective(step.inst->collective()); }
+  Status runCollective(const Step &step) override {
+    const plan::Collective &c = step.inst->collective();
+    if (traceStep_ >= 0 && c.async() && c.kind() != plan::Collective::LOCAL_SHARD &&
+        groups_.size(c.group()) > 1)
+      return traceBeside(step, Track::Communication, commStream_, [&] { return collective(c); });
+    return collective(c);
+  }
 
   /// An async NCCL collective on the communication stream: the compute
   /// stream waits for its event (host-staged collectives completed when
@@ -445,12 +524,14 @@ private:
   /// parameters) it runs on the copy stream once the compute stream has
   /// reached it, so that the kernels after it overlap the transfer; the
   /// instructions that touch its bytes wait for it (orderAfterCopies).
+  bool crossesHost(const plan::Copy &c) const {
+    return (plan_.buffers(c.source()).arena() == plan::HOST) !=
+           (plan_.buffers(c.target()).arena() == plan::HOST);
+  }
   Status copyInstruction(const plan::Copy &c) {
     TensorRef src = device(c.source()), dst = device(c.target());
     size_t bytes = bytesOf(src);
-    bool crossing = (plan_.buffers(c.source()).arena() == plan::HOST) !=
-                    (plan_.buffers(c.target()).arena() == plan::HOST);
-    if (!crossing) {
+    if (!crossesHost(c)) {
       // cudaMemcpyDefault: either side may be the pinned host arena.
       ZRT_CUDA(cudaMemcpyAsync(dst.data, src.data, bytes, cudaMemcpyDefault, ctx_.stream));
       return Status::ok();
@@ -863,7 +944,13 @@ private:
   std::map<std::string, std::vector<cudaEvent_t>> profileEvents_; // zrun --profile
   std::map<std::string, ProgramGraph> graphs_;                    // --cuda-graphs
   std::vector<cudaEvent_t> *marks_ = nullptr; // this run's profile events, if profiling
-  int issuedAhead_ = -1;                      // the upload a chunked host kernel already issued
+  // --trace: the host clock's anchor, the side streams' slices of the program
+  // running, and the events they use (reused from program to program).
+  cudaEvent_t traceOrigin_ = nullptr;
+  std::vector<SideMark> sideMarks_;
+  std::vector<cudaEvent_t> traceEvents_;
+  size_t traceEventsUsed_ = 0;
+  int issuedAhead_ = -1; // the upload a chunked host kernel already issued
 
   /// Makes |stream| wait for what the compute stream has been given so far
   /// (the copy, communication and side streams start their work after it).

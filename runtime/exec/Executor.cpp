@@ -54,21 +54,34 @@ TensorRef Executor::buffer(int index) const {
   return t;
 }
 
-// zrun --profile: every instruction's wall time (a wait's is the time the
-// program stood still for its collective).
+Status Executor::run(const plan::Program &program) {
+  ZRT_RETURN_IF_ERROR(refreshDerivedState(program));
+  Status s = walk(program);
+  std::lock_guard<std::mutex> lock(commTraceMutex_);
+  trace_.insert(trace_.end(), commTrace_.begin(), commTrace_.end());
+  commTrace_.clear();
+  return s;
+}
+
+// zrun --profile and --trace: every instruction's wall time (a wait's is the
+// time the program stood still for its collective).
 Status Executor::beforeStep(const Step &) {
-  if (profiling_)
-    stepStart_ = std::chrono::steady_clock::now();
+  if (timing())
+    stepStartUs_ = traceClockUs();
   return Status::ok();
 }
 
 void Executor::afterStep(const Step &step) {
-  if (!profiling_)
+  if (!timing())
     return;
-  InstructionTime &t = profile_[{step.program->name(), step.index}];
-  t.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stepStart_)
-              .count();
-  ++t.runs;
+  double us = traceClockUs() - stepStartUs_;
+  if (profiling_) {
+    InstructionTime &t = profile_[{step.program->name(), step.index}];
+    t.ms += us / 1000;
+    ++t.runs;
+  }
+  if (traceStep_ >= 0)
+    trace_.push_back({traceStep_, step.program, step.index, Track::Compute, stepStartUs_, us});
 }
 
 Status Executor::runCopy(const Step &step) {
@@ -133,14 +146,25 @@ void CommStream::loop() {
   }
 }
 
-Status Executor::collective(const plan::Collective &c) {
+Status Executor::collective(const Step &step) {
+  const plan::Collective &c = step.inst->collective();
   if (c.kind() == plan::Collective::LOCAL_SHARD || groups_.size(c.group()) == 1)
     return runCollective(c); // no communication
   Communicator *world;
   ZRT_RETURN_IF_ERROR(groups_.get(plan::Collective::WORLD, world));
   if (!stream_)
     stream_ = std::make_unique<CommStream>(comm_);
-  int64_t ticket = stream_->submit([this, c] { return runCollective(c); });
+  int64_t ticket =
+      stream_->submit([this, c, traced = traceStep_, program = step.program, index = step.index] {
+        double start = traced >= 0 ? traceClockUs() : 0;
+        Status s = runCollective(c);
+        if (traced >= 0) { // --trace: the collective on the communication thread
+          std::lock_guard<std::mutex> lock(commTraceMutex_);
+          commTrace_.push_back(
+              {traced, program, index, Track::Communication, start, traceClockUs() - start});
+        }
+        return s;
+      });
   if (c.async()) {
     pending_[c.output()] = ticket;
     return Status::ok();

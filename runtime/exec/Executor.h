@@ -78,10 +78,7 @@ public:
   Status loadState(const std::vector<char> &bytes) override;
 
   /// Runs every instruction of |program| in order.
-  Status run(const plan::Program &program) override {
-    ZRT_RETURN_IF_ERROR(refreshDerivedState(program));
-    return walk(program);
-  }
+  Status run(const plan::Program &program) override;
 
 private:
   TensorRef operand(int index) const override { return buffer(index); }
@@ -89,7 +86,7 @@ private:
   void afterStep(const Step &step) override;
   Status runKernel(const Step &step) override { return cpuKernel(step.kernel).run(step.call); }
   Status runCopy(const Step &step) override;
-  Status runCollective(const Step &step) override { return collective(step.inst->collective()); }
+  Status runCollective(const Step &step) override { return collective(step); }
   Status runWait(const Step &step) override;
 
   struct Arena {
@@ -98,7 +95,7 @@ private:
   };
   char *arenaBase(int arena) const;
 
-  Status collective(const plan::Collective &c);
+  Status collective(const Step &step);
   Status runCollective(const plan::Collective &c);
 
   int rank_;
@@ -106,7 +103,11 @@ private:
   CommGroups groups_; // comm_'s subgroups for a plan with a mesh
   Arena device_, state_, constant_, input_, host_;
   int64_t allocated_ = 0;
-  std::chrono::steady_clock::time_point stepStart_; // zrun --profile
+  double stepStartUs_ = 0; // zrun --profile, --trace
+  // --trace: the communication thread's slices, moved into trace_ after
+  // each program.
+  std::mutex commTraceMutex_;
+  std::vector<TraceSlice> commTrace_;
   // Last, so that the stream stops before the arenas it reads are freed.
   std::map<int, int64_t> pending_; // async collectives by output buffer
   std::unique_ptr<CommStream> stream_;

@@ -3,9 +3,16 @@
 
 #include "plan/PlanLoader.h"
 
+#include <chrono>
 #include <cstring>
 
 using namespace zrt;
+
+double zrt::traceClockUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 const plan::Program *Interpreter::program(const std::string &name) const {
   return findProgram(plan_, name);

@@ -56,10 +56,37 @@ public:
   void resetProfile() { profile_.clear(); }
   const Profile &profile() const { return profile_; }
 
+  /// zrun --trace: while a step is traced, every instruction that runs is a
+  /// slice on one of the rank's tracks, timed as --profile times it (the
+  /// compute track holds every instruction, a collective's or wait's slice
+  /// being the time the compute stream stood for it); an async collective
+  /// or a host <-> device copy is also a slice on the stream that ran it.
+  /// Times in microseconds of the host's monotonic clock (the CUDA backend
+  /// anchors its events to it at each program's start).
+  enum class Track { Compute = 0, Communication = 1, Copy = 2 };
+  struct TraceSlice {
+    int64_t step;
+    const plan::Program *program;
+    int index;
+    Track track;
+    double startUs, durUs;
+  };
+  /// Traces what runs from now on as step |step|; -1 stops tracing.
+  void traceStep(int64_t step) { traceStep_ = step; }
+  /// The slices recorded so far, in no particular order.
+  std::vector<TraceSlice> takeTrace() { return std::move(trace_); }
+
 protected:
+  /// Whether instructions are timed (--profile, or a traced step).
+  bool timing() const { return profiling_ || traceStep_ >= 0; }
   bool profiling_ = false;
   Profile profile_;
+  int64_t traceStep_ = -1;
+  std::vector<TraceSlice> trace_;
 };
+
+/// Microseconds on the monotonic clock every rank's trace is stamped with.
+double traceClockUs();
 
 /// The instruction walk over a backend's hooks.
 class Interpreter : public ExecutorBase {

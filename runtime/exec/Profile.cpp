@@ -11,42 +11,44 @@
 
 using namespace zrt;
 
+void zrt::describeInstruction(const plan::Plan &plan, const plan::Instruction &inst,
+                              std::string &what, std::string &where) {
+  auto shape = [&](int index) {
+    std::string s;
+    for (int64_t d : plan.buffers(index).shape())
+      s += (s.empty() ? "" : "x") + std::to_string(d);
+    return "[" + s + "]";
+  };
+  if (inst.has_kernel()) {
+    what = inst.kernel().name();
+    where = inst.kernel().location() + " ";
+    for (int i : inst.kernel().inputs())
+      where += shape(i);
+    where += " -> ";
+    for (int o : inst.kernel().outputs())
+      where += shape(o);
+  } else if (inst.has_collective()) {
+    what = plan::Collective::Kind_Name(inst.collective().kind());
+    std::transform(what.begin(), what.end(), what.begin(), ::tolower); // as zcc prints it
+    where = inst.collective().location() + " " + shape(inst.collective().output());
+  } else if (inst.has_copy()) {
+    what = "copy";
+    where = inst.copy().location() + " " + shape(inst.copy().target());
+  } else {
+    what = "wait";
+    where = inst.wait().location();
+  }
+}
+
 void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &profile,
                        int64_t steps) {
-  auto describe = [&](const plan::Instruction &inst, std::string &what, std::string &where) {
-    auto shape = [&](int index) {
-      std::string s;
-      for (int64_t d : plan.buffers(index).shape())
-        s += (s.empty() ? "" : "x") + std::to_string(d);
-      return "[" + s + "]";
-    };
-    if (inst.has_kernel()) {
-      what = inst.kernel().name();
-      where = inst.kernel().location() + " ";
-      for (int i : inst.kernel().inputs())
-        where += shape(i);
-      where += " -> ";
-      for (int o : inst.kernel().outputs())
-        where += shape(o);
-    } else if (inst.has_collective()) {
-      what = plan::Collective::Kind_Name(inst.collective().kind());
-      std::transform(what.begin(), what.end(), what.begin(), ::tolower); // as zcc prints it
-      where = inst.collective().location() + " " + shape(inst.collective().output());
-    } else if (inst.has_copy()) {
-      what = "copy";
-      where = inst.copy().location() + " " + shape(inst.copy().target());
-    } else {
-      what = "wait";
-      where = inst.wait().location();
-    }
-  };
   std::map<std::string, std::pair<double, int64_t>> byKind, byShape;
   std::vector<std::pair<double, std::pair<std::string, int>>> byInstruction;
   double total = 0;
   for (const auto &[key, t] : profile) {
     const plan::Program *p = findProgram(plan, key.first);
     std::string what, where;
-    describe(p->instructions(key.second), what, where);
+    describeInstruction(plan, p->instructions(key.second), what, where);
     byKind[what].first += t.ms;
     byKind[what].second += t.runs;
     // The same kind on the same shapes, summed over layers: where one
@@ -102,7 +104,7 @@ void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &prof
   for (size_t i = 0; i < byInstruction.size() && i < 25; ++i) {
     const auto &[ms, key] = byInstruction[i];
     std::string what, where;
-    describe(findProgram(plan, key.first)->instructions(key.second), what, where);
+    describeInstruction(plan, findProgram(plan, key.first)->instructions(key.second), what, where);
     std::printf("  %10.3f  %s:%d %s %s\n", ms / per, key.first.c_str(), key.second, what.c_str(),
                 where.c_str());
   }

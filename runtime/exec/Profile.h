@@ -11,8 +11,15 @@
 #include "exec/Interpreter.h"
 
 #include <cstdint>
+#include <string>
 
 namespace zrt {
+
+/// An instruction as --profile and --trace name it: |what| its kind (the
+/// kernel, the collective as zcc prints it, "copy", "wait"), |where| its ONNX
+/// node and operand shapes ("node [4x8] -> [4x8]").
+void describeInstruction(const plan::Plan &plan, const plan::Instruction &inst, std::string &what,
+                         std::string &where);
 
 /// Prints |profile| of |plan| (rank 0's, over |steps| steps) to stdout.
 void printProfile(const plan::Plan &plan, const ExecutorBase::Profile &profile, int64_t steps);

@@ -120,8 +120,12 @@ struct TrainOptions {
   double saveEveryMinutes = 0; // --save-every-minutes
   std::string resume;          // --resume
   bool profile = false;        // --profile
-  double commTimeout = 300;    // --comm-timeout (NCCL, seconds)
-  int64_t keepLast = 0;        // --keep-last N checkpoints (0: all)
+  /// --trace FILE.json: the Chrome trace of steps [traceFrom, traceTo)
+  /// (--trace-steps A:B; default the second and third steps).
+  std::string trace;
+  int64_t traceFrom = 1, traceTo = 3;
+  double commTimeout = 300; // --comm-timeout (NCCL, seconds)
+  int64_t keepLast = 0;     // --keep-last N checkpoints (0: all)
   /// Set to a signal's number to stop after the step in flight
   /// (support/Signals.h's StopOnSignals::flag(); null: no signals).
   const std::atomic<int> *stop = nullptr;

@@ -2,6 +2,7 @@
 #include "run/Run.h"
 
 #include "exec/Profile.h"
+#include "exec/Trace.h"
 #include "launch/Launch.h"
 #include "plan/PlanLoader.h"
 #include "support/Files.h"
@@ -101,6 +102,12 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   config.shuffleSeed = t.shuffleSeed;
   config.dropoutSeed = (uint64_t)t.seed;
   config.profile = t.profile;
+  if (!t.trace.empty()) {
+    // A run shorter than the default window traces what it has after its
+    // first step (or its only step).
+    config.traceFrom = std::min(t.traceFrom, std::max<int64_t>(0, t.steps - 1));
+    config.traceTo = std::min(t.traceTo, t.steps);
+  }
   config.ranksAreProcesses = job.has_value();
   config.crashInSave = t.crashInSave;
   config.slowSave = t.slowSave;
@@ -195,6 +202,9 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     ZRT_RETURN_IF_ERROR(checkOutputDirectory("--checkpoint-dir", t.checkpointDir));
     ZRT_RETURN_IF_ERROR(lock.acquire("--checkpoint-dir", t.checkpointDir));
   }
+  const std::string tracePath = job ? rankTracePath(t.trace, job->rank) : t.trace;
+  if (!tracePath.empty())
+    ZRT_RETURN_IF_ERROR(checkOutputPath("--trace", tracePath, inputs));
   MetricsFile metrics;
   if (rankZero && !t.metrics.empty()) {
     ZRT_RETURN_IF_ERROR(checkOutputPath("--metrics", t.metrics, inputs));
@@ -215,11 +225,13 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     std::printf("checkpoint: %s\n", dir.c_str());
     std::fflush(stdout);
   };
+  std::vector<RankTrace> traces(job ? 1 : world); // --trace: this process's ranks
   auto trainRank = [&](int rank, Communicator *comm) -> Status {
     std::unique_ptr<ExecutorBase> executor;
     ZRT_RETURN_IF_ERROR(makeExecutor(options, plan, rank, comm, weights.get(),
                                      job ? job->localRank : -1, executor));
     ZRT_RETURN_IF_ERROR(trainer->run(rank, *executor, comm));
+    traces[job ? 0 : rank] = {rank, executor->takeTrace()};
     if (rank == 0)
       for (const std::string &line : executor->tuningReport())
         std::printf("%s\n", line.c_str());
@@ -247,6 +259,14 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   if (!ran) {
     metrics.end("failed", stepsDone, ran.message());
     return ran;
+  }
+  if (!tracePath.empty()) {
+    ZRT_RETURN_IF_ERROR(
+        writeTrace(tracePath, plan, traces, backendOf(options, plan), options.plan));
+    if (rankZero)
+      std::printf("trace: %s (steps %lld to %lld%s)\n", tracePath.c_str(),
+                  (long long)config.traceFrom, (long long)config.traceTo - 1,
+                  job && world > 1 ? "; the other ranks beside it as NAME.rankN.json" : "");
   }
   reportCudaStats(options, plan, job ? 1 : world);
   if (int64_t skipped = trainer->skippedSteps())

@@ -258,6 +258,7 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
           {r.loss_scale(), r.scaler_hysteresis(), r.scaler_iteration(), r.scaler_last_overflow()});
   }
   for (int64_t k = firstStep_; k < steps; ++k) {
+    executor.traceStep(k >= config_.traceFrom && k < config_.traceTo ? k : -1);
     auto start = std::chrono::steady_clock::now();
     double scale = scaler ? scaler->scale() : 1.0;
     if (scaler) {

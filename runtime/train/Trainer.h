@@ -53,6 +53,9 @@ struct TrainerConfig {
   bool reshard = false;
   /// zrun --profile: the executors profile; the first step is a warm-up.
   bool profile = false;
+  /// zrun --trace: steps [traceFrom, traceTo) are traced (ExecutorBase::
+  /// traceStep); none when traceTo <= traceFrom.
+  int64_t traceFrom = 0, traceTo = 0;
   /// The ranks are processes (NCCL): the loss is averaged with an
   /// all-reduce. Otherwise they are threads that share this trainer.
   bool ranksAreProcesses = false;

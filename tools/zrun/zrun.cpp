@@ -587,6 +587,31 @@ int run(int argc, char **argv) {
                   "time every instruction (rank 0, steps after the first); print where a "
                   "step's time goes, by kind, shape and instruction");
   train
+      ->add_option("--trace", t.trace,
+                   "write the traced steps as a Chrome trace (Perfetto, chrome://tracing): a "
+                   "track per rank and stream, every instruction a slice with its ONNX node, "
+                   "bytes and FLOPs")
+      ->type_name("FILE.json");
+  std::string traceSteps;
+  train
+      ->add_option("--trace-steps", traceSteps,
+                   "the steps --trace records, 0-based: A (one step) or A:B (A to B-1; default "
+                   "1:3)")
+      ->type_name("A[:B]")
+      ->check(check("A or A:B, steps with A < B", [](const std::string &v) {
+        char *end = nullptr;
+        long long a = std::strtoll(v.c_str(), &end, 10), b = a + 1;
+        if (end == v.c_str() || a < 0)
+          return false;
+        if (*end == ':') {
+          const char *second = end + 1;
+          b = std::strtoll(second, &end, 10);
+          if (end == second)
+            return false;
+        }
+        return !*end && b > a;
+      }));
+  train
       ->add_option("--comm-timeout", t.commTimeout,
                    "seconds a collective may wait before the job stops (default 300)")
       ->type_name("SECONDS")
@@ -701,6 +726,19 @@ int run(int argc, char **argv) {
                         "train");
     if (warmupType)
       t.warmupLog = *warmupType == "log";
+    if (!traceSteps.empty()) {
+      if (t.trace.empty())
+        return usageError("--trace-steps goes with --trace FILE.json", "train");
+      size_t colon = traceSteps.find(':');
+      t.traceFrom = std::stoll(traceSteps.substr(0, colon));
+      t.traceTo =
+          colon == std::string::npos ? t.traceFrom + 1 : std::stoll(traceSteps.substr(colon + 1));
+      if (t.traceFrom >= t.steps)
+        return usageError("--trace-steps " + traceSteps + ": the run has steps 0 to " +
+                              std::to_string(t.steps - 1) + " (--steps " + std::to_string(t.steps) +
+                              ")",
+                          "train");
+    }
     t.crashInSave = testCrashInSave;
     t.slowSave = testSlowSave;
     t.stop = &signals->flag();

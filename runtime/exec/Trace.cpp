@@ -1,0 +1,210 @@
+//===- Trace.cpp - zrun --trace: the step as a Chrome trace ---------------===//
+#include "exec/Trace.h"
+
+#include "exec/Profile.h"
+#include "plan/PlanLoader.h"
+#include "support/Files.h"
+#include "train/Npy.h" // dtypeSize
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace zrt;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+int64_t bufferBytes(const plan::Plan &plan, int index) {
+  TensorRef t = describeBuffer(plan.buffers(index));
+  return t.numel() * (int64_t)dtypeSize(t.dtype);
+}
+
+/// A matmul-family kernel's FLOPs (2 x output elements x the contraction),
+/// as zcc's report counts them; 0 for other kernels.
+double matmulFlops(const plan::Plan &plan, const plan::Kernel &k) {
+  const std::string &name = k.name();
+  if (!(name == "matmul" || name == "matmul_bias" || name == "matmul_add" ||
+        name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad") ||
+      k.inputs_size() < 1 || k.outputs_size() < 1)
+    return 0;
+  const plan::Buffer &lhs = plan.buffers(k.inputs(0));
+  if (lhs.shape_size() < 2)
+    return 0;
+  bool transposeLhs = name == "matmul_bgrad" || (k.ints_size() > 0 && k.ints(0));
+  int64_t contraction = lhs.shape(lhs.shape_size() - (transposeLhs ? 2 : 1));
+  int64_t out = 1;
+  for (int64_t d : plan.buffers(k.outputs(0)).shape())
+    out *= d;
+  return 2.0 * (double)out * (double)contraction;
+}
+
+/// The args of an instruction's slice: where it came from and what it moves.
+json instructionArgs(const plan::Plan &plan, const plan::Program &program, int index) {
+  const plan::Instruction &inst = program.instructions(index);
+  std::string what, where;
+  describeInstruction(plan, inst, what, where);
+  json args = {{"program", program.name()}, {"index", index}};
+  auto space = where.find(' ');
+  std::string node = where.substr(0, space);
+  if (!node.empty())
+    args["node"] = node;
+  if (space != std::string::npos && space + 1 < where.size())
+    args["operands"] = where.substr(space + 1);
+  if (inst.has_kernel()) {
+    int64_t bytes = 0;
+    for (int i : inst.kernel().inputs())
+      bytes += bufferBytes(plan, i);
+    for (int o : inst.kernel().outputs())
+      bytes += bufferBytes(plan, o);
+    args["bytes"] = bytes;
+    if (double flops = matmulFlops(plan, inst.kernel()))
+      args["flops"] = flops;
+  } else if (inst.has_collective()) {
+    const plan::Collective &c = inst.collective();
+    args["bucket"] = plan.buffers(c.output()).name();
+    args["bytes_in"] = bufferBytes(plan, c.input());
+    args["bytes_out"] = bufferBytes(plan, c.output());
+    args["group"] = plan::Collective::Group_Name(c.group());
+    args["async"] = c.async();
+  } else if (inst.has_copy()) {
+    args["bytes"] = bufferBytes(plan, inst.copy().source());
+    args["from"] = plan.buffers(inst.copy().source()).name();
+    args["to"] = plan.buffers(inst.copy().target()).name();
+  } else if (inst.has_wait()) {
+    args["for"] = plan.buffers(inst.wait().output()).name();
+  }
+  return args;
+}
+
+double rounded(double us) { return std::round(us * 1000) / 1000; } // nanoseconds
+
+const char *kTrackNames[] = {"steps", "compute", "communication", "copy"};
+
+} // namespace
+
+std::string zrt::traceJson(const plan::Plan &plan, const std::vector<RankTrace> &ranks,
+                           const std::string &backend, const std::string &planPath) {
+  double origin = INFINITY;
+  for (const RankTrace &r : ranks)
+    for (const auto &s : r.slices)
+      origin = std::min(origin, s.startUs);
+  json events = json::array();
+  // An instruction's args once per (program, index), shared by its slices.
+  std::map<std::pair<const plan::Program *, int>, json> argsOf;
+  for (const RankTrace &r : ranks) {
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", r.rank},
+                      {"args", {{"name", "rank " + std::to_string(r.rank)}}}});
+    events.push_back({{"name", "process_sort_index"},
+                      {"ph", "M"},
+                      {"pid", r.rank},
+                      {"args", {{"sort_index", r.rank}}}});
+    for (int tid = 0; tid < 4; ++tid) {
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", r.rank},
+                        {"tid", tid},
+                        {"args", {{"name", kTrackNames[tid]}}}});
+      events.push_back({{"name", "thread_sort_index"},
+                        {"ph", "M"},
+                        {"pid", r.rank},
+                        {"tid", tid},
+                        {"args", {{"sort_index", tid}}}});
+    }
+    std::vector<ExecutorBase::TraceSlice> slices = r.slices;
+    std::stable_sort(slices.begin(), slices.end(),
+                     [](const auto &a, const auto &b) { return a.startUs < b.startUs; });
+    // The steps and the program runs inside them (a run starts where the
+    // compute track's instruction index goes back or the program changes).
+    struct Span {
+      std::string name;
+      double start, end;
+      int64_t step;
+    };
+    std::vector<Span> spans;
+    std::map<int64_t, Span> steps;
+    const plan::Program *program = nullptr;
+    int last = -1;
+    for (const auto &s : slices) {
+      double end = s.startUs + s.durUs;
+      auto [it, fresh] =
+          steps.try_emplace(s.step, Span{"step " + std::to_string(s.step), s.startUs, end, s.step});
+      it->second.start = std::min(it->second.start, s.startUs);
+      it->second.end = std::max(it->second.end, end);
+      if (s.track != ExecutorBase::Track::Compute)
+        continue;
+      if (s.program != program || s.index <= last || spans.empty() || spans.back().step != s.step)
+        spans.push_back({s.program->name(), s.startUs, end, s.step});
+      spans.back().end = std::max(spans.back().end, end);
+      program = s.program;
+      last = s.index;
+    }
+    auto span = [&](const Span &sp, const char *cat) {
+      events.push_back({{"name", sp.name},
+                        {"cat", cat},
+                        {"ph", "X"},
+                        {"pid", r.rank},
+                        {"tid", 0},
+                        {"ts", rounded(sp.start - origin)},
+                        {"dur", rounded(sp.end - sp.start)},
+                        {"args", {{"step", sp.step}}}});
+    };
+    for (const auto &[step, sp] : steps)
+      span(sp, "step");
+    for (const Span &sp : spans)
+      span(sp, "program");
+    for (const auto &s : slices) {
+      const plan::Instruction &inst = s.program->instructions(s.index);
+      std::string what, where;
+      describeInstruction(plan, inst, what, where);
+      const char *cat = inst.has_kernel()       ? "kernel"
+                        : inst.has_collective() ? "collective"
+                        : inst.has_copy()       ? "copy"
+                                                : "wait";
+      auto [args, fresh] = argsOf.try_emplace({s.program, s.index});
+      if (fresh)
+        args->second = instructionArgs(plan, *s.program, s.index);
+      json a = args->second;
+      a["step"] = s.step;
+      events.push_back({{"name", what},
+                        {"cat", cat},
+                        {"ph", "X"},
+                        {"pid", r.rank},
+                        {"tid", 1 + (int)s.track},
+                        {"ts", rounded(s.startUs - origin)},
+                        {"dur", rounded(s.durUs)},
+                        {"args", std::move(a)}});
+    }
+  }
+  json trace = {{"traceEvents", std::move(events)},
+                {"displayTimeUnit", "ms"},
+                {"otherData",
+                 {{"producer", "zrun --trace"},
+                  {"plan", planPath},
+                  {"backend", backend},
+                  {"world_size", plan.world_size()},
+                  {"zero_stage", plan.zero_stage()}}}};
+  return trace.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Status zrt::writeTrace(const std::string &path, const plan::Plan &plan,
+                       const std::vector<RankTrace> &ranks, const std::string &backend,
+                       const std::string &planPath) {
+  std::string text = traceJson(plan, ranks, backend, planPath);
+  if (Status s = writeFileAtomically(path, text.data(), text.size()); !s)
+    return errorf("--trace ", path, ": ", s.message());
+  return Status::ok();
+}
+
+std::string zrt::rankTracePath(const std::string &path, int rank) {
+  if (rank == 0)
+    return path;
+  std::string stem = path;
+  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0)
+    stem.resize(stem.size() - 5);
+  return stem + ".rank" + std::to_string(rank) + ".json";
+}
