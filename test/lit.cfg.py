@@ -25,6 +25,11 @@ if config.zcc_sanitized:
     config.available_features.add("asan")
     config.environment["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
 
+# Debian's chromium renders the HTML pages (test/e2e/pages.test).
+import shutil
+if shutil.which("chromium"):
+    config.available_features.add("chromium")
+
 # Debian's python3 with python3-onnx and python3-numpy writes test models.
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(

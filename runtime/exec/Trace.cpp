@@ -2,6 +2,7 @@
 #include "exec/Trace.h"
 
 #include "exec/Profile.h"
+#include "observe/MemoryMap.h" // matmulFlops
 #include "plan/PlanLoader.h"
 #include "support/Files.h"
 #include "train/Npy.h" // dtypeSize
@@ -20,25 +21,6 @@ namespace {
 int64_t bufferBytes(const plan::Plan &plan, int index) {
   TensorRef t = describeBuffer(plan.buffers(index));
   return t.numel() * (int64_t)dtypeSize(t.dtype);
-}
-
-/// A matmul-family kernel's FLOPs (2 x output elements x the contraction),
-/// as zcc's report counts them; 0 for other kernels.
-double matmulFlops(const plan::Plan &plan, const plan::Kernel &k) {
-  const std::string &name = k.name();
-  if (!(name == "matmul" || name == "matmul_bias" || name == "matmul_add" ||
-        name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad") ||
-      k.inputs_size() < 1 || k.outputs_size() < 1)
-    return 0;
-  const plan::Buffer &lhs = plan.buffers(k.inputs(0));
-  if (lhs.shape_size() < 2)
-    return 0;
-  bool transposeLhs = name == "matmul_bgrad" || (k.ints_size() > 0 && k.ints(0));
-  int64_t contraction = lhs.shape(lhs.shape_size() - (transposeLhs ? 2 : 1));
-  int64_t out = 1;
-  for (int64_t d : plan.buffers(k.outputs(0)).shape())
-    out *= d;
-  return 2.0 * (double)out * (double)contraction;
 }
 
 /// The args of an instruction's slice: where it came from and what it moves.

@@ -124,6 +124,9 @@ struct TrainOptions {
   /// (--trace-steps A:B; default the second and third steps).
   std::string trace;
   int64_t traceFrom = 1, traceTo = 3;
+  std::string dashboard;    // --dashboard FILE.html
+  std::string memoryPage;   // --memory-page FILE.html (written after the run)
+  double peakTflops = 0;    // --peak-tflops: a GPU's dense peak, for MFU
   double commTimeout = 300; // --comm-timeout (NCCL, seconds)
   int64_t keepLast = 0;     // --keep-last N checkpoints (0: all)
   /// Set to a signal's number to stop after the step in flight

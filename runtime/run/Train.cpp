@@ -1,13 +1,16 @@
 //===- Train.cpp - zrun train: the trainer with its log, metrics and ranks ===//
 #include "run/Run.h"
 
+#include "cuda/CudaExecutor.h" // cudaStats
 #include "exec/Profile.h"
 #include "exec/Trace.h"
 #include "launch/Launch.h"
+#include "observe/MemoryMap.h"
 #include "plan/PlanLoader.h"
 #include "support/Files.h"
 #include "support/Signals.h" // signalName
 #include "train/Checkpoint.h"
+#include "train/Dashboard.h"
 #include "train/Data.h"
 #include "train/Metrics.h"
 #include "train/Trainer.h"
@@ -212,6 +215,27 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     ZRT_RETURN_IF_ERROR(metrics.open(t.metrics, /*append=*/config.resume != nullptr));
   }
   const int64_t rankBytes = plannedBytes(plan);
+  // What --dashboard and --memory-page show as measured: the arenas each
+  // rank of this process allocated (as planned), and on the GPU the most
+  // device memory in use at a program's end.
+  auto measure = [&, world] {
+    std::vector<MeasuredMemory> out;
+    out.push_back({job         ? "rank " + std::to_string(job->rank) + " allocated"
+                   : world > 1 ? "each of " + std::to_string(world) + " ranks allocated"
+                               : "rank 0 allocated",
+                   rankBytes});
+    for (const auto &[device, bytes] : cudaStats().deviceBytes)
+      out.push_back({"GPU " + std::to_string(device) + " in use", bytes});
+    return out;
+  };
+  Dashboard dashboard;
+  if (rankZero && !t.dashboard.empty()) {
+    ZRT_RETURN_IF_ERROR(checkOutputPath("--dashboard", t.dashboard, inputs));
+    ZRT_RETURN_IF_ERROR(dashboard.open(t.dashboard, {options.plan, backendOf(options, plan), &plan,
+                                                     t.steps, t.peakTflops, measure}));
+  }
+  if (rankZero && !t.memoryPage.empty())
+    ZRT_RETURN_IF_ERROR(checkOutputPath("--memory-page", t.memoryPage, inputs));
   if (options.printMemory && rankZero)
     std::printf("arena bytes: %lld%s\n", (long long)rankBytes, world > 1 ? " per rank" : "");
   StepLog log(t.steps, plan.training().has_loss_scaling());
@@ -219,6 +243,7 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   trainer->onStep = [&](const StepRecord &r) {
     log.print(r);
     metrics.write(r, rankBytes);
+    dashboard.step(r, rankBytes);
     stepsDone = r.step + 1;
   };
   trainer->onCheckpoint = [](const std::string &dir) {
@@ -258,6 +283,7 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   }
   if (!ran) {
     metrics.end("failed", stepsDone, ran.message());
+    (void)dashboard.close("failed", ran.message());
     return ran;
   }
   if (!tracePath.empty()) {
@@ -281,8 +307,15 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
                          (outcome.checkpoint.empty() ? "; no checkpoint (no --checkpoint-dir)"
                                                      : "; checkpoint " + outcome.checkpoint);
     metrics.end("stopped", outcome.stepsDone, reason);
+    ZRT_RETURN_IF_ERROR(dashboard.close("stopped", reason));
     if (rankZero)
       std::fprintf(stderr, "zrun: stopped by %s\n", reason.c_str());
+  }
+  ZRT_RETURN_IF_ERROR(dashboard.close("finished"));
+  if (rankZero && !t.memoryPage.empty()) {
+    std::string html = memoryPageHtml(plan, options.plan, measure());
+    if (Status s = writeFileAtomically(t.memoryPage, html.data(), html.size()); !s)
+      return errorf("--memory-page ", t.memoryPage, ": ", s.message());
   }
   return metrics.close();
 }

@@ -24,9 +24,12 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
+#include "observe/MemoryMap.h"
+#include "plan/plan.pb.h"
 #include "support/ByteSize.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -102,14 +105,19 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.onnx|MODEL
                                       cl::Required, cl::cat(zccCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output file ('-' for stdout)"),
                                        cl::value_desc("OUT"), cl::init("-"), cl::cat(zccCategory));
-enum class EmitKind { Plan, Mlir, Zrt, Report };
+enum class EmitKind { Plan, Mlir, Zrt, Report, MemoryJson, MemoryHtml };
 static cl::opt<EmitKind>
     emit("emit", cl::desc("what to write"), cl::init(EmitKind::Plan),
          cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan, for zrun (default)"),
                     clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after import"),
                     clEnumValN(EmitKind::Zrt, "zrt",
                                "the plan as zrt IR: what zcc-opt --zero-training-pipeline prints"),
-                    clEnumValN(EmitKind::Report, "report", "per-rank memory table of the plan")),
+                    clEnumValN(EmitKind::Report, "report", "per-rank memory table of the plan"),
+                    clEnumValN(EmitKind::MemoryHtml, "memory-html",
+                               "the memory over the step as a self-contained HTML page "
+                               "(docs/observability.md)"),
+                    clEnumValN(EmitKind::MemoryJson, "memory-json",
+                               "the data of --emit=memory-html as JSON")),
          cl::cat(zccCategory));
 static cl::opt<std::string>
     lossKind("loss",
@@ -1041,6 +1049,23 @@ int main(int argc, char **argv) {
     if (failed(zcc::printReport(*module, output->os(), scaling ? &*scaling : nullptr)))
       return 1;
     break;
+  case EmitKind::MemoryJson:
+  case EmitKind::MemoryHtml: {
+    // The page reads the plan zrun would run (weights left out: external).
+    std::string bytes;
+    llvm::raw_string_ostream os(bytes);
+    if (failed(zcc::writePlan(*module, os, {/*externalWeights=*/true, command})))
+      return 1;
+    zrt::plan::Plan plan;
+    if (!plan.ParseFromString(os.str())) {
+      llvm::errs() << "zcc: error: --emit=memory-*: the plan did not read back\n";
+      return 1;
+    }
+    std::string source = llvm::sys::path::filename(inputFile).str();
+    output->os() << (emit == EmitKind::MemoryHtml ? zrt::memoryPageHtml(plan, source)
+                                                  : zrt::memoryMapJson(plan, source));
+    break;
+  }
   }
   output->keep();
   return 0;

@@ -592,6 +592,22 @@ int run(int argc, char **argv) {
                    "track per rank and stream, every instruction a slice with its ONNX node, "
                    "bytes and FLOPs")
       ->type_name("FILE.json");
+  train
+      ->add_option("--dashboard", t.dashboard,
+                   "keep a self-contained HTML page of the run up to date (loss, lr, grad norm, "
+                   "loss scale, tokens/s, TFLOP/s or MFU, memory); opens with no network")
+      ->type_name("FILE.html");
+  train
+      ->add_option("--memory-page", t.memoryPage,
+                   "after the run, the plan's memory over the step (zcc --emit=memory-html) "
+                   "with what this run measured")
+      ->type_name("FILE.html");
+  train
+      ->add_option("--peak-tflops", t.peakTflops,
+                   "a GPU's dense peak (e.g. 989.4 for H100/H200 bf16): --dashboard shows MFU "
+                   "against it")
+      ->type_name("TFLOPS")
+      ->check(number(0, true, "a positive number of TFLOP/s"));
   std::string traceSteps;
   train
       ->add_option("--trace-steps", traceSteps,
