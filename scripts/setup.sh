@@ -8,14 +8,14 @@ set -euo pipefail
 
 runtime_pkgs=(cmake ninja-build g++ ccache libgtest-dev libprotobuf-dev protobuf-compiler libopenblas-dev
               nlohmann-json3-dev libcli11-dev libxxhash-dev libgloo-dev
-              libjs-chart.js)                                   # Chart.js, inlined into the HTML pages
+              libjs-chart.js libisal-dev)  # Chart.js, inlined into the HTML pages; ISA-L's CRC32C
 compiler_pkgs=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools   # MLIR/LLVM 22, FileCheck, lit
   libonnx-dev                                              # ONNX import
   python3 python3-onnx python3-numpy python3-protobuf      # tests write models, .npy files, plans
   clang libclang-rt-14-dev                                 # libFuzzer (scripts/fuzz.sh)
   clang-format                                             # scripts/format.sh --check
-  chromium python3-pil python3-jsonschema                  # pages rendered, traces validated (tests)
+  chromium python3-pil python3-jsonschema python3-crc32c   # pages rendered, traces and events checked
 )
 
 pkgs=("${runtime_pkgs[@]}")

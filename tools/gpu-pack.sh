@@ -18,7 +18,7 @@ cp "$build/runtime/zrun" "$out/" && strip "$out/zrun" # the carry is 64 MiB in a
 cp "$build/runtime/zrt-attention-bench" "$out/" && strip "$out/zrt-attention-bench"
 # Libraries the GPU machine lacks (its own glibc, libstdc++ and CUDA serve).
 ldd "$build/runtime/zrun" | awk '/=> \// {print $3}' |
-  grep -E 'libprotobuf-lite|libopenblas|libgfortran|libquadmath|libgloo|libhiredis|libibverbs|libnl-' |
+  grep -E 'libisal|libprotobuf-lite|libopenblas|libgfortran|libquadmath|libgloo|libhiredis|libibverbs|libnl-' |
   xargs -I{} cp -L {} "$out/lib/"
 cp $M/mlp.x.npy $M/mlp.labels.npy $M/gpt2-tiny.input_ids.npy $M/gpt2-tiny.labels.npy "$out/data/"
 cp $E/llama-tiny.input_ids.npy $E/llama-tiny.labels.npy "$out/data/"

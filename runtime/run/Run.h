@@ -125,6 +125,7 @@ struct TrainOptions {
   std::string trace;
   int64_t traceFrom = 1, traceTo = 3;
   std::string dashboard;    // --dashboard FILE.html
+  std::string tensorboard;  // --tensorboard DIR: TensorBoard event files
   std::string memoryPage;   // --memory-page FILE.html (written after the run)
   double peakTflops = 0;    // --peak-tflops: a GPU's dense peak, for MFU
   double commTimeout = 300; // --comm-timeout (NCCL, seconds)

@@ -13,6 +13,7 @@
 #include "train/Dashboard.h"
 #include "train/Data.h"
 #include "train/Metrics.h"
+#include "train/TensorBoard.h"
 #include "train/Trainer.h"
 
 #include <algorithm>
@@ -236,6 +237,12 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   }
   if (rankZero && !t.memoryPage.empty())
     ZRT_RETURN_IF_ERROR(checkOutputPath("--memory-page", t.memoryPage, inputs));
+  TensorBoardWriter tensorboard;
+  if (rankZero && !t.tensorboard.empty()) {
+    ZRT_RETURN_IF_ERROR(checkOutputDirectory("--tensorboard", t.tensorboard));
+    ZRT_RETURN_IF_ERROR(tensorboard.open(t.tensorboard));
+  }
+  const double stepFlops = stepMatmulFlops(plan); // one rank's, per step
   if (options.printMemory && rankZero)
     std::printf("arena bytes: %lld%s\n", (long long)rankBytes, world > 1 ? " per rank" : "");
   StepLog log(t.steps, plan.training().has_loss_scaling());
@@ -244,6 +251,8 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     log.print(r);
     metrics.write(r, rankBytes);
     dashboard.step(r, rankBytes);
+    double tflops = r.ms > 0 ? stepFlops / (r.ms * 1e-3) / 1e12 : 0;
+    tensorboard.write(r, rankBytes, tflops, t.peakTflops > 0 ? tflops / t.peakTflops : 0);
     stepsDone = r.step + 1;
   };
   trainer->onCheckpoint = [](const std::string &dir) {
@@ -312,6 +321,7 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
       std::fprintf(stderr, "zrun: stopped by %s\n", reason.c_str());
   }
   ZRT_RETURN_IF_ERROR(dashboard.close("finished"));
+  ZRT_RETURN_IF_ERROR(tensorboard.close());
   if (rankZero && !t.memoryPage.empty()) {
     std::string html = memoryPageHtml(plan, options.plan, measure());
     if (Status s = writeFileAtomically(t.memoryPage, html.data(), html.size()); !s)

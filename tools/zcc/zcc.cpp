@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "Settings.h"
 
+#include "zcc/Analysis/DeepSpeedEstimate.h"
 #include "zcc/Conversion/Passes.h"
 #include "zcc/Import/OnnxImporter.h"
 #include "zcc/Pipelines/AutoPlan.h"
@@ -29,6 +30,7 @@
 #include "support/ByteSize.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -393,16 +395,29 @@ static cl::list<int64_t> estimateWorldSizes(
     "world-sizes", cl::desc("zcc estimate: the world sizes of the table (default 1,2,4,8,16,64)"),
     cl::CommaSeparated, cl::cat(zccCategory));
 
+static cl::opt<std::string>
+    reportFormat("format", cl::desc("--emit=report and zcc estimate: text (default) or json"),
+                 cl::value_desc("text|json"), cl::init("text"), cl::cat(zccCategory));
+
 /// zcc estimate: model-state memory per rank for ZeRO stages 0-3 and several
 /// world sizes, from the parameter count alone (as DeepSpeed's
 /// estimate_zero*_model_states_mem_needs), without compiling a plan.
-static int printEstimate(ModuleOp module, llvm::raw_ostream &os) {
+static int printEstimate(ModuleOp module, llvm::raw_ostream &out) {
   int64_t psi = 0, frozen = 0;
+  std::vector<std::pair<std::string, int64_t>> named;
   for (auto g : module.getOps<zcc::zero::GlobalOp>()) {
     if (!isa<FloatType>(g.getTensorType().getElementType()))
       continue;
     (g.getTrainable() ? psi : frozen) += g.getTensorType().getNumElements();
+    if (g.getTrainable())
+      named.push_back({g.getSymName().str(), g.getTensorType().getNumElements()});
   }
+  const int64_t largest = zcc::largestLayerParams(named);
+  const bool json = reportFormat == "json";
+  std::string discarded;
+  llvm::raw_string_ostream sink(discarded);
+  llvm::raw_ostream &os = json ? sink : out;
+  llvm::json::Array rows;
   SmallVector<int64_t> worlds(estimateWorldSizes.begin(), estimateWorldSizes.end());
   for (int64_t w : worlds)
     if (w < 1 || w > 1 << 20) {
@@ -420,18 +435,32 @@ static int printEstimate(ModuleOp module, llvm::raw_ostream &os) {
   os << "model states per rank in " << (gib ? "GiB" : "MiB")
      << " (zcc: float32 params + grads + AdamW moments, 4+4+8 "
         "bytes per parameter;\n"
-        "paper: mixed-precision Adam, 2+2+12); activations need a compiled plan: zcc "
+        "paper: mixed-precision Adam, 2+2+12; deepspeed: its estimate_zero2/zero3_model_states_"
+        "mem_needs,\n4 Psi + 16 Psi/N for stages 1-2, 4 L + 18 Psi/N for stage 3 with L = "
+     << largest
+     << " parameters in the largest layer); activations need a compiled plan: zcc "
         "--emit=report\n";
   os << llvm::format("  %-7s %-6s", "stage", "");
   for (int64_t n : worlds)
     os << llvm::format(" %9s", ("N=" + std::to_string(n)).c_str());
   os << "\n";
   for (int stage = 0; stage <= 3; ++stage)
-    for (int paper = 0; paper < 2; ++paper) {
+    for (int paper = 0; paper < 3; ++paper) {
+      if (paper == 2 && stage == 0)
+        continue; // DeepSpeed has no estimator for stage 0
       double p = paper ? 2 : 4, g = paper ? 2 : 4, k = paper ? 12 : 8;
-      os << llvm::format("  %-7d %-6s", stage, paper ? "paper" : "zcc");
+      const char *name = paper == 2 ? "ds" : paper ? "paper" : "zcc";
+      os << llvm::format("  %-7d %-6s", stage, name);
+      llvm::json::Object bytesAt;
       for (int64_t n : worlds) {
         double bytes;
+        if (paper == 2) {
+          bytes = zcc::deepspeedEstimate(stage, (double)psi, (double)largest, n, false, false)
+                      ->gpuBytes;
+          os << llvm::format(" %9.3f", bytes / unit);
+          bytesAt[std::to_string(n)] = bytes;
+          continue;
+        }
         switch (stage) {
         case 0:
           bytes = (p + g + k) * psi;
@@ -447,9 +476,23 @@ static int printEstimate(ModuleOp module, llvm::raw_ostream &os) {
           break;
         }
         os << llvm::format(" %9.3f", bytes / unit);
+        bytesAt[std::to_string(n)] = bytes;
       }
       os << "\n";
+      rows.push_back(llvm::json::Object{{"stage", stage},
+                                        {"formula", paper == 2 ? "deepspeed"
+                                                    : paper    ? "paper"
+                                                               : "zcc"},
+                                        {"bytes_per_rank_by_world_size", std::move(bytesAt)}});
     }
+  if (json)
+    out << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
+                                      {"model", source ? source.getValue().str() : "model"},
+                                      {"trainable_parameters", psi},
+                                      {"frozen_elements", frozen},
+                                      {"largest_layer_parameters", largest},
+                                      {"model_states", std::move(rows)}}))
+        << "\n";
   return 0;
 }
 
@@ -710,6 +753,20 @@ int main(int argc, char **argv) {
     return 2;
   }
   std::optional<zcc::ScalingModel> scaling;
+  if (reportFormat != "text" && reportFormat != "json") {
+    llvm::errs() << "zcc: error: --format " << reportFormat << ": expected text or json\n";
+    return 2;
+  }
+  if (reportFormat == "json" && emit != EmitKind::Report && !estimate) {
+    llvm::errs() << "zcc: error: --format json goes with --emit=report or zcc estimate (the "
+                    "memory page's data is --emit=memory-json)\n";
+    return 2;
+  }
+  if (reportFormat == "json" && estimate && link.getNumOccurrences()) {
+    llvm::errs() << "zcc: error: --format json: zcc estimate --link's scaling table is text "
+                    "only; compile a plan per world size with --emit=report --format json\n";
+    return 2;
+  }
   if (!link.empty() || link.getNumOccurrences() || gpusPerNode.getNumOccurrences() ||
       flopRate.getNumOccurrences()) {
     zcc::ScalingModel model;
@@ -1046,7 +1103,8 @@ int main(int argc, char **argv) {
       return 1;
     break;
   case EmitKind::Report:
-    if (failed(zcc::printReport(*module, output->os(), scaling ? &*scaling : nullptr)))
+    if (failed(zcc::printReport(*module, output->os(), scaling ? &*scaling : nullptr,
+                                reportFormat == "json")))
       return 1;
     break;
   case EmitKind::MemoryJson:

@@ -598,6 +598,11 @@ int run(int argc, char **argv) {
                    "loss scale, tokens/s, TFLOP/s or MFU, memory); opens with no network")
       ->type_name("FILE.html");
   train
+      ->add_option("--tensorboard", t.tensorboard,
+                   "write TensorBoard event files here (train/loss, train/learning_rate, "
+                   "train/grad_norm, eval/loss, perf/..., one event a step)")
+      ->type_name("DIR");
+  train
       ->add_option("--memory-page", t.memoryPage,
                    "after the run, the plan's memory over the step (zcc --emit=memory-html) "
                    "with what this run measured")

@@ -56,9 +56,10 @@ std::string parseLink(llvm::StringRef spec, ScalingModel &model);
 /// Prints the per-rank memory table of a module produced by
 /// convert-zero-to-zrt: parameters, frozen buffers, constants, inputs,
 /// activations and the peak, each in bytes and MiB; with |scaling|, the
-/// predicted step time at the plan's world size.
+/// predicted step time at the plan's world size. With |json|, the same
+/// figures as one JSON object (zcc --emit=report --format json).
 mlir::LogicalResult printReport(mlir::ModuleOp module, llvm::raw_ostream &os,
-                                const ScalingModel *scaling = nullptr);
+                                const ScalingModel *scaling = nullptr, bool json = false);
 
 } // namespace zcc
 

@@ -1,4 +1,5 @@
 //===- Report.cpp - the per-rank memory table -----------------------------===//
+#include "zcc/Analysis/DeepSpeedEstimate.h"
 #include "zcc/Analysis/MemoryPlan.h"
 #include "zcc/Target/Plan.h"
 #include "zrt/ZrtOps.h"
@@ -6,6 +7,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
 
 #include <algorithm>
 
@@ -201,8 +203,19 @@ ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model)
 }
 
 /// The scaling model's lines of the report.
-static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingModel &model) {
+static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingModel &model,
+                         llvm::json::Object &out) {
   ScalingEstimate e = estimateScaling(module, model);
+  out["scaling_model"] = llvm::json::Object{{"step_ms", e.step * 1e3},
+                                            {"compute_ms", e.compute * 1e3},
+                                            {"exposed_ms", e.exposed * 1e3},
+                                            {"communication_ms", e.communication * 1e3},
+                                            {"world_size", e.world},
+                                            {"nodes", e.nodes},
+                                            {"gpus_per_node", model.gpusPerNode},
+                                            {"bandwidth_bytes_per_s", e.bandwidth},
+                                            {"hop_s", model.hopSeconds},
+                                            {"flops_per_s", model.flopsPerSecond}};
   os << llvm::format("  scaling model   step %9.2f ms = compute %.2f ms + exposed "
                      "communication %.2f ms (of %.2f ms): %.1f%% of the compute-only step\n",
                      e.step * 1e3, e.compute * 1e3, e.exposed * 1e3, e.communication * 1e3,
@@ -230,8 +243,20 @@ static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingMo
                                      : "NVLink");
 }
 
-LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
-                               const ScalingModel *scaling) {
+LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const ScalingModel *scaling,
+                               bool json) {
+  // --format json: the text goes nowhere, the figures into |report|.
+  std::string discarded;
+  llvm::raw_string_ostream textSink(discarded);
+  llvm::raw_ostream &os = json ? textSink : out;
+  llvm::json::Object report, memory;
+  auto finish = [&]() -> LogicalResult {
+    if (json) {
+      report["memory"] = std::move(memory);
+      out << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+    }
+    return success();
+  };
   auto arena = [&](StringRef name) -> int64_t {
     auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + name + "_arena_bytes").str());
     return attr ? attr.getInt() : -1;
@@ -249,6 +274,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
   }
   llvm::StringSet<> members, buckets;
   int64_t numParams = 0, bucketed = 0;
+  std::vector<std::pair<std::string, int64_t>> trainableNames; // DeepSpeed's largest layer
   if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"))
     for (Attribute a : list) {
       auto d = cast<DictionaryAttr>(a);
@@ -256,7 +282,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
       for (Attribute m : d.getAs<ArrayAttr>("members")) {
         auto md = cast<DictionaryAttr>(m);
         members.insert(md.getAs<StringAttr>("name").getValue());
-        bucketed += cast<RankedTensorType>(md.getAs<TypeAttr>("type").getValue()).getNumElements();
+        int64_t n = cast<RankedTensorType>(md.getAs<TypeAttr>("type").getValue()).getNumElements();
+        bucketed += n;
+        trainableNames.push_back({md.getAs<StringAttr>("name").getValue().str(), n});
       }
     }
   int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, kernels = 0, copies = 0;
@@ -285,8 +313,11 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
       continue; // inside its bucket
     if (buffer.getTrainable() || buckets.contains(buffer.getSymName())) {
       params += bytes;
-      if (buffer.getTrainable())
-        numParams += cast<RankedTensorType>(buffer.getType()).getNumElements();
+      if (buffer.getTrainable()) {
+        int64_t n = cast<RankedTensorType>(buffer.getType()).getNumElements();
+        numParams += n;
+        trainableNames.push_back({buffer.getSymName().str(), n});
+      }
     } else if (role == "grad") {
       grads += bytes;
     } else if (role == "adam_m" || role == "adam_v" || role == "step") {
@@ -321,6 +352,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
   }
 
   auto row = [&](StringRef what, int64_t bytes, StringRef note) {
+    memory[what] = bytes;
     os << llvm::format("  %-24s %14lld B %12.3f MiB  ", what.str().c_str(), (long long)bytes,
                        bytes / 1048576.0)
        << note << "\n";
@@ -328,6 +360,11 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
   auto precision = module->getAttrOfType<StringAttr>("zero.precision");
   os << "zcc memory report (per rank; world size " << world << ", ZeRO stage " << stage << ", "
      << (precision ? precision.getValue() : "fp32") << ")\n";
+  report["world_size"] = world;
+  report["zero_stage"] = stage;
+  report["precision"] = precision ? precision.getValue().str() : "fp32";
+  if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
+    report["model"] = source.getValue().str();
   if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
     os << "  model: " << source.getValue() << ", " << numParams << " trainable parameters\n";
   os << "  instructions: " << programs << "\n";
@@ -431,8 +468,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
   if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
     row("memory budget", budget.getInt(),
         "zcc/zrun --memory-budget (the CUDA backend adds a 32 MiB cuBLASLt workspace)");
+  report["trainable_parameters"] = numParams;
   if (!module->getAttr("zero.buckets"))
-    return success();
+    return finish();
 
   // Model states against the ZeRO paper (Rajbhandari et al., 2020, Fig. 1 /
   // Table 1): K bytes of optimizer state per parameter over N ranks. zcc keeps
@@ -460,6 +498,32 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
                      (long long)stage, formula(4, 4, 8));
   os << llvm::format("    ZeRO paper, stage %lld    %14.0f B  (%s, mixed-precision Adam: 2+2+12)\n",
                      (long long)stage, formula(2, 2, 12), paper[std::clamp<int64_t>(stage, 0, 3)]);
+  const int64_t modelStates = params + grads + optimizer + copies;
+  llvm::json::Object states{
+      {"bytes", modelStates}, {"zcc_formula", formula(4, 4, 8)}, {"paper", formula(2, 2, 12)}};
+  // DeepSpeed's estimator for the same config (largest layer: the
+  // trainable parameters grouped by module).
+  std::optional<DeepSpeedEstimate> ds =
+      deepspeedEstimate((int)stage, psi, (double)largestLayerParams(trainableNames), world,
+                        hostOptimizer > 0, hostParams > 0);
+  if (ds) {
+    os << llvm::format(
+        "    DeepSpeed's estimator %14.0f B  (%s: %s, N = %lld GPUs%s; zcc's model "
+        "states above are %.3f of it)\n",
+        ds->gpuBytes, ds->function.c_str(), ds->formula.c_str(), (long long)world,
+        stage == 3 ? (", L = " + std::to_string(largestLayerParams(trainableNames)) + " parameters")
+                         .c_str()
+                   : "",
+        ds->gpuBytes > 0 ? (double)modelStates / ds->gpuBytes : 0.0);
+    states["deepspeed_estimator"] = llvm::json::Object{
+        {"bytes", ds->gpuBytes},
+        {"function", ds->function},
+        {"formula", ds->formula},
+        {"zcc_over_deepspeed", ds->gpuBytes > 0 ? (double)modelStates / ds->gpuBytes : 0.0}};
+  } else {
+    os << "    DeepSpeed's estimator: none for stage 0 (its estimators cover ZeRO stages 1-3)\n";
+  }
+  report["model_states"] = std::move(states);
   if (hostOptimizer + hostParams > 0) {
     // Offload: the moments (and stage-3 parameter shards) are on the host;
     // the device keeps the rest of the formula.
@@ -556,7 +620,11 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &os,
   os << llvm::format("  matmul FLOPs per step %17.4g     forward + backward, this rank's "
                      "micro-batches; 6 x Psi x tokens would be %.4g\n",
                      flops, 6.0 * psi * (double)tokensPerRankStep(module, accum));
+  report["communication"] = llvm::json::Object{{"bytes_per_step", total},   {"all_reduce", sent[0]},
+                                               {"reduce_scatter", sent[1]}, {"all_gather", sent[2]},
+                                               {"all_to_all", sent[3]},     {"paper", paperComm}};
+  report["matmul_flops_per_step"] = flops;
   if (scaling)
-    printScaling(module, os, *scaling);
-  return success();
+    printScaling(module, os, *scaling, report);
+  return finish();
 }
