@@ -208,6 +208,18 @@ else
   check gpt2-nccl-w1 gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched \
     --nproc-per-node 1 --master-port 29600
 fi
+# zrun --trace on the GPU (events on the compute, communication and copy
+# streams): ZeRO-3 over 2 in-process ranks; every instruction on its track
+# once a step, the compute track's time per kind equal to --profile's.
+total=$((total + 1))
+if "$zrun" train "$here/plans/gpt2-z3-w2.zplan" --backend cuda --steps 4 $gpt2 --profile \
+     --trace "$out/trace.json" --trace-steps 1:4 >"$out/trace.log" 2>&1 &&
+   python3 "$here/check_trace.py" "$out/trace.json" --schema "$here/trace-event.schema.json" \
+     --profile "$out/trace.log" --ranks 2 --steps 1:4 >"$out/trace.check" 2>&1; then
+  pass=$((pass + 1)); echo "ok   trace: $(cat "$out/trace.check")"
+else
+  echo "FAIL trace:"; tail -3 "$out/trace.log" "$out/trace.check"
+fi
 # The attention kernels at model shapes: every tiling against the CPU
 # reference (causal and random masks, grouped k/v heads, D = 64 and 128) and
 # against each other bit for bit; the timings go to docs/benchmarks.md.

@@ -28,7 +28,7 @@ cp $M/gpt2-tiny.input_ids.npy "$out/data/gpt2.ids.npy"
 cp $M/gpt2-tiny.labels.npy "$out/data/gpt2.labels.npy"
 cp $M/references.json "$out/data/references.json"
 cp $E/references.json "$out/data/llama-references.json"
-cp test/Inputs/check_trajectory.py tools/gpu-check.sh tools/gpu-faults.sh tools/kernel_parity.py tools/gpu-libs.sh \
+cp test/Inputs/check_trajectory.py test/Inputs/check_trace.py test/Inputs/trace-event.schema.json tools/gpu-check.sh tools/gpu-faults.sh tools/kernel_parity.py tools/gpu-libs.sh \
   tools/gpu-bench.sh tools/bench_summary.py tools/gpu-memory.sh tools/memory_summary.py \
   ../shared/bench/torch_gpt2_baseline.py "$out/"
 # Every kernel case, compiled and run on the CPU here (checked against NumPy).
