@@ -229,11 +229,12 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
       out.push_back({"GPU " + std::to_string(device) + " in use", bytes});
     return out;
   };
+  const double stepFlops = stepMatmulFlops(plan); // one rank's, per step
   Dashboard dashboard;
   if (rankZero && !t.dashboard.empty()) {
     ZRT_RETURN_IF_ERROR(checkOutputPath("--dashboard", t.dashboard, inputs));
     ZRT_RETURN_IF_ERROR(dashboard.open(t.dashboard, {options.plan, backendOf(options, plan), &plan,
-                                                     t.steps, t.peakTflops, measure}));
+                                                     t.steps, stepFlops, t.peakTflops, measure}));
   }
   if (rankZero && !t.memoryPage.empty())
     ZRT_RETURN_IF_ERROR(checkOutputPath("--memory-page", t.memoryPage, inputs));
@@ -242,7 +243,6 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     ZRT_RETURN_IF_ERROR(checkOutputDirectory("--tensorboard", t.tensorboard));
     ZRT_RETURN_IF_ERROR(tensorboard.open(t.tensorboard));
   }
-  const double stepFlops = stepMatmulFlops(plan); // one rank's, per step
   if (options.printMemory && rankZero)
     std::printf("arena bytes: %lld%s\n", (long long)rankBytes, world > 1 ? " per rank" : "");
   StepLog log(t.steps, plan.training().has_loss_scaling());
@@ -250,9 +250,10 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   trainer->onStep = [&](const StepRecord &r) {
     log.print(r);
     metrics.write(r, rankBytes);
-    dashboard.step(r, rankBytes);
     double tflops = r.ms > 0 ? stepFlops / (r.ms * 1e-3) / 1e12 : 0;
-    tensorboard.write(r, rankBytes, tflops, t.peakTflops > 0 ? tflops / t.peakTflops : 0);
+    double mfu = t.peakTflops > 0 ? tflops / t.peakTflops : 0;
+    dashboard.step(r, rankBytes, tflops, mfu);
+    tensorboard.write(r, rankBytes, tflops, mfu);
     stepsDone = r.step + 1;
   };
   trainer->onCheckpoint = [](const std::string &dir) {

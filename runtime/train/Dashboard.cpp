@@ -3,6 +3,7 @@
 
 #include "observe/Pages.h"
 #include "support/Files.h"
+#include "train/Metrics.h" // stepRecordJson
 
 #include <nlohmann/json.hpp>
 
@@ -18,31 +19,17 @@ Status Dashboard::open(const std::string &path, Run run) {
   failed_ = false;
   if (path_.empty())
     return Status::ok();
-  flops_ = run_.planProto ? stepMatmulFlops(*run_.planProto) : 0;
   return write("running", "");
 }
 
-void Dashboard::step(const StepRecord &r, int64_t peakBytes) {
+void Dashboard::step(const StepRecord &r, int64_t peakBytes, double tflops, double mfu) {
   if (path_.empty())
     return;
-  auto finite = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-  json rec = {{"step", r.step},
-              {"loss", finite(r.loss)},
-              {"lr", r.lr},
-              {"grad_norm", finite(r.gradNorm)},
-              {"loss_scale", r.lossScale},
-              {"skipped", r.skipped},
-              {"tokens_per_s", std::round(r.tokensPerSecond * 10) / 10},
-              {"step_ms", std::round(r.ms * 1000) / 1000},
-              {"peak_bytes", peakBytes}};
-  if (r.evalLoss)
-    rec["eval_loss"] = finite(*r.evalLoss);
-  if (flops_ > 0 && r.ms > 0) {
-    double tflops = flops_ / (r.ms * 1e-3) / 1e12;
+  json rec = stepRecordJson(r, peakBytes); // the metrics file's fields
+  if (tflops > 0)
     rec["tflops"] = tflops;
-    if (run_.peakTflops > 0)
-      rec["mfu"] = tflops / run_.peakTflops;
-  }
+  if (mfu > 0)
+    rec["mfu"] = mfu;
   json memory = json::array();
   if (run_.measure)
     for (const MeasuredMemory &m : run_.measure())
@@ -78,7 +65,7 @@ Status Dashboard::write(const std::string &state, const std::string &reason) {
                {"zero_stage", p ? p->zero_stage() : 0},
                {"backend", run_.backend},
                {"steps", run_.steps},
-               {"matmul_flops_per_rank_step", flops_},
+               {"matmul_flops_per_rank_step", run_.matmulFlops},
                {"peak_tflops", run_.peakTflops},
                {"state", state},
                {"reason", reason},

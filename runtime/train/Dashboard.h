@@ -29,7 +29,8 @@ public:
     std::string plan, backend;
     const plan::Plan *planProto = nullptr;
     int64_t steps = 0;
-    double peakTflops = 0; // per rank, for MFU; 0: unknown
+    double matmulFlops = 0; // one rank's per step (stepMatmulFlops)
+    double peakTflops = 0;  // per rank, for MFU; 0: unknown
     /// The memory to show with each step (per rank / per GPU).
     std::function<std::vector<MeasuredMemory>()> measure;
   };
@@ -38,7 +39,8 @@ public:
   Status open(const std::string &path, Run run);
   /// Adds |record| (rank 0's, with the planned peak) and rewrites the page
   /// (at most every 2 seconds: a fast run does not wait on its disk).
-  void step(const StepRecord &record, int64_t peakBytes);
+  /// |tflops| and |mfu|: the step's rate (0: unknown).
+  void step(const StepRecord &record, int64_t peakBytes, double tflops, double mfu);
   /// The last write: "finished", "failed" or "stopped", with why.
   Status close(const std::string &state, const std::string &reason = "");
 
@@ -47,7 +49,6 @@ private:
   Status write(const std::string &state, const std::string &reason);
   std::string path_;
   Run run_;
-  double flops_ = 0;
   std::vector<std::string> records_;                // JSON objects
   std::chrono::steady_clock::time_point lastWrite_; // writes at most every 2 s
   bool failed_ = false;

@@ -39,6 +39,12 @@ Status MetricsFile::open(const std::string &path, bool append) {
 void MetricsFile::write(const StepRecord &r, int64_t peakBytes) {
   if (!file_)
     return;
+  std::string text = stepRecordJson(r, peakBytes).dump() + "\n";
+  failed_ |= std::fwrite(text.data(), 1, text.size(), file_) != text.size();
+  failed_ |= std::fflush(file_) != 0;
+}
+
+nlohmann::ordered_json zrt::stepRecordJson(const StepRecord &r, int64_t peakBytes) {
   auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; };
   nlohmann::ordered_json line = {
       {"step", r.step},
@@ -55,9 +61,7 @@ void MetricsFile::write(const StepRecord &r, int64_t peakBytes) {
     line["eval_loss"] = finite(*r.evalLoss);
     line["eval_ms"] = std::round(r.evalMs * 1000) / 1000;
   }
-  std::string text = line.dump() + "\n";
-  failed_ |= std::fwrite(text.data(), 1, text.size(), file_) != text.size();
-  failed_ |= std::fflush(file_) != 0;
+  return line;
 }
 
 void MetricsFile::end(const std::string &event, int64_t stepsDone, const std::string &reason) {

@@ -15,10 +15,19 @@
 #include "support/Status.h"
 #include "train/Trainer.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <string>
 
 namespace zrt {
+
+/// One step as the metrics file writes it: {"step", "loss", "lr",
+/// "grad_norm", "loss_scale", "skipped", "tokens_per_s", "step_ms",
+/// "peak_bytes"}, and "eval_loss", "eval_ms" on the steps that evaluate; a
+/// non-finite loss or norm is null (JSON has no inf or NaN). The dashboard
+/// adds its fields to the same object.
+nlohmann::ordered_json stepRecordJson(const StepRecord &record, int64_t peakBytes);
 
 class MetricsFile {
 public:
@@ -31,10 +40,7 @@ public:
   /// or with |append| (a resumed run) continued. Never through a symlink,
   /// never a device: checkOutputPath ran before.
   Status open(const std::string &path, bool append);
-  /// One line: {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped",
-  /// "tokens_per_s", "step_ms", "peak_bytes"}, and "eval_loss", "eval_ms"
-  /// on the steps that evaluate --eval-data; a non-finite loss or norm is
-  /// null (JSON has no inf or NaN). Flushed.
+  /// One line: stepRecordJson. Flushed.
   void write(const StepRecord &record, int64_t peakBytes);
   /// The last line of a run that did not finish: {"event": |event|,
   /// "steps_done": N, "reason": |reason|}.
