@@ -3,6 +3,7 @@
 
 #include "exec/Profile.h"
 #include "observe/MemoryMap.h" // matmulFlops
+#include "observe/Pages.h"
 #include "plan/PlanLoader.h"
 #include "support/Files.h"
 #include "train/Npy.h" // dtypeSize
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 using namespace zrt;
 using json = nlohmann::ordered_json;
@@ -179,6 +181,82 @@ Status zrt::writeTrace(const std::string &path, const plan::Plan &plan,
   std::string text = traceJson(plan, ranks, backend, planPath);
   if (Status s = writeFileAtomically(path, text.data(), text.size()); !s)
     return errorf("--trace ", path, ": ", s.message());
+  return Status::ok();
+}
+
+Status zrt::writeTracePage(const std::vector<std::string> &traces, const std::string &out,
+                           size_t &slices) {
+  if (traces.empty())
+    return errorf("trace-page: no trace given (zrun trace-page TRACE.json... -o PAGE.html)");
+  ZRT_RETURN_IF_ERROR(checkOutputPath("-o", out, traces));
+  json events = json::array(), sources = json::array(), other = json::object();
+  std::map<int64_t, std::string> pidFile; // a process (rank) comes from one file
+  slices = 0;
+  for (const std::string &path : traces) {
+    std::string text;
+    if (Status s = readRegularFile(path, text); !s)
+      return errorf("trace-page: ", s.message());
+    json trace = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (trace.is_discarded())
+      return errorf("trace-page: ", path,
+                    ": not JSON; expected a Chrome trace (zrun train --trace FILE.json)");
+    // The format's two forms: {"traceEvents": [...]} or the bare array.
+    json *list = trace.is_array()                                     ? &trace
+                 : trace.is_object() && trace.contains("traceEvents") ? &trace["traceEvents"]
+                                                                      : nullptr;
+    if (!list || !list->is_array())
+      return errorf("trace-page: ", path,
+                    ": no traceEvents array; expected a Chrome trace (zrun train --trace "
+                    "FILE.json)");
+    if (trace.is_object() && trace.contains("otherData") && other.empty())
+      other = trace["otherData"];
+    std::set<int64_t> pidsHere;
+    for (size_t i = 0; i < list->size(); ++i) {
+      json &e = (*list)[i];
+      auto where = [&] { return path + ": traceEvents[" + std::to_string(i) + "]"; };
+      if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string())
+        return errorf("trace-page: ", where(), ": not an event (an object with a 'ph' string)");
+      const std::string ph = e["ph"];
+      if (ph != "X" && ph != "M")
+        continue; // instant, counter and flow events are not drawn
+      if (!e.contains("pid") || !e["pid"].is_number_integer())
+        return errorf("trace-page: ", where(), ": '", ph, "' event without an integer pid");
+      int64_t pid = e["pid"];
+      pidsHere.insert(pid);
+      if (ph == "X") {
+        if (!e.contains("ts") || !e["ts"].is_number() || !e.contains("dur") ||
+            !e["dur"].is_number() || e["dur"].get<double>() < 0 || !e.contains("name") ||
+            !e["name"].is_string())
+          return errorf("trace-page: ", where(),
+                        ": a complete event ('ph': 'X') needs a name, a numeric ts and a "
+                        "non-negative dur");
+        if (!e.contains("tid"))
+          e["tid"] = 0;
+        ++slices;
+      }
+      events.push_back(std::move(e));
+    }
+    for (int64_t pid : pidsHere) {
+      auto [it, fresh] = pidFile.try_emplace(pid, path);
+      if (!fresh)
+        return errorf("trace-page: ", it->second, " and ", path, " both hold process ", pid,
+                      " (rank ", pid,
+                      "); give the files of one run (a launched job's NAME.json and "
+                      "NAME.rank<r>.json)");
+    }
+    sources.push_back(path);
+  }
+  if (slices == 0)
+    return errorf("trace-page: ", traces.front(),
+                  ": no complete events ('ph': 'X') to draw; was the trace written by zrun "
+                  "train --trace?");
+  json data = {{"sources", std::move(sources)},
+               {"otherData", std::move(other)},
+               {"traceEvents", std::move(events)}};
+  std::string html = renderPage(PageKind::Trace, "zrun trace: " + traces.front(),
+                                data.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (Status s = writeFileAtomically(out, html.data(), html.size()); !s)
+    return errorf("-o ", out, ": ", s.message());
   return Status::ok();
 }
 

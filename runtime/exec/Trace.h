@@ -36,6 +36,13 @@ Status writeTrace(const std::string &path, const plan::Plan &plan,
                   const std::vector<RankTrace> &ranks, const std::string &backend,
                   const std::string &planPath);
 
+/// zrun trace-page: the timeline page (observe/Pages.h, PageKind::Trace) of
+/// the Chrome traces |traces| (zrun's, or any with complete events: one
+/// run's file, or the per-rank files of a launched job, merged by rank)
+/// written to |out|. |slices| gets the number of complete events drawn.
+Status writeTracePage(const std::vector<std::string> &traces, const std::string &out,
+                      size_t &slices);
+
 /// The file rank |rank| of a launched job writes for --trace |path|: rank
 /// 0 the path itself, rank r "NAME.rank<r>.json" beside it.
 std::string rankTracePath(const std::string &path, int rank);

@@ -256,6 +256,197 @@ const char *kDashboardBody = R"html(
 </div>
 )html";
 
+const char *kTraceJs = R"js(
+// The timeline: a lane per (process, thread) of the trace, each complete
+// event a box (nested events, e.g. a program run inside its step, one row
+// below); wheel zooms about the cursor, drag pans, double-click shows all,
+// and #from=A&to=B (milliseconds) opens a window of the trace.
+const meta = {pname: {}, psort: {}, tname: {}, tsort: {}};
+for (const e of D.traceEvents) {
+  if (e.ph !== 'M' || !e.args) continue;
+  const t = e.pid + ':' + e.tid;
+  if (e.name === 'process_name') meta.pname[e.pid] = e.args.name;
+  if (e.name === 'process_sort_index') meta.psort[e.pid] = e.args.sort_index;
+  if (e.name === 'thread_name') meta.tname[t] = e.args.name;
+  if (e.name === 'thread_sort_index') meta.tsort[t] = e.args.sort_index;
+}
+const X = D.traceEvents.filter(e => e.ph === 'X');
+const lanes = new Map();
+for (const e of X) {
+  const k = e.pid + ':' + e.tid;
+  if (!lanes.has(k)) lanes.set(k, {pid: e.pid, tid: e.tid, slices: [], rows: 0,
+    label: (meta.pname[e.pid] || 'process ' + e.pid) + ' / ' + (meta.tname[k] || 'thread ' + e.tid)});
+  lanes.get(k).slices.push(e);
+}
+const order = (m, k, d) => (m[k] !== undefined ? m[k] : d);
+const L = [...lanes.values()].sort((a, b) =>
+  order(meta.psort, a.pid, a.pid) - order(meta.psort, b.pid, b.pid) ||
+  order(meta.tsort, a.pid + ':' + a.tid, a.tid) - order(meta.tsort, b.pid + ':' + b.tid, b.tid));
+const ROW = 18, GAP = 8, GUTTER = 170, AXIS = 26;
+let y = AXIS;
+for (const l of L) {
+  l.slices.sort((a, b) => a.ts - b.ts || b.dur - a.dur);
+  // A row's last end; an event takes the first row free at its start (10 ns
+  // of slack: the file rounds start and duration to nanoseconds separately).
+  const ends = [];
+  for (const s of l.slices) {
+    let r = ends.findIndex(end => end <= s.ts + 0.01);
+    if (r < 0) { r = ends.length; ends.push(0); }
+    ends[r] = s.ts + s.dur; s.row = r;
+  }
+  l.rows = Math.max(ends.length, 1); l.y = y; y += l.rows * ROW + GAP;
+}
+let t0 = Infinity, t1 = -Infinity;
+for (const e of X) { t0 = Math.min(t0, e.ts); t1 = Math.max(t1, e.ts + e.dur); }
+if (!(t1 > t0)) t1 = t0 + 1;
+const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#76b7b2', '#edc948', '#af7aa1', '#ff9da7',
+                 '#9c755f', '#8cd17d', '#86bcb6', '#f1ce63', '#a0cbe8', '#ffbe7d', '#d4a6c8'];
+const FIXED = {wait: '#d62728', step: '#c7c7c7', program: '#dedede', collective: '#7b4ea3',
+               copy: '#bcbd22'};
+function hue(name) { let h = 0; for (const c of name) h = (h * 31 + c.charCodeAt(0)) >>> 0; return PALETTE[h % PALETTE.length]; }
+const sliceColor = s => FIXED[s.cat] || hue(s.name);
+const canvas = document.getElementById('timeline');
+canvas.height = y + 4;
+const ctx = canvas.getContext('2d');
+let v0 = t0, v1 = t1;
+const m = /from=([0-9.eE+-]+)&to=([0-9.eE+-]+)/.exec(location.hash);
+if (m && +m[2] > +m[1]) { v0 = 1000 * m[1]; v1 = 1000 * m[2]; }
+const W = () => canvas.width - GUTTER - 8;
+const px = t => GUTTER + (t - v0) / (v1 - v0) * W();
+function niceStep(span) {
+  const raw = span / 8, p = Math.pow(10, Math.floor(Math.log10(raw)));
+  return [1, 2, 5, 10].map(f => f * p).find(s => s >= raw);
+}
+function draw() {
+  ctx.fillStyle = '#fff'; ctx.fillRect(0, 0, canvas.width, canvas.height);
+  ctx.font = '11px sans-serif'; ctx.textBaseline = 'middle';
+  const step = niceStep(v1 - v0);
+  ctx.strokeStyle = '#eee'; ctx.fillStyle = '#555';
+  for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+    const x = px(t);
+    ctx.beginPath(); ctx.moveTo(x, AXIS - 6); ctx.lineTo(x, canvas.height); ctx.stroke();
+    if (x < canvas.width - 44)
+      ctx.fillText((t / 1000).toFixed(step >= 1000 ? 0 : step >= 100 ? 1 : step >= 10 ? 2 : 3) + ' ms', x + 2, 10);
+  }
+  let drawn = 0;
+  for (const l of L) {
+    ctx.fillStyle = '#f7f7f7'; ctx.fillRect(GUTTER, l.y, W(), l.rows * ROW);
+    ctx.fillStyle = '#222'; ctx.fillText(l.label, 4, l.y + ROW / 2);
+    ctx.save(); ctx.beginPath(); ctx.rect(GUTTER, l.y, W(), l.rows * ROW); ctx.clip();
+    for (const s of l.slices) {
+      const x0 = px(s.ts), x1 = px(s.ts + s.dur);
+      if (x1 < GUTTER || x0 > canvas.width) continue;
+      const yy = l.y + s.row * ROW + 1, w = Math.max(x1 - x0, 1);
+      ctx.fillStyle = sliceColor(s); ctx.fillRect(x0, yy, w, ROW - 2);
+      if (w > 36) {
+        ctx.fillStyle = s.cat === 'step' || s.cat === 'program' ? '#222' : '#fff';
+        const label = s.name, room = Math.floor((w - 4) / 6);
+        ctx.fillText(label.length > room ? label.slice(0, Math.max(room - 1, 1)) + '…' : label,
+                     Math.max(x0, GUTTER) + 2, yy + ROW / 2 - 1);
+      }
+      ++drawn;
+    }
+    ctx.restore();
+  }
+  return drawn;
+}
+const tip = document.getElementById('tip');
+function hit(e) {
+  const r = canvas.getBoundingClientRect();
+  const mx = (e.clientX - r.left) * canvas.width / r.width, my = (e.clientY - r.top) * canvas.height / r.height;
+  const l = L.find(l => l.y <= my && my < l.y + l.rows * ROW);
+  if (!l || mx < GUTTER) return {mx};
+  const row = Math.floor((my - l.y) / ROW), t = v0 + (mx - GUTTER) / W() * (v1 - v0);
+  const tol = 2 * (v1 - v0) / W();  // a sliver a pixel wide is still hit
+  return {mx, s: l.slices.find(s => s.row === row && s.ts - tol <= t && t <= s.ts + s.dur + tol)};
+}
+let drag = null;
+canvas.addEventListener('mousedown', e => { drag = {x: e.clientX, v0, v1}; });
+window.addEventListener('mouseup', () => { drag = null; });
+canvas.addEventListener('mousemove', e => {
+  if (drag) {
+    const dt = (e.clientX - drag.x) / canvas.getBoundingClientRect().width * canvas.width / W() * (drag.v1 - drag.v0);
+    v0 = drag.v0 - dt; v1 = drag.v1 - dt; draw(); return;
+  }
+  const {s} = hit(e);
+  if (!s) { tip.style.display = 'none'; return; }
+  const a = Object.entries(s.args || {}).map(([k, v]) => k + ': ' + v).join('\n');
+  tip.textContent = s.name + '  ' + (s.dur / 1000).toFixed(3) + ' ms at ' + (s.ts / 1000).toFixed(3) + ' ms' + (a ? '\n' + a : '');
+  tip.style.whiteSpace = 'pre'; tip.style.left = (e.clientX + 12) + 'px'; tip.style.top = (e.clientY + 12) + 'px';
+  tip.style.display = 'block';
+});
+canvas.addEventListener('mouseleave', () => { tip.style.display = 'none'; });
+canvas.addEventListener('wheel', e => {
+  e.preventDefault();
+  const {mx} = hit(e), at = v0 + (Math.max(mx, GUTTER) - GUTTER) / W() * (v1 - v0);
+  const f = e.deltaY > 0 ? 1.25 : 0.8;
+  v0 = at - (at - v0) * f; v1 = at + (v1 - at) * f; draw();
+}, {passive: false});
+canvas.addEventListener('dblclick', () => { v0 = t0; v1 = t1; draw(); });
+const drawn = draw();
+
+const other = D.otherData || {};
+document.getElementById('title').textContent = 'Timeline: ' + D.sources.join(', ');
+document.getElementById('sub').textContent = [other.plan ? 'plan ' + other.plan : '',
+  other.backend ? other.backend + ' backend' : '', other.world_size ? 'world size ' + other.world_size : '',
+  other.zero_stage !== undefined ? 'ZeRO stage ' + other.zero_stage : '',
+  X.length + ' slices over ' + ((t1 - t0) / 1000).toFixed(3) + ' ms'].filter(x => x).join(', ') +
+  (D.sources.length > 1 ? '. Each file\'s times count from its own first slice.' : '.');
+
+// Time by kind on each process's compute track (zrun's thread named
+// 'compute'; another producer's busiest thread): what --profile tables.
+const procs = [...new Set(L.map(l => l.pid))];
+const by = {}, kinds = new Map();
+for (const pid of procs) {
+  const mine = L.filter(l => l.pid === pid);
+  const lane = mine.find(l => meta.tname[pid + ':' + l.tid] === 'compute') ||
+               mine.reduce((a, b) => (b.slices.length > a.slices.length ? b : a));
+  by[pid] = {};
+  for (const s of lane.slices) {
+    const k = by[pid][s.name] || (by[pid][s.name] = {us: 0, n: 0});
+    k.us += s.dur; k.n += 1; kinds.set(s.name, (kinds.get(s.name) || 0) + s.dur);
+  }
+  const steps = L.filter(l => l.pid === pid).flatMap(l => l.slices).filter(s => s.cat === 'step');
+  by[pid].__step = steps.reduce((a, s) => a + s.dur, 0) / Math.max(steps.length, 1);
+}
+const kindOrder = [...kinds.entries()].sort((a, b) => b[1] - a[1]).map(([k]) => k);
+const table = document.getElementById('kinds');
+const head = el('tr'); head.appendChild(el('th', {}, 'kind'));
+for (const pid of procs) head.appendChild(el('th', {}, (meta.pname[pid] || 'process ' + pid) + ': ms (count)'));
+table.appendChild(head);
+for (const k of kindOrder) {
+  const tr = el('tr'); const td = el('td');
+  td.appendChild(el('span', {class: 'swatch', style: 'background:' + (k === 'wait' ? FIXED.wait : hue(k))}));
+  td.appendChild(document.createTextNode(k)); tr.appendChild(td);
+  for (const pid of procs) {
+    const v = by[pid][k];
+    tr.appendChild(v ? el('td', {class: 'n', 'data-rank': pid, 'data-kind': k, 'data-us': v.us.toFixed(3),
+                                 'data-count': v.n}, (v.us / 1000).toFixed(3) + ' (' + v.n + ')')
+                     : el('td', {class: 'n'}, ''));
+  }
+  table.appendChild(tr);
+}
+const topKinds = kindOrder.slice(0, 14);
+new Chart(document.getElementById('bykind'), {type: 'bar',
+  data: {labels: topKinds, datasets: procs.map((pid, i) => ({label: meta.pname[pid] || 'process ' + pid,
+    data: topKinds.map(k => by[pid][k] ? by[pid][k].us / 1000 : 0), backgroundColor: PALETTE[i % PALETTE.length]}))},
+  options: {indexAxis: 'y', maintainAspectRatio: false,
+            scales: {x: {title: {display: true, text: 'ms on the compute track (all traced steps)'}}}}});
+document.body.dataset.slices = drawn;
+document.body.dataset.drawn = drawn === X.length || (v0 !== t0 || v1 !== t1) ? 'yes' : 'partly';
+)js";
+
+const char *kTraceBody = R"html(
+<h1 id="title"></h1><div class="sub" id="sub"></div><div id="error"></div>
+<div class="sub">Wheel: zoom about the cursor; drag: pan; double-click: the whole trace; hover: a slice's
+arguments. Waits (exposed communication) are red, collectives purple, steps and program runs gray.</div>
+<canvas class="map" id="timeline" width="1240" height="200"></canvas>
+<h2>Time by kind on the compute track</h2>
+<div class="chart"><canvas id="bykind"></canvas></div>
+<table id="kinds"></table>
+<div id="tip"></div>
+)html";
+
 std::string escapeHtml(const std::string &s) {
   std::string out;
   for (char c : s)
@@ -302,11 +493,17 @@ std::string zrt::renderPage(PageKind kind, const std::string &title, const std::
   html += "<script>/* Chart.js v3 (MIT), from Debian's libjs-chart.js */\n";
   html += kChartJs;
   html += "\n</script>\n</head><body>\n";
-  html += kind == PageKind::Memory ? kMemoryBody : kDashboardBody;
+  const char *body = kind == PageKind::Memory  ? kMemoryBody
+                     : kind == PageKind::Trace ? kTraceBody
+                                               : kDashboardBody;
+  const char *script = kind == PageKind::Memory  ? kMemoryJs
+                       : kind == PageKind::Trace ? kTraceJs
+                                                 : kDashboardJs;
+  html += body;
   html += "<script id=\"data\" type=\"application/json\">" + scriptSafe(dataJson) + "</script>\n";
   html += "<script>";
   html += kCommon;
-  html += kind == PageKind::Memory ? kMemoryJs : kDashboardJs;
+  html += script;
   html += "</script>\n</body></html>\n";
   return html;
 }

@@ -1,7 +1,8 @@
 //===- Pages.h - self-contained HTML pages -----------------------*- C++ -*-===//
 //
-// The memory page (zcc --emit=memory-html, zrun --memory-page) and the
-// training dashboard (zrun --dashboard) are one HTML file each: their data
+// The memory page (zcc --emit=memory-html, zrun --memory-page), the
+// training dashboard (zrun --dashboard) and the timeline of a trace (zrun
+// trace-page) are one HTML file each: their data
 // as JSON in a <script type="application/json">, the drawing code and
 // Chart.js (Debian's libjs-chart.js, compiled in) inlined, so that the file
 // opens anywhere with no network. A script error shows on the page and
@@ -16,7 +17,7 @@
 
 namespace zrt {
 
-enum class PageKind { Memory, Dashboard };
+enum class PageKind { Memory, Dashboard, Trace };
 
 /// The page of |kind| titled |title| over |dataJson|; with |refreshSeconds|
 /// > 0 the browser reloads it that often (a dashboard while the run goes on).

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Renders zcc/zrun HTML pages in headless Chromium and checks what it drew.
 
-  render_page.py PAGE.html OUT.png [--min-colored FRACTION]
+  render_page.py PAGE.html OUT.png [--min-colored FRACTION] [--fragment F]
+                 [--dom DOM.html] [--size WxH]
 
 - Loads the page twice from file:// in Debian's chromium --headless (no
   network: the pages inline everything): once dumping the DOM after its
@@ -9,6 +10,9 @@
 - Fails on any console message (the pages log nothing; a script error is
   one), on <body data-error>, and unless the page set <body data-drawn="yes">
   (its last statement, after every chart).
+- --fragment opens PAGE.html#F (the trace page's #from=A&to=B window);
+  --dom saves the DOM after the scripts ran (for checks of the page's
+  tables); --size sets the window (default 1280x2000).
 - Fails unless the PNG holds drawn content: at least FRACTION (default 2%)
   of its pixels neither white nor gray (chart fills, lines, boxes).
 """
@@ -47,10 +51,16 @@ def main():
     ap.add_argument("page")
     ap.add_argument("png")
     ap.add_argument("--min-colored", type=float, default=0.02)
+    ap.add_argument("--fragment", default="")
+    ap.add_argument("--dom", default="")
+    ap.add_argument("--size", default="1280x2000")
     a = ap.parse_args()
-    url = "file://" + os.path.abspath(a.page)
+    url = "file://" + os.path.abspath(a.page) + ("#" + a.fragment if a.fragment else "")
     with tempfile.TemporaryDirectory() as profile:
         dom = chromium(["--dump-dom", url], profile)
+        if a.dom:
+            with open(a.dom, "w") as f:
+                f.write(dom)
         body = re.search(r"<body([^>]*)>", dom)
         if not body:
             fail("no <body> in the rendered DOM")
@@ -58,7 +68,7 @@ def main():
             fail("the page reported an error: " + body.group(1))
         if 'data-drawn="yes"' not in body.group(1):
             fail("the page did not finish drawing (no data-drawn on <body>)")
-        chromium(["--window-size=1280,2000", "--screenshot=" + os.path.abspath(a.png), url],
+        chromium(["--window-size=" + a.size.replace("x", ","), "--screenshot=" + os.path.abspath(a.png), url],
                  profile)
     img = Image.open(a.png).convert("RGB")
     w, h = img.size

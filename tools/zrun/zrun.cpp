@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "comm/Rendezvous.h"
 #include "cuda/CudaExecutor.h"
+#include "exec/Trace.h"
 #include "launch/Launch.h"
 #include "plan/PlanLoader.h"
 #include "run/Run.h"
@@ -467,8 +468,8 @@ int run(int argc, char **argv) {
   CLI::App app(kDescription, "zrun");
   app.require_subcommand(1);
   app.get_formatter()->column_width(34);
-  const std::set<std::string> commands = {"eval",    "train",  "gradcheck",
-                                          "kernels", "export", "devices"};
+  const std::set<std::string> commands = {"eval",   "train",   "gradcheck", "kernels",
+                                          "export", "devices", "trace-page"};
   Common common;
   const std::string planHelp = "the plan (zcc -o FILE.zplan)";
 
@@ -696,6 +697,19 @@ int run(int argc, char **argv) {
 
   CLI::App *devices = app.add_subcommand("devices", "whether --backend cuda can run here");
 
+  CLI::App *tracePage = app.add_subcommand(
+      "trace-page", "a timeline page (self-contained HTML) of zrun train --trace's files: a "
+                    "lane per rank and track, zoom and pan, time by kind");
+  std::vector<std::string> tracePageInputs;
+  std::string tracePageOut;
+  tracePage
+      ->add_option("TRACE", tracePageInputs,
+                   "the trace (a launched job: NAME.json and its NAME.rank<r>.json files)")
+      ->required();
+  tracePage->add_option("-o", tracePageOut, "the page to write")
+      ->type_name("PAGE.html")
+      ->required();
+
   if (argc < 2) {
     std::cerr << app.help();
     return 2;
@@ -738,6 +752,14 @@ int run(int argc, char **argv) {
       return runExport(exportOptions);
     if (cmd == devices)
       return runDevices();
+    if (cmd == tracePage) {
+      size_t slices = 0;
+      if (Status s = writeTracePage(tracePageInputs, tracePageOut, slices); !s)
+        return fail(s);
+      std::printf("trace-page: %s (%zu slices from %zu file%s)\n", tracePageOut.c_str(), slices,
+                  tracePageInputs.size(), tracePageInputs.size() == 1 ? "" : "s");
+      return 0;
+    }
     // train
     if (t.steps == 0)
       return usageError("train needs --steps N", "train");
