@@ -8,7 +8,8 @@ set -euo pipefail
 
 runtime_pkgs=(cmake ninja-build g++ ccache libgtest-dev libprotobuf-dev protobuf-compiler libopenblas-dev
               nlohmann-json3-dev libcli11-dev libxxhash-dev libgloo-dev
-              libjs-chart.js libisal-dev)  # Chart.js, inlined into the HTML pages; ISA-L's CRC32C
+              libjs-chart.js libisal-dev  # Chart.js, inlined into the HTML pages; ISA-L's CRC32C
+              liburing-dev)               # io_uring: NVMe offload's swap files
 compiler_pkgs=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools   # MLIR/LLVM 22, FileCheck, lit
   libonnx-dev                                              # ONNX import

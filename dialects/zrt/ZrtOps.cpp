@@ -25,11 +25,19 @@ LogicalResult BufferOp::verify() {
   // I64Attr's accessor is unsigned: read the signed value.
   if (getOffsetAttr().getInt() < 0)
     return emitOpError("offset must be non-negative, got ") << getOffsetAttr().getInt();
-  // The host arena's offloaded state (zero-offload) starts from values too.
+  // The host arena's offloaded state (zero-offload) starts from values too;
+  // NVMe state from zeros only (the swap file starts empty).
   bool hasData =
       getArena() == Arena::state || getArena() == Arena::constant || getArena() == Arena::host;
+  if (getArena() == Arena::nvme && getInitialValue()) {
+    auto splat = dyn_cast<SplatElementsAttr>(*getInitialValue());
+    if (!splat || !isa<FloatType>(splat.getElementType()) ||
+        !splat.getSplatValue<APFloat>().isPosZero())
+      return emitOpError("NVMe buffers start at zero");
+    hasData = true;
+  }
   if (getInitialValue() && !hasData)
-    return emitOpError("only state, constant and host buffers have initial values");
+    return emitOpError("only state, constant, host and (zero) NVMe buffers have initial values");
   if (auto shardOf = getShardOfAttr()) {
     auto t = cast<RankedTensorType>(getType());
     if ((getArena() != Arena::state && getArena() != Arena::host) || t.getRank() != 1 ||

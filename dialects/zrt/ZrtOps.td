@@ -27,7 +27,8 @@ def Zrt_Arena : I32EnumAttr<"Arena", "memory arena of a buffer", [
     I32EnumAttrCase<"state", 2>,
     I32EnumAttrCase<"constant", 3>,
     I32EnumAttrCase<"input", 4>,
-    I32EnumAttrCase<"host", 5>
+    I32EnumAttrCase<"host", 5>,
+    I32EnumAttrCase<"nvme", 6>
   ]> {
   let cppNamespace = "::zcc::zrt";
 }

@@ -23,6 +23,8 @@ StringRef zcc::arenaName(ArenaKind arena) {
     return "input";
   case ArenaKind::Host:
     return "host";
+  case ArenaKind::Nvme:
+    return "nvme";
   }
   return "?";
 }
@@ -95,7 +97,9 @@ std::optional<Placement> zcc::getRootPlacement(Value v) {
     if (!global)
       return std::nullopt;
     if (auto off = global->getAttrOfType<IntegerAttr>("zero.offset"))
-      return Placement{global->hasAttr("zero.host") ? ArenaKind::Host : ArenaKind::State,
+      return Placement{global->hasAttr("zero.nvme")   ? ArenaKind::Nvme
+                       : global->hasAttr("zero.host") ? ArenaKind::Host
+                                                      : ArenaKind::State,
                        off.getInt()};
     return std::nullopt;
   }

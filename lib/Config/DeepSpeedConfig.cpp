@@ -375,8 +375,8 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   bf16.keys["enabled"] = flag(config.bf16Enabled, /*allowAuto=*/true);
   bf16.ignored["immediate_grad_update"] = "";
 
-  auto offload = [&](std::optional<DeepSpeedOffload> &out) {
-    return [&r, &out](StringRef k, const json::Value &v) -> Error {
+  auto offload = [&](std::optional<DeepSpeedOffload> &out, bool nvmeAllowed) {
+    return [&r, &out, nvmeAllowed](StringRef k, const json::Value &v) -> Error {
       const json::Object *o = v.getAsObject();
       if (!o)
         return r.error(k, "expected an object, got " + Reader::show(v));
@@ -392,17 +392,23 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
           std::optional<std::string> d;
           if (Error e = r.string(key, x, d, {"none", "cpu", "nvme"}))
             return e;
-          if (*d == "nvme")
-            return r.error(key, "\"nvme\" offload is not supported yet; use \"cpu\"");
+          if (*d == "nvme" && !nvmeAllowed)
+            return r.error(key, "\"nvme\" parameter offload is not supported yet; use \"cpu\" "
+                                "(offload_optimizer takes \"nvme\")");
           result.device = *d;
         } else if (name == "pin_memory") {
           std::optional<bool> b;
           if (Error e = r.boolean(key, x, b))
             return e;
           result.pinMemory = *b;
-        } else if (name == "nvme_path" || name == "buffer_count" || name == "buffer_size" ||
-                   name == "max_in_cpu" || name == "pipeline_read" || name == "pipeline_write" ||
-                   name == "fast_init" || name == "ratio") {
+        } else if (name == "nvme_path") {
+          std::optional<std::string> p;
+          if (Error e = r.string(key, x, p, {}))
+            return e;
+          result.nvmePath = *p;
+        } else if (name == "buffer_count" || name == "buffer_size" || name == "max_in_cpu" ||
+                   name == "pipeline_read" || name == "pipeline_write" || name == "fast_init" ||
+                   name == "ratio") {
           r.warn(key, "has no effect in zcc");
         } else {
           r.warn(key, "unknown, ignored");
@@ -432,8 +438,8 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   zero.keys["contiguous_gradients"] = flag(config.contiguousGradients);
   zero.keys["reduce_scatter"] = flag(config.reduceScatter);
   zero.keys["allgather_partitions"] = flag(config.allgatherPartitions);
-  zero.keys["offload_optimizer"] = offload(config.offloadOptimizer);
-  zero.keys["offload_param"] = offload(config.offloadParam);
+  zero.keys["offload_optimizer"] = offload(config.offloadOptimizer, /*nvmeAllowed=*/true);
+  zero.keys["offload_param"] = offload(config.offloadParam, /*nvmeAllowed=*/false);
   zero.keys["mics_shard_size"] = integer(config.micsShardSize, -1);
   zero.keys["zero_hpz_partition_size"] = integer(config.hpzPartitionSize, 1);
   zero.keys["zero_quantized_weights"] = flag(config.quantizedWeights);
@@ -495,6 +501,14 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
     return r.walk(k, v, checkpointing);
   };
   top.ignored["amp"] = "use fp16 or bf16";
+  Section aio;
+  aio.keys["block_size"] = integer(config.aioBlockSize, 4096);
+  aio.keys["queue_depth"] = integer(config.aioQueueDepth, 1);
+  aio.ignored["thread_count"] = "one I/O thread a rank, io_uring keeps queue_depth in flight";
+  aio.ignored["single_submit"] = "";
+  aio.ignored["overlap_events"] = "";
+  aio.ignored["use_gds"] = "no GPUDirect Storage: NVMe is read into pinned host memory";
+  top.keys["aio"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, aio); };
 
   if (Error e = r.walk("", *root, top))
     return std::move(e);

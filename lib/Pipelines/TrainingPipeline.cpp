@@ -48,7 +48,9 @@ llvm::StringRef zcc::stringify(RecomputePolicy r) {
 llvm::StringRef zcc::stringify(OptimizerKind o) {
   return o == OptimizerKind::SGD ? "sgd" : "adamw";
 }
-llvm::StringRef zcc::stringify(OffloadDevice d) { return d == OffloadDevice::CPU ? "cpu" : "none"; }
+llvm::StringRef zcc::stringify(OffloadDevice d) {
+  return d == OffloadDevice::CPU ? "cpu" : d == OffloadDevice::NVMe ? "nvme" : "none";
+}
 
 void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {
   bool cuda = o.target == Target::CUDA;
@@ -148,6 +150,9 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
       ZeroOffloadOptions off;
       off.device = stringify(o.offloadOptimizer).str();
       off.param = stringify(o.offloadParam).str();
+      off.nvmePath = o.nvmePath;
+      off.nvmeBlockSize = o.nvmeBlockSize;
+      off.nvmeQueueDepth = o.nvmeQueueDepth;
       pm.addPass(createZeroOffload(off));
     }
   }

@@ -28,11 +28,16 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     ModuleOp module = getOperation();
     if (device == "none" && param == "none")
       return;
-    if (device != "cpu" || (param != "none" && param != "cpu")) {
+    if ((device != "cpu" && device != "nvme") || (param != "none" && param != "cpu")) {
       module.emitError("zero-offload: offload_optimizer '")
           << device << "' / offload_param '" << param
-          << "': offload_optimizer must be cpu (offload_param needs it) and offload_param none "
-             "or cpu";
+          << "': offload_optimizer must be cpu or nvme (offload_param needs one) and "
+             "offload_param none or cpu";
+      return signalPassFailure();
+    }
+    const bool nvme = device == "nvme";
+    if (nvme && nvmePath.empty()) {
+      module.emitError("zero-offload: device=nvme needs nvme-path (zcc --nvme-path DIR)");
       return signalPassFailure();
     }
     auto apply = module.lookupSymbol<func::FuncOp>("apply");
@@ -43,7 +48,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     int64_t paramsMoved = 0;
     for (auto global : module.getOps<GlobalOp>()) {
       if (global.getRole() == GlobalRole::adam_m || global.getRole() == GlobalRole::adam_v) {
-        global->setAttr("zero.host", b.getUnitAttr());
+        global->setAttr(nvme ? "zero.nvme" : "zero.host", b.getUnitAttr());
         moved += global.getTensorType().getNumElements();
       }
       // offload_param: stage 3's partitioned parameter shards.
@@ -52,6 +57,11 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         paramsMoved += global.getTensorType().getNumElements();
       }
     }
+    auto onNvme = [&](Value v) {
+      auto load = v.getDefiningOp<LoadOp>();
+      auto g = load ? module.lookupSymbol<GlobalOp>(load.getGlobalAttr()) : GlobalOp();
+      return g && g->hasAttr("zero.nvme");
+    };
     auto onHost = [&](Value v) {
       Operation *def = v.getDefiningOp();
       if (auto load = dyn_cast_if_present<LoadOp>(def))
@@ -137,19 +147,32 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     for (Operation *op : optimizers) {
       OpBuilder ob(op);
       for (OpOperand &operand : op->getOpOperands())
-        if (!onHost(operand.get()))
-          operand.set(TransferOp::create(ob, op->getLoc(), operand.get(), /*to_host=*/true));
+        if (!onHost(operand.get())) {
+          bool fromFile = onNvme(operand.get());
+          auto read = TransferOp::create(ob, op->getLoc(), operand.get(), /*to_host=*/true);
+          if (fromFile) // a read of the swap file into a host temporary
+            read->setAttr("zero.nvme", b.getUnitAttr());
+          operand.set(read);
+        }
       op->setAttr("zero.on_host", b.getUnitAttr());
       ob.setInsertionPointAfter(op);
       for (Value result : op->getResults()) {
         // Stores into host globals read the host value; everything else
         // (the gather, the parameter's store) the device copy.
-        SmallVector<OpOperand *> deviceUses;
+        SmallVector<OpOperand *> deviceUses, fileUses;
         for (OpOperand &use : result.getUses()) {
           auto store = dyn_cast<StoreOp>(use.getOwner());
           auto g = store ? module.lookupSymbol<GlobalOp>(store.getGlobalAttr()) : GlobalOp();
-          if (!g || !g->hasAttr("zero.host"))
+          if (g && g->hasAttr("zero.nvme"))
+            fileUses.push_back(&use);
+          else if (!g || !g->hasAttr("zero.host"))
             deviceUses.push_back(&use);
+        }
+        if (!fileUses.empty()) { // the new moments written back to the swap file
+          auto write = TransferOp::create(ob, op->getLoc(), result, /*to_host=*/false);
+          write->setAttr("zero.nvme", b.getUnitAttr());
+          for (OpOperand *use : fileUses)
+            use->set(write);
         }
         if (deviceUses.empty())
           continue;
@@ -182,6 +205,14 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         for (OpOperand *use : deviceUses)
           use->set(copy);
       }
+    }
+    if (nvme) {
+      SmallVector<NamedAttribute> io{b.getNamedAttr("path", b.getStringAttr(nvmePath))};
+      if (nvmeBlockSize > 0)
+        io.push_back(b.getNamedAttr("block_size", b.getI64IntegerAttr(nvmeBlockSize)));
+      if (nvmeQueueDepth > 0)
+        io.push_back(b.getNamedAttr("queue_depth", b.getI64IntegerAttr(nvmeQueueDepth)));
+      module->setAttr("zero.nvme", b.getDictionaryAttr(io));
     }
     module->setAttr(
         "zero.offload",

@@ -182,12 +182,19 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (!sameShapes || lastRead > index[def] || (concat && lastRead >= index[def]))
         continue;
       auto global = module.lookupSymbol<GlobalOp>(g);
+      auto off = global->getAttrOfType<IntegerAttr>("zero.offset");
+      // NVMe globals (zero-offload to nvme) are written only by the
+      // transfer that writes them back (a copy into the swap file).
+      if (global->hasAttr("zero.nvme")) {
+        if (off && isa<TransferOp>(def) && def->hasAttr("zero.nvme"))
+          forwarded[v] = Placement{ArenaKind::Nvme, off.getInt()};
+        continue;
+      }
       // A host op's result goes into host globals only, a device op's into
       // device ones.
       bool hostGlobal = global->hasAttr("zero.host");
       if (hostGlobal != onHost(def))
         continue;
-      auto off = global->getAttrOfType<IntegerAttr>("zero.offset");
       if (!off)
         continue;
       forwarded[v] = Placement{hostGlobal ? ArenaKind::Host : ArenaKind::State, off.getInt()};
@@ -437,7 +444,8 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       p.op->setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
       if (p.stateOrHost) {
         p.op->setAttr("zero.in_state", b.getDenseI64ArrayAttr(p.inState));
-        if (llvm::is_contained(p.arenas, (int64_t)ArenaKind::Host))
+        if (llvm::is_contained(p.arenas, (int64_t)ArenaKind::Host) ||
+            llvm::is_contained(p.arenas, (int64_t)ArenaKind::Nvme))
           p.op->setAttr("zero.arenas", b.getDenseI64ArrayAttr(p.arenas));
       }
     }
@@ -451,11 +459,17 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
 
     // State: every global, in declaration order; a global inside a ZeRO
     // bucket (zero-partition) lives at its offset in the bucket's bytes.
-    // Offloaded globals (zero.host) lead the host arena instead.
-    int64_t stateBytes = 0, hostStateBytes = 0;
+    // Offloaded globals (zero.host) lead the host arena instead, and those
+    // on NVMe (zero.nvme) fill the NVMe arena, each 4 KiB-aligned.
+    int64_t stateBytes = 0, hostStateBytes = 0, nvmeBytes = 0;
     for (auto global : module.getOps<GlobalOp>()) {
       if (global.getBucket())
         continue;
+      if (global->hasAttr("zero.nvme")) {
+        global->setAttr("zero.offset", b.getI64IntegerAttr(nvmeBytes));
+        nvmeBytes += alignNvme(storageBytes(global.getType()));
+        continue;
+      }
       int64_t &bytes = global->hasAttr("zero.host") ? hostStateBytes : stateBytes;
       global->setAttr("zero.offset", b.getI64IntegerAttr(bytes));
       bytes += alignArena(storageBytes(global.getType()));
@@ -506,6 +520,8 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     module->setAttr("zero.state_arena_bytes", b.getI64IntegerAttr(stateBytes));
     module->setAttr("zero.constant_arena_bytes", b.getI64IntegerAttr(constantBytes));
     module->setAttr("zero.input_arena_bytes", b.getI64IntegerAttr(inputBytes));
+    if (nvmeBytes > 0)
+      module->setAttr("zero.nvme_arena_bytes", b.getI64IntegerAttr(nvmeBytes));
     if (hostStateBytes + hostPeak > 0) {
       module->setAttr("zero.host_arena_bytes", b.getI64IntegerAttr(hostStateBytes + hostPeak));
       module->setAttr("zero.host_state_bytes", b.getI64IntegerAttr(hostStateBytes));

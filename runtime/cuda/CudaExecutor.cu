@@ -320,8 +320,9 @@ public:
     if (step.index == issuedAhead_)
       return Status::ok();
     bool kernel = step.kind == Step::Kernel;
+    bool host = (kernel && onHost(step.inst->kernel())) || touchesNvme(*step.inst);
     if (!copies_.empty() && !(kernel && chunkedOnHost(step.kernel, step.inst->kernel())))
-      return orderAfterCopies(operandsOf(*step.inst), kernel && onHost(step.inst->kernel()));
+      return orderAfterCopies(operandsOf(*step.inst), host);
     return Status::ok();
   }
 
@@ -381,6 +382,14 @@ public:
     if (step.index == issuedAhead_) // a chunked host kernel issued it already
       return Status::ok();
     const plan::Copy &c = step.inst->copy();
+    if (touchesNvme(*step.inst)) {
+      // Host I/O on the host arena's bytes, once the stream is done with
+      // them (the copies in flight into them: beforeStep).
+      countLaunch(true, "nvme copy (host)");
+      ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
+      bool toFile = plan_.buffers(c.target()).arena() == plan::NVME;
+      return nvmeCopy(step, host_.data + plan_.buffers(toFile ? c.source() : c.target()).offset());
+    }
     if (traceStep_ >= 0 && crossesHost(c))
       return traceBeside(step, Track::Copy, copyStream_, [&] { return copyInstruction(c); });
     return copyInstruction(c);
@@ -398,6 +407,10 @@ public:
   /// stream waits for its event (host-staged collectives completed when
   /// issued).
   Status runWait(const Step &step) override {
+    bool found = false;
+    ZRT_RETURN_IF_ERROR(nvmeWait(step.inst->wait().output(), found));
+    if (found)
+      return Status::ok();
     auto it = pending_.find(step.inst->wait().output());
     if (it == pending_.end())
       return Status::ok();
@@ -480,7 +493,8 @@ public:
     return Status::ok();
   }
 
-  /// The state arena, then the host arena's offloaded state.
+  /// The state arena, then the host arena's offloaded state, then the NVMe
+  /// arena.
   Status saveState(std::vector<char> &bytes) override {
     ZRT_CUDA(cudaSetDevice(device_));
     size_t state = (size_t)sizes_[plan::STATE], host = (size_t)plan_.host_state_bytes();
@@ -490,13 +504,15 @@ public:
       ZRT_RETURN_IF_ERROR(copy(bytes.data(), arenas_[plan::STATE], state, cudaMemcpyDeviceToHost));
     if (host)
       std::memcpy(bytes.data() + state, host_.data, host);
-    return Status::ok();
+    return saveNvme(bytes);
   }
 
   Status loadState(const std::vector<char> &bytes) override {
     size_t state = (size_t)sizes_[plan::STATE], host = (size_t)plan_.host_state_bytes();
-    if (bytes.size() != state + host)
-      return errorf("the state has ", bytes.size(), " bytes, the plan's state ", state + host);
+    size_t nvme = (size_t)plan_.nvme_arena_bytes();
+    if (bytes.size() != state + host + nvme)
+      return errorf("the state has ", bytes.size(), " bytes, the plan's state ",
+                    state + host + nvme);
     ZRT_CUDA(cudaSetDevice(device_));
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
     if (state)
@@ -504,7 +520,7 @@ public:
     if (host)
       std::memcpy(host_.data, bytes.data() + state, host);
     derivedStateStale_ = true;
-    return Status::ok();
+    return loadNvme(bytes.data() + state + host);
   }
 
 private:
@@ -590,7 +606,8 @@ private:
     if (i + 1 < program.instructions_size() && program.instructions(i + 1).has_copy()) {
       const plan::Copy &c = program.instructions(i + 1).copy();
       if (c.source() == program.instructions(i).kernel().outputs(0) &&
-          plan_.buffers(c.target()).arena() != plan::HOST)
+          plan_.buffers(c.target()).arena() != plan::HOST &&
+          plan_.buffers(c.target()).arena() != plan::NVME)
         upload = &c;
     }
     ZRT_CUDA(cudaStreamSynchronize(ctx_.stream));
@@ -640,6 +657,8 @@ private:
     }
     std::vector<ByteRange> ranges;
     for (auto [b, written] : buffers) {
+      if (plan_.buffers(b).arena() == plan::NVME)
+        continue; // a file
       TensorRef t = device(b);
       ranges.push_back({t.data, bytesOf(t), written});
     }
@@ -659,6 +678,11 @@ private:
       freeEvents_.push_back(done);
     }
     return Status::ok();
+  }
+
+  bool touchesNvme(const plan::Instruction &inst) const {
+    return inst.has_copy() && (plan_.buffers(inst.copy().source()).arena() == plan::NVME ||
+                               plan_.buffers(inst.copy().target()).arena() == plan::NVME);
   }
 
   bool onHost(const plan::Kernel &k) const {
@@ -920,8 +944,8 @@ private:
   CommGroups groups_; // comm_'s subgroups for a plan with a mesh
   int device_;
   CudaContext ctx_;
-  char *arenas_[plan::HOST + 1] = {}; // HOST: host_.data
-  int64_t sizes_[plan::HOST + 1] = {};
+  char *arenas_[plan::NVME + 1] = {}; // HOST: host_.data; NVME: none (a file)
+  int64_t sizes_[plan::NVME + 1] = {};
   int64_t allocated_ = 0;
   Pinned input_, host_;
   mutable std::map<int, std::vector<char>> outputs_;

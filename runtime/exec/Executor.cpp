@@ -11,9 +11,10 @@ using namespace zrt;
 
 static void allocateArena(int64_t bytes, std::unique_ptr<char, void (*)(void *)> &data,
                           int64_t &size, int64_t &total) {
-  // 64-byte alignment, as planned; zero-filled so that nothing reads garbage.
-  size_t rounded = ((size_t)std::max<int64_t>(bytes, 1) + 63) / 64 * 64;
-  data.reset(static_cast<char *>(std::aligned_alloc(64, rounded)));
+  // Page-aligned (the plan needs 64 bytes; the NVMe arena's O_DIRECT copies
+  // need 4096 of the host arena); zero-filled so that nothing reads garbage.
+  size_t rounded = ((size_t)std::max<int64_t>(bytes, 1) + 4095) / 4096 * 4096;
+  data.reset(static_cast<char *>(std::aligned_alloc(4096, rounded)));
   if (!data)
     throw std::bad_alloc();
   std::memset(data.get(), 0, rounded);
@@ -28,6 +29,8 @@ Executor::Executor(const plan::Plan &plan, int rank, Communicator *comm)
   allocateArena(plan.constant_arena_bytes(), constant_.data, constant_.bytes, allocated_);
   allocateArena(plan.input_arena_bytes(), input_.data, input_.bytes, allocated_);
   allocateArena(plan.host_arena_bytes(), host_.data, host_.bytes, allocated_);
+  // The NVMe arena is a file (openNvme), not memory: buffer() of one of its
+  // buffers is never a kernel's operand (the validator checks).
   for (int a : {plan::DEVICE, plan::STATE, plan::CONSTANT, plan::INPUT, plan::HOST})
     writeInitialContents(a, rank, arenaBase(a));
 }
@@ -42,15 +45,18 @@ char *Executor::arenaBase(int arena) const {
     return constant_.data.get();
   case plan::INPUT:
     return input_.data.get();
-  default:
+  case plan::HOST:
     return host_.data.get();
+  default:
+    return nullptr; // NVMe: a file
   }
 }
 
 TensorRef Executor::buffer(int index) const {
   const plan::Buffer &b = plan_.buffers(index);
   TensorRef t = describeBuffer(b);
-  t.data = arenaBase(b.arena()) + b.offset();
+  char *base = arenaBase(b.arena());
+  t.data = base ? base + b.offset() : nullptr;
   return t;
 }
 
@@ -85,12 +91,21 @@ void Executor::afterStep(const Step &step) {
 }
 
 Status Executor::runCopy(const Step &step) {
-  TensorRef src = buffer(step.inst->copy().source()), dst = buffer(step.inst->copy().target());
+  const plan::Copy &c = step.inst->copy();
+  if (plan_.buffers(c.source()).arena() == plan::NVME)
+    return nvmeCopy(step, static_cast<char *>(buffer(c.target()).data));
+  if (plan_.buffers(c.target()).arena() == plan::NVME)
+    return nvmeCopy(step, static_cast<char *>(buffer(c.source()).data));
+  TensorRef src = buffer(c.source()), dst = buffer(c.target());
   std::memmove(dst.data, src.data, src.numel() * dtypeSize(src.dtype));
   return Status::ok();
 }
 
 Status Executor::runWait(const Step &step) {
+  bool found = false;
+  ZRT_RETURN_IF_ERROR(nvmeWait(step.inst->wait().output(), found));
+  if (found)
+    return Status::ok();
   auto it = pending_.find(step.inst->wait().output());
   if (it == pending_.end())
     return Status::ok();
@@ -210,5 +225,5 @@ Status Executor::loadState(const std::vector<char> &bytes) {
   std::memcpy(stateData(), bytes.data(), stateBytes());
   std::memcpy(host_.data.get(), bytes.data() + stateBytes(), plan_.host_state_bytes());
   derivedStateStale_ = true;
-  return Status::ok();
+  return loadNvme(bytes.data() + stateBytes() + plan_.host_state_bytes());
 }

@@ -69,11 +69,12 @@ public:
   /// checkpoint saves and restores.
   char *stateData() const { return state_.data.get(); }
   int64_t stateBytes() const { return state_.bytes; }
-  /// The state arena, then the host arena's offloaded state.
+  /// The state arena, then the host arena's offloaded state, then the
+  /// NVMe arena.
   Status saveState(std::vector<char> &bytes) override {
     bytes.assign(stateData(), stateData() + stateBytes());
     bytes.insert(bytes.end(), host_.data.get(), host_.data.get() + plan_.host_state_bytes());
-    return Status::ok();
+    return saveNvme(bytes);
   }
   Status loadState(const std::vector<char> &bytes) override;
 

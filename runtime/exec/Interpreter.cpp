@@ -28,6 +28,63 @@ Status Interpreter::refreshDerivedState(const plan::Program &next) {
   return run(*refresh);
 }
 
+Status Interpreter::openNvme(const std::string &dir, int rank) {
+  if (plan_.nvme_arena_bytes() == 0)
+    return Status::ok();
+  SwapFile::Options options;
+  if (plan_.nvme_io().block_size() > 0)
+    options.blockSize = plan_.nvme_io().block_size();
+  if (plan_.nvme_io().queue_depth() > 0)
+    options.queueDepth = plan_.nvme_io().queue_depth();
+  return SwapFile::open("--nvme-path", dir.empty() ? plan_.nvme_path() : dir, rank,
+                        plan_.nvme_arena_bytes(), options, nvme_);
+}
+
+Status Interpreter::nvmeCopy(const Step &step, char *host) {
+  if (!nvme_)
+    return errorf("the plan has an NVMe arena, but no swap file is open (zrun opens one under "
+                  "--nvme-path)");
+  const plan::Copy &c = step.inst->copy();
+  const plan::Buffer &src = plan_.buffers(c.source()), &dst = plan_.buffers(c.target());
+  bool write = dst.arena() == plan::NVME;
+  const plan::Buffer &file = write ? dst : src;
+  TensorRef t = describeBuffer(file);
+  int64_t bytes = t.numel() * (int64_t)dtypeSize(t.dtype);
+  if (!c.async())
+    return write ? nvme_->write(file.offset(), host, bytes)
+                 : nvme_->read(file.offset(), host, bytes);
+  nvmePending_[c.target()] = nvme_->submit(write, file.offset(), host, bytes);
+  return Status::ok();
+}
+
+Status Interpreter::nvmeWait(int target, bool &found) {
+  auto it = nvmePending_.find(target);
+  found = it != nvmePending_.end();
+  if (!found)
+    return Status::ok();
+  int64_t ticket = it->second;
+  nvmePending_.erase(it);
+  return nvme_->wait(ticket);
+}
+
+Status Interpreter::saveNvme(std::vector<char> &bytes) {
+  if (plan_.nvme_arena_bytes() == 0)
+    return Status::ok();
+  if (!nvme_)
+    return errorf("the plan's NVMe state cannot be saved: no swap file is open");
+  size_t at = bytes.size();
+  bytes.resize(at + plan_.nvme_arena_bytes());
+  return nvme_->read(0, bytes.data() + at, plan_.nvme_arena_bytes());
+}
+
+Status Interpreter::loadNvme(const char *data) {
+  if (plan_.nvme_arena_bytes() == 0)
+    return Status::ok();
+  if (!nvme_)
+    return errorf("the plan's NVMe state cannot be loaded: no swap file is open");
+  return nvme_->write(0, data, plan_.nvme_arena_bytes());
+}
+
 const std::vector<Interpreter::Step> &Interpreter::prepared(const plan::Program &program) {
   auto it = prepared_.find(&program);
   if (it != prepared_.end())

@@ -16,6 +16,7 @@
 #include "cpu/Kernels.h"
 #include "plan/plan.pb.h"
 #include "support/Status.h"
+#include "support/SwapFile.h"
 
 #include <map>
 #include <string>
@@ -39,6 +40,12 @@ public:
   /// the host arena's offloaded state, for checkpoints and weights, and back.
   virtual Status saveState(std::vector<char> &bytes) = 0;
   virtual Status loadState(const std::vector<char> &bytes) = 0;
+  /// A plan with an NVMe arena (zcc --offload-optimizer nvme): opens rank
+  /// |rank|'s swap file in |dir| (empty: the plan's nvme_path) before any
+  /// program runs or state is loaded.
+  virtual Status openNvme(const std::string &dir, int rank) = 0;
+  /// The swap file openNvme opened (null without one).
+  virtual const SwapFile *swapFile() const { return nullptr; }
   /// What the backend chose by measuring (zrun --gemm-tune), as lines to
   /// print; empty if nothing.
   virtual std::vector<std::string> tuningReport() const { return {}; }
@@ -94,6 +101,9 @@ public:
   /// The program named |name|, or null.
   const plan::Program *program(const std::string &name) const;
 
+  Status openNvme(const std::string &dir, int rank) override;
+  const SwapFile *swapFile() const override { return nvme_.get(); }
+
 protected:
   explicit Interpreter(const plan::Plan &plan) : plan_(plan) {}
 
@@ -143,7 +153,19 @@ protected:
   /// which this rank takes its slice.
   void writeInitialContents(int arena, int rank, char *base) const;
 
+  /// A copy between the NVMe arena and host memory: |host| is the host
+  /// arena's bytes of the copy's other buffer. An async copy completes at
+  /// nvmeWait on its target (|found|: whether one was in flight).
+  Status nvmeCopy(const Step &step, char *host);
+  Status nvmeWait(int target, bool &found);
+  /// Checkpoints: the NVMe arena's bytes appended to |bytes|, and written
+  /// back from |data|.
+  Status saveNvme(std::vector<char> &bytes);
+  Status loadNvme(const char *data);
+
   const plan::Plan &plan_;
+  std::unique_ptr<SwapFile> nvme_;
+  std::map<int, int64_t> nvmePending_; // async NVMe copies by target buffer
 
 private:
   std::map<const plan::Program *, std::vector<Step>> prepared_;

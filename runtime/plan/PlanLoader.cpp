@@ -70,6 +70,8 @@ static int64_t arenaSize(const plan::Plan &p, int arena) {
     return p.input_arena_bytes();
   case plan::HOST:
     return p.host_arena_bytes();
+  case plan::NVME:
+    return p.nvme_arena_bytes();
   default:
     return -1;
   }
@@ -133,7 +135,13 @@ Status zrt::validatePlan(const plan::Plan &p) {
   if (p.host_state_bytes() < 0 || p.host_state_bytes() > p.host_arena_bytes())
     return errorf("the plan's host state (", p.host_state_bytes(),
                   " bytes) is not inside its host arena (", p.host_arena_bytes(), " bytes)");
-  for (int a = plan::DEVICE; a <= plan::HOST; ++a)
+  if (p.nvme_arena_bytes() > 0 && p.nvme_path().empty())
+    return errorf("the plan has an NVMe arena but no nvme_path (zcc --nvme-path DIR)");
+  if (p.nvme_io().block_size() < 0 || p.nvme_io().queue_depth() < 0 ||
+      p.nvme_io().queue_depth() > 4096)
+    return errorf("the plan's NVMe I/O settings are invalid (block size ", p.nvme_io().block_size(),
+                  ", queue depth ", p.nvme_io().queue_depth(), ")");
+  for (int a = plan::DEVICE; a <= plan::NVME; ++a)
     if (arenaSize(p, a) < 0 || arenaSize(p, a) > kMaxArenaBytes)
       return errorf("arena ", plan::Arena_Name(static_cast<plan::Arena>(a)),
                     " has an invalid size ", arenaSize(p, a));
@@ -169,9 +177,15 @@ Status zrt::validatePlan(const plan::Plan &p) {
       return errorf(where(), ": offset ", b.offset(), " is not a multiple of its ",
                     dtypeSize(dtype), "-byte elements");
     // Owning state (and the host arena's offloaded state) starts from data.
-    bool hasData = (b.arena() == plan::STATE || b.arena() == plan::CONSTANT ||
-                    (b.arena() == plan::HOST && b.offset() < p.host_state_bytes())) &&
-                   !b.view();
+    bool hasData =
+        (b.arena() == plan::STATE || b.arena() == plan::CONSTANT || b.arena() == plan::NVME ||
+         (b.arena() == plan::HOST && b.offset() < p.host_state_bytes())) &&
+        !b.view();
+    // NVMe state starts zero-filled (the swap file is created empty).
+    if (b.arena() == plan::NVME && !b.view() &&
+        (!b.has_fill() || b.fill() != 0.0 || b.external() || b.shard_of() != 0))
+      return errorf(where(), ": NVMe state is owning and starts at zero (a fill of 0, no initial "
+                             "data, not external or sharded)");
     // 16-bit buffers take a zero fill only (a bf16 gradient bucket).
     bool fillable = dtype == DType::F32 || dtype == DType::F64 ||
                     ((dtype == DType::BF16 || dtype == DType::F16) && b.fill() == 0.0);
@@ -293,7 +307,7 @@ Status zrt::validatePlan(const plan::Plan &p) {
                                [&](const InFlight &f) { return f.output() == out; });
         if (it == inFlight.end())
           return errorf(where.str(), ": waits for buffer ", out,
-                        ", which no async collective or kernel in flight writes last");
+                        ", which no async collective, copy or kernel in flight writes last");
         inFlight.erase(it);
         continue;
       }
@@ -302,6 +316,12 @@ Status zrt::validatePlan(const plan::Plan &p) {
         ZRT_RETURN_IF_ERROR(checkIndex(inst.copy().target(), where.str() + " copy target"));
         ZRT_RETURN_IF_ERROR(hazard(where.str(), inst.copy().source(), false));
         ZRT_RETURN_IF_ERROR(hazard(where.str(), inst.copy().target(), true));
+        bool nvme = p.buffers(inst.copy().source()).arena() == plan::NVME ||
+                    p.buffers(inst.copy().target()).arena() == plan::NVME;
+        if (inst.copy().async() && !nvme)
+          return errorf(where.str(), ": only copies between the host and NVMe arenas are async");
+        if (inst.copy().async())
+          inFlight.push_back({{inst.copy().source()}, {inst.copy().target()}, "copy"});
       } else if (inst.has_kernel()) {
         for (int index : inst.kernel().inputs()) {
           ZRT_RETURN_IF_ERROR(checkIndex(index, where.str() + " operand"));
@@ -339,6 +359,10 @@ Status zrt::validatePlan(const plan::Plan &p) {
         const plan::Buffer &src = p.buffers(c.source()), &dst = p.buffers(c.target());
         if (dst.arena() == plan::CONSTANT || dst.arena() == plan::INPUT)
           return errorf(where.str(), ": copies into buffer ", c.target(), ", which is read-only");
+        if ((src.arena() == plan::NVME || dst.arena() == plan::NVME) &&
+            (src.arena() == plan::NVME ? dst.arena() : src.arena()) != plan::HOST)
+          return errorf(where.str(), ": copies between buffers ", c.source(), " and ", c.target(),
+                        ": the NVMe arena is read and written from the host arena only");
         if (src.dtype() != dst.dtype() || bytesOf[c.source()] != bytesOf[c.target()])
           return errorf(where.str(), ": copies buffer ", c.source(), " into buffer ", c.target(),
                         " of another type or size");
@@ -362,6 +386,9 @@ Status zrt::validatePlan(const plan::Plan &p) {
         if (out.arena() == plan::CONSTANT || out.arena() == plan::INPUT)
           return errorf(where.str(), ": a collective writes buffer ", c.output(),
                         ", which is read-only");
+        if (in.arena() == plan::NVME || out.arena() == plan::NVME)
+          return errorf(where.str(),
+                        ": a collective on an NVMe buffer (copy it to the host first)");
         if (!plan::Collective::Group_IsValid(c.group()))
           return errorf(where.str(), ": unknown collective group ", (int)c.group());
         if (c.group() != plan::Collective::WORLD && p.group_size() == 0)
@@ -410,8 +437,12 @@ Status zrt::validatePlan(const plan::Plan &p) {
                       ")");
       const KernelInfo *info = &cpuKernel(*id);
       for (const auto *list : {&k.inputs(), &k.outputs()})
-        for (int index : *list)
+        for (int index : *list) {
           ZRT_RETURN_IF_ERROR(checkIndex(index, where.str() + " operand"));
+          if (p.buffers(index).arena() == plan::NVME)
+            return errorf(where.str(), ": kernel '", k.name(), "' reads or writes buffer ", index,
+                          ", which is in the NVMe arena (copy it to the host first)");
+        }
       KernelCall call = describeKernel(p, k);
       for (int index : k.outputs()) {
         int arena = p.buffers(index).arena();

@@ -28,9 +28,10 @@ constexpr int kPlanVersion = 1;
 constexpr int kMaxWorldSize = 4096;
 
 /// The bytes of a rank's state that checkpoints hold: the state arena, then
-/// the host arena's offloaded state (zero-offload).
+/// the host arena's offloaded state (zero-offload), then the NVMe arena
+/// (all of it state).
 inline int64_t checkpointStateBytes(const plan::Plan &p) {
-  return p.state_arena_bytes() + p.host_state_bytes();
+  return p.state_arena_bytes() + p.host_state_bytes() + p.nvme_arena_bytes();
 }
 
 /// The ranks the plan's sharded state is split over (world size, or the

@@ -82,6 +82,14 @@ Status zrt::makeExecutor(const RunOptions &options, const plan::Plan &plan, int 
   else if ((status = checkBlasMemory()))
     executor = std::make_unique<Executor>(plan, rank, comm);
   ZRT_RETURN_IF_ERROR(status);
+  ZRT_RETURN_IF_ERROR(executor->openNvme(options.nvmePath, rank));
+  if (const SwapFile *f = executor->swapFile(); f && rank == 0)
+    std::fprintf(stderr, "zrun: NVMe: %s, %s per rank, %s, %s, %s requests, %d in flight%s\n",
+                 f->path().c_str(), showByteSize(f->size()).c_str(),
+                 f->direct() ? "O_DIRECT" : "buffered (the filesystem has no O_DIRECT)",
+                 f->uring() ? "io_uring" : "pread/pwrite (no io_uring here)",
+                 showByteSize(f->options().blockSize).c_str(), f->options().queueDepth,
+                 f->reusedStale() ? "; a stale file of an earlier run was reused" : "");
   if (weights) {
     int loaded = 0;
     ZRT_RETURN_IF_ERROR(loadWeights(plan, *weights, rank, *executor, loaded));

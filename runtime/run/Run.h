@@ -46,6 +46,7 @@ struct RunOptions {
   std::string backend;      // --backend cpu|cuda (empty: the plan's target)
   CudaOptions cuda;         // --cuda-graphs, --offload-chunk
   bool printMemory = false; // --print-memory
+  std::string nvmePath;     // --nvme-path DIR (empty: the plan's)
 };
 
 /// Bytes of the arenas one rank allocates (what ExecutorBase::allocatedBytes

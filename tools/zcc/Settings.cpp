@@ -289,7 +289,15 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
             merge(s.offloadOptimizer, flags.given("offload-optimizer"), f.offloadOptimizer, device,
                   "--offload-optimizer", "zero_optimization.offload_optimizer.device", path))
       return std::move(e);
+    if (Error e =
+            merge(s.nvmePath, flags.given("nvme-path"), f.nvmePath, c.offloadOptimizer->nvmePath,
+                  "--nvme-path", "zero_optimization.offload_optimizer.nvme_path", path))
+      return std::move(e);
   }
+  if (c.aioBlockSize)
+    s.nvmeBlockSize = *c.aioBlockSize;
+  if (c.aioQueueDepth)
+    s.nvmeQueueDepth = *c.aioQueueDepth;
   if (c.offloadParam) {
     std::optional<std::string> device = c.offloadParam->device;
     if (Error e = merge(s.offloadParam, flags.given("offload-param"), f.offloadParam, device,

@@ -62,6 +62,11 @@ struct Settings {
   // ZeRO-Offload of the optimizer: none or cpu (zero-offload).
   std::string offloadOptimizer = "none";
   std::string offloadParam = "none"; // stage 3, with offloadOptimizer cpu
+  // offloadOptimizer nvme (ZeRO-Infinity): the swap files' directory
+  // (offload_optimizer.nvme_path) and the aio section's request size and
+  // queue depth (0: the runtime's 1 MiB and 8).
+  std::string nvmePath;
+  int64_t nvmeBlockSize = 0, nvmeQueueDepth = 0;
 };
 
 /// What the flags say, and which were on the command line: |given| asks

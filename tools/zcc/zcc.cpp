@@ -284,8 +284,16 @@ static cl::opt<bool> autoPlan(
 static cl::opt<std::string> offloadOptimizer(
     "offload-optimizer",
     cl::desc("ZeRO-Offload (stages 1-3): none (default), or cpu: the AdamW/SGD state in pinned "
-             "host memory and its update on the host (DeepSpeed's offload_optimizer)"),
-    cl::value_desc("none|cpu"), cl::init(kDefaults.offloadOptimizer), cl::cat(zccCategory));
+             "host memory and its update on the host (DeepSpeed's offload_optimizer); nvme "
+             "(ZeRO-Infinity): the state in a swap file per rank under --nvme-path, read into "
+             "host memory for the update and written back"),
+    cl::value_desc("none|cpu|nvme"), cl::init(kDefaults.offloadOptimizer), cl::cat(zccCategory));
+static cl::opt<std::string>
+    nvmePath("nvme-path",
+             cl::desc("--offload-optimizer nvme: the directory (on an NVMe drive) of the swap "
+                      "files, recorded in the plan (zrun --nvme-path overrides; DeepSpeed's "
+                      "offload_optimizer.nvme_path)"),
+             cl::value_desc("DIR"), cl::init(""), cl::cat(zccCategory));
 static cl::opt<std::string> offloadParam(
     "offload-param",
     cl::desc("stage 3, with --offload-optimizer cpu: none (default), or cpu: the partitioned "
@@ -652,6 +660,7 @@ int main(int argc, char **argv) {
     f.recompute = recomputeMode;
     f.offloadOptimizer = offloadOptimizer;
     f.offloadParam = offloadParam;
+    f.nvmePath = nvmePath;
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
@@ -730,15 +739,24 @@ int main(int argc, char **argv) {
   }
   // --recompute auto: --auto over the recompute policies only.
   bool recomputeAuto = S.recompute == "auto";
-  if (S.offloadOptimizer != "none" && S.offloadOptimizer != "cpu") {
+  if (S.offloadOptimizer != "none" && S.offloadOptimizer != "cpu" && S.offloadOptimizer != "nvme") {
     llvm::errs() << "zcc: error: --offload-optimizer '" << S.offloadOptimizer
-                 << "': expected none or cpu"
-                 << (S.offloadOptimizer == "nvme" ? " (NVMe offload is a later step)" : "") << "\n";
+                 << "': expected none, cpu or nvme\n";
     return 2;
   }
-  if (S.offloadOptimizer == "cpu" && S.zeroStage < 1) {
-    llvm::errs() << "zcc: error: --offload-optimizer cpu needs ZeRO stage 1, 2 or 3 (as "
-                    "DeepSpeed's offload_optimizer); give --zero-stage\n";
+  if (S.offloadOptimizer != "none" && S.zeroStage < 1) {
+    llvm::errs() << "zcc: error: --offload-optimizer " << S.offloadOptimizer
+                 << " needs ZeRO stage 1, 2 or 3 (as DeepSpeed's offload_optimizer); give "
+                    "--zero-stage\n";
+    return 2;
+  }
+  if (S.offloadOptimizer == "nvme" && S.nvmePath.empty()) {
+    llvm::errs() << "zcc: error: --offload-optimizer nvme needs --nvme-path DIR (the directory "
+                    "of the swap files, on the NVMe drive; zrun --nvme-path can change it)\n";
+    return 2;
+  }
+  if (S.offloadOptimizer != "nvme" && !S.nvmePath.empty()) {
+    llvm::errs() << "zcc: error: --nvme-path goes with --offload-optimizer nvme\n";
     return 2;
   }
   if (S.offloadParam != "none" && S.offloadParam != "cpu") {
@@ -746,10 +764,10 @@ int main(int argc, char **argv) {
                  << (S.offloadParam == "nvme" ? " (NVMe offload is a later step)" : "") << "\n";
     return 2;
   }
-  if (S.offloadParam == "cpu" && (S.zeroStage != 3 || S.offloadOptimizer != "cpu")) {
+  if (S.offloadParam == "cpu" && (S.zeroStage != 3 || S.offloadOptimizer == "none")) {
     llvm::errs() << "zcc: error: --offload-param cpu needs ZeRO stage 3 (as DeepSpeed's "
-                    "offload_param) and --offload-optimizer cpu (the update runs where the "
-                    "parameters live)\n";
+                    "offload_param) and --offload-optimizer cpu or nvme (the update runs where "
+                    "the parameters live)\n";
     return 2;
   }
   std::optional<zcc::ScalingModel> scaling;
@@ -963,8 +981,12 @@ int main(int argc, char **argv) {
     o.quantizedWeights = S.quantizedWeights && S.worldSize > 1;
     o.quantizedGradients = S.quantizedGradients && S.worldSize > 1;
     o.quantizedGradientBits = quantizedGradientBits;
-    o.offloadOptimizer =
-        S.offloadOptimizer == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
+    o.offloadOptimizer = S.offloadOptimizer == "cpu"    ? zcc::OffloadDevice::CPU
+                         : S.offloadOptimizer == "nvme" ? zcc::OffloadDevice::NVMe
+                                                        : zcc::OffloadDevice::None;
+    o.nvmePath = S.nvmePath;
+    o.nvmeBlockSize = S.nvmeBlockSize;
+    o.nvmeQueueDepth = S.nvmeQueueDepth;
     o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
     o.optimizer = S.optimizer == "sgd" ? zcc::OptimizerKind::SGD : zcc::OptimizerKind::AdamW;
     o.lr = S.lr;
@@ -1071,7 +1093,7 @@ int main(int argc, char **argv) {
   // that needs more is refused here, with its size, not written for zrun to
   // call invalid.
   if (emit == EmitKind::Plan)
-    for (const char *arena : {"device", "state", "constant", "input", "host"}) {
+    for (const char *arena : {"device", "state", "constant", "input", "host", "nvme"}) {
       int64_t bytes = arenaBytes(*module, arena);
       if (bytes <= zrt::kMaxArenaBytes)
         continue;

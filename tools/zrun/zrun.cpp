@@ -143,6 +143,10 @@ void addCommon(CLI::App *cmd, Common &c, const std::string &planHelp) {
       ->type_name("cpu|cuda")
       ->check(oneOf({"cpu", "cuda"}, "cpu or cuda"));
   cmd->add_flag("--print-memory", c.run.printMemory, "print the bytes of the arenas");
+  cmd->add_option("--nvme-path", c.run.nvmePath,
+                  "a plan of zcc --offload-optimizer nvme: the directory of the swap files "
+                  "(default: the plan's zcc --nvme-path)")
+      ->type_name("DIR");
   cmd->add_flag("--cuda-graphs", c.run.cuda.graphs,
                 "--backend cuda: run one-rank programs as CUDA graphs (captured on their "
                 "second run)");

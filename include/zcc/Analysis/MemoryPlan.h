@@ -19,7 +19,13 @@
 namespace zcc {
 
 /// The arenas of a plan (runtime/plan/plan.proto).
-enum class ArenaKind { Device, State, Constant, Input, Host };
+enum class ArenaKind { Device, State, Constant, Input, Host, Nvme };
+
+/// NVMe arena placements (zero-offload to nvme) are aligned for O_DIRECT.
+constexpr int64_t kNvmeAlignment = 4096;
+inline int64_t alignNvme(int64_t bytes) {
+  return (bytes + kNvmeAlignment - 1) / kNvmeAlignment * kNvmeAlignment;
+}
 
 /// Name used in attributes and reports ("device", "state", ...).
 llvm::StringRef arenaName(ArenaKind arena);

@@ -24,8 +24,9 @@
 namespace zcc {
 
 struct DeepSpeedOffload {
-  std::string device = "none"; // none, cpu (nvme is refused)
+  std::string device = "none"; // none, cpu, nvme (offload_optimizer; offload_param refuses it)
   bool pinMemory = false;
+  std::optional<std::string> nvmePath; // nvme_path
 };
 
 struct DeepSpeedConfig {
@@ -63,6 +64,8 @@ struct DeepSpeedConfig {
       paramPersistenceThreshold, maxLiveParameters, maxReuseDistance, subGroupSize;
   std::optional<bool> overlapComm, contiguousGradients, reduceScatter, allgatherPartitions;
   std::optional<DeepSpeedOffload> offloadOptimizer, offloadParam;
+  // aio (NVMe offload's I/O): block_size, queue_depth.
+  std::optional<int64_t> aioBlockSize, aioQueueDepth;
   // The device mesh (zcc --mics-shard-size, --hpz-partition-size): DeepSpeed's
   // off values are -1 and 1.
   std::optional<int64_t> micsShardSize, hpzPartitionSize;

@@ -22,7 +22,7 @@ enum class Precision { FP32, BF16, FP16 };
 enum class Target { CPU, CUDA };
 enum class RecomputePolicy { None, Layer, Selective };
 enum class OptimizerKind { AdamW, SGD };
-enum class OffloadDevice { None, CPU };
+enum class OffloadDevice { None, CPU, NVMe };
 /// Where AdamW runs: after the backward, or inside it (zero-optimizer-in-backward).
 enum class InBackward { Auto, On, Off };
 
@@ -157,7 +157,17 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
       *this, "offload-optimizer", llvm::cl::desc("ZeRO-Offload of the optimizer state"),
       llvm::cl::init(OffloadDevice::None),
       llvm::cl::values(clEnumValN(OffloadDevice::None, "none", "on the device"),
-                       clEnumValN(OffloadDevice::CPU, "cpu", "pinned host memory"))};
+                       clEnumValN(OffloadDevice::CPU, "cpu", "pinned host memory"),
+                       clEnumValN(OffloadDevice::NVMe, "nvme", "swap files on NVMe"))};
+  Opt<std::string> nvmePath{*this, "nvme-path",
+                            llvm::cl::desc("offload to nvme: the swap files' directory"),
+                            llvm::cl::init("")};
+  Opt<int64_t> nvmeBlockSize{*this, "nvme-block-size",
+                             llvm::cl::desc("offload to nvme: bytes a request (0: 1 MiB)"),
+                             llvm::cl::init(0)};
+  Opt<int64_t> nvmeQueueDepth{*this, "nvme-queue-depth",
+                              llvm::cl::desc("offload to nvme: requests in flight (0: 8)"),
+                              llvm::cl::init(0)};
   Opt<OffloadDevice> offloadParam{
       *this, "offload-param", llvm::cl::desc("stage 3: the parameter shards"),
       llvm::cl::init(OffloadDevice::None),

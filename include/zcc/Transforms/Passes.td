@@ -499,9 +499,21 @@ def ZeroOffload : Pass<"zero-offload", "mlir::ModuleOp"> {
     parameter shard is copied back before it is gathered or stored. The
     update is the same kernel on the same values: trajectories are identical
     to the plain plan's on the CPU backend.
+
+    `device=nvme` (ZeRO-Infinity): the moments live in the NVMe arena (a
+    swap file per rank under `nvme-path`) instead: the update reads them
+    into host temporaries (`zero.transfer` marked `zero.nvme`, a copy from
+    the file) and its new moments are written back (a transfer into the
+    NVMe global); the rest is the cpu offload's.
   }];
   let options = [
-    Option<"device", "device", "std::string", /*default=*/"\"none\"", "none or cpu">,
+    Option<"device", "device", "std::string", /*default=*/"\"none\"", "none, cpu or nvme">,
+    Option<"nvmePath", "nvme-path", "std::string", /*default=*/"\"\"",
+           "device=nvme: the directory of the swap files (zrun --nvme-path overrides)">,
+    Option<"nvmeBlockSize", "nvme-block-size", "int64_t", /*default=*/"0",
+           "device=nvme: bytes a read or write request (0: the runtime's 1 MiB)">,
+    Option<"nvmeQueueDepth", "nvme-queue-depth", "int64_t", /*default=*/"0",
+           "device=nvme: requests in flight (0: the runtime's 8)">,
     Option<"param", "param", "std::string", /*default=*/"\"none\"",
            "offload_param: none or cpu (stage 3: partitioned parameter shards live on the "
            "host, copied to the device before each all-gather, which prefetch moves ahead)">,

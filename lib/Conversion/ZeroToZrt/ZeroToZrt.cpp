@@ -298,6 +298,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
                  : p.arena == ArenaKind::State    ? zcc::zrt::Arena::state
                  : p.arena == ArenaKind::Constant ? zcc::zrt::Arena::constant
                  : p.arena == ArenaKind::Host     ? zcc::zrt::Arena::host
+                 : p.arena == ArenaKind::Nvme     ? zcc::zrt::Arena::nvme
                                                   : zcc::zrt::Arena::input;
     zcc::zrt::BufferOp::create(b, loc, name, arena, p.offset, cast<RankedTensorType>(type), init,
                                /*trainable=*/false, view, /*role=*/nullptr, /*shard_of=*/nullptr);
@@ -397,6 +398,10 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         if (failed(placed(store.getValue(), p)))
           return failure();
         Placement target = globalPlacement.lookup(g);
+        if (target.arena == ArenaKind::Nvme && p.arena != ArenaKind::Nvme &&
+            p.arena != ArenaKind::Host)
+          return store.emitError("stores into @")
+                 << g.getValue() << ", which is on NVMe, a value that is not in host memory";
         if (p.arena != target.arena || p.offset != target.offset)
           zcc::zrt::CopyOp::create(pb, op.getLoc(), bufferOf[store.getValue()],
                                    globalBuffer.lookup(g));
@@ -417,7 +422,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         }
         // Results written into a global's bytes (state, or the host arena's
         // offloaded globals) are views of it.
-        bool inGlobal = p.arena == ArenaKind::State ||
+        bool inGlobal = p.arena == ArenaKind::State || p.arena == ArenaKind::Nvme ||
                         (p.arena == ArenaKind::Host && p.offset < hostStateBytes);
         bufferOf[result] = createBuffer(b, op.getLoc(), base, p, result.getType(), init,
                                         /*view=*/isViewOp(&op) || inGlobal);
@@ -501,16 +506,20 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       }
       std::string name = global.getSymName().str();
       OpBuilder gb(global);
-      bool host = global->hasAttr("zero.host");
+      bool host = global->hasAttr("zero.host"), nvme = global->hasAttr("zero.nvme");
       auto buffer = zcc::zrt::BufferOp::create(
           gb, global.getLoc(), name + ".__zrt",
-          host ? zcc::zrt::Arena::host : zcc::zrt::Arena::state, off.getInt(),
-          global.getTensorType(), global.getInitialValueAttr(), global.getTrainable(),
+          nvme   ? zcc::zrt::Arena::nvme
+          : host ? zcc::zrt::Arena::host
+                 : zcc::zrt::Arena::state,
+          off.getInt(), global.getTensorType(), global.getInitialValueAttr(), global.getTrainable(),
           /*view=*/false, /*role=*/nullptr, global.getShardOfAttr());
       buffer.setRoleAttr(gb.getStringAttr(zero::stringifyGlobalRole(global.getRole())));
       globalBuffer[global.getSymNameAttr()] = FlatSymbolRefAttr::get(b.getContext(), name);
-      globalPlacement[global.getSymNameAttr()] =
-          Placement{host ? ArenaKind::Host : ArenaKind::State, off.getInt()};
+      globalPlacement[global.getSymNameAttr()] = Placement{nvme   ? ArenaKind::Nvme
+                                                           : host ? ArenaKind::Host
+                                                                  : ArenaKind::State,
+                                                           off.getInt()};
       toErase.push_back(global);
     }
     SmallVector<func::FuncOp> funcs = llvm::to_vector(module.getOps<func::FuncOp>());
@@ -524,7 +533,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
     for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
       if (buffer.getSymName().ends_with(".__zrt"))
         buffer.setSymName(buffer.getSymName().drop_back(strlen(".__zrt")));
-    for (StringRef arena : {"device", "state", "constant", "input", "host"}) {
+    for (StringRef arena : {"device", "state", "constant", "input", "host", "nvme"}) {
       std::string from = ("zero." + arena + "_arena_bytes").str();
       if (Attribute bytes = module->getAttr(from))
         module->setAttr(("zrt." + arena + "_arena_bytes").str(), bytes);

@@ -91,6 +91,15 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   plan.set_host_arena_bytes(std::max<int64_t>(0, arenaBytes("host")));
   if (auto hostState = module->getAttrOfType<IntegerAttr>("zrt.host_state_bytes"))
     plan.set_host_state_bytes(hostState.getInt());
+  plan.set_nvme_arena_bytes(std::max<int64_t>(0, arenaBytes("nvme")));
+  if (auto nvme = module->getAttrOfType<DictionaryAttr>("zero.nvme")) {
+    if (auto path = nvme.getAs<StringAttr>("path"))
+      plan.set_nvme_path(path.str());
+    if (auto block = nvme.getAs<IntegerAttr>("block_size"))
+      plan.mutable_nvme_io()->set_block_size(block.getInt());
+    if (auto depth = nvme.getAs<IntegerAttr>("queue_depth"))
+      plan.mutable_nvme_io()->set_queue_depth(depth.getInt());
+  }
   if (plan.device_arena_bytes() < 0 || plan.state_arena_bytes() < 0)
     return module.emitError("the module has no arena sizes; run convert-zero-to-zrt first");
 
@@ -133,7 +142,8 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     auto splat = dyn_cast_if_present<DenseElementsAttr>(buffer.getInitialValueAttr());
     if (options.externalWeights && weight) {
       pb->set_external(true);
-    } else if (splat && splat.isSplat() && type.getNumElements() > 1 &&
+    } else if (splat && splat.isSplat() &&
+               (type.getNumElements() > 1 || buffer.getArena() == zcc::zrt::Arena::nvme) &&
                (splat.getElementType().isF32() || splat.getElementType().isF64() ||
                 ((splat.getElementType().isBF16() || splat.getElementType().isF16()) &&
                  splat.getSplatValue<APFloat>().isPosZero()))) {

@@ -291,8 +291,10 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   std::vector<std::pair<int64_t, int64_t>> copyRanges; // param_copy buffers: offset, raw bytes
   // adam_m / adam_v buffers: a bucket's and its members' (zero-optimizer-in-backward).
   std::vector<std::pair<int64_t, int64_t>> momentRanges;
-  int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0;
+  int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0, nvmeOptimizer = 0;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
+    if (buffer.getArena() == zcc::zrt::Arena::nvme && !buffer.getView())
+      nvmeOptimizer += alignNvme(storageBytes(buffer.getType()));
     if (buffer.getArena() == zcc::zrt::Arena::host && !buffer.getView() && buffer.getRole())
       (*buffer.getRole() == "param"  ? hostParams
        : *buffer.getRole() == "grad" ? hostGrads
@@ -465,6 +467,33 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     row("optimizer state (host)", hostOptimizer,
         "AdamW moments offloaded (--offload-optimizer cpu)");
   row("host memory", host > 0 ? host : 0, "pinned host arena: offloaded state + host temporaries");
+  if (int64_t nvme = arena("nvme"); nvme > 0) {
+    // ZeRO-Infinity: the swap file's size, and what the steps move through it.
+    auto where = module->getAttrOfType<DictionaryAttr>("zero.nvme");
+    auto path = where ? where.getAs<StringAttr>("path") : StringAttr();
+    row("optimizer state (NVMe)", nvmeOptimizer,
+        "AdamW moments in a swap file per rank (--offload-optimizer nvme)");
+    row("NVMe per rank", nvme,
+        ("swap file zcc-rank<R>.swap under " + (path ? path.getValue() : StringRef("?"))).str());
+    TypeMap nvmeBuffers;
+    for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
+      if (buffer.getArena() == zcc::zrt::Arena::nvme)
+        nvmeBuffers[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
+    int64_t accum = accumSteps(module), readBytes = 0, writeBytes = 0;
+    for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
+      if (program.getSymName() == "eval")
+        continue;
+      int64_t times = program.getSymName() == "micro_step" ? accum : 1;
+      for (auto copy : program.getBody().front().getOps<zcc::zrt::CopyOp>()) {
+        if (auto t = nvmeBuffers.lookup(copy.getSourceAttr().getAttr()))
+          readBytes += times * storageBytes(t);
+        if (auto t = nvmeBuffers.lookup(copy.getTargetAttr().getAttr()))
+          writeBytes += times * storageBytes(t);
+      }
+    }
+    row("NVMe read per step", readBytes, "swap file -> pinned host memory, for the host update");
+    row("NVMe written per step", writeBytes, "the updated moments back to the swap file");
+  }
   if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
     row("memory budget", budget.getInt(),
         "zcc/zrun --memory-budget (the CUDA backend adds a 32 MiB cuBLASLt workspace)");
@@ -505,7 +534,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   // trainable parameters grouped by module).
   std::optional<DeepSpeedEstimate> ds =
       deepspeedEstimate((int)stage, psi, (double)largestLayerParams(trainableNames), world,
-                        hostOptimizer > 0, hostParams > 0);
+                        hostOptimizer + nvmeOptimizer > 0, hostParams > 0);
   if (ds) {
     os << llvm::format(
         "    DeepSpeed's estimator %14.0f B  (%s: %s, N = %lld GPUs%s; zcc's model "
@@ -524,15 +553,19 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     os << "    DeepSpeed's estimator: none for stage 0 (its estimators cover ZeRO stages 1-3)\n";
   }
   report["model_states"] = std::move(states);
-  if (hostOptimizer + hostParams > 0) {
+  if (hostOptimizer + nvmeOptimizer + hostParams > 0) {
     // Offload: the moments (and stage-3 parameter shards) are on the host;
     // the device keeps the rest of the formula.
     bool paramsOff = hostParams > 0;
-    os << llvm::format("    zcc formula, offloaded %14.0f B  (on the device: %s; on the host: the "
+    os << llvm::format("    zcc formula, offloaded %14.0f B  (on the device: %s; %s: the "
                        "moments%s, %0.f B)\n",
                        formula(paramsOff ? 0 : 4, 4, 0),
                        paramsOff ? "gradient shards" : "parameters and gradients",
-                       paramsOff ? " and parameter shards" : "", formula(paramsOff ? 4 : 0, 0, 8));
+                       nvmeOptimizer > 0 ? "on NVMe" : "on the host",
+                       !paramsOff          ? ""
+                       : nvmeOptimizer > 0 ? "; on the host: the parameter shards"
+                                           : " and parameter shards",
+                       formula(paramsOff ? 4 : 0, 0, 8));
   }
 
   // Communication per rank and step, as ring collectives send it: all-reduce

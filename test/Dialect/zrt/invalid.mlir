@@ -5,7 +5,7 @@ zrt.buffer @b device[-64] : tensor<2xf32>
 
 // -----
 
-// expected-error @+1 {{only state, constant and host buffers have initial values}}
+// expected-error @+1 {{only state, constant, host and (zero) NVMe buffers have initial values}}
 zrt.buffer @b device[0] : tensor<2xf32> = dense<1.0> : tensor<2xf32>
 
 // -----

@@ -178,9 +178,42 @@ def wait_only(p):
 
 
 case("never-waited", "is never waited for", lambda p: async_collective(p))
-case("wait-without-start", "which no async collective or kernel in flight writes last", wait_only)
+case("wait-without-start", "which no async collective, copy or kernel in flight writes last", wait_only)
 case("read-before-wait", "which an async collective writes until its wait",
      lambda p: async_collective(p, wait=True, read_early=True))
+def nvme_buffer(p, fill=0.0):
+    """A 4-element float32 buffer in an NVMe arena of 4096 bytes; its index."""
+    p.nvme_arena_bytes, p.nvme_path = 4096, "/tmp"
+    b = p.buffers.add()
+    b.name, b.arena, b.offset, b.dtype, b.fill = "nvme.m", plan_pb2.NVME, 0, plan_pb2.F32, fill
+    b.shape.append(4)
+    return len(p.buffers) - 1
+
+
+def nvme_into_kernel(p):
+    nv = nvme_buffer(p)
+    for inst in p.programs[0].instructions:
+        if inst.HasField("kernel") and len(inst.kernel.inputs) > 0:
+            inst.kernel.inputs[0] = nv
+            return
+
+
+def async_state_copy(p):
+    step = buffer_index(p, lambda b: b.role == "step")
+    add_copy(p, step, step)
+    setattr(p.programs[-1].instructions[-1].copy, "async", True)
+    p.programs[-1].instructions.add().wait.output = step
+
+
+case("nvme-without-path", "an NVMe arena but no nvme_path",
+     lambda p: setattr(p, "nvme_arena_bytes", 4096))
+case("nvme-nonzero-fill", "NVMe state is owning and starts at zero", lambda p: nvme_buffer(p, 1.0))
+case("nvme-kernel-operand", "which is in the NVMe arena (copy it to the host first)",
+     nvme_into_kernel)
+case("nvme-to-device", "the NVMe arena is read and written from the host arena only",
+     lambda p: add_copy(p, nvme_buffer(p),
+                        buffer_index(p, lambda b: b.arena == plan_pb2.DEVICE)))
+case("async-state-copy", "only copies between the host and NVMe arenas are async", async_state_copy)
 def async_kernel(p):
     # micro_step's first kernel with two or more outputs... or any: marked
     # async, its last output read by a copy before any wait.
