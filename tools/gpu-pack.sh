@@ -56,6 +56,13 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 2 --world-size 2 \
 $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 3 --world-size 2 \
   --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer cpu \
   --offload-param cpu -o "$out/plans/gpt2-z3-w2-offload-param.zplan"
+# NVMe offload (issue 24): the moments in swap files under /tmp/zcc-nvme on
+# the GPU machine's disk, in chunks of 7000 elements (async, pipelined).
+for s in 2 3; do
+  $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage $s --world-size 2 \
+    --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer nvme \
+    --nvme-path /tmp/zcc-nvme --nvme-chunk 7000 -o "$out/plans/gpt2-z$s-w2-nvme.zplan"
+done
 # 16-bit communication (--comm-dtype): gradients reduced in bf16 on an fp32
 # model, and a bf16 model's stage-3 gathers and reductions in bf16.
 $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 2 --world-size 2 --comm-dtype bf16 \

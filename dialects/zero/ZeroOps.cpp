@@ -954,10 +954,10 @@ LogicalResult WaitOp::verify() {
       return emitOpError("input must be the started adamw's gradient");
     return success();
   }
-  if (!start || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp>(start) ||
+  if (!start || !isa<AllReduceOp, ReduceScatterOp, AllGatherOp, AllToAllOp, TransferOp>(start) ||
       !start->hasAttr("async"))
     return emitOpError("waits for the result of an async all_reduce, reduce_scatter, "
-                       "all_gather, all_to_all or adamw");
+                       "all_gather, all_to_all, transfer or adamw");
   if (start->getOperand(0) != getInput())
     return emitOpError("input must be the started collective's input");
   return success();

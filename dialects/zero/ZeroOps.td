@@ -912,6 +912,11 @@ def Zero_TransferOp : Zero_Op<"transfer", [Pure, SameOperandsAndResultType]> {
     zero-offload moves what the host optimizer reads to host memory and its
     results back: `to_host` places the result in the host arena, otherwise
     the device arena. Lowered to a plan copy (an async cudaMemcpy on the GPU).
+    Marked `zero.nvme` (zero-offload to nvme), it reads an NVMe global into a
+    host temporary, or writes a host value that is stored into one (its
+    result then takes the global's bytes); with the unit attribute `async`
+    it completes at a `zero.wait` on its result, whose input (the value
+    copied) stays alive and unmodified until then.
   }];
   let arguments = (ins AnyRankedTensor:$input, BoolAttr:$to_host);
   let results = (outs AnyRankedTensor:$result);

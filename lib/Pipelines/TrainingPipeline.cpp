@@ -153,6 +153,7 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
       off.nvmePath = o.nvmePath;
       off.nvmeBlockSize = o.nvmeBlockSize;
       off.nvmeQueueDepth = o.nvmeQueueDepth;
+      off.nvmeChunk = o.nvmeChunk;
       pm.addPass(createZeroOffload(off));
     }
   }

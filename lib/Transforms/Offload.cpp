@@ -24,6 +24,152 @@ namespace {
 struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
   using ZeroOffloadBase::ZeroOffloadBase;
 
+  /// NVMe: an AdamW update of more than nvmeChunk elements whose moments are
+  /// in the swap file becomes one update per chunk of nvmeChunk elements
+  /// (DeepSpeed's sub-groups): the parameter and gradient chunks are slices
+  /// (views), each chunk's moments their own NVMe globals, and the new
+  /// parameter the concatenation of the chunks' (written in place into the
+  /// parameter's global where it is stored). The host then holds a chunk's
+  /// moments at a time, not the bucket's. Replaces the updates in |updates|.
+  template <typename OnHost>
+  void chunkNvmeUpdates(ModuleOp module, SmallVectorImpl<Operation *> &updates, OnHost onHost) {
+    Builder b(module.getContext());
+    auto nvmeGlobal = [&](Value v) -> GlobalOp {
+      auto load = v.getDefiningOp<LoadOp>();
+      auto g = load ? module.lookupSymbol<GlobalOp>(load.getGlobalAttr()) : GlobalOp();
+      return g && g->hasAttr("zero.nvme") && !g.getBucket() && v.hasOneUse() ? g : GlobalOp();
+    };
+    auto onlyStoreInto = [&](Value v, GlobalOp g) -> StoreOp {
+      if (!v.hasOneUse())
+        return StoreOp();
+      auto store = dyn_cast<StoreOp>(*v.getUsers().begin());
+      return store && store.getGlobalAttr().getAttr() == g.getSymNameAttr() ? store : StoreOp();
+    };
+    SmallVector<Operation *> result;
+    for (Operation *op : updates) {
+      auto adam = dyn_cast<AdamWOp>(op);
+      GlobalOp gm = adam ? nvmeGlobal(adam.getM()) : GlobalOp();
+      GlobalOp gv = adam ? nvmeGlobal(adam.getV()) : GlobalOp();
+      auto type = adam ? cast<RankedTensorType>(adam.getParam().getType()) : RankedTensorType();
+      StoreOp sm = gm ? onlyStoreInto(adam.getNewM(), gm) : StoreOp();
+      StoreOp sv = gv ? onlyStoreInto(adam.getNewV(), gv) : StoreOp();
+      if (!sm || !sv || type.getRank() != 1 || type.getNumElements() <= nvmeChunk ||
+          adam.getNewParamCopy() || adam.getGradSumSquares()) {
+        result.push_back(op);
+        continue;
+      }
+      const int64_t n = type.getNumElements();
+      OpBuilder ob(op);
+      SmallVector<Value> pieces;
+      for (int64_t at = 0, k = 0; at < n; at += nvmeChunk, ++k) {
+        int64_t len = std::min<int64_t>(nvmeChunk, n - at);
+        auto chunkType = RankedTensorType::get({len}, type.getElementType());
+        auto slice = [&](Value x) -> Value {
+          auto t = cast<RankedTensorType>(x.getType());
+          auto s =
+              SliceOp::create(ob, op->getLoc(), RankedTensorType::get({len}, t.getElementType()), x,
+                              b.getDenseI64ArrayAttr({at}), b.getDenseI64ArrayAttr({at + len}),
+                              b.getDenseI64ArrayAttr({1}));
+          if (onHost(x))
+            s->setAttr("zero.on_host", b.getUnitAttr());
+          return s;
+        };
+        auto chunkGlobal = [&](GlobalOp g) {
+          OpBuilder gb(g);
+          auto c = GlobalOp::create(
+              gb, g.getLoc(), (g.getSymName() + ".chunk" + Twine(k)).str(), g.getRole(),
+              /*trainable=*/false, chunkType,
+              DenseElementsAttr::get(chunkType, gb.getFloatAttr(type.getElementType(), 0.0)));
+          c->setAttr("zero.nvme", b.getUnitAttr());
+          c->setAttr("zero.nvme_chunk", b.getI64IntegerAttr(k)); // laid out end to end
+          return c;
+        };
+        GlobalOp mk = chunkGlobal(gm), vk = chunkGlobal(gv);
+        SmallVector<Value> operands(op->getOperands());
+        operands[0] = slice(adam.getParam());
+        operands[1] = slice(adam.getGrad());
+        operands[2] = LoadOp::create(ob, op->getLoc(), chunkType,
+                                     FlatSymbolRefAttr::get(mk.getSymNameAttr()));
+        operands[3] = LoadOp::create(ob, op->getLoc(), chunkType,
+                                     FlatSymbolRefAttr::get(vk.getSymNameAttr()));
+        OperationState state(op->getLoc(), op->getName());
+        state.addOperands(operands);
+        state.addTypes({chunkType, chunkType, chunkType});
+        state.addAttributes(op->getAttrs());
+        Operation *update = ob.create(state);
+        StoreOp::create(ob, op->getLoc(), update->getResult(1),
+                        FlatSymbolRefAttr::get(mk.getSymNameAttr()));
+        StoreOp::create(ob, op->getLoc(), update->getResult(2),
+                        FlatSymbolRefAttr::get(vk.getSymNameAttr()));
+        pieces.push_back(update->getResult(0));
+        result.push_back(update);
+      }
+      Value joined = ConcatOp::create(ob, op->getLoc(), type, pieces, b.getI64IntegerAttr(0));
+      adam.getNewParam().replaceAllUsesWith(joined);
+      Operation *loadM = adam.getM().getDefiningOp(), *loadV = adam.getV().getDefiningOp();
+      sm->erase();
+      sv->erase();
+      op->erase();
+      loadM->erase();
+      loadV->erase();
+      gm->erase();
+      gv->erase();
+    }
+    updates.assign(result.begin(), result.end());
+  }
+
+  /// NVMe: the swap-file copies overlap the host updates. Each read (a
+  /// transfer from an NVMe global, then a wait) starts before the update
+  /// ahead of its own (a double-buffered prefetch, DeepSpeed's
+  /// buffer_count 2), and each write back completes after the next update
+  /// (or at the end of @apply): the copies are async, their waits keep the
+  /// host bytes alive (zero-plan-memory) and the validator checks that no
+  /// instruction touches them in between.
+  void pipelineNvmeCopies(func::FuncOp apply, Builder &b) {
+    SmallVector<Operation *> updates;
+    apply.walk([&](Operation *op) {
+      if (isa<AdamWOp>(op) && op->hasAttr("zero.on_host"))
+        updates.push_back(op);
+    });
+    Operation *terminator = apply.getBody().front().getTerminator();
+    for (size_t u = 0; u < updates.size(); ++u) {
+      Operation *op = updates[u];
+      Operation *issueAt = u > 0 ? updates[u - 1] : op;
+      // Reads: operands that are transfers out of the swap file.
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto read = operand.get().getDefiningOp<TransferOp>();
+        if (!read || !read->hasAttr("zero.nvme") || !read->hasOneUse())
+          continue;
+        auto load = read.getInput().getDefiningOp<LoadOp>();
+        if (!load)
+          continue;
+        if (issueAt != op) { // the chunk before's update runs while this reads
+          load->moveBefore(issueAt);
+          read->moveBefore(issueAt);
+        }
+        read->setAttr("async", b.getUnitAttr());
+        OpBuilder wb(op);
+        operand.set(WaitOp::create(wb, op->getLoc(), read, read.getInput()));
+      }
+      // Writes: transfers of its results into the swap file.
+      Operation *waitAt = u + 1 < updates.size() ? updates[u + 1]->getNextNode() : terminator;
+      for (Value result : op->getResults())
+        for (Operation *user : llvm::to_vector(result.getUsers())) {
+          auto write = dyn_cast<TransferOp>(user);
+          if (!write || !write->hasAttr("zero.nvme") || !write->hasOneUse())
+            continue;
+          auto store = dyn_cast<StoreOp>(*write->getUsers().begin());
+          if (!store)
+            continue;
+          write->setAttr("async", b.getUnitAttr());
+          OpBuilder wb(waitAt);
+          auto wait = WaitOp::create(wb, store.getLoc(), write, result);
+          store->moveBefore(waitAt);
+          store->setOperand(0, wait);
+        }
+    }
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (device == "none" && param == "none")
@@ -144,6 +290,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         widen->erase();
       ++copiedInBackward;
     }
+    if (nvme)
+      chunkNvmeUpdates(module, optimizers, onHost);
     for (Operation *op : optimizers) {
       OpBuilder ob(op);
       for (OpOperand &operand : op->getOpOperands())
@@ -207,6 +355,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       }
     }
     if (nvme) {
+      pipelineNvmeCopies(apply, b);
       SmallVector<NamedAttribute> io{b.getNamedAttr("path", b.getStringAttr(nvmePath))};
       if (nvmeBlockSize > 0)
         io.push_back(b.getNamedAttr("block_size", b.getI64IntegerAttr(nvmeBlockSize)));

@@ -466,8 +466,13 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (global.getBucket())
         continue;
       if (global->hasAttr("zero.nvme")) {
+        // A chunked moment's chunks (zero-offload) end to end, so that the
+        // moment is one range of the file (checkpoints describe it so).
+        auto chunk = global->getAttrOfType<IntegerAttr>("zero.nvme_chunk");
+        if (!chunk || chunk.getInt() == 0)
+          nvmeBytes = alignNvme(nvmeBytes);
         global->setAttr("zero.offset", b.getI64IntegerAttr(nvmeBytes));
-        nvmeBytes += alignNvme(storageBytes(global.getType()));
+        nvmeBytes += storageBytes(global.getType());
         continue;
       }
       int64_t &bytes = global->hasAttr("zero.host") ? hostStateBytes : stateBytes;
@@ -521,7 +526,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     module->setAttr("zero.constant_arena_bytes", b.getI64IntegerAttr(constantBytes));
     module->setAttr("zero.input_arena_bytes", b.getI64IntegerAttr(inputBytes));
     if (nvmeBytes > 0)
-      module->setAttr("zero.nvme_arena_bytes", b.getI64IntegerAttr(nvmeBytes));
+      module->setAttr("zero.nvme_arena_bytes", b.getI64IntegerAttr(alignNvme(nvmeBytes)));
     if (hostStateBytes + hostPeak > 0) {
       module->setAttr("zero.host_arena_bytes", b.getI64IntegerAttr(hostStateBytes + hostPeak));
       module->setAttr("zero.host_state_bytes", b.getI64IntegerAttr(hostStateBytes));

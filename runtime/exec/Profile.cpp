@@ -32,10 +32,15 @@ void zrt::describeInstruction(const plan::Plan &plan, const plan::Instruction &i
     std::transform(what.begin(), what.end(), what.begin(), ::tolower); // as zcc prints it
     where = inst.collective().location() + " " + shape(inst.collective().output());
   } else if (inst.has_copy()) {
-    what = "copy";
+    bool file = plan.buffers(inst.copy().source()).arena() == plan::NVME ||
+                plan.buffers(inst.copy().target()).arena() == plan::NVME;
+    what = file ? "nvme_copy" : "copy";
     where = inst.copy().location() + " " + shape(inst.copy().target());
   } else {
-    what = "wait";
+    // Only swap-file copies complete in the host or NVMe arenas (collectives
+    // and async kernels write device memory).
+    int arena = plan.buffers(inst.wait().output()).arena();
+    what = arena == plan::HOST || arena == plan::NVME ? "nvme_wait" : "wait";
     where = inst.wait().location();
   }
 }
@@ -74,8 +79,8 @@ void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &prof
   // Communication the compute stream waits for: synchronous collectives run
   // on it, async ones (zero-schedule's starts) only stall it at their wait,
   // so the waits are the exposed part of the overlapped communication.
-  double syncMs = 0, waitMs = 0;
-  int64_t async = 0, sync = 0;
+  double syncMs = 0, waitMs = 0, nvmeWaitMs = 0;
+  int64_t async = 0, sync = 0, nvmeCopies = 0;
   for (const auto &[key, t] : profile) {
     const plan::Instruction &inst = findProgram(plan, key.first)->instructions(key.second);
     if (inst.has_collective() && inst.collective().kind() != plan::Collective::LOCAL_SHARD) {
@@ -83,9 +88,17 @@ void zrt::printProfile(const plan::Plan &plan, const ExecutorBase::Profile &prof
       if (!inst.collective().async())
         syncMs += t.ms;
     } else if (inst.has_wait()) {
-      waitMs += t.ms;
+      std::string what, where;
+      describeInstruction(plan, inst, what, where);
+      (what == "nvme_wait" ? nvmeWaitMs : waitMs) += t.ms;
+    } else if (inst.has_copy() && inst.copy().async()) {
+      nvmeCopies += t.runs;
     }
   }
+  if (nvmeCopies > 0)
+    std::printf("  NVMe I/O exposed on the compute stream: %.3f ms/step waiting for %lld async "
+                "swap-file copies\n",
+                nvmeWaitMs / per, (long long)(nvmeCopies / per));
   if (async + sync > 0)
     std::printf("  communication exposed on the compute stream: %.3f ms/step (%.3f in %lld "
                 "synchronous collectives, %.3f waiting for %lld async ones)\n",

@@ -150,6 +150,13 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
   // The optimizer's state of each parameter, by role: the state buffers
   // beside its bucket (zero-partition names them BUCKET.adam_m, ...), whole
   // or this rank's shard (stages 1-3 partition them); and the step count.
+  // A rank's bytes: the state arena, the host arena's state, the NVMe arena.
+  auto stateOffset = [&](const plan::Buffer &b) {
+    return b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes()
+                         : b.arena() == plan::NVME
+                             ? plan.state_arena_bytes() + plan.host_state_bytes()
+                             : 0);
+  };
   for (const plan::ParamLayout &l : plan.params()) {
     const std::string prefix = plan.buffers(l.bucket()).name() + ".";
     for (const plan::Buffer &b : plan.buffers()) {
@@ -158,12 +165,25 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
           b.role() == "buffer" || b.role() == "step" || b.role() == "param_copy" ||
           b.name().compare(0, prefix.size(), prefix))
         continue;
+      // NVMe offload's chunked moments (BUCKET.adam_m.chunk0, .chunk1, ...)
+      // lie end to end: the first stands for the moment, of all their
+      // elements.
       int64_t n = numel(b.shape());
+      size_t chunk = b.name().rfind(".chunk");
+      if (chunk != std::string::npos && b.arena() == plan::NVME) {
+        std::string base = b.name().substr(0, chunk);
+        if (b.name() != base + ".chunk0")
+          continue;
+        n = 0;
+        for (const plan::Buffer &c : plan.buffers())
+          if (!c.view() && c.name().compare(0, base.size() + 6, base + ".chunk") == 0)
+            n += numel(c.shape());
+      }
       plan::CheckpointTensor *t = m.add_tensors();
       t->set_name(l.name());
       t->set_role(b.role());
       *t->mutable_shape() = l.shape();
-      t->set_state_offset(b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes() : 0));
+      t->set_state_offset(stateOffset(b));
       t->set_offset(l.offset());
       t->set_bucket_size(l.bucket_size());
       t->set_sharded(n < l.bucket_size());

@@ -294,6 +294,8 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
                   "--nvme-path", "zero_optimization.offload_optimizer.nvme_path", path))
       return std::move(e);
   }
+  if (c.subGroupSize && !flags.given("nvme-chunk"))
+    s.nvmeChunk = *c.subGroupSize;
   if (c.aioBlockSize)
     s.nvmeBlockSize = *c.aioBlockSize;
   if (c.aioQueueDepth)

@@ -67,6 +67,8 @@ struct Settings {
   // queue depth (0: the runtime's 1 MiB and 8).
   std::string nvmePath;
   int64_t nvmeBlockSize = 0, nvmeQueueDepth = 0;
+  // The update's chunk on NVMe, in elements (zero_optimization.sub_group_size).
+  int64_t nvmeChunk = 16777216;
 };
 
 /// What the flags say, and which were on the command line: |given| asks

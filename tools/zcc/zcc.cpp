@@ -294,6 +294,12 @@ static cl::opt<std::string>
                       "files, recorded in the plan (zrun --nvme-path overrides; DeepSpeed's "
                       "offload_optimizer.nvme_path)"),
              cl::value_desc("DIR"), cl::init(""), cl::cat(zccCategory));
+static cl::opt<int64_t> nvmeChunk(
+    "nvme-chunk",
+    cl::desc("--offload-optimizer nvme: elements an update chunk (default 16777216; DeepSpeed's "
+             "sub_group_size): a chunk's moments are read from the swap file while the chunk "
+             "before updates, and written back while the next one does"),
+    cl::value_desc("N"), cl::init(kDefaults.nvmeChunk), cl::cat(zccCategory));
 static cl::opt<std::string> offloadParam(
     "offload-param",
     cl::desc("stage 3, with --offload-optimizer cpu: none (default), or cpu: the partitioned "
@@ -661,6 +667,7 @@ int main(int argc, char **argv) {
     f.offloadOptimizer = offloadOptimizer;
     f.offloadParam = offloadParam;
     f.nvmePath = nvmePath;
+    f.nvmeChunk = nvmeChunk;
   }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
   if (!deepspeedConfig.empty()) {
@@ -753,6 +760,10 @@ int main(int argc, char **argv) {
   if (S.offloadOptimizer == "nvme" && S.nvmePath.empty()) {
     llvm::errs() << "zcc: error: --offload-optimizer nvme needs --nvme-path DIR (the directory "
                     "of the swap files, on the NVMe drive; zrun --nvme-path can change it)\n";
+    return 2;
+  }
+  if (S.nvmeChunk < 1) {
+    llvm::errs() << "zcc: error: --nvme-chunk " << S.nvmeChunk << ": expected a positive count\n";
     return 2;
   }
   if (S.offloadOptimizer != "nvme" && !S.nvmePath.empty()) {
@@ -987,6 +998,7 @@ int main(int argc, char **argv) {
     o.nvmePath = S.nvmePath;
     o.nvmeBlockSize = S.nvmeBlockSize;
     o.nvmeQueueDepth = S.nvmeQueueDepth;
+    o.nvmeChunk = S.nvmeChunk;
     o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
     o.optimizer = S.optimizer == "sgd" ? zcc::OptimizerKind::SGD : zcc::OptimizerKind::AdamW;
     o.lr = S.lr;

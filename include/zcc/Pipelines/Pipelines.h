@@ -168,6 +168,9 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<int64_t> nvmeQueueDepth{*this, "nvme-queue-depth",
                               llvm::cl::desc("offload to nvme: requests in flight (0: 8)"),
                               llvm::cl::init(0)};
+  Opt<int64_t> nvmeChunk{*this, "nvme-chunk",
+                         llvm::cl::desc("offload to nvme: elements an update chunk"),
+                         llvm::cl::init(16777216)};
   Opt<OffloadDevice> offloadParam{
       *this, "offload-param", llvm::cl::desc("stage 3: the parameter shards"),
       llvm::cl::init(OffloadDevice::None),

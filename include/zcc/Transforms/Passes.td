@@ -514,6 +514,10 @@ def ZeroOffload : Pass<"zero-offload", "mlir::ModuleOp"> {
            "device=nvme: bytes a read or write request (0: the runtime's 1 MiB)">,
     Option<"nvmeQueueDepth", "nvme-queue-depth", "int64_t", /*default=*/"0",
            "device=nvme: requests in flight (0: the runtime's 8)">,
+    Option<"nvmeChunk", "nvme-chunk", "int64_t", /*default=*/"16777216",
+           "device=nvme: elements an update chunk (DeepSpeed's sub_group_size): each "
+           "chunk's moments are read while the previous chunk updates, and written back "
+           "while the next one does">,
     Option<"param", "param", "std::string", /*default=*/"\"none\"",
            "offload_param: none or cpu (stage 3: partitioned parameter shards live on the "
            "host, copied to the device before each all-gather, which prefetch moves ahead)">,

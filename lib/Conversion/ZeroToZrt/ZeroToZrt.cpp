@@ -436,8 +436,10 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       if (isa<zero::ConstantOp>(op) || isViewOp(&op))
         continue; // data or a view: no instruction
       if (auto transfer = dyn_cast<zero::TransferOp>(op)) {
-        zcc::zrt::CopyOp::create(pb, op.getLoc(), bufferOf[transfer.getInput()],
-                                 bufferOf[transfer.getResult()]);
+        auto copy = zcc::zrt::CopyOp::create(pb, op.getLoc(), bufferOf[transfer.getInput()],
+                                             bufferOf[transfer.getResult()]);
+        if (op.hasAttr("async")) // a swap-file copy (zero-offload to nvme)
+          copy->setAttr("async", pb.getUnitAttr());
         continue;
       }
       if (isa<zero::AllReduceOp, zero::ReduceScatterOp, zero::AllGatherOp, zero::AllToAllOp,

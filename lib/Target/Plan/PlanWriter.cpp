@@ -200,6 +200,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
         pc->set_source(index.lookup(copy.getSourceAttr().getAttr()));
         pc->set_target(index.lookup(copy.getTargetAttr().getAttr()));
         pc->set_location(where);
+        pc->set_async(copy->hasAttr("async"));
         continue;
       }
       auto kernel = cast<zcc::zrt::KernelOp>(op);

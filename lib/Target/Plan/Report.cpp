@@ -294,7 +294,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0, nvmeOptimizer = 0;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
     if (buffer.getArena() == zcc::zrt::Arena::nvme && !buffer.getView())
-      nvmeOptimizer += alignNvme(storageBytes(buffer.getType()));
+      nvmeOptimizer += storageBytes(buffer.getType());
     if (buffer.getArena() == zcc::zrt::Arena::host && !buffer.getView() && buffer.getRole())
       (*buffer.getRole() == "param"  ? hostParams
        : *buffer.getRole() == "grad" ? hostGrads
