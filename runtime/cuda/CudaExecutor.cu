@@ -495,7 +495,7 @@ public:
 
   /// The state arena, then the host arena's offloaded state, then the NVMe
   /// arena.
-  Status saveState(std::vector<char> &bytes) override {
+  Status saveState(std::vector<char> &bytes, bool withNvme = true) override {
     ZRT_CUDA(cudaSetDevice(device_));
     size_t state = (size_t)sizes_[plan::STATE], host = (size_t)plan_.host_state_bytes();
     bytes.resize(state + host);
@@ -504,12 +504,12 @@ public:
       ZRT_RETURN_IF_ERROR(copy(bytes.data(), arenas_[plan::STATE], state, cudaMemcpyDeviceToHost));
     if (host)
       std::memcpy(bytes.data() + state, host_.data, host);
-    return saveNvme(bytes);
+    return withNvme ? saveNvme(bytes) : Status::ok();
   }
 
-  Status loadState(const std::vector<char> &bytes) override {
+  Status loadState(const std::vector<char> &bytes, bool withNvme = true) override {
     size_t state = (size_t)sizes_[plan::STATE], host = (size_t)plan_.host_state_bytes();
-    size_t nvme = (size_t)plan_.nvme_arena_bytes();
+    size_t nvme = withNvme ? (size_t)plan_.nvme_arena_bytes() : 0;
     if (bytes.size() != state + host + nvme)
       return errorf("the state has ", bytes.size(), " bytes, the plan's state ",
                     state + host + nvme);
@@ -520,7 +520,7 @@ public:
     if (host)
       std::memcpy(host_.data, bytes.data() + state, host);
     derivedStateStale_ = true;
-    return loadNvme(bytes.data() + state + host);
+    return withNvme ? loadNvme(bytes.data() + state + host) : Status::ok();
   }
 
 private:

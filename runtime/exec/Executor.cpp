@@ -218,12 +218,12 @@ Status Executor::runCollective(const plan::Collective &c) {
   }
 }
 
-Status Executor::loadState(const std::vector<char> &bytes) {
-  if ((int64_t)bytes.size() != checkpointStateBytes(plan_))
-    return errorf("the state has ", bytes.size(), " bytes, the plan's state ",
-                  checkpointStateBytes(plan_));
+Status Executor::loadState(const std::vector<char> &bytes, bool withNvme) {
+  int64_t want = checkpointStateBytes(plan_) - (withNvme ? 0 : plan_.nvme_arena_bytes());
+  if ((int64_t)bytes.size() != want)
+    return errorf("the state has ", bytes.size(), " bytes, the plan's state ", want);
   std::memcpy(stateData(), bytes.data(), stateBytes());
   std::memcpy(host_.data.get(), bytes.data() + stateBytes(), plan_.host_state_bytes());
   derivedStateStale_ = true;
-  return loadNvme(bytes.data() + stateBytes() + plan_.host_state_bytes());
+  return withNvme ? loadNvme(bytes.data() + stateBytes() + plan_.host_state_bytes()) : Status::ok();
 }

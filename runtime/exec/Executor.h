@@ -71,12 +71,12 @@ public:
   int64_t stateBytes() const { return state_.bytes; }
   /// The state arena, then the host arena's offloaded state, then the
   /// NVMe arena.
-  Status saveState(std::vector<char> &bytes) override {
+  Status saveState(std::vector<char> &bytes, bool withNvme = true) override {
     bytes.assign(stateData(), stateData() + stateBytes());
     bytes.insert(bytes.end(), host_.data.get(), host_.data.get() + plan_.host_state_bytes());
-    return saveNvme(bytes);
+    return withNvme ? saveNvme(bytes) : Status::ok();
   }
-  Status loadState(const std::vector<char> &bytes) override;
+  Status loadState(const std::vector<char> &bytes, bool withNvme = true) override;
 
   /// Runs every instruction of |program| in order.
   Status run(const plan::Program &program) override;

@@ -37,9 +37,11 @@ public:
   /// Runs every instruction of |program| in order.
   virtual Status run(const plan::Program &program) = 0;
   /// The state arena's bytes (parameters, gradients, optimizer state), then
-  /// the host arena's offloaded state, for checkpoints and weights, and back.
-  virtual Status saveState(std::vector<char> &bytes) = 0;
-  virtual Status loadState(const std::vector<char> &bytes) = 0;
+  /// the host arena's offloaded state, then (|withNvme|) the NVMe arena's,
+  /// for checkpoints and weights, and back. Weights live in the first two:
+  /// loading them leaves the swap file alone (it may not fit in memory).
+  virtual Status saveState(std::vector<char> &bytes, bool withNvme = true) = 0;
+  virtual Status loadState(const std::vector<char> &bytes, bool withNvme = true) = 0;
   /// A plan with an NVMe arena (zcc --offload-optimizer nvme): opens rank
   /// |rank|'s swap file in |dir| (empty: the plan's nvme_path) before any
   /// program runs or state is loaded.

@@ -425,8 +425,10 @@ Status checkWeights(const plan::Plan &plan, const WeightFile &weights) {
 
 Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
                    ExecutorBase &executor, int &loaded) {
+  // Weights live in the state and host arenas: the NVMe arena stays in its
+  // file (it may be larger than memory).
   std::vector<char> state;
-  ZRT_RETURN_IF_ERROR(executor.saveState(state));
+  ZRT_RETURN_IF_ERROR(executor.saveState(state, /*withNvme=*/false));
   loaded = 0;
   std::vector<float> values;
   Status status;
@@ -459,7 +461,7 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
     }
     ++loaded;
   }
-  return executor.loadState(state);
+  return executor.loadState(state, /*withNvme=*/false);
 }
 
 } // namespace zrt
