@@ -84,11 +84,10 @@ Status SwapFile::open(const std::string &flag, const std::string &dir, int rank,
     return errorf(flag, " ", f->path_, ": cannot truncate (", std::strerror(errno), ")");
   if (::fallocate(f->fd_, 0, 0, size) != 0) {
     int e = errno;
-    if (e == EOPNOTSUPP) { // no reservation on this filesystem: a sparse file
-      if (::ftruncate(f->fd_, size) != 0)
-        return errorf(flag, " ", f->path_, ": cannot size the swap file (", std::strerror(errno),
-                      ")");
-    } else {
+    // No reservation on this filesystem: a sparse file of the size.
+    if (e == EOPNOTSUPP && ::ftruncate(f->fd_, size) != 0)
+      e = errno;
+    if (e != EOPNOTSUPP) {
       struct statvfs vfs;
       std::string free = ::statvfs(dir.c_str(), &vfs) == 0
                              ? bytesText((int64_t)vfs.f_bavail * (int64_t)vfs.f_frsize)
