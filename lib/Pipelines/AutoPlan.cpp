@@ -11,9 +11,13 @@
 using namespace mlir;
 
 namespace {
-/// "offload_optimizer cpu, offload_param cpu" for the stage-3 candidate.
+/// "offload_optimizer cpu, offload_param cpu" for the stage-3 candidates
+/// (cpu+param, nvme+param: the moments on the host or NVMe, the parameter
+/// shards on the host).
 std::string offloadLabel(const std::string &offload) {
-  return offload == "cpu+param" ? std::string("cpu, offload_param cpu") : offload;
+  return offload == "cpu+param"    ? std::string("cpu, offload_param cpu")
+         : offload == "nvme+param" ? std::string("nvme, offload_param cpu")
+                                   : offload;
 }
 
 std::string describe(const zcc::AutoCandidate &c) {
@@ -39,15 +43,19 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const Au
     policies = {{r.recompute, 1.0}};
   std::vector<std::pair<std::string, double>> offloads = {
       {"none", 1.0}, {"cpu", 1.25}, {"cpu+param", 1.35}};
+  // A fixed offload stays as given (nvme included: --auto searches only
+  // the none/cpu levers itself).
   if (r.offloadFixed)
-    offloads = {
-        {r.offloadOptimizer == "cpu" ? (r.offloadParam == "cpu" ? "cpu+param" : "cpu") : "none",
-         1.0}};
+    offloads = {{r.offloadOptimizer == "none"
+                     ? "none"
+                     : r.offloadOptimizer + (r.offloadParam == "cpu" ? "+param" : ""),
+                 1.0}};
   std::vector<AutoCandidate> candidates;
   for (int64_t stage : stages)
     for (auto &[policy, cost] : policies)
       for (auto &[offload, offloadCost] : offloads)
-        if ((offload == "none" || stage >= 1) && (offload != "cpu+param" || stage == 3))
+        if ((offload == "none" || stage >= 1) &&
+            (!StringRef(offload).ends_with("+param") || stage == 3))
           candidates.push_back({stage, policy, offload,
                                 cost * offloadCost * (stage == 3 ? 1.1 : 1.0) + stage * 1e-3});
   llvm::stable_sort(candidates,

@@ -1090,8 +1090,11 @@ int main(int argc, char **argv) {
           zcc::Settings T = S;
           T.zeroStage = c.stage;
           T.recompute = c.recompute;
-          T.offloadOptimizer = c.offload == "none" ? "none" : "cpu";
-          T.offloadParam = c.offload == "cpu+param" ? "cpu" : "none";
+          StringRef offload = c.offload;
+          T.offloadOptimizer = offload.starts_with("nvme") ? "nvme"
+                               : offload == "none"         ? "none"
+                                                           : "cpu";
+          T.offloadParam = offload.ends_with("+param") ? "cpu" : "none";
           return compile(m, T, c.recompute);
         },
         devicePeak, llvm::errs());
