@@ -28,12 +28,13 @@ std::string describe(const zcc::AutoCandidate &c) {
 
 FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const AutoPlanRequest &r,
                                                      CompileCandidate compile, PlannedPeak peak,
-                                                     llvm::raw_ostream &log) {
+                                                     PlannedPeak hostPeak, llvm::raw_ostream &log) {
   // Estimated step time, relative to the plain plan: recompute selective
   // ~5% and layer ~33% more compute; offloading the optimizer (stages 1-3)
   // ~25% (PCIe copies and a CPU AdamW where the GPU would otherwise wait),
   // and stage 3's parameter shards too ~35%; stage 3 ~10% more
-  // communication than stages 0-2.
+  // communication than stages 0-2. The optimizer state on NVMe (only with
+  // --nvme-path) ~60%: the moments cross the disk twice a step.
   std::vector<int64_t> stages = {r.stage};
   if (!r.stageFixed && r.worldSize > 1)
     stages = {0, 1, 2, 3};
@@ -43,6 +44,8 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const Au
     policies = {{r.recompute, 1.0}};
   std::vector<std::pair<std::string, double>> offloads = {
       {"none", 1.0}, {"cpu", 1.25}, {"cpu+param", 1.35}};
+  if (r.nvme)
+    offloads.insert(offloads.end(), {{"nvme", 1.6}, {"nvme+param", 1.7}});
   // A fixed offload stays as given (nvme included: --auto searches only
   // the none/cpu levers itself).
   if (r.offloadFixed)
@@ -67,23 +70,43 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const Au
     if (failed(compile(*m, c)))
       return failure();
     c.peak = peak(*m);
-    if (!smallest || c.peak < smallest->peak)
+    c.hostPeak = hostPeak(*m);
+    bool hostFits = !r.hostBudget || c.hostPeak <= r.hostBudget;
+    if (hostFits && (!smallest || c.peak < smallest->peak))
       smallest = &c;
-    bool fits = c.peak <= r.budget;
-    log << "zcc: --auto: " << describe(c) << ": " << zrt::showByteSize(c.peak)
-        << (fits ? " fits" : " does not fit") << "\n";
+    bool fits = c.peak <= r.budget && hostFits;
+    log << "zcc: --auto: " << describe(c) << ": " << zrt::showByteSize(c.peak);
+    if (r.hostBudget)
+      log << ", host " << zrt::showByteSize(c.hostPeak);
+    log << (fits ? " fits" : " does not fit") << "\n";
     if (!fits)
       continue;
     log << "zcc: --auto: chose " << describe(c) << ": the fastest of " << candidates.size()
-        << " candidates whose planned peak fits " << zrt::showByteSize(r.budget) << "\n";
+        << " candidates whose planned peak fits " << zrt::showByteSize(r.budget);
+    if (r.hostBudget)
+      log << " (host " << zrt::showByteSize(r.hostBudget) << ")";
+    log << "\n";
     (*m)->setAttr(
         "zero.auto",
         Builder(m->getContext()).getStringAttr(describe(c) + ": the fastest candidate that fits"));
     return m;
   }
+  if (!smallest) { // every candidate's host arena is over the host budget
+    log << "zcc: error: --auto: no plan fits --host-memory-budget "
+        << zrt::showByteSize(r.hostBudget) << " of pinned host memory"
+        << (r.nvme ? ""
+                   : "; give --nvme-path DIR so that --auto may keep the optimizer state "
+                     "on NVMe, or raise the host budget")
+        << "\n";
+    return failure();
+  }
   log << "zcc: error: --auto: no plan fits --memory-budget " << zrt::showByteSize(r.budget)
       << ": the smallest (" << describe(*smallest) << ") needs "
       << zrt::showByteSize(smallest->peak) << ", " << zrt::showByteSize(smallest->peak - r.budget)
-      << " more; raise the budget, add ranks (--world-size), or lower --micro-batch\n";
+      << " more; raise the budget, add ranks (--world-size), or lower --micro-batch"
+      << (r.hostBudget && !r.nvme ? "; or give --nvme-path DIR so that --auto may keep the "
+                                    "optimizer state on NVMe, off the host budget"
+                                  : "")
+      << "\n";
   return failure();
 }

@@ -35,6 +35,8 @@ Status zrt::loadRunPlan(const RunOptions &options, plan::Plan &plan) {
   ZRT_RETURN_IF_ERROR(loadPlan(options.plan, plan));
   if (options.memoryBudget > 0)
     plan.set_memory_budget(options.memoryBudget);
+  if (options.hostMemoryBudget > 0)
+    plan.set_host_memory_budget(options.hostMemoryBudget);
   return Status::ok();
 }
 
@@ -75,6 +77,16 @@ Status zrt::makeExecutor(const RunOptions &options, const plan::Plan &plan, int 
                     ", more than --memory-budget ", showByteSize(plan.memory_budget()),
                     "; compile with zcc --memory-budget SIZE --auto for a plan that fits");
   }
+  if (plan.host_memory_budget() > 0 && plan.host_arena_bytes() > plan.host_memory_budget())
+    return errorf("the plan needs ", showByteSize(plan.host_arena_bytes()),
+                  " of pinned host memory per rank (offloaded state and its staging buffers), "
+                  "more than --host-memory-budget ",
+                  showByteSize(plan.host_memory_budget()),
+                  plan.nvme_arena_bytes() > 0
+                      ? "; compile with a smaller zcc --nvme-chunk (the host holds a few chunks "
+                        "of the update at a time)"
+                      : "; compile with zcc --offload-optimizer nvme (or --auto --nvme-path DIR) "
+                        "to keep the optimizer state on disk");
   Status status = Status::ok();
   std::unique_ptr<ExecutorBase> executor;
   if (cuda)

@@ -39,14 +39,15 @@ using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 
 /// The options every command takes.
 struct RunOptions {
-  std::string plan;         // PLAN
-  NamedFiles data;          // --data NAME=FILE.npy
-  std::string weights;      // --weights MODEL.onnx (empty: the plan's)
-  int64_t memoryBudget = 0; // --memory-budget (0: the plan's)
-  std::string backend;      // --backend cpu|cuda (empty: the plan's target)
-  CudaOptions cuda;         // --cuda-graphs, --offload-chunk
-  bool printMemory = false; // --print-memory
-  std::string nvmePath;     // --nvme-path DIR (empty: the plan's)
+  std::string plan;             // PLAN
+  NamedFiles data;              // --data NAME=FILE.npy
+  std::string weights;          // --weights MODEL.onnx (empty: the plan's)
+  int64_t memoryBudget = 0;     // --memory-budget (0: the plan's)
+  int64_t hostMemoryBudget = 0; // --host-memory-budget (0: the plan's)
+  std::string backend;          // --backend cpu|cuda (empty: the plan's target)
+  CudaOptions cuda;             // --cuda-graphs, --offload-chunk
+  bool printMemory = false;     // --print-memory
+  std::string nvmePath;         // --nvme-path DIR (empty: the plan's)
 };
 
 /// Bytes of the arenas one rank allocates (what ExecutorBase::allocatedBytes

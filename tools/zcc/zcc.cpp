@@ -275,6 +275,12 @@ static cl::opt<std::string> memoryBudget(
     cl::desc("the most device memory a rank may use, e.g. 16GiB or 1.5GB: recorded in the plan "
              "(zrun refuses to exceed it); with --auto, zcc picks a plan that fits"),
     cl::value_desc("SIZE"), cl::init(""), cl::cat(zccCategory));
+static cl::opt<std::string> hostMemoryBudget(
+    "host-memory-budget",
+    cl::desc("the most pinned host memory a rank may use for offloaded state and its staging "
+             "buffers (the host arena), e.g. 32GiB: recorded in the plan (zrun refuses to exceed "
+             "it); with --auto, an offload that does not fit it moves to NVMe (--nvme-path)"),
+    cl::value_desc("SIZE"), cl::init(""), cl::cat(zccCategory));
 static cl::opt<bool> autoPlan(
     "auto",
     cl::desc("with --memory-budget: the fastest ZeRO stage (with --world-size > 1) and "
@@ -766,8 +772,9 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: --nvme-chunk " << S.nvmeChunk << ": expected a positive count\n";
     return 2;
   }
-  if (S.offloadOptimizer != "nvme" && !S.nvmePath.empty()) {
-    llvm::errs() << "zcc: error: --nvme-path goes with --offload-optimizer nvme\n";
+  if (S.offloadOptimizer != "nvme" && !S.nvmePath.empty() && !autoPlan) {
+    llvm::errs() << "zcc: error: --nvme-path goes with --offload-optimizer nvme (or --auto, which "
+                    "may choose it)\n";
     return 2;
   }
   if (S.offloadParam != "none" && S.offloadParam != "cpu") {
@@ -824,6 +831,15 @@ int main(int argc, char **argv) {
     if (!budget || *budget <= 0) {
       llvm::errs() << "zcc: error: --memory-budget '" << memoryBudget
                    << "': expected a size such as 16GiB, 1.5GB or 4096\n";
+      return 2;
+    }
+  }
+  std::optional<int64_t> hostBudget;
+  if (!hostMemoryBudget.empty()) {
+    hostBudget = zrt::parseByteSize(hostMemoryBudget);
+    if (!hostBudget || *hostBudget <= 0) {
+      llvm::errs() << "zcc: error: --host-memory-budget '" << hostMemoryBudget
+                   << "': expected a size such as 32GiB, 1.5GB or 4096\n";
       return 2;
     }
   }
@@ -1067,11 +1083,20 @@ int main(int argc, char **argv) {
       llvm::errs() << "zcc: warning: the plan needs " << zrt::showByteSize(devicePeak(*module))
                    << " per rank, more than --memory-budget " << zrt::showByteSize(*budget)
                    << ": zrun will refuse it; zcc --auto picks a plan that fits\n";
+    if (hostBudget && emit != EmitKind::Mlir && arenaBytes(*module, "host") > *hostBudget)
+      llvm::errs() << "zcc: warning: the plan needs "
+                   << zrt::showByteSize(arenaBytes(*module, "host"))
+                   << " of pinned host memory per rank, more than --host-memory-budget "
+                   << zrt::showByteSize(*hostBudget)
+                   << ": zrun will refuse it; --offload-optimizer nvme keeps the optimizer state "
+                      "on disk, and zcc --auto with --nvme-path picks a plan that fits\n";
   } else {
     // --auto (lib/Pipelines/AutoPlan.cpp): what the flags or the DeepSpeed
     // config fixed stays; the rest is searched.
     zcc::AutoPlanRequest request;
     request.budget = *budget;
+    request.hostBudget = hostBudget.value_or(0);
+    request.nvme = !S.nvmePath.empty();
     request.worldSize = S.worldSize;
     request.stage = S.zeroStage;
     request.recompute = S.recompute;
@@ -1097,13 +1122,15 @@ int main(int argc, char **argv) {
           T.offloadParam = offload.ends_with("+param") ? "cpu" : "none";
           return compile(m, T, c.recompute);
         },
-        devicePeak, llvm::errs());
+        devicePeak, [&](ModuleOp m) { return arenaBytes(m, "host"); }, llvm::errs());
     if (failed(chosen))
       return 1;
     module = std::move(*chosen);
   }
   if (budget)
     (*module)->setAttr("zero.memory_budget", Builder(&context).getI64IntegerAttr(*budget));
+  if (hostBudget)
+    (*module)->setAttr("zero.host_memory_budget", Builder(&context).getI64IntegerAttr(*hostBudget));
   // zrun's plan validator holds every arena to zrt::kMaxArenaBytes: a plan
   // that needs more is refused here, with its size, not written for zrun to
   // call invalid.

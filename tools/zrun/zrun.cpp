@@ -134,6 +134,21 @@ void addCommon(CLI::App *cmd, Common &c, const std::string &planHelp) {
             return std::string();
           },
           ""));
+  cmd->add_option("--host-memory-budget", c.run.hostMemoryBudget,
+                  "pinned host memory a rank may use for offloaded state, e.g. 32GiB (default: "
+                  "the plan's, from zcc --host-memory-budget); refused if exceeded")
+      ->type_name("SIZE")
+      ->check(check("a size such as 32GiB, 1.5GB or 4096",
+                    [](const std::string &v) {
+                      std::optional<int64_t> bytes = parseByteSize(v);
+                      return bytes && *bytes > 0;
+                    }))
+      ->transform(CLI::Validator(
+          [](std::string &v) {
+            v = std::to_string(*parseByteSize(v));
+            return std::string();
+          },
+          ""));
   cmd->add_option("--weights", c.run.weights,
                   "initial weights: this ONNX model's initializers, or safetensors (a Hugging "
                   "Face checkpoint folder, sharded or not, or one file; F32/BF16/F16) by tensor "

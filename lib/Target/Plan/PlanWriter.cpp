@@ -80,6 +80,8 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     plan.add_command(arg);
   if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
     plan.set_memory_budget(budget.getInt());
+  if (auto budget = module->getAttrOfType<IntegerAttr>("zero.host_memory_budget"))
+    plan.set_host_memory_budget(budget.getInt());
   auto arenaBytes = [&](StringRef arena) -> int64_t {
     auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + arena + "_arena_bytes").str());
     return attr ? attr.getInt() : -1;

@@ -497,6 +497,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
     row("memory budget", budget.getInt(),
         "zcc/zrun --memory-budget (the CUDA backend adds a 32 MiB cuBLASLt workspace)");
+  if (auto budget = module->getAttrOfType<IntegerAttr>("zero.host_memory_budget"))
+    row("host memory budget", budget.getInt(), "zcc/zrun --host-memory-budget (the host arena)");
   report["trainable_parameters"] = numParams;
   if (!module->getAttr("zero.buckets"))
     return finish();
