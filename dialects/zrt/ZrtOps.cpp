@@ -26,24 +26,25 @@ LogicalResult BufferOp::verify() {
   if (getOffsetAttr().getInt() < 0)
     return emitOpError("offset must be non-negative, got ") << getOffsetAttr().getInt();
   // The host arena's offloaded state (zero-offload) starts from values too;
-  // NVMe state from zeros only (the swap file starts empty).
+  // NVMe state from zeros (the moments), or a parameter shard's values
+  // (offload_param nvme: zrun writes them into the swap file at start).
   bool hasData =
       getArena() == Arena::state || getArena() == Arena::constant || getArena() == Arena::host;
   if (getArena() == Arena::nvme && getInitialValue()) {
     auto splat = dyn_cast<SplatElementsAttr>(*getInitialValue());
-    if (!splat || !isa<FloatType>(splat.getElementType()) ||
-        !splat.getSplatValue<APFloat>().isPosZero())
-      return emitOpError("NVMe buffers start at zero");
+    if (!getShardOfAttr() && (!splat || !isa<FloatType>(splat.getElementType()) ||
+                              !splat.getSplatValue<APFloat>().isPosZero()))
+      return emitOpError("NVMe buffers start at zero, or are parameter shards");
     hasData = true;
   }
   if (getInitialValue() && !hasData)
-    return emitOpError("only state, constant, host and (zero) NVMe buffers have initial values");
+    return emitOpError("only state, constant, host and NVMe buffers have initial values");
   if (auto shardOf = getShardOfAttr()) {
     auto t = cast<RankedTensorType>(getType());
-    if ((getArena() != Arena::state && getArena() != Arena::host) || t.getRank() != 1 ||
-        t.getNumElements() <= 0 || shardOf.getInt() % t.getNumElements())
-      return emitOpError("a shard is a 1-D state (or offloaded host) buffer whose size divides "
-                         "shard_of");
+    if ((getArena() != Arena::state && getArena() != Arena::host && getArena() != Arena::nvme) ||
+        t.getRank() != 1 || t.getNumElements() <= 0 || shardOf.getInt() % t.getNumElements())
+      return emitOpError("a shard is a 1-D state (or offloaded host or NVMe) buffer whose size "
+                         "divides shard_of");
     if (getInitialValue() &&
         cast<ShapedType>(getInitialValue()->getType()).getNumElements() != shardOf.getInt())
       return emitOpError("a shard's initial value holds all ") << shardOf.getInt() << " elements";

@@ -375,8 +375,8 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   bf16.keys["enabled"] = flag(config.bf16Enabled, /*allowAuto=*/true);
   bf16.ignored["immediate_grad_update"] = "";
 
-  auto offload = [&](std::optional<DeepSpeedOffload> &out, bool nvmeAllowed) {
-    return [&r, &out, nvmeAllowed](StringRef k, const json::Value &v) -> Error {
+  auto offload = [&](std::optional<DeepSpeedOffload> &out) {
+    return [&r, &out](StringRef k, const json::Value &v) -> Error {
       const json::Object *o = v.getAsObject();
       if (!o)
         return r.error(k, "expected an object, got " + Reader::show(v));
@@ -392,9 +392,6 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
           std::optional<std::string> d;
           if (Error e = r.string(key, x, d, {"none", "cpu", "nvme"}))
             return e;
-          if (*d == "nvme" && !nvmeAllowed)
-            return r.error(key, "\"nvme\" parameter offload is not supported yet; use \"cpu\" "
-                                "(offload_optimizer takes \"nvme\")");
           result.device = *d;
         } else if (name == "pin_memory") {
           std::optional<bool> b;
@@ -438,8 +435,8 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   zero.keys["contiguous_gradients"] = flag(config.contiguousGradients);
   zero.keys["reduce_scatter"] = flag(config.reduceScatter);
   zero.keys["allgather_partitions"] = flag(config.allgatherPartitions);
-  zero.keys["offload_optimizer"] = offload(config.offloadOptimizer, /*nvmeAllowed=*/true);
-  zero.keys["offload_param"] = offload(config.offloadParam, /*nvmeAllowed=*/false);
+  zero.keys["offload_optimizer"] = offload(config.offloadOptimizer);
+  zero.keys["offload_param"] = offload(config.offloadParam);
   zero.keys["mics_shard_size"] = integer(config.micsShardSize, -1);
   zero.keys["zero_hpz_partition_size"] = integer(config.hpzPartitionSize, 1);
   zero.keys["zero_quantized_weights"] = flag(config.quantizedWeights);

@@ -13,11 +13,12 @@ using namespace mlir;
 namespace {
 /// "offload_optimizer cpu, offload_param cpu" for the stage-3 candidates
 /// (cpu+param, nvme+param: the moments on the host or NVMe, the parameter
-/// shards on the host).
+/// shards on the host; nvme+nvmeparam: both on NVMe).
 std::string offloadLabel(const std::string &offload) {
-  return offload == "cpu+param"    ? std::string("cpu, offload_param cpu")
-         : offload == "nvme+param" ? std::string("nvme, offload_param cpu")
-                                   : offload;
+  return offload == "cpu+param"        ? std::string("cpu, offload_param cpu")
+         : offload == "nvme+param"     ? std::string("nvme, offload_param cpu")
+         : offload == "nvme+nvmeparam" ? std::string("nvme, offload_param nvme")
+                                       : offload;
 }
 
 std::string describe(const zcc::AutoCandidate &c) {
@@ -34,7 +35,8 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const Au
   // ~25% (PCIe copies and a CPU AdamW where the GPU would otherwise wait),
   // and stage 3's parameter shards too ~35%; stage 3 ~10% more
   // communication than stages 0-2. The optimizer state on NVMe (only with
-  // --nvme-path) ~60%: the moments cross the disk twice a step.
+  // --nvme-path) ~60%: the moments cross the disk twice a step; the
+  // parameter shards too ~90% (read for every gather).
   std::vector<int64_t> stages = {r.stage};
   if (!r.stageFixed && r.worldSize > 1)
     stages = {0, 1, 2, 3};
@@ -45,20 +47,22 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const Au
   std::vector<std::pair<std::string, double>> offloads = {
       {"none", 1.0}, {"cpu", 1.25}, {"cpu+param", 1.35}};
   if (r.nvme)
-    offloads.insert(offloads.end(), {{"nvme", 1.6}, {"nvme+param", 1.7}});
+    offloads.insert(offloads.end(), {{"nvme", 1.6}, {"nvme+param", 1.7}, {"nvme+nvmeparam", 1.9}});
   // A fixed offload stays as given (nvme included: --auto searches only
   // the none/cpu levers itself).
   if (r.offloadFixed)
     offloads = {{r.offloadOptimizer == "none"
                      ? "none"
-                     : r.offloadOptimizer + (r.offloadParam == "cpu" ? "+param" : ""),
+                     : r.offloadOptimizer + (r.offloadParam == "cpu"    ? "+param"
+                                             : r.offloadParam == "nvme" ? "+nvmeparam"
+                                                                        : ""),
                  1.0}};
   std::vector<AutoCandidate> candidates;
   for (int64_t stage : stages)
     for (auto &[policy, cost] : policies)
       for (auto &[offload, offloadCost] : offloads)
         if ((offload == "none" || stage >= 1) &&
-            (!StringRef(offload).ends_with("+param") || stage == 3))
+            (!StringRef(offload).ends_with("param") || stage == 3))
           candidates.push_back({stage, policy, offload,
                                 cost * offloadCost * (stage == 3 ? 1.1 : 1.0) + stage * 1e-3});
   llvm::stable_sort(candidates,

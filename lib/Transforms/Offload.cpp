@@ -60,6 +60,21 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       }
       const int64_t n = type.getNumElements();
       OpBuilder ob(op);
+      // offload_param nvme: the parameter shard is read from the file into
+      // a host temporary (the chunks are views of it), and the chunks' new
+      // values, concatenated on the host, are written back in place.
+      Value param = adam.getParam();
+      GlobalOp gp = nvmeGlobal(param);
+      StoreOp sp = gp ? onlyStoreInto(adam.getNewParam(), gp) : StoreOp();
+      if (gp && !sp) {
+        result.push_back(op);
+        continue;
+      }
+      if (gp) {
+        auto read = TransferOp::create(ob, op->getLoc(), param, /*to_host=*/true);
+        read->setAttr("zero.nvme", b.getUnitAttr());
+        param = read;
+      }
       SmallVector<Value> pieces;
       for (int64_t at = 0, k = 0; at < n; at += nvmeChunk, ++k) {
         int64_t len = std::min<int64_t>(nvmeChunk, n - at);
@@ -86,7 +101,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         };
         GlobalOp mk = chunkGlobal(gm), vk = chunkGlobal(gv);
         SmallVector<Value> operands(op->getOperands());
-        operands[0] = slice(adam.getParam());
+        operands[0] = slice(param);
         operands[1] = slice(adam.getGrad());
         operands[2] = LoadOp::create(ob, op->getLoc(), chunkType,
                                      FlatSymbolRefAttr::get(mk.getSymNameAttr()));
@@ -104,8 +119,15 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         pieces.push_back(update->getResult(0));
         result.push_back(update);
       }
-      Value joined = ConcatOp::create(ob, op->getLoc(), type, pieces, b.getI64IntegerAttr(0));
-      adam.getNewParam().replaceAllUsesWith(joined);
+      auto joined = ConcatOp::create(ob, op->getLoc(), type, pieces, b.getI64IntegerAttr(0));
+      adam.getNewParam().replaceAllUsesWith(joined.getResult());
+      if (gp) {
+        joined->setAttr("zero.on_host", b.getUnitAttr());
+        OpBuilder sb(sp);
+        auto write = TransferOp::create(sb, sp.getLoc(), joined, /*to_host=*/false);
+        write->setAttr("zero.nvme", b.getUnitAttr());
+        sp->setOperand(0, write);
+      }
       Operation *loadM = adam.getM().getDefiningOp(), *loadV = adam.getV().getDefiningOp();
       sm->erase();
       sv->erase();
@@ -168,22 +190,110 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
           store->setOperand(0, wait);
         }
     }
+    // The rest (offload_param nvme's whole-shard reads, sliced into
+    // chunks, and the concatenated shard's write): a read starts before the
+    // update ahead of its first user, a write completes after the next
+    // update.
+    Block &block = apply.getBody().front();
+    auto updateBefore = [&](Operation *at) -> Operation * {
+      Operation *found = nullptr;
+      for (Operation *u : updates)
+        if (u->getBlock() == &block && u->isBeforeInBlock(at))
+          found = u;
+      return found;
+    };
+    for (auto copy : llvm::to_vector(block.getOps<TransferOp>())) {
+      if (!copy->hasAttr("zero.nvme") || copy->hasAttr("async") || copy.getResult().use_empty())
+        continue;
+      if (copy.getToHost()) {
+        Operation *first = firstUser(copy);
+        auto load = copy.getInput().getDefiningOp<LoadOp>();
+        if (!first || !load)
+          continue;
+        if (Operation *issueAt = updateBefore(first)) {
+          load->moveBefore(issueAt);
+          copy->moveBefore(issueAt);
+        }
+        copy->setAttr("async", b.getUnitAttr());
+        OpBuilder wb(first);
+        auto wait = WaitOp::create(wb, copy.getLoc(), copy, copy.getInput());
+        copy.getResult().replaceAllUsesExcept(wait, wait);
+        continue;
+      }
+      auto store = copy->hasOneUse() ? dyn_cast<StoreOp>(*copy->getUsers().begin()) : StoreOp();
+      if (!store)
+        continue;
+      Operation *waitAt = terminator;
+      for (Operation *u : updates)
+        if (u->getBlock() == &block && copy->isBeforeInBlock(u)) {
+          waitAt = u->getNextNode();
+          break;
+        }
+      copy->setAttr("async", b.getUnitAttr());
+      OpBuilder wb(waitAt);
+      auto wait = WaitOp::create(wb, store.getLoc(), copy, copy.getInput());
+      store->moveBefore(waitAt);
+      store->setOperand(0, wait);
+    }
+  }
+
+  /// The first user of |v| in its block (uses in the same block only).
+  static Operation *firstUser(Value v) {
+    Operation *first = nullptr;
+    for (Operation *user : v.getUsers()) {
+      if (user->getBlock() != v.getParentBlock())
+        return nullptr;
+      if (!first || user->isBeforeInBlock(first))
+        first = user;
+    }
+    return first;
+  }
+
+  /// offload_param nvme, outside @apply: each program's reads of parameter
+  /// shards from the swap file are async, each waited for right before the
+  /// copy to the device that uses it, and issued when the read before it is
+  /// waited for: two reads' host buffers live at a time (buffer_count 2),
+  /// and a read overlaps whatever runs between the two gathers.
+  void pipelineNvmeReads(func::FuncOp func, Builder &b) {
+    SmallVector<TransferOp> reads;
+    for (auto copy : func.getBody().front().getOps<TransferOp>())
+      if (copy->hasAttr("zero.nvme") && copy.getToHost() && !copy->hasAttr("async"))
+        reads.push_back(copy);
+    Operation *previousWait = nullptr;
+    for (TransferOp read : reads) {
+      Operation *first = firstUser(read);
+      auto load = read.getInput().getDefiningOp<LoadOp>();
+      if (!first || !load || !load->hasOneUse()) {
+        previousWait = nullptr;
+        continue;
+      }
+      if (previousWait && previousWait->isBeforeInBlock(read)) {
+        load->moveBefore(previousWait);
+        read->moveBefore(previousWait);
+      }
+      read->setAttr("async", b.getUnitAttr());
+      OpBuilder wb(first);
+      auto wait = WaitOp::create(wb, read.getLoc(), read, read.getInput());
+      read.getResult().replaceAllUsesExcept(wait, wait);
+      previousWait = wait;
+    }
   }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (device == "none" && param == "none")
       return;
-    if ((device != "cpu" && device != "nvme") || (param != "none" && param != "cpu")) {
+    if ((device != "cpu" && device != "nvme") ||
+        (param != "none" && param != "cpu" && param != "nvme")) {
       module.emitError("zero-offload: offload_optimizer '")
           << device << "' / offload_param '" << param
           << "': offload_optimizer must be cpu or nvme (offload_param needs one) and "
-             "offload_param none or cpu";
+             "offload_param none, cpu or nvme";
       return signalPassFailure();
     }
-    const bool nvme = device == "nvme";
+    const bool nvme = device == "nvme" || param == "nvme";
     if (nvme && nvmePath.empty()) {
-      module.emitError("zero-offload: device=nvme needs nvme-path (zcc --nvme-path DIR)");
+      module.emitError("zero-offload: nvme needs nvme-path (zcc --nvme-path DIR)");
       return signalPassFailure();
     }
     auto apply = module.lookupSymbol<func::FuncOp>("apply");
@@ -194,12 +304,12 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     int64_t paramsMoved = 0;
     for (auto global : module.getOps<GlobalOp>()) {
       if (global.getRole() == GlobalRole::adam_m || global.getRole() == GlobalRole::adam_v) {
-        global->setAttr(nvme ? "zero.nvme" : "zero.host", b.getUnitAttr());
+        global->setAttr(device == "nvme" ? "zero.nvme" : "zero.host", b.getUnitAttr());
         moved += global.getTensorType().getNumElements();
       }
       // offload_param: stage 3's partitioned parameter shards.
-      if (param == "cpu" && global.getRole() == GlobalRole::param && global.getShardOfAttr()) {
-        global->setAttr("zero.host", b.getUnitAttr());
+      if (param != "none" && global.getRole() == GlobalRole::param && global.getShardOfAttr()) {
+        global->setAttr(param == "nvme" ? "zero.nvme" : "zero.host", b.getUnitAttr());
         paramsMoved += global.getTensorType().getNumElements();
       }
     }
@@ -290,7 +400,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         widen->erase();
       ++copiedInBackward;
     }
-    if (nvme)
+    if (device == "nvme")
       chunkNvmeUpdates(module, optimizers, onHost);
     for (Operation *op : optimizers) {
       OpBuilder ob(op);
@@ -313,7 +423,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
           auto g = store ? module.lookupSymbol<GlobalOp>(store.getGlobalAttr()) : GlobalOp();
           if (g && g->hasAttr("zero.nvme"))
             fileUses.push_back(&use);
-          else if (!g || !g->hasAttr("zero.host"))
+          else if ((!g || !g->hasAttr("zero.host")) && !use.getOwner()->hasAttr("zero.on_host"))
             deviceUses.push_back(&use);
         }
         if (!fileUses.empty()) { // the new moments written back to the swap file
@@ -331,11 +441,13 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       ++updates;
     }
     // Device ops reading host globals (the gathers of offloaded parameter
-    // shards) read a device copy made right after the load.
+    // shards) read a device copy made right after the load; those reading
+    // NVMe globals (offload_param nvme) a device copy of a host temporary
+    // read from the file.
     for (auto func : module.getOps<func::FuncOp>()) {
       SmallVector<LoadOp> loads;
       func.walk([&](LoadOp load) {
-        if (onHost(load.getResult()))
+        if (onHost(load.getResult()) || onNvme(load.getResult()))
           loads.push_back(load);
       });
       for (LoadOp load : loads) {
@@ -349,13 +461,22 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
           continue;
         OpBuilder lb(load);
         lb.setInsertionPointAfter(load);
-        Value copy = TransferOp::create(lb, load.getLoc(), load.getResult(), /*to_host=*/false);
+        Value source = load.getResult();
+        if (onNvme(source)) {
+          auto read = TransferOp::create(lb, load.getLoc(), source, /*to_host=*/true);
+          read->setAttr("zero.nvme", b.getUnitAttr());
+          source = read;
+        }
+        Value copy = TransferOp::create(lb, load.getLoc(), source, /*to_host=*/false);
         for (OpOperand *use : deviceUses)
           use->set(copy);
       }
     }
     if (nvme) {
       pipelineNvmeCopies(apply, b);
+      for (auto func : module.getOps<func::FuncOp>())
+        if (func != apply)
+          pipelineNvmeReads(func, b);
       SmallVector<NamedAttribute> io{b.getNamedAttr("path", b.getStringAttr(nvmePath))};
       if (nvmeBlockSize > 0)
         io.push_back(b.getNamedAttr("block_size", b.getI64IntegerAttr(nvmeBlockSize)));

@@ -36,8 +36,27 @@ Status Interpreter::openNvme(const std::string &dir, int rank) {
     options.blockSize = plan_.nvme_io().block_size();
   if (plan_.nvme_io().queue_depth() > 0)
     options.queueDepth = plan_.nvme_io().queue_depth();
-  return SwapFile::open("--nvme-path", dir.empty() ? plan_.nvme_path() : dir, rank,
-                        plan_.nvme_arena_bytes(), options, nvme_);
+  ZRT_RETURN_IF_ERROR(SwapFile::open("--nvme-path", dir.empty() ? plan_.nvme_path() : dir, rank,
+                                     plan_.nvme_arena_bytes(), options, nvme_));
+  // The file starts as zeros (the moments); parameter shards kept there
+  // (offload_param nvme) start from the plan's values, this rank's part.
+  for (const plan::Buffer &b : plan_.buffers()) {
+    if (b.arena() != plan::NVME || b.view() || b.initial_data().empty())
+      continue;
+    int64_t bytes = (int64_t)b.initial_data().size(), skip = 0;
+    if (b.shard_of() != 0) {
+      bytes /= stateShards(plan_);
+      skip = bytes * stateShardOf(plan_, rank);
+    }
+    ZRT_RETURN_IF_ERROR(nvme_->write(b.offset(), b.initial_data().data() + skip, bytes));
+  }
+  return Status::ok();
+}
+
+Status Interpreter::writeNvme(int64_t offset, const char *data, int64_t bytes) {
+  if (!nvme_)
+    return errorf("the plan's NVMe state cannot be written: no swap file is open");
+  return nvme_->write(offset, data, bytes);
 }
 
 Status Interpreter::nvmeCopy(const Step &step, char *host) {

@@ -46,6 +46,9 @@ public:
   /// |rank|'s swap file in |dir| (empty: the plan's nvme_path) before any
   /// program runs or state is loaded.
   virtual Status openNvme(const std::string &dir, int rank) = 0;
+  /// Writes |bytes| at byte |offset| of the NVMe arena (the weights of
+  /// parameter shards kept there, offload_param nvme).
+  virtual Status writeNvme(int64_t offset, const char *data, int64_t bytes) = 0;
   /// The swap file openNvme opened (null without one).
   virtual const SwapFile *swapFile() const { return nullptr; }
   /// What the backend chose by measuring (zrun --gemm-tune), as lines to
@@ -104,6 +107,7 @@ public:
   const plan::Program *program(const std::string &name) const;
 
   Status openNvme(const std::string &dir, int rank) override;
+  Status writeNvme(int64_t offset, const char *data, int64_t bytes) override;
   const SwapFile *swapFile() const override { return nvme_.get(); }
 
 protected:

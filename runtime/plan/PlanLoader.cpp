@@ -181,11 +181,15 @@ Status zrt::validatePlan(const plan::Plan &p) {
         (b.arena() == plan::STATE || b.arena() == plan::CONSTANT || b.arena() == plan::NVME ||
          (b.arena() == plan::HOST && b.offset() < p.host_state_bytes())) &&
         !b.view();
-    // NVMe state starts zero-filled (the swap file is created empty).
+    // NVMe state starts zero-filled (the swap file is created empty), but
+    // for parameter shards (offload_param nvme), which start from their
+    // values (or the external weights).
     if (b.arena() == plan::NVME && !b.view() &&
-        (!b.has_fill() || b.fill() != 0.0 || b.external() || b.shard_of() != 0))
+        (b.shard_of() != 0 ? b.has_fill() || b.role() != "param"
+                           : !b.has_fill() || b.fill() != 0.0 || b.external()))
       return errorf(where(), ": NVMe state is owning and starts at zero (a fill of 0, no initial "
-                             "data, not external or sharded)");
+                             "data, not external), or is a parameter shard (with data or "
+                             "external)");
     // 16-bit buffers take a zero fill only (a bf16 gradient bucket).
     bool fillable = dtype == DType::F32 || dtype == DType::F64 ||
                     ((dtype == DType::BF16 || dtype == DType::F16) && b.fill() == 0.0);
@@ -195,16 +199,17 @@ Status zrt::validatePlan(const plan::Plan &p) {
     // A shard's initial data holds every rank's elements.
     int64_t dataBytes = bytes;
     if (b.shard_of() != 0) {
-      if ((b.arena() != plan::STATE && b.arena() != plan::HOST) || b.view() ||
-          b.shape_size() != 1 || b.shard_of() != n * shards)
+      if ((b.arena() != plan::STATE && b.arena() != plan::HOST && b.arena() != plan::NVME) ||
+          b.view() || b.shape_size() != 1 || b.shard_of() != n * shards)
         return errorf(where(),
                       ": a shard is a 1-D state buffer of shard_of / shards "
                       "elements (shard_of ",
                       b.shard_of(), ", ", n, " elements, state split over ", shards, " ranks)");
       dataBytes = bytes * shards;
     }
-    if (b.external() && ((b.arena() != plan::STATE && b.arena() != plan::HOST) || b.view() ||
-                         dtype != DType::F32 || b.has_fill() || !b.initial_data().empty()))
+    if (b.external() &&
+        ((b.arena() != plan::STATE && b.arena() != plan::HOST && b.arena() != plan::NVME) ||
+         b.view() || dtype != DType::F32 || b.has_fill() || !b.initial_data().empty()))
       return errorf(where(), ": an external weight is an owning float32 state buffer without "
                              "initial data or fill");
     if (hasData && !b.has_fill() && !b.external() && (int64_t)b.initial_data().size() != dataBytes)

@@ -34,6 +34,13 @@ inline int64_t checkpointStateBytes(const plan::Plan &p) {
   return p.state_arena_bytes() + p.host_state_bytes() + p.nvme_arena_bytes();
 }
 
+/// Where state buffer |b| starts in those bytes.
+inline int64_t stateImageOffset(const plan::Plan &p, const plan::Buffer &b) {
+  return b.offset() + (b.arena() == plan::HOST   ? p.state_arena_bytes()
+                       : b.arena() == plan::NVME ? p.state_arena_bytes() + p.host_state_bytes()
+                                                 : 0);
+}
+
 /// The ranks the plan's sharded state is split over (world size, or the
 /// mesh's group size under MiCS / HSDP), and which of those shards rank
 /// |rank| holds.

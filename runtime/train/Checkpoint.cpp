@@ -138,10 +138,9 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
     plan::CheckpointTensor *t = m.add_tensors();
     t->set_name(l.name());
     *t->mutable_shape() = l.shape();
-    // Offloaded shards (host arena) follow the state arena in a rank's bytes.
-    const plan::Buffer &bucket = plan.buffers(l.bucket());
-    t->set_state_offset(bucket.offset() +
-                        (bucket.arena() == plan::HOST ? plan.state_arena_bytes() : 0));
+    // Offloaded shards (host or NVMe arena) follow the state arena in a
+    // rank's bytes.
+    t->set_state_offset(stateImageOffset(plan, plan.buffers(l.bucket())));
     t->set_offset(l.offset());
     t->set_bucket_size(l.bucket_size());
     t->set_sharded(l.sharded());
@@ -151,12 +150,6 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
   // beside its bucket (zero-partition names them BUCKET.adam_m, ...), whole
   // or this rank's shard (stages 1-3 partition them); and the step count.
   // A rank's bytes: the state arena, the host arena's state, the NVMe arena.
-  auto stateOffset = [&](const plan::Buffer &b) {
-    return b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes()
-                         : b.arena() == plan::NVME
-                             ? plan.state_arena_bytes() + plan.host_state_bytes()
-                             : 0);
-  };
   for (const plan::ParamLayout &l : plan.params()) {
     const std::string prefix = plan.buffers(l.bucket()).name() + ".";
     for (const plan::Buffer &b : plan.buffers()) {
@@ -183,7 +176,7 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
       t->set_name(l.name());
       t->set_role(b.role());
       *t->mutable_shape() = l.shape();
-      t->set_state_offset(stateOffset(b));
+      t->set_state_offset(stateImageOffset(plan, b));
       t->set_offset(l.offset());
       t->set_bucket_size(l.bucket_size());
       t->set_sharded(n < l.bucket_size());
@@ -194,7 +187,7 @@ plan::Checkpoint describeCheckpoint(const plan::Plan &plan, uint64_t planHash) {
       plan::CheckpointTensor *t = m.add_tensors();
       t->set_name(b.name());
       t->set_role("step");
-      t->set_state_offset(b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes() : 0));
+      t->set_state_offset(stateImageOffset(plan, b));
     }
   // Samples per step: the micro-batch x accumulation steps x world size.
   if (plan.has_training())

@@ -45,16 +45,11 @@ bool isNamedWeight(const plan::Buffer &b) {
 }
 
 /// A stage-3 parameter shard (in the state arena, or offloaded to the host
-/// arena): loaded through the ParamLayouts naming it.
+/// arena or the NVMe arena): loaded through the ParamLayouts naming it.
 bool isShardedBucket(const plan::Buffer &b) {
-  return (b.arena() == plan::STATE || b.arena() == plan::HOST) && !b.view() &&
-         b.dtype() == plan::F32 && b.shard_of() != 0 && (b.external() || b.role() == "param");
-}
-
-/// Where |b| starts in a rank's state bytes (ExecutorBase::saveState: the
-/// state arena, then the host arena's offloaded state).
-int64_t stateOffset(const plan::Plan &plan, const plan::Buffer &b) {
-  return b.offset() + (b.arena() == plan::HOST ? plan.state_arena_bytes() : 0);
+  return (b.arena() == plan::STATE || b.arena() == plan::HOST || b.arena() == plan::NVME) &&
+         !b.view() && b.dtype() == plan::F32 && b.shard_of() != 0 &&
+         (b.external() || b.role() == "param");
 }
 
 template <typename Fn> void forEachNamedWeight(const plan::Plan &plan, Fn fn) {
@@ -425,8 +420,9 @@ Status checkWeights(const plan::Plan &plan, const WeightFile &weights) {
 
 Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
                    ExecutorBase &executor, int &loaded) {
-  // Weights live in the state and host arenas: the NVMe arena stays in its
-  // file (it may be larger than memory).
+  // Weights live in the state and host arenas, parameter shards on NVMe are
+  // written into the swap file a tensor at a time: the NVMe arena is never
+  // read into memory (it may be larger than memory).
   std::vector<char> state;
   ZRT_RETURN_IF_ERROR(executor.saveState(state, /*withNvme=*/false));
   loaded = 0;
@@ -456,8 +452,13 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
     if (begin < end) {
       ZRT_RETURN_IF_ERROR(weights.read(nameInFile(plan, weights, l.name(), nullptr), shape, values,
                                        begin - l.offset(), end - begin));
-      std::memcpy(state.data() + stateOffset(plan, bucket) + (begin - lo) * sizeof(float),
-                  values.data(), values.size() * sizeof(float));
+      const int64_t at = (begin - lo) * (int64_t)sizeof(float);
+      const int64_t bytes = (int64_t)(values.size() * sizeof(float));
+      if (bucket.arena() == plan::NVME) // written straight into the swap file
+        ZRT_RETURN_IF_ERROR(executor.writeNvme(
+            bucket.offset() + at, reinterpret_cast<const char *>(values.data()), bytes));
+      else
+        std::memcpy(state.data() + stateImageOffset(plan, bucket) + at, values.data(), bytes);
     }
     ++loaded;
   }

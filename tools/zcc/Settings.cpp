@@ -305,10 +305,23 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
     if (Error e = merge(s.offloadParam, flags.given("offload-param"), f.offloadParam, device,
                         "--offload-param", "zero_optimization.offload_param.device", path))
       return std::move(e);
+    // One swap-file directory serves both (zrun keeps one file a rank).
+    if (c.offloadParam->nvmePath && !c.offloadParam->nvmePath->empty()) {
+      if (s.nvmePath.empty())
+        s.nvmePath = *c.offloadParam->nvmePath;
+      else if (s.nvmePath != *c.offloadParam->nvmePath)
+        return fail(path + ": key 'zero_optimization.offload_param.nvme_path' (" +
+                    *c.offloadParam->nvmePath + ") differs from the optimizer's (" + s.nvmePath +
+                    "): zcc keeps one swap file a rank; give both the same directory");
+    }
   }
   if (s.zeroStage < 3 && c.offloadParam && c.offloadParam->device != "none")
     return fail(path + ": key 'zero_optimization.offload_param' needs stage 3 (DeepSpeed "
                        "offloads parameters only with stage 3)");
+  if (c.offloadParam && c.offloadParam->device != "none" && s.offloadOptimizer == "none")
+    return fail(path + ": key 'zero_optimization.offload_param' needs offload_optimizer too "
+                       "(device cpu or nvme): zcc runs the update where the parameter shards "
+                       "live");
   return s;
 }
 

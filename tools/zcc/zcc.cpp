@@ -308,10 +308,11 @@ static cl::opt<int64_t> nvmeChunk(
     cl::value_desc("N"), cl::init(kDefaults.nvmeChunk), cl::cat(zccCategory));
 static cl::opt<std::string> offloadParam(
     "offload-param",
-    cl::desc("stage 3, with --offload-optimizer cpu: none (default), or cpu: the partitioned "
-             "parameter shards in pinned host memory, copied to the device ahead of each "
-             "all-gather (DeepSpeed's offload_param)"),
-    cl::value_desc("none|cpu"), cl::init(kDefaults.offloadParam), cl::cat(zccCategory));
+    cl::desc("stage 3, with --offload-optimizer cpu or nvme: none (default), or cpu: the "
+             "partitioned parameter shards in pinned host memory, copied to the device ahead of "
+             "each all-gather (DeepSpeed's offload_param); nvme: in the swap files under "
+             "--nvme-path, read into host memory first (ZeRO-Infinity)"),
+    cl::value_desc("none|cpu|nvme"), cl::init(kDefaults.offloadParam), cl::cat(zccCategory));
 static cl::opt<std::string> weightsMode(
     "weights",
     cl::desc("embed (default): the plan carries the model's initial weights; external: it "
@@ -763,8 +764,10 @@ int main(int argc, char **argv) {
                     "--zero-stage\n";
     return 2;
   }
-  if (S.offloadOptimizer == "nvme" && S.nvmePath.empty()) {
-    llvm::errs() << "zcc: error: --offload-optimizer nvme needs --nvme-path DIR (the directory "
+  if ((S.offloadOptimizer == "nvme" || S.offloadParam == "nvme") && S.nvmePath.empty()) {
+    llvm::errs() << "zcc: error: --offload-"
+                 << (S.offloadOptimizer == "nvme" ? "optimizer" : "param")
+                 << " nvme needs --nvme-path DIR (the directory "
                     "of the swap files, on the NVMe drive; zrun --nvme-path can change it)\n";
     return 2;
   }
@@ -772,18 +775,20 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: --nvme-chunk " << S.nvmeChunk << ": expected a positive count\n";
     return 2;
   }
-  if (S.offloadOptimizer != "nvme" && !S.nvmePath.empty() && !autoPlan) {
-    llvm::errs() << "zcc: error: --nvme-path goes with --offload-optimizer nvme (or --auto, which "
-                    "may choose it)\n";
+  if (S.offloadOptimizer != "nvme" && S.offloadParam != "nvme" && !S.nvmePath.empty() &&
+      !autoPlan) {
+    llvm::errs() << "zcc: error: --nvme-path goes with --offload-optimizer nvme or --offload-param "
+                    "nvme (or --auto, which may choose it)\n";
     return 2;
   }
-  if (S.offloadParam != "none" && S.offloadParam != "cpu") {
-    llvm::errs() << "zcc: error: --offload-param '" << S.offloadParam << "': expected none or cpu"
-                 << (S.offloadParam == "nvme" ? " (NVMe offload is a later step)" : "") << "\n";
+  if (S.offloadParam != "none" && S.offloadParam != "cpu" && S.offloadParam != "nvme") {
+    llvm::errs() << "zcc: error: --offload-param '" << S.offloadParam
+                 << "': expected none, cpu or nvme\n";
     return 2;
   }
-  if (S.offloadParam == "cpu" && (S.zeroStage != 3 || S.offloadOptimizer == "none")) {
-    llvm::errs() << "zcc: error: --offload-param cpu needs ZeRO stage 3 (as DeepSpeed's "
+  if (S.offloadParam != "none" && (S.zeroStage != 3 || S.offloadOptimizer == "none")) {
+    llvm::errs() << "zcc: error: --offload-param " << S.offloadParam
+                 << " needs ZeRO stage 3 (as DeepSpeed's "
                     "offload_param) and --offload-optimizer cpu or nvme (the update runs where "
                     "the parameters live)\n";
     return 2;
@@ -1015,7 +1020,9 @@ int main(int argc, char **argv) {
     o.nvmeBlockSize = S.nvmeBlockSize;
     o.nvmeQueueDepth = S.nvmeQueueDepth;
     o.nvmeChunk = S.nvmeChunk;
-    o.offloadParam = S.offloadParam == "cpu" ? zcc::OffloadDevice::CPU : zcc::OffloadDevice::None;
+    o.offloadParam = S.offloadParam == "cpu"    ? zcc::OffloadDevice::CPU
+                     : S.offloadParam == "nvme" ? zcc::OffloadDevice::NVMe
+                                                : zcc::OffloadDevice::None;
     o.optimizer = S.optimizer == "sgd" ? zcc::OptimizerKind::SGD : zcc::OptimizerKind::AdamW;
     o.lr = S.lr;
     o.momentum = S.momentum;
@@ -1119,7 +1126,9 @@ int main(int argc, char **argv) {
           T.offloadOptimizer = offload.starts_with("nvme") ? "nvme"
                                : offload == "none"         ? "none"
                                                            : "cpu";
-          T.offloadParam = offload.ends_with("+param") ? "cpu" : "none";
+          T.offloadParam = offload.ends_with("+nvmeparam") ? "nvme"
+                           : offload.ends_with("+param")   ? "cpu"
+                                                           : "none";
           return compile(m, T, c.recompute);
         },
         devicePeak, [&](ModuleOp m) { return arenaBytes(m, "host"); }, llvm::errs());

@@ -24,7 +24,7 @@
 namespace zcc {
 
 struct DeepSpeedOffload {
-  std::string device = "none"; // none, cpu, nvme (offload_optimizer; offload_param refuses it)
+  std::string device = "none"; // none, cpu, nvme
   bool pinMemory = false;
   std::optional<std::string> nvmePath; // nvme_path
 };

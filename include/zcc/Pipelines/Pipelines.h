@@ -175,7 +175,8 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
       *this, "offload-param", llvm::cl::desc("stage 3: the parameter shards"),
       llvm::cl::init(OffloadDevice::None),
       llvm::cl::values(clEnumValN(OffloadDevice::None, "none", "on the device"),
-                       clEnumValN(OffloadDevice::CPU, "cpu", "pinned host memory"))};
+                       clEnumValN(OffloadDevice::CPU, "cpu", "pinned host memory"),
+                       clEnumValN(OffloadDevice::NVMe, "nvme", "swap files on NVMe"))};
   Opt<OptimizerKind> optimizer{
       *this, "optimizer", llvm::cl::desc("the optimizer"), llvm::cl::init(OptimizerKind::AdamW),
       llvm::cl::values(clEnumValN(OptimizerKind::AdamW, "adamw", "PyTorch's AdamW"),

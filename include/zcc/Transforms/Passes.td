@@ -505,6 +505,12 @@ def ZeroOffload : Pass<"zero-offload", "mlir::ModuleOp"> {
     into host temporaries (`zero.transfer` marked `zero.nvme`, a copy from
     the file) and its new moments are written back (a transfer into the
     NVMe global); the rest is the cpu offload's.
+
+    `param=nvme` (stage 3): the partitioned parameter shards live in the NVMe
+    arena too. Every program reads a shard from the file into a host
+    temporary and copies it to the device before its all-gather (the read
+    issued one read ahead, async); `@apply` reads it for the host update and
+    writes the new shard back (in chunks, with the moments, when chunked).
   }];
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"none\"", "none, cpu or nvme">,
@@ -519,8 +525,9 @@ def ZeroOffload : Pass<"zero-offload", "mlir::ModuleOp"> {
            "chunk's moments are read while the previous chunk updates, and written back "
            "while the next one does">,
     Option<"param", "param", "std::string", /*default=*/"\"none\"",
-           "offload_param: none or cpu (stage 3: partitioned parameter shards live on the "
-           "host, copied to the device before each all-gather, which prefetch moves ahead)">,
+           "offload_param: none, cpu or nvme (stage 3: partitioned parameter shards live on "
+           "the host, copied to the device before each all-gather, which prefetch moves "
+           "ahead; nvme: in the swap file, read into host memory first)">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }

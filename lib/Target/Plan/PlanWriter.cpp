@@ -133,7 +133,9 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     StringRef role = buffer.getRole() ? *buffer.getRole() : "";
     bool weight =
         (buffer.getArena() == zcc::zrt::Arena::state ||
-         (buffer.getArena() == zcc::zrt::Arena::host && buffer.getShardOfAttr())) &&
+         ((buffer.getArena() == zcc::zrt::Arena::host ||
+           buffer.getArena() == zcc::zrt::Arena::nvme) &&
+          buffer.getShardOfAttr())) &&
         !buffer.getView() && type.getElementType().isF32() && buffer.getInitialValueAttr() &&
         (buffer.getTrainable() || role == "buffer" || (role == "param" && buffer.getShardOfAttr()));
     // With an export record, a frozen buffer that is no parameter of the

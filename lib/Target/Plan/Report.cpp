@@ -291,10 +291,11 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   std::vector<std::pair<int64_t, int64_t>> copyRanges; // param_copy buffers: offset, raw bytes
   // adam_m / adam_v buffers: a bucket's and its members' (zero-optimizer-in-backward).
   std::vector<std::pair<int64_t, int64_t>> momentRanges;
-  int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0, nvmeOptimizer = 0;
+  int64_t hostOptimizer = 0, hostParams = 0, hostGrads = 0, nvmeOptimizer = 0, nvmeParams = 0;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
     if (buffer.getArena() == zcc::zrt::Arena::nvme && !buffer.getView())
-      nvmeOptimizer += storageBytes(buffer.getType());
+      (buffer.getRole() && *buffer.getRole() == "param" ? nvmeParams : nvmeOptimizer) +=
+          storageBytes(buffer.getType());
     if (buffer.getArena() == zcc::zrt::Arena::host && !buffer.getView() && buffer.getRole())
       (*buffer.getRole() == "param"  ? hostParams
        : *buffer.getRole() == "grad" ? hostGrads
@@ -471,8 +472,12 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     // ZeRO-Infinity: the swap file's size, and what the steps move through it.
     auto where = module->getAttrOfType<DictionaryAttr>("zero.nvme");
     auto path = where ? where.getAs<StringAttr>("path") : StringAttr();
-    row("optimizer state (NVMe)", nvmeOptimizer,
-        "AdamW moments in a swap file per rank (--offload-optimizer nvme)");
+    if (nvmeParams > 0)
+      row("parameters (NVMe)", nvmeParams,
+          "stage-3 shards in the swap file (--offload-param nvme)");
+    if (nvmeOptimizer > 0)
+      row("optimizer state (NVMe)", nvmeOptimizer,
+          "AdamW moments in a swap file per rank (--offload-optimizer nvme)");
     row("NVMe per rank", nvme,
         ("swap file zcc-rank<R>.swap under " + (path ? path.getValue() : StringRef("?"))).str());
     TypeMap nvmeBuffers;
@@ -491,8 +496,12 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
           writeBytes += times * storageBytes(t);
       }
     }
-    row("NVMe read per step", readBytes, "swap file -> pinned host memory, for the host update");
-    row("NVMe written per step", writeBytes, "the updated moments back to the swap file");
+    row("NVMe read per step", readBytes,
+        nvmeParams > 0 ? "swap file -> pinned host memory, for the gathers and the host update"
+                       : "swap file -> pinned host memory, for the host update");
+    row("NVMe written per step", writeBytes,
+        nvmeParams > 0 ? "the updated shards back to the swap file"
+                       : "the updated moments back to the swap file");
   }
   if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
     row("memory budget", budget.getInt(),
@@ -536,7 +545,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   // trainable parameters grouped by module).
   std::optional<DeepSpeedEstimate> ds =
       deepspeedEstimate((int)stage, psi, (double)largestLayerParams(trainableNames), world,
-                        hostOptimizer + nvmeOptimizer > 0, hostParams > 0);
+                        hostOptimizer + nvmeOptimizer > 0, hostParams + nvmeParams > 0);
   if (ds) {
     os << llvm::format(
         "    DeepSpeed's estimator %14.0f B  (%s: %s, N = %lld GPUs%s; zcc's model "
@@ -555,18 +564,18 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     os << "    DeepSpeed's estimator: none for stage 0 (its estimators cover ZeRO stages 1-3)\n";
   }
   report["model_states"] = std::move(states);
-  if (hostOptimizer + nvmeOptimizer + hostParams > 0) {
-    // Offload: the moments (and stage-3 parameter shards) are on the host;
-    // the device keeps the rest of the formula.
-    bool paramsOff = hostParams > 0;
-    os << llvm::format("    zcc formula, offloaded %14.0f B  (on the device: %s; %s: the "
-                       "moments%s, %0.f B)\n",
+  if (hostOptimizer + nvmeOptimizer + hostParams + nvmeParams > 0) {
+    // Offload: the moments (and stage-3 parameter shards) are on the host
+    // or NVMe; the device keeps the rest of the formula.
+    bool paramsOff = hostParams + nvmeParams > 0;
+    std::string where = nvmeOptimizer > 0 ? "on NVMe: the moments" : "on the host: the moments";
+    if (paramsOff)
+      where += (nvmeParams > 0) == (nvmeOptimizer > 0) ? " and parameter shards"
+               : nvmeParams > 0                        ? "; on NVMe: the parameter shards"
+                                                       : "; on the host: the parameter shards";
+    os << llvm::format("    zcc formula, offloaded %14.0f B  (on the device: %s; %s, %0.f B)\n",
                        formula(paramsOff ? 0 : 4, 4, 0),
-                       paramsOff ? "gradient shards" : "parameters and gradients",
-                       nvmeOptimizer > 0 ? "on NVMe" : "on the host",
-                       !paramsOff          ? ""
-                       : nvmeOptimizer > 0 ? "; on the host: the parameter shards"
-                                           : " and parameter shards",
+                       paramsOff ? "gradient shards" : "parameters and gradients", where.c_str(),
                        formula(paramsOff ? 4 : 0, 0, 8));
   }
 

@@ -208,6 +208,17 @@ def async_state_copy(p):
 case("nvme-without-path", "an NVMe arena but no nvme_path",
      lambda p: setattr(p, "nvme_arena_bytes", 4096))
 case("nvme-nonzero-fill", "NVMe state is owning and starts at zero", lambda p: nvme_buffer(p, 1.0))
+
+
+def nvme_shard_not_param(p):
+    """A sharded NVMe buffer with values that is no parameter shard."""
+    b = p.buffers[nvme_buffer(p)]
+    b.ClearField("fill")
+    b.shard_of, b.role, b.initial_data = 4, "adam_m", bytes(16)
+
+
+case("nvme-shard-not-param", "or is a parameter shard (with data or external)",
+     nvme_shard_not_param)
 case("nvme-kernel-operand", "which is in the NVMe arena (copy it to the host first)",
      nvme_into_kernel)
 case("nvme-to-device", "the NVMe arena is read and written from the host arena only",
