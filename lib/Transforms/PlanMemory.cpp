@@ -38,8 +38,11 @@ namespace {
 /// selective recompute program order is 34% above it.
 class ArenaPlanner {
 public:
+  /// Every block (so every offset) a multiple of |alignment| bytes.
+  explicit ArenaPlanner(int64_t alignment = kArenaAlignment) : alignment(alignment) {}
   int open(int64_t bytes, int64_t first) {
-    blocks.push_back({alignArena(std::max<int64_t>(bytes, 1)), first, INT64_MAX});
+    int64_t size = std::max<int64_t>(bytes, 1);
+    blocks.push_back({(size + alignment - 1) / alignment * alignment, first, INT64_MAX});
     return blocks.size() - 1;
   }
   void close(int id, int64_t last) { blocks[id].last = last; }
@@ -97,6 +100,7 @@ private:
     return top;
   }
 
+  int64_t alignment;
   SmallVector<Block> blocks;
   SmallVector<int64_t> offsets_;
   int64_t peak = 0;
@@ -309,7 +313,10 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         lastUse[root] = std::max(lastUse.lookup(root), at);
       }
 
-    ArenaPlanner device, host;
+    // With a swap file, host temporaries are 4 KiB-aligned: the NVMe copies
+    // into and out of them go straight to the file (O_DIRECT), not through
+    // the runtime's bounce buffer a block at a time.
+    ArenaPlanner device, host(module->hasAttr("zero.nvme") ? kNvmeAlignment : kArenaAlignment);
     DenseMap<Value, int> deviceBlock; // live roots in the device arena -> block
     DenseMap<Value, int> hostBlock;   // live roots in the host arena (offload) -> block
     // Where each result goes, resolved once the arenas are packed.
@@ -479,6 +486,8 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       global->setAttr("zero.offset", b.getI64IntegerAttr(bytes));
       bytes += alignArena(storageBytes(global.getType()));
     }
+    if (module->hasAttr("zero.nvme")) // the host temporaries after it, 4 KiB-aligned
+      hostStateBytes = alignNvme(hostStateBytes);
     for (auto global : module.getOps<GlobalOp>()) {
       auto bucketName = global.getBucketAttr();
       if (!bucketName)

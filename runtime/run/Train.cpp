@@ -7,8 +7,10 @@
 #include "launch/Launch.h"
 #include "observe/MemoryMap.h"
 #include "plan/PlanLoader.h"
+#include "support/ByteSize.h"
 #include "support/Files.h"
 #include "support/Signals.h" // signalName
+#include "support/SwapFile.h"
 #include "train/Checkpoint.h"
 #include "train/Dashboard.h"
 #include "train/Data.h"
@@ -273,6 +275,12 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     if (rank == 0 && t.profile)
       printProfile(plan, executor->profile(),
                    std::max<int64_t>(1, t.steps - trainer->firstStep() - 1));
+    if (const SwapFile *f = executor->swapFile(); f && rank == 0)
+      std::fprintf(stderr,
+                   "zrun: NVMe: rank 0 read %s and wrote %s of its swap file (%s of it "
+                   "through the bounce buffer: unaligned)\n",
+                   showByteSize(f->bytesRead()).c_str(), showByteSize(f->bytesWritten()).c_str(),
+                   showByteSize(f->bytesBounced()).c_str());
     return Status::ok();
   };
   Status ran = Status::ok();

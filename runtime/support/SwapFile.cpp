@@ -190,6 +190,7 @@ Status SwapFile::transfer(bool write, int64_t offset, char *host, int64_t bytes)
     body1 = std::max(body0, (offset + bytes) / kAlign * kAlign);
   }
   auto viaBounce = [&](int64_t from, int64_t to) -> Status {
+    bounced_ += std::max<int64_t>(0, to - from);
     while (from < to) {
       int64_t block = from / kAlign * kAlign;
       int64_t span = std::min<int64_t>(options_.blockSize, alignUp(to) - block);
