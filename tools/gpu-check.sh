@@ -87,6 +87,8 @@ check gpt2-z2-w2-nvme gpt2-z2-w2-nvme.zplan "$gpt2" gpt2-tiny sched "$D/referenc
 same gpt2-z2-w2-nvme gpt2-z2-w2
 check gpt2-z3-w2-nvme gpt2-z3-w2-nvme.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
 same gpt2-z3-w2-nvme gpt2-z3-w2
+check gpt2-z3-w2-nvme-param gpt2-z3-w2-nvme-param.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
+same gpt2-z3-w2-nvme-param gpt2-z3-w2
 # zrun --offload-chunk: the host optimizer in chunks of 4096 elements, each
 # overlapping the copies of the next; the same bits as whole kernels.
 check gpt2-z1-w2-offload-chunked gpt2-z1-w2-offload.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched --offload-chunk 4096

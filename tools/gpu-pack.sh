@@ -63,6 +63,11 @@ for s in 2 3; do
     --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer nvme \
     --nvme-path /tmp/zcc-nvme --nvme-chunk 7000 -o "$out/plans/gpt2-z$s-w2-nvme.zplan"
 done
+# ... and stage 3's parameter shards too (offload_param nvme).
+$zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 3 --world-size 2 \
+  --stage3-param-persistence-threshold 1000 --overlap-comm --offload-optimizer nvme \
+  --offload-param nvme --nvme-path /tmp/zcc-nvme --nvme-chunk 8192 \
+  -o "$out/plans/gpt2-z3-w2-nvme-param.zplan"
 # 16-bit communication (--comm-dtype): gradients reduced in bf16 on an fp32
 # model, and a bf16 model's stage-3 gathers and reductions in bf16.
 $zcc $M/gpt2-tiny.onnx --micro-batch 2 $gpt2 --zero-stage 2 --world-size 2 --comm-dtype bf16 \

@@ -340,8 +340,13 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       }
     };
     for (Operation &op : block) {
-      if (isa<func::ReturnOp, LoadOp, StoreOp, FillOp>(op) || isViewOp(&op))
+      if (isa<func::ReturnOp, LoadOp, StoreOp, FillOp>(op) || isViewOp(&op)) {
+        // No memory of their own, but the last reader of a value: a wait on
+        // an async copy or collective is its source's (the bytes it read
+        // until then), a store its value's.
+        releaseDeadAt(index[&op]);
         continue;
+      }
       int64_t i = index[&op];
       if (auto constant = dyn_cast<ConstantOp>(op)) {
         op.setAttr("zero.offsets", b.getDenseI64ArrayAttr({constantBytes}));

@@ -139,3 +139,22 @@ func.func @forward(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> 
   %2 = zero.matmul_add %1, %w, %1 : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %2 : tensor<4x4xf32>
 }
+
+// -----
+
+// An async collective's input dies at its wait, the last reader of its
+// bytes (the wait is a view: it has no bytes of its own): the mul after it
+// reuses them.
+// CHECK-LABEL: module attributes
+// CHECK-LABEL: func.func @gathered
+func.func @gathered(%x: tensor<16xf32>) -> (tensor<32xf32>, tensor<16xf32>) {
+  %c = zero.constant dense<2.0> : tensor<f32>
+  // CHECK: zero.mul {{.*}} {zero.offsets = array<i64: 0>}
+  %0 = zero.mul %x, %c : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  // CHECK: zero.all_gather {{.*}}zero.offsets = array<i64: 64>
+  %1 = zero.all_gather %0 {async, world_size = 2 : i64} : tensor<16xf32> -> tensor<32xf32>
+  %2 = zero.wait %1, %0 : tensor<32xf32>, tensor<16xf32>
+  // CHECK: zero.mul {{.*}} {zero.offsets = array<i64: 0>}
+  %3 = zero.mul %x, %c : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  return %2, %3 : tensor<32xf32>, tensor<16xf32>
+}

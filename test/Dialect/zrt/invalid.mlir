@@ -5,8 +5,13 @@ zrt.buffer @b device[-64] : tensor<2xf32>
 
 // -----
 
-// expected-error @+1 {{only state, constant, host and (zero) NVMe buffers have initial values}}
+// expected-error @+1 {{only state, constant, host and NVMe buffers have initial values}}
 zrt.buffer @b device[0] : tensor<2xf32> = dense<1.0> : tensor<2xf32>
+
+// -----
+
+// expected-error @+1 {{NVMe buffers start at zero, or are parameter shards}}
+zrt.buffer @b nvme[0] : tensor<2xf32> = dense<1.0> : tensor<2xf32>
 
 // -----
 
