@@ -59,6 +59,12 @@ Status Interpreter::writeNvme(int64_t offset, const char *data, int64_t bytes) {
   return nvme_->write(offset, data, bytes);
 }
 
+Status Interpreter::readNvme(int64_t offset, char *data, int64_t bytes) {
+  if (!nvme_)
+    return errorf("the plan's NVMe state cannot be read: no swap file is open");
+  return nvme_->read(offset, data, bytes);
+}
+
 Status Interpreter::nvmeCopy(const Step &step, char *host) {
   if (!nvme_)
     return errorf("the plan has an NVMe arena, but no swap file is open (zrun opens one under "

@@ -49,6 +49,8 @@ public:
   /// Writes |bytes| at byte |offset| of the NVMe arena (the weights of
   /// parameter shards kept there, offload_param nvme).
   virtual Status writeNvme(int64_t offset, const char *data, int64_t bytes) = 0;
+  /// Reads |bytes| at byte |offset| of the NVMe arena (checkpoints).
+  virtual Status readNvme(int64_t offset, char *data, int64_t bytes) = 0;
   /// The swap file openNvme opened (null without one).
   virtual const SwapFile *swapFile() const { return nullptr; }
   /// What the backend chose by measuring (zrun --gemm-tune), as lines to
@@ -108,6 +110,7 @@ public:
 
   Status openNvme(const std::string &dir, int rank) override;
   Status writeNvme(int64_t offset, const char *data, int64_t bytes) override;
+  Status readNvme(int64_t offset, char *data, int64_t bytes) override;
   const SwapFile *swapFile() const override { return nvme_.get(); }
 
 protected:

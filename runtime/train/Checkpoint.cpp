@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 #define XXH_INLINE_ALL
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -227,11 +229,99 @@ Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDi
   return Status::ok();
 }
 
-Status writeRankState(const std::string &tmpDir, int rank, const std::vector<char> &state) {
+namespace {
+/// The NVMe arena moves through a buffer of this size, 4 KiB-aligned (the
+/// swap file's O_DIRECT copies go straight into it).
+constexpr int64_t kNvmePiece = 64 << 20;
+
+using Piece = std::unique_ptr<char, void (*)(void *)>;
+Piece allocPiece(int64_t bytes) {
+  int64_t n = std::max<int64_t>(4096, std::min(bytes, kNvmePiece) + 4095) / 4096 * 4096;
+  return Piece(static_cast<char *>(std::aligned_alloc(4096, n)), std::free);
+}
+
+Status ioError(const std::string &path, const char *what) {
+  return errorf(path, ": cannot ", what, " (", std::strerror(errno), ")");
+}
+
+/// pwrite/pread all of |n| bytes at |off|.
+Status fullIo(int fd, bool write, char *p, int64_t n, int64_t off, const std::string &path) {
+  while (n > 0) {
+    ssize_t r = write ? ::pwrite(fd, p, n, off) : ::pread(fd, p, n, off);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      if (r == 0)
+        errno = EIO;
+      return ioError(path, write ? "write" : "read");
+    }
+    p += r, n -= r, off += r;
+  }
+  return Status::ok();
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+} // namespace
+
+Status writeRankTail(const std::string &tmpDir, int rank, int64_t headBytes, int64_t tailBytes,
+                     const NvmeIo &read) {
+  std::string path = (fs::path(tmpDir) / ("rank-" + std::to_string(rank) + ".bin")).string();
+  Fd f;
+  if ((f.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+    return ioError(path, "create");
+  Piece piece = allocPiece(tailBytes);
+  if (!piece)
+    return errorf("out of memory for a checkpoint's ", kNvmePiece, "-byte NVMe buffer");
+  for (int64_t at = 0; at < tailBytes; at += kNvmePiece) {
+    int64_t n = std::min(kNvmePiece, tailBytes - at);
+    ZRT_RETURN_IF_ERROR(read(at, piece.get(), n));
+    ZRT_RETURN_IF_ERROR(fullIo(f.fd, true, piece.get(), n, headBytes + at, path));
+  }
+  return Status::ok();
+}
+
+Status writeRankState(const std::string &tmpDir, int rank, const std::vector<char> &state,
+                      int64_t tailBytes) {
   std::string base = (fs::path(tmpDir) / ("rank-" + std::to_string(rank))).string();
-  ZRT_RETURN_IF_ERROR(writeDurably(base + ".bin", state.data(), state.size()));
+  uint64_t hash = 0;
+  if (tailBytes == 0) {
+    ZRT_RETURN_IF_ERROR(writeDurably(base + ".bin", state.data(), state.size()));
+    hash = xxh3(state.data(), state.size());
+  } else {
+    // writeRankTail wrote the NVMe arena after the head: the head goes in
+    // front, and the checksum reads the tail back a piece at a time (from
+    // the page cache, mostly). The step directory is still a temporary one,
+    // renamed when every rank is done: no rename per file is needed.
+    std::string path = base + ".bin";
+    Fd f;
+    if ((f.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC)) < 0)
+      return ioError(path, "open");
+    ZRT_RETURN_IF_ERROR(
+        fullIo(f.fd, true, const_cast<char *>(state.data()), state.size(), 0, path));
+    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t *)> h(XXH3_createState(),
+                                                                       XXH3_freeState);
+    Piece piece = allocPiece(tailBytes);
+    if (!h || !piece)
+      return errorf("out of memory for a checkpoint's checksum");
+    XXH3_64bits_reset(h.get());
+    XXH3_64bits_update(h.get(), state.data(), state.size());
+    for (int64_t at = 0; at < tailBytes; at += kNvmePiece) {
+      int64_t n = std::min(kNvmePiece, tailBytes - at);
+      ZRT_RETURN_IF_ERROR(fullIo(f.fd, false, piece.get(), n, (int64_t)state.size() + at, path));
+      XXH3_64bits_update(h.get(), piece.get(), n);
+    }
+    hash = XXH3_64bits_digest(h.get());
+    if (::fsync(f.fd) != 0)
+      return ioError(path, "flush");
+  }
   // The shard's checksum, which rank 0 puts into the manifest.
-  std::string sum = hex64(xxh3(state.data(), state.size())) + "\n";
+  std::string sum = hex64(hash) + "\n";
   return writeDurably(base + ".xxh3", sum.data(), sum.size());
 }
 
@@ -359,13 +449,30 @@ Status validateManifest(const plan::Checkpoint &m, const std::string &path) {
 Status openStep(const std::string &dir, plan::Checkpoint &manifest) {
   ZRT_RETURN_IF_ERROR(readManifest(dir, manifest));
   for (int r = 0; r < manifest.world_size(); ++r) {
+    // A piece at a time: a rank's state with its NVMe arena may not fit in
+    // memory.
     std::string path = (fs::path(dir) / ("rank-" + std::to_string(r) + ".bin")).string();
-    std::string bytes;
-    ZRT_RETURN_IF_ERROR(readFile(path, bytes));
-    if ((int64_t)bytes.size() != manifest.state_arena_bytes())
-      return errorf(path, ": ", bytes.size(), " bytes, the manifest says ",
+    Fd f;
+    struct stat st;
+    if ((f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0 || ::fstat(f.fd, &st) != 0)
+      return ioError(path, "read");
+    if ((int64_t)st.st_size != manifest.state_arena_bytes())
+      return errorf(path, ": ", (int64_t)st.st_size, " bytes, the manifest says ",
                     manifest.state_arena_bytes(), " (truncated?)");
-    if (manifest.version() >= 2 && xxh3(bytes.data(), bytes.size()) != manifest.rank_checksums(r))
+    if (manifest.version() < 2)
+      continue;
+    std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t *)> h(XXH3_createState(),
+                                                                       XXH3_freeState);
+    Piece piece = allocPiece(st.st_size);
+    if (!h || !piece)
+      return errorf("out of memory for a checkpoint's checksum");
+    XXH3_64bits_reset(h.get());
+    for (int64_t at = 0; at < (int64_t)st.st_size; at += kNvmePiece) {
+      int64_t n = std::min<int64_t>(kNvmePiece, st.st_size - at);
+      ZRT_RETURN_IF_ERROR(fullIo(f.fd, false, piece.get(), n, at, path));
+      XXH3_64bits_update(h.get(), piece.get(), n);
+    }
+    if (XXH3_64bits_digest(h.get()) != manifest.rank_checksums(r))
       return errorf(path, ": checksum mismatch (the file was damaged after it was saved)");
   }
   return Status::ok();
@@ -472,14 +579,39 @@ Status parseManifest(const std::string &bytes, const std::string &path,
   return validateManifest(manifest, path);
 }
 
-Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state) {
+Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state,
+                     int64_t tailBytes, const NvmeIo &write) {
   std::string path = (fs::path(dir) / ("rank-" + std::to_string(rank) + ".bin")).string();
-  std::string content;
-  ZRT_RETURN_IF_ERROR(readFile(path, content));
-  if ((int64_t)content.size() != bytes)
-    return errorf(path, ": ", content.size(), " bytes, the plan's state arena has ", bytes,
-                  " (a checkpoint of another plan?)");
-  state.assign(content.begin(), content.end());
+  if (tailBytes == 0) {
+    std::string content;
+    ZRT_RETURN_IF_ERROR(readFile(path, content));
+    if ((int64_t)content.size() != bytes)
+      return errorf(path, ": ", content.size(), " bytes, the plan's state arena has ", bytes,
+                    " (a checkpoint of another plan?)");
+    state.assign(content.begin(), content.end());
+    return Status::ok();
+  }
+  // The head into |state|, the NVMe arena from the file to |write| (the
+  // swap file) a piece at a time.
+  Fd f;
+  if ((f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0)
+    return ioError(path, "open");
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0)
+    return ioError(path, "stat");
+  if ((int64_t)st.st_size != bytes + tailBytes)
+    return errorf(path, ": ", (int64_t)st.st_size, " bytes, the plan's state has ",
+                  bytes + tailBytes, " (a checkpoint of another plan?)");
+  state.resize(bytes);
+  ZRT_RETURN_IF_ERROR(fullIo(f.fd, false, state.data(), bytes, 0, path));
+  Piece piece = allocPiece(tailBytes);
+  if (!piece)
+    return errorf("out of memory for a checkpoint's ", kNvmePiece, "-byte NVMe buffer");
+  for (int64_t at = 0; at < tailBytes; at += kNvmePiece) {
+    int64_t n = std::min(kNvmePiece, tailBytes - at);
+    ZRT_RETURN_IF_ERROR(fullIo(f.fd, false, piece.get(), n, bytes + at, path));
+    ZRT_RETURN_IF_ERROR(write(at, piece.get(), n));
+  }
   return Status::ok();
 }
 

@@ -52,8 +52,19 @@ Status readReshardedState(const plan::Plan &plan, const plan::Checkpoint &manife
 std::string checkpointTmpDir(const std::string &root, int64_t step);
 /// Rank 0: creates DIR/step-K.tmp (replacing a stale one) and returns it.
 Status beginCheckpoint(const std::string &root, int64_t step, std::string &tmpDir);
-/// Every rank: writes its state arena into |tmpDir|/rank-R.bin (flushed to disk).
-Status writeRankState(const std::string &tmpDir, int rank, const std::vector<char> &state);
+/// Reads or writes |bytes| at byte |offset| of a rank's NVMe arena (its
+/// swap file): how checkpoints move it without holding it in memory.
+using NvmeIo = std::function<Status(int64_t offset, char *data, int64_t bytes)>;
+/// Every rank, before the next step: writes its NVMe arena (|tailBytes|,
+/// read through |read| a piece at a time) into |tmpDir|/rank-R.bin after
+/// |headBytes| bytes left for writeRankState.
+Status writeRankTail(const std::string &tmpDir, int rank, int64_t headBytes, int64_t tailBytes,
+                     const NvmeIo &read);
+/// Every rank: writes its state (the state arena and the host arena's state;
+/// with |tailBytes| > 0 the file's head, writeRankTail having written the
+/// rest) into |tmpDir|/rank-R.bin (flushed to disk), and its checksum.
+Status writeRankState(const std::string &tmpDir, int rank, const std::vector<char> &state,
+                      int64_t tailBytes = 0);
 /// Rank 0, after every rank wrote: the manifest, then the renames.
 /// |beforeRename| (tests: zrun's hidden --test-crash-in-save) runs between
 /// the two, when the new checkpoint is complete but not yet in place.
@@ -78,8 +89,11 @@ Status openCheckpoint(const std::string &flag, const std::string &path, std::str
 Status readManifest(const std::string &dir, plan::Checkpoint &manifest);
 /// The same for a manifest's bytes (|path| for messages).
 Status parseManifest(const std::string &bytes, const std::string &path, plan::Checkpoint &manifest);
-/// Reads rank R's state arena (exactly |bytes|).
-Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state);
+/// Reads rank R's state arena (exactly |bytes|); with |tailBytes| > 0 the
+/// file holds that many more, the NVMe arena, handed to |write| a piece at
+/// a time instead of read into |state|.
+Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vector<char> &state,
+                     int64_t tailBytes = 0, const NvmeIo &write = nullptr);
 
 /// Every tensor of the checkpoint, consolidated from the ranks' shards, as
 /// float32 in the manifest's order (trainable ones only if |trainableOnly|).

@@ -103,8 +103,16 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
   std::unique_ptr<PendingSave> &p = pending_[rank];
   p = std::make_unique<PendingSave>();
   p->stepsDone = stepsDone;
+  // The NVMe arena (a swap file) is not copied into memory: it goes from
+  // the swap file into the checkpoint's file a piece at a time, now, before
+  // the next step changes it; the rest is written behind the steps.
   auto state = std::make_shared<std::vector<char>>();
-  ZRT_RETURN_IF_ERROR(executor.saveState(*state));
+  const int64_t nvmeBytes = plan_.nvme_arena_bytes();
+  ZRT_RETURN_IF_ERROR(executor.saveState(*state, /*withNvme=*/false));
+  if (nvmeBytes > 0)
+    ZRT_RETURN_IF_ERROR(writeRankTail(
+        checkpointTmpDir(root, stepsDone), rank, (int64_t)state->size(), nvmeBytes,
+        [&](int64_t at, char *data, int64_t n) { return executor.readNvme(at, data, n); }));
   if (rank == 0) {
     plan::Checkpoint m = describeCheckpoint(plan_, config_.planHash);
     m.set_steps_done(stepsDone);
@@ -127,13 +135,13 @@ Status Trainer::save(int rank, ExecutorBase &executor, Communicator *comm, int64
   std::string dir = checkpointTmpDir(root, stepsDone);
   double delay =
       config_.slowSave > 0 && stepsDone > firstStep_ + config_.saveEvery ? config_.slowSave : 0.0;
-  raw->writer = std::thread([raw, state, dir, rank, delay]() {
+  raw->writer = std::thread([raw, state, dir, rank, delay, nvmeBytes]() {
     // The lowest CPU priority: the copy into the page cache yields to the
     // training's threads (Linux: a thread's own nice value).
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
     if (delay > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-    raw->status = writeRankState(dir, rank, *state);
+    raw->status = writeRankState(dir, rank, *state, nvmeBytes);
     raw->done.store(true, std::memory_order_release);
   });
   if (!async) {
@@ -247,10 +255,13 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
       ZRT_RETURN_IF_ERROR(
           readReshardedState(plan_, *config_.resume, config_.resumeDir, rank, state));
     } else {
-      ZRT_RETURN_IF_ERROR(
-          readRankState(config_.resumeDir, rank, checkpointStateBytes(plan_), state));
+      // The NVMe arena streams from the checkpoint into the swap file.
+      const int64_t nvmeBytes = plan_.nvme_arena_bytes();
+      ZRT_RETURN_IF_ERROR(readRankState(
+          config_.resumeDir, rank, checkpointStateBytes(plan_) - nvmeBytes, state, nvmeBytes,
+          [&](int64_t at, char *data, int64_t n) { return executor.writeNvme(at, data, n); }));
     }
-    ZRT_RETURN_IF_ERROR(executor.loadState(state));
+    ZRT_RETURN_IF_ERROR(executor.loadState(state, /*withNvme=*/config_.reshard));
     const plan::Checkpoint &r = *config_.resume;
     applied = r.steps_applied();
     if (scaler)
