@@ -523,6 +523,23 @@ public:
     return withNvme ? loadNvme(bytes.data() + state + host) : Status::ok();
   }
 
+  Status writeState(int64_t offset, const char *data, int64_t bytes) override {
+    const int64_t state = sizes_[plan::STATE], host = plan_.host_state_bytes();
+    if (offset < 0 || bytes < 0 || offset + bytes > state + host + plan_.nvme_arena_bytes())
+      return errorf("state bytes [", offset, ", ", offset + bytes,
+                    ") are outside the plan's state");
+    derivedStateStale_ = true;
+    if (offset >= state + host)
+      return writeNvme(offset - state - host, data, bytes);
+    if (offset >= state) {
+      std::memcpy(static_cast<char *>(host_.data) + (offset - state), data, bytes);
+      return Status::ok();
+    }
+    ZRT_CUDA(cudaSetDevice(device_));
+    return copy(static_cast<char *>(arenas_[plan::STATE]) + offset, data, bytes,
+                cudaMemcpyHostToDevice);
+  }
+
 private:
   TensorRef describe(int index) const { return describeBuffer(plan_.buffers(index)); }
   TensorRef hostView(int index, char *arenaBase) const {

@@ -218,6 +218,20 @@ Status Executor::runCollective(const plan::Collective &c) {
   }
 }
 
+Status Executor::writeState(int64_t offset, const char *data, int64_t bytes) {
+  const int64_t state = stateBytes(), host = plan_.host_state_bytes();
+  if (offset < 0 || bytes < 0 || offset + bytes > state + host + plan_.nvme_arena_bytes())
+    return errorf("state bytes [", offset, ", ", offset + bytes, ") are outside the plan's state");
+  derivedStateStale_ = true;
+  if (offset >= state + host)
+    return writeNvme(offset - state - host, data, bytes);
+  if (offset >= state)
+    std::memcpy(host_.data.get() + (offset - state), data, bytes);
+  else
+    std::memcpy(stateData() + offset, data, bytes);
+  return Status::ok();
+}
+
 Status Executor::loadState(const std::vector<char> &bytes, bool withNvme) {
   int64_t want = checkpointStateBytes(plan_) - (withNvme ? 0 : plan_.nvme_arena_bytes());
   if ((int64_t)bytes.size() != want)

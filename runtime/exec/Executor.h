@@ -77,6 +77,7 @@ public:
     return withNvme ? saveNvme(bytes) : Status::ok();
   }
   Status loadState(const std::vector<char> &bytes, bool withNvme = true) override;
+  Status writeState(int64_t offset, const char *data, int64_t bytes) override;
 
   /// Runs every instruction of |program| in order.
   Status run(const plan::Program &program) override;

@@ -38,10 +38,15 @@ public:
   virtual Status run(const plan::Program &program) = 0;
   /// The state arena's bytes (parameters, gradients, optimizer state), then
   /// the host arena's offloaded state, then (|withNvme|) the NVMe arena's,
-  /// for checkpoints and weights, and back. Weights live in the first two:
-  /// loading them leaves the swap file alone (it may not fit in memory).
+  /// for checkpoints, and back. Checkpoints of NVMe plans move the NVMe part
+  /// with readNvme/writeNvme a piece at a time instead (it may not fit in
+  /// memory).
   virtual Status saveState(std::vector<char> &bytes, bool withNvme = true) = 0;
   virtual Status loadState(const std::vector<char> &bytes, bool withNvme = true) = 0;
+  /// Writes |bytes| at |offset| of those bytes (a range within one arena's
+  /// part): how --weights go in a tensor at a time, without a copy of the
+  /// whole state in memory.
+  virtual Status writeState(int64_t offset, const char *data, int64_t bytes) = 0;
   /// A plan with an NVMe arena (zcc --offload-optimizer nvme): opens rank
   /// |rank|'s swap file in |dir| (empty: the plan's nvme_path) before any
   /// program runs or state is loaded.

@@ -420,11 +420,9 @@ Status checkWeights(const plan::Plan &plan, const WeightFile &weights) {
 
 Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
                    ExecutorBase &executor, int &loaded) {
-  // Weights live in the state and host arenas, parameter shards on NVMe are
-  // written into the swap file a tensor at a time: the NVMe arena is never
-  // read into memory (it may be larger than memory).
-  std::vector<char> state;
-  ZRT_RETURN_IF_ERROR(executor.saveState(state, /*withNvme=*/false));
+  // A tensor at a time into the state, host or NVMe arena: no copy of the
+  // whole state in memory (a 1.5B model's stage-1 state is 9 GB), and the
+  // swap file is never read.
   loaded = 0;
   std::vector<float> values;
   Status status;
@@ -433,10 +431,11 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
     if (!status || name.empty())
       return;
     status = weights.read(name, shapeOf(b.shape()), values);
-    if (status) {
-      std::memcpy(state.data() + b.offset(), values.data(), values.size() * sizeof(float));
+    if (status)
+      status = executor.writeState(b.offset(), reinterpret_cast<const char *>(values.data()),
+                                   (int64_t)(values.size() * sizeof(float)));
+    if (status)
       ++loaded;
-    }
   });
   ZRT_RETURN_IF_ERROR(status);
   const int64_t shards = stateShards(plan), shardIndex = stateShardOf(plan, rank);
@@ -452,17 +451,13 @@ Status loadWeights(const plan::Plan &plan, const WeightFile &weights, int rank,
     if (begin < end) {
       ZRT_RETURN_IF_ERROR(weights.read(nameInFile(plan, weights, l.name(), nullptr), shape, values,
                                        begin - l.offset(), end - begin));
-      const int64_t at = (begin - lo) * (int64_t)sizeof(float);
-      const int64_t bytes = (int64_t)(values.size() * sizeof(float));
-      if (bucket.arena() == plan::NVME) // written straight into the swap file
-        ZRT_RETURN_IF_ERROR(executor.writeNvme(
-            bucket.offset() + at, reinterpret_cast<const char *>(values.data()), bytes));
-      else
-        std::memcpy(state.data() + stateImageOffset(plan, bucket) + at, values.data(), bytes);
+      ZRT_RETURN_IF_ERROR(executor.writeState(
+          stateImageOffset(plan, bucket) + (begin - lo) * (int64_t)sizeof(float),
+          reinterpret_cast<const char *>(values.data()), (int64_t)(values.size() * sizeof(float))));
     }
     ++loaded;
   }
-  return executor.loadState(state, /*withNvme=*/false);
+  return Status::ok();
 }
 
 } // namespace zrt
