@@ -183,21 +183,31 @@ Status Interpreter::walk(const plan::Program &program) {
 }
 
 void Interpreter::writeInitialContents(int arena, int rank, char *base) const {
+  (void)writeInitialContents(arena, rank, [&](int64_t offset, const char *data, int64_t bytes) {
+    std::memcpy(base + offset, data, (size_t)bytes);
+    return Status::ok();
+  });
+}
+
+Status Interpreter::writeInitialContents(
+    int arena, int rank, const std::function<Status(int64_t, const char *, int64_t)> &write) const {
+  // Fills (16-bit ones are zero: the loader checks), a buffer at a time.
+  std::vector<char> piece;
   for (const plan::Buffer &b : plan_.buffers()) {
-    if (b.arena() != arena || !b.has_fill())
+    if (b.arena() != arena || !b.has_fill() || b.fill() == 0.0)
       continue;
     TensorRef t = describeBuffer(b);
-    t.data = base + b.offset();
-    if (t.dtype != DType::F32 && t.dtype != DType::F64) { // 16-bit: zero (the loader checks)
-      std::memset(t.data, 0, (size_t)t.numel() * 2);
+    if (t.dtype != DType::F32 && t.dtype != DType::F64)
       continue;
-    }
+    piece.assign((size_t)t.numel() * dtypeSize(t.dtype), 0);
+    t.data = piece.data();
     for (int64_t k = 0, n = t.numel(); k < n; ++k) {
       if (t.dtype == DType::F32)
         t.as<float>()[k] = (float)b.fill();
       else
         t.as<double>()[k] = b.fill();
     }
+    ZRT_RETURN_IF_ERROR(write(b.offset(), piece.data(), (int64_t)piece.size()));
   }
   for (const plan::Buffer &b : plan_.buffers()) {
     if (b.arena() != arena || b.initial_data().empty())
@@ -207,6 +217,7 @@ void Interpreter::writeInitialContents(int arena, int rank, char *base) const {
       bytes /= stateShards(plan_);
       skip = bytes * stateShardOf(plan_, rank);
     }
-    std::memcpy(base + b.offset(), b.initial_data().data() + skip, bytes);
+    ZRT_RETURN_IF_ERROR(write(b.offset(), b.initial_data().data() + skip, (int64_t)bytes));
   }
+  return Status::ok();
 }

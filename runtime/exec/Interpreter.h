@@ -18,6 +18,7 @@
 #include "support/Status.h"
 #include "support/SwapFile.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -166,6 +167,13 @@ protected:
   /// brings its own bytes); a sharded buffer's data is every rank's, of
   /// which this rank takes its slice.
   void writeInitialContents(int arena, int rank, char *base) const;
+  /// The same a buffer at a time, for an arena that starts zeroed and is
+  /// not host memory (the CUDA backend's state and constants): |write|
+  /// gets each buffer's bytes at its offset (zero fills skipped), so no
+  /// image of the whole arena is built on the host.
+  Status writeInitialContents(
+      int arena, int rank,
+      const std::function<Status(int64_t offset, const char *data, int64_t bytes)> &write) const;
 
   /// A copy between the NVMe arena and host memory: |host| is the host
   /// arena's bytes of the copy's other buffer. An async copy completes at
