@@ -114,51 +114,14 @@ Status Executor::runWait(const Step &step) {
   return s;
 }
 
-CommStream::CommStream(Communicator *comm) : comm_(comm), thread_([this] { loop(); }) {}
+CommStream::CommStream(Communicator *comm) : comm_(comm) {}
 
 CommStream::~CommStream() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!queue_.empty() || running_ >= 0)
-      comm_->abort("rank " + std::to_string(comm_->rank()) + " stopped with collectives in flight");
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
-
-int64_t CommStream::submit(std::function<Status()> task) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  int64_t ticket = next_++;
-  queue_.emplace_back(ticket, std::move(task));
-  cv_.notify_all();
-  return ticket;
-}
-
-Status CommStream::wait(int64_t ticket) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return done_.count(ticket) > 0; });
-  Status s = done_[ticket];
-  done_.erase(ticket);
-  return s;
-}
-
-void CommStream::loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (true) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty())
-      return; // stop_ with nothing left
-    auto [ticket, task] = std::move(queue_.front());
-    queue_.pop_front();
-    running_ = ticket;
-    lock.unlock();
-    Status s = task();
-    lock.lock();
-    running_ = -1;
-    done_[ticket] = s;
-    cv_.notify_all();
-  }
+  // Collectives still queued or running would wait for peers that may never
+  // come (this rank failed mid-program): abort the group so they return.
+  if (tasks_.busy())
+    comm_->abort("rank " + std::to_string(comm_->rank()) + " stopped with collectives in flight");
+  tasks_.stop();
 }
 
 Status Executor::collective(const Step &step) {

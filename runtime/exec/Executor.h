@@ -12,6 +12,7 @@
 #include "exec/CommGroups.h"
 #include "exec/Interpreter.h"
 #include "support/Status.h"
+#include "support/TaskThread.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -35,19 +36,12 @@ public:
   /// Waits for everything issued; a stream destroyed with work pending (its
   /// rank failed mid-program) aborts the group first, so nothing hangs.
   ~CommStream();
-  int64_t submit(std::function<Status()> task);
-  Status wait(int64_t ticket);
+  int64_t submit(std::function<Status()> task) { return tasks_.submit(std::move(task)); }
+  Status wait(int64_t ticket) { return tasks_.wait(ticket); }
 
 private:
-  void loop();
   Communicator *comm_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::pair<int64_t, std::function<Status()>>> queue_;
-  std::map<int64_t, Status> done_;
-  int64_t next_ = 0, running_ = -1;
-  bool stop_ = false;
-  std::thread thread_;
+  TaskThread tasks_;
 };
 
 /// Owns the arenas of one rank and runs the plan's programs over them.

@@ -111,20 +111,13 @@ Status SwapFile::open(const std::string &flag, const std::string &dir, int rank,
   auto ring = std::make_unique<Ring>();
   if (io_uring_queue_init(f->options_.queueDepth, &ring->ring, 0) == 0)
     f->ring_ = std::move(ring); // else pread/pwrite (io_uring unavailable here)
-  f->thread_ = std::thread([p = f.get()] { p->loop(); });
   out = std::move(f);
   return Status::ok();
 }
 
 SwapFile::~SwapFile() {
-  if (thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
+  io_.stop(); // what was submitted runs first
+
   if (ring_)
     io_uring_queue_exit(&ring_->ring);
   if (fd_ >= 0) {
@@ -143,36 +136,11 @@ Status SwapFile::write(int64_t offset, const void *src, int64_t bytes) {
 }
 
 int64_t SwapFile::submit(bool write, int64_t offset, void *host, int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  int64_t ticket = next_++;
-  queue_.push_back({ticket, write, offset, static_cast<char *>(host), bytes});
-  cv_.notify_all();
-  return ticket;
+  char *p = static_cast<char *>(host);
+  return io_.submit([=, this] { return transfer(write, offset, p, bytes); });
 }
 
-Status SwapFile::wait(int64_t ticket) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return done_.count(ticket) > 0; });
-  Status s = done_[ticket];
-  done_.erase(ticket);
-  return s;
-}
-
-void SwapFile::loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (true) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty())
-      return;
-    Request r = queue_.front();
-    queue_.pop_front();
-    lock.unlock();
-    Status s = transfer(r.write, r.offset, r.host, r.bytes);
-    lock.lock();
-    done_[r.ticket] = s;
-    cv_.notify_all();
-  }
-}
+Status SwapFile::wait(int64_t ticket) { return io_.wait(ticket); }
 
 Status SwapFile::transfer(bool write, int64_t offset, char *host, int64_t bytes) {
   if (offset < 0 || bytes < 0 || offset > bytes_ - bytes)

@@ -24,16 +24,12 @@
 #define ZRT_SUPPORT_SWAPFILE_H
 
 #include "support/Status.h"
+#include "support/TaskThread.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 namespace zrt {
 
@@ -73,14 +69,14 @@ public:
   int64_t bytesWritten() const { return written_.load(); }
   /// Of those, the bytes that went through the bounce buffer a block at a
   /// time (O_DIRECT, where a host address or file offset is not 4 KiB-
-  /// aligned): zcc aligns both, so this stays 0 on plans it compiles.
+  /// aligned): zcc aligns both, so on its plans this is the last partial
+  /// 4 KiB of some ranges.
   int64_t bytesBounced() const { return bounced_.load(); }
 
 private:
   SwapFile() = default;
   Status transfer(bool write, int64_t offset, char *host, int64_t bytes);
   Status transferAligned(bool write, int64_t offset, char *host, int64_t bytes);
-  void loop();
 
   std::string path_;
   int fd_ = -1;
@@ -92,21 +88,8 @@ private:
   std::unique_ptr<char, void (*)(void *)> bounce_{nullptr, nullptr};
   std::atomic<int64_t> read_{0}, written_{0}, bounced_{0};
 
-  // The I/O thread.
-  struct Request {
-    int64_t ticket;
-    bool write;
-    int64_t offset;
-    char *host;
-    int64_t bytes;
-  };
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Request> queue_;
-  std::map<int64_t, Status> done_;
-  int64_t next_ = 0;
-  bool stop_ = false;
-  std::thread thread_;
+  // The I/O thread: it alone uses the ring and the bounce buffer.
+  TaskThread io_;
 };
 
 } // namespace zrt
