@@ -210,14 +210,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         auto load = copy.getInput().getDefiningOp<LoadOp>();
         if (!first || !load)
           continue;
-        if (Operation *issueAt = updateBefore(first)) {
-          load->moveBefore(issueAt);
-          copy->moveBefore(issueAt);
-        }
-        copy->setAttr("async", b.getUnitAttr());
-        OpBuilder wb(first);
-        auto wait = WaitOp::create(wb, copy.getLoc(), copy, copy.getInput());
-        copy.getResult().replaceAllUsesExcept(wait, wait);
+        asyncRead(copy, load, updateBefore(first), first, b);
         continue;
       }
       auto store = copy->hasOneUse() ? dyn_cast<StoreOp>(*copy->getUsers().begin()) : StoreOp();
@@ -235,6 +228,22 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       store->moveBefore(waitAt);
       store->setOperand(0, wait);
     }
+  }
+
+  /// Makes |read| (a transfer out of the swap file, of |load|) async:
+  /// issued before |issueAt| (where given), waited for right before |first|,
+  /// its first user. Returns the wait.
+  static Operation *asyncRead(TransferOp read, LoadOp load, Operation *issueAt, Operation *first,
+                              Builder &b) {
+    if (issueAt) {
+      load->moveBefore(issueAt);
+      read->moveBefore(issueAt);
+    }
+    read->setAttr("async", b.getUnitAttr());
+    OpBuilder wb(first);
+    auto wait = WaitOp::create(wb, read.getLoc(), read, read.getInput());
+    read.getResult().replaceAllUsesExcept(wait, wait);
+    return wait;
   }
 
   /// The first user of |v| in its block (uses in the same block only).
@@ -267,15 +276,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         previousWait = nullptr;
         continue;
       }
-      if (previousWait && previousWait->isBeforeInBlock(read)) {
-        load->moveBefore(previousWait);
-        read->moveBefore(previousWait);
-      }
-      read->setAttr("async", b.getUnitAttr());
-      OpBuilder wb(first);
-      auto wait = WaitOp::create(wb, read.getLoc(), read, read.getInput());
-      read.getResult().replaceAllUsesExcept(wait, wait);
-      previousWait = wait;
+      bool ahead = previousWait && previousWait->isBeforeInBlock(read);
+      previousWait = asyncRead(read, load, ahead ? previousWait : nullptr, first, b);
     }
   }
 

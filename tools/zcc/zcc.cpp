@@ -830,21 +830,17 @@ int main(int argc, char **argv) {
     model.flopsPerSecond = flopRate * 1e12;
     scaling = model;
   }
-  std::optional<int64_t> budget;
-  if (!memoryBudget.empty()) {
-    budget = zrt::parseByteSize(memoryBudget);
-    if (!budget || *budget <= 0) {
-      llvm::errs() << "zcc: error: --memory-budget '" << memoryBudget
+  // --memory-budget, --host-memory-budget: a size, or nullopt when not given.
+  std::optional<int64_t> budget, hostBudget;
+  for (auto [flag, text, into] :
+       {std::tuple{"--memory-budget", &memoryBudget, &budget},
+        std::tuple{"--host-memory-budget", &hostMemoryBudget, &hostBudget}}) {
+    if (text->empty())
+      continue;
+    *into = zrt::parseByteSize(*text);
+    if (!*into || **into <= 0) {
+      llvm::errs() << "zcc: error: " << flag << " '" << *text
                    << "': expected a size such as 16GiB, 1.5GB or 4096\n";
-      return 2;
-    }
-  }
-  std::optional<int64_t> hostBudget;
-  if (!hostMemoryBudget.empty()) {
-    hostBudget = zrt::parseByteSize(hostMemoryBudget);
-    if (!hostBudget || *hostBudget <= 0) {
-      llvm::errs() << "zcc: error: --host-memory-budget '" << hostMemoryBudget
-                   << "': expected a size such as 32GiB, 1.5GB or 4096\n";
       return 2;
     }
   }

@@ -119,36 +119,28 @@ void addCommon(CLI::App *cmd, Common &c, const std::string &planHelp) {
       ->type_name("NAME=FILE.npy")
       ->allow_extra_args(false) // one value per --data
       ->check(kAssignment);
-  cmd->add_option("--memory-budget", c.run.memoryBudget,
-                  "device memory a rank may use, e.g. 16GiB (default: the plan's, from zcc "
-                  "--memory-budget); refused if exceeded")
-      ->type_name("SIZE")
-      ->check(check("a size such as 16GiB, 1.5GB or 4096",
-                    [](const std::string &v) {
-                      std::optional<int64_t> bytes = parseByteSize(v);
-                      return bytes && *bytes > 0;
-                    }))
-      ->transform(CLI::Validator(
-          [](std::string &v) {
-            v = std::to_string(*parseByteSize(v)); // bytes, for the int64 option
-            return std::string();
-          },
-          ""));
-  cmd->add_option("--host-memory-budget", c.run.hostMemoryBudget,
-                  "pinned host memory a rank may use for offloaded state, e.g. 32GiB (default: "
-                  "the plan's, from zcc --host-memory-budget); refused if exceeded")
-      ->type_name("SIZE")
-      ->check(check("a size such as 32GiB, 1.5GB or 4096",
-                    [](const std::string &v) {
-                      std::optional<int64_t> bytes = parseByteSize(v);
-                      return bytes && *bytes > 0;
-                    }))
-      ->transform(CLI::Validator(
-          [](std::string &v) {
-            v = std::to_string(*parseByteSize(v));
-            return std::string();
-          },
-          ""));
+  // A size (16GiB, 1.5GB, 4096), turned into bytes for the int64 option.
+  auto sizeOption = [&](const char *name, int64_t &into, const char *help) {
+    cmd->add_option(name, into, help)
+        ->type_name("SIZE")
+        ->check(check("a size such as 16GiB, 1.5GB or 4096",
+                      [](const std::string &v) {
+                        std::optional<int64_t> bytes = parseByteSize(v);
+                        return bytes && *bytes > 0;
+                      }))
+        ->transform(CLI::Validator(
+            [](std::string &v) {
+              v = std::to_string(*parseByteSize(v));
+              return std::string();
+            },
+            ""));
+  };
+  sizeOption("--memory-budget", c.run.memoryBudget,
+             "device memory a rank may use, e.g. 16GiB (default: the plan's, from zcc "
+             "--memory-budget); refused if exceeded");
+  sizeOption("--host-memory-budget", c.run.hostMemoryBudget,
+             "pinned host memory a rank may use for offloaded state, e.g. 32GiB (default: the "
+             "plan's, from zcc --host-memory-budget); refused if exceeded");
   cmd->add_option("--weights", c.run.weights,
                   "initial weights: this ONNX model's initializers, or safetensors (a Hugging "
                   "Face checkpoint folder, sharded or not, or one file; F32/BF16/F16) by tensor "
