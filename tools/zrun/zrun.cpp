@@ -119,19 +119,18 @@ void addCommon(CLI::App *cmd, Common &c, const std::string &planHelp) {
       ->type_name("NAME=FILE.npy")
       ->allow_extra_args(false) // one value per --data
       ->check(kAssignment);
-  // A size (16GiB, 1.5GB, 4096), turned into bytes for the int64 option.
+  // A size (16GiB, 1.5GB, 4096), turned into bytes for the int64 option
+  // (one validator: CLI11 runs a transform before the checks added earlier).
   auto sizeOption = [&](const char *name, int64_t &into, const char *help) {
     cmd->add_option(name, into, help)
         ->type_name("SIZE")
-        ->check(check("a size such as 16GiB, 1.5GB or 4096",
-                      [](const std::string &v) {
-                        std::optional<int64_t> bytes = parseByteSize(v);
-                        return bytes && *bytes > 0;
-                      }))
         ->transform(CLI::Validator(
-            [](std::string &v) {
-              v = std::to_string(*parseByteSize(v));
-              return std::string();
+            [](std::string &v) -> std::string {
+              std::optional<int64_t> bytes = parseByteSize(v);
+              if (!bytes || *bytes <= 0)
+                return "expected a size such as 16GiB, 1.5GB or 4096, got '" + v + "'";
+              v = std::to_string(*bytes);
+              return "";
             },
             ""));
   };
