@@ -4,7 +4,9 @@
 #include "plan/PlanLoader.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 using namespace zrt;
 
@@ -48,7 +50,7 @@ Status Interpreter::openNvme(const std::string &dir, int rank) {
       bytes /= stateShards(plan_);
       skip = bytes * stateShardOf(plan_, rank);
     }
-    ZRT_RETURN_IF_ERROR(nvme_->write(b.offset(), b.initial_data().data() + skip, bytes));
+    ZRT_RETURN_IF_ERROR(writeNvme(b.offset(), b.initial_data().data() + skip, bytes));
   }
   return Status::ok();
 }
@@ -56,6 +58,23 @@ Status Interpreter::openNvme(const std::string &dir, int rank) {
 Status Interpreter::writeNvme(int64_t offset, const char *data, int64_t bytes) {
   if (!nvme_)
     return errorf("the plan's NVMe state cannot be written: no swap file is open");
+  // Bytes whose address and file offset disagree modulo 4 KiB (a weight
+  // read into a vector, a plan's initial data) cannot go to the file
+  // straight under O_DIRECT: they are staged where they agree, so that the
+  // swap file writes them with requests in flight, not through its bounce
+  // buffer a block at a time.
+  constexpr int64_t kPage = 4096;
+  if (nvme_->direct() && bytes > 2 * kPage &&
+      offset % kPage != (int64_t)(reinterpret_cast<uintptr_t>(data) % kPage)) {
+    const int64_t shift = offset % kPage;
+    std::unique_ptr<char, void (*)(void *)> staged(
+        static_cast<char *>(std::aligned_alloc(kPage, (shift + bytes + kPage - 1) / kPage * kPage)),
+        std::free);
+    if (staged) {
+      std::memcpy(staged.get() + shift, data, (size_t)bytes);
+      return nvme_->write(offset, staged.get() + shift, bytes);
+    }
+  }
   return nvme_->write(offset, data, bytes);
 }
 
