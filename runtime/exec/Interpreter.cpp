@@ -42,17 +42,10 @@ Status Interpreter::openNvme(const std::string &dir, int rank) {
                                      plan_.nvme_arena_bytes(), options, nvme_));
   // The file starts as zeros (the moments); parameter shards kept there
   // (offload_param nvme) start from the plan's values, this rank's part.
-  for (const plan::Buffer &b : plan_.buffers()) {
-    if (b.arena() != plan::NVME || b.view() || b.initial_data().empty())
-      continue;
-    int64_t bytes = (int64_t)b.initial_data().size(), skip = 0;
-    if (b.shard_of() != 0) {
-      bytes /= stateShards(plan_);
-      skip = bytes * stateShardOf(plan_, rank);
-    }
-    ZRT_RETURN_IF_ERROR(writeNvme(b.offset(), b.initial_data().data() + skip, bytes));
-  }
-  return Status::ok();
+  return writeInitialContents(plan::NVME, rank,
+                              [&](int64_t offset, const char *data, int64_t bytes) {
+                                return writeNvme(offset, data, bytes);
+                              });
 }
 
 Status Interpreter::writeNvme(int64_t offset, const char *data, int64_t bytes) {
