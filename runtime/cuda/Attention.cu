@@ -768,6 +768,19 @@ __global__ void __launch_bounds__(kWarps * 32, MinBlocks)
       int rank, total;
       keyTileRank(tiles, m, b, h, qt, kTileIdx, rank, total);
       int64_t slot = ((int64_t)b * m.h + h) * qTiles + qt;
+      if (parts.spinNs == 0xffffffffu) { // experiment: unordered float atomics, no dq written
+        float *sumAt = parts.sums + slot * kTile * D + (warp * (D / 8) * 2 * 32 + lane) * 2;
+#pragma unroll
+        for (int nd = 0; nd < D / 8; ++nd)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            atomicAdd(sumAt + (nd * 2 + half) * 64, part[nd][2 * half]);
+            atomicAdd(sumAt + (nd * 2 + half) * 64 + 1, part[nd][2 * half + 1]);
+          }
+        __syncthreads();
+        cur = next;
+        continue;
+      }
       if (threadIdx.x == 0) {
         long long start = parts.waitCycles ? clock64() : 0;
         while (loadAcquire(parts.done + slot) != (unsigned)rank)

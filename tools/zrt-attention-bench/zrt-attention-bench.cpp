@@ -223,7 +223,7 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-const AttentionTiling kTilings[] = {{1, 1, 0}, {2, 1, 0}, {2, 1, 2}, {2, 2, 0}, {2, 1, 0, 100}, {2, 1, 0, 1000}};
+const AttentionTiling kTilings[] = {{1, 1, 0}, {2, 1, 0}, {2, 1, 2}, {2, 2, 0}, {2, 1, 0, 0xffffffffu}};
 
 struct Gpu {
   CudaContext ctx;
@@ -349,7 +349,7 @@ int main(int argc, char **argv) {
                     ? relError(got[i], first[i]) <= 1e-2
                     : sameBits(got[i], first[i]);
       ok &= same;
-      if (t.backwardKernels != 2) { // how long the single pass's blocks waited
+      if (t.backwardKernels != 2 && t.spinNs != 0xffffffffu) { // how long the single pass's blocks waited
         unsigned long long *cycles;
         CHECK_CUDA(cudaMalloc(&cycles, 8));
         CHECK_CUDA(cudaMemset(cycles, 0, 8));
