@@ -36,7 +36,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/AttentionShape.cuh"
-#include "cuda/CudaCheck.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -303,6 +302,17 @@ __device__ __forceinline__ int64_t nextKeyTile(const unsigned char *tiles, const
   return count;
 }
 
+/// The next query tile at or after |from| that the mask does not rule out
+/// for key tile |kt| (|count| when none).
+__device__ __forceinline__ int64_t nextQueryTile(const unsigned char *tiles, const Dims &m,
+                                                 int64_t b, int64_t h, int64_t from, int64_t count,
+                                                 int64_t kt) {
+  for (int64_t i = from; i < count; ++i)
+    if (tiles[tileIndex(m, b, h, i, kt)] != kSkipTile)
+      return i;
+  return count;
+}
+
 /// The forward's and dq's blocks: 16 MR query rows per warp, kWarps warps,
 /// so a block covers MR of the mask map's 64-row tiles. Blocks go
 /// (b * H + h, query block) with the last query block first: under a
@@ -550,157 +560,38 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
     }
 }
 
-/// A (16 x 64) B accumulated into acc, where A's rows are this warp's 16
-/// columns of aT (64 x 64 in shared memory, stride kDsStride: aT[r][c] =
-/// A[c][r]), so its fragments come through ldmatrix.trans, and B (64 x D)
-/// is tile[r][d] as in productTile.
-constexpr int kDsStride = kTile + kPad;
+/// Backward for dk and dv, tensor cores: block (b * Hk + kv head, key
+/// tile), the first key tiles first (under a causal mask they meet the most
+/// query tiles); the scores transposed (a warp's 16 keys x 64 queries of a
+/// query tile); q and dO tiles double-buffered. With grouped-query
+/// attention the block goes over the query heads that share its k/v head
+/// one after the other, summing their contributions in its accumulators (no
+/// atomics). (Splitting the group's heads over blocks, with float partial
+/// sums added up by a second kernel, was measured on Llama 3.2 1B's shape:
+/// 2% slower.)
 template <typename T, int D>
-__device__ __forceinline__ void productTileT(const T *aT, const T *tile, float acc[D / 8][4]) {
-  int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7, warp = threadIdx.x >> 5;
-  const T *aBase = aT + ((matrix >> 1) * 8 + row) * kDsStride + warp * 16 + (matrix & 1) * 8;
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    uint32_t a[4];
-    ldmatrixTrans(a, aBase + kk * 16 * kDsStride);
-    const T *base = tile + (kk * 16 + (matrix & 1) * 8 + row) * (D + kPad) + (matrix >> 1) * 8;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; nd += 2) {
-      uint32_t bf[4];
-      ldmatrixTrans(bf, base + nd * 8);
-      mma<T>(acc[nd], a, bf[0], bf[1]);
-      mma<T>(acc[nd + 1], a, bf[2], bf[3]);
-    }
-  }
-}
-
-/// The single-pass backward's dq bookkeeping (scratch memory, zeroed before
-/// each launch but |parts|): per (b, h, query tile) a count of the key
-/// tiles whose dq part has been added, and the float sum of those parts
-/// (64 x D, in the accumulators' fragment order: each warp reads and
-/// writes 32 consecutive float2); and the counter that hands the blocks
-/// their work in order.
-struct DqParts {
-  unsigned *done = nullptr; // b * h * qTiles
-  unsigned *ticket = nullptr;
-  float *sums = nullptr; // b * h * qTiles * 64 * D
-  unsigned spinNs = 0;                          // AttentionTiling::spinNs
-  unsigned long long *waitCycles = nullptr;     // AttentionTiling::waitCycles
-};
-
-/// Query tiles over every (b, h): the number of DqParts' counts and sums.
-inline int64_t dqTileCount(const Dims &m) { return m.b * m.h * ((m.sq + kTile - 1) / kTile); }
-
-__device__ __forceinline__ unsigned loadAcquire(const unsigned *p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void addRelease(unsigned *p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-/// For query tile |qt| of (b, h): how many key tiles the mask does not rule
-/// out before key tile |kt| (|rank|) and in all (|total|). A whole warp
-/// calls it (32 key tiles a ballot).
-__device__ __forceinline__ void keyTileRank(const unsigned char *tiles, const Dims &m, int64_t b,
-                                            int64_t h, int64_t qt, int64_t kt, int &rank,
-                                            int &total) {
-  int kTiles = (int)((m.sk + kTile - 1) / kTile), lane = threadIdx.x & 31;
-  rank = total = 0;
-  for (int base = 0; base < kTiles; base += 32) {
-    int j = base + lane;
-    unsigned live =
-        __ballot_sync(0xffffffff, j < kTiles && tiles[tileIndex(m, b, h, qt, j)] != kSkipTile);
-    total += __popc(live);
-    if (kt > base)
-      rank += __popc(kt - base >= 32 ? live : live & ((1u << (kt - base)) - 1));
-  }
-}
-
-/// Backward, tensor cores: block (b * Hk + kv head, key tile), the first
-/// key tiles first (under a causal mask they meet the most query tiles).
-/// The scores transposed (a warp's 16 keys x 64 queries of a query tile);
-/// q and dO tiles double-buffered. With grouped-query attention the block
-/// goes over the query heads that share its k/v head, summing their
-/// contributions to dk and dv in its accumulators (no atomics). (Splitting
-/// the group's heads over blocks, with float partial sums added up by a
-/// second kernel, was measured on Llama 3.2 1B's shape: 2% slower.)
-///
-/// |FuseDq|: the block also forms each query tile's dq part dS K (dS
-/// through shared memory) and adds it to that tile's float sum in
-/// key-tile order: a query tile's count says how many key tiles have
-/// added theirs, and the block waits for its turn (the tiles the mask
-/// does not rule out before its own), so the sums, and dq, have the same
-/// bits on every run. The first part is stored, the last one is added,
-/// scaled and written to dq as T. Query tiles visit from the last
-/// down, each with the group's heads in turn, so the blocks of one k/v
-/// head meet a tile at about the same time and each waits for only the
-/// key tiles before its own, once (after that they keep their
-/// staggering). Blocks take their work from a counter (|parts.ticket|),
-/// not from blockIdx: a block waits only for key tiles handed out before
-/// its own, which are running or done, so the waits cannot deadlock
-/// however the hardware schedules the grid. This is FlashAttention-2's
-/// five products a tile instead of seven (dq's own kernel recomputing the
-/// scores and dP), deterministic as FlashAttention-3's ordered mode.
-/// Without |FuseDq| (flashBackwardDqKernel forms dq) nothing waits.
-template <typename T, int D, bool FuseDq, int MinBlocks>
-__global__ void __launch_bounds__(kWarps * 32, MinBlocks)
-    flashBackwardKernel(const T *q, const T *k, const T *v, const T *bias,
-                        const unsigned char *tiles, const float *lse, const float *dsum,
-                        const T *g, T *dq, T *dk, T *dv, DqParts parts, Dims m) {
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
+    flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
+                           const unsigned char *tiles, const float *lse, const float *dsum,
+                           const T *g, T *dk, T *dv, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ unsigned claimed;
   constexpr int kTileElems = kTile * (D + kPad);
-  // k's and v's 64 rows, q and dO (two buffers each), lse and D of the
-  // query tiles (two buffers), then dS^T (FuseDq).
+  // k's and v's 64 rows, q and dO (two buffers each), then lse and D of
+  // the query tiles.
   T *kb = reinterpret_cast<T *>(smem), *vb = kb + kTileElems, *qs = vb + kTileElems,
     *gs = qs + 2 * kTileElems;
   float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
-  T *dsT = reinterpret_cast<T *>(tileD + 2 * kTile);
-  int64_t block = blockIdx.x;
-  if constexpr (FuseDq) {
-    if (threadIdx.x == 0)
-      claimed = atomicAdd(parts.ticket, 1u);
-    __syncthreads();
-    block = claimed;
-  }
-  // 32-bit indices: the kernel holds two D-wide accumulator sets.
-  const int group = (int)m.group(), kvHeads = (int)(m.b * m.hk);
-  const int b = (int)(block % kvHeads) / (int)m.hk, kh = (int)(block % kvHeads) % (int)m.hk,
-            kTileIdx = (int)(block / kvHeads), h0 = kh * group; // the group's first query head
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gi = lane >> 2, t = lane & 3;
-  int64_t key0 = (int64_t)kTileIdx * kTile + warp * 16;
-  const int qTiles = (int)((m.sq + kTile - 1) / kTile), items = qTiles * group;
-  // Work item |it|: query tile qTiles - 1 - it / group of head h0 + it % group.
-  auto itemTile = [&](int it) { return qTiles - 1 - it / group; };
-  auto itemHead = [&](int it) { return h0 + it % group; };
-  auto nextItem = [&](int from) {
-    for (int it = from; it < items; ++it)
-      if (tiles[tileIndex(m, b, itemHead(it), itemTile(it), kTileIdx)] != kSkipTile)
-        return it;
-    return items;
-  };
-  if (FuseDq && kTileIdx == 0) // query tiles no key tile reaches: dq = 0
-    for (int it = warp; it < items; it += kWarps) {
-      int rank, total;
-      keyTileRank(tiles, m, b, itemHead(it), itemTile(it), 0, rank, total);
-      if (total > 0)
-        continue;
-      for (int e = lane; e < kTile * D / 8; e += 32) {
-        int64_t row = (int64_t)itemTile(it) * kTile + e / (D / 8);
-        if (row < m.sq)
-          *reinterpret_cast<uint4 *>(dq + m.dqAt(b, row, itemHead(it)) + e % (D / 8) * 8) =
-              uint4{0, 0, 0, 0};
-      }
-    }
+  const int64_t group = m.group();
+  int64_t b = blockIdx.x / m.hk, kh = blockIdx.x % m.hk, h = kh * group; // the group's first head
+  int64_t kTileIdx = blockIdx.y;
+  int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  int64_t key0 = kTileIdx * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
   const T *kw = kb + warp * 16 * (D + kPad), *vw = vb + warp * 16 * (D + kPad);
   loadTileAsync<T, D>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
   loadTileAsync<T, D>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
   float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
-  auto load = [&](int it, int buf) {
-    int64_t tile = itemTile(it), h = itemHead(it);
+  auto load = [&](int64_t tile, int buf) {
     loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * kTileElems);
     loadTileAsync<T, D>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * kTileElems);
     for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
@@ -710,20 +601,30 @@ __global__ void __launch_bounds__(kWarps * 32, MinBlocks)
       tileD[buf * kTile + r] = in ? dsum[m.lseAt(b, h, query)] : 0.0f;
     }
   };
-  int cur = nextItem(0);
-  if (cur < items)
+  const int64_t lastHead = h + group - 1;
+  int64_t cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kTileIdx);
+  if (cur < qTiles)
     load(cur, 0);
   cpAsyncCommit();
-  for (int buf = 0; cur < items; buf ^= 1) {
-    int next = nextItem(cur + 1);
-    if (next < items)
+  for (int buf = 0;; buf ^= 1) {
+    if (cur >= qTiles) { // this head is done: the group's next one
+      if (h == lastHead)
+        break;
+      ++h;
+      cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kTileIdx);
+      if (cur >= qTiles)
+        continue;
+      load(cur, buf);
+      cpAsyncCommit();
+    }
+    int64_t next = nextQueryTile(tiles, m, b, h, cur + 1, qTiles, kTileIdx);
+    if (next < qTiles)
       load(next, buf ^ 1);
     cpAsyncCommit();
     cpAsyncWait<1>();
     __syncthreads();
-    int qt = itemTile(cur), h = itemHead(cur);
-    int64_t q0 = (int64_t)qt * kTile;
-    unsigned char kind = tiles[tileIndex(m, b, h, qt, kTileIdx)];
+    int64_t q0 = cur * kTile;
+    unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
     const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
     float s[1][8][4], dp[1][8][4];
     scoresTile<T, D, 1>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
@@ -751,71 +652,9 @@ __global__ void __launch_bounds__(kWarps * 32, MinBlocks)
           dp[0][nt][e] = p * (dp[0][nt][e] - curD[col]); // dS^T
         }
     }
-    if constexpr (FuseDq) // dS^T as T: row = key (this warp's 16), column = query
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          *reinterpret_cast<uint32_t *>(dsT + (warp * 16 + gi + 8 * half) * kDsStride + nt * 8 +
-                                        t * 2) =
-              pack<T>(dp[0][nt][2 * half], dp[0][nt][2 * half + 1]);
     productTile<T, D, 1>(s, gs + buf * kTileElems, dvAcc);
     productTile<T, D, 1>(dp, qs + buf * kTileElems, dkAcc);
-    if constexpr (FuseDq) {
-      __syncthreads(); // dS^T complete
-      float part[D / 8][4] = {};
-      productTileT<T, D>(dsT, kb, part); // this warp's 16 queries x D of dS K
-      int rank, total;
-      keyTileRank(tiles, m, b, h, qt, kTileIdx, rank, total);
-      int64_t slot = ((int64_t)b * m.h + h) * qTiles + qt;
-      if (parts.spinNs == 0xffffffffu) { // experiment: unordered float atomics, no dq written
-        float *sumAt = parts.sums + slot * kTile * D + (warp * (D / 8) * 2 * 32 + lane) * 2;
-#pragma unroll
-        for (int nd = 0; nd < D / 8; ++nd)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            atomicAdd(sumAt + (nd * 2 + half) * 64, part[nd][2 * half]);
-            atomicAdd(sumAt + (nd * 2 + half) * 64 + 1, part[nd][2 * half + 1]);
-          }
-        __syncthreads();
-        cur = next;
-        continue;
-      }
-      if (threadIdx.x == 0) {
-        long long start = parts.waitCycles ? clock64() : 0;
-        while (loadAcquire(parts.done + slot) != (unsigned)rank)
-          if (parts.spinNs)
-            __nanosleep(parts.spinNs);
-        if (parts.waitCycles)
-          atomicAdd(parts.waitCycles, (unsigned long long)(clock64() - start));
-      }
-      __syncthreads();
-      float2 *sum = reinterpret_cast<float2 *>(parts.sums + slot * kTile * D) +
-                    warp * (D / 8) * 2 * 32 + lane;
-      bool first = rank == 0, last = rank == total - 1;
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          float2 x = make_float2(part[nd][2 * half], part[nd][2 * half + 1]);
-          float2 *at = sum + (nd * 2 + half) * 32;
-          if (!first) {
-            float2 y = __ldcg(at);
-            x = make_float2(y.x + x.x, y.y + x.y);
-          }
-          int64_t row = q0 + warp * 16 + gi + 8 * half;
-          if (!last)
-            __stcg(at, x);
-          else if (row < m.sq)
-            *reinterpret_cast<uint32_t *>(dq + m.dqAt(b, row, h) + nd * 8 + t * 2) =
-                pack<T>(x.x * m.scale, x.y * m.scale);
-        }
-      __threadfence();
-      __syncthreads();
-      if (threadIdx.x == 0)
-        addRelease(parts.done + slot, 1);
-    }
-    __syncthreads(); // the next iteration refills this buffer (and dS^T)
+    __syncthreads();
     cur = next;
   }
   cpAsyncWait<0>();
@@ -939,26 +778,16 @@ Status launchDq(const Operands &a, const Pointers<T> &p, const unsigned char *ti
   return Status::ok();
 }
 
-/// Minimum blocks per SM of the backward kernel (__launch_bounds__: 168
-/// registers a thread at 3, 255 at 2 or 1): 3 at D <= 64 unless |fewer|,
-/// 1 at D = 128 (its two accumulator sets need 255; two blocks fit anyway).
-template <int D> constexpr int backwardBlocks(bool fewer) { return D <= 64 ? (fewer ? 2 : 3) : 1; }
-
-template <typename T, int D, bool FuseDq, int MinBlocks>
-Status launchBackward(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
-                      const float *dsum, DqParts parts, cudaStream_t st) {
+template <typename T, int D>
+Status launchDkv(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
+                 const float *dsum, cudaStream_t st) {
   const Dims &m = a.m;
-  size_t bytes = sizeof(T) * 6 * kTile * (D + kPad) + 4 * kTile * sizeof(float) +
-                 (FuseDq ? sizeof(T) * kTile * kDsStride : 0);
-  auto kernel = flashBackwardKernel<T, D, FuseDq, MinBlocks>;
-  ZRT_RETURN_IF_ERROR(setSmem(kernel, bytes));
-  unsigned blocks = (unsigned)(m.b * m.hk * ((m.sk + kTile - 1) / kTile));
-  if (FuseDq) // the counts and the ticket
-    ZRT_CUDA(cudaMemsetAsync(parts.done, 0, (dqTileCount(m) + 1) * sizeof(unsigned), st));
-  kernel<<<blocks, kWarps * 32, bytes, st>>>(
+  size_t bytes = sizeof(T) * 6 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
+  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, bytes));
+  dim3 grid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kTile - 1) / kTile));
+  flashBackwardDkvKernel<T, D><<<grid, kWarps * 32, bytes, st>>>(
       p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
-      reinterpret_cast<T *>(a.dq), reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv),
-      parts, m);
+      reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);
   return Status::ok();
 }
 
@@ -972,7 +801,7 @@ int defaultForwardRows(int64_t d) { return d == 64 || d == 128 ? 2 : 1; }
 
 template <typename T, int D>
 Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, float *dsum,
-                        unsigned char *tiles, DqParts parts, AttentionTiling tiling) {
+                        unsigned char *tiles, AttentionTiling tiling) {
   const Dims &m = a.m;
   cudaStream_t st = ctx.stream;
   auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
@@ -989,52 +818,22 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
       return launchForward < T, D, kWide ? 2 : 1 > (a, p, tiles, st);
     return launchForward<T, D, 1>(a, p, tiles, st);
   }
-  constexpr int kBlocks = backwardBlocks<D>(false), kFewer = backwardBlocks<D>(true);
-  bool fewer = tiling.backwardBlocks != 0 && tiling.backwardBlocks < kBlocks;
-  if (parts.sums)
-    return fewer ? launchBackward<T, D, true, kFewer>(a, p, tiles, dsum, parts, st)
-                 : launchBackward<T, D, true, kBlocks>(a, p, tiles, dsum, parts, st);
   ZRT_RETURN_IF_ERROR((launchDq<T, D, 1>(a, p, tiles, dsum, st)));
-  return launchBackward<T, D, false, kBlocks>(a, p, tiles, dsum, parts, st);
+  return launchDkv<T, D>(a, p, tiles, dsum, st);
 }
 
 template <typename T>
 Status launchTyped(bool backward, const Operands &a, CudaContext &ctx, AttentionTiling tiling) {
   const Dims &m = a.m;
   auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
-  // Scratch: the backward's D = rowsum(dO * O), the mask's tile map, and
-  // the single-pass backward's dq parts (DqParts: counts and ticket, then
-  // the float sums) where it runs.
+  // Scratch: the backward's D = rowsum(dO * O), then the mask's tile map.
   int64_t rows = backward ? m.b * m.h * m.sq : 0;
-  auto round = [](size_t n) { return (n + 255) / 256 * 256; };
-  size_t dsumBytes = round(rows * sizeof(float));
+  size_t dsumBytes = (size_t)(rows * sizeof(float) + 255) / 256 * 256;
   size_t mapBytes =
-      round(m.biasB * m.biasH * ((m.sq + kTile - 1) / kTile) * ((m.sk + kTile - 1) / kTile));
-  size_t countBytes = 0, sumBytes = 0;
-  bool singlePass = backward && tiling.backwardKernels != 2 && m.sk > 0 &&
-                    !std::is_same_v<T, float> && tensorCorePath(a);
-  if (singlePass) {
-    countBytes = round((dqTileCount(m) + 1) * sizeof(unsigned));
-    sumBytes = dqTileCount(m) * kTile * m.d * sizeof(float);
-    // Where --memory-budget leaves too little scratch for the sums, dq
-    // gets its own kernel (no scratch) instead.
-    if (ctx.scratchLimit >= 0 &&
-        (int64_t)(dsumBytes + mapBytes + countBytes + sumBytes) > ctx.scratchLimit)
-      countBytes = sumBytes = 0;
-  }
-  ZRT_RETURN_IF_ERROR(
-      ctx.reserve(std::max<size_t>(dsumBytes + mapBytes + countBytes + sumBytes, 1)));
-  char *scratch = static_cast<char *>(ctx.scratch);
-  float *dsum = reinterpret_cast<float *>(scratch);
-  unsigned char *tiles = reinterpret_cast<unsigned char *>(scratch + dsumBytes);
-  DqParts parts;
-  if (sumBytes) {
-    parts.done = reinterpret_cast<unsigned *>(scratch + dsumBytes + mapBytes);
-    parts.ticket = parts.done + dqTileCount(m);
-    parts.sums = reinterpret_cast<float *>(scratch + dsumBytes + mapBytes + countBytes);
-    parts.spinNs = tiling.spinNs;
-    parts.waitCycles = tiling.waitCycles;
-  }
+      (size_t)(m.biasB * m.biasH * ((m.sq + kTile - 1) / kTile) * ((m.sk + kTile - 1) / kTile));
+  ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<size_t>(dsumBytes + mapBytes, 1)));
+  float *dsum = static_cast<float *>(ctx.scratch);
+  unsigned char *tiles = static_cast<unsigned char *>(ctx.scratch) + dsumBytes;
   if (backward && rows > 0)
     rowDotKernel<T>
         <<<(unsigned)((rows + 7) / 8), 256, 0, ctx.stream>>>(in(a.g), in(a.out), dsum, m);
@@ -1044,13 +843,13 @@ Status launchTyped(bool backward, const Operands &a, CudaContext &ctx, Attention
     if (tensorCorePath(a)) {
       switch (m.d) {
       case 16:
-        return launchTensorCore<T, 16>(backward, a, ctx, dsum, tiles, parts, tiling);
+        return launchTensorCore<T, 16>(backward, a, ctx, dsum, tiles, tiling);
       case 32:
-        return launchTensorCore<T, 32>(backward, a, ctx, dsum, tiles, parts, tiling);
+        return launchTensorCore<T, 32>(backward, a, ctx, dsum, tiles, tiling);
       case 64:
-        return launchTensorCore<T, 64>(backward, a, ctx, dsum, tiles, parts, tiling);
+        return launchTensorCore<T, 64>(backward, a, ctx, dsum, tiles, tiling);
       default:
-        return launchTensorCore<T, 128>(backward, a, ctx, dsum, tiles, parts, tiling);
+        return launchTensorCore<T, 128>(backward, a, ctx, dsum, tiles, tiling);
       }
     }
   }

@@ -94,18 +94,6 @@ Status launchRankReduce(const void *const *inputs, int world, int64_t begin, int
 /// head dimension). Only benchmarks and tests choose.
 struct AttentionTiling {
   int fwdRows = 0;
-  /// The backward's kernels: 0 or 1, dq formed in the dk/dv kernel (the
-  /// default; float scratch of B x H x Sq x D); 2, a kernel for dq and one
-  /// for dk and dv (each recomputes the scores; what runs where
-  /// --memory-budget leaves too little scratch for the single pass).
-  int backwardKernels = 0;
-  /// The single-pass backward's minimum blocks per SM at D <= 64 (0: the
-  /// default, 3; 2 gives each thread 255 registers instead of 168).
-  int backwardBlocks = 0;
-  /// The single pass's waits: nanoseconds between polls (0: none), and where
-  /// to add the SM cycles its blocks waited (null: not counted).
-  unsigned spinNs = 0;
-  unsigned long long *waitCycles = nullptr;
 };
 
 /// zero.attention (|backward|: attention_grad) on ctx.stream (runtime/cuda/Attention.cu);
