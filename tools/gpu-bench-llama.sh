@@ -5,7 +5,8 @@
 # weights and tokens, in one call; then where zcc's step time goes
 # (--profile). SIZES="1b 8b-8l" (default 1b: Llama 3.2 1B's shape; 8b-8l:
 # Llama 3 8B's layer shape, 8 of its 32 layers). Run from a directory packed
-# by LLAMA_ONNX_DIR=... tools/gpu-pack.sh; variant plans packed beside the default
+# by LLAMA_ONNX_DIR=... tools/gpu-pack.sh; MODES=compile leaves out eager (the
+# comparison is against torch.compile); variant plans packed beside the default
 # (plans/llama-SIZE-bf16-VARIANT.zplan, e.g. -selective) get a timed row each.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,7 +19,7 @@ steps=${STEPS:-10} warmup=${WARMUP:-3}
 for size in ${SIZES:-1b}; do
   echo "== llama $size"
   python3 "$here/torch_llama_baseline.py" --size "$size" --batch 4 --seq 1024 --steps "$steps" \
-    --warmup "$warmup" --modes eager,compile --export "$work/llama-$size.onnx" \
+    --warmup "$warmup" --modes "${MODES:-eager,compile}" --export "$work/llama-$size.onnx" \
     --tokens "$work/tokens-$size.bin" 2>&1 | grep -v Warning | tee "$out/torch-$size.txt" |
     cut -c1-400
   run() { # steps metrics... (zrun's flags after); PLAN_SUFFIX picks a variant plan

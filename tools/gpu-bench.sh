@@ -3,7 +3,9 @@
 # (torch_gpt2_baseline.py, which also exports the model) and zcc's plan on the
 # same random-init weights and random tokens, in one call; then the ZeRO-3
 # plan with 2 in-process ranks on the GPU for memory per rank. Run from a
-# directory packed by GPT2_ONNX=... tools/gpu-pack.sh.
+# directory packed by GPT2_ONNX=... tools/gpu-pack.sh. BATCH (default 16) must
+# be the batch of the graph the plans were compiled from; MODES=compile leaves
+# out eager.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/gpu-libs.sh"
@@ -13,9 +15,9 @@ work=/tmp/gpu-bench-work
 mkdir -p "$out" "$work"
 steps=${STEPS:-10} warmup=${WARMUP:-3}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-python3 "$here/torch_gpt2_baseline.py" --batch 16 --seq 1024 --steps "$steps" --warmup "$warmup" \
-  --modes eager,compile --export "$work/gpt2.onnx" 2>&1 | grep -v Warning | tee "$out/torch.txt" | cut -c1-400
-python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, 50257, size=16 * 1025 * 64, dtype=np.uint16).tofile('$work/tokens.bin')"
+python3 "$here/torch_gpt2_baseline.py" --batch "${BATCH:-16}" --seq 1024 --steps "$steps" \
+  --warmup "$warmup" --modes "${MODES:-eager,compile}" --export "$work/gpt2.onnx" 2>&1 | grep -v Warning | tee "$out/torch.txt" | cut -c1-400
+python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, 50257, size=${BATCH:-16} * 1025 * 64, dtype=np.uint16).tofile('$work/tokens.bin')"
 # The process's device memory as nvidia-smi sees it (context included), sampled.
 smi() { nvidia-smi --query-compute-apps=used_memory --format=csv,noheader,nounits 2>/dev/null | sort -n | tail -1; }
 sample() { while sleep 0.2; do smi; done > "$1"; }

@@ -23,6 +23,12 @@
 // dq, one per 64-key block for dk and dv, after a kernel that forms
 // D = rowsum(dO * O).
 //
+// On Hopper (compute capability 9.0) at D = 64 and 128 the same three
+// kernels run on warpgroup MMAs instead (wgmma, sm_90a: the block's 4 warps
+// are one warpgroup taking 64 rows; operands from shared memory in the
+// 128-byte swizzle, P and dS from registers), the same blocks, order, masks
+// and softmax; mma.sync serves other GPUs and head dimensions.
+//
 // float32 (and any other shape): a thread per row, the same arithmetic in
 // plain float (cuda/AttentionSimt.cu); it is there for exactness tests and
 // small models, not speed.
@@ -31,7 +37,7 @@
 // reached through its graph API, which the cudnn-frontend C++ headers
 // wrap; those headers are not part of the CUDA or Debian packages here, and
 // the backend descriptors alone would mean re-deriving the frontend's
-// operation graph. These kernels are ~400 lines, deterministic, and match
+// operation graph. These kernels are ~1100 lines, deterministic, and match
 // the reference on every plan (tools/gpu-check.sh).
 //
 //===----------------------------------------------------------------------===//
@@ -313,6 +319,133 @@ __device__ __forceinline__ int64_t nextQueryTile(const unsigned char *tiles, con
   return count;
 }
 
+/// wgmma's operand layout in shared memory: 64 x 64 blocks of 128-byte rows
+/// in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8));
+/// a tile of D columns is D / 64 blocks side by side.
+constexpr int kSwBlock = 64 * 64; // elements of one swizzled 64 x 64 block
+
+/// Element offset of (row r, column c) in a tile of D / 64 swizzled blocks.
+__device__ __forceinline__ int swizzled(int r, int c) {
+  return (c >> 6) * kSwBlock + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+}
+
+/// loadTileAsync into the swizzled layout.
+template <typename T, int D>
+__device__ __forceinline__ void loadTileSwizzled(const T *x, const Dims &m, int64_t b, int64_t h,
+                                                 int64_t row0, int64_t rows, Rows which, T *tile) {
+  for (int k = threadIdx.x; k < kTile * D / 8; k += blockDim.x) {
+    int r = k / (D / 8), c = (k % (D / 8)) * 8;
+    int64_t row = row0 + r;
+    bool valid = row < rows;
+    cpAsync16(tile + swizzled(r, c), x + m.at(which, b, valid ? row : 0, h) + c, valid);
+  }
+}
+
+/// The key tiles that query tiles [qt0, qt1) of (b, h) see, in order,
+/// with k and v tiles (k/v head |kh|) double-buffered in ks and vs (|Elems|
+/// elements a buffer; |Swizzled|: wgmma's layout, else rows padded by
+/// kPad): step(tile, buf) computes on buffer |buf| once every thread's
+/// copies have landed (and, swizzled, are visible to wgmma's async proxy),
+/// while the next tile's copies run.
+template <typename T, int D, bool Swizzled, typename Step>
+__device__ __forceinline__ void
+forKeyTiles(const unsigned char *tiles, const Dims &m, int64_t b, int64_t h, int64_t kh,
+            int64_t qt0, int64_t qt1, const T *k, const T *v, T *ks, T *vs, int elems, Step step) {
+  auto load = [&](int64_t tile, int buf) {
+    if constexpr (Swizzled) {
+      loadTileSwizzled<T, D>(k, m, b, kh, tile * kTile, m.sk, Rows::K, ks + buf * elems);
+      loadTileSwizzled<T, D>(v, m, b, kh, tile * kTile, m.sk, Rows::K, vs + buf * elems);
+    } else {
+      loadTileAsync<T, D>(k, m, b, kh, tile * kTile, m.sk, Rows::K, ks + buf * elems);
+      loadTileAsync<T, D>(v, m, b, kh, tile * kTile, m.sk, Rows::K, vs + buf * elems);
+    }
+  };
+  int64_t kTiles = (m.sk + kTile - 1) / kTile;
+  int64_t cur = nextKeyTile(tiles, m, b, h, 0, kTiles, qt0, qt1);
+  if (cur < kTiles)
+    load(cur, 0);
+  cpAsyncCommit();
+  for (int buf = 0; cur < kTiles; buf ^= 1) {
+    int64_t next = nextKeyTile(tiles, m, b, h, cur + 1, kTiles, qt0, qt1);
+    if (next < kTiles)
+      load(next, buf ^ 1);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    if constexpr (Swizzled) // cp.async wrote through the generic proxy
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    step(cur, buf);
+    __syncthreads(); // the next iteration refills this buffer
+    cur = next;
+  }
+  cpAsyncWait<0>(); // a block with no tiles still issued its own rows' copies
+}
+
+/// lse (log2 domain) and D of query tile |tile| of (b, h) into shared
+/// memory (the block's threads together); rows past the end get lse = inf.
+__device__ __forceinline__ void queryTileStats(const float *lse, const float *dsum, int64_t b,
+                                               int64_t h, int64_t tile, const Dims &m,
+                                               float *tileLse, float *tileD) {
+  for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
+    int64_t query = tile * kTile + r;
+    bool in = query < m.sq;
+    tileLse[r] = in ? lse[m.lseAt(b, h, query)] * kLog2e : INFINITY;
+    tileD[r] = in ? dsum[m.lseAt(b, h, query)] : 0.0f;
+  }
+}
+
+/// The query tiles that key tile |kt| of batch |b| sees, for each of the
+/// |group| query heads from |h0| in turn (grouped-query attention: the
+/// heads that share a k/v head), with the tiles' q and dO rows
+/// double-buffered in qs and gs and their lse and D in tileLse and tileD
+/// (kTile floats a buffer) as forKeyTiles does k and v; step(tile, head,
+/// buf).
+template <typename T, int D, bool Swizzled, typename Step>
+__device__ __forceinline__ void
+forQueryTiles(const unsigned char *tiles, const Dims &m, int64_t b, int64_t h0, int64_t group,
+              int64_t kt, const T *q, const T *g, const float *lse, const float *dsum, T *qs, T *gs,
+              float *tileLse, float *tileD, int elems, Step step) {
+  auto load = [&](int64_t tile, int64_t h, int buf) {
+    if constexpr (Swizzled) {
+      loadTileSwizzled<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * elems);
+      loadTileSwizzled<T, D>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * elems);
+    } else {
+      loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * elems);
+      loadTileAsync<T, D>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * elems);
+    }
+    queryTileStats(lse, dsum, b, h, tile, m, tileLse + buf * kTile, tileD + buf * kTile);
+  };
+  int64_t qTiles = (m.sq + kTile - 1) / kTile, h = h0, lastHead = h0 + group - 1;
+  int64_t cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kt);
+  if (cur < qTiles)
+    load(cur, h, 0);
+  cpAsyncCommit();
+  for (int buf = 0;; buf ^= 1) {
+    if (cur >= qTiles) { // this head is done: the group's next one
+      if (h == lastHead)
+        break;
+      ++h;
+      cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kt);
+      if (cur >= qTiles)
+        continue;
+      load(cur, h, buf);
+      cpAsyncCommit();
+    }
+    int64_t next = nextQueryTile(tiles, m, b, h, cur + 1, qTiles, kt);
+    if (next < qTiles)
+      load(next, h, buf ^ 1);
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    if constexpr (Swizzled)
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    step(cur, h, buf);
+    __syncthreads();
+    cur = next;
+  }
+  cpAsyncWait<0>();
+}
+
 /// The forward's and dq's blocks: 16 MR query rows per warp, kWarps warps,
 /// so a block covers MR of the mask map's 64-row tiles. Blocks go
 /// (b * H + h, query block) with the last query block first: under a
@@ -327,97 +460,52 @@ template <int MR> constexpr int kBlockRows = kWarps * 16 * MR;
 /// memory anyway).
 template <int D, int MR> constexpr int minBlocks() { return D <= 64 ? 4 / MR : 1; }
 
-/// Forward, tensor cores: block (b * H + h, query block, last first); the
-/// next k/v tile is copied (cp.async) while this one is computed. A warp
-/// whose rows the mask rules out of a tile skips its products.
-template <typename T, int D, int MR>
-__global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
-    flashForwardKernel(const T *q, const T *k, const T *v, const T *bias,
-                       const unsigned char *tiles, T *out, float *lse, Dims m) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int kTileElems = kTile * (D + kPad), kRows = kBlockRows<MR>;
-  // q's rows (MR tiles), then k and v: two buffers each.
-  T *qs = reinterpret_cast<T *>(smem), *ks = qs + MR * kTileElems, *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
-  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
-  int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t row0 = qBlock * kRows + warp * 16 * MR, kTiles = (m.sk + kTile - 1) / kTile;
-  int64_t qTiles = (m.sq + kTile - 1) / kTile, qt0 = qBlock * MR,
-          qt1 = qt0 + MR < qTiles ? qt0 + MR : qTiles, myTile = row0 / kTile; // row0 < sq: < qTiles
-  const T *qw = qs + warp * 16 * MR * (D + kPad);                             // this warp's rows
-  for (int i = 0; i < MR; ++i)
-    loadTileAsync<T, D>(q, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Q, qs + i * kTileElems);
-  float o[MR][D / 8][4] = {};
-  float mx[MR][2], l[MR][2]; // mx: log2 domain
+/// The online softmax over one tile's scores (FlashAttention-2), per row:
+/// the new maximum (log2 domain; |mul| is the scale still to apply, 1 where
+/// maskScores applied it), s -> 2^(s mul - max), the running sum, and the
+/// output rescaled by 2^(old max - new max).
+template <int D, int MR>
+__device__ __forceinline__ void onlineSoftmax(float s[MR][8][4], float mul, float mx[MR][2],
+                                              float l[MR][2], float o[MR][D / 8][4]) {
 #pragma unroll
   for (int mr = 0; mr < MR; ++mr)
-    mx[mr][0] = mx[mr][1] = -INFINITY, l[mr][0] = l[mr][1] = 0;
-  const float sl = m.scale * kLog2e;
-  int64_t cur = nextKeyTile(tiles, m, b, h, 0, kTiles, qt0, qt1);
-  if (cur < kTiles) {
-    loadTileAsync<T, D>(k, m, b, kh, cur * kTile, m.sk, Rows::K, ks);
-    loadTileAsync<T, D>(v, m, b, kh, cur * kTile, m.sk, Rows::K, vs);
-  }
-  cpAsyncCommit();
-  for (int buf = 0; cur < kTiles; buf ^= 1) {
-    int64_t next = nextKeyTile(tiles, m, b, h, cur + 1, kTiles, qt0, qt1);
-    if (next < kTiles) {
-      loadTileAsync<T, D>(k, m, b, kh, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
-      loadTileAsync<T, D>(v, m, b, kh, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
-    }
-    cpAsyncCommit();
-    cpAsyncWait<1>();
-    __syncthreads();
-    int64_t key0 = cur * kTile;
-    unsigned char kind = row0 < m.sq ? tiles[tileIndex(m, b, h, myTile, cur)] : kSkipTile;
-    if (kind != kSkipTile) {
-      float s[MR][8][4];
-      scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
-      // The scores in the log2 domain, x = s scale log2(e) + mask log2(e):
-      // tiles with mask values or keys past the end are scaled here (mul =
-      // 1 after); interior tiles keep the raw scores and fold the scale
-      // into the exponent's FFMA (max(s) scale = max(s scale), scale > 0).
-      bool general = kind != kPlainTile || key0 + kTile > m.sk || !(sl > 0);
-      float mul = general ? 1.0f : sl;
-      if (general)
-        maskScores<T, MR, false>(s, sl, kind, bias + m.biasRow(b, h, row0) + key0,
-                                 maskFrame(m, row0, key0));
 #pragma unroll
-      for (int mr = 0; mr < MR; ++mr)
+    for (int half = 0; half < 2; ++half) {
+      float tileMax = -INFINITY;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          float tileMax = -INFINITY;
+      for (int nt = 0; nt < 8; ++nt)
+        tileMax = fmaxf(tileMax, fmaxf(s[mr][nt][2 * half], s[mr][nt][2 * half + 1]));
+      tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 1));
+      tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 2));
+      float newMax = fmaxf(mx[mr][half], tileMax * mul);
+      float base = newMax == -INFINITY ? 0.0f : newMax;
+      float alpha = exp2Approx(mx[mr][half] - base);
+      float sum = 0;
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-            tileMax = fmaxf(tileMax, fmaxf(s[mr][nt][2 * half], s[mr][nt][2 * half + 1]));
-          tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 1));
-          tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 2));
-          float newMax = fmaxf(mx[mr][half], tileMax * mul);
-          float base = newMax == -INFINITY ? 0.0f : newMax;
-          float alpha = exp2Approx(mx[mr][half] - base);
-          float sum = 0;
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float &x = s[mr][nt][2 * half + e];
-              x = exp2Approx(fmaf(x, mul, -base));
-              sum += x;
-            }
-          l[mr][half] = l[mr][half] * alpha + sum;
-          mx[mr][half] = newMax;
-#pragma unroll
-          for (int nd = 0; nd < D / 8; ++nd) {
-            o[mr][nd][2 * half] *= alpha;
-            o[mr][nd][2 * half + 1] *= alpha;
-          }
+        for (int e = 0; e < 2; ++e) {
+          float &x = s[mr][nt][2 * half + e];
+          x = exp2Approx(fmaf(x, mul, -base));
+          sum += x;
         }
-      productTile<T, D, MR>(s, vs + buf * kTileElems, o);
+      l[mr][half] = l[mr][half] * alpha + sum;
+      mx[mr][half] = newMax;
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        o[mr][nd][2 * half] *= alpha;
+        o[mr][nd][2 * half + 1] *= alpha;
+      }
     }
-    __syncthreads(); // the next iteration refills this buffer
-    cur = next;
-  }
-  cpAsyncWait<0>(); // a block with no tiles still issued its own rows' copies
+}
+
+/// The forward's rows (this warp's, from |row0|) to out (o / sum; NaN, or 0
+/// with nanToZero, where the mask leaves a row no key) and lse.
+template <typename T, int D, int MR>
+__device__ __forceinline__ void writeForward(const float o[MR][D / 8][4], const float mx[MR][2],
+                                             const float l[MR][2], int64_t row0, int64_t b,
+                                             int64_t h, const Dims &m, T *out, float *lse) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
   for (int mr = 0; mr < MR; ++mr)
 #pragma unroll
@@ -440,6 +528,381 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
       if (t == 0)
         lse[m.lseAt(b, h, row)] = empty ? INFINITY : mx[mr][half] * kLn2 + logf(sum);
     }
+}
+
+/// lse (log2 domain) and D = rowsum(dO * O) of this warp's query rows
+/// (from |row0|); rows past the end get lse = inf (P = 0).
+template <int MR>
+__device__ __forceinline__ void queryRowStats(const float *lse, const float *dsum, int64_t row0,
+                                              int64_t b, int64_t h, const Dims &m,
+                                              float rowLse[MR][2], float rowD[MR][2]) {
+  int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int64_t row = row0 + mr * 16 + g + 8 * half;
+      bool in = row < m.sq;
+      rowLse[mr][half] = in ? lse[m.lseAt(b, h, row)] * kLog2e : INFINITY;
+      rowD[mr][half] = in ? dsum[m.lseAt(b, h, row)] : 0.0f;
+    }
+}
+
+/// dS = P (dP - D) into s, over a tile whose rows are queries: P = 2^(s
+/// scale log2(e) + mask log2(e) - lse log2(e)); |general| tiles (a mask to
+/// apply or keys past the end) go through maskScores, interior ones take
+/// one FFMA and one ex2 per score.
+template <typename T, int MR>
+__device__ __forceinline__ void queryGrads(float s[MR][8][4], const float dp[MR][8][4],
+                                           const float rowLse[MR][2], const float rowD[MR][2],
+                                           float sl, bool general, unsigned char kind,
+                                           const T *biasAt, const MaskFrame &f) {
+  if (general) {
+    maskScores<T, MR, false>(s, sl, kind, biasAt, f);
+#pragma unroll
+    for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[mr][nt][e] =
+              exp2Approx(s[mr][nt][e] - rowLse[mr][e >> 1]) * (dp[mr][nt][e] - rowD[mr][e >> 1]);
+  } else {
+#pragma unroll
+    for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[mr][nt][e] = exp2Approx(fmaf(s[mr][nt][e], sl, -rowLse[mr][e >> 1])) *
+                         (dp[mr][nt][e] - rowD[mr][e >> 1]);
+  }
+}
+
+/// P^T into s and dS^T into dp over a tile whose rows are keys (this warp's
+/// 16) and columns the 64 queries whose lse (log2 domain) and D are
+/// |colLse| and |colD|; queries past the end give P = 0.
+template <typename T>
+__device__ __forceinline__ void keyGrads(float s[1][8][4], float dp[1][8][4], const float *colLse,
+                                         const float *colD, float sl, bool general,
+                                         unsigned char kind, const T *biasAt, const MaskFrame &f) {
+  int t = threadIdx.x & 3;
+  if (general) {
+    maskScores<T, 1, true>(s, sl, kind, biasAt, f);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int col = nt * 8 + t * 2 + (e & 1);
+        float p = col >= f.rowsLeft ? 0.0f : exp2Approx(s[0][nt][e] - colLse[col]);
+        s[0][nt][e] = p;
+        dp[0][nt][e] = p * (dp[0][nt][e] - colD[col]);
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int col = nt * 8 + t * 2 + (e & 1);
+        float p = exp2Approx(fmaf(s[0][nt][e], sl, -colLse[col]));
+        s[0][nt][e] = p;
+        dp[0][nt][e] = p * (dp[0][nt][e] - colD[col]);
+      }
+  }
+}
+
+/// This warp's rows of acc (MR blocks of 16 from |row0|) times |scale|, as
+/// T, to the rows below |rows| of a tensor whose row r starts at at(r).
+template <typename T, int D, int MR, typename At>
+__device__ __forceinline__ void writeRows(const float acc[MR][D / 8][4], float scale, int64_t row0,
+                                          int64_t rows, At at) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int64_t row = row0 + mr * 16 + g + 8 * half;
+      if (row >= rows)
+        continue;
+      T *dst = at(row);
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd)
+        *reinterpret_cast<uint32_t *>(dst + nd * 8 + t * 2) =
+            pack<T>(acc[mr][nd][2 * half] * scale, acc[mr][nd][2 * half + 1] * scale);
+    }
+}
+
+/// dk (times the scale) and dv of this warp's 16 keys, from |key0|.
+template <typename T, int D>
+__device__ __forceinline__ void writeKeyGrads(const float dkAcc[1][D / 8][4],
+                                              const float dvAcc[1][D / 8][4], int64_t key0,
+                                              int64_t b, int64_t kh, const Dims &m, T *dk, T *dv) {
+  writeRows<T, D, 1>(dkAcc, m.scale, key0, m.sk,
+                     [&](int64_t key) { return dk + m.dkAt(b, key, kh); });
+  writeRows<T, D, 1>(dvAcc, 1.0f, key0, m.sk, [&](int64_t key) { return dv + m.dkAt(b, key, kh); });
+}
+
+/// Forward, tensor cores: block (b * H + h, query block, last first); the
+/// next k/v tile is copied (cp.async) while this one is computed. A warp
+/// whose rows the mask rules out of a tile skips its products.
+template <typename T, int D, int MR>
+__global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
+    flashForwardKernel(const T *q, const T *k, const T *v, const T *bias,
+                       const unsigned char *tiles, T *out, float *lse, Dims m) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int kTileElems = kTile * (D + kPad), kRows = kBlockRows<MR>;
+  // q's rows (MR tiles), then k and v: two buffers each.
+  T *qs = reinterpret_cast<T *>(smem), *ks = qs + MR * kTileElems, *vs = ks + 2 * kTileElems;
+  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
+  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
+  int warp = threadIdx.x >> 5;
+  int64_t row0 = qBlock * kRows + warp * 16 * MR;
+  int64_t qTiles = (m.sq + kTile - 1) / kTile, qt0 = qBlock * MR,
+          qt1 = qt0 + MR < qTiles ? qt0 + MR : qTiles, myTile = row0 / kTile; // row0 < sq: < qTiles
+  const T *qw = qs + warp * 16 * MR * (D + kPad);                             // this warp's rows
+  for (int i = 0; i < MR; ++i)
+    loadTileAsync<T, D>(q, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Q, qs + i * kTileElems);
+  float o[MR][D / 8][4] = {};
+  float mx[MR][2], l[MR][2]; // mx: log2 domain
+#pragma unroll
+  for (int mr = 0; mr < MR; ++mr)
+    mx[mr][0] = mx[mr][1] = -INFINITY, l[mr][0] = l[mr][1] = 0;
+  const float sl = m.scale * kLog2e;
+  forKeyTiles<T, D, false>(
+      tiles, m, b, h, kh, qt0, qt1, k, v, ks, vs, kTileElems, [&](int64_t cur, int buf) {
+        int64_t key0 = cur * kTile;
+        unsigned char kind = row0 < m.sq ? tiles[tileIndex(m, b, h, myTile, cur)] : kSkipTile;
+        if (kind != kSkipTile) {
+          float s[MR][8][4];
+          scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
+          // The scores in the log2 domain, x = s scale log2(e) + mask log2(e):
+          // tiles with mask values or keys past the end are scaled here (mul =
+          // 1 after); interior tiles keep the raw scores and fold the scale
+          // into the exponent's FFMA (max(s) scale = max(s scale), scale > 0).
+          bool general = kind != kPlainTile || key0 + kTile > m.sk || !(sl > 0);
+          float mul = general ? 1.0f : sl;
+          if (general)
+            maskScores<T, MR, false>(s, sl, kind, bias + m.biasRow(b, h, row0) + key0,
+                                     maskFrame(m, row0, key0));
+          onlineSoftmax<D, MR>(s, mul, mx, l, o);
+          productTile<T, D, MR>(s, vs + buf * kTileElems, o);
+        }
+      });
+  writeForward<T, D, MR>(o, mx, l, row0, b, h, m, out, lse);
+}
+
+//===----------------------------------------------------------------------===//
+// Hopper forward: wgmma (sm_90a)
+//===----------------------------------------------------------------------===//
+
+// A warpgroup (the block's 4 warps) takes 64 query rows; S = Q K^T and O +=
+// P V are warpgroup MMAs (wgmma.mma_async m64n64k16, float accumulation):
+// Q and each 64-key tile of k and v sit in shared memory as 64 x 64 blocks
+// of 128-byte rows in the 128-byte swizzle wgmma reads (16-byte chunk c of
+// row r at chunk c ^ (r % 8); D = 128: two blocks side by side), P goes
+// from S's accumulators to the A operand in registers (the fragments line
+// up as with mma.sync), and V is read transposed (MN-major). The
+// accumulators have mma.sync's layout per warp (16 rows each), so the mask
+// and the online softmax are the mma.sync kernel's. Built for sm_90a only
+// (Attention.cu's own gencode, runtime/CMakeLists.txt); launched where the
+// device is compute capability 9.0.
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the wgmma helpers
+/// wgmma's shared-memory descriptor of a swizzled block at |p| (1024-byte
+/// aligned, or that plus a multiple of 32 bytes to step along K within a
+/// row): start address, 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t swizzledDesc(const void *p) {
+  uint64_t at = (uint32_t)__cvta_generic_to_shared(p);
+  return ((at & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmmaCommitWait() {
+  asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+/// Keeps the compiler from moving uses of |n| accumulators across the wait.
+template <int N> __device__ __forceinline__ void fenceOperands(float *x) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    asm volatile("" : "+f"(x[i])::"memory");
+}
+
+/// A 64 x 64 float accumulator's 32 registers a thread, as asm operands.
+#define WGMMA_D                                                                                    \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "    \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WGMMA_OUT(d)                                                                               \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),  \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),     \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),   \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),   \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+/// d (64 x 64, this thread's 32) = A B^T (+ d if |accumulate|), A and B
+/// K-major 64 x 16 slices in shared memory.
+template <typename T>
+__device__ __forceinline__ void wgmmaSS(float d[32], uint64_t a, uint64_t b, int accumulate) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D
+                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : WGMMA_OUT(d)
+                 : "l"(a), "l"(b), "r"(accumulate));
+  else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D
+                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : WGMMA_OUT(d)
+                 : "l"(a), "l"(b), "r"(accumulate));
+}
+
+/// d += A B: A (64 x 16) in registers (mma.sync's A fragments, this
+/// warp's 16 rows), B a 16 x 64 MN-major slice in shared memory.
+template <typename T>
+__device__ __forceinline__ void wgmmaRS(float d[32], const uint32_t a[4], uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : WGMMA_OUT(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : WGMMA_OUT(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+#undef WGMMA_D
+#undef WGMMA_OUT
+
+/// s (64 x 64: this warp's 16 rows in mma.sync's accumulator layout) = A
+/// B^T, A's 64 rows and B's 64 rows swizzled tiles of D columns in shared
+/// memory (both K-major); waits for the result.
+template <typename T, int D>
+__device__ __forceinline__ void scoresWgmma(const T *a, const T *b, float s[1][8][4]) {
+  wgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmmaSS<T>(&s[0][0][0], swizzledDesc(a + (kk >> 2) * kSwBlock) + 2 * (kk & 3),
+               swizzledDesc(b + (kk >> 2) * kSwBlock) + 2 * (kk & 3), kk > 0);
+  wgmmaCommitWait();
+  fenceOperands<32>(&s[0][0][0]);
+}
+
+/// scoresWgmma for two products at once (one wait for both).
+template <typename T, int D>
+__device__ __forceinline__ void scoresWgmma2(const T *a0, const T *b0, float s0[1][8][4],
+                                             const T *a1, const T *b1, float s1[1][8][4]) {
+  wgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmmaSS<T>(&s0[0][0][0], swizzledDesc(a0 + (kk >> 2) * kSwBlock) + 2 * (kk & 3),
+               swizzledDesc(b0 + (kk >> 2) * kSwBlock) + 2 * (kk & 3), kk > 0);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmmaSS<T>(&s1[0][0][0], swizzledDesc(a1 + (kk >> 2) * kSwBlock) + 2 * (kk & 3),
+               swizzledDesc(b1 + (kk >> 2) * kSwBlock) + 2 * (kk & 3), kk > 0);
+  wgmmaCommitWait();
+  fenceOperands<32>(&s0[0][0][0]);
+  fenceOperands<32>(&s1[0][0][0]);
+}
+
+/// P as wgmma's A operand (registers: mma.sync's A fragments).
+template <typename T>
+__device__ __forceinline__ void packA(const float p[1][8][4], uint32_t a[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pack<T>(p[0][2 * kk][0], p[0][2 * kk][1]);
+    a[kk][1] = pack<T>(p[0][2 * kk][2], p[0][2 * kk][3]);
+    a[kk][2] = pack<T>(p[0][2 * kk + 1][0], p[0][2 * kk + 1][1]);
+    a[kk][3] = pack<T>(p[0][2 * kk + 1][2], p[0][2 * kk + 1][3]);
+  }
+}
+
+/// acc0 += P0 B0 and acc1 += P1 B1 (productWgmma's), one wait for both.
+template <typename T, int D>
+__device__ __forceinline__ void productWgmma2(const float p0[1][8][4], const T *b0,
+                                              float acc0[1][D / 8][4], const float p1[1][8][4],
+                                              const T *b1, float acc1[1][D / 8][4]) {
+  uint32_t a0[4][4], a1[4][4];
+  packA<T>(p0, a0);
+  packA<T>(p1, a1);
+  wgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int part = 0; part < D / 64; ++part) {
+      wgmmaRS<T>(&acc0[0][part * 8][0], a0[kk], swizzledDesc(b0 + part * kSwBlock + kk * 16 * 64));
+      wgmmaRS<T>(&acc1[0][part * 8][0], a1[kk], swizzledDesc(b1 + part * kSwBlock + kk * 16 * 64));
+    }
+  wgmmaCommitWait();
+  fenceOperands<D / 2>(&acc0[0][0][0]);
+  fenceOperands<D / 2>(&acc1[0][0][0]);
+}
+
+/// acc (64 x D, this warp's 16 rows) += P B where P (64 x 64) is in score
+/// accumulators and B (64 x D) a swizzled tile read MN-major; waits.
+template <typename T, int D>
+__device__ __forceinline__ void productWgmma(const float p[1][8][4], const T *tile,
+                                             float acc[1][D / 8][4]) {
+  uint32_t a[4][4]; // every register formed before the MMAs start
+  packA<T>(p, a);
+  wgmmaFence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int part = 0; part < D / 64; ++part)
+      wgmmaRS<T>(&acc[0][part * 8][0], a[kk], swizzledDesc(tile + part * kSwBlock + kk * 16 * 64));
+  wgmmaCommitWait();
+  fenceOperands<D / 2>(&acc[0][0][0]);
+}
+#endif
+
+/// Forward with wgmma: block (b * H + h, 64-query block, last first), one
+/// warpgroup; k/v tiles double-buffered with cp.async as in
+/// flashForwardKernel.
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 2)
+    flashForwardWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
+                            const unsigned char *tiles, T *out, float *lse, Dims m) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(16) unsigned char smemRaw[];
+  constexpr int kTileElems = kTile * D;
+  // 1024-byte aligned (the swizzle's period): q, then k and v, two buffers each.
+  unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
+  T *qs = reinterpret_cast<T *>(smemRaw + skew), *ks = qs + kTileElems, *vs = ks + 2 * kTileElems;
+  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
+  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
+  int warp = threadIdx.x >> 5;
+  int64_t row0 = qBlock * kTile + warp * 16;
+  // Rows past the end still take part in the MMAs; their mask is row
+  // sq - 1's and nothing of them is written.
+  int64_t maskRow0 = row0 < m.sq ? row0 : m.sq - 1;
+  loadTileSwizzled<T, D>(q, m, b, h, qBlock * kTile, m.sq, Rows::Q, qs);
+  float o[1][D / 8][4] = {};
+  float mx[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0, 0}}; // mx: log2 domain
+  const float sl = m.scale * kLog2e;
+  forKeyTiles<T, D, true>(
+      tiles, m, b, h, kh, qBlock, qBlock + 1, k, v, ks, vs, kTileElems, [&](int64_t cur, int buf) {
+        int64_t key0 = cur * kTile;
+        unsigned char kind = tiles[tileIndex(m, b, h, qBlock, cur)]; // not kSkipTile
+        const T *kt = ks + buf * kTileElems, *vt = vs + buf * kTileElems;
+        float s[1][8][4];
+        scoresWgmma<T, D>(qs, kt, s);
+        bool general = kind != kPlainTile || key0 + kTile > m.sk || !(sl > 0);
+        float mul = general ? 1.0f : sl;
+        if (general)
+          maskScores<T, 1, false>(s, sl, kind, bias + m.biasRow(b, h, maskRow0) + key0,
+                                  maskFrame(m, maskRow0, key0));
+        onlineSoftmax<D, 1>(s, mul, mx, l, o);
+        productWgmma<T, D>(s, vt, o);
+      });
+  writeForward<T, D, 1>(o, mx, l, row0, b, h, m, out, lse);
+#endif
 }
 
 /// D[b, h, i] = sum_d dO * O (float), a warp per row.
@@ -473,8 +936,8 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
     *vs = ks + 2 * kTileElems;
   int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
   int64_t qBlock = gridDim.y - 1 - blockIdx.y;
-  int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t row0 = qBlock * kRows + warp * 16 * MR, kTiles = (m.sk + kTile - 1) / kTile;
+  int warp = threadIdx.x >> 5;
+  int64_t row0 = qBlock * kRows + warp * 16 * MR;
   int64_t qTiles = (m.sq + kTile - 1) / kTile, qt0 = qBlock * MR,
           qt1 = qt0 + MR < qTiles ? qt0 + MR : qTiles, myTile = row0 / kTile; // row0 < sq: < qTiles
   const T *qw = qs + warp * 16 * MR * (D + kPad), *gw = gs + warp * 16 * MR * (D + kPad);
@@ -484,80 +947,24 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
                         gs + i * kTileElems);
   }
   float rowLse[MR][2], rowD[MR][2];
-#pragma unroll
-  for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      int64_t row = row0 + mr * 16 + gi + 8 * half;
-      bool in = row < m.sq;
-      rowLse[mr][half] = in ? lse[m.lseAt(b, h, row)] * kLog2e : INFINITY; // log2 domain
-      rowD[mr][half] = in ? dsum[m.lseAt(b, h, row)] : 0.0f;
-    }
+  queryRowStats<MR>(lse, dsum, row0, b, h, m, rowLse, rowD);
   float acc[MR][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
-  int64_t cur = nextKeyTile(tiles, m, b, h, 0, kTiles, qt0, qt1);
-  if (cur < kTiles) {
-    loadTileAsync<T, D>(k, m, b, kh, cur * kTile, m.sk, Rows::K, ks);
-    loadTileAsync<T, D>(v, m, b, kh, cur * kTile, m.sk, Rows::K, vs);
-  }
-  cpAsyncCommit();
-  for (int buf = 0; cur < kTiles; buf ^= 1) {
-    int64_t next = nextKeyTile(tiles, m, b, h, cur + 1, kTiles, qt0, qt1);
-    if (next < kTiles) {
-      loadTileAsync<T, D>(k, m, b, kh, next * kTile, m.sk, Rows::K, ks + (buf ^ 1) * kTileElems);
-      loadTileAsync<T, D>(v, m, b, kh, next * kTile, m.sk, Rows::K, vs + (buf ^ 1) * kTileElems);
-    }
-    cpAsyncCommit();
-    cpAsyncWait<1>();
-    __syncthreads();
-    int64_t key0 = cur * kTile;
-    unsigned char kind = row0 < m.sq ? tiles[tileIndex(m, b, h, myTile, cur)] : kSkipTile;
-    if (kind != kSkipTile) {
-      float s[MR][8][4], dp[MR][8][4];
-      scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
-      scoresTile<T, D, MR>(gw, vs + buf * kTileElems, dp);
-      // dS = P (dP - D), P = 2^(s scale log2(e) + mask log2(e) - lse
-      // log2(e)); interior tiles take one FFMA and one ex2 per score.
-      if (kind != kPlainTile || key0 + kTile > m.sk) {
-        maskScores<T, MR, false>(s, sl, kind, bias + m.biasRow(b, h, row0) + key0,
-                                 maskFrame(m, row0, key0));
-#pragma unroll
-        for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-              s[mr][nt][e] = exp2Approx(s[mr][nt][e] - rowLse[mr][e >> 1]) *
-                             (dp[mr][nt][e] - rowD[mr][e >> 1]);
-      } else {
-#pragma unroll
-        for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-              s[mr][nt][e] = exp2Approx(fmaf(s[mr][nt][e], sl, -rowLse[mr][e >> 1])) *
-                             (dp[mr][nt][e] - rowD[mr][e >> 1]);
-      }
-      productTile<T, D, MR>(s, ks + buf * kTileElems, acc);
-    }
-    __syncthreads();
-    cur = next;
-  }
-  cpAsyncWait<0>();
-#pragma unroll
-  for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      int64_t row = row0 + mr * 16 + gi + 8 * half;
-      if (row >= m.sq)
-        continue;
-      T *drow = dq + m.dqAt(b, row, h);
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd)
-        *reinterpret_cast<uint32_t *>(drow + nd * 8 + t * 2) =
-            pack<T>(acc[mr][nd][2 * half] * m.scale, acc[mr][nd][2 * half + 1] * m.scale);
-    }
+  forKeyTiles<T, D, false>(
+      tiles, m, b, h, kh, qt0, qt1, k, v, ks, vs, kTileElems, [&](int64_t cur, int buf) {
+        int64_t key0 = cur * kTile;
+        unsigned char kind = row0 < m.sq ? tiles[tileIndex(m, b, h, myTile, cur)] : kSkipTile;
+        if (kind != kSkipTile) {
+          float s[MR][8][4], dp[MR][8][4];
+          scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
+          scoresTile<T, D, MR>(gw, vs + buf * kTileElems, dp);
+          queryGrads<T, MR>(s, dp, rowLse, rowD, sl, kind != kPlainTile || key0 + kTile > m.sk,
+                            kind, bias + m.biasRow(b, h, row0) + key0, maskFrame(m, row0, key0));
+          productTile<T, D, MR>(s, ks + buf * kTileElems, acc);
+        }
+      });
+  writeRows<T, D, MR>(acc, m.scale, row0, m.sq,
+                      [&](int64_t row) { return dq + m.dqAt(b, row, h); });
 }
 
 /// Backward for dk and dv, tensor cores: block (b * Hk + kv head, key
@@ -582,95 +989,117 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     *gs = qs + 2 * kTileElems;
   float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
   const int64_t group = m.group();
-  int64_t b = blockIdx.x / m.hk, kh = blockIdx.x % m.hk, h = kh * group; // the group's first head
+  int64_t b = blockIdx.x / m.hk, kh = blockIdx.x % m.hk, h0 = kh * group; // the group's first head
   int64_t kTileIdx = blockIdx.y;
-  int warp = threadIdx.x >> 5, gi = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int64_t key0 = kTileIdx * kTile + warp * 16, qTiles = (m.sq + kTile - 1) / kTile;
+  int warp = threadIdx.x >> 5;
+  int64_t key0 = kTileIdx * kTile + warp * 16;
   const T *kw = kb + warp * 16 * (D + kPad), *vw = vb + warp * 16 * (D + kPad);
   loadTileAsync<T, D>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
   loadTileAsync<T, D>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
   float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
-  auto load = [&](int64_t tile, int buf) {
-    loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * kTileElems);
-    loadTileAsync<T, D>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * kTileElems);
-    for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-      int64_t query = tile * kTile + r;
-      bool in = query < m.sq;
-      tileLse[buf * kTile + r] = in ? lse[m.lseAt(b, h, query)] * kLog2e : INFINITY;
-      tileD[buf * kTile + r] = in ? dsum[m.lseAt(b, h, query)] : 0.0f;
-    }
-  };
-  const int64_t lastHead = h + group - 1;
-  int64_t cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kTileIdx);
-  if (cur < qTiles)
-    load(cur, 0);
-  cpAsyncCommit();
-  for (int buf = 0;; buf ^= 1) {
-    if (cur >= qTiles) { // this head is done: the group's next one
-      if (h == lastHead)
-        break;
-      ++h;
-      cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kTileIdx);
-      if (cur >= qTiles)
-        continue;
-      load(cur, buf);
-      cpAsyncCommit();
-    }
-    int64_t next = nextQueryTile(tiles, m, b, h, cur + 1, qTiles, kTileIdx);
-    if (next < qTiles)
-      load(next, buf ^ 1);
-    cpAsyncCommit();
-    cpAsyncWait<1>();
-    __syncthreads();
-    int64_t q0 = cur * kTile;
-    unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
-    const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
-    float s[1][8][4], dp[1][8][4];
-    scoresTile<T, D, 1>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
-    scoresTile<T, D, 1>(vw, gs + buf * kTileElems, dp); // dP^T
-    if (kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk) {
-      MaskFrame frame = maskFrame(m, q0, key0);
-      maskScores<T, 1, true>(s, sl, kind, bias + m.biasRow(b, h, q0) + key0, frame);
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int col = nt * 8 + t * 2 + (e & 1);
-          float p = col >= frame.rowsLeft ? 0.0f : exp2Approx(s[0][nt][e] - curLse[col]);
-          s[0][nt][e] = p;
-          dp[0][nt][e] = p * (dp[0][nt][e] - curD[col]); // dS^T
-        }
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          int col = nt * 8 + t * 2 + (e & 1);
-          float p = exp2Approx(fmaf(s[0][nt][e], sl, -curLse[col]));
-          s[0][nt][e] = p;
-          dp[0][nt][e] = p * (dp[0][nt][e] - curD[col]); // dS^T
-        }
-    }
-    productTile<T, D, 1>(s, gs + buf * kTileElems, dvAcc);
-    productTile<T, D, 1>(dp, qs + buf * kTileElems, dkAcc);
-    __syncthreads();
-    cur = next;
-  }
-  cpAsyncWait<0>();
-  for (int half = 0; half < 2; ++half) {
-    int64_t key = key0 + gi + 8 * half;
-    if (key >= m.sk)
-      continue;
-    T *dkRow = dk + m.dkAt(b, key, kh), *dvRow = dv + m.dkAt(b, key, kh);
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-      *reinterpret_cast<uint32_t *>(dkRow + nd * 8 + t * 2) =
-          pack<T>(dkAcc[0][nd][2 * half] * m.scale, dkAcc[0][nd][2 * half + 1] * m.scale);
-      *reinterpret_cast<uint32_t *>(dvRow + nd * 8 + t * 2) =
-          pack<T>(dvAcc[0][nd][2 * half], dvAcc[0][nd][2 * half + 1]);
-    }
-  }
+  forQueryTiles<T, D, false>(
+      tiles, m, b, h0, group, kTileIdx, q, g, lse, dsum, qs, gs, tileLse, tileD, kTileElems,
+      [&](int64_t cur, int64_t h, int buf) {
+        int64_t q0 = cur * kTile;
+        unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
+        const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
+        float s[1][8][4], dp[1][8][4];
+        scoresTile<T, D, 1>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
+        scoresTile<T, D, 1>(vw, gs + buf * kTileElems, dp); // dP^T
+        keyGrads<T>(s, dp, curLse, curD, sl,
+                    kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk, kind,
+                    bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T, dS^T
+        productTile<T, D, 1>(s, gs + buf * kTileElems, dvAcc);
+        productTile<T, D, 1>(dp, qs + buf * kTileElems, dkAcc);
+      });
+  writeKeyGrads<T, D>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
+}
+
+/// Backward for dq with wgmma: flashBackwardDqKernel's blocks and steps,
+/// S = Q K^T and dP = dO V^T from swizzled tiles, dq += dS K with K read
+/// MN-major.
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 2)
+    flashBackwardDqWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
+                               const unsigned char *tiles, const float *lse, const float *dsum,
+                               const T *g, T *dq, Dims m) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(16) unsigned char smemRaw[];
+  constexpr int kTileElems = kTile * D;
+  // 1024-byte aligned: q and dO, then k and v, two buffers each.
+  unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
+  T *qs = reinterpret_cast<T *>(smemRaw + skew), *gs = qs + kTileElems, *ks = gs + kTileElems,
+    *vs = ks + 2 * kTileElems;
+  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
+  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
+  int warp = threadIdx.x >> 5;
+  int64_t row0 = qBlock * kTile + warp * 16;
+  int64_t maskRow0 = row0 < m.sq ? row0 : m.sq - 1; // rows past the end: row sq - 1's mask
+  loadTileSwizzled<T, D>(q, m, b, h, qBlock * kTile, m.sq, Rows::Q, qs);
+  loadTileSwizzled<T, D>(g, m, b, h, qBlock * kTile, m.sq, Rows::Out, gs);
+  float rowLse[1][2], rowD[1][2];
+  queryRowStats<1>(lse, dsum, row0, b, h, m, rowLse, rowD);
+  float acc[1][D / 8][4] = {};
+  const float sl = m.scale * kLog2e;
+  forKeyTiles<T, D, true>(
+      tiles, m, b, h, kh, qBlock, qBlock + 1, k, v, ks, vs, kTileElems, [&](int64_t cur, int buf) {
+        int64_t key0 = cur * kTile;
+        unsigned char kind = tiles[tileIndex(m, b, h, qBlock, cur)]; // not kSkipTile
+        const T *kt = ks + buf * kTileElems, *vt = vs + buf * kTileElems;
+        float s[1][8][4], dp[1][8][4];
+        scoresWgmma2<T, D>(qs, kt, s, gs, vt, dp);
+        queryGrads<T, 1>(s, dp, rowLse, rowD, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
+                         bias + m.biasRow(b, h, maskRow0) + key0, maskFrame(m, maskRow0, key0));
+        productWgmma<T, D>(s, kt, acc);
+      });
+  writeRows<T, D, 1>(acc, m.scale, row0, m.sq, [&](int64_t row) { return dq + m.dqAt(b, row, h); });
+#endif
+}
+
+/// Backward for dk and dv with wgmma: flashBackwardDkvKernel's blocks and
+/// steps (a warpgroup's 64 keys), S^T = K Q^T and dP^T = V dO^T from
+/// swizzled tiles, dv += P^T dO and dk += dS^T Q with dO and Q read
+/// MN-major.
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
+    flashBackwardDkvWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
+                                const unsigned char *tiles, const float *lse, const float *dsum,
+                                const T *g, T *dk, T *dv, Dims m) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(16) unsigned char smemRaw[];
+  constexpr int kTileElems = kTile * D;
+  // 1024-byte aligned: k's and v's 64 rows, q and dO (two buffers each),
+  // then lse and D of the query tiles.
+  unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
+  T *kb = reinterpret_cast<T *>(smemRaw + skew), *vb = kb + kTileElems, *qs = vb + kTileElems,
+    *gs = qs + 2 * kTileElems;
+  float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
+  const int64_t group = m.group();
+  int64_t b = blockIdx.x / m.hk, kh = blockIdx.x % m.hk, h0 = kh * group; // the group's first head
+  int64_t kTileIdx = blockIdx.y;
+  int warp = threadIdx.x >> 5;
+  int64_t key0 = kTileIdx * kTile + warp * 16;
+  loadTileSwizzled<T, D>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
+  loadTileSwizzled<T, D>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
+  float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
+  const float sl = m.scale * kLog2e;
+  forQueryTiles<T, D, true>(
+      tiles, m, b, h0, group, kTileIdx, q, g, lse, dsum, qs, gs, tileLse, tileD, kTileElems,
+      [&](int64_t cur, int64_t h, int buf) {
+        int64_t q0 = cur * kTile;
+        unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
+        const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
+        const T *qt = qs + buf * kTileElems, *gt = gs + buf * kTileElems;
+        float s[1][8][4], dp[1][8][4];
+        scoresWgmma2<T, D>(kb, qt, s, vb, gt, dp); // S^T (keys x queries), dP^T
+        keyGrads<T>(s, dp, curLse, curD, sl,
+                    kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk, kind,
+                    bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T, dS^T
+        productWgmma2<T, D>(s, gt, dvAcc, dp, qt, dkAcc);
+      });
+  writeKeyGrads<T, D>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
+#endif
 }
 
 //===----------------------------------------------------------------------===//
@@ -765,6 +1194,48 @@ Status launchForward(const Operands &a, const Pointers<T> &p, const unsigned cha
   return Status::ok();
 }
 
+template <typename T, int D>
+Status launchForwardWgmma(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
+                          cudaStream_t st) {
+  const Dims &m = a.m;
+  size_t bytes = sizeof(T) * 5 * kTile * D + 1024; // q; k and v, two buffers each; alignment
+  ZRT_RETURN_IF_ERROR(setSmem(flashForwardWgmmaKernel<T, D>, bytes));
+  dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
+  flashForwardWgmmaKernel<T, D><<<grid, kWarps * 32, bytes, st>>>(
+      p.q, p.k, p.v, p.bias, tiles, reinterpret_cast<T *>(a.o), a.lseOut, m);
+  return Status::ok();
+}
+
+template <typename T, int D>
+Status launchBackwardWgmma(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
+                           const float *dsum, cudaStream_t st) {
+  const Dims &m = a.m;
+  size_t dqBytes = sizeof(T) * 6 * kTile * D + 1024; // q, dO; k and v, two buffers each
+  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqWgmmaKernel<T, D>, dqBytes));
+  dim3 dqGrid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
+  flashBackwardDqWgmmaKernel<T, D><<<dqGrid, kWarps * 32, dqBytes, st>>>(
+      p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
+      reinterpret_cast<T *>(a.dq), m);
+  // k, v; q and dO, two buffers each; lse and D, two buffers each
+  size_t kvBytes = sizeof(T) * 6 * kTile * D + 4 * kTile * sizeof(float) + 1024;
+  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvWgmmaKernel<T, D>, kvBytes));
+  dim3 kvGrid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kTile - 1) / kTile));
+  flashBackwardDkvWgmmaKernel<T, D><<<kvGrid, kWarps * 32, kvBytes, st>>>(
+      p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
+      reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);
+  return Status::ok();
+}
+
+/// Whether the current device runs the sm_90a kernels (compute capability
+/// 9.0: H100, H200).
+bool hopper() {
+  int device = 0, major = 0, minor = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+         major == 9 && minor == 0;
+}
+
 template <typename T, int D, int MR>
 Status launchDq(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
                 const float *dsum, cudaStream_t st) {
@@ -813,11 +1284,17 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
   // measured; the others keep one.
   constexpr bool kWide = D == 64 || D == 128;
   if (!backward) {
+    if constexpr (D == 64 || D == 128)
+      if (tiling.fwdKernel != 1 && hopper())
+        return launchForwardWgmma<T, D>(a, p, tiles, st);
     int rows = tiling.fwdRows ? tiling.fwdRows : defaultForwardRows(D);
     if (kWide && rows == 2)
       return launchForward < T, D, kWide ? 2 : 1 > (a, p, tiles, st);
     return launchForward<T, D, 1>(a, p, tiles, st);
   }
+  if constexpr (D == 64 || D == 128)
+    if (tiling.bwdKernel != 1 && hopper())
+      return launchBackwardWgmma<T, D>(a, p, tiles, dsum, st);
   ZRT_RETURN_IF_ERROR((launchDq<T, D, 1>(a, p, tiles, dsum, st)));
   return launchDkv<T, D>(a, p, tiles, dsum, st);
 }
