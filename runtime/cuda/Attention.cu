@@ -37,7 +37,7 @@
 // reached through its graph API, which the cudnn-frontend C++ headers
 // wrap; those headers are not part of the CUDA or Debian packages here, and
 // the backend descriptors alone would mean re-deriving the frontend's
-// operation graph. These kernels are ~1100 lines, deterministic, and match
+// operation graph. These kernels are ~1350 lines, deterministic, and match
 // the reference on every plan (tools/gpu-check.sh).
 //
 //===----------------------------------------------------------------------===//
@@ -692,20 +692,20 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
 }
 
 //===----------------------------------------------------------------------===//
-// Hopper forward: wgmma (sm_90a)
+// Hopper: wgmma (sm_90a)
 //===----------------------------------------------------------------------===//
 
-// A warpgroup (the block's 4 warps) takes 64 query rows; S = Q K^T and O +=
-// P V are warpgroup MMAs (wgmma.mma_async m64n64k16, float accumulation):
-// Q and each 64-key tile of k and v sit in shared memory as 64 x 64 blocks
-// of 128-byte rows in the 128-byte swizzle wgmma reads (16-byte chunk c of
-// row r at chunk c ^ (r % 8); D = 128: two blocks side by side), P goes
-// from S's accumulators to the A operand in registers (the fragments line
-// up as with mma.sync), and V is read transposed (MN-major). The
-// accumulators have mma.sync's layout per warp (16 rows each), so the mask
-// and the online softmax are the mma.sync kernel's. Built for sm_90a only
-// (Attention.cu's own gencode, runtime/CMakeLists.txt); launched where the
-// device is compute capability 9.0.
+// The forward, dq and dk/dv kernels again on warpgroup MMAs
+// (wgmma.mma_async m64n64k16, float accumulation): the block's 4 warps are
+// one warpgroup over 64 rows (queries, or keys for dk/dv). Score products
+// (S = Q K^T, dP = dO V^T and their transposes) read both operands from
+// shared memory, where tiles sit in the 128-byte swizzle (loadTileSwizzled);
+// the products with P or dS take them from registers as the A operand (the
+// accumulators' fragments line up as with mma.sync) and read V, K, dO or Q
+// MN-major. The accumulators have mma.sync's layout per warp (16 rows
+// each), so the mask, softmax and gradient code is the mma.sync kernels'.
+// Built for sm_90a only (Attention.cu's own gencode, runtime/CMakeLists.txt);
+// launched where the device is compute capability 9.0.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the wgmma helpers
 /// wgmma's shared-memory descriptor of a swizzled block at |p| (1024-byte
