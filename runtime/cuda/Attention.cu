@@ -548,67 +548,78 @@ __device__ __forceinline__ void queryRowStats(const float *lse, const float *dsu
     }
 }
 
-/// dS = P (dP - D) into s, over a tile whose rows are queries: P = 2^(s
-/// scale log2(e) + mask log2(e) - lse log2(e)); |general| tiles (a mask to
-/// apply or keys past the end) go through maskScores, interior ones take
-/// one FFMA and one ex2 per score.
-template <typename T, int MR>
-__device__ __forceinline__ void queryGrads(float s[MR][8][4], const float dp[MR][8][4],
-                                           const float rowLse[MR][2], const float rowD[MR][2],
-                                           float sl, bool general, unsigned char kind,
-                                           const T *biasAt, const MaskFrame &f) {
+/// P into s over a tile whose rows are queries: P = 2^(s scale log2(e) +
+/// mask log2(e) - lse log2(e)); |general| tiles (a mask to apply or keys
+/// past the end) go through maskScores, interior ones take one FFMA and one
+/// ex2 per score. |WithDs|: dS = P (dP - D) in the same pass (where dP is
+/// at hand already).
+template <typename T, int MR, bool WithDs>
+__device__ __forceinline__ void queryProbs(float s[MR][8][4], const float rowLse[MR][2], float sl,
+                                           bool general, unsigned char kind, const T *biasAt,
+                                           const MaskFrame &f, const float (*dp)[8][4] = nullptr,
+                                           const float (*rowD)[2] = nullptr) {
+  auto each = [&](auto scoreOf) {
+#pragma unroll
+    for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float p = exp2Approx(scoreOf(s[mr][nt][e], rowLse[mr][e >> 1]));
+          if constexpr (WithDs)
+            p *= dp[mr][nt][e] - rowD[mr][e >> 1];
+          s[mr][nt][e] = p;
+        }
+  };
   if (general) {
     maskScores<T, MR, false>(s, sl, kind, biasAt, f);
-#pragma unroll
-    for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s[mr][nt][e] =
-              exp2Approx(s[mr][nt][e] - rowLse[mr][e >> 1]) * (dp[mr][nt][e] - rowD[mr][e >> 1]);
+    each([](float x, float lse) { return x - lse; });
   } else {
-#pragma unroll
-    for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s[mr][nt][e] = exp2Approx(fmaf(s[mr][nt][e], sl, -rowLse[mr][e >> 1])) *
-                         (dp[mr][nt][e] - rowD[mr][e >> 1]);
+    each([sl](float x, float lse) { return fmaf(x, sl, -lse); });
   }
 }
 
-/// P^T into s and dS^T into dp over a tile whose rows are keys (this warp's
-/// 16) and columns the 64 queries whose lse (log2 domain) and D are
-/// |colLse| and |colD|; queries past the end give P = 0.
+/// dS = P (dP - D) into p, rows queries (queryProbs without |WithDs|
+/// first).
+__device__ __forceinline__ void queryDs(float p[1][8][4], const float dp[1][8][4],
+                                        const float rowD[1][2]) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      p[0][nt][e] *= dp[0][nt][e] - rowD[0][e >> 1];
+}
+
+/// P^T into s over a tile whose rows are keys (this warp's 16) and columns
+/// the 64 queries whose lse (log2 domain) is |colLse|; queries past the
+/// end give P = 0.
 template <typename T>
-__device__ __forceinline__ void keyGrads(float s[1][8][4], float dp[1][8][4], const float *colLse,
-                                         const float *colD, float sl, bool general,
-                                         unsigned char kind, const T *biasAt, const MaskFrame &f) {
+__device__ __forceinline__ void keyProbs(float s[1][8][4], const float *colLse, float sl,
+                                         bool general, unsigned char kind, const T *biasAt,
+                                         const MaskFrame &f) {
   int t = threadIdx.x & 3;
-  if (general) {
+  if (general)
     maskScores<T, 1, true>(s, sl, kind, biasAt, f);
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+  for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int col = nt * 8 + t * 2 + (e & 1);
-        float p = col >= f.rowsLeft ? 0.0f : exp2Approx(s[0][nt][e] - colLse[col]);
-        s[0][nt][e] = p;
-        dp[0][nt][e] = p * (dp[0][nt][e] - colD[col]);
-      }
-  } else {
+    for (int e = 0; e < 4; ++e) {
+      int col = nt * 8 + t * 2 + (e & 1);
+      s[0][nt][e] = !general            ? exp2Approx(fmaf(s[0][nt][e], sl, -colLse[col]))
+                    : col >= f.rowsLeft ? 0.0f
+                                        : exp2Approx(s[0][nt][e] - colLse[col]);
+    }
+}
+
+/// dS^T = P^T (dP^T - D) into dp, columns the queries whose D is |colD|.
+__device__ __forceinline__ void keyDs(const float p[1][8][4], float dp[1][8][4],
+                                      const float *colD) {
+  int t = threadIdx.x & 3;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+  for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int col = nt * 8 + t * 2 + (e & 1);
-        float p = exp2Approx(fmaf(s[0][nt][e], sl, -colLse[col]));
-        s[0][nt][e] = p;
-        dp[0][nt][e] = p * (dp[0][nt][e] - colD[col]);
-      }
-  }
+    for (int e = 0; e < 4; ++e)
+      dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - colD[nt * 8 + t * 2 + (e & 1)]);
 }
 
 /// This warp's rows of acc (MR blocks of 16 from |row0|) times |scale|, as
@@ -719,10 +730,16 @@ __device__ __forceinline__ uint64_t swizzledDesc(const void *p) {
 __device__ __forceinline__ void wgmmaFence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void wgmmaCommitWait() {
-  asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+__device__ __forceinline__ void wgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-/// Keeps the compiler from moving uses of |n| accumulators across the wait.
+/// Waits until at most |N| of the committed groups are in flight (they
+/// finish in order).
+template <int N> __device__ __forceinline__ void wgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/// Keeps the compiler from moving uses of |n| accumulators across an issue
+/// or a wait.
 template <int N> __device__ __forceinline__ void fenceOperands(float *x) {
 #pragma unroll
   for (int i = 0; i < N; ++i)
@@ -779,39 +796,22 @@ __device__ __forceinline__ void wgmmaRS(float d[32], const uint32_t a[4], uint64
 #undef WGMMA_D
 #undef WGMMA_OUT
 
-/// s (64 x 64: this warp's 16 rows in mma.sync's accumulator layout) = A
-/// B^T, A's 64 rows and B's 64 rows swizzled tiles of D columns in shared
-/// memory (both K-major); waits for the result.
+/// Issues s (64 x 64: this warp's 16 rows in mma.sync's accumulator
+/// layout) = A B^T as one commit group, A's 64 rows and B's 64 rows
+/// swizzled tiles of D columns in shared memory (both K-major). The caller
+/// fences before (wgmmaFence) and waits.
 template <typename T, int D>
-__device__ __forceinline__ void scoresWgmma(const T *a, const T *b, float s[1][8][4]) {
-  wgmmaFence();
+__device__ __forceinline__ void issueScores(const T *a, const T *b, float s[1][8][4]) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
     wgmmaSS<T>(&s[0][0][0], swizzledDesc(a + (kk >> 2) * kSwBlock) + 2 * (kk & 3),
                swizzledDesc(b + (kk >> 2) * kSwBlock) + 2 * (kk & 3), kk > 0);
-  wgmmaCommitWait();
+  wgmmaCommit();
   fenceOperands<32>(&s[0][0][0]);
 }
 
-/// scoresWgmma for two products at once (one wait for both).
-template <typename T, int D>
-__device__ __forceinline__ void scoresWgmma2(const T *a0, const T *b0, float s0[1][8][4],
-                                             const T *a1, const T *b1, float s1[1][8][4]) {
-  wgmmaFence();
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wgmmaSS<T>(&s0[0][0][0], swizzledDesc(a0 + (kk >> 2) * kSwBlock) + 2 * (kk & 3),
-               swizzledDesc(b0 + (kk >> 2) * kSwBlock) + 2 * (kk & 3), kk > 0);
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wgmmaSS<T>(&s1[0][0][0], swizzledDesc(a1 + (kk >> 2) * kSwBlock) + 2 * (kk & 3),
-               swizzledDesc(b1 + (kk >> 2) * kSwBlock) + 2 * (kk & 3), kk > 0);
-  wgmmaCommitWait();
-  fenceOperands<32>(&s0[0][0][0]);
-  fenceOperands<32>(&s1[0][0][0]);
-}
-
-/// P as wgmma's A operand (registers: mma.sync's A fragments).
+/// P (score accumulators) as wgmma's A operand in registers (mma.sync's A
+/// fragments).
 template <typename T>
 __device__ __forceinline__ void packA(const float p[1][8][4], uint32_t a[4][4]) {
 #pragma unroll
@@ -823,41 +823,39 @@ __device__ __forceinline__ void packA(const float p[1][8][4], uint32_t a[4][4]) 
   }
 }
 
-/// acc0 += P0 B0 and acc1 += P1 B1 (productWgmma's), one wait for both.
+/// Issues acc (64 x D, this warp's 16 rows) += P B as one commit group
+/// (fenced first: |a| was just written), P packed by packA and B (64 x D)
+/// a swizzled tile read MN-major. The caller waits.
 template <typename T, int D>
-__device__ __forceinline__ void productWgmma2(const float p0[1][8][4], const T *b0,
-                                              float acc0[1][D / 8][4], const float p1[1][8][4],
-                                              const T *b1, float acc1[1][D / 8][4]) {
-  uint32_t a0[4][4], a1[4][4];
-  packA<T>(p0, a0);
-  packA<T>(p1, a1);
-  wgmmaFence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int part = 0; part < D / 64; ++part) {
-      wgmmaRS<T>(&acc0[0][part * 8][0], a0[kk], swizzledDesc(b0 + part * kSwBlock + kk * 16 * 64));
-      wgmmaRS<T>(&acc1[0][part * 8][0], a1[kk], swizzledDesc(b1 + part * kSwBlock + kk * 16 * 64));
-    }
-  wgmmaCommitWait();
-  fenceOperands<D / 2>(&acc0[0][0][0]);
-  fenceOperands<D / 2>(&acc1[0][0][0]);
-}
-
-/// acc (64 x D, this warp's 16 rows) += P B where P (64 x 64) is in score
-/// accumulators and B (64 x D) a swizzled tile read MN-major; waits.
-template <typename T, int D>
-__device__ __forceinline__ void productWgmma(const float p[1][8][4], const T *tile,
+__device__ __forceinline__ void issueProduct(const uint32_t a[4][4], const T *tile,
                                              float acc[1][D / 8][4]) {
-  uint32_t a[4][4]; // every register formed before the MMAs start
-  packA<T>(p, a);
   wgmmaFence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
     for (int part = 0; part < D / 64; ++part)
       wgmmaRS<T>(&acc[0][part * 8][0], a[kk], swizzledDesc(tile + part * kSwBlock + kk * 16 * 64));
-  wgmmaCommitWait();
+  wgmmaCommit();
+  fenceOperands<D / 2>(&acc[0][0][0]);
+}
+
+/// s = A B^T (issueScores), waited for.
+template <typename T, int D>
+__device__ __forceinline__ void scoresWgmma(const T *a, const T *b, float s[1][8][4]) {
+  wgmmaFence();
+  issueScores<T, D>(a, b, s);
+  wgmmaWait<0>();
+  fenceOperands<32>(&s[0][0][0]);
+}
+
+/// acc += P B (issueProduct), waited for.
+template <typename T, int D>
+__device__ __forceinline__ void productWgmma(const float p[1][8][4], const T *tile,
+                                             float acc[1][D / 8][4]) {
+  uint32_t a[4][4]; // every register formed before the MMAs start
+  packA<T>(p, a);
+  issueProduct<T, D>(a, tile, acc);
+  wgmmaWait<0>();
   fenceOperands<D / 2>(&acc[0][0][0]);
 }
 #endif
@@ -958,8 +956,9 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
           float s[MR][8][4], dp[MR][8][4];
           scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
           scoresTile<T, D, MR>(gw, vs + buf * kTileElems, dp);
-          queryGrads<T, MR>(s, dp, rowLse, rowD, sl, kind != kPlainTile || key0 + kTile > m.sk,
-                            kind, bias + m.biasRow(b, h, row0) + key0, maskFrame(m, row0, key0));
+          queryProbs<T, MR, true>(s, rowLse, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
+                                  bias + m.biasRow(b, h, row0) + key0, maskFrame(m, row0, key0), dp,
+                                  rowD);
           productTile<T, D, MR>(s, ks + buf * kTileElems, acc);
         }
       });
@@ -1007,9 +1006,10 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
         float s[1][8][4], dp[1][8][4];
         scoresTile<T, D, 1>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
         scoresTile<T, D, 1>(vw, gs + buf * kTileElems, dp); // dP^T
-        keyGrads<T>(s, dp, curLse, curD, sl,
+        keyProbs<T>(s, curLse, sl,
                     kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk, kind,
-                    bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T, dS^T
+                    bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T
+        keyDs(s, dp, curD);                                                     // dS^T
         productTile<T, D, 1>(s, gs + buf * kTileElems, dvAcc);
         productTile<T, D, 1>(dp, qs + buf * kTileElems, dkAcc);
       });
@@ -1048,9 +1048,18 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 2)
         unsigned char kind = tiles[tileIndex(m, b, h, qBlock, cur)]; // not kSkipTile
         const T *kt = ks + buf * kTileElems, *vt = vs + buf * kTileElems;
         float s[1][8][4], dp[1][8][4];
-        scoresWgmma2<T, D>(qs, kt, s, gs, vt, dp);
-        queryGrads<T, 1>(s, dp, rowLse, rowD, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
-                         bias + m.biasRow(b, h, maskRow0) + key0, maskFrame(m, maskRow0, key0));
+        // S and dP as two groups: P is formed while dP's MMAs run.
+        wgmmaFence();
+        issueScores<T, D>(qs, kt, s);
+        issueScores<T, D>(gs, vt, dp);
+        wgmmaWait<1>();
+        fenceOperands<32>(&s[0][0][0]);
+        queryProbs<T, 1, false>(s, rowLse, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
+                                bias + m.biasRow(b, h, maskRow0) + key0,
+                                maskFrame(m, maskRow0, key0));
+        wgmmaWait<0>();
+        fenceOperands<32>(&dp[0][0][0]);
+        queryDs(s, dp, rowD);
         productWgmma<T, D>(s, kt, acc);
       });
   writeRows<T, D, 1>(acc, m.scale, row0, m.sq, [&](int64_t row) { return dq + m.dqAt(b, row, h); });
@@ -1092,11 +1101,30 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
         const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
         const T *qt = qs + buf * kTileElems, *gt = gs + buf * kTileElems;
         float s[1][8][4], dp[1][8][4];
-        scoresWgmma2<T, D>(kb, qt, s, vb, gt, dp); // S^T (keys x queries), dP^T
-        keyGrads<T>(s, dp, curLse, curD, sl,
+        // Four groups, each product's inputs formed while the one before
+        // runs: S^T and dP^T; P^T (dP^T's MMAs running); dv += P^T dO;
+        // dS^T (dv's MMAs running); dk += dS^T Q.
+        wgmmaFence();
+        issueScores<T, D>(kb, qt, s);  // S^T: keys x queries
+        issueScores<T, D>(vb, gt, dp); // dP^T
+        wgmmaWait<1>();
+        fenceOperands<32>(&s[0][0][0]);
+        keyProbs<T>(s, curLse, sl,
                     kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk, kind,
-                    bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T, dS^T
-        productWgmma2<T, D>(s, gt, dvAcc, dp, qt, dkAcc);
+                    bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0));
+        uint32_t pa[4][4], dsa[4][4];
+        packA<T>(s, pa);
+        issueProduct<T, D>(pa, gt, dvAcc);
+        // D <= 64 (168 registers a thread): dv's MMAs finish before dS^T is
+        // formed, or P^T's registers would have to live beside it.
+        wgmmaWait<D <= 64 ? 0 : 1>();
+        fenceOperands<32>(&dp[0][0][0]);
+        keyDs(s, dp, curD);
+        packA<T>(dp, dsa);
+        issueProduct<T, D>(dsa, qt, dkAcc);
+        wgmmaWait<0>();
+        fenceOperands<D / 2>(&dvAcc[0][0][0]);
+        fenceOperands<D / 2>(&dkAcc[0][0][0]);
       });
   writeKeyGrads<T, D>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
 #endif
