@@ -193,18 +193,38 @@ template <int N> __device__ __forceinline__ void cpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+/// wgmma's operand layout in shared memory: 64 x 64 blocks of 128-byte rows
+/// in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8));
+/// a tile of D columns is D / 64 blocks side by side.
+constexpr int kSwBlock = 64 * 64; // elements of one swizzled 64 x 64 block
+
+/// Element offset of (row r, column c) in a tile of D / 64 swizzled blocks.
+__device__ __forceinline__ int swizzled(int r, int c) {
+  return (c >> 6) * kSwBlock + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
+}
+
 /// Starts copying a 64-row tile of a [.., S, H, D] tensor (rows [row0, row0 +
-/// 64) of head |h|) to tile[r][d] (stride D + kPad); rows past |rows| are zero.
-template <typename T, int D>
-__device__ __forceinline__ void loadTileAsync(const T *x, const Dims &m, int64_t b, int64_t h,
-                                              int64_t row0, int64_t rows, Rows which, T *tile) {
-  constexpr int V = 8; // elements per 16 bytes
-  for (int k = threadIdx.x; k < kTile * D / V; k += blockDim.x) {
-    int r = k / (D / V), c = (k % (D / V)) * V;
-    int64_t row = row0 + r;
-    bool valid = row < rows;
-    int64_t at = m.at(which, b, valid ? row : 0, h);
-    cpAsync16(tile + r * (D + kPad) + c, x + at + c, valid);
+/// 64) of head |h|) into shared memory (cp.async; rows past |rows| are
+/// zero), the block's 128 threads together: in wgmma's swizzled layout if
+/// |Swizzled|, else tile[r][d] with rows padded by kPad. A thread's 16-byte
+/// chunks share their column and lie kRowStep rows apart (a multiple of 8,
+/// so the swizzle's XOR is the same for all): the addresses are set up once
+/// a tile and each chunk costs an add and a compare (index math per chunk
+/// was the wgmma kernels' largest integer cost: 15-25% of their time).
+template <typename T, int D, bool Swizzled>
+__device__ __forceinline__ void loadTile(const T *x, const Dims &m, int64_t b, int64_t h,
+                                         int64_t row0, int64_t rows, Rows which, T *tile) {
+  constexpr int kChunks = D / 8, kRowStep = kWarps * 32 / kChunks;
+  static_assert(kTile % kRowStep == 0 && (!Swizzled || kRowStep % 8 == 0), "chunk rows");
+  int r0 = (int)threadIdx.x / kChunks, c = ((int)threadIdx.x % kChunks) * 8;
+  int64_t stride = m.rowStride(which), left = rows - row0 - r0;
+  const T *from = x + m.at(which, b, row0 + r0, h) + c;
+  T *to = tile + (Swizzled ? swizzled(r0, c) : r0 * (D + kPad) + c);
+  constexpr int kStep = kRowStep * (Swizzled ? 64 : D + kPad); // elements between a thread's rows
+#pragma unroll
+  for (int i = 0; i < kTile / kRowStep; ++i) {
+    bool valid = i * kRowStep < left;
+    cpAsync16(to + i * kStep, valid ? from + i * kRowStep * stride : x, valid);
   }
 }
 
@@ -295,17 +315,37 @@ __device__ __forceinline__ void productTile(const float p[MR][8][4], const T *ti
   }
 }
 
+/// The first tile i in [from, count) for which |live|(i) holds (|count|
+/// when none): |from| itself first (the usual case inside a mask's live
+/// run), then the warp's lanes test 32 tiles at a time (one round of map
+/// reads where a causal mask's run of skipped tiles would take one each).
+/// Every lane of the warp calls it and gets the same answer.
+template <typename Live> __device__ __forceinline__ int firstLive(int from, int count, Live live) {
+  if (from >= count || live(from))
+    return from < count ? from : count;
+  int lane = threadIdx.x & 31;
+  for (int base = from + 1; base < count; base += 32) {
+    unsigned found = __ballot_sync(0xffffffff, base + lane < count && live(base + lane));
+    if (found)
+      return base + __ffs(found) - 1;
+  }
+  return count;
+}
+
 /// The next key tile at or after |from| that the mask does not rule out
 /// for some query tile in [qt0, qt1) (|count| when none); the same for the
 /// whole block.
 __device__ __forceinline__ int64_t nextKeyTile(const unsigned char *tiles, const Dims &m, int64_t b,
                                                int64_t h, int64_t from, int64_t count, int64_t qt0,
                                                int64_t qt1) {
-  for (int64_t i = from; i < count; ++i)
-    for (int64_t qt = qt0; qt < qt1; ++qt)
-      if (tiles[tileIndex(m, b, h, qt, i)] != kSkipTile)
-        return i;
-  return count;
+  const unsigned char *row = tiles + tileIndex(m, b, h, qt0, 0);
+  int kTiles = (int)((m.sk + kTile - 1) / kTile), rows = (int)(qt1 - qt0);
+  return firstLive((int)from, (int)count, [&](int i) {
+    for (int qt = 0; qt < rows; ++qt)
+      if (row[qt * kTiles + i] != kSkipTile)
+        return true;
+    return false;
+  });
 }
 
 /// The next query tile at or after |from| that the mask does not rule out
@@ -313,32 +353,9 @@ __device__ __forceinline__ int64_t nextKeyTile(const unsigned char *tiles, const
 __device__ __forceinline__ int64_t nextQueryTile(const unsigned char *tiles, const Dims &m,
                                                  int64_t b, int64_t h, int64_t from, int64_t count,
                                                  int64_t kt) {
-  for (int64_t i = from; i < count; ++i)
-    if (tiles[tileIndex(m, b, h, i, kt)] != kSkipTile)
-      return i;
-  return count;
-}
-
-/// wgmma's operand layout in shared memory: 64 x 64 blocks of 128-byte rows
-/// in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8));
-/// a tile of D columns is D / 64 blocks side by side.
-constexpr int kSwBlock = 64 * 64; // elements of one swizzled 64 x 64 block
-
-/// Element offset of (row r, column c) in a tile of D / 64 swizzled blocks.
-__device__ __forceinline__ int swizzled(int r, int c) {
-  return (c >> 6) * kSwBlock + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
-}
-
-/// loadTileAsync into the swizzled layout.
-template <typename T, int D>
-__device__ __forceinline__ void loadTileSwizzled(const T *x, const Dims &m, int64_t b, int64_t h,
-                                                 int64_t row0, int64_t rows, Rows which, T *tile) {
-  for (int k = threadIdx.x; k < kTile * D / 8; k += blockDim.x) {
-    int r = k / (D / 8), c = (k % (D / 8)) * 8;
-    int64_t row = row0 + r;
-    bool valid = row < rows;
-    cpAsync16(tile + swizzled(r, c), x + m.at(which, b, valid ? row : 0, h) + c, valid);
-  }
+  const unsigned char *column = tiles + tileIndex(m, b, h, 0, kt);
+  int kTiles = (int)((m.sk + kTile - 1) / kTile);
+  return firstLive((int)from, (int)count, [&](int i) { return column[i * kTiles] != kSkipTile; });
 }
 
 /// The key tiles that query tiles [qt0, qt1) of (b, h) see, in order,
@@ -352,13 +369,8 @@ __device__ __forceinline__ void
 forKeyTiles(const unsigned char *tiles, const Dims &m, int64_t b, int64_t h, int64_t kh,
             int64_t qt0, int64_t qt1, const T *k, const T *v, T *ks, T *vs, int elems, Step step) {
   auto load = [&](int64_t tile, int buf) {
-    if constexpr (Swizzled) {
-      loadTileSwizzled<T, D>(k, m, b, kh, tile * kTile, m.sk, Rows::K, ks + buf * elems);
-      loadTileSwizzled<T, D>(v, m, b, kh, tile * kTile, m.sk, Rows::K, vs + buf * elems);
-    } else {
-      loadTileAsync<T, D>(k, m, b, kh, tile * kTile, m.sk, Rows::K, ks + buf * elems);
-      loadTileAsync<T, D>(v, m, b, kh, tile * kTile, m.sk, Rows::K, vs + buf * elems);
-    }
+    loadTile<T, D, Swizzled>(k, m, b, kh, tile * kTile, m.sk, Rows::K, ks + buf * elems);
+    loadTile<T, D, Swizzled>(v, m, b, kh, tile * kTile, m.sk, Rows::K, vs + buf * elems);
   };
   int64_t kTiles = (m.sk + kTile - 1) / kTile;
   int64_t cur = nextKeyTile(tiles, m, b, h, 0, kTiles, qt0, qt1);
@@ -406,13 +418,8 @@ forQueryTiles(const unsigned char *tiles, const Dims &m, int64_t b, int64_t h0, 
               int64_t kt, const T *q, const T *g, const float *lse, const float *dsum, T *qs, T *gs,
               float *tileLse, float *tileD, int elems, Step step) {
   auto load = [&](int64_t tile, int64_t h, int buf) {
-    if constexpr (Swizzled) {
-      loadTileSwizzled<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * elems);
-      loadTileSwizzled<T, D>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * elems);
-    } else {
-      loadTileAsync<T, D>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * elems);
-      loadTileAsync<T, D>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * elems);
-    }
+    loadTile<T, D, Swizzled>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * elems);
+    loadTile<T, D, Swizzled>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * elems);
     queryTileStats(lse, dsum, b, h, tile, m, tileLse + buf * kTile, tileD + buf * kTile);
   };
   int64_t qTiles = (m.sq + kTile - 1) / kTile, h = h0, lastHead = h0 + group - 1;
@@ -672,7 +679,8 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
           qt1 = qt0 + MR < qTiles ? qt0 + MR : qTiles, myTile = row0 / kTile; // row0 < sq: < qTiles
   const T *qw = qs + warp * 16 * MR * (D + kPad);                             // this warp's rows
   for (int i = 0; i < MR; ++i)
-    loadTileAsync<T, D>(q, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Q, qs + i * kTileElems);
+    loadTile<T, D, false>(q, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Q,
+                          qs + i * kTileElems);
   float o[MR][D / 8][4] = {};
   float mx[MR][2], l[MR][2]; // mx: log2 domain
 #pragma unroll
@@ -710,7 +718,7 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
 // (wgmma.mma_async m64n64k16, float accumulation): the block's 4 warps are
 // one warpgroup over 64 rows (queries, or keys for dk/dv). Score products
 // (S = Q K^T, dP = dO V^T and their transposes) read both operands from
-// shared memory, where tiles sit in the 128-byte swizzle (loadTileSwizzled);
+// shared memory, where tiles sit in the 128-byte swizzle (loadTile);
 // the products with P or dS take them from registers as the A operand (the
 // accumulators' fragments line up as with mma.sync) and read V, K, dO or Q
 // MN-major. The accumulators have mma.sync's layout per warp (16 rows
@@ -862,9 +870,15 @@ __device__ __forceinline__ void productWgmma(const float p[1][8][4], const T *ti
 
 /// Forward with wgmma: block (b * H + h, 64-query block, last first), one
 /// warpgroup; k/v tiles double-buffered with cp.async as in
-/// flashForwardKernel.
+/// flashForwardKernel. At D = 64, 128 registers: four blocks a SM (as
+/// before loadTile's per-tile addresses took a few more). A FlashAttention-3
+/// style pipelined loop (S_{i+1} issued before P_i V_i, K and V buffered a
+/// step apart), with Q from registers or not, measured 1-3% faster at D =
+/// 128 and 10% slower at D = 64 (more registers: three blocks a SM) before
+/// the loads' address math was fixed, and slower at every shape after
+/// (docs/benchmarks.md): not kept.
 template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 2)
+__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 2)
     flashForwardWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
                             const unsigned char *tiles, T *out, float *lse, Dims m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -880,7 +894,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 2)
   // Rows past the end still take part in the MMAs; their mask is row
   // sq - 1's and nothing of them is written.
   int64_t maskRow0 = row0 < m.sq ? row0 : m.sq - 1;
-  loadTileSwizzled<T, D>(q, m, b, h, qBlock * kTile, m.sq, Rows::Q, qs);
+  loadTile<T, D, true>(q, m, b, h, qBlock * kTile, m.sq, Rows::Q, qs);
   float o[1][D / 8][4] = {};
   float mx[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0, 0}}; // mx: log2 domain
   const float sl = m.scale * kLog2e;
@@ -940,9 +954,10 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
           qt1 = qt0 + MR < qTiles ? qt0 + MR : qTiles, myTile = row0 / kTile; // row0 < sq: < qTiles
   const T *qw = qs + warp * 16 * MR * (D + kPad), *gw = gs + warp * 16 * MR * (D + kPad);
   for (int i = 0; i < MR; ++i) {
-    loadTileAsync<T, D>(q, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Q, qs + i * kTileElems);
-    loadTileAsync<T, D>(g, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Out,
-                        gs + i * kTileElems);
+    loadTile<T, D, false>(q, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Q,
+                          qs + i * kTileElems);
+    loadTile<T, D, false>(g, m, b, h, qBlock * kRows + i * kTile, m.sq, Rows::Out,
+                          gs + i * kTileElems);
   }
   float rowLse[MR][2], rowD[MR][2];
   queryRowStats<MR>(lse, dsum, row0, b, h, m, rowLse, rowD);
@@ -993,8 +1008,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
   int warp = threadIdx.x >> 5;
   int64_t key0 = kTileIdx * kTile + warp * 16;
   const T *kw = kb + warp * 16 * (D + kPad), *vw = vb + warp * 16 * (D + kPad);
-  loadTileAsync<T, D>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
-  loadTileAsync<T, D>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
+  loadTile<T, D, false>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
+  loadTile<T, D, false>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
   float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
   forQueryTiles<T, D, false>(
@@ -1036,8 +1051,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 2)
   int warp = threadIdx.x >> 5;
   int64_t row0 = qBlock * kTile + warp * 16;
   int64_t maskRow0 = row0 < m.sq ? row0 : m.sq - 1; // rows past the end: row sq - 1's mask
-  loadTileSwizzled<T, D>(q, m, b, h, qBlock * kTile, m.sq, Rows::Q, qs);
-  loadTileSwizzled<T, D>(g, m, b, h, qBlock * kTile, m.sq, Rows::Out, gs);
+  loadTile<T, D, true>(q, m, b, h, qBlock * kTile, m.sq, Rows::Q, qs);
+  loadTile<T, D, true>(g, m, b, h, qBlock * kTile, m.sq, Rows::Out, gs);
   float rowLse[1][2], rowD[1][2];
   queryRowStats<1>(lse, dsum, row0, b, h, m, rowLse, rowD);
   float acc[1][D / 8][4] = {};
@@ -1089,8 +1104,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
   int64_t kTileIdx = blockIdx.y;
   int warp = threadIdx.x >> 5;
   int64_t key0 = kTileIdx * kTile + warp * 16;
-  loadTileSwizzled<T, D>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
-  loadTileSwizzled<T, D>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
+  loadTile<T, D, true>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
+  loadTile<T, D, true>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
   float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
   forQueryTiles<T, D, true>(

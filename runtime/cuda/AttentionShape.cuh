@@ -63,6 +63,10 @@ struct Dims {
            : which == Rows::K ? kAt(bi, row, hi)
                               : oAt(bi, row, hi);
   }
+  /// Elements between consecutive rows of layout |which|.
+  __host__ __device__ int64_t rowStride(Rows which) const {
+    return which == Rows::Q ? inStride : which == Rows::K ? kvStride : outStride;
+  }
   __host__ __device__ int64_t biasRow(int64_t bi, int64_t hi, int64_t i) const {
     return (((biasB == 1 ? 0 : bi) * biasH + (biasH == 1 ? 0 : hi)) * sq + i) * sk;
   }

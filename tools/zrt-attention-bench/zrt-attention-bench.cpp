@@ -11,7 +11,8 @@
 // Exits non-zero if a check fails. tools/gpu-pack.sh carries it;
 // docs/benchmarks.md has its figures.
 //
-//   zrt-attention-bench [--reps N] [--shapes llama-1b,llama-8b,...]
+//   zrt-attention-bench [--reps N] [--shapes llama-1b,llama-8b,...] [--tilings 0,2]
+//                       [--no-checks]   (the timed shapes only, e.g. under ncu)
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/Kernels.h"
@@ -266,15 +267,21 @@ std::string name(AttentionTiling t) {
 
 int main(int argc, char **argv) {
   int reps = 20;
-  std::string only;
+  std::string only, tilings; // tilings: indices into kTilings, all if empty
+  bool checks = true;        // --no-checks (for a profiler): the timed shapes only
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc)
       reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--shapes" && i + 1 < argc)
       only = argv[++i];
+    else if (a == "--tilings" && i + 1 < argc)
+      tilings = argv[++i];
+    else if (a == "--no-checks")
+      checks = false;
     else {
-      std::fprintf(stderr, "usage: zrt-attention-bench [--reps N] [--shapes a,b,...]\n");
+      std::fprintf(stderr, "usage: zrt-attention-bench [--reps N] [--shapes a,b,...] "
+                           "[--tilings i,j,...] [--no-checks]\n");
       return 2;
     }
   }
@@ -283,6 +290,11 @@ int main(int argc, char **argv) {
     std::printf("zrt-attention-bench: no CUDA device\n");
     return 0;
   }
+  std::vector<AttentionTiling> chosen;
+  for (size_t i = 0; i < std::size(kTilings); ++i)
+    if (tilings.empty() ||
+        ("," + tilings + ",").find("," + std::to_string(i) + ",") != std::string::npos)
+      chosen.push_back(kTilings[i]);
   Gpu gpu;
   bool ok = true;
   // Every tiling against the CPU reference: odd lengths (edge tiles),
@@ -299,9 +311,11 @@ int main(int argc, char **argv) {
                 {1, 130, 4, 1, 128, Problem::kRandomEmptyTile}};
   const char *maskName[] = {"causal", "random mask", "random mask, a tile seeing no key"};
   for (const Small &c : smalls) {
+    if (!checks)
+      break;
     Problem p(c.b, c.s, c.h, c.hk, c.d, c.mask, 7);
     Reference ref = cpuReference(p);
-    for (AttentionTiling t : kTilings) {
+    for (AttentionTiling t : chosen) {
       gpu.run(p, t, false);
       for (const Tensor *x : {&p.dq, &p.dk, &p.dv})
         CHECK_CUDA(cudaMemset(x->dev, 0xff, x->bytes()));
@@ -329,7 +343,7 @@ int main(int argc, char **argv) {
     // (its own products' order) and the backward after it within 1e-2 of
     // the largest; and the backward run again the same bits.
     std::vector<float> first[4];
-    for (AttentionTiling t : kTilings) {
+    for (AttentionTiling t : chosen) {
       double fwd = gpu.time(p, t, false, reps), bwd = gpu.time(p, t, true, reps);
       gpu.run(p, t, false);
       gpu.run(p, t, true);
