@@ -217,6 +217,17 @@ else
   check gpt2-nccl-w1 gpt2.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched \
     --nproc-per-node 1 --master-port 29600
 fi
+# zrun comm-bench: NCCL's all-reduce, all-gather and reduce-scatter through
+# zrun's communicator, a process per GPU here, each result checked.
+total=$((total + 1))
+ranks=$((gpus > 0 ? gpus : 1))
+if "$zrun" comm-bench --nproc-per-node "$ranks" --master-port 29660 --sizes 1M,64M --iters 5 \
+     >"$out/comm-bench.log" 2>&1 && [ "$(grep -c ' ok$' "$out/comm-bench.log")" = 6 ]; then
+  pass=$((pass + 1))
+  echo "ok   comm-bench ($ranks GPUs): $(grep '^all_reduce' "$out/comm-bench.log" | tail -1)"
+else
+  echo "FAIL comm-bench:"; tail -5 "$out/comm-bench.log"
+fi
 # zrun --trace on the GPU (events on the compute, communication and copy
 # streams): ZeRO-3 over 2 in-process ranks; every instruction on its track
 # once a step, the compute track's time per kind equal to --profile's.

@@ -51,6 +51,19 @@ bool cudaRunsNatively(const plan::Plan &plan, const plan::Kernel &k);
 Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeconds,
                             std::unique_ptr<Communicator> &out);
 
+/// The collectives zrun comm-bench times.
+enum class BenchCollective { AllReduce, AllGather, ReduceScatter };
+
+/// zrun comm-bench on this rank's GPU: |iters| calls of |op| (after
+/// |warmup|) through |comm|'s stream collectives (NCCL) on |bytes| bytes of
+/// |type| -- the whole buffer, as nccl-tests counts it: all-reduce's,
+/// all-gather's output, reduce-scatter's input -- timed with events;
+/// |seconds| the mean a call. Each rank's input holds rank + 1, and
+/// |correct| says whether every element of the output is the sum (or the
+/// gathered rank) it must be.
+Status benchDeviceCollective(Communicator &comm, BenchCollective op, int64_t bytes, CommType type,
+                             int warmup, int iters, double &seconds, bool &correct);
+
 /// zrun's options of the CUDA backend (docs/cuda.md).
 struct CudaOptions {
   /// --cuda-graphs: a one-rank program of native kernels and device copies

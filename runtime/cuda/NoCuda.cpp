@@ -20,6 +20,13 @@ Status makeNcclCommunicator(const LaunchEnv &, int, double, std::unique_ptr<Comm
   return errorf("multi-process runs use NCCL: ", why);
 }
 
+Status benchDeviceCollective(Communicator &, BenchCollective, int64_t, CommType, int, int, double &,
+                             bool &) {
+  std::string why;
+  cudaUsable(why);
+  return errorf("comm-bench --backend cuda: ", why);
+}
+
 std::unique_ptr<ExecutorBase> makeCudaExecutor(const plan::Plan &, int, Communicator *, int,
                                                const CudaOptions &, Status &status) {
   std::string why;

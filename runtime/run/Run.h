@@ -163,6 +163,34 @@ Schedule resolveSchedule(const plan::Plan &plan, const TrainOptions &train);
 Status train(const RunOptions &options, const TrainOptions &train,
              const std::optional<LaunchEnv> &job, TrainOutcome &outcome);
 
+//===--- comm-bench -------------------------------------------------------===//
+
+/// zrun comm-bench: the collectives ZeRO runs, timed at a sweep of sizes
+/// (nccl-tests' algorithm and bus bandwidth), each result checked.
+struct CommBenchOptions {
+  std::string backend = "cuda"; // cuda: NCCL on device buffers; cpu: Gloo on host ones
+  std::vector<int64_t> sizes;   // bytes of each call's whole buffer
+  CommType type = CommType::BF16;
+  int iters = 20, warmup = 5;
+  double commTimeout = 300;
+};
+
+struct CommBenchRow {
+  BenchCollective op;
+  int64_t bytes = 0;           // the whole buffer (a multiple of the ranks' count)
+  double seconds = 0;          // a call, the mean over calls and ranks
+  double algbw = 0, busbw = 0; // bytes a second; busbw: nccl-tests' factor applied
+  bool correct = false;        // on every rank
+};
+
+/// Runs the sweep as one rank of a launched job (|job|: NCCL or Gloo
+/// between processes) or alone (world 1); every rank gets the same |rows|.
+Status commBench(const CommBenchOptions &options, const std::optional<LaunchEnv> &job,
+                 std::vector<CommBenchRow> &rows);
+
+/// "all_reduce", "all_gather", "reduce_scatter".
+const char *benchCollectiveName(BenchCollective op);
+
 //===--- gradcheck --------------------------------------------------------===//
 
 struct GradCheckOptions {

@@ -450,6 +450,52 @@ int runDevices() {
   return 1;
 }
 
+/// zrun comm-bench: launches the ranks (--nproc-per-node), or runs the
+/// sweep as one; rank 0 prints the table. Exits 1 if a check failed.
+int runCommBench(int argc, char **argv, CommBenchOptions o, const std::string &sizes,
+                 const std::string &dtype, int procs, int port,
+                 const std::optional<LaunchEnv> &job) {
+  for (size_t at = 0; at <= sizes.size();) {
+    size_t comma = std::min(sizes.find(',', at), sizes.size());
+    std::string one = sizes.substr(at, comma - at);
+    std::optional<int64_t> bytes = parseByteSize(one);
+    if (!bytes || *bytes <= 0)
+      return usageError("--sizes: '" + one + "' is not a size (e.g. 4096, 16M, 1GiB)",
+                        "comm-bench");
+    o.sizes.push_back(*bytes);
+    at = comma + 1;
+  }
+  o.type = dtype == "fp32" ? CommType::F32 : dtype == "fp16" ? CommType::F16 : CommType::BF16;
+  if (!job && procs > 0) {
+    int exitCode = 1;
+    std::vector<std::string> rest = without(argc, argv, {"--nproc-per-node", "--master-port"}, {});
+    if (Status s = launchLocal(rest, procs, port, Restarts{}, exitCode); !s)
+      return fail(s);
+    return exitCode;
+  }
+  std::vector<CommBenchRow> rows;
+  if (Status s = commBench(o, job, rows); !s)
+    return fail(s);
+  if (job && job->rank != 0)
+    return std::all_of(rows.begin(), rows.end(), [](auto &r) { return r.correct; }) ? 0 : 1;
+  int world = job ? job->world : 1;
+  std::printf("comm-bench: %d rank%s, %s, %s; a call's time is the mean of %d after %d "
+              "warm-up calls, averaged over the ranks\n",
+              world, world == 1 ? "" : "s",
+              o.backend == "cuda" ? "NCCL on device buffers" : "Gloo on host buffers",
+              commTypeName(o.type), o.iters, o.warmup);
+  std::printf("%-15s %14s %12s %13s %13s  %s\n", "collective", "bytes", "time (us)", "algbw (GB/s)",
+              "busbw (GB/s)", "check");
+  bool ok = true;
+  for (const CommBenchRow &r : rows) {
+    ok &= r.correct;
+    std::printf("%-15s %14lld %12.1f %13.3f %13.3f  %s\n", benchCollectiveName(r.op),
+                (long long)r.bytes, r.seconds * 1e6, r.algbw / 1e9, r.busbw / 1e9,
+                r.correct ? "ok" : "WRONG RESULT");
+  }
+  return ok ? 0 : 1;
+}
+
 const char *kDescription = "zrun: runs a plan that zcc compiled (docs/running.md); "
                            "'zrun COMMAND --help' lists a command's options";
 
@@ -478,8 +524,8 @@ int run(int argc, char **argv) {
   CLI::App app(kDescription, "zrun");
   app.require_subcommand(1);
   app.get_formatter()->column_width(34);
-  const std::set<std::string> commands = {"eval",   "train",   "gradcheck", "kernels",
-                                          "export", "devices", "trace-page"};
+  const std::set<std::string> commands = {"eval",   "train",   "gradcheck",  "kernels",
+                                          "export", "devices", "trace-page", "comm-bench"};
   Common common;
   const std::string planHelp = "the plan (zcc -o FILE.zplan)";
 
@@ -720,6 +766,43 @@ int run(int argc, char **argv) {
       ->type_name("PAGE.html")
       ->required();
 
+  CLI::App *commBenchCmd = app.add_subcommand(
+      "comm-bench", "all_reduce, all_gather and reduce_scatter timed at a sweep of sizes "
+                    "(nccl-tests' algbw and busbw), each result checked; one process per GPU "
+                    "with --nproc-per-node N");
+  CommBenchOptions commBenchOptions;
+  std::string benchSizes = "1M,16M,256M", benchDtype = "bf16";
+  int benchProcs = 0, benchPort = 29500;
+  commBenchCmd
+      ->add_option("--backend", commBenchOptions.backend,
+                   "cuda (NCCL on device buffers; default) or cpu (Gloo on host buffers)")
+      ->check(oneOf({"cpu", "cuda"}, "cpu or cuda"));
+  commBenchCmd
+      ->add_option("--sizes", benchSizes,
+                   "each call's whole buffer, comma-separated (default 1M,16M,256M)")
+      ->type_name("SIZE,..");
+  commBenchCmd->add_option("--dtype", benchDtype, "bf16 (default), fp16 or fp32")
+      ->check(oneOf({"bf16", "fp16", "fp32"}, "bf16, fp16 or fp32"));
+  commBenchCmd->add_option("--iters", commBenchOptions.iters, "timed calls a size (default 20)")
+      ->type_name("N")
+      ->check(integer(1, "a positive number", 1000000));
+  commBenchCmd->add_option("--warmup", commBenchOptions.warmup, "untimed calls first (default 5)")
+      ->type_name("N")
+      ->check(integer(0, "0 or more calls", 1000000));
+  commBenchCmd
+      ->add_option("--comm-timeout", commBenchOptions.commTimeout,
+                   "seconds a collective may wait before the job stops (default 300)")
+      ->type_name("SECONDS")
+      ->check(number(0, true, "a positive number of seconds"));
+  commBenchCmd
+      ->add_option("--nproc-per-node", benchProcs,
+                   "run N ranks as processes of this node (NCCL or Gloo; torchrun's environment)")
+      ->type_name("N")
+      ->check(integer(1, "1 to 4096 processes", 4096));
+  commBenchCmd->add_option("--master-port", benchPort, "the rendezvous port (default 29500)")
+      ->type_name("P")
+      ->check(integer(1, "a port (1-65535)", 65535));
+
   if (argc < 2) {
     std::cerr << app.help();
     return 2;
@@ -762,6 +845,9 @@ int run(int argc, char **argv) {
       return runExport(exportOptions);
     if (cmd == devices)
       return runDevices();
+    if (cmd == commBenchCmd)
+      return runCommBench(argc, argv, commBenchOptions, benchSizes, benchDtype, benchProcs,
+                          benchPort, job);
     if (cmd == tracePage) {
       size_t slices = 0;
       if (Status s = writeTracePage(tracePageInputs, tracePageOut, slices); !s)

@@ -1,0 +1,99 @@
+//===- CommBench.cu - zrun comm-bench on the GPU ---------------------------===//
+//
+// The device half of zrun comm-bench (runtime/run/CommBench.cpp): one
+// collective on this rank's GPU through the communicator's stream
+// collectives -- the calls the CUDA executor makes for ZeRO's gathers and
+// reductions -- timed with events, its result checked on the host.
+//
+//===----------------------------------------------------------------------===//
+#include "cuda/CudaCheck.h"
+#include "cuda/CudaExecutor.h"
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+namespace zrt {
+namespace {
+
+/// Device memory, a stream and two events, released however the bench ends.
+struct BenchResources {
+  void *in = nullptr, *out = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ~BenchResources() {
+    cudaFree(in);
+    cudaFree(out);
+    if (start)
+      cudaEventDestroy(start);
+    if (stop)
+      cudaEventDestroy(stop);
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+};
+
+} // namespace
+
+Status benchDeviceCollective(Communicator &comm, BenchCollective op, int64_t bytes, CommType type,
+                             int warmup, int iters, double &seconds, bool &correct) {
+  StreamCollectives *sc = comm.streamCollectives();
+  if (!sc)
+    return errorf("comm-bench --backend cuda: this communicator has no device collectives "
+                  "(launch one process per GPU: --nproc-per-node N)");
+  const int world = comm.size(), rank = comm.rank();
+  const int64_t es = commTypeBytes(type), total = bytes / es;
+  const int64_t inElems = op == BenchCollective::AllGather ? total / world : total;
+  const int64_t outElems = op == BenchCollective::ReduceScatter ? total / world : total;
+  std::vector<float> value(inElems, (float)(rank + 1));
+  std::vector<char> host(inElems * es);
+  narrowComm(value.data(), host.data(), 0, inElems, type);
+  BenchResources r;
+  ZRT_CUDA(cudaMalloc(&r.in, inElems * es));
+  ZRT_CUDA(cudaMalloc(&r.out, outElems * es));
+  ZRT_CUDA(cudaMemcpy(r.in, host.data(), inElems * es, cudaMemcpyHostToDevice));
+  ZRT_CUDA(cudaMemset(r.out, 0, outElems * es));
+  ZRT_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+  ZRT_CUDA(cudaEventCreate(&r.start));
+  ZRT_CUDA(cudaEventCreate(&r.stop));
+  auto call = [&]() -> Status {
+    switch (op) {
+    case BenchCollective::AllReduce:
+      return sc->deviceAllReduce(r.in, r.out, total, type, ReduceOp::Sum, r.stream);
+    case BenchCollective::AllGather:
+      return sc->deviceAllGather(r.in, r.out, inElems, type, r.stream);
+    case BenchCollective::ReduceScatter:
+      return sc->deviceReduceScatter(r.in, r.out, total, type, ReduceOp::Sum, r.stream);
+    }
+    return Status::ok();
+  };
+  sc->begin("comm-bench");
+  Status s = Status::ok();
+  for (int i = 0; i < warmup && s; ++i)
+    s = call();
+  if (s)
+    s = cudaStatus(cudaEventRecord(r.start, r.stream), "cudaEventRecord", __FILE__, __LINE__);
+  for (int i = 0; i < iters && s; ++i)
+    s = call();
+  if (s)
+    s = cudaStatus(cudaEventRecord(r.stop, r.stream), "cudaEventRecord", __FILE__, __LINE__);
+  if (s)
+    s = sc->wait(r.stream, "comm-bench");
+  sc->end();
+  ZRT_RETURN_IF_ERROR(s);
+  float ms = 0;
+  ZRT_CUDA(cudaEventElapsedTime(&ms, r.start, r.stop));
+  seconds = ms / 1e3 / iters;
+  host.resize(outElems * es);
+  ZRT_CUDA(cudaMemcpy(host.data(), r.out, outElems * es, cudaMemcpyDeviceToHost));
+  std::vector<float> got(outElems);
+  widenComm(host.data(), got.data(), outElems, type);
+  // Sums of 1..W are small integers: exact in every type, whatever the order.
+  const float sum = (float)world * (world + 1) / 2;
+  correct = true;
+  for (int64_t i = 0; i < outElems && correct; ++i)
+    correct = got[i] == (op == BenchCollective::AllGather ? (float)(i / inElems + 1) : sum);
+  return Status::ok();
+}
+
+} // namespace zrt
