@@ -41,29 +41,24 @@ Status benchDeviceCollective(Communicator &comm, BenchCollective op, int64_t byt
   if (!sc)
     return errorf("comm-bench --backend cuda: this communicator has no device collectives "
                   "(launch one process per GPU: --nproc-per-node N)");
-  const int world = comm.size(), rank = comm.rank();
-  const int64_t es = commTypeBytes(type), total = bytes / es;
-  const int64_t inElems = op == BenchCollective::AllGather ? total / world : total;
-  const int64_t outElems = op == BenchCollective::ReduceScatter ? total / world : total;
-  std::vector<float> value(inElems, (float)(rank + 1));
-  std::vector<char> host(inElems * es);
-  narrowComm(value.data(), host.data(), 0, inElems, type);
+  const BenchCall c(op, bytes, type, comm.size(), comm.rank());
+  const int64_t es = commTypeBytes(type);
   BenchResources r;
-  ZRT_CUDA(cudaMalloc(&r.in, inElems * es));
-  ZRT_CUDA(cudaMalloc(&r.out, outElems * es));
-  ZRT_CUDA(cudaMemcpy(r.in, host.data(), inElems * es, cudaMemcpyHostToDevice));
-  ZRT_CUDA(cudaMemset(r.out, 0, outElems * es));
+  ZRT_CUDA(cudaMalloc(&r.in, c.inElems * es));
+  ZRT_CUDA(cudaMalloc(&r.out, c.outElems * es));
+  ZRT_CUDA(cudaMemcpy(r.in, c.input.data(), c.inElems * es, cudaMemcpyHostToDevice));
+  ZRT_CUDA(cudaMemset(r.out, 0, c.outElems * es));
   ZRT_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
   ZRT_CUDA(cudaEventCreate(&r.start));
   ZRT_CUDA(cudaEventCreate(&r.stop));
   auto call = [&]() -> Status {
     switch (op) {
     case BenchCollective::AllReduce:
-      return sc->deviceAllReduce(r.in, r.out, total, type, ReduceOp::Sum, r.stream);
+      return sc->deviceAllReduce(r.in, r.out, c.total, type, ReduceOp::Sum, r.stream);
     case BenchCollective::AllGather:
-      return sc->deviceAllGather(r.in, r.out, inElems, type, r.stream);
+      return sc->deviceAllGather(r.in, r.out, c.inElems, type, r.stream);
     case BenchCollective::ReduceScatter:
-      return sc->deviceReduceScatter(r.in, r.out, total, type, ReduceOp::Sum, r.stream);
+      return sc->deviceReduceScatter(r.in, r.out, c.total, type, ReduceOp::Sum, r.stream);
     }
     return Status::ok();
   };
@@ -84,15 +79,9 @@ Status benchDeviceCollective(Communicator &comm, BenchCollective op, int64_t byt
   float ms = 0;
   ZRT_CUDA(cudaEventElapsedTime(&ms, r.start, r.stop));
   seconds = ms / 1e3 / iters;
-  host.resize(outElems * es);
-  ZRT_CUDA(cudaMemcpy(host.data(), r.out, outElems * es, cudaMemcpyDeviceToHost));
-  std::vector<float> got(outElems);
-  widenComm(host.data(), got.data(), outElems, type);
-  // Sums of 1..W are small integers: exact in every type, whatever the order.
-  const float sum = (float)world * (world + 1) / 2;
-  correct = true;
-  for (int64_t i = 0; i < outElems && correct; ++i)
-    correct = got[i] == (op == BenchCollective::AllGather ? (float)(i / inElems + 1) : sum);
+  std::vector<char> out(c.outElems * es);
+  ZRT_CUDA(cudaMemcpy(out.data(), r.out, out.size(), cudaMemcpyDeviceToHost));
+  correct = c.correct(out.data());
   return Status::ok();
 }
 

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zrt {
 
@@ -53,6 +54,37 @@ Status makeNcclCommunicator(const LaunchEnv &env, int device, double timeoutSeco
 
 /// The collectives zrun comm-bench times.
 enum class BenchCollective { AllReduce, AllGather, ReduceScatter };
+
+/// One comm-bench call on this rank: the elements of the whole buffer
+/// (|bytes| of |type|), of its input and of its output, and the input
+/// (rank + 1 in every element).
+struct BenchCall {
+  BenchCollective op;
+  CommType type;
+  int world;
+  int64_t total, inElems, outElems;
+  std::vector<char> input;
+  BenchCall(BenchCollective op, int64_t bytes, CommType type, int world, int rank)
+      : op(op), type(type), world(world), total(bytes / commTypeBytes(type)),
+        inElems(op == BenchCollective::AllGather ? total / world : total),
+        outElems(op == BenchCollective::ReduceScatter ? total / world : total),
+        input(inElems * commTypeBytes(type)) {
+    std::vector<float> value(inElems, (float)(rank + 1));
+    narrowComm(value.data(), input.data(), 0, inElems, type);
+  }
+  /// Whether |output| holds what the collective gives: the sum 1 + ... + W
+  /// everywhere (small integers: exact in every type, whatever the order),
+  /// or each rank's value in its place.
+  bool correct(const void *output) const {
+    std::vector<float> got(outElems);
+    widenComm(output, got.data(), outElems, type);
+    const float sum = (float)world * (world + 1) / 2;
+    for (int64_t i = 0; i < outElems; ++i)
+      if (got[i] != (op == BenchCollective::AllGather ? (float)(i / inElems + 1) : sum))
+        return false;
+    return true;
+  }
+};
 
 /// zrun comm-bench on this rank's GPU: |iters| calls of |op| (after
 /// |warmup|) through |comm|'s stream collectives (NCCL) on |bytes| bytes of

@@ -21,21 +21,16 @@ namespace {
 /// the wall clock after a barrier.
 Status benchHostCollective(Communicator &comm, BenchCollective op, int64_t bytes, CommType type,
                            int warmup, int iters, double &seconds, bool &correct) {
-  const int world = comm.size(), rank = comm.rank();
-  const int64_t es = commTypeBytes(type), total = bytes / es;
-  const int64_t inElems = op == BenchCollective::AllGather ? total / world : total;
-  const int64_t outElems = op == BenchCollective::ReduceScatter ? total / world : total;
-  std::vector<float> value(inElems, (float)(rank + 1));
-  std::vector<char> in(inElems * es), out(outElems * es);
-  narrowComm(value.data(), in.data(), 0, inElems, type);
+  BenchCall c(op, bytes, type, comm.size(), comm.rank());
+  std::vector<char> out(c.outElems * commTypeBytes(type));
   auto call = [&]() -> Status {
     switch (op) {
     case BenchCollective::AllReduce:
-      return comm.allReduce(in.data(), out.data(), total, type, ReduceOp::Sum);
+      return comm.allReduce(c.input.data(), out.data(), c.total, type, ReduceOp::Sum);
     case BenchCollective::AllGather:
-      return comm.allGather(in.data(), out.data(), inElems, type);
+      return comm.allGather(c.input.data(), out.data(), c.inElems, type);
     case BenchCollective::ReduceScatter:
-      return comm.reduceScatter(in.data(), out.data(), total, type, ReduceOp::Sum);
+      return comm.reduceScatter(c.input.data(), out.data(), c.total, type, ReduceOp::Sum);
     }
     return Status::ok();
   };
@@ -46,12 +41,7 @@ Status benchHostCollective(Communicator &comm, BenchCollective op, int64_t bytes
   for (int i = 0; i < iters; ++i)
     ZRT_RETURN_IF_ERROR(call());
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
-  std::vector<float> got(outElems);
-  widenComm(out.data(), got.data(), outElems, type);
-  const float sum = (float)world * (world + 1) / 2;
-  correct = true;
-  for (int64_t i = 0; i < outElems && correct; ++i)
-    correct = got[i] == (op == BenchCollective::AllGather ? (float)(i / inElems + 1) : sum);
+  correct = c.correct(out.data());
   return Status::ok();
 }
 
