@@ -200,7 +200,7 @@ if [ "$gpus" -ge 2 ]; then
   printf 'node-a slots=2\nnode-b slots=2\n' > "$out/hosts"
   "$zrun" train "$here/plans/gpt2-z3-w2.zplan" --backend cuda --steps 20 $gpt2 $sched \
     --metrics "$out/multinode.jsonl" --hostfile "$out/hosts" --include 'node-a:0@node-b:1' \
-    --master-port 29650 --dry-run | sed -e 's/^ssh [^ ]* //' -e 's/MASTER_ADDR=node-a/MASTER_ADDR=127.0.0.1/' \
+    --master-port 29650 --dry-run | sed -e 's/^ssh -- [^ ]* //' -e 's/MASTER_ADDR=node-a/MASTER_ADDR=127.0.0.1/' \
     > "$out/multinode.cmds"
   cat "$out/multinode.cmds" | cut -c1-160
   k=0
