@@ -181,10 +181,11 @@ struct LaunchFlags {
   Restarts restarts;
 };
 
-void addLaunch(CLI::App *cmd, LaunchFlags &l) {
-  const char *group = "Launch (one process per GPU; DeepSpeed's hostfile over ssh)";
+/// --nproc-per-node and --master-port: ranks as processes of this node.
+void addLocalLaunch(CLI::App *cmd, LaunchFlags &l, const char *group) {
   cmd->add_option("--nproc-per-node", l.nprocPerNode,
-                  "run N ranks as processes of this node (NCCL; torchrun's environment)")
+                  "run N ranks as processes of this node (NCCL on GPUs, Gloo on the CPU; "
+                  "torchrun's environment)")
       ->type_name("N")
       ->check(integer(1, "1 to 4096 processes", 4096))
       ->group(group);
@@ -192,6 +193,11 @@ void addLaunch(CLI::App *cmd, LaunchFlags &l) {
       ->type_name("P")
       ->check(integer(1, "a port (1-65535)", 65535))
       ->group(group);
+}
+
+void addLaunch(CLI::App *cmd, LaunchFlags &l) {
+  const char *group = "Launch (one process per GPU; DeepSpeed's hostfile over ssh)";
+  addLocalLaunch(cmd, l, group);
   cmd->add_option("--hostfile", l.hosts.hostfile,
                   "DeepSpeed's hostfile ('HOST slots=N'): one zrun per node over ssh")
       ->type_name("FILE")
@@ -452,24 +458,22 @@ int runDevices() {
 
 /// zrun comm-bench: launches the ranks (--nproc-per-node), or runs the
 /// sweep as one; rank 0 prints the table. Exits 1 if a check failed.
-int runCommBench(int argc, char **argv, CommBenchOptions o, const std::string &sizes,
-                 const std::string &dtype, int procs, int port,
+int runCommBench(int argc, char **argv, CommBenchOptions o, const std::vector<std::string> &sizes,
+                 const std::string &dtype, const LaunchFlags &launch,
                  const std::optional<LaunchEnv> &job) {
-  for (size_t at = 0; at <= sizes.size();) {
-    size_t comma = std::min(sizes.find(',', at), sizes.size());
-    std::string one = sizes.substr(at, comma - at);
+  for (const std::string &one : sizes) {
     std::optional<int64_t> bytes = parseByteSize(one);
     if (!bytes || *bytes <= 0)
       return usageError("--sizes: '" + one + "' is not a size (e.g. 4096, 16M, 1GiB)",
                         "comm-bench");
     o.sizes.push_back(*bytes);
-    at = comma + 1;
   }
   o.type = dtype == "fp32" ? CommType::F32 : dtype == "fp16" ? CommType::F16 : CommType::BF16;
-  if (!job && procs > 0) {
+  if (!job && launch.nprocPerNode > 0) {
     int exitCode = 1;
     std::vector<std::string> rest = without(argc, argv, {"--nproc-per-node", "--master-port"}, {});
-    if (Status s = launchLocal(rest, procs, port, Restarts{}, exitCode); !s)
+    if (Status s = launchLocal(rest, launch.nprocPerNode, launch.masterPort, Restarts{}, exitCode);
+        !s)
       return fail(s);
     return exitCode;
   }
@@ -771,8 +775,9 @@ int run(int argc, char **argv) {
                     "(nccl-tests' algbw and busbw), each result checked; one process per GPU "
                     "with --nproc-per-node N");
   CommBenchOptions commBenchOptions;
-  std::string benchSizes = "1M,16M,256M", benchDtype = "bf16";
-  int benchProcs = 0, benchPort = 29500;
+  std::vector<std::string> benchSizes = {"1M", "16M", "256M"};
+  std::string benchDtype = "bf16";
+  LaunchFlags benchLaunch;
   commBenchCmd
       ->add_option("--backend", commBenchOptions.backend,
                    "cuda (NCCL on device buffers; default) or cpu (Gloo on host buffers)")
@@ -780,7 +785,8 @@ int run(int argc, char **argv) {
   commBenchCmd
       ->add_option("--sizes", benchSizes,
                    "each call's whole buffer, comma-separated (default 1M,16M,256M)")
-      ->type_name("SIZE,..");
+      ->type_name("SIZE,..")
+      ->delimiter(',');
   commBenchCmd->add_option("--dtype", benchDtype, "bf16 (default), fp16 or fp32")
       ->check(oneOf({"bf16", "fp16", "fp32"}, "bf16, fp16 or fp32"));
   commBenchCmd->add_option("--iters", commBenchOptions.iters, "timed calls a size (default 20)")
@@ -794,14 +800,7 @@ int run(int argc, char **argv) {
                    "seconds a collective may wait before the job stops (default 300)")
       ->type_name("SECONDS")
       ->check(number(0, true, "a positive number of seconds"));
-  commBenchCmd
-      ->add_option("--nproc-per-node", benchProcs,
-                   "run N ranks as processes of this node (NCCL or Gloo; torchrun's environment)")
-      ->type_name("N")
-      ->check(integer(1, "1 to 4096 processes", 4096));
-  commBenchCmd->add_option("--master-port", benchPort, "the rendezvous port (default 29500)")
-      ->type_name("P")
-      ->check(integer(1, "a port (1-65535)", 65535));
+  addLocalLaunch(commBenchCmd, benchLaunch, "Launch (one process per GPU)");
 
   if (argc < 2) {
     std::cerr << app.help();
@@ -846,8 +845,7 @@ int run(int argc, char **argv) {
     if (cmd == devices)
       return runDevices();
     if (cmd == commBenchCmd)
-      return runCommBench(argc, argv, commBenchOptions, benchSizes, benchDtype, benchProcs,
-                          benchPort, job);
+      return runCommBench(argc, argv, commBenchOptions, benchSizes, benchDtype, benchLaunch, job);
     if (cmd == tracePage) {
       size_t slices = 0;
       if (Status s = writeTracePage(tracePageInputs, tracePageOut, slices); !s)
