@@ -574,36 +574,64 @@ __global__ void __launch_bounds__(1024)
       fetch(r + (S - 1) * stride, previous);
       stage = stage + 1 == S ? 0 : stage + 1;
     }
-    float mean, rstd;
-    {
-      float xv[K][V];
-      vecRowStats<T, K>(raw, nv, cols, t, tpr, eps, Rms, xv, mean, rstd);
-    }
-    if constexpr (S == 0)
-      load(r + stride, next, gnext, rnext);
-    float sumD = 0, sumDX = 0;
+    float mean = 0, rstd, meanD = 0, meanDX;
+    if constexpr (Rms) {
+      // One reduction a row: sum x^2 (vecRowStats' terms in its order: rstd
+      // has the forward's bits) beside sum g w x, whence sum dxhat xhat =
+      // rstd sum g w x; two reductions (four barriers) a row made the
+      // kernel latency-bound.
+      float q = 0, gwx = 0;
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (t + k * tpr >= nv)
-        continue;
-      float xv[V], gv[V], wv[V];
-      widen<T>(raw[k], xv);
-      widen<T>(graw[k], gv);
-      loadVec(w + (t + k * tpr) * V, wv); // from the cache after the first row
+      for (int k = 0; k < K; ++k) {
+        if (t + k * tpr >= nv)
+          continue;
+        float xv[V], gv[V], wv[V];
+        widen<T>(raw[k], xv);
+        widen<T>(graw[k], gv);
+        loadVec(w + (t + k * tpr) * V, wv); // from the cache after the first row
 #pragma unroll
-      for (int i = 0; i < V; ++i) {
-        float xhat = (xv[i] - mean) * rstd;
-        sw[k][i] += gv[i] * xhat;
-        if (!Rms)
-          sb[k][i] += gv[i];
-        float dxhat = gv[i] * wv[i];
-        sumD += dxhat;
-        sumDX += dxhat * xhat;
+        for (int i = 0; i < V; ++i) {
+          float d = xv[i] - mean;
+          q += d * d;
+          gwx += gv[i] * wv[i] * xv[i];
+        }
       }
+      double sums[2] = {q, gwx};
+      rowGroupSum(sums, tpr);
+      rstd = (float)(1.0 / sqrt(sums[0] / cols + eps));
+      meanDX = (float)((double)rstd * sums[1] / cols);
+      if constexpr (S == 0)
+        load(r + stride, next, gnext, rnext);
+    } else {
+      {
+        float xv[K][V];
+        vecRowStats<T, K>(raw, nv, cols, t, tpr, eps, Rms, xv, mean, rstd);
+      }
+      if constexpr (S == 0)
+        load(r + stride, next, gnext, rnext);
+      float sumD = 0, sumDX = 0;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (t + k * tpr >= nv)
+          continue;
+        float xv[V], gv[V], wv[V];
+        widen<T>(raw[k], xv);
+        widen<T>(graw[k], gv);
+        loadVec(w + (t + k * tpr) * V, wv); // from the cache after the first row
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          float xhat = (xv[i] - mean) * rstd;
+          sw[k][i] += gv[i] * xhat;
+          sb[k][i] += gv[i];
+          float dxhat = gv[i] * wv[i];
+          sumD += dxhat;
+          sumDX += dxhat * xhat;
+        }
+      }
+      double sums[2] = {sumD, sumDX};
+      rowGroupSum(sums, tpr);
+      meanD = (float)(sums[0] / cols), meanDX = (float)(sums[1] / cols);
     }
-    double sums[2] = {sumD, sumDX};
-    rowGroupSum(sums, tpr);
-    float meanD = (float)(sums[0] / cols), meanDX = (float)(sums[1] / cols);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       int64_t c = t + k * tpr;
@@ -618,6 +646,8 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
       for (int i = 0; i < V; ++i) {
         float xhat = (xv[i] - mean) * rstd, dxhat = gv[i] * wv[i];
+        if (Rms)
+          sw[k][i] += gv[i] * xhat;
         o[i] = rstd * (dxhat - (Rms ? 0.0f : meanD) - xhat * meanDX);
         if (res) // __fadd_rn: never contracted into an FMA with the product above
           o[i] = __fadd_rn(toF(fromF<T>(o[i])), rv[i]);
