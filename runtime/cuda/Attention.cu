@@ -5,8 +5,15 @@
 // lse [B, H, Sq]. Nothing of size Sq x Sk is stored: each block walks the
 // key (or query) tiles with the scores in registers.
 //
-// 16-bit types, head dimensions 16/32/64/128 (rows 16-byte aligned): tensor
-// cores through mma.sync m16n8k16 (float accumulation), the FlashAttention-2
+// 16-bit types, any head dimension that is a multiple of 8 up to 256 (rows
+// 16-byte aligned): the kernels are instantiated for widths of every
+// multiple of 16 up to 128 and of 32 up to 256 (kWidths); a head runs on the
+// narrowest that holds it, its missing columns zeros in shared memory and
+// never written out (96: its own width; 72: the 80-wide kernels). Tiles are
+// copied in spans of power-of-two columns (loadTile). Above 128 columns the
+// dk/dv kernels split the columns in halves over blockIdx.z (both halves
+// recompute S^T and dP^T) so that their accumulators fit in registers.
+// Tensor cores through mma.sync m16n8k16 (float accumulation), the FlashAttention-2
 // scheme: a warp owns 16 query rows (the forward 32 at D = 64 and 128: each
 // B fragment feeds two products), keeps its output in registers, and
 // rescales its running sum when the row maximum grows; the probabilities go
@@ -23,15 +30,17 @@
 // dq, one per 64-key block for dk and dv, after a kernel that forms
 // D = rowsum(dO * O).
 //
-// On Hopper (compute capability 9.0) at D = 64 and 128 the same three
-// kernels run on warpgroup MMAs instead (wgmma, sm_90a: the block's 4 warps
-// are one warpgroup taking 64 rows; operands from shared memory in the
-// 128-byte swizzle, P and dS from registers), the same blocks, order, masks
-// and softmax; mma.sync serves other GPUs and head dimensions.
+// On Hopper (compute capability 9.0) at widths of 32 and more the same
+// three kernels run on warpgroup MMAs instead (wgmma, sm_90a: the block's 4
+// warps are one warpgroup taking 64 rows; operands from shared memory in
+// the 128-byte swizzle, whole 64-column blocks, P and dS from registers, the
+// products with them one wgmma of N = 16..64 per span of a 64-column block),
+// the same blocks, order, masks and softmax; mma.sync serves other GPUs and
+// width 16.
 //
-// float32 (and any other shape): a thread per row, the same arithmetic in
-// plain float (cuda/AttentionSimt.cu); it is there for exactness tests and
-// small models, not speed.
+// float32 (and heads that are not a multiple of 8): a thread per row, the
+// same arithmetic in plain float (cuda/AttentionSimt.cu), up to 256 columns;
+// it is there for exactness tests and small models, not speed.
 //
 // Why our own kernels and not cuDNN's SDPA: cuDNN's fused attention is
 // reached through its graph API, which the cudnn-frontend C++ headers
@@ -178,27 +187,34 @@ __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned
 /// in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8));
 /// a tile of D columns is D / 64 blocks side by side.
 constexpr int kSwBlock = 64 * 64; // elements of one swizzled 64 x 64 block
+/// Elements of a 64-row swizzled tile of D columns: whole blocks (the last
+/// one partly used where D is not a multiple of 64).
+template <int D> constexpr int kSwTileElems = (D + 63) / 64 * kSwBlock;
 
 /// Element offset of (row r, column c) in a tile of D / 64 swizzled blocks.
 __device__ __forceinline__ int swizzled(int r, int c) {
   return (c >> 6) * kSwBlock + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);
 }
 
-/// Starts copying a 64-row tile of a [.., S, H, D] tensor (rows [row0, row0 +
-/// 64) of head |h|) into shared memory (cp.async; rows past |rows| are
-/// zero), the block's 128 threads together: in wgmma's swizzled layout if
-/// |Swizzled|, else tile[r][d] with rows padded by kPad. A thread's 16-byte
-/// chunks share their column and lie kRowStep rows apart (a multiple of 8,
-/// so the swizzle's XOR is the same for all): the addresses are set up once
-/// a tile and each chunk costs an add and a compare (index math per chunk
-/// was the wgmma kernels' largest integer cost: 15-25% of their time).
-template <typename T, int D, bool Swizzled>
-__device__ __forceinline__ void loadTile(const T *x, const Dims &m, int64_t b, int64_t h,
+/// Starts copying columns [C0, C0 + W) of a 64-row tile of a [.., S, H, d]
+/// tensor (rows [row0, row0 + 64) of head |h|) into shared memory
+/// (cp.async; rows past |rows| and columns past the operand's width m.d
+/// are zero), the block's 128 threads together: in wgmma's swizzled layout
+/// if |Swizzled|, else tile[r][c] with rows of D + kPad. W is a power of two
+/// (16 to 128; at most 64, inside one swizzled block, if |Swizzled|). A
+/// thread's 16-byte chunks share their column and lie kRowStep rows apart
+/// (a multiple of 8, so the swizzle's XOR is the same for all): the
+/// addresses are set up once a span and each chunk costs an add and a
+/// compare (index math per chunk was the wgmma kernels' largest integer
+/// cost: 15-25% of their time).
+template <typename T, int D, bool Swizzled, int C0, int W>
+__device__ __forceinline__ void loadSpan(const T *x, const Dims &m, int64_t b, int64_t h,
                                          int64_t row0, int64_t rows, Rows which, T *tile) {
-  constexpr int kChunks = D / 8, kRowStep = kWarps * 32 / kChunks;
-  static_assert(kTile % kRowStep == 0 && (!Swizzled || kRowStep % 8 == 0), "chunk rows");
-  int r0 = (int)threadIdx.x / kChunks, c = ((int)threadIdx.x % kChunks) * 8;
-  int64_t stride = m.rowStride(which), left = rows - row0 - r0;
+  constexpr int kChunks = W / 8, kRowStep = kWarps * 32 / kChunks;
+  static_assert(kTile % kRowStep == 0 && (!Swizzled || (kRowStep % 8 == 0 && W <= 64)),
+                "chunk rows");
+  int r0 = (int)threadIdx.x / kChunks, c = C0 + ((int)threadIdx.x % kChunks) * 8;
+  int64_t stride = m.rowStride(which), left = c < m.d ? rows - row0 - r0 : 0;
   const T *from = x + m.at(which, b, row0 + r0, h) + c;
   T *to = tile + (Swizzled ? swizzled(r0, c) : r0 * (D + kPad) + c);
   constexpr int kStep = kRowStep * (Swizzled ? 64 : D + kPad); // elements between a thread's rows
@@ -206,6 +222,28 @@ __device__ __forceinline__ void loadTile(const T *x, const Dims &m, int64_t b, i
   for (int i = 0; i < kTile / kRowStep; ++i) {
     bool valid = i * kRowStep < left;
     cpAsync16(to + i * kStep, valid ? from + i * kRowStep * stride : x, valid);
+  }
+}
+
+/// The widest span (a power of two, 16 to |cap| columns) that fits in |left|.
+constexpr int spanWidth(int left, int cap) {
+  int w = cap;
+  while (w > left)
+    w /= 2;
+  return w;
+}
+
+/// Starts copying a 64-row tile of D columns (loadSpan): spans of
+/// decreasing powers of two, each inside one swizzled 64-column block (D =
+/// 96: 64 + 32; D = 112: 64 + 32 + 16). Columns from m.d on (a head
+/// dimension padded to the kernel's width D) are zeros.
+template <typename T, int D, bool Swizzled, int C0 = 0>
+__device__ __forceinline__ void loadTile(const T *x, const Dims &m, int64_t b, int64_t h,
+                                         int64_t row0, int64_t rows, Rows which, T *tile) {
+  if constexpr (C0 < D) {
+    constexpr int W = spanWidth(D - C0, Swizzled ? 64 : 128);
+    loadSpan<T, D, Swizzled, C0, W>(x, m, b, h, row0, rows, which, tile);
+    loadTile<T, D, Swizzled, C0 + W>(x, m, b, h, row0, rows, which, tile);
   }
 }
 
@@ -264,13 +302,13 @@ __device__ __forceinline__ void ldmatrixTrans(uint32_t r[4], const void *smem) {
                : "r"(at));
 }
 
-/// acc[mr][nd] (MR blocks of 16 rows x D) += P B where P (16 MR x 64) is in
-/// score accumulators and B (64 x D) is tile[r][d]: its B fragments come
-/// transposed through ldmatrix, two column blocks of 8 at a time, each used
-/// by MR products.
-template <typename T, int D, int MR>
+/// acc[mr][nd] (MR blocks of 16 rows x W) += P B where P (16 MR x 64) is in
+/// score accumulators and B (64 x W) is columns [C0, C0 + W) of tile[r][d]
+/// (rows of D + kPad): its B fragments come transposed through ldmatrix,
+/// two column blocks of 8 at a time, each used by MR products.
+template <typename T, int D, int MR, int C0 = 0, int W = D>
 __device__ __forceinline__ void productTile(const float p[MR][8][4], const T *tile,
-                                            float acc[MR][D / 8][4]) {
+                                            float acc[MR][W / 8][4]) {
   int lane = threadIdx.x & 31, matrix = lane >> 3, row = lane & 7;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
@@ -282,9 +320,9 @@ __device__ __forceinline__ void productTile(const float p[MR][8][4], const T *ti
       a[mr][2] = pack<T>(p[mr][2 * kk + 1][0], p[mr][2 * kk + 1][1]);
       a[mr][3] = pack<T>(p[mr][2 * kk + 1][2], p[mr][2 * kk + 1][3]);
     }
-    const T *base = tile + (kk * 16 + (matrix & 1) * 8 + row) * (D + kPad) + (matrix >> 1) * 8;
+    const T *base = tile + (kk * 16 + (matrix & 1) * 8 + row) * (D + kPad) + (matrix >> 1) * 8 + C0;
 #pragma unroll
-    for (int nd = 0; nd < D / 8; nd += 2) {
+    for (int nd = 0; nd < W / 8; nd += 2) {
       uint32_t bf[4];
       ldmatrixTrans(bf, base + nd * 8);
 #pragma unroll
@@ -511,7 +549,8 @@ __device__ __forceinline__ void writeForward(const float o[MR][D / 8][4], const 
       for (int nd = 0; nd < D / 8; ++nd) {
         float lo = empty ? fill : o[mr][nd][2 * half] * inv,
               hi = empty ? fill : o[mr][nd][2 * half + 1] * inv;
-        *reinterpret_cast<uint32_t *>(orow + nd * 8 + t * 2) = pack<T>(lo, hi);
+        if (nd * 8 < m.d) // a padded head's columns from m.d are not written
+          *reinterpret_cast<uint32_t *>(orow + nd * 8 + t * 2) = pack<T>(lo, hi);
       }
       if (t == 0)
         lse[m.lseAt(b, h, row)] = empty ? INFINITY : mx[mr][half] * kLn2 + logf(sum);
@@ -610,11 +649,13 @@ __device__ __forceinline__ void keyDs(const float p[1][8][4], float dp[1][8][4],
       dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - colD[nt * 8 + t * 2 + (e & 1)]);
 }
 
-/// This warp's rows of acc (MR blocks of 16 from |row0|) times |scale|, as
-/// T, to the rows below |rows| of a tensor whose row r starts at at(r).
-template <typename T, int D, int MR, typename At>
-__device__ __forceinline__ void writeRows(const float acc[MR][D / 8][4], float scale, int64_t row0,
-                                          int64_t rows, At at) {
+/// This warp's rows of acc (MR blocks of 16 from |row0|, W columns) times
+/// |scale|, as T, to the rows below |rows| of a tensor whose row r's first
+/// column is at(r); columns from |cols| on (a padded head's) are not
+/// written.
+template <typename T, int W, int MR, typename At>
+__device__ __forceinline__ void writeRows(const float acc[MR][W / 8][4], float scale, int64_t row0,
+                                          int64_t rows, int64_t cols, At at) {
   int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
   for (int mr = 0; mr < MR; ++mr)
@@ -625,20 +666,23 @@ __device__ __forceinline__ void writeRows(const float acc[MR][D / 8][4], float s
         continue;
       T *dst = at(row);
 #pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd)
-        *reinterpret_cast<uint32_t *>(dst + nd * 8 + t * 2) =
-            pack<T>(acc[mr][nd][2 * half] * scale, acc[mr][nd][2 * half + 1] * scale);
+      for (int nd = 0; nd < W / 8; ++nd)
+        if (nd * 8 < cols)
+          *reinterpret_cast<uint32_t *>(dst + nd * 8 + t * 2) =
+              pack<T>(acc[mr][nd][2 * half] * scale, acc[mr][nd][2 * half + 1] * scale);
     }
 }
 
-/// dk (times the scale) and dv of this warp's 16 keys, from |key0|.
-template <typename T, int D>
-__device__ __forceinline__ void writeKeyGrads(const float dkAcc[1][D / 8][4],
-                                              const float dvAcc[1][D / 8][4], int64_t key0,
+/// dk (times the scale) and dv of this warp's 16 keys, from |key0|:
+/// columns [C0, C0 + W) of each.
+template <typename T, int C0, int W>
+__device__ __forceinline__ void writeKeyGrads(const float dkAcc[1][W / 8][4],
+                                              const float dvAcc[1][W / 8][4], int64_t key0,
                                               int64_t b, int64_t kh, const Dims &m, T *dk, T *dv) {
-  writeRows<T, D, 1>(dkAcc, m.scale, key0, m.sk,
-                     [&](int64_t key) { return dk + m.dkAt(b, key, kh); });
-  writeRows<T, D, 1>(dvAcc, 1.0f, key0, m.sk, [&](int64_t key) { return dv + m.dkAt(b, key, kh); });
+  writeRows<T, W, 1>(dkAcc, m.scale, key0, m.sk, m.d - C0,
+                     [&](int64_t key) { return dk + m.dkAt(b, key, kh) + C0; });
+  writeRows<T, W, 1>(dvAcc, 1.0f, key0, m.sk, m.d - C0,
+                     [&](int64_t key) { return dv + m.dkAt(b, key, kh) + C0; });
 }
 
 /// Forward, tensor cores: block (b * H + h, query block, last first); the
@@ -764,21 +808,96 @@ __device__ __forceinline__ void wgmmaSS(float d[32], uint64_t a, uint64_t b, int
                  : "l"(a), "l"(b), "r"(accumulate));
 }
 
-/// d += A B: A (64 x 16) in registers (mma.sync's A fragments, this
-/// warp's 16 rows), B a 16 x 64 MN-major slice in shared memory.
-template <typename T>
-__device__ __forceinline__ void wgmmaRS(float d[32], const uint32_t a[4], uint64_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+/// d (64 x N, this thread's N / 2) += A B: A (64 x 16) in registers
+/// (mma.sync's A fragments, this warp's 16 rows), B a 16 x N MN-major slice
+/// in shared memory, N in {16, 32, 48, 64}: a 64-column block's columns, or
+/// some of them (a head dimension that is not a multiple of 64 ends in a
+/// narrower product).
+template <typename T, int N>
+__device__ __forceinline__ void wgmmaRS(float *d, const uint32_t a[4], uint64_t b) {
+  static_assert(N == 16 || N == 32 || N == 48 || N == 64, "wgmma N");
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (N == 64 && kBf16)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_D
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+                 "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
                  ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : WGMMA_OUT(d)
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
-  else
+  else if constexpr (N == 64 && !kBf16)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_D
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+                 "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
                  ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : WGMMA_OUT(d)
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  else if constexpr (N == 48 && kBf16)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+                 "%18, %19, %20, %21, %22, %23}"
+                 ", {%24, %25, %26, %27}, %28, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  else if constexpr (N == 48 && !kBf16)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+                 "%18, %19, %20, %21, %22, %23}"
+                 ", {%24, %25, %26, %27}, %28, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  else if constexpr (N == 32 && kBf16)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+                 ", {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  else if constexpr (N == 32 && !kBf16)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+                 ", {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  else if constexpr (N == 16 && kBf16)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7}"
+                 ", {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  else if constexpr (N == 16 && !kBf16)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7}"
+                 ", {%8, %9, %10, %11}, %12, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
@@ -812,20 +931,34 @@ __device__ __forceinline__ void packA(const float p[1][8][4], uint32_t a[4][4]) 
   }
 }
 
-/// Issues acc (64 x D, this warp's 16 rows) += P B as one commit group
-/// (fenced first: |a| was just written), P packed by packA and B (64 x D)
-/// a swizzled tile read MN-major. The caller waits.
-template <typename T, int D>
+/// acc (columns [C0, C0 + W) of a 64-row product, this warp's 16 rows) += P
+/// B over one k-slice of 16 keys: B's rows [16 kk, 16 kk + 16) of a swizzled
+/// tile read MN-major, one wgmma a span of columns inside a 64-column block
+/// (wgmma's start address moves along the 128-byte row as it does along K
+/// for K-major operands: the swizzle is a function of the address).
+template <typename T, int C0, int W, int C = C0>
+__device__ __forceinline__ void issueSpans(const uint32_t a[4], const T *tile, int kk,
+                                           float acc[1][W / 8][4]) {
+  if constexpr (C < C0 + W) {
+    constexpr int kEnd = (C / 64 + 1) * 64 < C0 + W ? (C / 64 + 1) * 64 : C0 + W;
+    wgmmaRS<T, kEnd - C>(&acc[0][(C - C0) / 8][0], a,
+                         swizzledDesc(tile + (C / 64) * kSwBlock + kk * 16 * 64) + (C % 64) / 8);
+    issueSpans<T, C0, W, kEnd>(a, tile, kk, acc);
+  }
+}
+
+/// Issues acc (64 x W, this warp's 16 rows) += P B as one commit group
+/// (fenced first: |a| was just written), P packed by packA and B (64 x W)
+/// columns [C0, C0 + W) of a swizzled tile read MN-major. The caller waits.
+template <typename T, int C0, int W>
 __device__ __forceinline__ void issueProduct(const uint32_t a[4][4], const T *tile,
-                                             float acc[1][D / 8][4]) {
+                                             float acc[1][W / 8][4]) {
   wgmmaFence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int part = 0; part < D / 64; ++part)
-      wgmmaRS<T>(&acc[0][part * 8][0], a[kk], swizzledDesc(tile + part * kSwBlock + kk * 16 * 64));
+    issueSpans<T, C0, W>(a[kk], tile, kk, acc);
   wgmmaCommit();
-  fenceOperands<D / 2>(&acc[0][0][0]);
+  fenceOperands<W / 2>(&acc[0][0][0]);
 }
 
 /// s = A B^T (issueScores), waited for.
@@ -837,13 +970,13 @@ __device__ __forceinline__ void scoresWgmma(const T *a, const T *b, float s[1][8
   fenceOperands<32>(&s[0][0][0]);
 }
 
-/// acc += P B (issueProduct), waited for.
+/// acc += P B (issueProduct over B's D columns), waited for.
 template <typename T, int D>
 __device__ __forceinline__ void productWgmma(const float p[1][8][4], const T *tile,
                                              float acc[1][D / 8][4]) {
   uint32_t a[4][4]; // every register formed before the MMAs start
   packA<T>(p, a);
-  issueProduct<T, D>(a, tile, acc);
+  issueProduct<T, 0, D>(a, tile, acc);
   wgmmaWait<0>();
   fenceOperands<D / 2>(&acc[0][0][0]);
 }
@@ -859,12 +992,14 @@ __device__ __forceinline__ void productWgmma(const float p[1][8][4], const T *ti
 /// the loads' address math was fixed, and slower at every shape after
 /// (docs/benchmarks.md): not kept.
 template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 4 : 2)
+__global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 4
+                                               : D <= 128 ? 2
+                                                          : 1)
     flashForwardWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
                             const unsigned char *tiles, T *out, float *lse, Dims m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smemRaw[];
-  constexpr int kTileElems = kTile * D;
+  constexpr int kTileElems = kSwTileElems<D>;
   // 1024-byte aligned (the swizzle's period): q, then k and v, two buffers each.
   unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
   T *qs = reinterpret_cast<T *>(smemRaw + skew), *ks = qs + kTileElems, *vs = ks + 2 * kTileElems;
@@ -915,9 +1050,10 @@ template <typename T> __global__ void rowDotKernel(const T *g, const T *out, flo
     dsum[r] = acc;
 }
 
-/// rowDotKernel with 16-byte loads: L = D / V lanes a row (V elements a
-/// vector), rows taken in memory order (b, i, h) so that neighbouring lanes
-/// read neighbouring bytes. The warp-a-row kernel's 2-byte loads reached a
+/// rowDotKernel with 16-byte loads: L lanes a row, the first D / V of them
+/// a vector each (V elements a vector; L the power of two at or above D / V),
+/// rows taken in memory order (b, i, h) so that neighbouring lanes read
+/// neighbouring bytes. The warp-a-row kernel's 2-byte loads reached a
 /// third of DRAM's rate (45 us a call at Llama 3 8B's shape; ncu).
 template <typename T, int L>
 __global__ void rowDotVecKernel(const T *g, const T *out, float *dsum, Dims m) {
@@ -926,7 +1062,7 @@ __global__ void rowDotVecKernel(const T *g, const T *out, float *dsum, Dims m) {
   int64_t r = t / L, h = 0, i = 0, b = 0;
   int lane = (int)(t % L);
   float acc = 0;
-  if (r < rows) {
+  if (r < rows && lane * V < m.d) {
     h = r % m.h, i = (r / m.h) % m.sq, b = r / (m.h * m.sq);
     uint4 graw = *reinterpret_cast<const uint4 *>(g + m.oAt(b, i, h) + lane * V);
     uint4 oraw = *reinterpret_cast<const uint4 *>(out + m.oAt(b, i, h) + lane * V);
@@ -937,18 +1073,18 @@ __global__ void rowDotVecKernel(const T *g, const T *out, float *dsum, Dims m) {
   }
   for (int o = L / 2; o > 0; o >>= 1) // every lane of the warp takes part
     acc += __shfl_xor_sync(0xffffffff, acc, o);
-  if (r < rows && lane == 0)
+  if (r < rows && lane == 0) // lane 0 of a row has its indices
     dsum[(b * m.h + h) * m.sq + i] = acc;
 }
 
 /// D = rowsum(dO * O) into dsum: rowDotVecKernel where a row is 1 to 32
-/// whole aligned 16-byte vectors (a power of two), else rowDotKernel.
+/// whole aligned 16-byte vectors, else rowDotKernel.
 template <typename T>
 void launchRowDot(const T *g, const T *out, float *dsum, const Dims &m, cudaStream_t st) {
   constexpr int V = 16 / sizeof(T);
   int64_t rows = m.b * m.h * m.sq, lanes = m.d / V;
-  bool vec = m.d % V == 0 && lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0 &&
-             m.outStride % V == 0 && aligned16(g) && aligned16(out);
+  bool vec = m.d % V == 0 && lanes >= 1 && lanes <= 32 && m.outStride % V == 0 && aligned16(g) &&
+             aligned16(out);
   auto launch = [&](auto l) {
     constexpr int L = decltype(l)::value;
     rowDotVecKernel<T, L><<<(unsigned)((rows * L + 255) / 256), 256, 0, st>>>(g, out, dsum, m);
@@ -957,7 +1093,7 @@ void launchRowDot(const T *g, const T *out, float *dsum, const Dims &m, cudaStre
     rowDotKernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(g, out, dsum, m);
     return;
   }
-  switch (lanes) {
+  switch (lanes <= 1 ? 1 : 1 << (32 - __builtin_clz((unsigned)lanes - 1))) { // a power of two
   case 1:
     return launch(std::integral_constant<int, 1>{});
   case 2:
@@ -1016,26 +1152,48 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
           productTile<T, D, MR>(s, ks + buf * kTileElems, acc);
         }
       });
-  writeRows<T, D, MR>(acc, m.scale, row0, m.sq,
+  writeRows<T, D, MR>(acc, m.scale, row0, m.sq, m.d,
                       [&](int64_t row) { return dq + m.dqAt(b, row, h); });
 }
 
+/// The columns of dk and dv one block of the dk/dv kernels accumulates:
+/// all of D up to 128, else half (blockIdx.z picks which): the two sets of
+/// D / 2 accumulators fit in registers where D would not (at D = 256, 256
+/// floats a thread), at the price of both halves' blocks forming S^T and
+/// dP^T (the backward's FLOPs 9/7 of one pass). D is then a multiple of 32.
+template <int D> constexpr int kvGradColumns() { return D <= 128 ? D : D / 2; }
+
+/// Runs body(integral_constant<int, C0>) for the column half C0 of
+/// blockIdx.z (kvGradColumns).
+template <int D, typename Body> __device__ __forceinline__ void forKvGradHalf(Body body) {
+  constexpr int W = kvGradColumns<D>();
+  if constexpr (W == D) {
+    body(std::integral_constant<int, 0>{});
+  } else {
+    static_assert(D % 32 == 0, "halves of whole 16-column blocks");
+    if (blockIdx.z == 0)
+      body(std::integral_constant<int, 0>{});
+    else
+      body(std::integral_constant<int, W>{});
+  }
+}
+
 /// Backward for dk and dv, tensor cores: block (b * Hk + kv head, key
-/// tile), the first key tiles first (under a causal mask they meet the most
-/// query tiles); the scores transposed (a warp's 16 keys x 64 queries of a
-/// query tile); q and dO tiles double-buffered. With grouped-query
-/// attention the block goes over the query heads that share its k/v head
-/// one after the other, summing their contributions in its accumulators (no
-/// atomics). (Splitting the group's heads over blocks, with float partial
-/// sums added up by a second kernel, was measured on Llama 3.2 1B's shape:
-/// 2% slower.)
+/// tile, column half), the first key tiles first (under a causal mask they
+/// meet the most query tiles); the scores transposed (a warp's 16 keys x 64
+/// queries of a query tile); q and dO tiles double-buffered. With
+/// grouped-query attention the block goes over the query heads that share
+/// its k/v head one after the other, summing their contributions in its
+/// accumulators (no atomics). (Splitting the group's heads over blocks,
+/// with float partial sums added up by a second kernel, was measured on
+/// Llama 3.2 1B's shape: 2% slower.)
 template <typename T, int D>
 __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
     flashBackwardDkvKernel(const T *q, const T *k, const T *v, const T *bias,
                            const unsigned char *tiles, const float *lse, const float *dsum,
                            const T *g, T *dk, T *dv, Dims m) {
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int kTileElems = kTile * (D + kPad);
+  constexpr int kTileElems = kTile * (D + kPad), W = kvGradColumns<D>();
   // k's and v's 64 rows, q and dO (two buffers each), then lse and D of
   // the query tiles.
   T *kb = reinterpret_cast<T *>(smem), *vb = kb + kTileElems, *qs = vb + kTileElems,
@@ -1049,38 +1207,43 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
   const T *kw = kb + warp * 16 * (D + kPad), *vw = vb + warp * 16 * (D + kPad);
   loadTile<T, D, false>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
   loadTile<T, D, false>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
-  float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
-  forQueryTiles<T, D, false>(
-      tiles, m, b, h0, group, kTileIdx, q, g, lse, dsum, qs, gs, tileLse, tileD, kTileElems,
-      [&](int64_t cur, int64_t h, int buf) {
-        int64_t q0 = cur * kTile;
-        unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
-        const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
-        float s[1][8][4], dp[1][8][4];
-        scoresTile<T, D, 1>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
-        scoresTile<T, D, 1>(vw, gs + buf * kTileElems, dp); // dP^T
-        keyProbs<T>(s, curLse, sl,
-                    kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk, kind,
-                    bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T
-        keyDs(s, dp, curD);                                                     // dS^T
-        productTile<T, D, 1>(s, gs + buf * kTileElems, dvAcc);
-        productTile<T, D, 1>(dp, qs + buf * kTileElems, dkAcc);
-      });
-  writeKeyGrads<T, D>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
+  forKvGradHalf<D>([&](auto half) {
+    constexpr int C0 = decltype(half)::value;
+    float dkAcc[1][W / 8][4] = {}, dvAcc[1][W / 8][4] = {};
+    forQueryTiles<T, D, false>(
+        tiles, m, b, h0, group, kTileIdx, q, g, lse, dsum, qs, gs, tileLse, tileD, kTileElems,
+        [&](int64_t cur, int64_t h, int buf) {
+          int64_t q0 = cur * kTile;
+          unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
+          const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
+          float s[1][8][4], dp[1][8][4];
+          scoresTile<T, D, 1>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
+          scoresTile<T, D, 1>(vw, gs + buf * kTileElems, dp); // dP^T
+          keyProbs<T>(s, curLse, sl,
+                      kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk,
+                      kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T
+          keyDs(s, dp, curD);                                                           // dS^T
+          productTile<T, D, 1, C0, W>(s, gs + buf * kTileElems, dvAcc);
+          productTile<T, D, 1, C0, W>(dp, qs + buf * kTileElems, dkAcc);
+        });
+    writeKeyGrads<T, C0, W>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
+  });
 }
 
 /// Backward for dq with wgmma: flashBackwardDqKernel's blocks and steps,
 /// S = Q K^T and dP = dO V^T from swizzled tiles, dq += dS K with K read
 /// MN-major.
 template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 2)
+__global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 3
+                                               : D <= 128 ? 2
+                                                          : 1)
     flashBackwardDqWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
                                const unsigned char *tiles, const float *lse, const float *dsum,
                                const T *g, T *dq, Dims m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smemRaw[];
-  constexpr int kTileElems = kTile * D;
+  constexpr int kTileElems = kSwTileElems<D>;
   // 1024-byte aligned: q and dO, then k and v, two buffers each.
   unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
   T *qs = reinterpret_cast<T *>(smemRaw + skew), *gs = qs + kTileElems, *ks = gs + kTileElems,
@@ -1116,7 +1279,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 2)
         queryDs(s, dp, rowD);
         productWgmma<T, D>(s, kt, acc);
       });
-  writeRows<T, D, 1>(acc, m.scale, row0, m.sq, [&](int64_t row) { return dq + m.dqAt(b, row, h); });
+  writeRows<T, D, 1>(acc, m.scale, row0, m.sq, m.d,
+                     [&](int64_t row) { return dq + m.dqAt(b, row, h); });
 #endif
 }
 
@@ -1131,7 +1295,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
                                 const T *g, T *dk, T *dv, Dims m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smemRaw[];
-  constexpr int kTileElems = kTile * D;
+  constexpr int kTileElems = kSwTileElems<D>;
   // 1024-byte aligned: k's and v's 64 rows, q and dO (two buffers each),
   // then lse and D of the query tiles.
   unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
@@ -1145,42 +1309,46 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
   int64_t key0 = kTileIdx * kTile + warp * 16;
   loadTile<T, D, true>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
   loadTile<T, D, true>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
-  float dkAcc[1][D / 8][4] = {}, dvAcc[1][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
-  forQueryTiles<T, D, true>(
-      tiles, m, b, h0, group, kTileIdx, q, g, lse, dsum, qs, gs, tileLse, tileD, kTileElems,
-      [&](int64_t cur, int64_t h, int buf) {
-        int64_t q0 = cur * kTile;
-        unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
-        const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
-        const T *qt = qs + buf * kTileElems, *gt = gs + buf * kTileElems;
-        float s[1][8][4], dp[1][8][4];
-        // Four groups, each product's inputs formed while the one before
-        // runs: S^T and dP^T; P^T (dP^T's MMAs running); dv += P^T dO;
-        // dS^T (dv's MMAs running); dk += dS^T Q.
-        wgmmaFence();
-        issueScores<T, D>(kb, qt, s);  // S^T: keys x queries
-        issueScores<T, D>(vb, gt, dp); // dP^T
-        wgmmaWait<1>();
-        fenceOperands<32>(&s[0][0][0]);
-        keyProbs<T>(s, curLse, sl,
-                    kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk, kind,
-                    bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0));
-        uint32_t pa[4][4], dsa[4][4];
-        packA<T>(s, pa);
-        issueProduct<T, D>(pa, gt, dvAcc);
-        // D <= 64 (168 registers a thread): dv's MMAs finish before dS^T is
-        // formed, or P^T's registers would have to live beside it.
-        wgmmaWait<D <= 64 ? 0 : 1>();
-        fenceOperands<32>(&dp[0][0][0]);
-        keyDs(s, dp, curD);
-        packA<T>(dp, dsa);
-        issueProduct<T, D>(dsa, qt, dkAcc);
-        wgmmaWait<0>();
-        fenceOperands<D / 2>(&dvAcc[0][0][0]);
-        fenceOperands<D / 2>(&dkAcc[0][0][0]);
-      });
-  writeKeyGrads<T, D>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
+  forKvGradHalf<D>([&](auto half) {
+    constexpr int C0 = decltype(half)::value, W = kvGradColumns<D>();
+    float dkAcc[1][W / 8][4] = {}, dvAcc[1][W / 8][4] = {};
+    forQueryTiles<T, D, true>(
+        tiles, m, b, h0, group, kTileIdx, q, g, lse, dsum, qs, gs, tileLse, tileD, kTileElems,
+        [&](int64_t cur, int64_t h, int buf) {
+          int64_t q0 = cur * kTile;
+          unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
+          const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
+          const T *qt = qs + buf * kTileElems, *gt = gs + buf * kTileElems;
+          float s[1][8][4], dp[1][8][4];
+          // Four groups, each product's inputs formed while the one before
+          // runs: S^T and dP^T; P^T (dP^T's MMAs running); dv += P^T dO;
+          // dS^T (dv's MMAs running); dk += dS^T Q.
+          wgmmaFence();
+          issueScores<T, D>(kb, qt, s);  // S^T: keys x queries
+          issueScores<T, D>(vb, gt, dp); // dP^T
+          wgmmaWait<1>();
+          fenceOperands<32>(&s[0][0][0]);
+          keyProbs<T>(s, curLse, sl,
+                      kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk,
+                      kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0));
+          uint32_t pa[4][4], dsa[4][4];
+          packA<T>(s, pa);
+          issueProduct<T, C0, W>(pa, gt, dvAcc);
+          // W <= 64 (168 registers a thread at D = 64): dv's MMAs finish
+          // before dS^T is formed, or P^T's registers would have to live
+          // beside it.
+          wgmmaWait<W <= 64 ? 0 : 1>();
+          fenceOperands<32>(&dp[0][0][0]);
+          keyDs(s, dp, curD);
+          packA<T>(dp, dsa);
+          issueProduct<T, C0, W>(dsa, qt, dkAcc);
+          wgmmaWait<0>();
+          fenceOperands<W / 2>(&dvAcc[0][0][0]);
+          fenceOperands<W / 2>(&dkAcc[0][0][0]);
+        });
+    writeKeyGrads<T, C0, W>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
+  });
 #endif
 }
 
@@ -1237,12 +1405,20 @@ Operands operandsOf(bool backward, const KernelCall &c) {
   return a;
 }
 
-/// Whether the tensor-core kernels take this call: 16-bit, D in {16, 32,
-/// 64, 128}, every row of every operand 16-byte aligned.
+/// The tensor-core kernels' head widths. A head of d columns (a multiple of
+/// 8) runs on the narrowest that holds it, the columns from d on zeros in
+/// shared memory and never written out: every multiple of 16 up to 128 has
+/// its own, and above 128 every multiple of 32 (a multiple of 16 there pads
+/// 16 columns, 6-10% of its products: the dk/dv kernels split the columns
+/// in halves of whole 16-column blocks above 128).
+constexpr int kWidths[] = {16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256};
+constexpr int kMaxWidth = 256;
+
+/// Whether the tensor-core kernels take this call: 16-bit, d a multiple of 8
+/// up to kMaxWidth, every row of every operand 16-byte aligned.
 bool tensorCorePath(const Operands &a) {
   int64_t d = a.m.d;
-  if ((a.type != DType::BF16 && a.type != DType::F16) ||
-      (d != 16 && d != 32 && d != 64 && d != 128))
+  if ((a.type != DType::BF16 && a.type != DType::F16) || d % 8 != 0 || d < 8 || d > kMaxWidth)
     return false;
   for (const void *p : {(const void *)a.q, (const void *)a.k, (const void *)a.v,
                         (const void *)a.out, (const void *)a.g, (const void *)a.o,
@@ -1250,6 +1426,17 @@ bool tensorCorePath(const Operands &a) {
     if (p && !aligned16(p))
       return false;
   return true;
+}
+
+/// f(integral_constant<int, W>) for the narrowest width W in kWidths that
+/// holds |d| columns (tensorCorePath: d <= kMaxWidth).
+template <size_t I = 0, typename F> Status withWidth(int64_t d, F f) {
+  constexpr int W = kWidths[I];
+  if constexpr (I + 1 < std::size(kWidths)) {
+    if (d > W)
+      return withWidth<I + 1>(d, f);
+  }
+  return f(std::integral_constant<int, W>{});
 }
 
 template <typename K> Status setSmem(K kernel, size_t bytes) {
@@ -1280,7 +1467,7 @@ template <typename T, int D>
 Status launchForwardWgmma(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
                           cudaStream_t st) {
   const Dims &m = a.m;
-  size_t bytes = sizeof(T) * 5 * kTile * D + 1024; // q; k and v, two buffers each; alignment
+  size_t bytes = sizeof(T) * 5 * kSwTileElems<D> + 1024; // q; k and v, two buffers each; alignment
   ZRT_RETURN_IF_ERROR(setSmem(flashForwardWgmmaKernel<T, D>, bytes));
   dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
   flashForwardWgmmaKernel<T, D><<<grid, kWarps * 32, bytes, st>>>(
@@ -1292,16 +1479,17 @@ template <typename T, int D>
 Status launchBackwardWgmma(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
                            const float *dsum, cudaStream_t st) {
   const Dims &m = a.m;
-  size_t dqBytes = sizeof(T) * 6 * kTile * D + 1024; // q, dO; k and v, two buffers each
+  size_t dqBytes = sizeof(T) * 6 * kSwTileElems<D> + 1024; // q, dO; k and v, two buffers each
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqWgmmaKernel<T, D>, dqBytes));
   dim3 dqGrid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
   flashBackwardDqWgmmaKernel<T, D><<<dqGrid, kWarps * 32, dqBytes, st>>>(
       p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
       reinterpret_cast<T *>(a.dq), m);
   // k, v; q and dO, two buffers each; lse and D, two buffers each
-  size_t kvBytes = sizeof(T) * 6 * kTile * D + 4 * kTile * sizeof(float) + 1024;
+  size_t kvBytes = sizeof(T) * 6 * kSwTileElems<D> + 4 * kTile * sizeof(float) + 1024;
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvWgmmaKernel<T, D>, kvBytes));
-  dim3 kvGrid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kTile - 1) / kTile));
+  dim3 kvGrid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kTile - 1) / kTile),
+              D / kvGradColumns<D>());
   flashBackwardDkvWgmmaKernel<T, D><<<kvGrid, kWarps * 32, kvBytes, st>>>(
       p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
       reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);
@@ -1337,7 +1525,7 @@ Status launchDkv(const Operands &a, const Pointers<T> &p, const unsigned char *t
   const Dims &m = a.m;
   size_t bytes = sizeof(T) * 6 * kTile * (D + kPad) + 4 * kTile * sizeof(float);
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvKernel<T, D>, bytes));
-  dim3 grid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kTile - 1) / kTile));
+  dim3 grid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kTile - 1) / kTile), D / kvGradColumns<D>());
   flashBackwardDkvKernel<T, D><<<grid, kWarps * 32, bytes, st>>>(
       p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
       reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);
@@ -1366,7 +1554,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
   // measured; the others keep one.
   constexpr bool kWide = D == 64 || D == 128;
   if (!backward) {
-    if constexpr (D == 64 || D == 128)
+    if constexpr (D >= 32)
       if (tiling.fwdKernel != 1 && hopper())
         return launchForwardWgmma<T, D>(a, p, tiles, st);
     int rows = tiling.fwdRows ? tiling.fwdRows : defaultForwardRows(D);
@@ -1374,7 +1562,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
       return launchForward < T, D, kWide ? 2 : 1 > (a, p, tiles, st);
     return launchForward<T, D, 1>(a, p, tiles, st);
   }
-  if constexpr (D == 64 || D == 128)
+  if constexpr (D >= 32)
     if (tiling.bwdKernel != 1 && hopper())
       return launchBackwardWgmma<T, D>(a, p, tiles, dsum, st);
   ZRT_RETURN_IF_ERROR((launchDq<T, D, 1>(a, p, tiles, dsum, st)));
@@ -1398,18 +1586,10 @@ Status launchTyped(bool backward, const Operands &a, CudaContext &ctx, Attention
   if (m.b * m.h * std::max(m.sq, m.sk) == 0)
     return Status::ok();
   if constexpr (!std::is_same_v<T, float>) {
-    if (tensorCorePath(a)) {
-      switch (m.d) {
-      case 16:
-        return launchTensorCore<T, 16>(backward, a, ctx, dsum, tiles, tiling);
-      case 32:
-        return launchTensorCore<T, 32>(backward, a, ctx, dsum, tiles, tiling);
-      case 64:
-        return launchTensorCore<T, 64>(backward, a, ctx, dsum, tiles, tiling);
-      default:
-        return launchTensorCore<T, 128>(backward, a, ctx, dsum, tiles, tiling);
-      }
-    }
+    if (tensorCorePath(a))
+      return withWidth(m.d, [&](auto width) {
+        return launchTensorCore<T, decltype(width)::value>(backward, a, ctx, dsum, tiles, tiling);
+      });
   }
   return launchSimtAttention<T>(backward, a, dsum, ctx.stream);
 }

@@ -91,7 +91,7 @@ struct Operands {
 };
 
 /// The head dimensions the per-row kernels take (their row in registers).
-constexpr int kMaxSimtD = 128;
+constexpr int kMaxSimtD = 256;
 
 /// The per-row kernels for |a| (any float type, D <= kMaxSimtD): forward,
 /// or the backward's dq and dk/dv from lse and |dsum| = rowsum(dO * O).

@@ -94,8 +94,8 @@ Status launchRankReduce(const void *const *inputs, int world, int64_t begin, int
 /// head dimension). Only benchmarks and tests choose.
 struct AttentionTiling {
   int fwdRows = 0;
-  /// The forward's kernel: 1 mma.sync, 0 or 2 wgmma at D = 64 and 128 on
-  /// compute capability 9.0 (elsewhere mma.sync).
+  /// The forward's kernel: 1 mma.sync, 0 or 2 wgmma at head widths of 32 and
+  /// more on compute capability 9.0 (elsewhere mma.sync).
   int fwdKernel = 0;
   /// The backward's kernels, likewise.
   int bwdKernel = 0;

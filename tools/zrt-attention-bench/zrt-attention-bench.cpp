@@ -13,6 +13,10 @@
 //
 //   zrt-attention-bench [--reps N] [--shapes llama-1b,llama-8b,...] [--tilings 0,2]
 //                       [--no-checks]   (the timed shapes only, e.g. under ncu)
+//   zrt-attention-bench --matrix [--dims 32,64,...] [--seqs 512,1024,...] [--reps N]
+//     the default kernels over head dimensions x heads:k/v heads (16:16, 16:4,
+//     16:2, 16:1) x lengths (16384 tokens a call) x causal or no mask, each
+//     case checked on sampled rows against a double reference (sampledCheck)
 //
 //===----------------------------------------------------------------------===//
 #include "cpu/Kernels.h"
@@ -127,26 +131,46 @@ struct Problem {
   int64_t b, sq, sk, h, hk, d;
   Tensor q, k, v, bias, dout, out, lse, dq, dk, dv;
   /// |mask|: causal, random, or random with query rows [64, 128) seeing no key.
-  enum Mask { kCausal, kRandom, kRandomEmptyTile };
-  Problem(int64_t b, int64_t s, int64_t h, int64_t hk, int64_t d, Mask mask, uint64_t seed)
+  /// kNone: no mask (all zeros).
+  enum Mask { kCausal, kRandom, kRandomEmptyTile, kNone };
+  /// |shared|: the mask, made once for many problems of one length.
+  Problem(int64_t b, int64_t s, int64_t h, int64_t hk, int64_t d, Mask mask, uint64_t seed,
+          const Tensor *shared = nullptr)
       : b(b), sq(s), sk(s), h(h), hk(hk), d(d) {
     q = make({b, s, h, d}), k = make({b, s, hk, d}), v = make({b, s, hk, d});
-    bias = make({1, 1, s, s}), dout = make({b, s, h, d}), out = make({b, s, h, d});
+    dout = make({b, s, h, d}), out = make({b, s, h, d});
     lse = make({b, h, s}, DType::F32), dq = make({b, s, h, d}), dk = make({b, s, hk, d});
     dv = make({b, s, hk, d});
     fillRandom(q, seed, 2.0f), fillRandom(k, seed + 1, 2.0f), fillRandom(v, seed + 2, 1.0f);
     fillRandom(dout, seed + 3, 1.0f);
+    if (shared) { // the device copy only: sampledCheck forms a causal or no mask itself
+      bias.shape = shared->shape, bias.dev = shared->dev;
+    } else
+      bias = makeMask(s, mask, seed);
+  }
+  /// A [1, 1, s, s] mask of kind |mask| (the host copy kept for references).
+  static Tensor makeMask(int64_t s, Mask mask, uint64_t seed) {
+    Tensor bias = make({1, 1, s, s});
     uint64_t x = seed + 99;
     for (int64_t i = 0; i < s; ++i)
       for (int64_t j = 0; j < s; ++j) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        float m = mask == kCausal ? (j <= i ? 0.0f : -INFINITY)
+        float m = mask == kNone     ? 0.0f
+                  : mask == kCausal ? (j <= i ? 0.0f : -INFINITY)
                   : (x >> 33) % 5 == 0 || (mask == kRandomEmptyTile && i >= 64 && i < 128)
                       ? -INFINITY
                       : (float)((x >> 40) % 7) * 0.25f - 0.5f;
         bias.host[i * s + j] = toBf16(m);
       }
     bias.upload();
+    return bias;
+  }
+  /// Frees the device copies (a shared mask stays).
+  void release(bool ownMask) {
+    for (Tensor *t : {&q, &k, &v, &dout, &out, &lse, &dq, &dk, &dv})
+      CHECK_CUDA(cudaFree(t->dev));
+    if (ownMask)
+      CHECK_CUDA(cudaFree(bias.dev));
   }
   float scale() const { return 1.0f / std::sqrt((float)d); }
   KernelCall forward() const {
@@ -222,6 +246,98 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
+/// Checks a problem too large for the CPU reference on sampled rows, in
+/// double from the bf16 inputs: out, lse and dq of a few query rows (each
+/// over every key), dk and dv of a few key rows (each over every query of
+/// the heads sharing its k/v head, with the GPU's lse and D = rowsum(dO * O)
+/// from its out, themselves checked on the query rows). The mask is causal
+/// or none. Returns the largest error relative to the sampled rows' largest
+/// magnitude, per output (out, lse, dq, dk, dv).
+std::vector<double> sampledCheck(const Problem &p, bool causal) {
+  const int64_t S = p.sq, D = p.d, G = p.h / p.hk;
+  std::vector<float> out = p.out.download(), lse = p.lse.download(), dq = p.dq.download(),
+                     dk = p.dk.download(), dv = p.dv.download();
+  auto at = [&](const Tensor &t, int64_t b, int64_t i, int64_t head, int64_t heads, int64_t c) {
+    return (double)fromBf16(t.host[((b * S + i) * heads + head) * D + c]);
+  };
+  double scale = p.scale();
+  auto score = [&](int64_t b, int64_t i, int64_t h, int64_t j) {
+    double x = 0;
+    for (int64_t c = 0; c < D; ++c)
+      x += at(p.q, b, i, h, p.h, c) * at(p.k, b, j, h / G, p.hk, c);
+    return x * scale;
+  };
+  auto dotDv = [&](int64_t b, int64_t i, int64_t h, int64_t j) { // dO_i . v_j
+    double x = 0;
+    for (int64_t c = 0; c < D; ++c)
+      x += at(p.dout, b, i, h, p.h, c) * at(p.v, b, j, h / G, p.hk, c);
+    return x;
+  };
+  struct Err {
+    double diff = 0, mag = 0;
+    void add(double got, double want) {
+      diff = std::max(diff, std::isnan(got) ? INFINITY : std::fabs(got - want));
+      mag = std::max(mag, std::fabs(want));
+    }
+    double rel() const { return mag > 0 ? diff / mag : diff; }
+  } eo, el, edq, edk, edv;
+  int64_t b = p.b - 1;
+  auto distinct = [](std::vector<int64_t> v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
+  for (int64_t i : distinct({0, S / 3, S - 1}))
+    for (int64_t h : distinct({0, p.h - 1})) {
+      int64_t keys = causal ? i + 1 : S;
+      std::vector<double> sc(keys), dp(keys);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < keys; ++j)
+        mx = std::max(mx, sc[j] = score(b, i, h, j));
+      double sum = 0;
+      for (int64_t j = 0; j < keys; ++j)
+        sum += sc[j] = std::exp(sc[j] - mx);
+      double dsum = 0;
+      std::vector<double> o(D, 0.0);
+      for (int64_t j = 0; j < keys; ++j) {
+        sc[j] /= sum;
+        dp[j] = dotDv(b, i, h, j);
+        dsum += sc[j] * dp[j];
+        for (int64_t c = 0; c < D; ++c)
+          o[c] += sc[j] * at(p.v, b, j, h / G, p.hk, c);
+      }
+      el.add(lse[(b * p.h + h) * S + i], mx + std::log(sum));
+      for (int64_t c = 0; c < D; ++c) {
+        eo.add(out[((b * S + i) * p.h + h) * D + c], o[c]);
+        double g = 0;
+        for (int64_t j = 0; j < keys; ++j)
+          g += sc[j] * (dp[j] - dsum) * at(p.k, b, j, h / G, p.hk, c);
+        edq.add(dq[((b * S + i) * p.h + h) * D + c], g * scale);
+      }
+    }
+  for (int64_t j : distinct({0, S - 1}))
+    for (int64_t kh : distinct({0, p.hk - 1})) {
+      std::vector<double> gk(D, 0.0), gv(D, 0.0);
+      for (int64_t h = kh * G; h < (kh + 1) * G; ++h)
+        for (int64_t i = causal ? j : 0; i < S; ++i) {
+          double pr = std::exp(score(b, i, h, j) - lse[(b * p.h + h) * S + i]);
+          double rowD = 0;
+          for (int64_t c = 0; c < D; ++c)
+            rowD += at(p.dout, b, i, h, p.h, c) * out[((b * S + i) * p.h + h) * D + c];
+          double ds = pr * (dotDv(b, i, h, j) - rowD);
+          for (int64_t c = 0; c < D; ++c) {
+            gv[c] += pr * at(p.dout, b, i, h, p.h, c);
+            gk[c] += ds * at(p.q, b, i, h, p.h, c);
+          }
+        }
+      for (int64_t c = 0; c < D; ++c) {
+        edk.add(dk[((b * S + j) * p.hk + kh) * D + c], gk[c] * scale);
+        edv.add(dv[((b * S + j) * p.hk + kh) * D + c], gv[c]);
+      }
+    }
+  return {eo.rel(), el.rel(), edq.rel(), edk.rel(), edv.rel()};
+}
+
 /// mma.sync forwards with 16 and 32 rows a warp and backward, then the
 /// default: wgmma forward and backward (compute capability 9.0; mma.sync
 /// elsewhere).
@@ -258,6 +374,57 @@ struct Gpu {
   }
 };
 
+std::vector<int64_t> parseList(const std::string &text) {
+  std::vector<int64_t> v;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find(',', at);
+    v.push_back(std::atoll(text.substr(at, end - at).c_str()));
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  return v;
+}
+
+/// --matrix: every case timed with the default kernels and checked on
+/// sampled rows; a line each, then the verdict.
+bool runMatrix(Gpu &gpu, const std::vector<int64_t> &dims, const std::vector<int64_t> &seqs,
+               int reps) {
+  const int64_t kHeads = 16, kTokens = 16384;
+  bool ok = true;
+  for (int64_t s : seqs)
+    for (bool causal : {true, false}) {
+      Tensor mask = Problem::makeMask(s, causal ? Problem::kCausal : Problem::kNone, 0);
+      for (int64_t d : dims)
+        for (int64_t hk : {kHeads, kHeads / 4, kHeads / 8, (int64_t)1}) {
+          Problem p(std::max<int64_t>(1, kTokens / s), s, kHeads, hk, d, Problem::kCausal, 5,
+                    &mask);
+          double fwd = gpu.time(p, AttentionTiling{}, false, reps);
+          double bwd = gpu.time(p, AttentionTiling{}, true, reps);
+          gpu.run(p, AttentionTiling{}, false);
+          for (const Tensor *x : {&p.dq, &p.dk, &p.dv})
+            CHECK_CUDA(cudaMemset(x->dev, 0xff, x->bytes())); // NaN: a row not written fails
+          gpu.run(p, AttentionTiling{}, true);
+          CHECK_CUDA(cudaStreamSynchronize(gpu.ctx.stream));
+          std::vector<double> e = sampledCheck(p, causal);
+          double worst = *std::max_element(e.begin(), e.end());
+          bool pass = worst <= 2e-2;
+          ok &= pass;
+          double flops = p.forwardFlops(causal);
+          std::printf("matrix D%-3lld H%lld:%-2lld S%-5lld B%-2lld %-7s forward %8.3f ms %4.0f "
+                      "TFLOP/s  backward %8.3f ms %4.0f TFLOP/s  sampled out %.1e lse %.1e dq "
+                      "%.1e dk %.1e dv %.1e %s\n",
+                      (long long)d, (long long)kHeads, (long long)hk, (long long)s, (long long)p.b,
+                      causal ? "causal" : "no-mask", fwd, flops / fwd / 1e9, bwd,
+                      2.5 * flops / bwd / 1e9, e[0], e[1], e[2], e[3], e[4],
+                      pass ? "ok" : "FAILED");
+          std::fflush(stdout);
+          p.release(false);
+        }
+      CHECK_CUDA(cudaFree(mask.dev));
+    }
+  std::printf("zrt-attention-bench: %s\n", ok ? "ok" : "FAILED");
+  return ok;
+}
+
 std::string name(AttentionTiling t) {
   return t.fwdKernel == 2 ? "forward wgmma"
                           : "forward " + std::to_string(16 * t.fwdRows) + " rows a warp";
@@ -269,6 +436,9 @@ int main(int argc, char **argv) {
   int reps = 20;
   std::string only, tilings; // tilings: indices into kTilings, all if empty
   bool checks = true;        // --no-checks (for a profiler): the timed shapes only
+  bool matrix = false;
+  std::vector<int64_t> dims = {32, 48, 64, 80, 96, 112, 128, 160, 192, 256},
+                       seqs = {512, 1024, 4096, 16384};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc)
@@ -279,9 +449,17 @@ int main(int argc, char **argv) {
       tilings = argv[++i];
     else if (a == "--no-checks")
       checks = false;
+    else if (a == "--matrix")
+      matrix = true;
+    else if (a == "--dims" && i + 1 < argc)
+      dims = parseList(argv[++i]);
+    else if (a == "--seqs" && i + 1 < argc)
+      seqs = parseList(argv[++i]);
     else {
       std::fprintf(stderr, "usage: zrt-attention-bench [--reps N] [--shapes a,b,...] "
-                           "[--tilings i,j,...] [--no-checks]\n");
+                           "[--tilings i,j,...] [--no-checks]\n"
+                           "       zrt-attention-bench --matrix [--dims d,...] [--seqs s,...] "
+                           "[--reps N]\n");
       return 2;
     }
   }
@@ -296,9 +474,11 @@ int main(int argc, char **argv) {
         ("," + tilings + ",").find("," + std::to_string(i) + ",") != std::string::npos)
       chosen.push_back(kTilings[i]);
   Gpu gpu;
+  if (matrix)
+    return runMatrix(gpu, dims, seqs, reps) ? 0 : 1;
   bool ok = true;
   // Every tiling against the CPU reference: odd lengths (edge tiles),
-  // grouped k/v heads, causal and random masks, D = 64 and 128; dq, dk and
+  // grouped k/v heads, causal and random masks, every kernel width; dq, dk and
   // dv hold NaN before each backward, so a row it does not write fails.
   struct Small {
     int64_t b, s, h, hk, d;
@@ -308,8 +488,27 @@ int main(int argc, char **argv) {
                 {1, 200, 4, 2, 128, Problem::kCausal},
                 {1, 77, 2, 1, 128, Problem::kRandom},
                 {2, 200, 4, 2, 64, Problem::kRandomEmptyTile},
-                {1, 130, 4, 1, 128, Problem::kRandomEmptyTile}};
-  const char *maskName[] = {"causal", "random mask", "random mask, a tile seeing no key"};
+                {1, 130, 4, 1, 128, Problem::kRandomEmptyTile},
+                // Every kernel width, and heads padded to one (72 -> 80,
+                // 136 -> 160, 200 -> 224, 248 -> 256: zero columns in
+                // shared memory, none written).
+                {1, 150, 4, 1, 32, Problem::kCausal},
+                {1, 150, 4, 2, 48, Problem::kRandom},
+                {1, 150, 4, 4, 80, Problem::kCausal},
+                {2, 130, 4, 1, 96, Problem::kRandomEmptyTile},
+                {1, 150, 4, 2, 96, Problem::kCausal},
+                {1, 150, 4, 2, 112, Problem::kRandom},
+                {1, 150, 4, 4, 160, Problem::kCausal},
+                {1, 150, 4, 1, 192, Problem::kRandom},
+                {1, 150, 4, 2, 224, Problem::kCausal},
+                {2, 130, 4, 1, 256, Problem::kCausal},
+                {1, 150, 4, 4, 256, Problem::kRandomEmptyTile},
+                {1, 100, 2, 1, 72, Problem::kCausal},
+                {1, 100, 2, 2, 136, Problem::kRandom},
+                {1, 100, 2, 1, 200, Problem::kCausal},
+                {1, 100, 2, 1, 248, Problem::kRandom}};
+  const char *maskName[] = {"causal", "random mask", "random mask, a tile seeing no key",
+                            "no mask"};
   for (const Small &c : smalls) {
     if (!checks)
       break;

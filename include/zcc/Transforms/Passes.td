@@ -99,7 +99,7 @@ def ZeroFuseAttention : Pass<"zero-fuse-attention", "mlir::ModuleOp"> {
     --target cuda.
   }];
   let options = [
-    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"128",
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"256",
            "fuse only heads of at most this many elements">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
