@@ -354,9 +354,18 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 }
 
 OpFoldResult ConcatOp::fold(FoldAdaptor) {
-  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
-    return getInputs()[0];
-  return {};
+  // The one input of the result's type, every other input empty along the
+  // axis (Phi-3's partial rotary embedding exports concat(rotated, x[..,
+  // D:]) with a zero-width pass-through part when all of a head rotates).
+  Value whole;
+  for (Value v : getInputs()) {
+    if (tensorOf(v).getNumElements() == 0 && tensorOf(v) != getType())
+      continue;
+    if (whole || v.getType() != getType())
+      return {};
+    whole = v;
+  }
+  return whole ? OpFoldResult(whole) : OpFoldResult();
 }
 
 LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
@@ -559,6 +568,50 @@ struct FoldTransposeIntoMatmul : OpRewritePattern<MatmulOp> {
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
   results.add<FoldTransposeIntoMatmul>(context);
+}
+
+namespace {
+/// reshape(slice(x)) -> slice(reshape(x)) where the slice cuts whole heads
+/// out of x's last axis and the reshape splits that axis into heads: a
+/// fused projection's parts (Phi-3's qkv_proj, GPT-NeoX's query_key_value)
+/// become slices of one [.., heads, D] view, which the elementwise kernels
+/// read in place (RoPE) and whose gradients join into one concatenation.
+struct SliceBeforeReshape : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReshapeOp op, PatternRewriter &rewriter) const override {
+    auto slice = op.getInput().getDefiningOp<SliceOp>();
+    if (!slice || !slice->hasOneUse())
+      return failure();
+    auto in = tensorOf(slice.getInput()), mid = tensorOf(slice.getResult()), out = op.getType();
+    int64_t rank = in.getRank();
+    if (!in.hasStaticShape() || rank < 1 || out.getRank() != rank + 1)
+      return failure();
+    for (int64_t d = 0; d < rank; ++d)
+      if (slice.getStride()[d] != 1 || (d < rank - 1 && (mid.getDimSize(d) != in.getDimSize(d) ||
+                                                         out.getDimSize(d) != in.getDimSize(d))))
+        return failure();
+    int64_t k = out.getDimSize(rank), start = slice.getStart()[rank - 1];
+    if (k <= 0 || start % k || in.getDimSize(rank - 1) % k ||
+        out.getDimSize(rank - 1) * k != mid.getDimSize(rank - 1))
+      return failure();
+    SmallVector<int64_t> shape(in.getShape());
+    shape.back() /= k;
+    shape.push_back(k);
+    Value view = ReshapeOp::create(
+        rewriter, op.getLoc(), RankedTensorType::get(shape, in.getElementType()), slice.getInput());
+    SmallVector<int64_t> begin(rank + 1, 0), limit(shape), step(rank + 1, 1);
+    begin[rank - 1] = start / k;
+    limit[rank - 1] = begin[rank - 1] + out.getDimSize(rank - 1);
+    rewriter.replaceOpWithNewOp<SliceOp>(op, out, view, rewriter.getDenseI64ArrayAttr(begin),
+                                         rewriter.getDenseI64ArrayAttr(limit),
+                                         rewriter.getDenseI64ArrayAttr(step));
+    return success();
+  }
+};
+} // namespace
+
+void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
+  results.add<SliceBeforeReshape>(context);
 }
 
 LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -200,6 +200,7 @@ def Zero_ReshapeOp : Zero_Op<"reshape", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Zero_TransposeOp : Zero_Op<"transpose", [Pure, InferTypeOpAdaptor]> {

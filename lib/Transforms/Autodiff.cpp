@@ -77,11 +77,13 @@ public:
       it->second = AddOp::create(b, loc, it->second, g);
   }
 
-  /// concat(x, y) for slice_grad(x) + slice_grad(y) when the two slices
-  /// split one axis between them (the backward of a tensor cut in two, as
-  /// RoPE's rotate-half does): each position takes its one value instead of
-  /// a sum with the other's zeros, and neither padded tensor is written.
-  /// Null otherwise.
+  /// slice_grad(x) + slice_grad(y) as one slice_grad of concat(x, y) when
+  /// the two slices are adjacent along one axis and whole along the others,
+  /// or as concat(x, y) itself where they cover that axis (the backward of a
+  /// tensor cut in parts: RoPE's rotate-half, Phi-3's fused qkv projection
+  /// cut in three as the parts' gradients arrive): each position takes its
+  /// one value instead of a sum with the others' zeros, and no padded tensor
+  /// is written. Null otherwise.
   Value joinSliceGrads(Location loc, Value p, Value q) {
     auto x = p.getDefiningOp<SliceGradOp>(), y = q.getDefiningOp<SliceGradOp>();
     if (!x || !y || !p.use_empty() || !q.use_empty() || p.getType() != q.getType())
@@ -94,22 +96,39 @@ public:
         return Value();
       if (xt.getDimSize(d) == full.getDimSize(d) && yt.getDimSize(d) == full.getDimSize(d))
         continue; // whole in both (so both start at 0)
-      if (axis >= 0 || xt.getDimSize(d) + yt.getDimSize(d) != full.getDimSize(d))
+      if (axis >= 0)
         return Value();
       axis = d;
     }
     if (axis < 0)
       return Value();
-    bool xFirst = x.getStart()[axis] == 0 && y.getStart()[axis] == xt.getDimSize(axis);
-    bool yFirst = y.getStart()[axis] == 0 && x.getStart()[axis] == yt.getDimSize(axis);
+    int64_t xs = x.getStart()[axis], ys = y.getStart()[axis];
+    bool xFirst = xs + xt.getDimSize(axis) == ys, yFirst = ys + yt.getDimSize(axis) == xs;
     if (!xFirst && !yFirst)
       return Value();
-    SmallVector<Value> parts{xFirst ? x.getGrad() : y.getGrad(),
-                             xFirst ? y.getGrad() : x.getGrad()};
+    SmallVector<Value> parts;
+    for (Value part : {xFirst ? x.getGrad() : y.getGrad(), xFirst ? y.getGrad() : x.getGrad()}) {
+      auto inner = part.getDefiningOp<ConcatOp>(); // an earlier join's parts, in order
+      if (inner && part.hasOneUse() && inner.getAxis() == axis)
+        llvm::append_range(parts, inner.getInputs());
+      else
+        parts.push_back(part);
+    }
     Value joined = ConcatOp::create(b, loc, parts, axis);
+    SmallVector<int64_t> start(x.getStart());
+    start[axis] = std::min(xs, ys);
+    bool whole = start[axis] == 0 && tensorType(joined).getDimSize(axis) == full.getDimSize(axis);
+    Value result = whole ? joined
+                         : SliceGradOp::create(b, loc, full, joined, b.getDenseI64ArrayAttr(start),
+                                               x.getStrideAttr())
+                               .getResult();
+    Value grads[2] = {x.getGrad(), y.getGrad()};
     x.erase();
     y.erase();
-    return joined;
+    for (Value part : grads) // a flattened earlier join
+      if (auto inner = part.getDefiningOp<ConcatOp>(); inner && inner->use_empty())
+        inner.erase();
+    return result;
   }
 
   /// Emits the adjoint rule of |op| given the adjoints of its results.

@@ -493,6 +493,7 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
     getOperation().walk([&](Block *b) { blocks.push_back(b); });
     for (Block *b : blocks) {
       foldResidualAdds(*b);
+      splitToSlices(*b);
       duplicateUnary(*b);
       fuse(*b);
       mergeSiblings(*b);
@@ -541,6 +542,47 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
         add->erase();
         break;
       }
+    }
+  }
+
+  /// A split of floats whose every part only elementwise ops read (a fused
+  /// gate/up projection's SwiGLU, forward and backward): each part becomes
+  /// one slice per reader, which the reader's tree reads in place as a
+  /// shifted load, instead of a kernel copying the parts out. The split's
+  /// input lives as long as its parts did (their last reader), the parts are
+  /// never stored.
+  static void splitToSlices(Block &block) {
+    SmallVector<SplitOp> splits;
+    for (Operation &op : block)
+      if (auto split = dyn_cast<SplitOp>(op))
+        splits.push_back(split);
+    for (SplitOp split : splits) {
+      auto in = tensorOf(split.getInput());
+      if (!in.hasStaticShape() || !isa<FloatType>(in.getElementType()))
+        continue;
+      bool fusible = llvm::all_of(split->getUsers(), [&](Operation *user) {
+        return user->getBlock() == &block && opcodeOf(user) >= 0;
+      });
+      if (!fusible || split->use_empty())
+        continue;
+      int64_t axis = split.getAxis() < 0 ? split.getAxis() + in.getRank() : split.getAxis();
+      int64_t offset = 0;
+      for (OpResult part : split->getResults()) {
+        SmallVector<int64_t> start(in.getRank(), 0), limit(in.getShape()), step(in.getRank(), 1);
+        start[axis] = offset;
+        offset += tensorOf(part).getDimSize(axis);
+        limit[axis] = offset;
+        SmallVector<OpOperand *> uses;
+        for (OpOperand &use : part.getUses())
+          uses.push_back(&use);
+        for (OpOperand *use : uses) {
+          OpBuilder b(use->getOwner());
+          use->set(SliceOp::create(b, split.getLoc(), part.getType(), split.getInput(),
+                                   b.getDenseI64ArrayAttr(start), b.getDenseI64ArrayAttr(limit),
+                                   b.getDenseI64ArrayAttr(step)));
+        }
+      }
+      split->erase();
     }
   }
 
