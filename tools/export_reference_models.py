@@ -74,7 +74,7 @@ def qwen2(n_layer, hidden, n_head, n_kv, inter, vocab, npos=64):
     return mk
 
 
-def gemma(n_layer, hidden, n_head, n_kv, head_dim, inter, vocab, npos=64):
+def gemma(n_layer, hidden, n_head, n_kv, head_dim, inter, vocab, npos=64, attn="eager"):
     """Gemma shape: embeddings scaled by sqrt(hidden), (1 + w) RMSNorm, GeGLU (tanh GELU), tied
     embeddings, multi-query attention."""
     from transformers import GemmaConfig, GemmaForCausalLM
@@ -86,8 +86,25 @@ def gemma(n_layer, hidden, n_head, n_kv, head_dim, inter, vocab, npos=64):
                         vocab_size=vocab, max_position_embeddings=npos, rms_norm_eps=1e-6,
                         hidden_activation="gelu_pytorch_tanh", attention_dropout=0.0,
                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
-        c._attn_implementation = "eager"
+        c._attn_implementation = attn
         return LogitsOnly(GemmaForCausalLM(c))
+    return mk
+
+
+def phi3(n_layer, hidden, n_head, n_kv, inter, vocab, npos=64):
+    """Phi-3 shape: one fused qkv projection and one fused gate/up projection, sliced in the
+    graph; SDPA attention (transformers' default), here with 96-wide heads as Phi-3-mini's."""
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    def mk():
+        torch.manual_seed(0)
+        c = Phi3Config(num_hidden_layers=n_layer, hidden_size=hidden, num_attention_heads=n_head,
+                       num_key_value_heads=n_kv, intermediate_size=inter, vocab_size=vocab,
+                       max_position_embeddings=npos, attention_dropout=0.0, resid_pdrop=0.0,
+                       embd_pdrop=0.0, tie_word_embeddings=False, pad_token_id=0,
+                       bos_token_id=1, eos_token_id=2)
+        c._attn_implementation = "sdpa"
+        return LogitsOnly(Phi3ForCausalLM(c))
     return mk
 
 
@@ -291,6 +308,10 @@ cases = {
     "bert-tiny": lambda: ns["lm_case"]("bert-tiny", bert(2, 64, 4, 128, 256), 256),
     "qwen2-tiny": lambda: ns["lm_case"]("qwen2-tiny", qwen2(2, 64, 4, 2, 128, 256), 256),
     "gemma-tiny": lambda: ns["lm_case"]("gemma-tiny", gemma(2, 64, 4, 1, 16, 128, 256), 256),
+    # Attention at other head widths (issue 48): 96 (Phi-3's), 256 on one k/v head (Gemma's).
+    "phi3-tiny": lambda: ns["lm_case"]("phi3-tiny", phi3(2, 192, 2, 2, 256, 256), 256),
+    "gemma-d256-tiny": lambda: ns["lm_case"]("gemma-d256-tiny",
+                                             gemma(2, 128, 2, 1, 256, 128, 256, attn="sdpa"), 256),
     "vit-tiny": vit_case,
     "t5-tiny": t5_case,
     "mixtral-tiny": mixtral_case,

@@ -1,7 +1,8 @@
 """The architectures of issue 21 against PyTorch: each export in examples/models trained by zrun.
 
     architectures.py ZCC ZRUN EXAMPLES WORKDIR
-For each model (Qwen2, Gemma, ViT, T5 v1.1, Mixtral; references.json has how each was exported): fp32
+For each model (Qwen2, Gemma, ViT, T5 v1.1, Mixtral, and Phi-3 and Gemma at head widths 96 and 256
+compiled for CUDA, run here by the CPU backend; references.json has how each was exported): fp32
 at world size 1 (both reference trajectories) and ZeRO-3 at world size 2 (two in-process ranks,
 most parameters partitioned) within 1e-4 of PyTorch's loss and 1e-3 of its gradient norm at every
 step; bf16 within 2e-2 and decreasing. Mixtral at world size 2 is compared with its 'plain-w2'
@@ -31,6 +32,15 @@ MODELS = [
     ("t5-tiny", ["input_ids", "decoder_input_ids"], ["--frozen", "lifted_tensor"]),
     ("mixtral-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor",
                                      "--aux-loss", "aux_loss=0.02"]),
+    # Head widths other than 16/32/64/128 (issue 48), compiled for CUDA (fused attention,
+    # zero.attention) and run by the CPU backend: Phi-3's fused qkv projection with 96-wide
+    # heads (its embedding's padding_idx = pad_token_id = 0), Gemma with 256-wide heads on one
+    # k/v head.
+    ("phi3-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor", "--padding-idx",
+                                  "m.model.embed_tokens.weight=0", "--target", "cuda"]),
+    ("gemma-d256-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor|embed_scale",
+                                        "--padding-idx", "m.lm_head.weight=0",
+                                        "--target", "cuda"]),
 ]
 
 
@@ -48,7 +58,8 @@ def run(tag, name, inputs, flags, micro, train_flags, traj, rtol, grad_rtol, dec
     metrics = plan + ".jsonl"
     subprocess.run([zcc, os.path.join(M, name + ".onnx"), "--micro-batch", str(micro),
                     "--loss", "cross-entropy", *flags, "-o", plan], check=True)
-    subprocess.run([zrun, "train", plan, *data_flags(name, inputs, override), "--steps", "20",
+    subprocess.run([zrun, "train", plan, "--backend", "cpu", *data_flags(name, inputs, override),
+                    "--steps", "20",
                     "--metrics", metrics, *train_flags], check=True, stdout=subprocess.DEVNULL)
     if traj is None:
         return [json.loads(l) for l in open(metrics) if l.strip()]
@@ -90,9 +101,10 @@ for s in range(0, ids.shape[0], 4):
     ids[s:s + 2] = 7
 skewed = os.path.join(work, "skewed.input_ids.npy")
 np.save(skewed, ids)
+mixtral = dict((m[0], m[2]) for m in MODELS)["mixtral-tiny"]
 rows = run("mixtral-tiny skewed routing zero-3 W 2", "mixtral-tiny", ["input_ids"],
-           MODELS[-1][2] + ["--zero-stage", "3", "--world-size", "2",
-                            "--stage3-param-persistence-threshold", "100"], 2, [], None, 0, 0,
+           mixtral + ["--zero-stage", "3", "--world-size", "2",
+                      "--stage3-param-persistence-threshold", "100"], 2, [], None, 0, 0,
            override={"input_ids": skewed})
 runs += 1
 finite = len(rows) == 20 and all(np.isfinite(r["loss"]) for r in rows)

@@ -12,16 +12,17 @@ score -inf): the guard's zeros, which the fused kernel must reproduce.
 and v come from three projections (Llama's and BERT's form) instead of one
 split (GPT-2's, which zcc fuses as zero.attention_packed). With "gqa",
 4 query heads share 2 k/v heads: separate projections, k and v repeated
-per group as transformers' repeat_kv does (reshape, expand, reshape).
+per group as transformers' repeat_kv does (reshape, expand, reshape);
+"mqa" 2 query heads on one k/v head (multi-query).
 """
 import sys, numpy as np, onnx
 from onnx import helper, TensorProto, numpy_helper
 
 D = int(sys.argv[4]) if len(sys.argv) > 4 else 16
 form = sys.argv[5] if len(sys.argv) > 5 else "packed"
-separate = form in ("separate", "gqa")
+separate = form in ("separate", "gqa", "mqa")
 B, S, V = 2, 80, 96
-H, HK = (4, 2) if form == "gqa" else (2, 2)
+H, HK = {"gqa": (4, 2), "mqa": (2, 1)}.get(form, (2, 2))
 E, EK = H * D, HK * D
 rng = np.random.default_rng(0)
 init = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)
