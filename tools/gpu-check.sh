@@ -156,10 +156,14 @@ fi
 # Fused attention (zero.attention): the CUDA kernels against the CPU
 # reference on the same plan (both head dimensions share the data file's
 # token ids; d16 fp32 runs the per-row kernels, 16-bit the tensor cores).
-for d in 16 64 64-separate 64-gqa; do
-  agree attn-d$d-fp32 attn-d$d-fp32.zplan 1e-5 attn
-  agree attn-d$d-bf16 attn-d$d-bf16.zplan 1e-2 attn
-  agree attn-d$d-fp16 attn-d$d-fp16.zplan 1e-2 attn
+# Widths past 64 (issue 48: 96 grouped, 256 on one k/v head, 72 padded to the 80-wide kernels)
+# read their weights from data/attn-dD.onnx.
+for d in 16 64 64-separate 64-gqa 96-gqa 256-mqa 72-gqa; do
+  lm="--data input_ids=$D/attn.ids.npy --data labels=$D/attn.labels.npy --steps 8"
+  [ -f "$D/attn-d$d.onnx" ] && lm="$lm --weights $D/attn-d$d.onnx"
+  agree attn-d$d-fp32 attn-d$d-fp32.zplan 1e-5 attn "$lm"
+  agree attn-d$d-bf16 attn-d$d-bf16.zplan 1e-2 attn "$lm"
+  agree attn-d$d-fp16 attn-d$d-fp16.zplan 1e-2 attn "$lm"
 done
 # layer_norm / rms_norm and their gradients on wide rows (16-byte vectors).
 for c in 768-layer 1600-layer 2048-rms; do
@@ -171,6 +175,14 @@ check gpt2-fused-bf16 gpt2-fused-bf16.zplan "$gpt2" gpt2-tiny sched "$D/referenc
 # Llama: RoPE'd q/k and repeated k/v heads reach the fused op transposed back.
 check llama-fused llama-fused.zplan "$llama" llama-tiny plain "$D/llama-references.json" 5e-4
 check llama-fused-bf16 llama-fused-bf16.zplan "$llama" llama-tiny plain "$D/llama-references.json" 2e-2
+# Head widths 96 (Phi-3's fused qkv) and 256 on one k/v head (Gemma): the wgmma kernels' 96
+# (64 + 32 columns) and 256 (dk/dv in column halves) widths, fp32 on the per-row kernels.
+for m in phi3:phi3-tiny gemma-d256:gemma-d256-tiny; do
+  data="--data input_ids=$D/${m#*:}.input_ids.npy --data labels=$D/${m#*:}.labels.npy"
+  w="--weights $here/../../examples/models/${m#*:}.onnx" # the repository travels beside the carry
+  check ${m%%:*}-fp32 ${m%%:*}-fp32.zplan "$data" ${m#*:} plain "$D/llama-references.json" 5e-4 $w
+  check ${m%%:*}-bf16 ${m%%:*}-bf16.zplan "$data" ${m#*:} plain "$D/llama-references.json" 2e-2 $w
+done
 # The same plans' generated kernels (zero-fuse-elementwise: rotary
 # embeddings, SwiGLU, gradient adds; PTX loaded through the driver API)
 # against the CPU running the same plan.

@@ -95,13 +95,21 @@ rm "$out/dropout-bits.onnx"
 # Fused attention (--target cuda): a layer of 80 positions with an empty
 # query row, head dimension 64 (bf16: the tensor-core kernels) and 16 (fp32:
 # the per-row kernels), packed (one split), separate projections and grouped
-# k/v heads (4 query heads on 2), CUDA vs CPU; GPT-2 fused vs PyTorch's references.
-for d in 16 64 "64 separate" "64 gqa"; do
+# k/v heads (4 query heads on 2), and the other head widths (issue 48): 96 grouped, 256 on one
+# k/v head, 72 (padded to the 80-wide kernels), CUDA vs CPU; GPT-2 fused vs PyTorch's references.
+# The wider heads' plans take their weights from data/attn-dD.onnx (--weights external; one copy
+# for the three precisions: the carry is 64 MiB with the repository).
+for d in 16 64 "64 separate" "64 gqa" "96 gqa" "256 mqa" "72 gqa"; do
   /usr/bin/python3 test/e2e/Inputs/attention_lm.py "$out/attn.onnx" "$out/data/attn.ids.npy" \
     "$out/data/attn.labels.npy" $d
+  ext=()
+  if [ "${d%% *}" -gt 64 ]; then
+    ext=(--weights external)
+    cp "$out/attn.onnx" "$out/data/attn-d${d// /-}.onnx"
+  fi
   for p in fp32 bf16 fp16; do
     $zcc "$out/attn.onnx" --micro-batch 2 --loss cross-entropy --target cuda --precision $p \
-      -o "$out/plans/attn-d${d// /-}-$p.zplan"
+      "${ext[@]}" -o "$out/plans/attn-d${d// /-}-$p.zplan"
   done
 done
 rm "$out/attn.onnx"
@@ -121,6 +129,19 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda -o "$out/plans/gpt2-f
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda --precision bf16 -o "$out/plans/gpt2-fused-bf16.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda -o "$out/plans/llama-fused.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --precision bf16 -o "$out/plans/llama-fused-bf16.zplan"
+# Head widths 96 (Phi-3, fused qkv) and 256 on one k/v head (Gemma), fused, vs PyTorch (issue 48);
+# weights read from examples/models, which travels with the repository (gpu-check --weights).
+phi3="--loss cross-entropy --frozen inv_freq|lifted_tensor --padding-idx m.model.embed_tokens.weight=0"
+gemma="--loss cross-entropy --frozen inv_freq|lifted_tensor|embed_scale --padding-idx m.lm_head.weight=0"
+for p in fp32 bf16; do
+  $zcc $E/phi3-tiny.onnx --micro-batch 4 $phi3 --target cuda --precision $p --weights external \
+    -o "$out/plans/phi3-$p.zplan"
+  $zcc $E/gemma-d256-tiny.onnx --micro-batch 4 $gemma --target cuda --precision $p \
+    --weights external -o "$out/plans/gemma-d256-$p.zplan"
+done
+for m in phi3-tiny gemma-d256-tiny; do
+  cp $E/$m.input_ids.npy $E/$m.labels.npy "$out/data/"
+done
 # The same with the optimizer after the backward (gpu-check: the updates on
 # the second stream give the same parameters, so the same losses).
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --optimizer-in-backward=off \
@@ -247,6 +268,20 @@ if [ -n "${LLAMA_ONNX_DIR:-}" ]; then
   done
   cp tools/gpu-bench-llama.sh ../shared/bench/torch_llama_baseline.py "$out/"
 fi
+# Hugging Face families for tools/gpu-bench-hf.sh, from the graphs of torch_hf_baseline.py's
+# exports (HF_ONNX_DIR holds SIZE.onnx, e.g. phi3-mini-8l.onnx, gemma-2b-8l.onnx; weights not
+# needed): plans without weights, with the baseline's AdamW settings.
+if [ -n "${HF_ONNX_DIR:-}" ]; then
+  l="--loss cross-entropy --frozen lifted_tensor|inv_freq|embed_scale --precision bf16"
+  l="$l --target cuda --weights external --micro-batch 4 --lr 1e-4 --weight-decay 0.01"
+  for onnx in "$HF_ONNX_DIR"/*.onnx; do
+    size=$(basename "$onnx" .onnx)
+    TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
+    { time $zcc "$onnx" $l -o "$out/plans/hf-$size-bf16.zplan"; } 2> "$out/plans/hf-$size.compile"
+    $zcc "$onnx" $l --emit=report > "$out/plans/hf-$size-bf16.report"
+  done
+  cp tools/gpu-bench-hf.sh tools/torch_hf_baseline.py "$out/"
+fi
 # A Mixtral-style mixture of experts for tools/gpu-bench-moe.sh, from the
 # graph of torch_moe_baseline.py's dense-dispatch export (MOE_ONNX; weights not
 # needed): the plan without weights, with the baseline's settings.
@@ -308,4 +343,7 @@ fi
 for d in "$out" "${dirs[@]}"; do
   tar cf - -C "$d" lib | xz -T0 -6 > "$d/lib.tar.xz" && rm -r "$d/lib"
 done
+# zrun and zrt-attention-bench likewise (their kernels' PTX compresses: 50 MB becomes ~10).
+tar cf - -C "$out" zrun zrt-attention-bench | xz -T0 -6 > "$out/bin.tar.xz"
+rm "$out/zrun" "$out/zrt-attention-bench"
 du -sh "$out" "${dirs[@]}"
