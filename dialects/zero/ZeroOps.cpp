@@ -791,20 +791,34 @@ LogicalResult BiasSoftmaxOp::verify() {
   }
   return success();
 }
-/// zero.attention(_packed)'s mask [B or 1, H or 1, Sq, Sk] and lse [B, H, Sq].
-static LogicalResult verifyMaskAndLse(Operation *op, RankedTensorType bias, RankedTensorType lse,
-                                      int64_t b, int64_t h, int64_t sq, int64_t sk) {
-  if (bias.getRank() != 4 || (bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
-      (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != sq ||
-      bias.getDimSize(3) != sk)
-    return op->emitOpError() << "bias " << shapeStr(bias.getShape()) << " must be [B or 1, H or 1, "
-                             << sq << ", " << sk << "]";
+/// zero.attention(_packed)'s mask: a bias [B or 1, H or 1, Sq, Sk], or none
+/// (with causal, Sq = Sk, and window only with causal), and lse [B, H, Sq].
+static LogicalResult verifyMaskAndLse(Operation *op, Value biasValue, bool causal,
+                                      std::optional<int64_t> window, Type elementType,
+                                      RankedTensorType lse, int64_t b, int64_t h, int64_t sq,
+                                      int64_t sk) {
+  if (biasValue) {
+    auto bias = tensorOf(biasValue);
+    if (causal || window)
+      return op->emitOpError("takes a bias or causal/window, not both");
+    if (bias.getElementType() != elementType)
+      return op->emitOpError("the bias must have the element type of q");
+    if (bias.getRank() != 4 || (bias.getDimSize(0) != 1 && bias.getDimSize(0) != b) ||
+        (bias.getDimSize(1) != 1 && bias.getDimSize(1) != h) || bias.getDimSize(2) != sq ||
+        bias.getDimSize(3) != sk)
+      return op->emitOpError() << "bias " << shapeStr(bias.getShape())
+                               << " must be [B or 1, H or 1, " << sq << ", " << sk << "]";
+  }
+  if (causal && sq != sk)
+    return op->emitOpError() << "causal needs as many queries as keys, not " << sq << " and " << sk;
+  if (window && (!causal || *window < 1))
+    return op->emitOpError("window must be at least 1, and only with causal");
   if (lse.getShape() != ArrayRef<int64_t>{b, h, sq})
     return op->emitOpError() << "lse must be [B, H, Sq] = " << shapeStr({b, h, sq});
   return success();
 }
 LogicalResult AttentionOp::verify() {
-  auto q = tensorOf(getQ()), k = tensorOf(getK()), v = tensorOf(getV()), bias = tensorOf(getBias()),
+  auto q = tensorOf(getQ()), k = tensorOf(getK()), v = tensorOf(getV()),
        out = tensorOf(getResult()), lse = tensorOf(getLse());
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
     return emitOpError("expects q, k, v of rank 4 ([B, S, H, D])");
@@ -816,22 +830,22 @@ LogicalResult AttentionOp::verify() {
                          << " must be [B, Sk, Hk, D] with q's B and D, Hk dividing q's H "
                          << shapeStr(q.getShape());
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType() ||
-      bias.getElementType() != q.getElementType() || out != q)
-    return emitOpError(
-        "q, k, v, bias and the result must have one element type, the result q's shape");
-  return verifyMaskAndLse(*this, bias, lse, b, h, sq, sk);
+      out != q)
+    return emitOpError("q, k, v and the result must have one element type, the result q's shape");
+  return verifyMaskAndLse(*this, getBias(), getCausal(), getWindow(), q.getElementType(), lse, b, h,
+                          sq, sk);
 }
 LogicalResult AttentionPackedOp::verify() {
-  auto qkv = tensorOf(getQkv()), bias = tensorOf(getBias()), out = tensorOf(getResult()),
-       lse = tensorOf(getLse());
+  auto qkv = tensorOf(getQkv()), out = tensorOf(getResult()), lse = tensorOf(getLse());
   if (qkv.getRank() != 5 || qkv.getDimSize(2) != 3)
     return emitOpError("expects qkv [B, S, 3, H, D]");
   int64_t b = qkv.getDimSize(0), s = qkv.getDimSize(1), h = qkv.getDimSize(3),
           d = qkv.getDimSize(4);
   if (out.getShape() != ArrayRef<int64_t>{b, s, h, d} ||
-      out.getElementType() != qkv.getElementType() || bias.getElementType() != qkv.getElementType())
-    return emitOpError("the result must be [B, S, H, D] of qkv's element type, as the bias");
-  return verifyMaskAndLse(*this, bias, lse, b, h, s, s);
+      out.getElementType() != qkv.getElementType())
+    return emitOpError("the result must be [B, S, H, D] of qkv's element type");
+  return verifyMaskAndLse(*this, getBias(), getCausal(), getWindow(), qkv.getElementType(), lse, b,
+                          h, s, s);
 }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this, getAxis(), getType().getRank()); }
 

@@ -502,11 +502,19 @@ def Zero_AttentionOp : Zero_Op<"attention", [Pure]> {
     instead of the probabilities (+inf for a row whose scores are all -inf,
     so that its probabilities recompute to 0). With `nan_to_zero` such a row's
     output is 0 (PyTorch's exported NaN guard), else NaN.
+
+    Without `bias`, the mask is structural (zero-fuse-attention proves a
+    constant mask to be one): with `causal` (Sq = Sk), query i sees keys
+    j <= i, and with `window` w also only j > i - w (a sliding window: the
+    last w positions, itself included). Nothing of size Sq x Sk exists.
   }];
   let arguments = (ins Zero_FloatTensor:$q, Zero_FloatTensor:$k, Zero_FloatTensor:$v,
-                       Zero_FloatTensor:$bias, F64Attr:$scale, UnitAttr:$nan_to_zero);
+                       Optional<Zero_FloatTensor>:$bias, F64Attr:$scale, UnitAttr:$nan_to_zero,
+                       UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
   let results = (outs Zero_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
-  let assemblyFormat = "$q `,` $k `,` $v `,` $bias attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 
@@ -517,10 +525,10 @@ def Zero_AttentionPackedOp : Zero_Op<"attention_packed", [Pure]> {
     the fused QKV projection as it comes out of its GEMM, so that no split
     copies it apart (and the backward writes one dqkv, no concat).
   }];
-  let arguments = (ins Zero_FloatTensor:$qkv, Zero_FloatTensor:$bias, F64Attr:$scale,
-                       UnitAttr:$nan_to_zero);
+  let arguments = (ins Zero_FloatTensor:$qkv, Optional<Zero_FloatTensor>:$bias, F64Attr:$scale,
+                       UnitAttr:$nan_to_zero, UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
   let results = (outs Zero_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
-  let assemblyFormat = "$qkv `,` $bias attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$qkv (`bias` $bias^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -655,25 +663,28 @@ def Zero_AttentionGradOp : Zero_Op<"attention_grad", [Pure]> {
   let summary = "dq, dk, dv of zero.attention given its inputs, result, lse and dresult";
   let description = [{
     The flash-attention backward: the probabilities are recomputed from q, k,
-    bias and lse; the bias gets no gradient (zero-fuse-attention fuses only
-    masks that do not depend on a trainable parameter).
+    the mask (bias, or causal and window as zero.attention has them) and lse;
+    the bias gets no gradient (zero-fuse-attention fuses only masks that do
+    not depend on a trainable parameter).
   }];
   let arguments = (ins Zero_FloatTensor:$q, Zero_FloatTensor:$k, Zero_FloatTensor:$v,
-                       Zero_FloatTensor:$bias, Zero_FloatTensor:$out, RankedTensorOf<[F32]>:$lse,
-                       Zero_FloatTensor:$grad, F64Attr:$scale);
+                       Optional<Zero_FloatTensor>:$bias, Zero_FloatTensor:$out,
+                       RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad, F64Attr:$scale,
+                       UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
   let results = (outs Zero_FloatTensor:$dq, Zero_FloatTensor:$dk, Zero_FloatTensor:$dv);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $bias `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`bias` $bias^)? `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
   }];
 }
 
 def Zero_AttentionPackedGradOp : Zero_Op<"attention_packed_grad", [Pure]> {
   let summary = "dqkv of zero.attention_packed";
-  let arguments = (ins Zero_FloatTensor:$qkv, Zero_FloatTensor:$bias, Zero_FloatTensor:$out,
-                       RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad, F64Attr:$scale);
+  let arguments = (ins Zero_FloatTensor:$qkv, Optional<Zero_FloatTensor>:$bias,
+                       Zero_FloatTensor:$out, RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad,
+                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
   let results = (outs Zero_FloatTensor:$dqkv);
   let assemblyFormat = [{
-    $qkv `,` $bias `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
+    $qkv (`bias` $bias^)? `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
   }];
 }
 

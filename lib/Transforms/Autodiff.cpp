@@ -453,26 +453,29 @@ LogicalResult Differentiator::backward(Operation *op) {
       .Case([&](AttentionOp att) -> LogicalResult {
         if (!dy[0])
           return success();
-        auto grads = AttentionGradOp::create(
-            b, loc, TypeRange{x(0).getType(), x(1).getType(), x(2).getType()}, x(0), x(1), x(2),
-            x(3), att.getResult(), att.getLse(), dy[0], att.getScaleAttr());
-        for (int i = 0; i < 3; ++i)
-          accumulate(loc, x(i), grads->getResult(i));
-        if (needsGrad.contains(x(3)))
+        Value bias = att.getBias();
+        if (bias && needsGrad.contains(bias))
           return att.emitError("zero.attention: no gradient for a mask that depends on a "
                                "trainable parameter");
+        auto grads = AttentionGradOp::create(
+            b, loc, TypeRange{x(0).getType(), x(1).getType(), x(2).getType()}, x(0), x(1), x(2),
+            bias, att.getResult(), att.getLse(), dy[0], att.getScaleAttr(), att.getCausalAttr(),
+            att.getWindowAttr());
+        for (int i = 0; i < 3; ++i)
+          accumulate(loc, x(i), grads->getResult(i));
         return success();
       })
       .Case([&](AttentionPackedOp att) -> LogicalResult {
         if (!dy[0])
           return success();
-        if (needsGrad.contains(x(1)))
+        Value bias = att.getBias();
+        if (bias && needsGrad.contains(bias))
           return att.emitError("zero.attention_packed: no gradient for a mask that depends on "
                                "a trainable parameter");
         accumulate(loc, x(0),
-                   AttentionPackedGradOp::create(b, loc, x(0).getType(), x(0), x(1),
-                                                 att.getResult(), att.getLse(), dy[0],
-                                                 att.getScaleAttr()));
+                   AttentionPackedGradOp::create(
+                       b, loc, x(0).getType(), x(0), bias, att.getResult(), att.getLse(), dy[0],
+                       att.getScaleAttr(), att.getCausalAttr(), att.getWindowAttr()));
         return success();
       })
       .Case([&](CrossEntropyOp ce) {

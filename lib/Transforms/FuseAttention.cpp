@@ -12,11 +12,17 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
 
 namespace zcc {
 #define GEN_PASS_DEF_ZEROFUSEATTENTION
@@ -245,8 +251,235 @@ Value packedProjection(Value q, Value k, Value v, OpBuilder &builder, Location l
   return ReshapeOp::create(builder, loc, packed, split.getInput());
 }
 
+/// Element k of a constant (dense, or the importer's resource blob) as a
+/// double: floats of 16 and 32 bits and booleans.
+std::optional<std::function<double(int64_t)>> elementValues(ElementsAttr attr) {
+  Type et = attr.getElementType();
+  if (auto dense = dyn_cast<DenseElementsAttr>(attr)) {
+    if (dense.isSplat()) {
+      double x = et.isInteger(1)        ? (double)dense.getSplatValue<bool>()
+                 : isa<FloatType>(et)   ? dense.getSplatValue<APFloat>().convertToDouble()
+                 : isa<IntegerType>(et) ? (double)dense.getSplatValue<APInt>().getSExtValue()
+                                        : std::nan("");
+      return [x](int64_t) { return x; };
+    }
+    if (et.isInteger(1)) {
+      auto values = dense.getValues<bool>();
+      return [values](int64_t k) { return values[k] ? 1.0 : 0.0; };
+    }
+    if (et.isF32()) {
+      auto values = dense.getValues<float>();
+      return [values](int64_t k) { return (double)values[k]; };
+    }
+    if (et.isInteger(64) || et.isInteger(32)) {
+      auto values = dense.getValues<APInt>();
+      return [values](int64_t k) { return (double)values[k].getSExtValue(); };
+    }
+    if (isa<FloatType>(et)) {
+      auto values = dense.getValues<APFloat>();
+      return [values](int64_t k) { return values[k].convertToDouble(); };
+    }
+    return std::nullopt;
+  }
+  auto resource = dyn_cast<DenseResourceElementsAttr>(attr);
+  AsmResourceBlob *blob = resource ? resource.getRawHandle().getBlob() : nullptr;
+  if (!blob)
+    return std::nullopt;
+  ArrayRef<char> data = blob->getData();
+  int64_t n = attr.getNumElements();
+  auto fits = [&](int64_t bytes) { return (int64_t)data.size() == n * bytes; };
+  if (et.isF32() && fits(4))
+    return [data](int64_t k) {
+      float x;
+      std::memcpy(&x, data.data() + 4 * k, 4);
+      return (double)x;
+    };
+  if ((et.isBF16() || et.isF16()) && fits(2)) {
+    const llvm::fltSemantics &sem = cast<FloatType>(et).getFloatSemantics();
+    return [data, &sem](int64_t k) {
+      uint16_t bits;
+      std::memcpy(&bits, data.data() + 2 * k, 2);
+      return APFloat(sem, APInt(16, bits)).convertToDouble();
+    };
+  }
+  if (et.isInteger(1) && fits(1))
+    return [data](int64_t k) { return data[k] != 0 ? 1.0 : 0.0; };
+  return std::nullopt;
+}
+
+/// The value of the frozen scalar global |load| reads (exporters lift the
+/// mask's 0 into one), if nothing stores to it.
+std::optional<double> frozenScalar(LoadOp load, ModuleOp module) {
+  auto global = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
+  if (!global || global.getTrainable() || !global.getInitialValue())
+    return std::nullopt;
+  ElementsAttr init = *global.getInitialValue();
+  std::optional<std::function<double(int64_t)>> value = elementValues(init);
+  if (init.getNumElements() != 1 || !value)
+    return std::nullopt;
+  bool stored = false;
+  module.walk([&](StoreOp store) { stored |= store.getGlobal() == global.getSymName(); });
+  if (stored)
+    return std::nullopt;
+  return (*value)(0);
+}
+
+/// Row (b, h, i) of a mask [B|1, H|1, Sq, Sk] computed from constants
+/// alone: fills row[0, Sk).
+using MaskRow = std::function<void(int64_t b, int64_t h, int64_t i, double *row)>;
+
+/// |v| row by row (its shape broadcast to the mask's from the right, the
+/// mask's rows |sk| long), when it is a constant, a frozen scalar, a cast of
+/// one (casts keep 0 and the large negatives the classification looks for),
+/// comparisons and logic of such (transformers' mask functions, traced with
+/// constant positions and document ids), or where(such, such, such).
+std::optional<MaskRow> constantMask(Value v, int64_t sk, ModuleOp module) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || type.getRank() > 4 || !type.hasStaticShape() ||
+      (type.getRank() > 0 && type.getShape().back() != 1 && type.getShape().back() != sk))
+    return std::nullopt;
+  // Strides of the broadcast view: 0 along the dims of size 1.
+  std::array<int64_t, 4> stride{0, 0, 0, 0};
+  for (int64_t d = type.getRank() - 1, step = 1; d >= 0; --d) {
+    int64_t axis = 4 - type.getRank() + d;
+    stride[axis] = type.getDimSize(d) == 1 ? 0 : step;
+    step *= type.getDimSize(d);
+  }
+  // An elementwise combination of operand rows (scratch rows per call).
+  auto combine = [&](ValueRange operands, auto op) -> std::optional<MaskRow> {
+    SmallVector<MaskRow> rows;
+    for (Value x : operands) {
+      std::optional<MaskRow> r = constantMask(x, sk, module);
+      if (!r)
+        return std::nullopt;
+      rows.push_back(*r);
+    }
+    auto scratch = std::make_shared<std::vector<double>>(rows.size() * sk);
+    return MaskRow([rows, scratch, sk, op](int64_t b, int64_t h, int64_t i, double *row) {
+      for (size_t k = 0; k < rows.size(); ++k)
+        rows[k](b, h, i, scratch->data() + k * sk);
+      const double *x = scratch->data();
+      for (int64_t j = 0; j < sk; ++j)
+        row[j] = op(x, j, sk);
+    });
+  };
+  if (auto cast = v.getDefiningOp<CastOp>())
+    return isa<FloatType>(type.getElementType()) ? constantMask(cast.getOperand(), sk, module)
+                                                 : std::nullopt;
+  if (auto load = v.getDefiningOp<LoadOp>()) {
+    std::optional<double> x = frozenScalar(load, module);
+    if (!x)
+      return std::nullopt;
+    double value = *x;
+    return MaskRow(
+        [value, sk](int64_t, int64_t, int64_t, double *row) { std::fill(row, row + sk, value); });
+  }
+  if (auto cmp = v.getDefiningOp<CmpOp>()) {
+    CmpPredicate pred = cmp.getPredicate();
+    return combine(cmp->getOperands(), [pred](const double *x, int64_t j, int64_t n) {
+      double a = x[j], b = x[n + j];
+      switch (pred) {
+      case CmpPredicate::eq:
+        return (double)(a == b);
+      case CmpPredicate::ne:
+        return (double)(a != b);
+      case CmpPredicate::lt:
+        return (double)(a < b);
+      case CmpPredicate::le:
+        return (double)(a <= b);
+      case CmpPredicate::gt:
+        return (double)(a > b);
+      case CmpPredicate::ge:
+        return (double)(a >= b);
+      }
+      return std::nan("");
+    });
+  }
+  if (isa_and_nonnull<AndOp>(v.getDefiningOp()))
+    return combine(v.getDefiningOp()->getOperands(), [](const double *x, int64_t j, int64_t n) {
+      return (double)(x[j] != 0 && x[n + j] != 0);
+    });
+  if (isa_and_nonnull<OrOp>(v.getDefiningOp()))
+    return combine(v.getDefiningOp()->getOperands(), [](const double *x, int64_t j, int64_t n) {
+      return (double)(x[j] != 0 || x[n + j] != 0);
+    });
+  if (auto no = v.getDefiningOp<NotOp>())
+    return combine(no->getOperands(),
+                   [](const double *x, int64_t j, int64_t) { return (double)(x[j] == 0); });
+  if (auto where = v.getDefiningOp<WhereOp>())
+    return combine(where->getOperands(), [](const double *x, int64_t j, int64_t n) {
+      return x[j] != 0 ? x[n + j] : x[2 * n + j];
+    });
+  ElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  std::optional<std::function<double(int64_t)>> values = elementValues(attr);
+  if (!values)
+    return std::nullopt;
+  return MaskRow([values = *values, stride, sk](int64_t b, int64_t h, int64_t i, double *row) {
+    int64_t base = b * stride[0] + h * stride[1] + i * stride[2];
+    if (stride[3] == 0)
+      std::fill(row, row + sk, values(base));
+    else
+      for (int64_t j = 0; j < sk; ++j)
+        row[j] = values(base + j);
+  });
+}
+
+/// What a constant mask [B|1, H|1, S, S] is, when it is structural: key j
+/// kept for query i where j <= i (causal) and, with a window w, j > i - w,
+/// or every key kept (no mask). A kept element is 0; a dropped one -inf or
+/// at most float16's lowest (-65504: what exporters write as the type's
+/// minimum, saturated by mixed precision), whose exp underflows to 0 next
+/// to any kept score, so the probabilities are those of -inf (every row
+/// keeps its diagonal). Every element is read: anything else, and the bias
+/// stays a tensor.
+struct StructuredMask {
+  bool causal = false;
+  std::optional<int64_t> window;
+};
+std::optional<StructuredMask> structuredMask(Value bias, ModuleOp module) {
+  auto type = cast<RankedTensorType>(bias.getType());
+  int64_t bb = type.getDimSize(0), hb = type.getDimSize(1), sq = type.getDimSize(2),
+          sk = type.getDimSize(3);
+  std::optional<MaskRow> rowOf = constantMask(bias, sk, module);
+  if (!rowOf || sq < 1)
+    return std::nullopt;
+  auto kept = [](double x) { return x == 0; };
+  auto dropped = [](double x) { return x <= -65504.0; };
+  std::vector<double> row(sk);
+  // The first row's last key says whether it is causal, the last row's run
+  // of kept keys the window; then every element must agree.
+  StructuredMask mask;
+  (*rowOf)(0, 0, 0, row.data());
+  mask.causal = sk > 1 && dropped(row[sk - 1]);
+  if (mask.causal) {
+    if (sq != sk)
+      return std::nullopt;
+    (*rowOf)(0, 0, sq - 1, row.data());
+    int64_t run = llvm::count_if(row, kept);
+    if (run < sk)
+      mask.window = run;
+  }
+  int64_t w = mask.window.value_or(sk + 1);
+  for (int64_t b = 0; b < bb; ++b)
+    for (int64_t h = 0; h < hb; ++h)
+      for (int64_t i = 0; i < sq; ++i) {
+        (*rowOf)(b, h, i, row.data());
+        for (int64_t j = 0; j < sk; ++j) {
+          bool keep = !mask.causal || (j <= i && j > i - w);
+          if (keep ? !kept(row[j]) : !dropped(row[j]))
+            return std::nullopt;
+        }
+      }
+  return mask;
+}
+
 struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
   using ZeroFuseAttentionBase::ZeroFuseAttentionBase;
+
+  /// Each mask classified once (every layer adds the same one).
+  llvm::DenseMap<Value, std::optional<StructuredMask>> structuredMasks;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -298,17 +531,31 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
       return failure();
 
     OpBuilder builder(pv);
+    // A constant causal (or sliding-window, or empty) mask becomes the op's
+    // attributes: the kernels form it from the indices, and nothing of size
+    // Sq x Sk is left in the step.
+    Value mask = softmax.getBias();
+    UnitAttr causal;
+    IntegerAttr window;
+    auto known = structuredMasks.find(mask);
+    if (known == structuredMasks.end())
+      known = structuredMasks.try_emplace(mask, structuredMask(mask, module)).first;
+    if (std::optional<StructuredMask> structured = known->second) {
+      mask = Value();
+      causal = structured->causal ? builder.getUnitAttr() : nullptr;
+      window = structured->window ? builder.getI64IntegerAttr(*structured->window) : nullptr;
+    }
     Value q = qIn->materialize(builder, pv.getLoc()), k = kIn->materialize(builder, pv.getLoc()),
           v = vIn->materialize(builder, pv.getLoc());
     auto lseType = RankedTensorType::get({b, h, sq}, builder.getF32Type());
     auto attention = AttentionOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, q, k, v,
-                                         softmax.getBias(), builder.getF64FloatAttr(scale),
-                                         softmax.getNanToZeroAttr());
+                                         mask, builder.getF64FloatAttr(scale),
+                                         softmax.getNanToZeroAttr(), causal, window);
     Value result = attention.getResult();
     if (Value qkv = packedProjection(q, k, v, builder, pv.getLoc())) {
       auto packed = AttentionPackedOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, qkv,
-                                              softmax.getBias(), builder.getF64FloatAttr(scale),
-                                              softmax.getNanToZeroAttr());
+                                              mask, builder.getF64FloatAttr(scale),
+                                              softmax.getNanToZeroAttr(), causal, window);
       attention.erase();
       result = packed.getResult();
     }

@@ -15,16 +15,20 @@ namespace zrt::cpu {
 /// zero.attention's operands: q [B, Sq, H, D], k and v [B, Sk, Hk, D] (Hk
 /// dividing H: grouped-query attention, query head h reads k/v head
 /// h / (H / Hk)), bias [B or 1, H or 1, Sq, Sk]; or, packed (zero.attention_packed), q, k, v the
-/// three parts of qkv [B, S, 3, H, D] and dq, dk, dv those of dqkv.
-///   attention       (q, k, v, bias) -> (out, lse)             ints [nan_to_zero]
-///                   (qkv, bias) -> (out, lse)                 ints [nan_to_zero, 1]
-///   attention_grad  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
-///                   (qkv, bias, out, lse, dout) -> (dqkv)     ints [1]
+/// three parts of qkv [B, S, 3, H, D] and dq, dk, dv those of dqkv. The
+/// mask: 0 the bias input; 1 causal, no bias (query i sees keys j <= i,
+/// and with a window w > 0 only j > i - w); 2 none.
+///   attention       (q, k, v[, bias]) -> (out, lse)     ints [nan_to_zero, 0, mask, window]
+///                   (qkv[, bias]) -> (out, lse)         ints [nan_to_zero, 1, mask, window]
+///   attention_grad  (q, k, v[, bias], out, lse, dout) -> (dq, dk, dv)   ints [0, mask, window]
+///                   (qkv[, bias], out, lse, dout) -> (dqkv)             ints [1, mask, window]
+/// (trailing ints may be left out: 0).
 /// Position i of head h starts at (b S + i) * stride + h D, with the stride
 /// of q (|in|), k/v (|kvIn|), out and dout (|out|), dq (|grad|) and dk/dv
 /// (|kvGrad|).
 struct AttentionShape {
   bool packed = false;
+  int64_t mask = 0, window = 0;
   int64_t b, sq, sk, h, hk, d, biasB, biasH, in, kvIn, out, grad, kvGrad;
   int64_t qAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * in + hi * d; }
   int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
@@ -42,23 +46,45 @@ struct AttentionShape {
   /// Offsets of k and v (and dk, dv) from q's (dq's) data, in elements.
   int64_t kOffset() const { return packed ? h * d : 0; }
   int64_t vOffset() const { return packed ? 2 * h * d : 0; }
-  /// The index of the bias among the inputs; the forward result's follow.
+  bool hasBias() const { return mask == 0; }
+  /// The index of the bias among the inputs (if any).
   int biasIndex() const { return packed ? 1 : 3; }
-  /// q, k, v and the mask of a (float32) call.
+  /// The index of the backward's first input after q, k, v and the mask.
+  int afterMask() const { return biasIndex() + (hasBias() ? 1 : 0); }
+  /// q, k, v and the mask (null when causal) of a (float32) call.
   std::array<const float *, 4> inputs(const KernelCall &c) const {
     const float *q = c.in[0].as<float>();
     return {q, packed ? q + kOffset() : c.in[1].as<float>(),
-            packed ? q + vOffset() : c.in[2].as<float>(), c.in[biasIndex()].as<float>()};
+            packed ? q + vOffset() : c.in[2].as<float>(),
+            hasBias() ? c.in[biasIndex()].as<float>() : nullptr};
+  }
+  /// The mask's element (query i, key j) of the row that starts at |row|.
+  double maskAt(const float *row, int64_t i, int64_t j) const {
+    if (row)
+      return row[j];
+    return mask == 2 || (j <= i && (window <= 0 || j > i - window)) ? 0.0 : -INFINITY;
+  }
+  const float *maskRow(const float *bias, int64_t bi, int64_t hi, int64_t i) const {
+    return bias ? bias + biasRow(bi, hi, i) : nullptr;
   }
 };
 static std::string attentionShape(const KernelCall &c, bool backward, AttentionShape &a) {
   size_t flag = backward ? 0 : 1;
-  a.packed = c.ints.size() > flag && c.ints[flag] != 0;
-  size_t inputs = (a.packed ? 2 : 4) + (backward ? 3 : 0);
+  auto intAt = [&](size_t k) { return c.ints.size() > k ? c.ints[k] : 0; };
+  a.packed = intAt(flag) != 0;
+  a.mask = intAt(flag + 1);
+  a.window = intAt(flag + 2);
+  if (a.mask < 0 || a.mask > 2 || a.window < 0 || (a.window && a.mask != 1))
+    return "expects a mask kind of 0 (bias), 1 (causal) or 2 (none), a window only with causal";
+  size_t inputs = (a.packed ? 1 : 3) + (a.hasBias() ? 1 : 0) + (backward ? 3 : 0);
   if (c.in.size() != inputs || c.out.size() != (backward ? (a.packed ? 1u : 3u) : 2u))
     return "expects " + std::to_string(inputs) + " inputs and " +
            std::to_string(backward ? (a.packed ? 1 : 3) : 2) + " results";
-  const TensorRef &q = c.in[0], &bias = c.in[a.biasIndex()];
+  const TensorRef &q = c.in[0];
+  TensorRef none;
+  none.dtype = q.dtype;
+  none.shape = {1, 1, 1, 1};
+  const TensorRef &bias = a.hasBias() ? c.in[a.biasIndex()] : none;
   bool typesAgree = isFloatStorage(q.dtype) && bias.dtype == q.dtype;
   if (!a.packed)
     typesAgree &= c.in[1].dtype == q.dtype && c.in[2].dtype == q.dtype;
@@ -84,20 +110,22 @@ static std::string attentionShape(const KernelCall &c, bool backward, AttentionS
   }
   a.out = a.h * a.d;
   a.biasB = bias.shape[0], a.biasH = bias.shape[1];
-  if ((a.biasB != 1 && a.biasB != a.b) || (a.biasH != 1 && a.biasH != a.h) ||
-      bias.shape[2] != a.sq || bias.shape[3] != a.sk)
+  if (a.hasBias() && ((a.biasB != 1 && a.biasB != a.b) || (a.biasH != 1 && a.biasH != a.h) ||
+                      bias.shape[2] != a.sq || bias.shape[3] != a.sk))
     return "bias " + shapeStr(bias.shape) + " does not agree with the attention's shape";
+  if (a.mask == 1 && a.sq != a.sk)
+    return "causal needs as many queries as keys";
   if (c.floats.size() != 1)
     return "expects a scale";
   Shape outShape{a.b, a.sq, a.h, a.d}, lseShape{a.b, a.h, a.sq};
-  const TensorRef &result = backward ? c.in[a.biasIndex() + 1] : c.out[0];
-  const TensorRef &lse = backward ? c.in[a.biasIndex() + 2] : c.out[1];
+  const TensorRef &result = backward ? c.in[a.afterMask()] : c.out[0];
+  const TensorRef &lse = backward ? c.in[a.afterMask() + 1] : c.out[1];
   if (result.shape != outShape || result.dtype != q.dtype || lse.dtype != DType::F32 ||
       lse.shape != lseShape)
     return "expects a result " + shapeStr(outShape) + " of q's type and a float32 lse " +
            shapeStr(lseShape);
   if (backward) {
-    const TensorRef &g = c.in[a.biasIndex() + 3];
+    const TensorRef &g = c.in[a.afterMask() + 2];
     if (g.shape != outShape || g.dtype != q.dtype)
       return "expects a result gradient of the result's type and shape";
     for (size_t i = 0; i < c.out.size(); ++i)
@@ -107,8 +135,8 @@ static std::string attentionShape(const KernelCall &c, bool backward, AttentionS
   return "";
 }
 std::string checkAttention(const KernelCall &c) {
-  if (c.ints.empty() || c.ints.size() > 2)
-    return "expects [nan_to_zero] or [nan_to_zero, packed]";
+  if (c.ints.empty() || c.ints.size() > 4)
+    return "expects ints [nan_to_zero, packed, mask, window]";
   AttentionShape a;
   return attentionShape(c, false, a);
 }
@@ -126,14 +154,14 @@ Status runAttentionF32(const KernelCall &c) {
   for (int64_t b = 0; b < a.b; ++b)
     for (int64_t h = 0; h < a.h; ++h)
       for (int64_t i = 0; i < a.sq; ++i) {
-        const float *qi = q + a.qAt(b, i, h), *bi = bias + a.biasRow(b, h, i);
+        const float *qi = q + a.qAt(b, i, h), *bi = a.maskRow(bias, b, h, i);
         double m = -INFINITY;
         for (int64_t j = 0; j < a.sk; ++j) {
           const float *kj = k + a.kAt(b, j, h);
           double dot = 0;
           for (int64_t d = 0; d < a.d; ++d)
             dot += (double)qi[d] * kj[d];
-          s[j] = dot * scale + bi[j];
+          s[j] = dot * scale + a.maskAt(bi, i, j);
           m = std::max(m, s[j]);
         }
         float *oi = out + a.oAt(b, i, h);
@@ -158,8 +186,8 @@ Status runAttentionF32(const KernelCall &c) {
   return Status::ok();
 }
 std::string checkAttentionGrad(const KernelCall &c) {
-  if (c.ints.size() > 1)
-    return "expects [] or [packed]";
+  if (c.ints.size() > 3)
+    return "expects ints [packed, mask, window]";
   AttentionShape a;
   return attentionShape(c, true, a);
 }
@@ -167,10 +195,10 @@ std::string checkAttentionGrad(const KernelCall &c) {
 Status runAttentionGradF32(const KernelCall &c) {
   AttentionShape a;
   attentionShape(c, true, a);
-  int at = a.biasIndex();
+  int at = a.afterMask();
   auto [q, k, v, bias] = a.inputs(c);
-  const float *out = c.in[at + 1].as<float>(), *lse = c.in[at + 2].as<float>(),
-              *g = c.in[at + 3].as<float>();
+  const float *out = c.in[at].as<float>(), *lse = c.in[at + 1].as<float>(),
+              *g = c.in[at + 2].as<float>();
   double scale = c.floats[0];
   // Accumulators in the gradients' layout (dqkv packed: one array).
   std::vector<double> dq(c.out[0].numel()), dkOwn, dvOwn;
@@ -187,7 +215,7 @@ Status runAttentionGradF32(const KernelCall &c) {
         if (rowLse == INFINITY)
           continue; // an all -inf row: its probabilities are 0
         const float *qi = q + a.qAt(b, i, h), *gi = g + a.oAt(b, i, h), *oi = out + a.oAt(b, i, h),
-                    *bi = bias + a.biasRow(b, h, i);
+                    *bi = a.maskRow(bias, b, h, i);
         double rowD = 0;
         for (int64_t d = 0; d < a.d; ++d)
           rowD += (double)gi[d] * oi[d];
@@ -199,7 +227,7 @@ Status runAttentionGradF32(const KernelCall &c) {
             dot += (double)qi[d] * kj[d];
             dp += (double)gi[d] * vj[d];
           }
-          double p = std::exp(dot * scale + bi[j] - rowLse);
+          double p = std::exp(dot * scale + a.maskAt(bi, i, j) - rowLse);
           if (p == 0)
             continue;
           double ds = p * (dp - rowD) * scale;

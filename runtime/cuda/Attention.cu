@@ -102,6 +102,22 @@ template <typename T> __global__ void tileMapKernel(const T *bias, unsigned char
                                                                                : kBiasTile;
 }
 
+/// The map of a structural mask (no bias: causal, maybe a window, or none)
+/// from the tiles' corners: kSkipTile where no key is kept, kPlainTile
+/// where every one is, else kCausalTile (the kernels test each element's
+/// indices).
+__global__ void bandTileMapKernel(unsigned char *map, Dims m) {
+  int64_t qTiles = (m.sq + 63) / 64, kTiles = (m.sk + 63) / 64;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < qTiles * kTiles;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    int64_t qt = t / kTiles, kt = t % kTiles;
+    int64_t r0 = qt * 64, r1 = min(m.sq, r0 + 64) - 1, c0 = kt * 64, c1 = min(m.sk, c0 + 64) - 1;
+    bool none = m.causal && (c0 > r1 || (m.window > 0 && c1 <= r0 - m.window));
+    bool all = !m.causal || (c1 <= r0 && (m.window <= 0 || c0 > r1 - m.window));
+    map[t] = none ? kSkipTile : all ? kPlainTile : kCausalTile;
+  }
+}
+
 /// Two floats as one 32-bit register of two 16-bit values (lo at the lower
 /// address), rounded to nearest even by one cvt.rn.*x2.f32.
 template <typename T> __device__ __forceinline__ uint32_t pack(float lo, float hi) {
@@ -137,14 +153,15 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
 /// (clamped: only compared with offsets inside a tile), and the bias rows'
 /// stride.
 struct MaskFrame {
-  int keysLeft, rowsLeft, diag;
+  int keysLeft, rowsLeft, diag, window;
   int64_t stride;
 };
 __host__ __device__ inline MaskFrame maskFrame(const Dims &m, int64_t q0, int64_t k0) {
   auto clamp = [](int64_t x) {
     return (int)(x < -(1 << 20) ? -(1 << 20) : x > (1 << 20) ? (1 << 20) : x);
   };
-  return MaskFrame{clamp(m.sk - k0), clamp(m.sq - q0), clamp(q0 - k0), m.sk};
+  int window = m.window > 0 && m.window < (1 << 28) ? (int)m.window : (1 << 28);
+  return MaskFrame{clamp(m.sk - k0), clamp(m.sq - q0), clamp(q0 - k0), window, m.sk};
 }
 
 /// s = s scale log2(e) + mask log2(e) over a warp's accumulators (MR blocks
@@ -167,7 +184,8 @@ __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned
           int r = mr * 16 + g + 8 * (e >> 1), c = nt * 8 + t * 2 + (e & 1);
           int qi = KeyRows ? c : r, kj = KeyRows ? r : c;
           float &x = s[mr][nt][e];
-          if (kj >= f.keysLeft || (kind == kCausalTile && kj > qi + f.diag)) {
+          if (kj >= f.keysLeft ||
+              (kind == kCausalTile && (kj > qi + f.diag || kj <= qi + f.diag - f.window))) {
             x = -INFINITY;
           } else if constexpr (decltype(withBias)::value) {
             int row = qi < f.rowsLeft ? qi : f.rowsLeft - 1;
@@ -1356,10 +1374,12 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
 // Launch
 //===----------------------------------------------------------------------===//
 
-bool isPacked(bool backward, const KernelCall &c) {
-  size_t flag = backward ? 0 : 1;
-  return c.ints.size() > flag && c.ints[flag] != 0;
+/// ints[flag + k] (0 when left out): packed, mask kind, window.
+int64_t flagAt(bool backward, const KernelCall &c, size_t k) {
+  size_t at = (backward ? 0 : 1) + k;
+  return c.ints.size() > at ? c.ints[at] : 0;
 }
+bool isPacked(bool backward, const KernelCall &c) { return flagAt(backward, c, 0) != 0; }
 
 Operands operandsOf(bool backward, const KernelCall &c) {
   bool packed = isPacked(backward, c);
@@ -1369,15 +1389,16 @@ Operands operandsOf(bool backward, const KernelCall &c) {
   a.type = x.dtype;
   int64_t b = x.shape[0], sq = x.shape[1], h = packed ? x.shape[3] : x.shape[2],
           d = packed ? x.shape[4] : x.shape[3], sk = packed ? sq : c.in[1].shape[1];
-  const TensorRef &bias = c.in[packed ? 1 : 3];
+  int64_t mask = flagAt(backward, c, 1); // 0 bias, 1 causal, 2 none
+  const TensorRef *bias = mask == 0 ? &c.in[packed ? 1 : 3] : nullptr;
   int64_t in = packed ? 3 * h * d : h * d;
   a.m = Dims{b,
              sq,
              sk,
              h,
              d,
-             bias.shape[0],
-             bias.shape[1],
+             bias ? bias->shape[0] : 1,
+             bias ? bias->shape[1] : 1,
              (float)c.floats[0],
              backward || c.ints[0] != 0,
              in,
@@ -1389,13 +1410,15 @@ Operands operandsOf(bool backward, const KernelCall &c) {
   a.q = x.data;
   a.k = packed ? x.data + h * d * es : c.in[1].data;
   a.v = packed ? x.data + 2 * h * d * es : c.in[2].data;
-  a.bias = bias.data;
+  a.m.causal = mask == 1;
+  a.m.window = flagAt(backward, c, 2);
+  a.bias = bias ? bias->data : nullptr;
   if (!backward) {
     a.o = c.out[0].data;
     a.lseOut = c.out[1].as<float>();
     return a;
   }
-  int at = packed ? 2 : 4; // out, lse, dout
+  int at = (packed ? 1 : 3) + (bias ? 1 : 0); // out, lse, dout
   a.out = c.in[at].data;
   a.lse = c.in[at + 1].as<float>();
   a.g = c.in[at + 2].data;
@@ -1547,9 +1570,12 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
   cudaStream_t st = ctx.stream;
   auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
   Pointers<T> p{in(a.q), in(a.k), in(a.v), in(a.bias)};
-  tileMapKernel<T><<<dim3((unsigned)((m.sk + kTile - 1) / kTile),
-                          (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
-                     256, 0, st>>>(p.bias, tiles, m);
+  if (p.bias)
+    tileMapKernel<T><<<dim3((unsigned)((m.sk + kTile - 1) / kTile),
+                            (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
+                       256, 0, st>>>(p.bias, tiles, m);
+  else
+    bandTileMapKernel<<<64, 256, 0, st>>>(tiles, m);
   // Two rows of 16 per warp only at D = 64 and 128, where they were
   // measured; the others keep one.
   constexpr bool kWide = D == 64 || D == 128;

@@ -35,6 +35,14 @@ struct Dims {
   bool nanToZero;
   int64_t inStride, outStride, gradStride;
   int64_t hk, kvStride, kvGradStride;
+  /// Without a bias: with |causal| query i sees keys j <= i and, with a
+  /// window (> 0), j > i - window; else every key.
+  bool causal = false;
+  int64_t window = 0;
+  /// Whether the structural mask keeps key j for query i.
+  __host__ __device__ bool keeps(int64_t i, int64_t j) const {
+    return !causal || (j <= i && (window <= 0 || j > i - window));
+  }
   __host__ __device__ int64_t group() const { return h / hk; }
   /// The k/v head query head |hi| reads (32-bit: the index math runs per
   /// tile row, and a 64-bit division is a long subroutine on the GPU).
@@ -75,12 +83,22 @@ struct Dims {
   }
 };
 
+/// The mask's element (query i, key j) of batch |bi|, head |hi|: the bias's,
+/// or 0 / -inf as the structural mask keeps it (|bias| null).
+template <typename T>
+__device__ inline float maskAt(const T *bias, const Dims &m, int64_t bi, int64_t hi, int64_t i,
+                               int64_t j) {
+  return bias ? toF(bias[m.biasRow(bi, hi, i) + j]) : m.keeps(i, j) ? 0.0f : -INFINITY;
+}
+
 /// A call's operands, packed (q, k, v in one [B, S, 3, H, D] tensor and
 /// dq, dk, dv in one of the same shape) or not.
-///   attention       (q, k, v, bias) -> (out, lse)       ints [nan_to_zero]
-///                   (qkv, bias) -> (out, lse)           ints [nan_to_zero, 1]
-///   attention_grad  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
-///                   (qkv, bias, out, lse, dout) -> (dqkv)   ints [1]
+///   attention       (q, k, v[, bias]) -> (out, lse)   ints [nan_to_zero, 0, mask, window]
+///                   (qkv[, bias]) -> (out, lse)       ints [nan_to_zero, 1, mask, window]
+///   attention_grad  (q, k, v[, bias], out, lse, dout) -> (dq, dk, dv)   ints [0, mask, window]
+///                   (qkv[, bias], out, lse, dout) -> (dqkv)             ints [1, mask, window]
+/// mask: 0 the bias input, 1 causal (Dims::causal, window), 2 none; |bias| is
+/// null without one.
 struct Operands {
   Dims m;
   const char *q, *k, *v, *bias, *out = nullptr, *g = nullptr;

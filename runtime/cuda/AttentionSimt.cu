@@ -21,7 +21,7 @@ __global__ void simtForwardKernel(const T *q, const T *k, const T *v, const T *b
   if (r >= m.b * m.h * m.sq)
     return;
   int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
-  const T *qi = q + m.qAt(b, i, h), *bi = bias + m.biasRow(b, h, i);
+  const T *qi = q + m.qAt(b, i, h);
   float o[kMaxSimtD];
   for (int d = 0; d < m.d; ++d)
     o[d] = 0;
@@ -31,7 +31,7 @@ __global__ void simtForwardKernel(const T *q, const T *k, const T *v, const T *b
     float dot = 0;
     for (int d = 0; d < m.d; ++d)
       dot += toF(qi[d]) * toF(kj[d]);
-    float s = dot * m.scale + toF(bi[j]);
+    float s = dot * m.scale + maskAt(bias, m, b, h, i, j);
     if (s == -INFINITY)
       continue;
     if (s > mx) {
@@ -61,7 +61,7 @@ __global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T
   if (r >= m.b * m.h * m.sq)
     return;
   int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
-  const T *qi = q + m.qAt(b, i, h), *gi = g + m.oAt(b, i, h), *bi = bias + m.biasRow(b, h, i);
+  const T *qi = q + m.qAt(b, i, h), *gi = g + m.oAt(b, i, h);
   float rowLse = lse[m.lseAt(b, h, i)], rowD = dsum[m.lseAt(b, h, i)];
   float acc[kMaxSimtD];
   for (int d = 0; d < m.d; ++d)
@@ -73,7 +73,7 @@ __global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T
       dot += toF(qi[d]) * toF(kj[d]);
       dp += toF(gi[d]) * toF(vj[d]);
     }
-    float p = expf(dot * m.scale + toF(bi[j]) - rowLse);
+    float p = expf(dot * m.scale + maskAt(bias, m, b, h, i, j) - rowLse);
     float ds = p * (dp - rowD);
     for (int d = 0; d < m.d; ++d)
       acc[d] += ds * toF(kj[d]);
@@ -107,7 +107,7 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
         dot += toF(qi[d]) * toF(kj[d]);
         dp += toF(gi[d]) * toF(vj[d]);
       }
-      float p = expf(dot * m.scale + toF(bias[m.biasRow(b, h, i) + j]) - rowLse);
+      float p = expf(dot * m.scale + maskAt(bias, m, b, h, i, j) - rowLse);
       float ds = p * (dp - dsum[m.lseAt(b, h, i)]);
       for (int d = 0; d < m.d; ++d) {
         dkAcc[d] += ds * toF(qi[d]);

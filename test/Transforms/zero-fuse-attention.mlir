@@ -4,7 +4,7 @@
 // compute type), the mask added with the NaN guard, the heads transposed back.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[Q:.*]]: tensor<2x8x4x16xbf16>, %[[K:.*]]: tensor<2x8x4x16xbf16>, %[[V:.*]]: tensor<2x8x4x16xbf16>, %[[M:.*]]: tensor<2x1x8x8xbf16>)
-// CHECK: %[[O:.*]], %{{.*}} = zero.attention %[[Q]], %[[K]], %[[V]], %[[M]] {nan_to_zero, scale = 0.12497329711914063 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = zero.attention %[[Q]], %[[K]], %[[V]] bias %[[M]] {nan_to_zero, scale = 0.12497329711914063 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
 // CHECK-NEXT: return %[[O]]
 // CHECK-NOT: zero.transpose
 func.func @forward(%q: tensor<2x8x4x16xbf16>, %k: tensor<2x8x4x16xbf16>, %v: tensor<2x8x4x16xbf16>, %mask: tensor<2x1x8x8xbf16>) -> tensor<2x8x4x16xbf16> {
@@ -33,7 +33,7 @@ func.func @forward(%q: tensor<2x8x4x16xbf16>, %k: tensor<2x8x4x16xbf16>, %v: ten
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.*]]: tensor<2x8x192xf32>, %[[M:.*]]: tensor<2x1x8x8xf32>)
 // CHECK: %[[P:.*]] = zero.reshape %[[X]] : tensor<2x8x192xf32> -> tensor<2x8x3x4x16xf32>
-// CHECK: %[[O:.*]], %{{.*}} = zero.attention_packed %[[P]], %[[M]] {scale = 2.500000e-01 : f64}
+// CHECK: %[[O:.*]], %{{.*}} = zero.attention_packed %[[P]] bias %[[M]] {scale = 2.500000e-01 : f64}
 // CHECK-NOT: zero.split
 // CHECK: return %[[O]]
 func.func @forward(%x: tensor<2x8x192xf32>, %mask: tensor<2x1x8x8xf32>) -> tensor<2x8x4x16xf32> {
@@ -130,7 +130,7 @@ func.func @forward(%q: tensor<1x8x2x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tenso
 // flattened k^T form): zero.attention reads the 2 heads unrepeated.
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[Q:.*]]: tensor<2x8x4x16xf32>, %[[K:.*]]: tensor<2x8x2x16xf32>, %[[V:.*]]: tensor<2x8x2x16xf32>, %[[M:.*]]: tensor<2x1x8x8xf32>)
-// CHECK: %[[O:.*]], %{{.*}} = zero.attention %[[Q]], %[[K]], %[[V]], %[[M]] {scale = 2.500000e-01 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = zero.attention %[[Q]], %[[K]], %[[V]] bias %[[M]] {scale = 2.500000e-01 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
 // CHECK-NOT: zero.expand
 // CHECK: return %[[O]]
 func.func @forward(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tensor<2x8x2x16xf32>, %mask: tensor<2x1x8x8xf32>) -> tensor<2x8x4x16xf32> {
@@ -153,4 +153,129 @@ func.func @forward(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x2x16xf32>, %v: tenso
   %o = zero.matmul %p, %vr : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
   %ob = zero.transpose %o [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
   return %ob : tensor<2x8x4x16xf32>
+}
+
+// -----
+
+// Constant masks proved structural (every element read): transformers'
+// where(causal condition, the lifted 0, float32's lowest) becomes `causal`,
+// no mask tensor, the condition and the select gone.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: zero.where
+// CHECK: zero.attention_packed %{{.*}} {causal, scale = 5.000000e-01 : f64} : (tensor<1x4x3x4x4xf32>) ->
+// CHECK-NOT: zero.where
+zero.global @lifted buffer : tensor<f32> = dense<0.0> : tensor<f32>
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %cond = zero.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %zero = zero.load @lifted : tensor<f32>
+  %low = zero.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = zero.where %cond, %zero, %low : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %scaled, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// A float mask of 0 and -inf kept on a band of 2 keys ending at the
+// diagonal: a sliding window.
+// CHECK-LABEL: func.func @forward
+// CHECK: zero.attention_packed %{{.*}} {causal, scale = 5.000000e-01 : f64, window = 2 : i64} : (tensor<1x4x3x4x4xf32>) ->
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %mask = zero.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0xFF800000, 0.0, 0.0, 0xFF800000], [0xFF800000, 0xFF800000, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %scaled, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// All zeros: no mask at all.
+// CHECK-LABEL: func.func @forward
+// CHECK: zero.attention_packed %{{.*}} {scale = 5.000000e-01 : f64} : (tensor<1x4x3x4x4xf32>) ->
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %mask = zero.constant dense<[[[[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %scaled, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// Causal but for one element (key 1 of query 3 dropped): the bias stays.
+// CHECK-LABEL: func.func @forward
+// CHECK: zero.attention_packed %{{.*}} bias %{{.*}} {scale = 5.000000e-01 : f64} : (tensor<1x4x3x4x4xf32>, tensor<1x1x4x4xf32>) ->
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %mask = zero.constant dense<[[[[0.0, -65504.0, -65504.0, -65504.0], [0.0, 0.0, -65504.0, -65504.0], [0.0, 0.0, 0.0, -65504.0], [0.0, -65504.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %scaled, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// Causal in shape, but -1e4 above the diagonal is a bias, not a mask: the
+// bias stays.
+// CHECK-LABEL: func.func @forward
+// CHECK: zero.attention_packed %{{.*}} bias %{{.*}} {scale
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %mask = zero.constant dense<[[[[0.0, -1.0e+04, -1.0e+04, -1.0e+04], [0.0, 0.0, -1.0e+04, -1.0e+04], [0.0, 0.0, 0.0, -1.0e+04], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %scaled, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
 }

@@ -131,12 +131,18 @@ struct Problem {
   int64_t b, sq, sk, h, hk, d;
   Tensor q, k, v, bias, dout, out, lse, dq, dk, dv;
   /// |mask|: causal, random, or random with query rows [64, 128) seeing no key.
-  /// kNone: no mask (all zeros).
-  enum Mask { kCausal, kRandom, kRandomEmptyTile, kNone };
+  /// kNone: no mask (all zeros). The structural ones give the kernels no
+  /// bias (causal, a causal window of kWindow keys, none: what
+  /// zero-fuse-attention makes of a constant mask); the reference still
+  /// gets a bias tensor, unless the problem is too large for it.
+  enum Mask { kCausal, kRandom, kRandomEmptyTile, kNone, kCausalAttr, kWindowAttr, kNoneAttr };
+  static constexpr int64_t kWindow = 70;
+  static bool structural(Mask m) { return m >= kCausalAttr; }
+  Mask kind;
   /// |shared|: the mask, made once for many problems of one length.
   Problem(int64_t b, int64_t s, int64_t h, int64_t hk, int64_t d, Mask mask, uint64_t seed,
           const Tensor *shared = nullptr)
-      : b(b), sq(s), sk(s), h(h), hk(hk), d(d) {
+      : b(b), sq(s), sk(s), h(h), hk(hk), d(d), kind(mask) {
     q = make({b, s, h, d}), k = make({b, s, hk, d}), v = make({b, s, hk, d});
     dout = make({b, s, h, d}), out = make({b, s, h, d});
     lse = make({b, h, s}, DType::F32), dq = make({b, s, h, d}), dk = make({b, s, hk, d});
@@ -145,9 +151,16 @@ struct Problem {
     fillRandom(dout, seed + 3, 1.0f);
     if (shared) { // the device copy only: sampledCheck forms a causal or no mask itself
       bias.shape = shared->shape, bias.dev = shared->dev;
-    } else
+    } else if (!structural(mask) || s <= 4096)
       bias = makeMask(s, mask, seed);
   }
+  /// The runtime's mask kind and window (ints): 0 the bias, 1 causal, 2 none.
+  int64_t maskKind() const {
+    return kind == kCausalAttr || kind == kWindowAttr ? 1 : kind == kNoneAttr ? 2 : 0;
+  }
+  int64_t window() const { return kind == kWindowAttr ? kWindow : 0; }
+  /// Whether the forward computes every score (no mask, or one of zeros).
+  bool full() const { return kind == kNone || kind == kNoneAttr; }
   /// A [1, 1, s, s] mask of kind |mask| (the host copy kept for references).
   static Tensor makeMask(int64_t s, Mask mask, uint64_t seed) {
     Tensor bias = make({1, 1, s, s});
@@ -155,8 +168,9 @@ struct Problem {
     for (int64_t i = 0; i < s; ++i)
       for (int64_t j = 0; j < s; ++j) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        float m = mask == kNone     ? 0.0f
-                  : mask == kCausal ? (j <= i ? 0.0f : -INFINITY)
+        float m = mask == kNone || mask == kNoneAttr       ? 0.0f
+                  : mask == kCausal || mask == kCausalAttr ? (j <= i ? 0.0f : -INFINITY)
+                  : mask == kWindowAttr ? (j <= i && j > i - kWindow ? 0.0f : -INFINITY)
                   : (x >> 33) % 5 == 0 || (mask == kRandomEmptyTile && i >= 64 && i < 128)
                       ? -INFINITY
                       : (float)((x >> 40) % 7) * 0.25f - 0.5f;
@@ -169,23 +183,28 @@ struct Problem {
   void release(bool ownMask) {
     for (Tensor *t : {&q, &k, &v, &dout, &out, &lse, &dq, &dk, &dv})
       CHECK_CUDA(cudaFree(t->dev));
-    if (ownMask)
+    if (ownMask && bias.dev)
       CHECK_CUDA(cudaFree(bias.dev));
   }
   float scale() const { return 1.0f / std::sqrt((float)d); }
   KernelCall forward() const {
     KernelCall c;
-    c.in = {q.dref(), k.dref(), v.dref(), bias.dref()};
+    c.in = {q.dref(), k.dref(), v.dref()};
+    if (maskKind() == 0)
+      c.in.push_back(bias.dref());
     c.out = {out.dref(), lse.dref()};
-    c.ints = {0};
+    c.ints = {0, 0, maskKind(), window()};
     c.floats = {scale()};
     return c;
   }
   KernelCall backward() const {
     KernelCall c;
-    c.in = {q.dref(), k.dref(), v.dref(), bias.dref(), out.dref(), lse.dref(), dout.dref()};
+    c.in = {q.dref(), k.dref(), v.dref()};
+    if (maskKind() == 0)
+      c.in.push_back(bias.dref());
+    c.in.insert(c.in.end(), {out.dref(), lse.dref(), dout.dref()});
     c.out = {dq.dref(), dk.dref(), dv.dref()};
-    c.ints = {0};
+    c.ints = {0, maskKind(), window()};
     c.floats = {scale()};
     return c;
   }
@@ -389,14 +408,15 @@ std::vector<int64_t> parseList(const std::string &text) {
 bool runMatrix(Gpu &gpu, const std::vector<int64_t> &dims, const std::vector<int64_t> &seqs,
                int reps) {
   const int64_t kHeads = 16, kTokens = 16384;
+  const Tensor none; // no bias tensor: the masks are structural
   bool ok = true;
   for (int64_t s : seqs)
     for (bool causal : {true, false}) {
-      Tensor mask = Problem::makeMask(s, causal ? Problem::kCausal : Problem::kNone, 0);
+      // The masks as models run them: structural (no S x S bias).
       for (int64_t d : dims)
         for (int64_t hk : {kHeads, kHeads / 4, kHeads / 8, (int64_t)1}) {
-          Problem p(std::max<int64_t>(1, kTokens / s), s, kHeads, hk, d, Problem::kCausal, 5,
-                    &mask);
+          Problem p(std::max<int64_t>(1, kTokens / s), s, kHeads, hk, d,
+                    causal ? Problem::kCausalAttr : Problem::kNoneAttr, 5, &none);
           double fwd = gpu.time(p, AttentionTiling{}, false, reps);
           double bwd = gpu.time(p, AttentionTiling{}, true, reps);
           gpu.run(p, AttentionTiling{}, false);
@@ -419,7 +439,6 @@ bool runMatrix(Gpu &gpu, const std::vector<int64_t> &dims, const std::vector<int
           std::fflush(stdout);
           p.release(false);
         }
-      CHECK_CUDA(cudaFree(mask.dev));
     }
   std::printf("zrt-attention-bench: %s\n", ok ? "ok" : "FAILED");
   return ok;
@@ -506,9 +525,19 @@ int main(int argc, char **argv) {
                 {1, 100, 2, 1, 72, Problem::kCausal},
                 {1, 100, 2, 2, 136, Problem::kRandom},
                 {1, 100, 2, 1, 200, Problem::kCausal},
-                {1, 100, 2, 1, 248, Problem::kRandom}};
-  const char *maskName[] = {"causal", "random mask", "random mask, a tile seeing no key",
-                            "no mask"};
+                {1, 100, 2, 1, 248, Problem::kRandom},
+                // Structural masks (no bias tensor): causal, a 70-key
+                // window (tiles the window ends inside), none.
+                {2, 200, 4, 2, 64, Problem::kCausalAttr},
+                {1, 200, 4, 1, 128, Problem::kWindowAttr},
+                {1, 150, 4, 2, 96, Problem::kWindowAttr},
+                {1, 130, 4, 4, 256, Problem::kCausalAttr},
+                {1, 150, 4, 2, 80, Problem::kNoneAttr},
+                {1, 100, 2, 1, 40, Problem::kWindowAttr}};
+  const char *maskName[] = {
+      "causal",           "random mask",         "random mask, a tile seeing no key",
+      "no mask",          "causal (structural)", "window 70 (structural)",
+      "none (structural)"};
   for (const Small &c : smalls) {
     if (!checks)
       break;
@@ -536,7 +565,7 @@ int main(int argc, char **argv) {
     if (!only.empty() &&
         ("," + only + ",").find("," + std::string(s.name) + ",") == std::string::npos)
       continue;
-    Problem p(s.b, s.s, s.h, s.hk, s.d, Problem::kCausal, 11);
+    Problem p(s.b, s.s, s.h, s.hk, s.d, Problem::kCausalAttr, 11);
     // The first tiling's results: the other mma.sync tilings must give the
     // same bits (the same products in the same order), the wgmma forward
     // (its own products' order) and the backward after it within 1e-2 of

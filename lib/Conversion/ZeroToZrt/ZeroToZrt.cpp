@@ -24,10 +24,14 @@
 //   softmax / log_softmax ints = [axis]
 //   layer_norm ints = [axis], floats = [epsilon]  (x, scale[, bias]) -> y
 //   rms_norm   ints = [axis], floats = [epsilon]  (x, scale) -> y
-//   attention ints = [nan_to_zero], floats = [scale] (q, k, v, bias) -> (out, lse)
-//   attention_grad floats = [scale]  (q, k, v, bias, out, lse, dout) -> (dq, dk, dv)
-//   attention_packed: attention with ints [nan_to_zero, 1], (qkv, bias) -> (out, lse);
-//   its grad: attention_grad with ints [1], (qkv, bias, out, lse, dout) -> (dqkv)
+//   attention ints = [nan_to_zero, 0, mask, window], floats = [scale]
+//                 (q, k, v[, bias]) -> (out, lse); mask: 0 the bias input,
+//                 1 causal (with the window if > 0), 2 none
+//   attention_grad ints = [0, mask, window], floats = [scale]
+//                 (q, k, v[, bias], out, lse, dout) -> (dq, dk, dv)
+//   attention_packed: attention with ints [nan_to_zero, 1, mask, window],
+//                 (qkv[, bias]) -> (out, lse); its grad: attention_grad with ints
+//                 [1, mask, window], (qkv[, bias], out, lse, dout) -> (dqkv)
 //   cross_entropy ints = [ignore_index(, classes)] (logits, labels) -> f32 scalar; with
 //                 classes, the logits' last dimension is padding beyond it
 //
@@ -59,6 +63,9 @@ using ::zrt::KernelId;
 
 /// The runtime kernel an op lowers to (runtime/kernels/Kernels.def) and its
 /// attributes.
+/// The runtime's mask kind of an attention op: 0 its bias, 1 causal, 2 none.
+template <typename Op> int64_t maskKind(Op a) { return a.getBias() ? 0 : a.getCausal() ? 1 : 2; }
+
 struct KernelSpec {
   KernelId kernel;
   SmallVector<int64_t> ints;
@@ -192,18 +199,24 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{KernelId::BiasSoftmax, {s.getNanToZero() ? 1 : 0}, {}};
       })
       .Case([&](zero::AttentionOp a) {
-        return KernelSpec{
-            KernelId::Attention, {a.getNanToZero() ? 1 : 0}, {a.getScale().convertToDouble()}};
+        return KernelSpec{KernelId::Attention,
+                          {a.getNanToZero() ? 1 : 0, 0, maskKind(a), a.getWindow().value_or(0)},
+                          {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionPackedOp a) {
-        return KernelSpec{
-            KernelId::Attention, {a.getNanToZero() ? 1 : 0, 1}, {a.getScale().convertToDouble()}};
+        return KernelSpec{KernelId::Attention,
+                          {a.getNanToZero() ? 1 : 0, 1, maskKind(a), a.getWindow().value_or(0)},
+                          {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionPackedGradOp a) {
-        return KernelSpec{KernelId::AttentionGrad, {1}, {a.getScale().convertToDouble()}};
+        return KernelSpec{KernelId::AttentionGrad,
+                          {1, maskKind(a), a.getWindow().value_or(0)},
+                          {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::AttentionGradOp a) {
-        return KernelSpec{KernelId::AttentionGrad, {}, {a.getScale().convertToDouble()}};
+        return KernelSpec{KernelId::AttentionGrad,
+                          {0, maskKind(a), a.getWindow().value_or(0)},
+                          {a.getScale().convertToDouble()}};
       })
       .Case([&](zero::LogSoftmaxOp s) {
         return KernelSpec{KernelId::LogSoftmax, {s.getAxis()}, {}};

@@ -304,7 +304,7 @@ func.func @sgd_skip_not_scalar(%p: tensor<4xf32>, %lr: tensor<f32>, %s: tensor<2
 // Grouped-query attention: k/v heads must divide q's (2 of 4 would do, 3 not).
 func.func @attention_kv_heads(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x3x16xf32>, %m: tensor<2x1x8x8xf32>) {
   // expected-error @+1 {{k [2x8x3x16] and v [2x8x3x16] must be [B, Sk, Hk, D] with q's B and D, Hk dividing q's H [2x8x4x16]}}
-  %o, %l = zero.attention %q, %k, %k, %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  %o, %l = zero.attention %q, %k, %k bias %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>, tensor<2x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
   return
 }
 
@@ -312,7 +312,7 @@ func.func @attention_kv_heads(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x3x16xf32>
 
 func.func @attention_mask(%q: tensor<2x8x4x16xf32>, %m: tensor<2x1x8x4xf32>) {
   // expected-error @+1 {{bias [2x1x8x4] must be [B or 1, H or 1, 8, 8]}}
-  %o, %l = zero.attention %q, %q, %q, %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x1x8x4xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  %o, %l = zero.attention %q, %q, %q bias %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x1x8x4xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
   return
 }
 
@@ -320,7 +320,32 @@ func.func @attention_mask(%q: tensor<2x8x4x16xf32>, %m: tensor<2x1x8x4xf32>) {
 
 func.func @attention_lse(%q: tensor<2x8x4x16xf32>, %m: tensor<1x1x8x8xf32>) {
   // expected-error @+1 {{lse must be [B, H, Sq] = [2x4x8]}}
-  %o, %l = zero.attention %q, %q, %q, %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x4xf32>)
+  %o, %l = zero.attention %q, %q, %q bias %m {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x8x4xf32>)
+  return
+}
+
+// -----
+
+// A mask is a bias or causal (and a window), not both.
+func.func @attention_bias_and_causal(%q: tensor<2x8x4x16xf32>, %m: tensor<1x1x8x8xf32>) {
+  // expected-error @+1 {{takes a bias or causal/window, not both}}
+  %o, %l = zero.attention %q, %q, %q bias %m {causal, scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_causal_lengths(%q: tensor<2x8x4x16xf32>, %k: tensor<2x6x4x16xf32>) {
+  // expected-error @+1 {{causal needs as many queries as keys, not 8 and 6}}
+  %o, %l = zero.attention %q, %k, %k {causal, scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x6x4x16xf32>, tensor<2x6x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_window(%q: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{window must be at least 1, and only with causal}}
+  %o, %l = zero.attention %q, %q, %q {scale = 0.25 : f64, window = 4 : i64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
   return
 }
 
@@ -328,7 +353,7 @@ func.func @attention_lse(%q: tensor<2x8x4x16xf32>, %m: tensor<1x1x8x8xf32>) {
 
 func.func @attention_packed_shape(%qkv: tensor<2x8x2x4x16xf32>, %m: tensor<1x1x8x8xf32>) {
   // expected-error @+1 {{expects qkv [B, S, 3, H, D]}}
-  %o, %l = zero.attention_packed %qkv, %m {scale = 0.25 : f64} : (tensor<2x8x2x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  %o, %l = zero.attention_packed %qkv bias %m {scale = 0.25 : f64} : (tensor<2x8x2x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
   return
 }
 

@@ -138,15 +138,29 @@ func.func @optimizer_skip(%p: tensor<4xf32>, %g: tensor<4xf32>, %lr: tensor<f32>
 }
 
 // CHECK-LABEL: func.func @attention
-// CHECK: zero.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {nan_to_zero, scale = 2.500000e-01 : f64}
+// CHECK: zero.attention %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} {nan_to_zero, scale = 2.500000e-01 : f64}
 // CHECK: zero.attention_grad
-// CHECK: zero.attention_packed %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f64}
+// CHECK: zero.attention_packed %{{.*}} bias %{{.*}} {scale = 2.500000e-01 : f64}
 // CHECK: zero.attention_packed_grad
 func.func @attention(%q: tensor<2x8x4x16xbf16>, %m: tensor<1x1x8x8xbf16>, %qkv: tensor<2x8x3x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>) {
-  %o, %l = zero.attention %q, %q, %q, %m {nan_to_zero, scale = 0.25 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<1x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
-  %dq, %dk, %dv = zero.attention_grad %q, %q, %q, %m, %o, %l, %o {scale = 0.25 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<1x1x8x8xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>)
-  %po, %pl = zero.attention_packed %qkv, %m {scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<1x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
-  %dqkv = zero.attention_packed_grad %qkv, %m, %po, %pl, %po {scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<1x1x8x8xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> tensor<2x8x3x4x16xbf16>
+  %o, %l = zero.attention %q, %q, %q bias %m {nan_to_zero, scale = 0.25 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<1x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+  %dq, %dk, %dv = zero.attention_grad %q, %q, %q bias %m, %o, %l, %o {scale = 0.25 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<1x1x8x8xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>)
+  %po, %pl = zero.attention_packed %qkv bias %m {scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<1x1x8x8xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+  %dqkv = zero.attention_packed_grad %qkv bias %m, %po, %pl, %po {scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<1x1x8x8xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> tensor<2x8x3x4x16xbf16>
+  return %dq, %dqkv : tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>
+}
+
+// A structural mask: no bias operand.
+// CHECK-LABEL: func.func @attention_causal
+// CHECK: zero.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64, window = 3 : i64}
+// CHECK: zero.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64, window = 3 : i64}
+// CHECK: zero.attention_packed %{{.*}} {scale = 2.500000e-01 : f64}
+// CHECK: zero.attention_packed_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal, scale
+func.func @attention_causal(%q: tensor<2x8x4x16xbf16>, %qkv: tensor<2x8x3x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>) {
+  %o, %l = zero.attention %q, %q, %q {causal, scale = 0.25 : f64, window = 3 : i64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+  %dq, %dk, %dv = zero.attention_grad %q, %q, %q, %o, %l, %o {causal, scale = 0.25 : f64, window = 3 : i64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>)
+  %po, %pl = zero.attention_packed %qkv {scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+  %dqkv = zero.attention_packed_grad %qkv, %po, %pl, %po {causal, scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>) -> tensor<2x8x3x4x16xbf16>
   return %dq, %dqkv : tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>
 }
 

@@ -1,7 +1,7 @@
 """A one-layer attention language model in the form torch.onnx exports
 scaled_dot_product_attention, for zero-fuse-attention.
 
-    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM [separate|gqa]]
+    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM [FORM [MASK]]]
 
 ids [2, 80] -> embedding -> qkv projection -> split -> heads [2, 2, 80, D]
 -> q k^T * 1/sqrt(D) + mask -> softmax -> NaN guard -> . v -> heads back
@@ -13,7 +13,9 @@ and v come from three projections (Llama's and BERT's form) instead of one
 split (GPT-2's, which zcc fuses as zero.attention_packed). With "gqa",
 4 query heads share 2 k/v heads: separate projections, k and v repeated
 per group as transformers' repeat_kv does (reshape, expand, reshape);
-"mqa" 2 query heads on one k/v head (multi-query).
+"mqa" 2 query heads on one k/v head (multi-query). MASK "causal": plainly
+causal; "window=W": causal within the last W positions (a sliding window),
+float32's lowest where masked, as transformers writes it.
 """
 import sys, numpy as np, onnx
 from onnx import helper, TensorProto, numpy_helper
@@ -26,8 +28,14 @@ H, HK = {"gqa": (4, 2), "mqa": (2, 1)}.get(form, (2, 2))
 E, EK = H * D, HK * D
 rng = np.random.default_rng(0)
 init = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)
+kind = sys.argv[6] if len(sys.argv) > 6 else "empty-row"
 mask = np.triu(np.full((S, S), -np.inf, np.float32), 1)
-mask[5, :] = -np.inf
+if kind == "empty-row":
+    mask[5, :] = -np.inf
+elif kind.startswith("window="):
+    w = int(kind.split("=")[1])
+    i, j = np.indices((S, S))
+    mask = np.where((j <= i) & (j > i - w), 0, np.finfo(np.float32).min).astype(np.float32)
 tensors = {"wte": init(V, E), "w_qkv": init(E, E + 2 * EK), "w_o": init(E, V)}
 constants = {"mask": mask.reshape(1, 1, S, S), "scale": np.array(1 / np.sqrt(D), np.float32),
              "zero": np.array(0, np.float32), "heads": np.array([B, S, H, D], np.int64),
