@@ -5,7 +5,9 @@
 # weights and tokens, in one call; then where zcc's step time goes
 # (--profile). SIZES="1b 8b-8l" (default 1b: Llama 3.2 1B's shape; 8b-8l:
 # Llama 3 8B's layer shape, 8 of its 32 layers). Run from a directory packed
-# by LLAMA_ONNX_DIR=... tools/gpu-pack.sh; MODES=compile leaves out eager (the
+# by LLAMA_ONNX_DIR=... tools/gpu-pack.sh. A size may name its batch and length,
+# SIZE-bBATCHsSEQ (e.g. 1b-b1s8192: one sequence of 8k tokens; plans
+# llama-1b-b1s8192-bf16.zplan); plain SIZE is batch 4 x 1024. MODES=compile leaves out eager (the
 # comparison is against torch.compile); variant plans packed beside the default
 # (plans/llama-SIZE-bf16-VARIANT.zplan, e.g. -selective) get a timed row each.
 set -euo pipefail
@@ -16,9 +18,14 @@ out=${OUT:-/tmp/gpu-bench-llama}
 work=/tmp/gpu-bench-llama-work
 mkdir -p "$out" "$work"
 steps=${STEPS:-10} warmup=${WARMUP:-3}
-for size in ${SIZES:-1b}; do
-  echo "== llama $size"
-  python3 "$here/torch_llama_baseline.py" --size "$size" --batch 4 --seq 1024 --steps "$steps" \
+for spec in ${SIZES:-1b}; do
+  echo "== llama $spec"
+  batch=4 seq=1024 model=$spec
+  if [[ $spec =~ ^(.*)-b([0-9]+)s([0-9]+)$ ]]; then
+    model=${BASH_REMATCH[1]} batch=${BASH_REMATCH[2]} seq=${BASH_REMATCH[3]}
+  fi
+  size=$spec # the files' name
+  python3 "$here/torch_llama_baseline.py" --size "$model" --batch "$batch" --seq "$seq" --steps "$steps" \
     --warmup "$warmup" --modes "${MODES:-eager,compile}" --export "$work/llama-$size.onnx" \
     --tokens "$work/tokens-$size.bin" 2>&1 | grep -v Warning | tee "$out/torch-$size.txt" |
     cut -c1-400

@@ -247,14 +247,16 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   done
 fi
 # Llama-family shapes for tools/gpu-bench-llama.sh, from the graphs of
-# torch_llama_baseline.py's exports (LLAMA_ONNX_DIR holds llama-1b.onnx and/or
-# llama-8b-8l.onnx; their weights files may be stand-ins): plans without
-# weights, with the baseline's AdamW settings.
+# torch_llama_baseline.py's exports (LLAMA_ONNX_DIR holds llama-SIZE.onnx: 1b, 8b-8l, and
+# SIZE-bBATCHsSEQ for other batches and lengths, e.g. llama-1b-b1s8192.onnx; the graphs alone,
+# as tools/onnx_graph_only.py writes them, will do): plans without weights, with the
+# baseline's AdamW settings.
 if [ -n "${LLAMA_ONNX_DIR:-}" ]; then
-  l="--loss cross-entropy --frozen lifted_tensor|inv_freq --precision bf16 --target cuda"
-  l="$l --weights external --micro-batch 4 --lr 1e-4 --weight-decay 0.01"
-  for size in 1b 8b-8l; do
-    [ -f "$LLAMA_ONNX_DIR/llama-$size.onnx" ] || continue
+  for onnx in "$LLAMA_ONNX_DIR"/llama-*.onnx; do
+    size=$(basename "$onnx" .onnx) size=${size#llama-} batch=4
+    [[ $size =~ -b([0-9]+)s[0-9]+$ ]] && batch=${BASH_REMATCH[1]}
+    l="--loss cross-entropy --frozen lifted_tensor|inv_freq --precision bf16 --target cuda"
+    l="$l --weights external --micro-batch $batch --lr 1e-4 --weight-decay 0.01"
     TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
     { time $zcc "$LLAMA_ONNX_DIR/llama-$size.onnx" $l -o "$out/plans/llama-$size-bf16.zplan"; } \
       2> "$out/plans/llama-$size.compile"

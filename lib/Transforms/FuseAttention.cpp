@@ -311,7 +311,9 @@ std::optional<std::function<double(int64_t)>> elementValues(ElementsAttr attr) {
 /// mask's 0 into one), if nothing stores to it.
 std::optional<double> frozenScalar(LoadOp load, ModuleOp module) {
   auto global = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
-  if (!global || global.getTrainable() || !global.getInitialValue())
+  // (zcc --weights external leaves parameters' and buffers' values unread.)
+  if (!global || global.getTrainable() || !global.getInitialValue() ||
+      global->hasAttr("zero.value_not_read"))
     return std::nullopt;
   ElementsAttr init = *global.getInitialValue();
   std::optional<std::function<double(int64_t)>> value = elementValues(init);

@@ -462,6 +462,8 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
           builder, FileLineColLoc::get(ctx, path, 0, 0), t.name(),
           isTrainable ? zero::GlobalRole::param : zero::GlobalRole::buffer, isTrainable, type,
           cast<ElementsAttr>(DenseElementsAttr::get(type, builder.getFloatAttr(et, 0.0))));
+      // The zeros stand in for values zrun loads: no pass may read them.
+      global->setAttr("zero.value_not_read", builder.getUnitAttr());
       globals[t.name()] = global;
       globalOrder.push_back(t.name());
       values[t.name()] = Entry{nullptr, Value(), t.data_type()};
