@@ -311,6 +311,12 @@ DenseElementsAttr OnnxImporter::toAttr(const HostTensor &t) {
       v.push_back(t.i[k] != 0);
     return splat ? DenseElementsAttr::get(type, v[0]) : DenseElementsAttr::get(type, v);
   }
+  if (t.isFloat() && type.getElementType().isF32()) {
+    // (Large float32 constants, such as a traced [1, 1, T, T] mask: no
+    // APFloat per element.)
+    std::vector<float> v(t.f.begin(), t.f.begin() + count);
+    return splat ? DenseElementsAttr::get(type, v[0]) : DenseElementsAttr::get(type, ArrayRef(v));
+  }
   if (t.isFloat()) {
     auto ft = cast<FloatType>(type.getElementType());
     SmallVector<APFloat> v;
@@ -323,6 +329,8 @@ DenseElementsAttr OnnxImporter::toAttr(const HostTensor &t) {
     return splat ? DenseElementsAttr::get(type, v[0]) : DenseElementsAttr::get(type, v);
   }
   unsigned width = type.getElementType().getIntOrFloatBitWidth();
+  if (width == 64 && !splat)
+    return DenseElementsAttr::get(type, ArrayRef<int64_t>(t.i));
   SmallVector<APInt> v;
   for (int64_t k = 0; k < count; ++k)
     v.push_back(APInt(width, (uint64_t)t.i[k], /*isSigned=*/true, /*implicitTrunc=*/true));
@@ -726,28 +734,57 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
     return success();
   }
 
+  // Broadcasts that grow a tensor past a small size stay ops, so that a
+  // [batch, 1, T, T] mask is not spelled out in the IR. (Also elementwise
+  // ops whose broadcasting grows the result: a float [batch, 1, T, T]
+  // additive mask made by Where from a [1, 1, T, T] one would be 16 MB of
+  // plan per copy at batch 4.)
+  bool broadcasting = op == "Expand" || op == "Where" || op == "Add" || op == "Sub" ||
+                      op == "Mul" || op == "Div" || op == "And" || op == "Or" || op == "Equal" ||
+                      op == "Less" || op == "Greater" || op == "LessOrEqual" ||
+                      op == "GreaterOrEqual";
+  if (allConstant && broadcasting) {
+    int64_t largestIn = 0;
+    for (Entry *e : inputs)
+      if (e && e->constant)
+        largestIn = std::max(largestIn, e->constant->numel());
+    // Such a result is not even computed when its broadcast shape says it
+    // would stay an op (a [1, 1, T, 1] == [1, 1, 1, T] comparison at 32k
+    // tokens would be 8 GB of int64 on the host).
+    SmallVector<int64_t> shape;
+    auto widen = [&](ArrayRef<int64_t> dims) {
+      if (dims.size() > shape.size())
+        shape.insert(shape.begin(), dims.size() - shape.size(), 1);
+      for (size_t d = 0; d < dims.size(); ++d) {
+        int64_t &to = shape[shape.size() - dims.size() + d];
+        to = std::max(to, dims[d]);
+      }
+    };
+    for (auto [k, e] : llvm::enumerate(inputs))
+      if (e && e->constant)
+        widen(op == "Expand" && k == 1 ? ArrayRef<int64_t>(e->constant->toInts())
+                                       : ArrayRef<int64_t>(e->constant->shape));
+    int64_t numel = 1;
+    bool overflow = false;
+    for (int64_t d : shape)
+      overflow |= d < 0 || llvm::MulOverflow(numel, d, numel);
+    if (overflow || (numel > (1 << 16) && numel > largestIn))
+      allConstant = false;
+  }
   if (allConstant) {
     SmallVector<const HostTensor *> in;
     for (Entry *e : inputs)
       in.push_back(e ? e->constant.get() : nullptr);
-    std::vector<HostTensor> out;
-    std::string error;
-    // Broadcasts that grow a tensor past a small size stay ops, so that a
-    // [batch, 1, T, T] mask is not spelled out in the IR.
     int64_t largestIn = 0;
     for (const HostTensor *t : in)
       if (t)
         largestIn = std::max(largestIn, t->numel());
+    std::vector<HostTensor> out;
+    std::string error;
     FoldStatus status = foldNode(node, opset, in, out, error);
     if (status == FoldStatus::Error)
       return nodeError(node) << error;
     bool small = status == FoldStatus::Folded;
-    // (Also elementwise ops whose broadcasting grows the result: a float
-    // [batch, 1, T, T] additive mask made by Where from a [1, 1, T, T] one
-    // would be 16 MB of plan per copy at batch 4.)
-    bool broadcasting = op == "Expand" || op == "Where" || op == "Add" || op == "Sub" ||
-                        op == "Mul" || op == "Div" || op == "And" || op == "Or" || op == "Equal" ||
-                        op == "Less" || op == "Greater";
     for (const HostTensor &t : out)
       small &= t.numel() <= options.maxFoldElements &&
                !(broadcasting && t.numel() > (1 << 16) && t.numel() > largestIn);
