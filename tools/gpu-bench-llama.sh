@@ -37,8 +37,10 @@ for spec in ${SIZES:-1b}; do
   }
   run $((steps + warmup)) --metrics "$out/zcc-$size.jsonl" > "$out/zcc-$size.log" 2>&1 || true
   grep -E "^step|zrun:" "$out/zcc-$size.log" | tail -5
-  run 3 --profile > "$out/profile-$size.txt" 2>&1 || true
-  head -45 "$out/profile-$size.txt" | cut -c1-200
+  if [ "${PROFILE:-1}" != 0 ]; then # PROFILE=0: no profile (a shorter call)
+    run 3 --profile > "$out/profile-$size.txt" 2>&1 || true
+    head -45 "$out/profile-$size.txt" | cut -c1-200
+  fi
   python3 "$here/bench_summary.py" "$out/torch-$size.txt" "$out/zcc-$size.jsonl" "$warmup" \
     "$here/plans/llama-$size.compile" "$here/plans/llama-$size-bf16.report" \
     "$out/zcc-$size.log" | tee "$out/summary-$size.md"
