@@ -9,7 +9,8 @@
 #   safetensors safetensors headers and reads   seeds test/fuzz/corpus/safetensors
 #   deepspeed  DeepSpeed JSON configs (zcc)     seeds ../shared/ds_configs
 #
-#   scripts/fuzz.sh [SECONDS [TARGET...]]   (default 60 s, every target)
+#   scripts/fuzz.sh [SECONDS [TARGET...]]   (default 60 s, every target;
+#                                            FUZZ_JOBS at once, default nproc)
 # FUZZ_TIMEOUT (default 20 s) is the longest one input may run: libFuzzer
 # measures wall time, so a long run on a loaded machine wants more.
 # New inputs go to build-fuzz/corpus-TARGET/; a crash leaves its input in
@@ -43,12 +44,39 @@ seeds() {
     *) echo test/fuzz/corpus/$1 ;;
   esac
 }
-for t in "${targets[@]}"; do
-  binary=build-fuzz/runtime/zrt-$t-fuzzer
+# One fuzzer per core (FUZZ_JOBS, default nproc): each is single-threaded.
+# Each target's summary is printed whole once it ends; any failure fails the
+# script after the rest have run.
+fuzz_one() {
+  local t=$1 binary=build-fuzz/runtime/zrt-$1-fuzzer
   [[ $t == deepspeed ]] && binary=build-fuzz/zcc-deepspeed-fuzzer
   mkdir -p build-fuzz/corpus-$t
-  echo "== fuzz $t ($seconds s)"
   (cd build-fuzz && ASAN_OPTIONS=detect_leaks=0 "../$binary" "corpus-$t" "../$(seeds $t)" \
-    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout="${FUZZ_TIMEOUT:-20}" -seed=1 -print_final_stats=1 \
-    2>&1 | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|Done)|crash-|deadly signal" | tail -8)
+    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout="${FUZZ_TIMEOUT:-20}" -seed=1 \
+    -print_final_stats=1 >"log-$t.txt" 2>&1)
+}
+summary() {
+  echo "== fuzz $1 ($seconds s)"
+  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==|SUMMARY|Done)|crash-|deadly signal" \
+    "build-fuzz/log-$1.txt" | tail -8 || true
+}
+jobs=${FUZZ_JOBS:-$(nproc)}
+failed=()
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  pids=()
+  for t in "${batch[@]}"; do
+    fuzz_one "$t" &
+    pids+=($!)
+  done
+  for j in "${!batch[@]}"; do
+    if wait "${pids[$j]}"; then summary "${batch[$j]}"; else
+      summary "${batch[$j]}"
+      failed+=("${batch[$j]}")
+    fi
+  done
 done
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "fuzz.sh: failed: ${failed[*]} (logs in build-fuzz/log-TARGET.txt, inputs in build-fuzz/crash-*)" >&2
+  exit 1
+fi
