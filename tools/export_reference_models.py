@@ -91,6 +91,26 @@ def gemma(n_layer, hidden, n_head, n_kv, head_dim, inter, vocab, npos=64, attn="
     return mk
 
 
+def gemma2(n_layer, hidden, n_head, n_kv, head_dim, inter, vocab, npos=64, softcap=50.0, window=4096):
+    """Gemma 2 shape: Gemma's, plus logit soft-capping of the attention scores
+    (attn_logit_softcapping) and of the final logits, sliding-window attention on every other
+    layer, and four norms a layer. Eager attention (transformers' SDPA takes no soft-capping)."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    def mk():
+        torch.manual_seed(0)
+        c = Gemma2Config(num_hidden_layers=n_layer, hidden_size=hidden, num_attention_heads=n_head,
+                         num_key_value_heads=n_kv, head_dim=head_dim, intermediate_size=inter,
+                         vocab_size=vocab, max_position_embeddings=npos, rms_norm_eps=1e-6,
+                         hidden_activation="gelu_pytorch_tanh", attention_dropout=0.0,
+                         attn_logit_softcapping=softcap, final_logit_softcapping=30.0,
+                         sliding_window=window, query_pre_attn_scalar=head_dim,
+                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        c._attn_implementation = "eager"
+        return LogitsOnly(Gemma2ForCausalLM(c))
+    return mk
+
+
 def phi3(n_layer, hidden, n_head, n_kv, inter, vocab, npos=64):
     """Phi-3 shape: one fused qkv projection and one fused gate/up projection, sliced in the
     graph; SDPA attention (transformers' default), here with 96-wide heads as Phi-3-mini's."""
@@ -312,6 +332,12 @@ cases = {
     "phi3-tiny": lambda: ns["lm_case"]("phi3-tiny", phi3(2, 192, 2, 2, 256, 256), 256),
     "gemma-d256-tiny": lambda: ns["lm_case"]("gemma-d256-tiny",
                                              gemma(2, 128, 2, 1, 256, 128, 256, attn="sdpa"), 256),
+    # Gemma 2 (issue 48): soft-capped attention scores (a cap of 0.05, near the tiny model's
+    # scores, so that tanh bends them; Gemma 2 itself uses 50), a 12-key sliding window on the
+    # first layer of two (the 32 positions cross it), 32-wide heads in 2:1 groups.
+    "gemma2-tiny": lambda: ns["lm_case"]("gemma2-tiny",
+                                         gemma2(2, 64, 4, 2, 32, 128, 256, softcap=0.05,
+                                                window=12), 256),
     "vit-tiny": vit_case,
     "t5-tiny": t5_case,
     "mixtral-tiny": mixtral_case,

@@ -794,9 +794,9 @@ LogicalResult BiasSoftmaxOp::verify() {
 /// zero.attention(_packed)'s mask: a bias [B or 1, H or 1, Sq, Sk], or none
 /// (with causal, Sq = Sk, and window only with causal), and lse [B, H, Sq].
 static LogicalResult verifyMaskAndLse(Operation *op, Value biasValue, bool causal,
-                                      std::optional<int64_t> window, Type elementType,
-                                      RankedTensorType lse, int64_t b, int64_t h, int64_t sq,
-                                      int64_t sk) {
+                                      std::optional<int64_t> window, std::optional<APFloat> softcap,
+                                      Type elementType, RankedTensorType lse, int64_t b, int64_t h,
+                                      int64_t sq, int64_t sk) {
   if (biasValue) {
     auto bias = tensorOf(biasValue);
     if (causal || window)
@@ -813,6 +813,10 @@ static LogicalResult verifyMaskAndLse(Operation *op, Value biasValue, bool causa
     return op->emitOpError() << "causal needs as many queries as keys, not " << sq << " and " << sk;
   if (window && (!causal || *window < 1))
     return op->emitOpError("window must be at least 1, and only with causal");
+  if (softcap && !(softcap->convertToDouble() > 0))
+    return op->emitOpError("softcap must be positive");
+  if (softcap && biasValue)
+    return op->emitOpError("softcap takes a structural mask (causal, window or none), not a bias");
   if (lse.getShape() != ArrayRef<int64_t>{b, h, sq})
     return op->emitOpError() << "lse must be [B, H, Sq] = " << shapeStr({b, h, sq});
   return success();
@@ -832,8 +836,8 @@ LogicalResult AttentionOp::verify() {
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType() ||
       out != q)
     return emitOpError("q, k, v and the result must have one element type, the result q's shape");
-  return verifyMaskAndLse(*this, getBias(), getCausal(), getWindow(), q.getElementType(), lse, b, h,
-                          sq, sk);
+  return verifyMaskAndLse(*this, getBias(), getCausal(), getWindow(), getSoftcap(),
+                          q.getElementType(), lse, b, h, sq, sk);
 }
 LogicalResult AttentionPackedOp::verify() {
   auto qkv = tensorOf(getQkv()), out = tensorOf(getResult()), lse = tensorOf(getLse());
@@ -844,8 +848,8 @@ LogicalResult AttentionPackedOp::verify() {
   if (out.getShape() != ArrayRef<int64_t>{b, s, h, d} ||
       out.getElementType() != qkv.getElementType())
     return emitOpError("the result must be [B, S, H, D] of qkv's element type");
-  return verifyMaskAndLse(*this, getBias(), getCausal(), getWindow(), qkv.getElementType(), lse, b,
-                          h, s, s);
+  return verifyMaskAndLse(*this, getBias(), getCausal(), getWindow(), getSoftcap(),
+                          qkv.getElementType(), lse, b, h, s, s);
 }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this, getAxis(), getType().getRank()); }
 

@@ -507,10 +507,16 @@ def Zero_AttentionOp : Zero_Op<"attention", [Pure]> {
     constant mask to be one): with `causal` (Sq = Sk), query i sees keys
     j <= i, and with `window` w also only j > i - w (a sliding window: the
     last w positions, itself included). Nothing of size Sq x Sk exists.
+
+    With `softcap` c (logit soft-capping, Gemma 2's `attn_logit_softcapping`)
+    each scaled score s becomes c tanh(s / c) before the mask is added; it
+    takes a structural mask only (the backward recovers tanh from the
+    probabilities, which a bias would hide).
   }];
   let arguments = (ins Zero_FloatTensor:$q, Zero_FloatTensor:$k, Zero_FloatTensor:$v,
                        Optional<Zero_FloatTensor>:$bias, F64Attr:$scale, UnitAttr:$nan_to_zero,
-                       UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
+                       UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs Zero_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
@@ -526,7 +532,8 @@ def Zero_AttentionPackedOp : Zero_Op<"attention_packed", [Pure]> {
     copies it apart (and the backward writes one dqkv, no concat).
   }];
   let arguments = (ins Zero_FloatTensor:$qkv, Optional<Zero_FloatTensor>:$bias, F64Attr:$scale,
-                       UnitAttr:$nan_to_zero, UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
+                       UnitAttr:$nan_to_zero, UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs Zero_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
   let assemblyFormat = "$qkv (`bias` $bias^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -670,7 +677,8 @@ def Zero_AttentionGradOp : Zero_Op<"attention_grad", [Pure]> {
   let arguments = (ins Zero_FloatTensor:$q, Zero_FloatTensor:$k, Zero_FloatTensor:$v,
                        Optional<Zero_FloatTensor>:$bias, Zero_FloatTensor:$out,
                        RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad, F64Attr:$scale,
-                       UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
+                       UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs Zero_FloatTensor:$dq, Zero_FloatTensor:$dk, Zero_FloatTensor:$dv);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`bias` $bias^)? `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
@@ -681,7 +689,8 @@ def Zero_AttentionPackedGradOp : Zero_Op<"attention_packed_grad", [Pure]> {
   let summary = "dqkv of zero.attention_packed";
   let arguments = (ins Zero_FloatTensor:$qkv, Optional<Zero_FloatTensor>:$bias,
                        Zero_FloatTensor:$out, RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad,
-                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window);
+                       F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
+                       OptionalAttr<F64Attr>:$softcap);
   let results = (outs Zero_FloatTensor:$dqkv);
   let assemblyFormat = [{
     $qkv (`bias` $bias^)? `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)

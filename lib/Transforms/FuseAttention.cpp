@@ -81,6 +81,52 @@ Value peelScale(Value v, double &scale) {
   return v;
 }
 
+/// Logit soft-capping around the scores, c tanh(x / c) (Gemma 2's
+/// attn_logit_softcapping; the division may be a multiplication by 1 / c):
+/// returns x and sets |cap|, or |v| itself. The two constants must agree to
+/// the precision of the scores' type.
+Value peelSoftcap(Value v, std::optional<double> &cap) {
+  auto outer = v.getDefiningOp<MulOp>();
+  if (!outer)
+    return v;
+  auto c = scalarConstant(outer.getRhs());
+  Value tanhOut = outer.getLhs();
+  if (!c) {
+    c = scalarConstant(outer.getLhs());
+    tanhOut = outer.getRhs();
+  }
+  auto tanh = tanhOut.getDefiningOp<TanhOp>();
+  if (!c || !tanh || !(*c > 0))
+    return v;
+  auto type = cast<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+  double tolerance = type.isF32() || type.isF64() ? 1e-6 : 1e-2;
+  Value inner = tanh.getOperand();
+  double inverse = 0;
+  if (auto div = inner.getDefiningOp<DivOp>()) {
+    auto d = scalarConstant(div.getRhs());
+    if (!d || !(*d > 0))
+      return v;
+    inverse = 1 / *d;
+    inner = div.getLhs();
+  } else if (auto mul = inner.getDefiningOp<MulOp>()) {
+    auto r = scalarConstant(mul.getRhs());
+    inner = mul.getLhs();
+    if (!r) {
+      r = scalarConstant(mul.getLhs());
+      inner = mul.getRhs();
+    }
+    if (!r)
+      return v;
+    inverse = *r;
+  } else {
+    return v;
+  }
+  if (std::abs(inverse * *c - 1) > tolerance)
+    return v;
+  cap = *c;
+  return inner;
+}
+
 bool isTranspose(Value v, ArrayRef<int64_t> perm) {
   auto t = v.getDefiningOp<TransposeOp>();
   return t && t.getPermutation() == perm;
@@ -505,8 +551,13 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
 
   LogicalResult fuse(BiasSoftmaxOp softmax, ModuleOp module) {
     // The scale is on q and k (torch.onnx's SDPA) or on the scores.
+    // Soft-capping (if any) wraps the scaled scores: c tanh(scale s / c).
     double scale = 1;
-    auto scores = peelScale(softmax.getInput(), scale).getDefiningOp<MatmulOp>();
+    std::optional<double> softcap;
+    Value capped = peelSoftcap(softmax.getInput(), softcap);
+    if (softcap && (!capped.hasOneUse() || !softmax.getInput().hasOneUse()))
+      return failure();
+    auto scores = peelScale(capped, scale).getDefiningOp<MatmulOp>();
     if (!scores || scores.getTransposeLhs() || !softmax->hasOneUse() || !scores->hasOneUse())
       return failure();
     auto pv = dyn_cast<MatmulOp>(*softmax->getUsers().begin());
@@ -546,18 +597,21 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
       mask = Value();
       causal = structured->causal ? builder.getUnitAttr() : nullptr;
       window = structured->window ? builder.getI64IntegerAttr(*structured->window) : nullptr;
+    } else if (softcap) {
+      return failure(); // the kernels take soft-capping with a structural mask only
     }
+    FloatAttr softcapAttr = softcap ? builder.getF64FloatAttr(*softcap) : nullptr;
     Value q = qIn->materialize(builder, pv.getLoc()), k = kIn->materialize(builder, pv.getLoc()),
           v = vIn->materialize(builder, pv.getLoc());
     auto lseType = RankedTensorType::get({b, h, sq}, builder.getF32Type());
     auto attention = AttentionOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, q, k, v,
                                          mask, builder.getF64FloatAttr(scale),
-                                         softmax.getNanToZeroAttr(), causal, window);
+                                         softmax.getNanToZeroAttr(), causal, window, softcapAttr);
     Value result = attention.getResult();
     if (Value qkv = packedProjection(q, k, v, builder, pv.getLoc())) {
-      auto packed = AttentionPackedOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, qkv,
-                                              mask, builder.getF64FloatAttr(scale),
-                                              softmax.getNanToZeroAttr(), causal, window);
+      auto packed = AttentionPackedOp::create(
+          builder, pv.getLoc(), TypeRange{qt, lseType}, qkv, mask, builder.getF64FloatAttr(scale),
+          softmax.getNanToZeroAttr(), causal, window, softcapAttr);
       attention.erase();
       result = packed.getResult();
     }

@@ -22,13 +22,16 @@ namespace zrt::cpu {
 ///                   (qkv[, bias]) -> (out, lse)         ints [nan_to_zero, 1, mask, window]
 ///   attention_grad  (q, k, v[, bias], out, lse, dout) -> (dq, dk, dv)   ints [0, mask, window]
 ///                   (qkv[, bias], out, lse, dout) -> (dqkv)             ints [1, mask, window]
-/// (trailing ints may be left out: 0).
+/// (trailing ints may be left out: 0). floats [scale] or [scale, softcap]:
+/// with a softcap c > 0 (structural masks only) each scaled score s is
+/// c tanh(s / c) before the mask is added.
 /// Position i of head h starts at (b S + i) * stride + h D, with the stride
 /// of q (|in|), k/v (|kvIn|), out and dout (|out|), dq (|grad|) and dk/dv
 /// (|kvGrad|).
 struct AttentionShape {
   bool packed = false;
   int64_t mask = 0, window = 0;
+  double softcap = 0;
   int64_t b, sq, sk, h, hk, d, biasB, biasH, in, kvIn, out, grad, kvGrad;
   int64_t qAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * in + hi * d; }
   int64_t kAt(int64_t bi, int64_t j, int64_t hi) const {
@@ -57,6 +60,19 @@ struct AttentionShape {
     return {q, packed ? q + kOffset() : c.in[1].as<float>(),
             packed ? q + vOffset() : c.in[2].as<float>(),
             hasBias() ? c.in[biasIndex()].as<float>() : nullptr};
+  }
+  /// The score (before the mask) of the product |dot| of q and k: scaled,
+  /// then soft-capped.
+  double score(double dot, double scale) const {
+    double x = dot * scale;
+    return softcap > 0 ? softcap * std::tanh(x / softcap) : x;
+  }
+  /// d score / d dot at the score |x| (score()'s result).
+  double slope(double x, double scale) const {
+    if (softcap <= 0)
+      return scale;
+    double t = x / softcap;
+    return scale * (1 - t * t);
   }
   /// The mask's element (query i, key j) of the row that starts at |row|.
   double maskAt(const float *row, int64_t i, int64_t j) const {
@@ -115,8 +131,11 @@ static std::string attentionShape(const KernelCall &c, bool backward, AttentionS
     return "bias " + shapeStr(bias.shape) + " does not agree with the attention's shape";
   if (a.mask == 1 && a.sq != a.sk)
     return "causal needs as many queries as keys";
-  if (c.floats.size() != 1)
-    return "expects a scale";
+  if (c.floats.empty() || c.floats.size() > 2)
+    return "expects floats [scale] or [scale, softcap]";
+  a.softcap = c.floats.size() > 1 ? c.floats[1] : 0;
+  if (!(a.softcap >= 0) || (a.softcap > 0 && a.mask == 0))
+    return "expects a softcap > 0, with a causal mask or none (not a bias)";
   Shape outShape{a.b, a.sq, a.h, a.d}, lseShape{a.b, a.h, a.sq};
   const TensorRef &result = backward ? c.in[a.afterMask()] : c.out[0];
   const TensorRef &lse = backward ? c.in[a.afterMask() + 1] : c.out[1];
@@ -161,7 +180,7 @@ Status runAttentionF32(const KernelCall &c) {
           double dot = 0;
           for (int64_t d = 0; d < a.d; ++d)
             dot += (double)qi[d] * kj[d];
-          s[j] = dot * scale + a.maskAt(bi, i, j);
+          s[j] = a.score(dot, scale) + a.maskAt(bi, i, j);
           m = std::max(m, s[j]);
         }
         float *oi = out + a.oAt(b, i, h);
@@ -227,10 +246,11 @@ Status runAttentionGradF32(const KernelCall &c) {
             dot += (double)qi[d] * kj[d];
             dp += (double)gi[d] * vj[d];
           }
-          double p = std::exp(dot * scale + a.maskAt(bi, i, j) - rowLse);
+          double x = a.score(dot, scale);
+          double p = std::exp(x + a.maskAt(bi, i, j) - rowLse);
           if (p == 0)
             continue;
-          double ds = p * (dp - rowD) * scale;
+          double ds = p * (dp - rowD) * a.slope(x, scale);
           double *dkj = dk + a.dkAt(b, j, h), *dvj = dv + a.dkAt(b, j, h);
           for (int64_t d = 0; d < a.d; ++d) {
             dqi[d] += ds * kj[d];

@@ -201,6 +201,39 @@ __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned
     apply(std::false_type{});
 }
 
+/// Logit soft-capping (m.softcap = c > 0) over a warp's raw scores, before
+/// maskScores or the exponent's FFMA: x -> (c / scale) tanh(x scale / c),
+/// which times the scale is the capped score c tanh(x scale / c), so that
+/// the mask, softmax and gradient code after it is unchanged. tanh as
+/// 1 - 2 / (e^2u + 1): one ex2 and one reciprocal, exact to ~1e-7 absolute.
+template <int MR> __device__ __forceinline__ void capScores(float s[MR][8][4], const Dims &m) {
+  if (!(m.softcap > 0) || m.scale == 0)
+    return;
+  float in = 2 * m.scale / m.softcap * kLog2e, out = m.softcap / m.scale;
+#pragma unroll
+  for (int mr = 0; mr < MR; ++mr)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float u = fminf(s[mr][nt][e] * in, 126.0f); // e^2u past float's range: tanh = 1
+        s[mr][nt][e] = out * (1.0f - 2.0f / (exp2Approx(u) + 1.0f));
+      }
+}
+/// The soft-capped score's slope, 1 - tanh^2, from its probability |p| and
+/// its row's lse (log2 domain): the score is (log2 p + lse) ln 2 where the
+/// mask is structural (soft-capping takes no bias). 1 without soft-capping
+/// (|capInv| = 0) and where p = 0 (dS = 0 there).
+__device__ __forceinline__ float capSlope(float p, float lse2, float capInv) {
+  if (capInv == 0.0f || !(p > 0.0f))
+    return 1.0f;
+  float t = (__log2f(p) + lse2) * kLn2 * capInv;
+  return 1.0f - t * t;
+}
+__host__ __device__ inline float capInverse(const Dims &m) {
+  return m.softcap > 0 ? 1.0f / m.softcap : 0.0f;
+}
+
 /// wgmma's operand layout in shared memory: 64 x 64 blocks of 128-byte rows
 /// in the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8));
 /// a tile of D columns is D / 64 blocks side by side.
@@ -599,10 +632,10 @@ __device__ __forceinline__ void queryRowStats(const float *lse, const float *dsu
 /// ex2 per score. |WithDs|: dS = P (dP - D) in the same pass (where dP is
 /// at hand already).
 template <typename T, int MR, bool WithDs>
-__device__ __forceinline__ void queryProbs(float s[MR][8][4], const float rowLse[MR][2], float sl,
-                                           bool general, unsigned char kind, const T *biasAt,
-                                           const MaskFrame &f, const float (*dp)[8][4] = nullptr,
-                                           const float (*rowD)[2] = nullptr) {
+__device__ __forceinline__ void
+queryProbs(float s[MR][8][4], const float rowLse[MR][2], float sl, bool general, unsigned char kind,
+           const T *biasAt, const MaskFrame &f, float capInv = 0, const float (*dp)[8][4] = nullptr,
+           const float (*rowD)[2] = nullptr) {
   auto each = [&](auto scoreOf) {
 #pragma unroll
     for (int mr = 0; mr < MR; ++mr)
@@ -612,7 +645,7 @@ __device__ __forceinline__ void queryProbs(float s[MR][8][4], const float rowLse
         for (int e = 0; e < 4; ++e) {
           float p = exp2Approx(scoreOf(s[mr][nt][e], rowLse[mr][e >> 1]));
           if constexpr (WithDs)
-            p *= dp[mr][nt][e] - rowD[mr][e >> 1];
+            p *= (dp[mr][nt][e] - rowD[mr][e >> 1]) * capSlope(p, rowLse[mr][e >> 1], capInv);
           s[mr][nt][e] = p;
         }
   };
@@ -625,14 +658,16 @@ __device__ __forceinline__ void queryProbs(float s[MR][8][4], const float rowLse
 }
 
 /// dS = P (dP - D) into p, rows queries (queryProbs without |WithDs|
-/// first).
+/// first); soft-capped, times the cap's slope.
 __device__ __forceinline__ void queryDs(float p[1][8][4], const float dp[1][8][4],
-                                        const float rowD[1][2]) {
+                                        const float rowD[1][2], const float rowLse[1][2],
+                                        float capInv) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      p[0][nt][e] *= dp[0][nt][e] - rowD[0][e >> 1];
+      p[0][nt][e] *=
+          (dp[0][nt][e] - rowD[0][e >> 1]) * capSlope(p[0][nt][e], rowLse[0][e >> 1], capInv);
 }
 
 /// P^T into s over a tile whose rows are keys (this warp's 16) and columns
@@ -656,15 +691,19 @@ __device__ __forceinline__ void keyProbs(float s[1][8][4], const float *colLse, 
     }
 }
 
-/// dS^T = P^T (dP^T - D) into dp, columns the queries whose D is |colD|.
-__device__ __forceinline__ void keyDs(const float p[1][8][4], float dp[1][8][4],
-                                      const float *colD) {
+/// dS^T = P^T (dP^T - D) into dp, columns the queries whose D and lse
+/// (log2 domain) are |colD| and |colLse|; soft-capped, times the cap's slope.
+__device__ __forceinline__ void keyDs(const float p[1][8][4], float dp[1][8][4], const float *colD,
+                                      const float *colLse, float capInv) {
   int t = threadIdx.x & 3;
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - colD[nt * 8 + t * 2 + (e & 1)]);
+    for (int e = 0; e < 4; ++e) {
+      int col = nt * 8 + t * 2 + (e & 1);
+      dp[0][nt][e] =
+          p[0][nt][e] * (dp[0][nt][e] - colD[col]) * capSlope(p[0][nt][e], colLse[col], capInv);
+    }
 }
 
 /// This warp's rows of acc (MR blocks of 16 from |row0|, W columns) times
@@ -737,6 +776,7 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
         if (kind != kSkipTile) {
           float s[MR][8][4];
           scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
+          capScores<MR>(s, m);
           // The scores in the log2 domain, x = s scale log2(e) + mask log2(e):
           // tiles with mask values or keys past the end are scaled here (mul =
           // 1 after); interior tiles keep the raw scores and fold the scale
@@ -1039,6 +1079,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 4
         const T *kt = ks + buf * kTileElems, *vt = vs + buf * kTileElems;
         float s[1][8][4];
         scoresWgmma<T, D>(qs, kt, s);
+        capScores<1>(s, m);
         bool general = kind != kPlainTile || key0 + kTile > m.sk || !(sl > 0);
         float mul = general ? 1.0f : sl;
         if (general)
@@ -1156,6 +1197,7 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
   queryRowStats<MR>(lse, dsum, row0, b, h, m, rowLse, rowD);
   float acc[MR][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
+  const float capInv = capInverse(m);
   forKeyTiles<T, D, false>(
       tiles, m, b, h, kh, qt0, qt1, k, v, ks, vs, kTileElems, [&](int64_t cur, int buf) {
         int64_t key0 = cur * kTile;
@@ -1164,9 +1206,10 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
           float s[MR][8][4], dp[MR][8][4];
           scoresTile<T, D, MR>(qw, ks + buf * kTileElems, s);
           scoresTile<T, D, MR>(gw, vs + buf * kTileElems, dp);
+          capScores<MR>(s, m);
           queryProbs<T, MR, true>(s, rowLse, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
-                                  bias + m.biasRow(b, h, row0) + key0, maskFrame(m, row0, key0), dp,
-                                  rowD);
+                                  bias + m.biasRow(b, h, row0) + key0, maskFrame(m, row0, key0),
+                                  capInv, dp, rowD);
           productTile<T, D, MR>(s, ks + buf * kTileElems, acc);
         }
       });
@@ -1226,6 +1269,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
   loadTile<T, D, false>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
   loadTile<T, D, false>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
   const float sl = m.scale * kLog2e;
+  const float capInv = capInverse(m);
   forKvGradHalf<D>([&](auto half) {
     constexpr int C0 = decltype(half)::value;
     float dkAcc[1][W / 8][4] = {}, dvAcc[1][W / 8][4] = {};
@@ -1238,10 +1282,11 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
           float s[1][8][4], dp[1][8][4];
           scoresTile<T, D, 1>(kw, qs + buf * kTileElems, s);  // S^T: keys x queries
           scoresTile<T, D, 1>(vw, gs + buf * kTileElems, dp); // dP^T
+          capScores<1>(s, m);
           keyProbs<T>(s, curLse, sl,
                       kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk,
                       kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T
-          keyDs(s, dp, curD);                                                           // dS^T
+          keyDs(s, dp, curD, curLse, capInv);                                           // dS^T
           productTile<T, D, 1, C0, W>(s, gs + buf * kTileElems, dvAcc);
           productTile<T, D, 1, C0, W>(dp, qs + buf * kTileElems, dkAcc);
         });
@@ -1277,6 +1322,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 3
   queryRowStats<1>(lse, dsum, row0, b, h, m, rowLse, rowD);
   float acc[1][D / 8][4] = {};
   const float sl = m.scale * kLog2e;
+  const float capInv = capInverse(m);
   forKeyTiles<T, D, true>(
       tiles, m, b, h, kh, qBlock, qBlock + 1, k, v, ks, vs, kTileElems, [&](int64_t cur, int buf) {
         int64_t key0 = cur * kTile;
@@ -1289,12 +1335,13 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 3
         issueScores<T, D>(gs, vt, dp);
         wgmmaWait<1>();
         fenceOperands<32>(&s[0][0][0]);
+        capScores<1>(s, m);
         queryProbs<T, 1, false>(s, rowLse, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
                                 bias + m.biasRow(b, h, maskRow0) + key0,
                                 maskFrame(m, maskRow0, key0));
         wgmmaWait<0>();
         fenceOperands<32>(&dp[0][0][0]);
-        queryDs(s, dp, rowD);
+        queryDs(s, dp, rowD, rowLse, capInv);
         productWgmma<T, D>(s, kt, acc);
       });
   writeRows<T, D, 1>(acc, m.scale, row0, m.sq, m.d,
@@ -1328,6 +1375,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
   loadTile<T, D, true>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
   loadTile<T, D, true>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
   const float sl = m.scale * kLog2e;
+  const float capInv = capInverse(m);
   forKvGradHalf<D>([&](auto half) {
     constexpr int C0 = decltype(half)::value, W = kvGradColumns<D>();
     float dkAcc[1][W / 8][4] = {}, dvAcc[1][W / 8][4] = {};
@@ -1347,6 +1395,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
           issueScores<T, D>(vb, gt, dp); // dP^T
           wgmmaWait<1>();
           fenceOperands<32>(&s[0][0][0]);
+          capScores<1>(s, m);
           keyProbs<T>(s, curLse, sl,
                       kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk,
                       kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0));
@@ -1358,7 +1407,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
           // beside it.
           wgmmaWait<W <= 64 ? 0 : 1>();
           fenceOperands<32>(&dp[0][0][0]);
-          keyDs(s, dp, curD);
+          keyDs(s, dp, curD, curLse, capInv);
           packA<T>(dp, dsa);
           issueProduct<T, C0, W>(dsa, qt, dkAcc);
           wgmmaWait<0>();
@@ -1412,6 +1461,7 @@ Operands operandsOf(bool backward, const KernelCall &c) {
   a.v = packed ? x.data + 2 * h * d * es : c.in[2].data;
   a.m.causal = mask == 1;
   a.m.window = flagAt(backward, c, 2);
+  a.m.softcap = c.floats.size() > 1 ? (float)c.floats[1] : 0.0f;
   a.bias = bias ? bias->data : nullptr;
   if (!backward) {
     a.o = c.out[0].data;

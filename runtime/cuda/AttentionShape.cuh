@@ -39,6 +39,19 @@ struct Dims {
   /// window (> 0), j > i - window; else every key.
   bool causal = false;
   int64_t window = 0;
+  /// Logit soft-capping (> 0; structural masks only): each scaled score s
+  /// is softcap tanh(s / softcap) before the mask.
+  float softcap = 0;
+  /// The score (before the mask) of the product |dot| of a query and a key.
+  __device__ float score(float dot) const {
+    float x = dot * scale;
+    return softcap > 0 ? softcap * tanhf(x / softcap) : x;
+  }
+  /// d score / d (dot scale) at the score |x|: 1 - tanh^2 soft-capped, else 1.
+  __device__ float capSlope(float x) const {
+    float t = softcap > 0 ? x / softcap : 0.0f;
+    return 1.0f - t * t;
+  }
   /// Whether the structural mask keeps key j for query i.
   __host__ __device__ bool keeps(int64_t i, int64_t j) const {
     return !causal || (j <= i && (window <= 0 || j > i - window));

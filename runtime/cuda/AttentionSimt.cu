@@ -31,7 +31,7 @@ __global__ void simtForwardKernel(const T *q, const T *k, const T *v, const T *b
     float dot = 0;
     for (int d = 0; d < m.d; ++d)
       dot += toF(qi[d]) * toF(kj[d]);
-    float s = dot * m.scale + maskAt(bias, m, b, h, i, j);
+    float s = m.score(dot) + maskAt(bias, m, b, h, i, j);
     if (s == -INFINITY)
       continue;
     if (s > mx) {
@@ -73,8 +73,9 @@ __global__ void simtBackwardDqKernel(const T *q, const T *k, const T *v, const T
       dot += toF(qi[d]) * toF(kj[d]);
       dp += toF(gi[d]) * toF(vj[d]);
     }
-    float p = expf(dot * m.scale + maskAt(bias, m, b, h, i, j) - rowLse);
-    float ds = p * (dp - rowD);
+    float x = m.score(dot);
+    float p = expf(x + maskAt(bias, m, b, h, i, j) - rowLse);
+    float ds = p * (dp - rowD) * m.capSlope(x);
     for (int d = 0; d < m.d; ++d)
       acc[d] += ds * toF(kj[d]);
   }
@@ -107,8 +108,9 @@ __global__ void simtBackwardDkvKernel(const T *q, const T *k, const T *v, const 
         dot += toF(qi[d]) * toF(kj[d]);
         dp += toF(gi[d]) * toF(vj[d]);
       }
-      float p = expf(dot * m.scale + maskAt(bias, m, b, h, i, j) - rowLse);
-      float ds = p * (dp - dsum[m.lseAt(b, h, i)]);
+      float x = m.score(dot);
+      float p = expf(x + maskAt(bias, m, b, h, i, j) - rowLse);
+      float ds = p * (dp - dsum[m.lseAt(b, h, i)]) * m.capSlope(x);
       for (int d = 0; d < m.d; ++d) {
         dkAcc[d] += ds * toF(qi[d]);
         dvAcc[d] += p * toF(gi[d]);

@@ -279,3 +279,119 @@ func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
   %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
   return %ob : tensor<1x4x4x4xf32>
 }
+
+// -----
+
+// Logit soft-capping (Gemma 2: c tanh(s / c) of the scaled scores, before
+// the mask): the op's softcap; the scale stays inside.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: zero.tanh
+// CHECK: zero.attention_packed %{{.*}} {causal, scale = 5.000000e-01 : f64, softcap = 3.000000e+01 : f64} : (tensor<1x4x3x4x4xf32>) ->
+// CHECK-NOT: zero.tanh
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %mask = zero.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %cap = zero.constant dense<30.0> : tensor<f32>
+  %over = zero.div %scaled, %cap : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %th = zero.tanh %over : tensor<1x4x4x4xf32>
+  %capped = zero.mul %th, %cap : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %capped, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// The division as a multiplication by 1 / c, operands either way round.
+// CHECK-LABEL: func.func @forward
+// CHECK: zero.attention_packed %{{.*}} {causal, scale = 5.000000e-01 : f64, softcap = 3.000000e+01 : f64}
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %mask = zero.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %cap = zero.constant dense<30.0> : tensor<f32>
+  %inv = zero.constant dense<0.0333333351> : tensor<f32>
+  %over = zero.mul %inv, %scaled : (tensor<f32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %th = zero.tanh %over : tensor<1x4x4x4xf32>
+  %capped = zero.mul %cap, %th : (tensor<f32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %capped, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// c1 tanh(s / c2) with c1 != c2 is not soft-capping: not fused.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: zero.attention
+// CHECK: zero.tanh
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %mask = zero.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %cap = zero.constant dense<30.0> : tensor<f32>
+  %cap2 = zero.constant dense<20.0> : tensor<f32>
+  %over = zero.div %scaled, %cap2 : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %th = zero.tanh %over : tensor<1x4x4x4xf32>
+  %capped = zero.mul %th, %cap : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %capped, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
+}
+
+// -----
+
+// Soft-capping with a mask the kernels must read (a finite bias): not fused
+// (the kernels take soft-capping with structural masks only).
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: zero.attention
+// CHECK: zero.bias_softmax
+func.func @forward(%x: tensor<1x4x48xf32>) -> tensor<1x4x4x4xf32> {
+  %c = zero.constant dense<0.5> : tensor<f32>
+  %mask = zero.constant dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.5, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %parts:3 = zero.split %x {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : tensor<1x4x48xf32> -> tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>
+  %q = zero.reshape %parts#0 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %k = zero.reshape %parts#1 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %v = zero.reshape %parts#2 : tensor<1x4x16xf32> -> tensor<1x4x4x4xf32>
+  %qt = zero.transpose %q [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %kT = zero.transpose %k [0, 2, 3, 1] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %vt = zero.transpose %v [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  %scores = zero.matmul %qt, %kT : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %scaled = zero.mul %scores, %c : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %cap = zero.constant dense<30.0> : tensor<f32>
+  %over = zero.div %scaled, %cap : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %th = zero.tanh %over : tensor<1x4x4x4xf32>
+  %capped = zero.mul %th, %cap : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = zero.bias_softmax %capped, %mask : (tensor<1x4x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %o = zero.matmul %p, %vt : (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %ob = zero.transpose %o [0, 2, 1, 3] : tensor<1x4x4x4xf32> -> tensor<1x4x4x4xf32>
+  return %ob : tensor<1x4x4x4xf32>
+}

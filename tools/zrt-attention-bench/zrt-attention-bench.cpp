@@ -139,6 +139,8 @@ struct Problem {
   static constexpr int64_t kWindow = 70;
   static bool structural(Mask m) { return m >= kCausalAttr; }
   Mask kind;
+  /// Logit soft-capping (> 0; structural masks only).
+  float softcap = 0;
   /// |shared|: the mask, made once for many problems of one length.
   Problem(int64_t b, int64_t s, int64_t h, int64_t hk, int64_t d, Mask mask, uint64_t seed,
           const Tensor *shared = nullptr)
@@ -187,6 +189,11 @@ struct Problem {
       CHECK_CUDA(cudaFree(bias.dev));
   }
   float scale() const { return 1.0f / std::sqrt((float)d); }
+  std::vector<double> floats() const {
+    if (softcap > 0)
+      return {scale(), softcap};
+    return {scale()};
+  }
   KernelCall forward() const {
     KernelCall c;
     c.in = {q.dref(), k.dref(), v.dref()};
@@ -194,7 +201,7 @@ struct Problem {
       c.in.push_back(bias.dref());
     c.out = {out.dref(), lse.dref()};
     c.ints = {0, 0, maskKind(), window()};
-    c.floats = {scale()};
+    c.floats = floats();
     return c;
   }
   KernelCall backward() const {
@@ -205,7 +212,7 @@ struct Problem {
     c.in.insert(c.in.end(), {out.dref(), lse.dref(), dout.dref()});
     c.out = {dq.dref(), dk.dref(), dv.dref()};
     c.ints = {0, maskKind(), window()};
-    c.floats = {scale()};
+    c.floats = floats();
     return c;
   }
   /// FLOPs of the forward's two products over the mask's allowed scores
@@ -226,17 +233,25 @@ Reference cpuReference(const Problem &p) {
                      const_cast<char *>(reinterpret_cast<const char *>(t.host.data()))};
   };
   Tensor out = p.out, lse = p.lse, dq = p.dq, dk = p.dk, dv = p.dv;
+  // The bias tensor stands for every mask, except with soft-capping (which
+  // the kernels take with structural masks only): then the structural one.
+  bool capped = p.softcap > 0;
   KernelCall f;
-  f.in = {host(p.q), host(p.k), host(p.v), host(p.bias)};
+  f.in = {host(p.q), host(p.k), host(p.v)};
+  if (!capped)
+    f.in.push_back(host(p.bias));
   f.out = {host(out), host(lse)};
-  f.ints = {0};
-  f.floats = {p.scale()};
+  f.ints = capped ? std::vector<int64_t>{0, 0, p.maskKind(), p.window()} : std::vector<int64_t>{0};
+  f.floats = p.floats();
   check(cpuKernel(KernelId::Attention).run(f), "CPU attention");
   KernelCall g;
-  g.in = {host(p.q), host(p.k), host(p.v), host(p.bias), host(out), host(lse), host(p.dout)};
+  g.in = {host(p.q), host(p.k), host(p.v)};
+  if (!capped)
+    g.in.push_back(host(p.bias));
+  g.in.insert(g.in.end(), {host(out), host(lse), host(p.dout)});
   g.out = {host(dq), host(dk), host(dv)};
-  g.ints = {0};
-  g.floats = {p.scale()};
+  g.ints = capped ? std::vector<int64_t>{0, p.maskKind(), p.window()} : std::vector<int64_t>{0};
+  g.floats = p.floats();
   check(cpuKernel(KernelId::AttentionGrad).run(g), "CPU attention_grad");
   auto widen = [](const Tensor &t) {
     std::vector<float> f(t.numel());
@@ -502,6 +517,7 @@ int main(int argc, char **argv) {
   struct Small {
     int64_t b, s, h, hk, d;
     Problem::Mask mask;
+    float softcap = 0;
   } smalls[] = {{2, 200, 4, 2, 64, Problem::kCausal},
                 {1, 130, 4, 4, 64, Problem::kRandom},
                 {1, 200, 4, 2, 128, Problem::kCausal},
@@ -533,7 +549,14 @@ int main(int argc, char **argv) {
                 {1, 150, 4, 2, 96, Problem::kWindowAttr},
                 {1, 130, 4, 4, 256, Problem::kCausalAttr},
                 {1, 150, 4, 2, 80, Problem::kNoneAttr},
-                {1, 100, 2, 1, 40, Problem::kWindowAttr}};
+                {1, 100, 2, 1, 40, Problem::kWindowAttr},
+                // Logit soft-capping (caps near the scores' size, so that
+                // tanh bends them) on each structural mask.
+                {2, 200, 4, 2, 64, Problem::kCausalAttr, 1.0f},
+                {1, 150, 4, 1, 128, Problem::kWindowAttr, 2.0f},
+                {1, 130, 4, 2, 96, Problem::kNoneAttr, 1.5f},
+                {1, 150, 4, 1, 256, Problem::kCausalAttr, 1.0f},
+                {1, 100, 2, 2, 32, Problem::kCausalAttr, 0.5f}};
   const char *maskName[] = {
       "causal",           "random mask",         "random mask, a tile seeing no key",
       "no mask",          "causal (structural)", "window 70 (structural)",
@@ -542,6 +565,7 @@ int main(int argc, char **argv) {
     if (!checks)
       break;
     Problem p(c.b, c.s, c.h, c.hk, c.d, c.mask, 7);
+    p.softcap = c.softcap;
     Reference ref = cpuReference(p);
     for (AttentionTiling t : chosen) {
       gpu.run(p, t, false);
@@ -554,11 +578,11 @@ int main(int argc, char **argv) {
       double worst = *std::max_element(e, e + 4);
       bool pass = worst <= 2e-2;
       ok &= pass;
-      std::printf("check B%lld S%lld H%lld/%lld D%lld %s, %s: out %.1e dq %.1e dk %.1e dv %.1e "
-                  "vs CPU %s\n",
+      std::printf("check B%lld S%lld H%lld/%lld D%lld %s%s, %s: out %.1e dq %.1e dk %.1e "
+                  "dv %.1e vs CPU %s\n",
                   (long long)c.b, (long long)c.s, (long long)c.h, (long long)c.hk, (long long)c.d,
-                  maskName[c.mask], name(t).c_str(), e[0], e[1], e[2], e[3],
-                  pass ? "ok" : "FAILED");
+                  maskName[c.mask], c.softcap > 0 ? ", soft-capped" : "", name(t).c_str(), e[0],
+                  e[1], e[2], e[3], pass ? "ok" : "FAILED");
     }
   }
   for (const Shape &s : kShapes) {

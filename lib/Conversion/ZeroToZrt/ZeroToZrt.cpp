@@ -65,6 +65,13 @@ using ::zrt::KernelId;
 /// attributes.
 /// The runtime's mask kind of an attention op: 0 its bias, 1 causal, 2 none.
 template <typename Op> int64_t maskKind(Op a) { return a.getBias() ? 0 : a.getCausal() ? 1 : 2; }
+/// [scale] or, soft-capped, [scale, softcap].
+template <typename Op> SmallVector<double> attentionFloats(Op a) {
+  SmallVector<double> floats{a.getScale().convertToDouble()};
+  if (auto cap = a.getSoftcap())
+    floats.push_back(cap->convertToDouble());
+  return floats;
+}
 
 struct KernelSpec {
   KernelId kernel;
@@ -201,22 +208,22 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::AttentionOp a) {
         return KernelSpec{KernelId::Attention,
                           {a.getNanToZero() ? 1 : 0, 0, maskKind(a), a.getWindow().value_or(0)},
-                          {a.getScale().convertToDouble()}};
+                          attentionFloats(a)};
       })
       .Case([&](zero::AttentionPackedOp a) {
         return KernelSpec{KernelId::Attention,
                           {a.getNanToZero() ? 1 : 0, 1, maskKind(a), a.getWindow().value_or(0)},
-                          {a.getScale().convertToDouble()}};
+                          attentionFloats(a)};
       })
       .Case([&](zero::AttentionPackedGradOp a) {
         return KernelSpec{KernelId::AttentionGrad,
                           {1, maskKind(a), a.getWindow().value_or(0)},
-                          {a.getScale().convertToDouble()}};
+                          attentionFloats(a)};
       })
       .Case([&](zero::AttentionGradOp a) {
         return KernelSpec{KernelId::AttentionGrad,
                           {0, maskKind(a), a.getWindow().value_or(0)},
-                          {a.getScale().convertToDouble()}};
+                          attentionFloats(a)};
       })
       .Case([&](zero::LogSoftmaxOp s) {
         return KernelSpec{KernelId::LogSoftmax, {s.getAxis()}, {}};

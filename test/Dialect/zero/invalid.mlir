@@ -516,3 +516,19 @@ func.func @dequantize_parts(%v: tensor<768xi8>, %s: tensor<3xf32>) -> tensor<512
   %0 = zero.dequantize %v, %s {block_size = 256 : i64, parts = 2 : i64} : tensor<768xi8>, tensor<3xf32> -> tensor<512xf32>
   return %0 : tensor<512xf32>
 }
+
+// -----
+
+func.func @attention_softcap_negative(%q: tensor<2x8x4x16xf32>) {
+  // expected-error @+1 {{softcap must be positive}}
+  %o, %l = zero.attention %q, %q, %q {causal, scale = 0.25 : f64, softcap = -1.0 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_softcap_bias(%q: tensor<2x8x4x16xf32>, %m: tensor<1x1x8x8xf32>) {
+  // expected-error @+1 {{softcap takes a structural mask (causal, window or none), not a bias}}
+  %o, %l = zero.attention %q, %q, %q bias %m {scale = 0.25 : f64, softcap = 30.0 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}

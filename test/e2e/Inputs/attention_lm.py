@@ -1,7 +1,7 @@
 """A one-layer attention language model in the form torch.onnx exports
 scaled_dot_product_attention, for zero-fuse-attention.
 
-    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM [FORM [MASK]]]
+    attention_lm.py MODEL.onnx IDS.npy LABELS.npy [HEAD_DIM [FORM [MASK [SOFTCAP]]]]
 
 ids [2, 80] -> embedding -> qkv projection -> split -> heads [2, 2, 80, D]
 -> q k^T * 1/sqrt(D) + mask -> softmax -> NaN guard -> . v -> heads back
@@ -15,7 +15,9 @@ split (GPT-2's, which zcc fuses as zero.attention_packed). With "gqa",
 per group as transformers' repeat_kv does (reshape, expand, reshape);
 "mqa" 2 query heads on one k/v head (multi-query). MASK "causal": plainly
 causal; "window=W": causal within the last W positions (a sliding window),
-float32's lowest where masked, as transformers writes it.
+float32's lowest where masked, as transformers writes it. SOFTCAP c: the
+scaled scores soft-capped, c tanh(s / c), as Gemma 2 writes it (Div, Tanh,
+Mul) before the mask.
 """
 import sys, numpy as np, onnx
 from onnx import helper, TensorProto, numpy_helper
@@ -29,6 +31,7 @@ E, EK = H * D, HK * D
 rng = np.random.default_rng(0)
 init = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)
 kind = sys.argv[6] if len(sys.argv) > 6 else "empty-row"
+softcap = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
 mask = np.triu(np.full((S, S), -np.inf, np.float32), 1)
 if kind == "empty-row":
     mask[5, :] = -np.inf
@@ -42,7 +45,8 @@ constants = {"mask": mask.reshape(1, 1, S, S), "scale": np.array(1 / np.sqrt(D),
              "kvheads": np.array([B, S, HK, D], np.int64), "unit": np.array([B, HK, 1, S, D], np.int64),
              "grouped": np.array([B, HK, H // HK, S, D], np.int64),
              "repeated": np.array([B, H, S, D], np.int64),
-             "flat": np.array([B, S, E], np.int64), "split": np.array([E, EK, EK], np.int64)}
+             "flat": np.array([B, S, E], np.int64), "split": np.array([E, EK, EK], np.int64),
+             "cap": np.array(softcap, np.float32)}
 n = helper.make_node
 nodes = [n("Constant", [], [k], value=numpy_helper.from_array(a, k)) for k, a in constants.items()]
 nodes += [n("Gather", ["wte", "input_ids"], ["h"])]
@@ -63,8 +67,11 @@ for x in "qkv":
                   n("Reshape", [x + "e", "repeated"], [x + "t"])]
 nodes += [n("Transpose", ["kt"], ["kT"], perm=[0, 1, 3, 2]),
           n("MatMul", ["qt", "kT"], ["scores"]),
-          n("Mul", ["scores", "scale"], ["scaled"]),
-          n("Add", ["scaled", "mask"], ["masked"]),
+          n("Mul", ["scores", "scale"], ["scaled" if not softcap else "raw"])]
+if softcap:
+    nodes += [n("Div", ["raw", "cap"], ["over"]), n("Tanh", ["over"], ["th"]),
+              n("Mul", ["th", "cap"], ["scaled"])]
+nodes += [n("Add", ["scaled", "mask"], ["masked"]),
           n("Softmax", ["masked"], ["p"], axis=-1),
           n("IsNaN", ["p"], ["nan"]),
           n("Where", ["nan", "zero", "p"], ["p0"]),
