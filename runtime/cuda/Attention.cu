@@ -636,7 +636,7 @@ __device__ __forceinline__ void
 queryProbs(float s[MR][8][4], const float rowLse[MR][2], float sl, bool general, unsigned char kind,
            const T *biasAt, const MaskFrame &f, float capInv = 0, const float (*dp)[8][4] = nullptr,
            const float (*rowD)[2] = nullptr) {
-  auto each = [&](auto scoreOf) {
+  auto each = [&](auto scoreOf, auto capped) {
 #pragma unroll
     for (int mr = 0; mr < MR; ++mr)
 #pragma unroll
@@ -644,17 +644,29 @@ queryProbs(float s[MR][8][4], const float rowLse[MR][2], float sl, bool general,
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float p = exp2Approx(scoreOf(s[mr][nt][e], rowLse[mr][e >> 1]));
-          if constexpr (WithDs)
-            p *= (dp[mr][nt][e] - rowD[mr][e >> 1]) * capSlope(p, rowLse[mr][e >> 1], capInv);
+          if constexpr (WithDs) {
+            float ds = p * (dp[mr][nt][e] - rowD[mr][e >> 1]);
+            if constexpr (decltype(capped)::value)
+              ds *= capSlope(p, rowLse[mr][e >> 1], capInv);
+            p = ds;
+          }
           s[mr][nt][e] = p;
         }
   };
-  if (general) {
-    maskScores<T, MR, false>(s, sl, kind, biasAt, f);
-    each([](float x, float lse) { return x - lse; });
-  } else {
-    each([sl](float x, float lse) { return fmaf(x, sl, -lse); });
-  }
+  // Soft-capped or not: a uniform branch around the loops (without a cap
+  // the slope's log2 is neither paid nor predicated).
+  auto run = [&](auto capped) {
+    if (general) {
+      maskScores<T, MR, false>(s, sl, kind, biasAt, f);
+      each([](float x, float lse) { return x - lse; }, capped);
+    } else {
+      each([sl](float x, float lse) { return fmaf(x, sl, -lse); }, capped);
+    }
+  };
+  if (WithDs && capInv != 0.0f)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
 }
 
 /// dS = P (dP - D) into p, rows queries (queryProbs without |WithDs|
@@ -662,12 +674,20 @@ queryProbs(float s[MR][8][4], const float rowLse[MR][2], float sl, bool general,
 __device__ __forceinline__ void queryDs(float p[1][8][4], const float dp[1][8][4],
                                         const float rowD[1][2], const float rowLse[1][2],
                                         float capInv) {
+  if (capInv != 0.0f) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        p[0][nt][e] *=
+            (dp[0][nt][e] - rowD[0][e >> 1]) * capSlope(p[0][nt][e], rowLse[0][e >> 1], capInv);
+    return;
+  }
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      p[0][nt][e] *=
-          (dp[0][nt][e] - rowD[0][e >> 1]) * capSlope(p[0][nt][e], rowLse[0][e >> 1], capInv);
+      p[0][nt][e] *= dp[0][nt][e] - rowD[0][e >> 1];
 }
 
 /// P^T into s over a tile whose rows are keys (this warp's 16) and columns
@@ -696,14 +716,22 @@ __device__ __forceinline__ void keyProbs(float s[1][8][4], const float *colLse, 
 __device__ __forceinline__ void keyDs(const float p[1][8][4], float dp[1][8][4], const float *colD,
                                       const float *colLse, float capInv) {
   int t = threadIdx.x & 3;
+  if (capInv != 0.0f) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int col = nt * 8 + t * 2 + (e & 1);
+        dp[0][nt][e] =
+            p[0][nt][e] * (dp[0][nt][e] - colD[col]) * capSlope(p[0][nt][e], colLse[col], capInv);
+      }
+    return;
+  }
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      int col = nt * 8 + t * 2 + (e & 1);
-      dp[0][nt][e] =
-          p[0][nt][e] * (dp[0][nt][e] - colD[col]) * capSlope(p[0][nt][e], colLse[col], capInv);
-    }
+    for (int e = 0; e < 4; ++e)
+      dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - colD[nt * 8 + t * 2 + (e & 1)]);
 }
 
 /// This warp's rows of acc (MR blocks of 16 from |row0|, W columns) times
