@@ -177,7 +177,8 @@ check llama-fused llama-fused.zplan "$llama" llama-tiny plain "$D/llama-referenc
 check llama-fused-bf16 llama-fused-bf16.zplan "$llama" llama-tiny plain "$D/llama-references.json" 2e-2
 # Head widths 96 (Phi-3's fused qkv) and 256 on one k/v head (Gemma): the wgmma kernels' 96
 # (64 + 32 columns) and 256 (dk/dv in column halves) widths, fp32 on the per-row kernels.
-for m in phi3:phi3-tiny gemma-d256:gemma-d256-tiny; do
+# Gemma 2: soft-capped scores (tanh recovered from P in the backward) and a sliding window.
+for m in phi3:phi3-tiny gemma-d256:gemma-d256-tiny gemma2:gemma2-tiny; do
   data="--data input_ids=$D/${m#*:}.input_ids.npy --data labels=$D/${m#*:}.labels.npy"
   w="--weights $here/../../examples/models/${m#*:}.onnx" # the repository travels beside the carry
   check ${m%%:*}-fp32 ${m%%:*}-fp32.zplan "$data" ${m#*:} plain "$D/llama-references.json" 5e-4 $w

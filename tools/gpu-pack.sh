@@ -129,7 +129,8 @@ $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda -o "$out/plans/gpt2-f
 $zcc $M/gpt2-tiny.onnx --micro-batch 4 $gpt2 --target cuda --precision bf16 -o "$out/plans/gpt2-fused-bf16.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda -o "$out/plans/llama-fused.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --precision bf16 -o "$out/plans/llama-fused-bf16.zplan"
-# Head widths 96 (Phi-3, fused qkv) and 256 on one k/v head (Gemma), fused, vs PyTorch (issue 48);
+# Head widths 96 (Phi-3, fused qkv) and 256 on one k/v head (Gemma), Gemma 2's soft-capped
+# scores and sliding window, fused, vs PyTorch (issue 48);
 # weights read from examples/models, which travels with the repository (gpu-check --weights).
 phi3="--loss cross-entropy --frozen inv_freq|lifted_tensor --padding-idx m.model.embed_tokens.weight=0"
 gemma="--loss cross-entropy --frozen inv_freq|lifted_tensor|embed_scale --padding-idx m.lm_head.weight=0"
@@ -138,8 +139,10 @@ for p in fp32 bf16; do
     -o "$out/plans/phi3-$p.zplan"
   $zcc $E/gemma-d256-tiny.onnx --micro-batch 4 $gemma --target cuda --precision $p \
     --weights external -o "$out/plans/gemma-d256-$p.zplan"
+  $zcc $E/gemma2-tiny.onnx --micro-batch 4 $gemma --target cuda --precision $p \
+    --weights external -o "$out/plans/gemma2-$p.zplan"
 done
-for m in phi3-tiny gemma-d256-tiny; do
+for m in phi3-tiny gemma-d256-tiny gemma2-tiny; do
   cp $E/$m.input_ids.npy $E/$m.labels.npy "$out/data/"
 done
 # The same with the optimizer after the backward (gpu-check: the updates on

@@ -1,8 +1,9 @@
 """The architectures of issue 21 against PyTorch: each export in examples/models trained by zrun.
 
     architectures.py ZCC ZRUN EXAMPLES WORKDIR
-For each model (Qwen2, Gemma, ViT, T5 v1.1, Mixtral, and Phi-3 and Gemma at head widths 96 and 256
-compiled for CUDA, run here by the CPU backend; references.json has how each was exported): fp32
+For each model (Qwen2, Gemma, ViT, T5 v1.1, Mixtral; Phi-3 and Gemma at head widths 96 and 256
+and Gemma 2 with soft-capping and a sliding window, these three compiled for CUDA and run here by
+the CPU backend; references.json has how each was exported): fp32
 at world size 1 (both reference trajectories) and ZeRO-3 at world size 2 (two in-process ranks,
 most parameters partitioned) within 1e-4 of PyTorch's loss and 1e-3 of its gradient norm at every
 step; bf16 within 2e-2 and decreasing. Mixtral at world size 2 is compared with its 'plain-w2'
@@ -41,6 +42,11 @@ MODELS = [
     ("gemma-d256-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor|embed_scale",
                                         "--padding-idx", "m.lm_head.weight=0",
                                         "--target", "cuda"]),
+    # Gemma 2 (issue 48): the attention scores soft-capped (50 tanh(s / 50), here 0.05 so that
+    # the cap bends every score), a 12-token sliding window on every other layer of 32 tokens,
+    # the final logits soft-capped; fused into zero.attention {softcap, window}.
+    ("gemma2-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor|embed_scale",
+                                    "--padding-idx", "m.lm_head.weight=0", "--target", "cuda"]),
 ]
 
 
