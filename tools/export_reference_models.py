@@ -323,6 +323,62 @@ def mixtral_case(name="mixtral-tiny", coef=0.02, B=4, T=32, nb=4, vocab=256):
 
 
 
+def packed_case(name, make_model, vocab=256, B=4, T=32, nb=4, eos=2, seed=4242):
+    """Packed documents (zcc --per-document, issue 48): a token stream of documents of 1 to 24
+    tokens, each ending with |eos|, cut as zrun's loader cuts it (sequence i is tokens
+    [i T, (i + 1) T], its labels the next tokens, -100 where the input token is the EOS). PyTorch
+    runs each document of each sequence on its own (its positions from 0, seeing nothing of the
+    others); the loss is the mean cross-entropy over every kept label of the batch. No export:
+    the model is an existing one's (make_model with its seed), whose parameters' sums the record
+    keeps (param_sums) so that the ONNX file it is trained from can be checked to be the same."""
+    g = torch.Generator().manual_seed(seed)
+    n = B * nb * T + 1
+    stream = []
+    while len(stream) < n:
+        length = int(torch.randint(1, 25, (1,), generator=g))
+        stream += [int(t) for t in torch.randint(3, vocab, (length - 1,), generator=g)] + [eos]
+    stream = np.array(stream[:n], dtype=np.uint16)
+    stream.tofile(os.path.join(ns["OUT"], name + ".tokens.bin"))
+    t = torch.from_numpy(stream.astype(np.int64))
+    x = torch.stack([t[i * T:(i + 1) * T] for i in range(B * nb)]).reshape(nb, B, T)
+    y = torch.stack([t[i * T + 1:(i + 1) * T + 1] for i in range(B * nb)]).reshape(nb, B, T)
+    y = torch.where(x == eos, torch.full_like(y, -100), y)
+    batches = [(x[i], y[i]) for i in range(nb)]
+
+    def loss_fn(model, b):
+        total, count = 0.0, 0
+        for r in range(b[0].shape[0]):
+            xs, ys = b[0][r], b[1][r]
+            starts = [0] + [k for k in range(1, T) if int(xs[k - 1]) == eos] + [T]
+            for a, e in zip(starts[:-1], starts[1:]):
+                logits = model(xs[a:e].unsqueeze(0))[0]
+                total = total + F.cross_entropy(logits.float(), ys[a:e], ignore_index=-100,
+                                                reduction="sum")
+                count += int((ys[a:e] != -100).sum())
+        return total / count
+    torch.manual_seed(0)
+    model = make_model()
+    rec = {"kind": "causal-lm-packed", "batch": B, "seq": T, "vocab": vocab, "eos": eos,
+           "loss": "mean cross-entropy over labels != -100, each document run on its own",
+           "params": sum(p.numel() for p in model.parameters()),
+           "param_sums": {k: float(v.double().sum()) for k, v in model.state_dict().items()},
+           "documents_per_sequence": [len([0] + [k for k in range(1, T)
+                                                 if int(x.reshape(-1, T)[i][k - 1]) == eos])
+                                      for i in range(B * nb)]}
+    rec["trajectories"] = {}
+    for vn, v in ns["VARIANTS"].items():
+        losses, gn, lrs = ns["train_ref"](make_model, batches, loss_fn, v)
+        rec["trajectories"][vn] = dict(hyper=v, loss=losses, grad_norm=gn, lr=lrs)
+
+    def loss_w2(m, b):  # two data-parallel ranks: each the mean over its own half's labels
+        h = b[0].shape[0] // 2
+        return 0.5 * (loss_fn(m, (b[0][:h], b[1][:h])) + loss_fn(m, (b[0][h:], b[1][h:])))
+    v = ns["VARIANTS"]["plain"]
+    losses, gn, lrs = ns["train_ref"](make_model, batches, loss_w2, v)
+    rec["trajectories"]["plain-w2"] = dict(hyper=v, loss=losses, grad_norm=gn, lr=lrs)
+    ns["report"][name] = rec
+
+
 cases = {
     "llama-tiny": lambda: ns["lm_case"]("llama-tiny", llama(2, 64, 4, 2, 128, 256), 256),
     "bert-tiny": lambda: ns["lm_case"]("bert-tiny", bert(2, 64, 4, 128, 256), 256),
@@ -338,6 +394,9 @@ cases = {
     "gemma2-tiny": lambda: ns["lm_case"]("gemma2-tiny",
                                          gemma2(2, 64, 4, 2, 32, 128, 256, softcap=0.05,
                                                 window=12), 256),
+    # Packed documents with llama-tiny's and gpt2-tiny's parameters (RoPE, learned positions).
+    "llama-tiny-packed": lambda: packed_case("llama-tiny-packed", llama(2, 64, 4, 2, 128, 256)),
+    "gpt2-tiny-packed": lambda: packed_case("gpt2-tiny-packed", ns["gpt2"](2, 64, 4, 256)),
     "vit-tiny": vit_case,
     "t5-tiny": t5_case,
     "mixtral-tiny": mixtral_case,

@@ -793,10 +793,18 @@ LogicalResult BiasSoftmaxOp::verify() {
 }
 /// zero.attention(_packed)'s mask: a bias [B or 1, H or 1, Sq, Sk], or none
 /// (with causal, Sq = Sk, and window only with causal), and lse [B, H, Sq].
-static LogicalResult verifyMaskAndLse(Operation *op, Value biasValue, bool causal,
+static LogicalResult verifyMaskAndLse(Operation *op, Value biasValue, Value positions, bool causal,
                                       std::optional<int64_t> window, std::optional<APFloat> softcap,
                                       Type elementType, RankedTensorType lse, int64_t b, int64_t h,
                                       int64_t sq, int64_t sk) {
+  if (positions) {
+    auto type = tensorOf(positions);
+    if (!causal || biasValue)
+      return op->emitOpError("positions (per-document attention) take a causal mask, no bias");
+    if (type.getShape() != ArrayRef<int64_t>{b, sq})
+      return op->emitOpError() << "positions " << shapeStr(type.getShape())
+                               << " must be [B, S] = " << shapeStr({b, sq});
+  }
   if (biasValue) {
     auto bias = tensorOf(biasValue);
     if (causal || window)
@@ -836,7 +844,7 @@ LogicalResult AttentionOp::verify() {
   if (k.getElementType() != q.getElementType() || v.getElementType() != q.getElementType() ||
       out != q)
     return emitOpError("q, k, v and the result must have one element type, the result q's shape");
-  return verifyMaskAndLse(*this, getBias(), getCausal(), getWindow(), getSoftcap(),
+  return verifyMaskAndLse(*this, getBias(), getPositions(), getCausal(), getWindow(), getSoftcap(),
                           q.getElementType(), lse, b, h, sq, sk);
 }
 LogicalResult AttentionPackedOp::verify() {
@@ -848,7 +856,7 @@ LogicalResult AttentionPackedOp::verify() {
   if (out.getShape() != ArrayRef<int64_t>{b, s, h, d} ||
       out.getElementType() != qkv.getElementType())
     return emitOpError("the result must be [B, S, H, D] of qkv's element type");
-  return verifyMaskAndLse(*this, getBias(), getCausal(), getWindow(), getSoftcap(),
+  return verifyMaskAndLse(*this, getBias(), getPositions(), getCausal(), getWindow(), getSoftcap(),
                           qkv.getElementType(), lse, b, h, s, s);
 }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this, getAxis(), getType().getRank()); }

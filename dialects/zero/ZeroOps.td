@@ -490,7 +490,7 @@ def Zero_BiasSoftmaxOp : Zero_Op<"bias_softmax", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Zero_AttentionOp : Zero_Op<"attention", [Pure]> {
+def Zero_AttentionOp : Zero_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "softmax(q k^T * scale + bias) v in one pass (flash attention)";
   let description = [{
     zero-fuse-attention's form of scaled dot-product attention. q is
@@ -512,30 +512,40 @@ def Zero_AttentionOp : Zero_Op<"attention", [Pure]> {
     each scaled score s becomes c tanh(s / c) before the mask is added; it
     takes a structural mask only (the backward recovers tanh from the
     probabilities, which a bias would hide).
+
+    With `positions` [B, S] (integers; causal only, zcc --per-document): the
+    sequences are packed documents, and position i is token positions[b, i]
+    of its document (0 at a document's first token, one more at each next:
+    Hugging Face's position_ids packing). Query i then sees only keys
+    j >= i - positions[b, i], its own document's (with causal and window).
   }];
   let arguments = (ins Zero_FloatTensor:$q, Zero_FloatTensor:$k, Zero_FloatTensor:$v,
-                       Optional<Zero_FloatTensor>:$bias, F64Attr:$scale, UnitAttr:$nan_to_zero,
+                       Optional<Zero_FloatTensor>:$bias, Optional<Zero_IndexTensor>:$positions,
+                       F64Attr:$scale, UnitAttr:$nan_to_zero,
                        UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap);
   let results = (outs Zero_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`bias` $bias^)? (`positions` $positions^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
 
-def Zero_AttentionPackedOp : Zero_Op<"attention_packed", [Pure]> {
+def Zero_AttentionPackedOp : Zero_Op<"attention_packed", [Pure, AttrSizedOperandSegments]> {
   let summary = "zero.attention on the packed projection qkv [B, S, 3, H, D]";
   let description = [{
     zero.attention whose q, k, v are qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]:
     the fused QKV projection as it comes out of its GEMM, so that no split
     copies it apart (and the backward writes one dqkv, no concat).
   }];
-  let arguments = (ins Zero_FloatTensor:$qkv, Optional<Zero_FloatTensor>:$bias, F64Attr:$scale,
+  let arguments = (ins Zero_FloatTensor:$qkv, Optional<Zero_FloatTensor>:$bias,
+                       Optional<Zero_IndexTensor>:$positions, F64Attr:$scale,
                        UnitAttr:$nan_to_zero, UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap);
   let results = (outs Zero_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
-  let assemblyFormat = "$qkv (`bias` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $qkv (`bias` $bias^)? (`positions` $positions^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 
@@ -666,7 +676,7 @@ def Zero_CrossEntropyGradOp : Zero_Op<"cross_entropy_grad", [Pure]> {
   let assemblyFormat = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)";
 }
 
-def Zero_AttentionGradOp : Zero_Op<"attention_grad", [Pure]> {
+def Zero_AttentionGradOp : Zero_Op<"attention_grad", [Pure, AttrSizedOperandSegments]> {
   let summary = "dq, dk, dv of zero.attention given its inputs, result, lse and dresult";
   let description = [{
     The flash-attention backward: the probabilities are recomputed from q, k,
@@ -676,24 +686,26 @@ def Zero_AttentionGradOp : Zero_Op<"attention_grad", [Pure]> {
   }];
   let arguments = (ins Zero_FloatTensor:$q, Zero_FloatTensor:$k, Zero_FloatTensor:$v,
                        Optional<Zero_FloatTensor>:$bias, Zero_FloatTensor:$out,
-                       RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad, F64Attr:$scale,
+                       RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad,
+                       Optional<Zero_IndexTensor>:$positions, F64Attr:$scale,
                        UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap);
   let results = (outs Zero_FloatTensor:$dq, Zero_FloatTensor:$dk, Zero_FloatTensor:$dv);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`bias` $bias^)? `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $v (`bias` $bias^)? `,` $out `,` $lse `,` $grad (`positions` $positions^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
-def Zero_AttentionPackedGradOp : Zero_Op<"attention_packed_grad", [Pure]> {
+def Zero_AttentionPackedGradOp : Zero_Op<"attention_packed_grad", [Pure, AttrSizedOperandSegments]> {
   let summary = "dqkv of zero.attention_packed";
   let arguments = (ins Zero_FloatTensor:$qkv, Optional<Zero_FloatTensor>:$bias,
                        Zero_FloatTensor:$out, RankedTensorOf<[F32]>:$lse, Zero_FloatTensor:$grad,
+                       Optional<Zero_IndexTensor>:$positions,
                        F64Attr:$scale, UnitAttr:$causal, OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap);
   let results = (outs Zero_FloatTensor:$dqkv);
   let assemblyFormat = [{
-    $qkv (`bias` $bias^)? `,` $out `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)
+    $qkv (`bias` $bias^)? `,` $out `,` $lse `,` $grad (`positions` $positions^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -101,10 +101,16 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   }
   // The GPU's attention as one flash-attention kernel; vocabulary-sized
   // GEMM outputs padded to aligned rows.
-  if (cuda) {
-    pm.addPass(createZeroFuseAttention());
-    pm.addPass(createZeroPadGemms());
+  // Packed documents (--per-document) take fused attention on every target:
+  // the fused op is what keeps each query inside its document.
+  if (cuda || o.perDocument) {
+    ZeroFuseAttentionOptions fa;
+    if (o.perDocument)
+      fa.documents = "position_ids";
+    pm.addPass(createZeroFuseAttention(fa));
   }
+  if (cuda)
+    pm.addPass(createZeroPadGemms());
   // Layout: transposes sunk below RoPE and other elementwise chains cancel
   // against attention's (or each other) before the backward is derived.
   pm.addPass(createZeroPropagateTransposes());

@@ -459,8 +459,8 @@ LogicalResult Differentiator::backward(Operation *op) {
                                "trainable parameter");
         auto grads = AttentionGradOp::create(
             b, loc, TypeRange{x(0).getType(), x(1).getType(), x(2).getType()}, x(0), x(1), x(2),
-            bias, att.getResult(), att.getLse(), dy[0], att.getScaleAttr(), att.getCausalAttr(),
-            att.getWindowAttr(), att.getSoftcapAttr());
+            bias, att.getResult(), att.getLse(), dy[0], att.getPositions(), att.getScaleAttr(),
+            att.getCausalAttr(), att.getWindowAttr(), att.getSoftcapAttr());
         for (int i = 0; i < 3; ++i)
           accumulate(loc, x(i), grads->getResult(i));
         return success();
@@ -473,10 +473,10 @@ LogicalResult Differentiator::backward(Operation *op) {
           return att.emitError("zero.attention_packed: no gradient for a mask that depends on "
                                "a trainable parameter");
         accumulate(loc, x(0),
-                   AttentionPackedGradOp::create(b, loc, x(0).getType(), x(0), bias,
-                                                 att.getResult(), att.getLse(), dy[0],
-                                                 att.getScaleAttr(), att.getCausalAttr(),
-                                                 att.getWindowAttr(), att.getSoftcapAttr()));
+                   AttentionPackedGradOp::create(
+                       b, loc, x(0).getType(), x(0), bias, att.getResult(), att.getLse(), dy[0],
+                       att.getPositions(), att.getScaleAttr(), att.getCausalAttr(),
+                       att.getWindowAttr(), att.getSoftcapAttr()));
         return success();
       })
       .Case([&](CrossEntropyOp ce) {

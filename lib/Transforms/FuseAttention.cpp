@@ -529,24 +529,71 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
   /// Each mask classified once (every layer adds the same one).
   llvm::DenseMap<Value, std::optional<StructuredMask>> structuredMasks;
 
+  /// The per-document positions [B, S] (option `documents`), if any.
+  Value positions;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     if (!forward)
       return;
+    if (!documents.empty()) {
+      for (BlockArgument arg : forward.getArguments())
+        if (auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "zero.input");
+            name && name.getValue() == documents)
+          positions = arg;
+      auto type = positions ? dyn_cast<RankedTensorType>(positions.getType()) : nullptr;
+      if (!type || type.getRank() != 2 || !type.getElementType().isInteger()) {
+        module.emitError() << "per-document attention: @forward has no integer [batch, sequence] "
+                              "input '"
+                           << documents << "'";
+        return signalPassFailure();
+      }
+    }
     SmallVector<BiasSoftmaxOp> candidates;
     forward.walk([&](BiasSoftmaxOp op) { candidates.push_back(op); });
     int64_t fused = 0;
     for (BiasSoftmaxOp softmax : candidates)
       fused += succeeded(fuse(softmax, module));
-    if (!fused)
-      return;
-    // The transposes and scalings the fused ops no longer read.
-    Block &block = forward.getBody().front();
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
-      if (op.use_empty() && !isa<func::ReturnOp>(op) && isMemoryEffectFree(&op))
-        op.erase();
-    module->setAttr("zero.fused_attention", Builder(module.getContext()).getI64IntegerAttr(fused));
+    if (fused) {
+      // The transposes and scalings the fused ops no longer read.
+      Block &block = forward.getBody().front();
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+        if (op.use_empty() && !isa<func::ReturnOp>(op) && isMemoryEffectFree(&op))
+          op.erase();
+      module->setAttr("zero.fused_attention",
+                      Builder(module.getContext()).getI64IntegerAttr(fused));
+    }
+    if (positions && failed(checkDocuments(forward, fused)))
+      return signalPassFailure();
+  }
+
+  /// Per-document attention: every attention fused, each with the positions.
+  LogicalResult checkDocuments(func::FuncOp forward, int64_t fused) {
+    const char *why = "; per-document attention (zcc --per-document) needs every attention fused "
+                      "with a causal mask over the whole sequence, or its documents would see "
+                      "each other";
+    LogicalResult result = success();
+    forward.walk([&](Operation *op) {
+      if (isa<BiasSoftmaxOp>(op)) {
+        op->emitError() << "this attention's softmax did not fuse into zero.attention (not "
+                           "the product-softmax-product form zero-fuse-attention knows, a head "
+                           "wider than "
+                        << (int64_t)maxHeadDim
+                        << ", probabilities read elsewhere, or a mask that depends on a parameter)"
+                        << why;
+        result = failure();
+      } else if ((isa<AttentionOp>(op) && !cast<AttentionOp>(op).getPositions()) ||
+                 (isa<AttentionPackedOp>(op) && !cast<AttentionPackedOp>(op).getPositions())) {
+        op->emitError() << "this attention's mask is not causal over the sequence (a mask tensor, "
+                           "cross-attention, or none)"
+                        << why;
+        result = failure();
+      }
+    });
+    if (succeeded(result) && !fused)
+      return forward.emitError() << "found no attention to fuse" << why;
+    return result;
   }
 
   LogicalResult fuse(BiasSoftmaxOp softmax, ModuleOp module) {
@@ -600,18 +647,25 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
     } else if (softcap) {
       return failure(); // the kernels take soft-capping with a structural mask only
     }
+    // Packed documents: a causal self-attention over the positions' tokens
+    // keeps each query in its document (checkDocuments names the others).
+    Value positions;
+    if (this->positions && causal && !mask &&
+        cast<RankedTensorType>(this->positions.getType()).getShape() == ArrayRef<int64_t>{b, sq} &&
+        sk == sq)
+      positions = this->positions;
     FloatAttr softcapAttr = softcap ? builder.getF64FloatAttr(*softcap) : nullptr;
     Value q = qIn->materialize(builder, pv.getLoc()), k = kIn->materialize(builder, pv.getLoc()),
           v = vIn->materialize(builder, pv.getLoc());
     auto lseType = RankedTensorType::get({b, h, sq}, builder.getF32Type());
     auto attention = AttentionOp::create(builder, pv.getLoc(), TypeRange{qt, lseType}, q, k, v,
-                                         mask, builder.getF64FloatAttr(scale),
+                                         mask, positions, builder.getF64FloatAttr(scale),
                                          softmax.getNanToZeroAttr(), causal, window, softcapAttr);
     Value result = attention.getResult();
     if (Value qkv = packedProjection(q, k, v, builder, pv.getLoc())) {
       auto packed = AttentionPackedOp::create(
-          builder, pv.getLoc(), TypeRange{qt, lseType}, qkv, mask, builder.getF64FloatAttr(scale),
-          softmax.getNanToZeroAttr(), causal, window, softcapAttr);
+          builder, pv.getLoc(), TypeRange{qt, lseType}, qkv, mask, positions,
+          builder.getF64FloatAttr(scale), softmax.getNanToZeroAttr(), causal, window, softcapAttr);
       attention.erase();
       result = packed.getResult();
     }

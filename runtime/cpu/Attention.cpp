@@ -17,11 +17,17 @@ namespace zrt::cpu {
 /// h / (H / Hk)), bias [B or 1, H or 1, Sq, Sk]; or, packed (zero.attention_packed), q, k, v the
 /// three parts of qkv [B, S, 3, H, D] and dq, dk, dv those of dqkv. The
 /// mask: 0 the bias input; 1 causal, no bias (query i sees keys j <= i,
-/// and with a window w > 0 only j > i - w); 2 none.
-///   attention       (q, k, v[, bias]) -> (out, lse)     ints [nan_to_zero, 0, mask, window]
-///                   (qkv[, bias]) -> (out, lse)         ints [nan_to_zero, 1, mask, window]
-///   attention_grad  (q, k, v[, bias], out, lse, dout) -> (dq, dk, dv)   ints [0, mask, window]
-///                   (qkv[, bias], out, lse, dout) -> (dqkv)             ints [1, mask, window]
+/// and with a window w > 0 only j > i - w); 2 none. With documents (causal
+/// only) the last input is positions, int64 [B, S]: query i also sees only
+/// keys j >= i - positions[b, i] (packed documents, zcc --per-document).
+///   attention       (q, k, v[, bias][, positions]) -> (out, lse)
+///                       ints [nan_to_zero, 0, mask, window, documents]
+///                   (qkv[, bias][, positions]) -> (out, lse)
+///                       ints [nan_to_zero, 1, mask, window, documents]
+///   attention_grad  (q, k, v[, bias], out, lse, dout[, positions]) -> (dq, dk, dv)
+///                       ints [0, mask, window, documents]
+///                   (qkv[, bias], out, lse, dout[, positions]) -> (dqkv)
+///                       ints [1, mask, window, documents]
 /// (trailing ints may be left out: 0). floats [scale] or [scale, softcap]:
 /// with a softcap c > 0 (structural masks only) each scaled score s is
 /// c tanh(s / c) before the mask is added.
@@ -29,8 +35,10 @@ namespace zrt::cpu {
 /// of q (|in|), k/v (|kvIn|), out and dout (|out|), dq (|grad|) and dk/dv
 /// (|kvGrad|).
 struct AttentionShape {
-  bool packed = false;
+  bool packed = false, documents = false;
   int64_t mask = 0, window = 0;
+  /// Per-document positions [B, S] (documents), else null.
+  const int64_t *positions = nullptr;
   double softcap = 0;
   int64_t b, sq, sk, h, hk, d, biasB, biasH, in, kvIn, out, grad, kvGrad;
   int64_t qAt(int64_t bi, int64_t i, int64_t hi) const { return (bi * sq + i) * in + hi * d; }
@@ -74,10 +82,13 @@ struct AttentionShape {
     double t = x / softcap;
     return scale * (1 - t * t);
   }
-  /// The mask's element (query i, key j) of the row that starts at |row|.
-  double maskAt(const float *row, int64_t i, int64_t j) const {
+  /// The mask's element (query i, key j) of batch |bi|, the row that starts
+  /// at |row|.
+  double maskAt(const float *row, int64_t bi, int64_t i, int64_t j) const {
     if (row)
       return row[j];
+    if (positions && j < i - positions[bi * sq + i])
+      return -INFINITY; // an earlier document's
     return mask == 2 || (j <= i && (window <= 0 || j > i - window)) ? 0.0 : -INFINITY;
   }
   const float *maskRow(const float *bias, int64_t bi, int64_t hi, int64_t i) const {
@@ -90,9 +101,13 @@ static std::string attentionShape(const KernelCall &c, bool backward, AttentionS
   a.packed = intAt(flag) != 0;
   a.mask = intAt(flag + 1);
   a.window = intAt(flag + 2);
-  if (a.mask < 0 || a.mask > 2 || a.window < 0 || (a.window && a.mask != 1))
-    return "expects a mask kind of 0 (bias), 1 (causal) or 2 (none), a window only with causal";
-  size_t inputs = (a.packed ? 1 : 3) + (a.hasBias() ? 1 : 0) + (backward ? 3 : 0);
+  a.documents = intAt(flag + 3) != 0;
+  if (a.mask < 0 || a.mask > 2 || a.window < 0 || (a.window && a.mask != 1) ||
+      (a.documents && a.mask != 1))
+    return "expects a mask kind of 0 (bias), 1 (causal) or 2 (none), a window and documents "
+           "only with causal";
+  size_t inputs =
+      (a.packed ? 1 : 3) + (a.hasBias() ? 1 : 0) + (backward ? 3 : 0) + (a.documents ? 1 : 0);
   if (c.in.size() != inputs || c.out.size() != (backward ? (a.packed ? 1u : 3u) : 2u))
     return "expects " + std::to_string(inputs) + " inputs and " +
            std::to_string(backward ? (a.packed ? 1 : 3) : 2) + " results";
@@ -131,6 +146,12 @@ static std::string attentionShape(const KernelCall &c, bool backward, AttentionS
     return "bias " + shapeStr(bias.shape) + " does not agree with the attention's shape";
   if (a.mask == 1 && a.sq != a.sk)
     return "causal needs as many queries as keys";
+  if (a.documents) {
+    const TensorRef &p = c.in.back();
+    if (p.dtype != DType::I64 || p.shape != Shape{a.b, a.sq})
+      return "expects positions, int64 " + shapeStr({a.b, a.sq}) + ", as the last input";
+    a.positions = p.as<int64_t>();
+  }
   if (c.floats.empty() || c.floats.size() > 2)
     return "expects floats [scale] or [scale, softcap]";
   a.softcap = c.floats.size() > 1 ? c.floats[1] : 0;
@@ -154,8 +175,8 @@ static std::string attentionShape(const KernelCall &c, bool backward, AttentionS
   return "";
 }
 std::string checkAttention(const KernelCall &c) {
-  if (c.ints.empty() || c.ints.size() > 4)
-    return "expects ints [nan_to_zero, packed, mask, window]";
+  if (c.ints.empty() || c.ints.size() > 5)
+    return "expects ints [nan_to_zero, packed, mask, window, documents]";
   AttentionShape a;
   return attentionShape(c, false, a);
 }
@@ -180,7 +201,7 @@ Status runAttentionF32(const KernelCall &c) {
           double dot = 0;
           for (int64_t d = 0; d < a.d; ++d)
             dot += (double)qi[d] * kj[d];
-          s[j] = a.score(dot, scale) + a.maskAt(bi, i, j);
+          s[j] = a.score(dot, scale) + a.maskAt(bi, b, i, j);
           m = std::max(m, s[j]);
         }
         float *oi = out + a.oAt(b, i, h);
@@ -205,8 +226,8 @@ Status runAttentionF32(const KernelCall &c) {
   return Status::ok();
 }
 std::string checkAttentionGrad(const KernelCall &c) {
-  if (c.ints.size() > 3)
-    return "expects ints [packed, mask, window]";
+  if (c.ints.size() > 4)
+    return "expects ints [packed, mask, window, documents]";
   AttentionShape a;
   return attentionShape(c, true, a);
 }
@@ -247,7 +268,7 @@ Status runAttentionGradF32(const KernelCall &c) {
             dp += (double)gi[d] * vj[d];
           }
           double x = a.score(dot, scale);
-          double p = std::exp(x + a.maskAt(bi, i, j) - rowLse);
+          double p = std::exp(x + a.maskAt(bi, b, i, j) - rowLse);
           if (p == 0)
             continue;
           double ds = p * (dp - rowD) * a.slope(x, scale);

@@ -102,18 +102,24 @@ template <typename T> __global__ void tileMapKernel(const T *bias, unsigned char
                                                                                : kBiasTile;
 }
 
-/// The map of a structural mask (no bias: causal, maybe a window, or none)
-/// from the tiles' corners: kSkipTile where no key is kept, kPlainTile
-/// where every one is, else kCausalTile (the kernels test each element's
-/// indices).
+/// The map of a structural mask (no bias: causal, maybe a window and
+/// documents, or none) from the tiles' corners: kSkipTile where no key is
+/// kept, kPlainTile where every one is, else kCausalTile (the kernels test
+/// each element's indices). With documents a map per batch row (biasB = B):
+/// a document's start never decreases along the rows (zrun checks the
+/// positions), so a tile's first row has the lowest and its last the
+/// highest.
 __global__ void bandTileMapKernel(unsigned char *map, Dims m) {
-  int64_t qTiles = (m.sq + 63) / 64, kTiles = (m.sk + 63) / 64;
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < qTiles * kTiles;
+  int64_t qTiles = (m.sq + 63) / 64, kTiles = (m.sk + 63) / 64, per = qTiles * kTiles;
+  int64_t count = (m.positions ? m.b : 1) * per;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < count;
        t += (int64_t)gridDim.x * blockDim.x) {
-    int64_t qt = t / kTiles, kt = t % kTiles;
+    int64_t bb = t / per, qt = t % per / kTiles, kt = t % kTiles;
     int64_t r0 = qt * 64, r1 = min(m.sq, r0 + 64) - 1, c0 = kt * 64, c1 = min(m.sk, c0 + 64) - 1;
-    bool none = m.causal && (c0 > r1 || (m.window > 0 && c1 <= r0 - m.window));
-    bool all = !m.causal || (c1 <= r0 && (m.window <= 0 || c0 > r1 - m.window));
+    bool none =
+        m.causal && (c0 > r1 || (m.window > 0 && c1 <= r0 - m.window) || m.docStart(bb, r0) > c1);
+    bool all = !m.causal ||
+               (c1 <= r0 && (m.window <= 0 || c0 > r1 - m.window) && m.docStart(bb, r1) <= c0);
     map[t] = none ? kSkipTile : all ? kPlainTile : kCausalTile;
   }
 }
@@ -150,24 +156,31 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
 
 /// Where a warp's edge tile lies: its scores' first query q0 and key k0
 /// as keys left (sk - k0), queries left (sq - q0) and diag = q0 - k0, 32-bit
-/// (clamped: only compared with offsets inside a tile), and the bias rows'
-/// stride.
+/// (clamped: only compared with offsets inside a tile), the bias rows'
+/// stride, and with documents the positions from query q0 of batch b.
 struct MaskFrame {
   int keysLeft, rowsLeft, diag, window;
   int64_t stride;
+  const int64_t *positions;
 };
-__host__ __device__ inline MaskFrame maskFrame(const Dims &m, int64_t q0, int64_t k0) {
+__host__ __device__ inline MaskFrame maskFrame(const Dims &m, int64_t b, int64_t q0, int64_t k0) {
   auto clamp = [](int64_t x) {
     return (int)(x < -(1 << 20) ? -(1 << 20) : x > (1 << 20) ? (1 << 20) : x);
   };
   int window = m.window > 0 && m.window < (1 << 28) ? (int)m.window : (1 << 28);
-  return MaskFrame{clamp(m.sk - k0), clamp(m.sq - q0), clamp(q0 - k0), window, m.sk};
+  return MaskFrame{clamp(m.sk - k0),
+                   clamp(m.sq - q0),
+                   clamp(q0 - k0),
+                   window,
+                   m.sk,
+                   m.positions ? m.positions + b * m.sq + q0 : nullptr};
 }
 
 /// s = s scale log2(e) + mask log2(e) over a warp's accumulators (MR blocks
 /// of 16 rows x 64 columns; rows are queries and columns keys, or the
 /// other way round if |KeyRows|): -inf for keys past the end, above a
-/// causal tile's diagonal or where the bias is -inf; the bias read from
+/// causal tile's diagonal, outside its window or before the query's
+/// document (its position back) or where the bias is -inf; the bias read from
 /// |biasAt| (the element of (q0, k0)) only in a kBiasTile, whose loop is
 /// separate so that the causal one holds no addresses.
 template <typename T, int MR, bool KeyRows>
@@ -185,7 +198,10 @@ __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned
           int qi = KeyRows ? c : r, kj = KeyRows ? r : c;
           float &x = s[mr][nt][e];
           if (kj >= f.keysLeft ||
-              (kind == kCausalTile && (kj > qi + f.diag || kj <= qi + f.diag - f.window))) {
+              (kind == kCausalTile &&
+               (kj > qi + f.diag || kj <= qi + f.diag - f.window ||
+                (f.positions &&
+                 kj < qi + f.diag - (int)f.positions[qi < f.rowsLeft ? qi : f.rowsLeft - 1])))) {
             x = -INFINITY;
           } else if constexpr (decltype(withBias)::value) {
             int row = qi < f.rowsLeft ? qi : f.rowsLeft - 1;
@@ -813,7 +829,7 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
           float mul = general ? 1.0f : sl;
           if (general)
             maskScores<T, MR, false>(s, sl, kind, bias + m.biasRow(b, h, row0) + key0,
-                                     maskFrame(m, row0, key0));
+                                     maskFrame(m, b, row0, key0));
           onlineSoftmax<D, MR>(s, mul, mx, l, o);
           productTile<T, D, MR>(s, vs + buf * kTileElems, o);
         }
@@ -1112,7 +1128,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 4
         float mul = general ? 1.0f : sl;
         if (general)
           maskScores<T, 1, false>(s, sl, kind, bias + m.biasRow(b, h, maskRow0) + key0,
-                                  maskFrame(m, maskRow0, key0));
+                                  maskFrame(m, b, maskRow0, key0));
         onlineSoftmax<D, 1>(s, mul, mx, l, o);
         productWgmma<T, D>(s, vt, o);
       });
@@ -1236,7 +1252,7 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
           scoresTile<T, D, MR>(gw, vs + buf * kTileElems, dp);
           capScores<MR>(s, m);
           queryProbs<T, MR, true>(s, rowLse, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
-                                  bias + m.biasRow(b, h, row0) + key0, maskFrame(m, row0, key0),
+                                  bias + m.biasRow(b, h, row0) + key0, maskFrame(m, b, row0, key0),
                                   capInv, dp, rowD);
           productTile<T, D, MR>(s, ks + buf * kTileElems, acc);
         }
@@ -1313,8 +1329,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
           capScores<1>(s, m);
           keyProbs<T>(s, curLse, sl,
                       kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk,
-                      kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0)); // P^T
-          keyDs(s, dp, curD, curLse, capInv);                                           // dS^T
+                      kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, b, q0, key0)); // P^T
+          keyDs(s, dp, curD, curLse, capInv);                                              // dS^T
           productTile<T, D, 1, C0, W>(s, gs + buf * kTileElems, dvAcc);
           productTile<T, D, 1, C0, W>(dp, qs + buf * kTileElems, dkAcc);
         });
@@ -1366,7 +1382,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 3
         capScores<1>(s, m);
         queryProbs<T, 1, false>(s, rowLse, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
                                 bias + m.biasRow(b, h, maskRow0) + key0,
-                                maskFrame(m, maskRow0, key0));
+                                maskFrame(m, b, maskRow0, key0));
         wgmmaWait<0>();
         fenceOperands<32>(&dp[0][0][0]);
         queryDs(s, dp, rowD, rowLse, capInv);
@@ -1426,7 +1442,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
           capScores<1>(s, m);
           keyProbs<T>(s, curLse, sl,
                       kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk,
-                      kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, q0, key0));
+                      kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, b, q0, key0));
           uint32_t pa[4][4], dsa[4][4];
           packA<T>(s, pa);
           issueProduct<T, C0, W>(pa, gt, dvAcc);
@@ -1451,7 +1467,7 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
 // Launch
 //===----------------------------------------------------------------------===//
 
-/// ints[flag + k] (0 when left out): packed, mask kind, window.
+/// ints[flag + k] (0 when left out): packed, mask kind, window, documents.
 int64_t flagAt(bool backward, const KernelCall &c, size_t k) {
   size_t at = (backward ? 0 : 1) + k;
   return c.ints.size() > at ? c.ints[at] : 0;
@@ -1490,6 +1506,12 @@ Operands operandsOf(bool backward, const KernelCall &c) {
   a.m.causal = mask == 1;
   a.m.window = flagAt(backward, c, 2);
   a.m.softcap = c.floats.size() > 1 ? (float)c.floats[1] : 0.0f;
+  // Packed documents: the positions are the last input; the tile map is one
+  // per batch row (biasB = B; there is no bias then).
+  if (flagAt(backward, c, 3) != 0) {
+    a.m.positions = c.in.back().as<int64_t>();
+    a.m.biasB = b;
+  }
   a.bias = bias ? bias->data : nullptr;
   if (!backward) {
     a.o = c.out[0].data;

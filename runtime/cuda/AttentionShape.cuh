@@ -42,6 +42,14 @@ struct Dims {
   /// Logit soft-capping (> 0; structural masks only): each scaled score s
   /// is softcap tanh(s / softcap) before the mask.
   float softcap = 0;
+  /// Packed documents (causal only; zcc --per-document): positions [B, S],
+  /// each token's position in its document; query i of batch b sees only
+  /// keys j >= i - positions[b, i]. Null without.
+  const int64_t *positions = nullptr;
+  /// The first key query |i| of batch |bi| may see: its document's start.
+  __host__ __device__ int64_t docStart(int64_t bi, int64_t i) const {
+    return positions ? i - positions[bi * sq + i] : 0;
+  }
   /// The score (before the mask) of the product |dot| of a query and a key.
   __device__ float score(float dot) const {
     float x = dot * scale;
@@ -52,9 +60,9 @@ struct Dims {
     float t = softcap > 0 ? x / softcap : 0.0f;
     return 1.0f - t * t;
   }
-  /// Whether the structural mask keeps key j for query i.
-  __host__ __device__ bool keeps(int64_t i, int64_t j) const {
-    return !causal || (j <= i && (window <= 0 || j > i - window));
+  /// Whether the structural mask keeps key j for query i of batch |bi|.
+  __host__ __device__ bool keeps(int64_t bi, int64_t i, int64_t j) const {
+    return !causal || (j <= i && (window <= 0 || j > i - window) && j >= docStart(bi, i));
   }
   __host__ __device__ int64_t group() const { return h / hk; }
   /// The k/v head query head |hi| reads (32-bit: the index math runs per
@@ -101,17 +109,21 @@ struct Dims {
 template <typename T>
 __device__ inline float maskAt(const T *bias, const Dims &m, int64_t bi, int64_t hi, int64_t i,
                                int64_t j) {
-  return bias ? toF(bias[m.biasRow(bi, hi, i) + j]) : m.keeps(i, j) ? 0.0f : -INFINITY;
+  return bias ? toF(bias[m.biasRow(bi, hi, i) + j]) : m.keeps(bi, i, j) ? 0.0f : -INFINITY;
 }
 
 /// A call's operands, packed (q, k, v in one [B, S, 3, H, D] tensor and
 /// dq, dk, dv in one of the same shape) or not.
-///   attention       (q, k, v[, bias]) -> (out, lse)   ints [nan_to_zero, 0, mask, window]
-///                   (qkv[, bias]) -> (out, lse)       ints [nan_to_zero, 1, mask, window]
-///   attention_grad  (q, k, v[, bias], out, lse, dout) -> (dq, dk, dv)   ints [0, mask, window]
-///                   (qkv[, bias], out, lse, dout) -> (dqkv)             ints [1, mask, window]
-/// mask: 0 the bias input, 1 causal (Dims::causal, window), 2 none; |bias| is
-/// null without one.
+///   attention       (q, k, v[, bias][, positions]) -> (out, lse)
+///                       ints [nan_to_zero, 0, mask, window, documents]
+///                   (qkv[, bias][, positions]) -> (out, lse)
+///                       ints [nan_to_zero, 1, mask, window, documents]
+///   attention_grad  (q, k, v[, bias], out, lse, dout[, positions]) -> (dq, dk, dv)
+///                       ints [0, mask, window, documents]
+///                   (qkv[, bias], out, lse, dout[, positions]) -> (dqkv)
+///                       ints [1, mask, window, documents]
+/// mask: 0 the bias input, 1 causal (Dims::causal, window, positions), 2 none;
+/// |bias| is null without one.
 struct Operands {
   Dims m;
   const char *q, *k, *v, *bias, *out = nullptr, *g = nullptr;

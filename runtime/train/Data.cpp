@@ -6,6 +6,7 @@
 #include "plan/PlanLoader.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -70,8 +71,42 @@ Status DataFeeder::load(const std::vector<std::pair<std::string, std::string>> &
       return errorf("--data ", in.name(), ": ", a.shape[0], " samples, but other inputs have ",
                     samples_);
     samples_ = a.shape[0];
+    if (in.name() == kPositionsInput && a.dtype == DType::I64 && perDocument(program))
+      if (Status st = checkDocumentPositions(reinterpret_cast<const int64_t *>(a.data.data()),
+                                             a.shape[0], a.shape.back());
+          !st)
+        return errorf("--data ", in.name(), ": ", st.message());
   }
   findIndexBounds(plan, program);
+  return Status::ok();
+}
+
+bool DataFeeder::perDocument(const plan::Program &program) {
+  // attention: ints [nan_to_zero, packed, mask, window, documents];
+  // attention_grad: [packed, mask, window, documents].
+  for (const plan::Instruction &inst : program.instructions()) {
+    if (!inst.has_kernel())
+      continue;
+    const plan::Kernel &k = inst.kernel();
+    int at = k.name() == "attention" ? 4 : k.name() == "attention_grad" ? 3 : -1;
+    if (at >= 0 && k.ints_size() > at && k.ints(at) != 0)
+      return true;
+  }
+  return false;
+}
+
+Status zrt::checkDocumentPositions(const int64_t *positions, int64_t n, int64_t seq) {
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t *p = positions + r * seq;
+    for (int64_t t = 0; t < seq; ++t) {
+      bool ok = t == 0 ? p[0] >= 0 : p[t] == 0 || p[t] == p[t - 1] + 1;
+      if (!ok)
+        return errorf("sample ", r, ", position ", t, ": ", p[t],
+                      t == 0 ? "" : " after " + std::to_string(p[t - 1]),
+                      "; each token's position in its document counts up by one and is 0 where a "
+                      "document starts (Hugging Face's DataCollatorWithFlattening position_ids)");
+    }
+  }
   return Status::ok();
 }
 
@@ -107,7 +142,7 @@ Status zrt::parseTokenLayout(const char *bytes, size_t size, const std::string &
 }
 
 void zrt::readTokenSequence(const TokenLayout &layout, const char *bytes, int64_t i, int64_t *x,
-                            int64_t *y) {
+                            int64_t *y, int64_t *positions) {
   const char *p = bytes + layout.start + (size_t)(i * layout.seq) * layout.width;
   auto token = [&](int64_t t) -> int64_t {
     if (layout.width == 2) {
@@ -125,13 +160,16 @@ void zrt::readTokenSequence(const TokenLayout &layout, const char *bytes, int64_
     y[t] = token(t + 1);
     if ((layout.eos >= 0 && x[t] == layout.eos) || (prompt && prompt[t + 1]))
       y[t] = kIgnoredLabel;
+    if (positions)
+      positions[t] =
+          t == 0 || (layout.eos >= 0 && x[t - 1] == layout.eos) ? 0 : positions[t - 1] + 1;
   }
 }
 
 Status DataFeeder::loadTokens(const TokenSource &source, const plan::Plan &plan,
                               const plan::Program &program) {
   const std::string &flag = source.flag;
-  const plan::Buffer *ids = nullptr, *labels = nullptr;
+  const plan::Buffer *ids = nullptr, *labels = nullptr, *positions = nullptr;
   for (const plan::NamedBuffer &in : program.inputs()) {
     if (isTrainerInput(in.name()))
       continue;
@@ -139,6 +177,8 @@ Status DataFeeder::loadTokens(const TokenSource &source, const plan::Plan &plan,
       ids = &plan.buffers(in.buffer());
     else if (in.name() == "labels")
       labels = &plan.buffers(in.buffer());
+    else if (in.name() == kPositionsInput && perDocument(program))
+      positions = &plan.buffers(in.buffer());
     else
       return errorf(flag, ": the plan has an input '", in.name(),
                     "' besides input_ids and labels; pass it with --data");
@@ -152,12 +192,21 @@ Status DataFeeder::loadTokens(const TokenSource &source, const plan::Plan &plan,
                   labels->shape().end()))
     return errorf(flag, ": the plan's input_ids and labels must both be int64 [batch, "
                         "sequence]");
+  if (positions && (positions->dtype() != plan::I64 ||
+                    !std::equal(ids->shape().begin(), ids->shape().end(),
+                                positions->shape().begin(), positions->shape().end())))
+    return errorf(flag, ": the plan's position_ids must be int64 [batch, sequence] as input_ids");
   tokens_.seq = ids->shape(1);
   if (Status s = tokenFile_.open(source.path); !s)
     return errorf(flag, " ", s.message());
   ZRT_RETURN_IF_ERROR(parseTokenLayout(tokenFile_.data(), tokenFile_.size(), source.path,
                                        source.bytesPerToken, tokens_.seq, tokens_, flag));
   tokens_.eos = source.eos;
+  if (positions && source.eos < 0)
+    std::fprintf(stderr,
+                 "zrun: %s: the plan attends per document (zcc --per-document) but --eos "
+                 "is not given: each sequence is one document\n",
+                 flag.c_str());
   if (!source.promptMask.empty()) {
     if (Status s = promptFile_.open(source.promptMask); !s)
       return errorf(source.maskFlag, " ", s.message());
@@ -246,19 +295,24 @@ Status DataFeeder::feed(int64_t k, const ExecutorBase &executor,
     int64_t perSample = dst.numel() / std::max<int64_t>(batch, 1);
     size_t sampleBytes = (size_t)perSample * dtypeSize(dst.dtype);
     auto it = arrays_.find(in.name());
-    // A token file fills input_ids and labels together; the row not wanted
-    // here goes to |spare|.
-    std::vector<int64_t> spare(it == arrays_.end() ? tokens_.seq : 0);
+    // A token file fills input_ids, labels and position_ids together; the
+    // rows not wanted here go to |spare|.
+    std::vector<int64_t> spare(it == arrays_.end() ? 2 * tokens_.seq : 0);
     for (int64_t j = 0; j < batch; ++j) {
       int64_t sample = sampleAt(k * batch + j);
       char *row = dst.data + j * sampleBytes;
       if (it != arrays_.end()) {
         std::memcpy(row, it->second.data.data() + sample * sampleBytes, sampleBytes);
-      } else { // a token file: input_ids or labels
+      } else { // a token file: input_ids, labels or position_ids
         auto *out = reinterpret_cast<int64_t *>(row);
-        bool ids = in.name() == "input_ids";
-        readTokenSequence(tokens_, tokenFile_.data(), sample, ids ? out : spare.data(),
-                          ids ? spare.data() : out);
+        int64_t *x = spare.data(), *y = spare.data() + tokens_.seq, *positions = nullptr;
+        if (in.name() == "input_ids")
+          x = out;
+        else if (in.name() == "labels")
+          y = out;
+        else
+          positions = out;
+        readTokenSequence(tokens_, tokenFile_.data(), sample, x, y, positions);
       }
     }
     auto bound = bounds_.find(in.name());

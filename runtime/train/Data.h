@@ -61,9 +61,20 @@ Status parseTokenLayout(const char *bytes, size_t size, const std::string &path,
 
 /// Sequence |i| of a parsed token file: its tokens into |x| and the same
 /// shifted by one (the next-token labels) into |y|, |layout.seq| each, with
-/// the layout's masking (kIgnoredLabel) applied to |y|.
+/// the layout's masking (kIgnoredLabel) applied to |y|; and, if |positions|
+/// is not null, each token's position in its document into it: 0 at the
+/// sequence's first token and after each EOS, else one more than the
+/// previous (Hugging Face's position_ids packing; zcc --per-document).
 void readTokenSequence(const TokenLayout &layout, const char *bytes, int64_t i, int64_t *x,
-                       int64_t *y);
+                       int64_t *y, int64_t *positions = nullptr);
+
+/// The name of the plan input that zcc --per-document adds.
+constexpr const char *kPositionsInput = "position_ids";
+
+/// Checks per-document positions fed with --data (|n| rows of |seq|): each
+/// row starts at 0 or more and each next value is 0 (a document starts) or
+/// one more; the kernels rely on it. The first offending element, named.
+Status checkDocumentPositions(const int64_t *positions, int64_t n, int64_t seq);
 
 /// The range a program input's integers must lie in: the rows of the table
 /// it indexes (an embedding), for the data it is fed.
@@ -116,6 +127,10 @@ private:
 
   /// The IndexBound of each input that indexes a table in |program|.
   void findIndexBounds(const plan::Plan &plan, const plan::Program &program);
+
+  /// Whether the plan attends per document (zcc --per-document): an
+  /// attention kernel reads the position_ids input.
+  static bool perDocument(const plan::Program &program);
 
   std::map<std::string, NpyArray> arrays_;
   MappedFile tokenFile_, promptFile_;

@@ -234,6 +234,12 @@ static cl::opt<std::string>
     target("target",
            cl::desc("where the plan runs by default: cpu, or cuda (zrun --backend overrides)"),
            cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(zccCategory));
+static cl::opt<bool> perDocument(
+    "per-document",
+    cl::desc("packed training data: attention stays inside each document and positions restart "
+             "at each (the plan takes position_ids [batch, sequence], which zrun computes from "
+             "--tokens with --eos, or reads with --data); docs/finetune.md"),
+    cl::init(false), cl::cat(zccCategory));
 static cl::opt<bool> fuseElementwise(
     "fuse-elementwise",
     cl::desc("--target cuda: fuse trees of elementwise arithmetic into kernels generated through "
@@ -949,6 +955,7 @@ int main(int argc, char **argv) {
   options.trainableRegex = trainable;
   options.frozenRegex = frozen;
   options.skipWeightData = weightsMode == "external";
+  options.perDocument = perDocument;
 
   if (estimate && !options.microBatch && !scaling)
     options.microBatch = 1; // the batch does not change the parameter count (it does the step's)
@@ -985,6 +992,7 @@ int main(int argc, char **argv) {
     o.minLossScale = S.minLossScale;
     o.target = target == "cuda" ? zcc::Target::CUDA : zcc::Target::CPU;
     o.fuseElementwise = fuseElementwise;
+    o.perDocument = perDocument;
     o.optimizerInBackward = optimizerInBackward == "on"    ? zcc::InBackward::On
                             : optimizerInBackward == "off" ? zcc::InBackward::Off
                                                            : zcc::InBackward::Auto;

@@ -135,12 +135,25 @@ struct Problem {
   /// bias (causal, a causal window of kWindow keys, none: what
   /// zero-fuse-attention makes of a constant mask); the reference still
   /// gets a bias tensor, unless the problem is too large for it.
-  enum Mask { kCausal, kRandom, kRandomEmptyTile, kNone, kCausalAttr, kWindowAttr, kNoneAttr };
+  enum Mask {
+    kCausal,
+    kRandom,
+    kRandomEmptyTile,
+    kNone,
+    kCausalAttr,
+    kWindowAttr,
+    kNoneAttr,
+    kDocumentsAttr
+  };
   static constexpr int64_t kWindow = 70;
   static bool structural(Mask m) { return m >= kCausalAttr; }
   Mask kind;
   /// Logit soft-capping (> 0; structural masks only).
   float softcap = 0;
+  /// kDocumentsAttr: causal over packed documents, positions [b, s] (each
+  /// token's position in its document; int64), host and device.
+  std::vector<int64_t> positions;
+  void *positionsDev = nullptr;
   /// |shared|: the mask, made once for many problems of one length.
   Problem(int64_t b, int64_t s, int64_t h, int64_t hk, int64_t d, Mask mask, uint64_t seed,
           const Tensor *shared = nullptr)
@@ -151,15 +164,41 @@ struct Problem {
     dv = make({b, s, hk, d});
     fillRandom(q, seed, 2.0f), fillRandom(k, seed + 1, 2.0f), fillRandom(v, seed + 2, 1.0f);
     fillRandom(dout, seed + 3, 1.0f);
+    if (mask == kDocumentsAttr)
+      makeDocuments(seed);
     if (shared) { // the device copy only: sampledCheck forms a causal or no mask itself
       bias.shape = shared->shape, bias.dev = shared->dev;
     } else if (!structural(mask) || s <= 4096)
       bias = makeMask(s, mask, seed);
   }
+  /// Documents of random lengths (1 to s / 2 tokens, some ending on a 64-key
+  /// tile's edge), different in each batch row.
+  void makeDocuments(uint64_t seed) {
+    positions.assign(b * sq, 0);
+    uint64_t x = seed * 31 + 5;
+    for (int64_t r = 0; r < b; ++r)
+      for (int64_t t = 0, pos = 0, left = 0; t < sq; ++t, --left) {
+        if (left == 0) {
+          x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+          left = (x >> 33) % 4 == 0 ? 64 - t % 64 : 1 + (int64_t)((x >> 35) % (sq / 2));
+          pos = 0;
+        }
+        positions[r * sq + t] = pos++;
+      }
+    CHECK_CUDA(cudaMalloc(&positionsDev, positions.size() * 8));
+    CHECK_CUDA(
+        cudaMemcpy(positionsDev, positions.data(), positions.size() * 8, cudaMemcpyHostToDevice));
+  }
+  TensorRef positionsRef() const {
+    return TensorRef{DType::I64, {b, sq}, static_cast<char *>(positionsDev)};
+  }
   /// The runtime's mask kind and window (ints): 0 the bias, 1 causal, 2 none.
   int64_t maskKind() const {
-    return kind == kCausalAttr || kind == kWindowAttr ? 1 : kind == kNoneAttr ? 2 : 0;
+    return kind == kCausalAttr || kind == kWindowAttr || kind == kDocumentsAttr ? 1
+           : kind == kNoneAttr                                                  ? 2
+                                                                                : 0;
   }
+  int64_t documents() const { return kind == kDocumentsAttr ? 1 : 0; }
   int64_t window() const { return kind == kWindowAttr ? kWindow : 0; }
   /// Whether the forward computes every score (no mask, or one of zeros).
   bool full() const { return kind == kNone || kind == kNoneAttr; }
@@ -172,7 +211,8 @@ struct Problem {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         float m = mask == kNone || mask == kNoneAttr       ? 0.0f
                   : mask == kCausal || mask == kCausalAttr ? (j <= i ? 0.0f : -INFINITY)
-                  : mask == kWindowAttr ? (j <= i && j > i - kWindow ? 0.0f : -INFINITY)
+                  : mask == kWindowAttr    ? (j <= i && j > i - kWindow ? 0.0f : -INFINITY)
+                  : mask == kDocumentsAttr ? (j <= i ? 0.0f : -INFINITY) // (not read)
                   : (x >> 33) % 5 == 0 || (mask == kRandomEmptyTile && i >= 64 && i < 128)
                       ? -INFINITY
                       : (float)((x >> 40) % 7) * 0.25f - 0.5f;
@@ -185,6 +225,8 @@ struct Problem {
   void release(bool ownMask) {
     for (Tensor *t : {&q, &k, &v, &dout, &out, &lse, &dq, &dk, &dv})
       CHECK_CUDA(cudaFree(t->dev));
+    if (positionsDev)
+      CHECK_CUDA(cudaFree(positionsDev));
     if (ownMask && bias.dev)
       CHECK_CUDA(cudaFree(bias.dev));
   }
@@ -199,8 +241,10 @@ struct Problem {
     c.in = {q.dref(), k.dref(), v.dref()};
     if (maskKind() == 0)
       c.in.push_back(bias.dref());
+    if (documents())
+      c.in.push_back(positionsRef());
     c.out = {out.dref(), lse.dref()};
-    c.ints = {0, 0, maskKind(), window()};
+    c.ints = {0, 0, maskKind(), window(), documents()};
     c.floats = floats();
     return c;
   }
@@ -210,8 +254,10 @@ struct Problem {
     if (maskKind() == 0)
       c.in.push_back(bias.dref());
     c.in.insert(c.in.end(), {out.dref(), lse.dref(), dout.dref()});
+    if (documents())
+      c.in.push_back(positionsRef());
     c.out = {dq.dref(), dk.dref(), dv.dref()};
-    c.ints = {0, maskKind(), window()};
+    c.ints = {0, maskKind(), window(), documents()};
     c.floats = floats();
     return c;
   }
@@ -234,14 +280,21 @@ Reference cpuReference(const Problem &p) {
   };
   Tensor out = p.out, lse = p.lse, dq = p.dq, dk = p.dk, dv = p.dv;
   // The bias tensor stands for every mask, except with soft-capping (which
-  // the kernels take with structural masks only): then the structural one.
-  bool capped = p.softcap > 0;
+  // the kernels take with structural masks only) and documents: then the
+  // structural one (the CPU's documents from the same positions).
+  bool capped = p.softcap > 0 || p.documents();
+  TensorRef positions{DType::I64,
+                      {p.b, p.sq},
+                      const_cast<char *>(reinterpret_cast<const char *>(p.positions.data()))};
   KernelCall f;
   f.in = {host(p.q), host(p.k), host(p.v)};
   if (!capped)
     f.in.push_back(host(p.bias));
+  if (p.documents())
+    f.in.push_back(positions);
   f.out = {host(out), host(lse)};
-  f.ints = capped ? std::vector<int64_t>{0, 0, p.maskKind(), p.window()} : std::vector<int64_t>{0};
+  f.ints = capped ? std::vector<int64_t>{0, 0, p.maskKind(), p.window(), p.documents()}
+                  : std::vector<int64_t>{0};
   f.floats = p.floats();
   check(cpuKernel(KernelId::Attention).run(f), "CPU attention");
   KernelCall g;
@@ -249,8 +302,11 @@ Reference cpuReference(const Problem &p) {
   if (!capped)
     g.in.push_back(host(p.bias));
   g.in.insert(g.in.end(), {host(out), host(lse), host(p.dout)});
+  if (p.documents())
+    g.in.push_back(positions);
   g.out = {host(dq), host(dk), host(dv)};
-  g.ints = capped ? std::vector<int64_t>{0, p.maskKind(), p.window()} : std::vector<int64_t>{0};
+  g.ints = capped ? std::vector<int64_t>{0, p.maskKind(), p.window(), p.documents()}
+                  : std::vector<int64_t>{0};
   g.floats = p.floats();
   check(cpuKernel(KernelId::AttentionGrad).run(g), "CPU attention_grad");
   auto widen = [](const Tensor &t) {
@@ -556,11 +612,25 @@ int main(int argc, char **argv) {
                 {1, 150, 4, 1, 128, Problem::kWindowAttr, 2.0f},
                 {1, 130, 4, 2, 96, Problem::kNoneAttr, 1.5f},
                 {1, 150, 4, 1, 256, Problem::kCausalAttr, 1.0f},
-                {1, 100, 2, 2, 32, Problem::kCausalAttr, 0.5f}};
-  const char *maskName[] = {
-      "causal",           "random mask",         "random mask, a tile seeing no key",
-      "no mask",          "causal (structural)", "window 70 (structural)",
-      "none (structural)"};
+                {1, 100, 2, 2, 32, Problem::kCausalAttr, 0.5f},
+                // Packed documents (per-document attention): documents of
+                // 1 to S / 2 tokens, some ending on a tile's edge, other
+                // ones in each batch row; skipped and partial tiles.
+                {2, 300, 4, 2, 64, Problem::kDocumentsAttr},
+                {2, 700, 4, 1, 128, Problem::kDocumentsAttr},
+                {1, 500, 4, 2, 96, Problem::kDocumentsAttr},
+                {2, 400, 2, 1, 256, Problem::kDocumentsAttr},
+                {1, 300, 4, 4, 32, Problem::kDocumentsAttr},
+                {1, 200, 2, 2, 16, Problem::kDocumentsAttr},
+                {2, 300, 4, 2, 64, Problem::kDocumentsAttr, 1.0f}};
+  const char *maskName[] = {"causal",
+                            "random mask",
+                            "random mask, a tile seeing no key",
+                            "no mask",
+                            "causal (structural)",
+                            "window 70 (structural)",
+                            "none (structural)",
+                            "packed documents"};
   for (const Small &c : smalls) {
     if (!checks)
       break;
@@ -622,6 +692,22 @@ int main(int argc, char **argv) {
                   : same   ? ""
                            : "  RESULTS DIFFER from the first tiling");
     }
+    // Packed documents (zcc --per-document) on the same shape, the first
+    // tiling: the time and the share of the causal scores the documents keep.
+    Problem docs(s.b, s.s, s.h, s.hk, s.d, Problem::kDocumentsAttr, 11);
+    double kept = 0;
+    for (int64_t r = 0; r < s.b; ++r)
+      for (int64_t i = 0; i < s.s; ++i)
+        kept += (double)docs.positions[r * s.s + i] + 1;
+    double fwd = gpu.time(docs, chosen[0], false, reps),
+           bwd = gpu.time(docs, chosen[0], true, reps);
+    std::printf("%-10s B%lld S%lld H%lld/%lld D%lld packed documents (%.1f%% of the causal "
+                "scores), %s: forward %.3f ms, backward %.3f ms\n",
+                s.name, (long long)s.b, (long long)s.s, (long long)s.h, (long long)s.hk,
+                (long long)s.d, 100.0 * kept / (s.b * s.s * (s.s + 1) / 2.0),
+                name(chosen[0]).c_str(), fwd, bwd);
+    docs.release(true);
+    p.release(true);
   }
   std::printf("zrt-attention-bench: %s\n", ok ? "ok" : "FAILED");
   return ok ? 0 : 1;

@@ -293,7 +293,9 @@ void addTokenOptions(CLI::App *cmd, TokenSource &tokens) {
       ->check(oneOf({"2", "4"}, "2 (uint16) or 4 (uint32)"));
   cmd->add_option("--eos", tokens.eos,
                   "documents are separated by this token: the label after it (the next "
-                  "document's first token) is -100, not trained on")
+                  "document's first token) is -100, not trained on; a plan of zcc "
+                  "--per-document gets each token's position in its document (position_ids) "
+                  "and attends within each")
       ->type_name("ID")
       ->check(integer(0, "a token id (a non-negative integer)"));
   cmd->add_option("--prompt-mask", tokens.promptMask,

@@ -32,6 +32,11 @@ struct OnnxImportOptions {
   /// zeros and the plan marks them external (zrun --weights supplies them).
   /// Large models then compile without reading their weights at all.
   bool skipWeightData = false;
+  /// zcc --per-document: @forward takes "position_ids" [batch, sequence] (each
+  /// token's position in its packed document) besides the token input, and
+  /// reads it wherever the graph casts the token positions 0..S-1 to float
+  /// (RoPE) or gathers rows with them (learned position embeddings).
+  bool perDocument = false;
 };
 
 /// Imports the ONNX model at |path| (binary .onnx, or the ONNX text format for

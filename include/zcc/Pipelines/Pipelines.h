@@ -80,6 +80,11 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
                                       clEnumValN(Target::CUDA, "cuda",
                                                  "NVIDIA GPUs: flash attention, padded GEMMs, "
                                                  "GEMM epilogues, generated kernels"))};
+  Opt<bool> perDocument{*this, "per-document",
+                        llvm::cl::desc("packed documents: attention stays inside each (the "
+                                       "@forward input position_ids; every attention fused, "
+                                       "on every target)"),
+                        llvm::cl::init(false)};
   Opt<bool> fuseElementwise{*this, "fuse-elementwise",
                             llvm::cl::desc("cuda: generate kernels for elementwise trees"),
                             llvm::cl::init(true)};

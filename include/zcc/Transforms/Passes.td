@@ -97,10 +97,19 @@ def ZeroFuseAttention : Pass<"zero-fuse-attention", "mlir::ModuleOp"> {
     trainable parameter, a head dimension above `max-head-dim`, or
     probabilities read elsewhere keep the unfused form. zcc runs it for
     --target cuda.
+
+    With `documents` (the name of an integer [B, S] input of @forward: zcc
+    --per-document's position_ids), every attention must fuse with a causal
+    structural mask over S tokens, and each takes the positions operand
+    (query i sees keys j >= i - positions[b, i], its document's); an
+    attention that does not fuse, or whose mask is not causal, is an error
+    naming it, since its documents would see each other.
   }];
   let options = [
     Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"256",
            "fuse only heads of at most this many elements">,
+    Option<"documents", "documents", "std::string", /*default=*/"\"\"",
+           "the @forward input of per-document positions (zcc --per-document)">,
   ];
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }

@@ -24,14 +24,16 @@
 //   softmax / log_softmax ints = [axis]
 //   layer_norm ints = [axis], floats = [epsilon]  (x, scale[, bias]) -> y
 //   rms_norm   ints = [axis], floats = [epsilon]  (x, scale) -> y
-//   attention ints = [nan_to_zero, 0, mask, window], floats = [scale]
-//                 (q, k, v[, bias]) -> (out, lse); mask: 0 the bias input,
-//                 1 causal (with the window if > 0), 2 none
-//   attention_grad ints = [0, mask, window], floats = [scale]
-//                 (q, k, v[, bias], out, lse, dout) -> (dq, dk, dv)
-//   attention_packed: attention with ints [nan_to_zero, 1, mask, window],
-//                 (qkv[, bias]) -> (out, lse); its grad: attention_grad with ints
-//                 [1, mask, window], (qkv[, bias], out, lse, dout) -> (dqkv)
+//   attention ints = [nan_to_zero, 0, mask, window, documents], floats = [scale(, softcap)]
+//                 (q, k, v[, bias][, positions]) -> (out, lse); mask: 0 the bias
+//                 input, 1 causal (with the window if > 0), 2 none; documents:
+//                 1 with the positions input (per-document attention)
+//   attention_grad ints = [0, mask, window, documents], floats as attention's
+//                 (q, k, v[, bias], out, lse, dout[, positions]) -> (dq, dk, dv)
+//   attention_packed: attention with ints [nan_to_zero, 1, mask, window, documents],
+//                 (qkv[, bias][, positions]) -> (out, lse); its grad: attention_grad
+//                 with ints [1, mask, window, documents],
+//                 (qkv[, bias], out, lse, dout[, positions]) -> (dqkv)
 //   cross_entropy ints = [ignore_index(, classes)] (logits, labels) -> f32 scalar; with
 //                 classes, the logits' last dimension is padding beyond it
 //
@@ -207,22 +209,24 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       })
       .Case([&](zero::AttentionOp a) {
         return KernelSpec{KernelId::Attention,
-                          {a.getNanToZero() ? 1 : 0, 0, maskKind(a), a.getWindow().value_or(0)},
+                          {a.getNanToZero() ? 1 : 0, 0, maskKind(a), a.getWindow().value_or(0),
+                           a.getPositions() ? 1 : 0},
                           attentionFloats(a)};
       })
       .Case([&](zero::AttentionPackedOp a) {
         return KernelSpec{KernelId::Attention,
-                          {a.getNanToZero() ? 1 : 0, 1, maskKind(a), a.getWindow().value_or(0)},
+                          {a.getNanToZero() ? 1 : 0, 1, maskKind(a), a.getWindow().value_or(0),
+                           a.getPositions() ? 1 : 0},
                           attentionFloats(a)};
       })
       .Case([&](zero::AttentionPackedGradOp a) {
         return KernelSpec{KernelId::AttentionGrad,
-                          {1, maskKind(a), a.getWindow().value_or(0)},
+                          {1, maskKind(a), a.getWindow().value_or(0), a.getPositions() ? 1 : 0},
                           attentionFloats(a)};
       })
       .Case([&](zero::AttentionGradOp a) {
         return KernelSpec{KernelId::AttentionGrad,
-                          {0, maskKind(a), a.getWindow().value_or(0)},
+                          {0, maskKind(a), a.getWindow().value_or(0), a.getPositions() ? 1 : 0},
                           attentionFloats(a)};
       })
       .Case([&](zero::LogSoftmaxOp s) {

@@ -610,7 +610,66 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
         info = &in;
     values[name] = Entry{nullptr, body->getArgument(k), info->type().tensor_type().elem_type()};
   }
+  return options.perDocument ? addDocumentPositions() : success();
+}
+
+LogicalResult OnnxImporter::addDocumentPositions() {
+  // The token input: input_ids, else the first integer [batch, sequence] one.
+  std::optional<unsigned> tokens;
+  for (BlockArgument arg : forward.getArguments()) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "zero.input");
+    if (name && name.getValue() == "position_ids") {
+      if (type.getRank() != 2 || !type.getElementType().isInteger())
+        return fileError() << "--per-document: the graph input 'position_ids' is " << type
+                           << ", not integers [batch, sequence]";
+      documentPositions = arg; // exported with position_ids: the graph reads it already
+      return success();
+    }
+    if (type.getRank() == 2 && type.getElementType().isInteger() &&
+        (!tokens || (name && name.getValue() == "input_ids")))
+      tokens = arg.getArgNumber();
+  }
+  if (!tokens)
+    return fileError() << "--per-document: the model has no token input of integers [batch, "
+                          "sequence] (input_ids) whose documents the positions would follow";
+  auto type = RankedTensorType::get(
+      cast<RankedTensorType>(forward.getArgument(*tokens).getType()).getShape(),
+      builder.getI64Type());
+  unsigned k = forward.getNumArguments();
+  Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  if (failed(forward.insertArgument(k, type,
+                                    builder.getDictionaryAttr(builder.getNamedAttr(
+                                        "zero.input", builder.getStringAttr("position_ids"))),
+                                    loc)))
+    return fileError() << "--per-document: cannot add the position_ids input";
+  documentPositions = forward.getArgument(k);
   return success();
+}
+
+Value OnnxImporter::positionsFor(const HostTensor &t, Location loc) {
+  auto positions = cast<RankedTensorType>(documentPositions.getType());
+  int64_t b = positions.getDimSize(0), s = positions.getDimSize(1), rank = t.shape.size();
+  if ((t.type != kInt64 && t.type != kInt32) || rank < 2 || t.shape.back() != s ||
+      (t.shape[0] != 1 && t.shape[0] != b))
+    return {};
+  for (int64_t d = 1; d + 1 < rank; ++d)
+    if (t.shape[d] != 1)
+      return {};
+  for (int64_t e = 0; e < t.numel(); ++e)
+    if (t.getI(e) != e % s)
+      return {};
+  SmallVector<int64_t> shape(t.shape.begin(), t.shape.end());
+  shape[0] = b;
+  Value v = documentPositions;
+  if (ArrayRef<int64_t>(shape) != positions.getShape())
+    v = zero::ReshapeOp::create(builder, loc,
+                                RankedTensorType::get(shape, positions.getElementType()), v);
+  Type et = elementType(t.type);
+  if (et != positions.getElementType())
+    v = zero::CastOp::create(builder, loc, RankedTensorType::get(shape, et), v);
+  ++positionReaders;
+  return v;
 }
 
 //===----------------------------------------------------------------------===//
@@ -688,6 +747,31 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node) {
                                 "graph input (the graph must be topologically sorted)";
     inputs.push_back(&it->second);
     allConstant &= it->second.constant != nullptr;
+  }
+
+  // zcc --per-document: where the token positions 0..S-1 become a float
+  // (RoPE's angles) or the rows of a gather (learned position embeddings),
+  // the node reads each token's position in its document instead. Their
+  // other readers (the exporter's causal mask: integer comparisons) keep the
+  // constant; zero-fuse-attention keeps attention inside the documents.
+  Entry documentEntry;
+  if (documentPositions) {
+    int k = -1;
+    if (op == "Cast") {
+      int64_t to = kUndefined;
+      for (const auto &a : node.attribute())
+        if (a.name() == "to")
+          to = a.i();
+      k = isFloatType((int32_t)to) ? 0 : -1;
+    } else if (op == "Gather") {
+      k = 1;
+    }
+    if (k >= 0 && inputs[k] && inputs[k]->constant)
+      if (Value v = positionsFor(*inputs[k]->constant, nodeLoc(node))) {
+        documentEntry = Entry{nullptr, v, inputs[k]->constant->type};
+        inputs[k] = &documentEntry;
+        allConstant = false;
+      }
   }
 
   // Shape and Size need only the static type: fold them on a tensor that
@@ -1078,6 +1162,11 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
       return nullptr;
     ++nodeIndex;
   }
+  if (documentPositions && !positionReaders && documentPositions.use_empty())
+    emitWarning(FileLineColLoc::get(ctx, path, 0, 0))
+        << "--per-document: no node reads the token positions as a float (RoPE) or as the rows "
+           "of a gather (learned position embeddings), so positions do not restart at each "
+           "document; attention still stays inside them";
   for (auto &it : paddingIdx)
     if (!paddingUsed.contains(it.first())) {
       fileError() << paddingSource(it.first()) << it.first()

@@ -104,6 +104,14 @@ public:
   /// Dropout that trains.
   Value dropoutRng(Location loc);
   Value dropoutRngArg;
+  /// zcc --per-document: @forward's position_ids [B, S], and how many nodes
+  /// read it in place of the constant positions 0..S-1 (positionsFor).
+  Value documentPositions;
+  int64_t positionReaders = 0;
+  LogicalResult addDocumentPositions();
+  /// The positions in the layout of |constant| when it is the token
+  /// positions 0..S-1 along its last axis ([1 or B, 1, ..., S]), else null.
+  Value positionsFor(const HostTensor &constant, Location loc);
 };
 
 } // namespace zcc::onnx_import

@@ -532,3 +532,19 @@ func.func @attention_softcap_bias(%q: tensor<2x8x4x16xf32>, %m: tensor<1x1x8x8xf
   %o, %l = zero.attention %q, %q, %q bias %m {scale = 0.25 : f64, softcap = 30.0 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<1x1x8x8xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
   return
 }
+
+// -----
+
+func.func @attention_positions_not_causal(%q: tensor<2x8x4x16xf32>, %p: tensor<2x8xi64>) {
+  // expected-error @+1 {{positions (per-document attention) take a causal mask, no bias}}
+  %o, %l = zero.attention %q, %q, %q positions %p {scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8xi64>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_positions_shape(%q: tensor<2x8x4x16xf32>, %p: tensor<1x8xi64>) {
+  // expected-error @+1 {{positions [1x8] must be [B, S] = [2x8]}}
+  %o, %l = zero.attention %q, %q, %q positions %p {causal, scale = 0.25 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<1x8xi64>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8xf32>)
+  return
+}

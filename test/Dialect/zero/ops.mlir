@@ -164,6 +164,20 @@ func.func @attention_causal(%q: tensor<2x8x4x16xbf16>, %qkv: tensor<2x8x3x4x16xb
   return %dq, %dqkv : tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>
 }
 
+// Packed documents: the positions operand, last of the gradients'.
+// CHECK-LABEL: func.func @attention_documents
+// CHECK: zero.attention %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}} {causal, scale = 2.500000e-01 : f64}
+// CHECK: zero.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}} {causal,
+// CHECK: zero.attention_packed %{{.*}} positions %{{.*}} {causal,
+// CHECK: zero.attention_packed_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} positions %{{.*}} {causal,
+func.func @attention_documents(%q: tensor<2x8x4x16xbf16>, %qkv: tensor<2x8x3x4x16xbf16>, %p: tensor<2x8xi64>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>) {
+  %o, %l = zero.attention %q, %q, %q positions %p {causal, scale = 0.25 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8xi64>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+  %dq, %dk, %dv = zero.attention_grad %q, %q, %q, %o, %l, %o positions %p {causal, scale = 0.25 : f64} : (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>, tensor<2x8xi64>) -> (tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x8x4x16xbf16>)
+  %po, %pl = zero.attention_packed %qkv positions %p {causal, scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<2x8xi64>) -> (tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+  %dqkv = zero.attention_packed_grad %qkv, %po, %pl, %po positions %p {causal, scale = 0.25 : f64} : (tensor<2x8x3x4x16xbf16>, tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>, tensor<2x8x4x16xbf16>, tensor<2x8xi64>) -> tensor<2x8x3x4x16xbf16>
+  return %dq, %dqkv : tensor<2x8x4x16xbf16>, tensor<2x8x3x4x16xbf16>
+}
+
 // CHECK-LABEL: func.func @matmul_bgrad
 // CHECK: zero.matmul_bgrad %{{.*}}, %{{.*}} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> (tensor<4x3xbf16>, tensor<1x3xbf16>)
 func.func @matmul_bgrad(%x: tensor<8x4xbf16>, %dy: tensor<8x3xbf16>) -> (tensor<4x3xbf16>, tensor<1x3xbf16>) {
