@@ -184,6 +184,13 @@ for m in phi3:phi3-tiny gemma-d256:gemma-d256-tiny gemma2:gemma2-tiny; do
   check ${m%%:*}-fp32 ${m%%:*}-fp32.zplan "$data" ${m#*:} plain "$D/llama-references.json" 5e-4 $w
   check ${m%%:*}-bf16 ${m%%:*}-bf16.zplan "$data" ${m#*:} plain "$D/llama-references.json" 2e-2 $w
 done
+# Packed documents (zcc --per-document): attention inside each document (the kernels' document
+# tiles), positions restarting, against PyTorch running each document on its own.
+for m in llama gpt2; do
+  data="--tokens $D/$m-tiny-packed.tokens.bin --eos 2"
+  check $m-packed-fp32 $m-packed-fp32.zplan "$data" $m-tiny-packed plain "$D/llama-references.json" 5e-4
+  check $m-packed-bf16 $m-packed-bf16.zplan "$data" $m-tiny-packed plain "$D/llama-references.json" 2e-2
+done
 # The same plans' generated kernels (zero-fuse-elementwise: rotary
 # embeddings, SwiGLU, gradient adds; PTX loaded through the driver API)
 # against the CPU running the same plan.

@@ -145,6 +145,15 @@ done
 for m in phi3-tiny gemma-d256-tiny gemma2-tiny; do
   cp $E/$m.input_ids.npy $E/$m.labels.npy "$out/data/"
 done
+# Per-document attention (zcc --per-document) on packed token streams against PyTorch running
+# each document on its own (issue 48): RoPE (llama-tiny) and learned positions (gpt2-tiny).
+for p in fp32 bf16; do
+  $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --per-document --precision $p \
+    -o "$out/plans/llama-packed-$p.zplan"
+  $zcc $M/gpt2-tiny.onnx --micro-batch 4 --loss cross-entropy --frozen lifted_tensor \
+    --target cuda --per-document --precision $p -o "$out/plans/gpt2-packed-$p.zplan"
+done
+cp $E/llama-tiny-packed.tokens.bin $E/gpt2-tiny-packed.tokens.bin "$out/data/"
 # The same with the optimizer after the backward (gpu-check: the updates on
 # the second stream give the same parameters, so the same losses).
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --optimizer-in-backward=off \

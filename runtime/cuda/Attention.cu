@@ -71,8 +71,15 @@ constexpr int kPad = 8; // shared-memory row padding, elements
 /// every element is 0 (below the diagonal: the kernels do not read the
 /// mask), kCausalTile where element (query i, key j) is 0 for j <= i and
 /// -inf above (a causal mask's diagonal: the kernels form it from the
-/// indices instead of reading it), else kBiasTile.
-enum : unsigned char { kSkipTile = 0, kPlainTile = 1, kBiasTile = 2, kCausalTile = 3 };
+/// indices instead of reading it), kDocumentTile where packed documents'
+/// starts cut it too (a structural mask with positions), else kBiasTile.
+enum : unsigned char {
+  kSkipTile = 0,
+  kPlainTile = 1,
+  kBiasTile = 2,
+  kCausalTile = 3,
+  kDocumentTile = 4
+};
 __host__ __device__ inline int64_t tileIndex(const Dims &m, int64_t b, int64_t h, int64_t qt,
                                              int64_t kt) {
   int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
@@ -104,8 +111,9 @@ template <typename T> __global__ void tileMapKernel(const T *bias, unsigned char
 
 /// The map of a structural mask (no bias: causal, maybe a window and
 /// documents, or none) from the tiles' corners: kSkipTile where no key is
-/// kept, kPlainTile where every one is, else kCausalTile (the kernels test
-/// each element's indices). With documents a map per batch row (biasB = B):
+/// kept, kPlainTile where every one is, kDocumentTile where a document
+/// starts among the tile's keys for some row, else kCausalTile (the kernels
+/// test each element's indices). With documents a map per batch row (biasB = B):
 /// a document's start never decreases along the rows (zrun checks the
 /// positions), so a tile's first row has the lowest and its last the
 /// highest.
@@ -116,11 +124,16 @@ __global__ void bandTileMapKernel(unsigned char *map, Dims m) {
        t += (int64_t)gridDim.x * blockDim.x) {
     int64_t bb = t / per, qt = t % per / kTiles, kt = t % kTiles;
     int64_t r0 = qt * 64, r1 = min(m.sq, r0 + 64) - 1, c0 = kt * 64, c1 = min(m.sk, c0 + 64) - 1;
-    bool none =
-        m.causal && (c0 > r1 || (m.window > 0 && c1 <= r0 - m.window) || m.docStart(bb, r0) > c1);
-    bool all = !m.causal ||
-               (c1 <= r0 && (m.window <= 0 || c0 > r1 - m.window) && m.docStart(bb, r1) <= c0);
-    map[t] = none ? kSkipTile : all ? kPlainTile : kCausalTile;
+    bool none = m.causal && (c0 > r1 || (m.window > 0 && c1 <= r0 - m.window));
+    bool all = !m.causal || (c1 <= r0 && (m.window <= 0 || c0 > r1 - m.window));
+    // Documents: none where the first row's starts after the last key, no cut
+    // where the last row's starts at or before the first key.
+    bool docNone = m.positions && m.docStart(bb, r0) > c1;
+    bool docAll = !m.positions || m.docStart(bb, r1) <= c0;
+    map[t] = none || docNone ? kSkipTile
+             : all && docAll ? kPlainTile
+             : docAll        ? kCausalTile
+                             : kDocumentTile;
   }
 }
 
@@ -187,7 +200,21 @@ template <typename T, int MR, bool KeyRows>
 __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned char kind,
                                            const T *biasAt, const MaskFrame &f) {
   int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  auto apply = [&](auto withBias) {
+  auto apply = [&](auto withBias, auto documents) {
+    constexpr bool kDocs = decltype(documents)::value;
+    // A document tile: the first key (from k0) each of this thread's queries
+    // sees, read once (its rows, or with |KeyRows| its columns).
+    int first[KeyRows ? 8 : MR][2];
+    if constexpr (kDocs) {
+#pragma unroll
+      for (int i = 0; i < (KeyRows ? 8 : MR); ++i)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          int qi = KeyRows ? i * 8 + t * 2 + half : i * 16 + g + 8 * half;
+          int q = qi < f.rowsLeft ? qi : f.rowsLeft - 1;
+          first[i][half] = qi + f.diag - (int)f.positions[q];
+        }
+    }
 #pragma unroll
     for (int mr = 0; mr < MR; ++mr)
 #pragma unroll
@@ -197,11 +224,11 @@ __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned
           int r = mr * 16 + g + 8 * (e >> 1), c = nt * 8 + t * 2 + (e & 1);
           int qi = KeyRows ? c : r, kj = KeyRows ? r : c;
           float &x = s[mr][nt][e];
-          if (kj >= f.keysLeft ||
-              (kind == kCausalTile &&
-               (kj > qi + f.diag || kj <= qi + f.diag - f.window ||
-                (f.positions &&
-                 kj < qi + f.diag - (int)f.positions[qi < f.rowsLeft ? qi : f.rowsLeft - 1])))) {
+          bool masked = kj >= f.keysLeft || ((kDocs || kind == kCausalTile) &&
+                                             (kj > qi + f.diag || kj <= qi + f.diag - f.window));
+          if constexpr (kDocs)
+            masked |= kj < (KeyRows ? first[nt][e & 1] : first[mr][e >> 1]);
+          if (masked) {
             x = -INFINITY;
           } else if constexpr (decltype(withBias)::value) {
             int row = qi < f.rowsLeft ? qi : f.rowsLeft - 1;
@@ -211,10 +238,14 @@ __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned
           }
         }
   };
+  // One loop per kind of tile: the causal one holds no addresses, the
+  // documents' reads stay out of the others.
   if (kind == kBiasTile)
-    apply(std::true_type{});
+    apply(std::true_type{}, std::false_type{});
+  else if (kind == kDocumentTile)
+    apply(std::false_type{}, std::true_type{});
   else
-    apply(std::false_type{});
+    apply(std::false_type{}, std::false_type{});
 }
 
 /// Logit soft-capping (m.softcap = c > 0) over a warp's raw scores, before

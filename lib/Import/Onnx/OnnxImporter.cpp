@@ -656,8 +656,11 @@ Value OnnxImporter::positionsFor(const HostTensor &t, Location loc) {
   for (int64_t d = 1; d + 1 < rank; ++d)
     if (t.shape[d] != 1)
       return {};
+  // The positions, or the positions plus a constant (OPT's learned
+  // positions start at 2).
+  int64_t offset = t.getI(0);
   for (int64_t e = 0; e < t.numel(); ++e)
-    if (t.getI(e) != e % s)
+    if (t.getI(e) != e % s + offset)
       return {};
   SmallVector<int64_t> shape(t.shape.begin(), t.shape.end());
   shape[0] = b;
@@ -665,6 +668,11 @@ Value OnnxImporter::positionsFor(const HostTensor &t, Location loc) {
   if (ArrayRef<int64_t>(shape) != positions.getShape())
     v = zero::ReshapeOp::create(builder, loc,
                                 RankedTensorType::get(shape, positions.getElementType()), v);
+  if (offset) {
+    HostTensor c(kInt64, {});
+    c.set(0, (double)offset);
+    v = zero::AddOp::create(builder, loc, v, zero::ConstantOp::create(builder, loc, toAttr(c)));
+  }
   Type et = elementType(t.type);
   if (et != positions.getElementType())
     v = zero::CastOp::create(builder, loc, RankedTensorType::get(shape, et), v);

@@ -110,7 +110,8 @@ public:
   int64_t positionReaders = 0;
   LogicalResult addDocumentPositions();
   /// The positions in the layout of |constant| when it is the token
-  /// positions 0..S-1 along its last axis ([1 or B, 1, ..., S]), else null.
+  /// positions 0..S-1 (plus a constant) along its last axis ([1 or B, 1, ...,
+  /// S]), else null.
   Value positionsFor(const HostTensor &constant, Location loc);
 };
 
