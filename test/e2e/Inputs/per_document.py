@@ -9,8 +9,10 @@ without the option) fed that document alone at the start of a row: under a causa
 first L logits see only its first L tokens, at positions 0..L-1, which is what running the
 document on its own means. The same comparison with the plain plan fed the packed rows must fail
 (attention crossing documents, positions not restarting), so the check can fail. Then finite
-differences of the --per-document plan's loss match its gradients (zrun gradcheck). Prints one
-line per check and 'N of N per-document checks pass'.
+differences of the --per-document plan's loss match its gradients (zrun gradcheck), and 20
+steps of training from a packed token stream follow PyTorch's trajectories (each document run on
+its own; examples/models/references.json). Prints one line per check and 'N of N per-document
+checks pass'.
 """
 import os, subprocess, sys
 
@@ -119,4 +121,31 @@ for name, onnx, flags in MODELS:
                        capture_output=True, text=True)
     last = (r.stdout.strip().splitlines() or ["no output"])[-1]
     report(f"{name} --per-document gradients", r.returncode == 0, last)
+
+# PyTorch's trajectories (tools/export_reference_models.py's packed_case: each document of each
+# sequence run on its own): 20 AdamW steps from a packed token stream, zrun's loader making the
+# positions from --eos, fp32 within 1e-4 of the loss and 1e-3 of the gradient norm; ZeRO-3 over
+# two ranks against 'plain-w2' (each rank the mean over its own half's labels, as under DDP).
+refs = os.path.join(examples, "models", "references.json")
+check = os.path.join(os.path.dirname(__file__), "..", "..", "Inputs", "check_trajectory.py")
+plain = ["--lr", "1e-3", "--weight-decay", "0.01"]
+sched = ["--lr", "2e-3", "--weight-decay", "0.1", "--grad-clip", "1.0"]
+for name, onnx, flags in MODELS:
+    tokens = os.path.join(examples, "models", f"{name}-packed.tokens.bin")
+    for traj, micro, zflags, rflags in (
+            ("plain", B, plain, []),
+            ("sched", B, sched, ["--lr-schedule", "warmup-cosine", "--warmup-steps", "5"]),
+            ("plain-w2", B // 2, plain + ["--zero-stage", "3", "--world-size", "2",
+                                          "--stage3-param-persistence-threshold", "100"], [])):
+        plan = os.path.join(work, f"{name}-{traj}.zplan")
+        metrics = plan + ".jsonl"
+        subprocess.run([zcc, onnx, "--micro-batch", str(micro), "--loss", "cross-entropy", *flags,
+                        "--per-document", *zflags, "-o", plan], check=True)
+        subprocess.run([zrun, "train", plan, "--tokens", tokens, "--eos", str(EOS), "--steps",
+                        "20", "--metrics", metrics, *rflags], check=True,
+                       stdout=subprocess.DEVNULL)
+        r = subprocess.run([sys.executable, check, metrics, refs, f"{name}-packed", traj],
+                           capture_output=True, text=True)
+        report(f"{name} packed {traj} vs PyTorch", r.returncode == 0,
+               (r.stdout.strip().splitlines() or ["no output"])[0])
 print(f"{ok} of {runs} per-document checks pass")
