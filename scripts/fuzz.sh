@@ -7,6 +7,8 @@
 #   hostfile   hostfiles, --include/--exclude   seeds test/fuzz/corpus/hostfile
 #   npy        .npy arrays and token files      seeds test/fuzz/corpus/npy
 #   safetensors safetensors headers and reads   seeds test/fuzz/corpus/safetensors
+#   safetensors-index  a checkpoint folder's index JSON  seeds test/fuzz/corpus/safetensors-index
+#   trace-page Chrome traces for zrun trace-page  seeds test/fuzz/corpus/trace-page
 #   deepspeed  DeepSpeed JSON configs (zcc)     seeds ../shared/ds_configs
 #
 #   scripts/fuzz.sh [SECONDS [TARGET...]]   (default 60 s, every target;
@@ -21,12 +23,13 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(plan manifest hostfile npy safetensors deepspeed)
+[[ ${#targets[@]} -gt 0 ]] ||
+  targets=(plan manifest hostfile npy safetensors safetensors-index trace-page deepspeed)
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DZCC_BUILD_COMPILER=OFF -DZCC_ENABLE_FUZZER=ON -DZCC_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-fuzz --target zrt-plan-fuzzer zrt-manifest-fuzzer zrt-hostfile-fuzzer \
-  zrt-npy-fuzzer zrt-safetensors-fuzzer
+  zrt-npy-fuzzer zrt-safetensors-fuzzer zrt-safetensors-index-fuzzer zrt-trace-page-fuzzer
 # The DeepSpeed config reader is compiler code (LLVM's JSON): built here
 # against LLVM 22's shared library, the reader itself instrumented.
 llvm=/usr/lib/llvm-22

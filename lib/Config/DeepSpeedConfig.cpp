@@ -139,21 +139,42 @@ public:
         warn(key,
              "has no effect in zcc" + Twine(ig->second.empty() ? "" : " (" + ig->second + ")"));
       } else {
-        warn(key, "unknown, ignored" + Twine(hint(key)));
+        unknown(key, name, section);
       }
     }
     return Error::success();
   }
 
+  /// Records unknown key |key| (|name| in |section|) with the closest name
+  /// the section knows, or a hint for a common mistake.
+  void unknown(StringRef key, StringRef name, const Section &section) {
+    std::string why = hint(key);
+    if (why.empty()) {
+      StringRef best;
+      unsigned bestDistance = ~0u;
+      auto consider = [&](StringRef known) {
+        unsigned d = name.edit_distance(known, /*AllowReplacements=*/true, bestDistance);
+        if (d < bestDistance)
+          bestDistance = d, best = known;
+      };
+      for (const auto &kv : section.keys)
+        consider(kv.first());
+      for (const auto &kv : section.ignored)
+        consider(kv.first());
+      // Close: at most a third of the name's letters differ (a typo, a
+      // British spelling, a dropped underscore), never more than 4.
+      if (!best.empty() &&
+          bestDistance <= std::min<size_t>(4, std::max<size_t>(1, name.size() / 3)))
+        why = "; did you mean '" + best.str() + "'?";
+    }
+    config.unknownKeys.push_back(
+        (config.path + ": key '" + key + "': not a DeepSpeed key zcc knows" + why).str());
+  }
+
   /// What to write instead of a common mistake.
   static std::string hint(StringRef key) {
     static const StringMap<const char *> hints = {
-        {"fp16.initial_loss_scale",
-         "; DeepSpeed ignores it too: the initial scale is 2^fp16.initial_scale_power "
-         "(default 16, i.e. 65536)"},
-        {"zero_optimization.stage3_prefetch_bucket", "; did you mean stage3_prefetch_bucket_size?"},
         {"bfloat16", "; DeepSpeed's section is bf16"},
-        {"gradient_clip", "; did you mean gradient_clipping?"},
     };
     auto it = hints.find(key);
     return it == hints.end() ? "" : it->second;
@@ -370,13 +391,16 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   fp16.keys["consecutive_hysteresis"] = flag(config.consecutiveHysteresis);
   fp16.keys["min_loss_scale"] = num(config.minLossScale, 0, /*strictMin=*/true);
   fp16.ignored["auto_cast"] = "zcc casts the whole graph";
+  // Not read by DeepSpeed either, but in configs users have (the seed guide's).
+  fp16.ignored["initial_loss_scale"] = "DeepSpeed ignores it too: the initial scale is "
+                                       "2^fp16.initial_scale_power (default 16, i.e. 65536)";
   fp16.ignored["fp16_master_weights_and_grads"] = "masters and gradients stay float32";
   Section bf16;
   bf16.keys["enabled"] = flag(config.bf16Enabled, /*allowAuto=*/true);
   bf16.ignored["immediate_grad_update"] = "";
 
   auto offload = [&](std::optional<DeepSpeedOffload> &out) {
-    return [&r, &out](StringRef k, const json::Value &v) -> Error {
+    return [&r, &out, &config](StringRef k, const json::Value &v) -> Error {
       const json::Object *o = v.getAsObject();
       if (!o)
         return r.error(k, "expected an object, got " + Reader::show(v));
@@ -408,7 +432,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
                    name == "ratio") {
           r.warn(key, "has no effect in zcc");
         } else {
-          r.warn(key, "unknown, ignored");
+          config.unknownKeys.push_back(config.path + ": key '" + key +
+                                       "': not a DeepSpeed key zcc knows (offload sections "
+                                       "have device, pin_memory, nvme_path, buffer_count, ...)");
         }
       }
       out = result;

@@ -6,6 +6,7 @@
 #include "observe/Pages.h"
 #include "plan/PlanLoader.h"
 #include "support/Files.h"
+#include "support/JsonDepth.h"
 #include "train/Npy.h" // dtypeSize
 
 #include <nlohmann/json.hpp>
@@ -196,6 +197,9 @@ Status zrt::writeTracePage(const std::vector<std::string> &traces, const std::st
     std::string text;
     if (Status s = readRegularFile(path, text); !s)
       return errorf("trace-page: ", s.message());
+    if (std::string deep = jsonDepthError(text); !deep.empty())
+      return errorf("trace-page: ", path, ": ", deep,
+                    "; expected a Chrome trace (zrun train --trace FILE.json)");
     json trace = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (trace.is_discarded())
       return errorf("trace-page: ", path,

@@ -469,16 +469,18 @@ std::string escapeHtml(const std::string &s) {
   return out;
 }
 
-/// JSON inside <script>: "</" would end the element early; "<\/" is the
-/// same JSON string.
+/// JSON inside <script>, every '<' as the same JSON string's \u003c.
 std::string scriptSafe(const std::string &json) {
   std::string out;
   out.reserve(json.size());
-  for (size_t i = 0; i < json.size(); ++i) {
-    out += json[i];
-    if (json[i] == '<' && i + 1 < json.size() && json[i + 1] == '/')
-      out += '\\';
-  }
+  // Every '<' (it only occurs inside JSON strings) as \u003c: then neither
+  // "</script>" nor "<!--" (which, followed by "<script", would make the
+  // parser swallow the rest of the page) can appear in the element's text.
+  for (char c : json)
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
   return out;
 }
 

@@ -505,9 +505,9 @@ Status zrt::loadPlan(const std::string &path, plan::Plan &out) {
 Status zrt::loadPlanHeader(const std::string &path, plan::Plan &out) {
   namespace io = google::protobuf::io;
   using google::protobuf::internal::WireFormatLite;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return errorf(path, ": ", std::strerror(errno));
+  int fd;
+  int64_t size;
+  ZRT_RETURN_IF_ERROR(openRegularFile(path, fd, size));
   io::FileInputStream file(fd);
   file.SetCloseOnDelete(true);
   // The small fields copied as they are, the large ones skipped (a seek).

@@ -1,6 +1,7 @@
 //===- Run.cpp - the options every command shares; eval; kernels ----------===//
 #include "run/Run.h"
 
+#include "cuda/CudaExecutor.h" // cudaUsable
 #include "launch/Launch.h"
 #include "plan/PlanLoader.h"
 #include "support/ByteSize.h"
@@ -28,7 +29,23 @@ int64_t zrt::plannedBytes(const plan::Plan &plan) {
 std::string zrt::backendOf(const RunOptions &options, const plan::Plan &plan) {
   if (!options.backend.empty())
     return options.backend;
-  return plan.target() == "cuda" ? "cuda" : "cpu";
+  if (plan.target() != "cuda")
+    return "cpu";
+  // A plan compiled for CUDA (zcc --target cuda, as docs/finetune.md's) on a
+  // machine without a usable GPU: the CPU backend runs every plan, so run it
+  // there and say so once, rather than fail on the driver.
+  static const bool usable = [] {
+    std::string why;
+    bool ok = cudaUsable(why);
+    if (!ok)
+      std::fprintf(stderr,
+                   "zrun: the plan is compiled for CUDA (zcc --target cuda), but "
+                   "%s: running it on the CPU backend (as --backend cpu; --backend cuda insists "
+                   "on the GPU)\n",
+                   why.c_str());
+    return ok;
+  }();
+  return usable ? "cuda" : "cpu";
 }
 
 Status zrt::loadRunPlan(const RunOptions &options, plan::Plan &plan) {

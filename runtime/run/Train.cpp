@@ -194,15 +194,38 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   std::unique_ptr<Trainer> trainer;
   if (Status s = Trainer::create(plan, feeder, config, trainer); !s)
     return errorf(options.plan, ": ", s.message());
+  // Less data than one step reads: every step repeats samples (the feeder
+  // wraps around), which is rarely what was meant.
+  if (rankZero && feeder.samples() < trainer->samplesPerStep())
+    std::fprintf(stderr,
+                 "zrun: warning: the data holds %lld sample%s, fewer than one step's %lld "
+                 "(micro-batch x accumulation x ranks): each step reads some of them more than "
+                 "once (%.1f epochs a step)\n",
+                 (long long)feeder.samples(), feeder.samples() == 1 ? "" : "s",
+                 (long long)trainer->samplesPerStep(),
+                 (double)trainer->samplesPerStep() / std::max<int64_t>(1, feeder.samples()));
 
-  // Every output checked before the first step: not an input, not a device
-  // or directory, writable; the checkpoint directory locked for the run.
-  std::vector<std::string> inputs = {options.plan, options.weights, t.tokens.path,
-                                     t.tokens.promptMask, t.evalPromptMask};
+  // Every output checked before the first step (OutputPaths: not an input,
+  // not inside a folder read whole or a checkpoint, not another output's
+  // file, not a device, directory or symlink); the checkpoint directory
+  // locked for the run.
+  OutputPaths outputs;
+  for (const std::string &in :
+       {options.plan, options.weights, t.tokens.path, t.tokens.promptMask, t.evalPromptMask})
+    outputs.addInput(in);
   for (const std::string &item : t.evalData)
-    inputs.push_back(item.substr(item.find('=') + 1));
+    outputs.addInput(item.substr(item.find('=') + 1));
   for (const auto &[name, path] : options.data)
-    inputs.push_back(path);
+    outputs.addInput(path);
+  std::error_code ec;
+  if (!options.weights.empty() && std::filesystem::is_directory(options.weights, ec))
+    outputs.addInputFolder(options.weights); // a Hugging Face checkpoint folder
+  if (!config.resumeDir.empty()) {
+    outputs.addInputFolder(config.resumeDir);
+    outputs.addCheckpointRoot(std::filesystem::path(config.resumeDir).parent_path().string());
+  }
+  if (!t.checkpointDir.empty())
+    outputs.addCheckpointRoot(t.checkpointDir);
   DirectoryLock lock;
   if (rankZero && !t.checkpointDir.empty()) {
     ZRT_RETURN_IF_ERROR(checkOutputDirectory("--checkpoint-dir", t.checkpointDir));
@@ -210,10 +233,10 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   }
   const std::string tracePath = job ? rankTracePath(t.trace, job->rank) : t.trace;
   if (!tracePath.empty())
-    ZRT_RETURN_IF_ERROR(checkOutputPath("--trace", tracePath, inputs));
+    ZRT_RETURN_IF_ERROR(outputs.claim("--trace", tracePath));
   MetricsFile metrics;
   if (rankZero && !t.metrics.empty()) {
-    ZRT_RETURN_IF_ERROR(checkOutputPath("--metrics", t.metrics, inputs));
+    ZRT_RETURN_IF_ERROR(outputs.claim("--metrics", t.metrics));
     // A resumed run continues its metrics; a fresh one starts them.
     ZRT_RETURN_IF_ERROR(metrics.open(t.metrics, /*append=*/config.resume != nullptr));
   }
@@ -234,14 +257,15 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
   const double stepFlops = stepMatmulFlops(plan); // one rank's, per step
   Dashboard dashboard;
   if (rankZero && !t.dashboard.empty()) {
-    ZRT_RETURN_IF_ERROR(checkOutputPath("--dashboard", t.dashboard, inputs));
+    ZRT_RETURN_IF_ERROR(outputs.claim("--dashboard", t.dashboard));
     ZRT_RETURN_IF_ERROR(dashboard.open(t.dashboard, {options.plan, backendOf(options, plan), &plan,
                                                      t.steps, stepFlops, t.peakTflops, measure}));
   }
   if (rankZero && !t.memoryPage.empty())
-    ZRT_RETURN_IF_ERROR(checkOutputPath("--memory-page", t.memoryPage, inputs));
+    ZRT_RETURN_IF_ERROR(outputs.claim("--memory-page", t.memoryPage));
   TensorBoardWriter tensorboard;
   if (rankZero && !t.tensorboard.empty()) {
+    ZRT_RETURN_IF_ERROR(outputs.claimFolder("--tensorboard", t.tensorboard));
     ZRT_RETURN_IF_ERROR(checkOutputDirectory("--tensorboard", t.tensorboard));
     ZRT_RETURN_IF_ERROR(tensorboard.open(t.tensorboard));
   }
@@ -329,6 +353,9 @@ Status zrt::train(const RunOptions &options, const TrainOptions &t,
     if (rankZero)
       std::fprintf(stderr, "zrun: stopped by %s\n", reason.c_str());
   }
+  if (rankZero)
+    if (std::string summary = log.summary(); !summary.empty())
+      std::printf("zrun: %s\n", summary.c_str());
   ZRT_RETURN_IF_ERROR(dashboard.close("finished"));
   ZRT_RETURN_IF_ERROR(tensorboard.close());
   if (rankZero && !t.memoryPage.empty()) {

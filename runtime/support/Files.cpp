@@ -1,6 +1,7 @@
 //===- Files.cpp - reading inputs and writing outputs safely --------------===//
 #include "support/Files.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -28,11 +29,10 @@ Status checkRegularFile(const std::string &path, int64_t &size) {
   return Status::ok();
 }
 
-/// Opens |path| for reading as a regular file (checked on the open file, so
-/// that it cannot be swapped in between): |fd| and its |size|; the caller
-/// closes |fd| when this succeeds.
-static Status openRegular(const std::string &path, int &fd, int64_t &size) {
-  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Status openRegularFile(const std::string &path, int &fd, int64_t &size) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+  // writer (forever); the type check below then refuses it.
+  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return errorf(path, ": cannot open (", std::strerror(errno), ")");
   struct stat st;
@@ -54,7 +54,7 @@ static Status openRegular(const std::string &path, int &fd, int64_t &size) {
 Status readRegularFile(const std::string &path, std::string &out, int64_t maxBytes) {
   int fd;
   int64_t size;
-  ZRT_RETURN_IF_ERROR(openRegular(path, fd, size));
+  ZRT_RETURN_IF_ERROR(openRegularFile(path, fd, size));
   Status s = Status::ok();
   if (size > maxBytes)
     s = errorf(path, ": ", size, " bytes, more than the ", maxBytes,
@@ -81,12 +81,24 @@ Status readRegularFile(const std::string &path, std::string &out, int64_t maxByt
 MappedFile::~MappedFile() {
   if (data_ && size_)
     ::munmap(const_cast<char *>(data_), size_);
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+Status MappedFile::checkNotTruncated() const {
+  struct stat st;
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0 || (size_t)st.st_size >= size_)
+    return Status::ok();
+  return errorf(path_, ": truncated while this run reads it (", (int64_t)st.st_size, " bytes, ",
+                size_,
+                " when the run started); restore the file and resume from the "
+                "last checkpoint");
 }
 
 Status MappedFile::open(const std::string &path) {
   int fd;
   int64_t size;
-  ZRT_RETURN_IF_ERROR(openRegular(path, fd, size));
+  ZRT_RETURN_IF_ERROR(openRegularFile(path, fd, size));
   Status s = Status::ok();
   if (size > 0) {
     void *p = ::mmap(nullptr, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -95,7 +107,10 @@ Status MappedFile::open(const std::string &path) {
     else
       data_ = static_cast<const char *>(p), size_ = (size_t)size;
   }
-  ::close(fd);
+  if (s && data_)
+    fd_ = fd, path_ = path;
+  else
+    ::close(fd);
   return s;
 }
 
@@ -130,6 +145,92 @@ Status checkOutputPath(const std::string &flag, const std::string &path,
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     return errorf(flag, " ", path, ": cannot write into ", dir.string(), " (", std::strerror(errno),
                   ")");
+  return Status::ok();
+}
+
+namespace {
+/// |path| with its folders' symlinks resolved and '.'/'..' gone, whether or
+/// not it exists (empty if that fails).
+fs::path resolved(const std::string &path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? fs::path() : p;
+}
+
+/// Whether resolved |path| is |dir| or lies under it.
+bool within(const fs::path &path, const fs::path &dir) {
+  if (path.empty() || dir.empty())
+    return false;
+  auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
+  return d == dir.end();
+}
+
+/// The first component of |path| below |root| (empty if not below it).
+std::string componentBelow(const fs::path &path, const fs::path &root) {
+  if (!within(path, root) || path == root)
+    return "";
+  auto [d, p] = std::mismatch(root.begin(), root.end(), path.begin(), path.end());
+  return p == path.end() ? "" : p->string();
+}
+} // namespace
+
+Status OutputPaths::claim(const std::string &flag, const std::string &path) {
+  ZRT_RETURN_IF_ERROR(checkOutputPath(flag, path, inputs_));
+  if (path == "/dev/null")
+    return Status::ok();
+  fs::path p = resolved(path);
+  for (const std::string &dir : inputFolders_)
+    if (within(p, resolved(dir)))
+      return errorf(flag, " ", path, ": is inside ", dir,
+                    ", which this run reads; write the output elsewhere");
+  for (const std::string &root : checkpointRoots_) {
+    std::string first = componentBelow(p, resolved(root));
+    if (first == "latest" || first.rfind("latest.", 0) == 0 || first.rfind("step-", 0) == 0 ||
+        first == ".lock")
+      return errorf(flag, " ", path, ": is part of the checkpoint in ", root,
+                    " ('latest' and the step-N folders belong to it); write the output elsewhere");
+  }
+  // Any checkpoint's files, this run's or not: a step folder (it holds
+  // manifest.pb) and a root's 'latest' (step-N folders beside it).
+  std::error_code ec;
+  fs::path parent = p.parent_path();
+  if (!p.empty() && fs::exists(parent / "manifest.pb", ec))
+    return errorf(flag, " ", path, ": is inside the checkpoint ", parent.string(),
+                  " (it holds manifest.pb); write the output elsewhere");
+  if (!p.empty() && p.filename() == "latest")
+    for (const fs::directory_entry &e : fs::directory_iterator(parent, ec))
+      if (e.path().filename().string().rfind("step-", 0) == 0 &&
+          fs::exists(e.path() / "manifest.pb", ec))
+        return errorf(flag, " ", path, ": would replace the 'latest' of the checkpoints in ",
+                      parent.string(), "; write the output elsewhere");
+  for (const auto &[other, q] : claimed_)
+    if (!p.empty() && p == q)
+      return errorf(flag, " ", path, ": ", other,
+                    " writes the same file; give each output its own path");
+  claimed_.emplace_back(flag, p);
+  return Status::ok();
+}
+
+Status OutputPaths::claimFolder(const std::string &flag, const std::string &dir) {
+  fs::path p = resolved(dir);
+  for (const std::string &in : inputFolders_)
+    if (within(p, resolved(in)) || within(resolved(in), p))
+      return errorf(flag, " ", dir, ": overlaps ", in,
+                    ", which this run reads; write into a new folder");
+  for (const std::string &in : inputs_)
+    if (!in.empty() && within(resolved(in), p))
+      return errorf(flag, " ", dir, ": holds ", in,
+                    ", an input of this run; write into a new folder");
+  for (const std::string &root : checkpointRoots_) {
+    std::string first = componentBelow(p, resolved(root));
+    if (first == "latest" || first.rfind("step-", 0) == 0 || first == ".lock")
+      return errorf(flag, " ", dir, ": is part of the checkpoint in ", root,
+                    " ('latest' and the step-N folders belong to it); write into a new folder");
+  }
+  for (const auto &[other, q] : claimed_)
+    if (within(q, p))
+      return errorf(flag, " ", dir, ": holds ", other, "'s output; give each output its own path");
+  claimed_.emplace_back(flag, p);
   return Status::ok();
 }
 

@@ -4,6 +4,7 @@
 #include "cpu/KernelSupport.h"
 #include "plan/PlanLoader.h"
 #include "support/Files.h"
+#include "support/JsonDepth.h"
 
 #include "onnx.pb.h"
 
@@ -453,22 +454,21 @@ Status openStep(const std::string &dir, plan::Checkpoint &manifest) {
     // memory.
     std::string path = (fs::path(dir) / ("rank-" + std::to_string(r) + ".bin")).string();
     Fd f;
-    struct stat st;
-    if ((f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0 || ::fstat(f.fd, &st) != 0)
-      return ioError(path, "read");
-    if ((int64_t)st.st_size != manifest.state_arena_bytes())
-      return errorf(path, ": ", (int64_t)st.st_size, " bytes, the manifest says ",
+    int64_t fileBytes = 0;
+    ZRT_RETURN_IF_ERROR(openRegularFile(path, f.fd, fileBytes));
+    if (fileBytes != manifest.state_arena_bytes())
+      return errorf(path, ": ", fileBytes, " bytes, the manifest says ",
                     manifest.state_arena_bytes(), " (truncated?)");
     if (manifest.version() < 2)
       continue;
     std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t *)> h(XXH3_createState(),
                                                                        XXH3_freeState);
-    Piece piece = allocPiece(st.st_size);
+    Piece piece = allocPiece(fileBytes);
     if (!h || !piece)
       return errorf("out of memory for a checkpoint's checksum");
     XXH3_64bits_reset(h.get());
-    for (int64_t at = 0; at < (int64_t)st.st_size; at += kNvmePiece) {
-      int64_t n = std::min<int64_t>(kNvmePiece, st.st_size - at);
+    for (int64_t at = 0; at < fileBytes; at += kNvmePiece) {
+      int64_t n = std::min<int64_t>(kNvmePiece, fileBytes - at);
       ZRT_RETURN_IF_ERROR(fullIo(f.fd, false, piece.get(), n, at, path));
       XXH3_64bits_update(h.get(), piece.get(), n);
     }
@@ -478,17 +478,23 @@ Status openStep(const std::string &dir, plan::Checkpoint &manifest) {
   return Status::ok();
 }
 
+/// K of a step directory's name "step-K" (digits only), or -1.
+int64_t parseStepName(const std::string &name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 5 + 18)
+    return -1;
+  for (size_t i = 5; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9')
+      return -1;
+  return std::strtoll(name.c_str() + 5, nullptr, 10);
+}
+
 /// The step directories of a checkpoint root, newest first.
 std::vector<std::pair<int64_t, std::string>> stepDirectories(const std::string &root) {
   std::vector<std::pair<int64_t, std::string>> steps;
   std::error_code ec;
   for (const fs::directory_entry &e : fs::directory_iterator(root, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || !e.is_directory(ec))
-      continue;
-    char *end = nullptr;
-    long long k = std::strtoll(name.c_str() + 5, &end, 10);
-    if (*end == 0 && end != name.c_str() + 5 && k >= 0)
+    if (int64_t k = parseStepName(name); k >= 0 && e.is_directory(ec))
       steps.emplace_back(k, e.path().string());
   }
   std::sort(steps.begin(), steps.end(), std::greater<>());
@@ -526,11 +532,15 @@ Status openCheckpoint(const std::string &flag, const std::string &path, std::str
     return Status::ok();
   }
   std::string latest, latestDir, why;
-  if (Status s = readFile((fs::path(path) / "latest").string(), latest); s) {
+  int64_t latestStep = -1; // what 'latest' names, when it names a step
+  if (Status s = readRegularFile((fs::path(path) / "latest").string(), latest, 64); s) {
     while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
       latest.pop_back();
-    if (latest.rfind("step-", 0) != 0 || latest.find('/') != std::string::npos)
-      why = path + "/latest does not name a checkpoint";
+    // Exactly "step-K" (what saving writes); anything else names nothing,
+    // and every complete step is a candidate below.
+    if ((latestStep = parseStepName(latest)) < 0)
+      why = path + "/latest does not name a checkpoint (it holds '" + clipForMessage(latest, 40) +
+            "', not step-N)";
     else if (Status s = openStep(latestDir = (fs::path(path) / latest).string(), manifest); s)
       return dir = latestDir, Status::ok();
     else
@@ -542,8 +552,7 @@ Status openCheckpoint(const std::string &flag, const std::string &path, std::str
   for (const auto &[step, candidate] : stepDirectories(path)) {
     if (candidate == latestDir)
       continue;
-    if (!latestDir.empty() && latest.size() > 5 &&
-        step > std::strtoll(latest.c_str() + 5, nullptr, 10))
+    if (latestStep >= 0 && step > latestStep)
       continue; // newer than 'latest': never completed
     if (!openStep(candidate, manifest))
       continue;
@@ -574,7 +583,13 @@ Status parseManifest(const std::string &bytes, const std::string &path,
   if (manifest.version() < 1 || manifest.version() > kCheckpointVersion)
     return errorf(path, ": checkpoint format version ", manifest.version(),
                   " is not supported (this zrun reads 1 to ", kCheckpointVersion, ")");
-  if (manifest.version() >= 2 && manifestChecksum(manifest) != manifest.manifest_checksum())
+  // Version 2 on seals the manifest and the shards with checksums. Whether
+  // to check them is decided by the checksums' presence, not by the version
+  // field alone: a version byte damaged from 3 to 1 must not turn the check
+  // off (the version is under the checksum, so the check then fails).
+  bool sealed = manifest.manifest_checksum() != 0 || manifest.rank_checksums_size() > 0;
+  if ((manifest.version() >= 2 || sealed) &&
+      manifestChecksum(manifest) != manifest.manifest_checksum())
     return errorf(path, ": checksum mismatch (the manifest was damaged after it was saved)");
   return validateManifest(manifest, path);
 }
@@ -594,14 +609,11 @@ Status readRankState(const std::string &dir, int rank, int64_t bytes, std::vecto
   // The head into |state|, the NVMe arena from the file to |write| (the
   // swap file) a piece at a time.
   Fd f;
-  if ((f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC)) < 0)
-    return ioError(path, "open");
-  struct stat st;
-  if (::fstat(f.fd, &st) != 0)
-    return ioError(path, "stat");
-  if ((int64_t)st.st_size != bytes + tailBytes)
-    return errorf(path, ": ", (int64_t)st.st_size, " bytes, the plan's state has ",
-                  bytes + tailBytes, " (a checkpoint of another plan?)");
+  int64_t fileBytes = 0;
+  ZRT_RETURN_IF_ERROR(openRegularFile(path, f.fd, fileBytes));
+  if (fileBytes != bytes + tailBytes)
+    return errorf(path, ": ", fileBytes, " bytes, the plan's state has ", bytes + tailBytes,
+                  " (a checkpoint of another plan?)");
   state.resize(bytes);
   ZRT_RETURN_IF_ERROR(fullIo(f.fd, false, state.data(), bytes, 0, path));
   Piece piece = allocPiece(tailBytes);
@@ -924,6 +936,8 @@ Status writeHfCheckpoint(const std::string &dir, const std::vector<NamedTensor> 
   summary.bytes = total;
   // The source config, with the dtype the weights are stored in.
   if (!record.config().empty()) {
+    if (std::string deep = jsonDepthError(record.config()); !deep.empty())
+      return errorf("--hf: the export record's config: ", deep, "; not a Hugging Face config");
     nlohmann::ordered_json config = nlohmann::ordered_json::parse(record.config(), nullptr, false);
     if (config.is_discarded() || !config.is_object())
       return errorf("--hf: the export record's config is not a JSON object");

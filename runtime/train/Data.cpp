@@ -287,6 +287,10 @@ std::string DataFeeder::samplesOf(int64_t k, int64_t batch) const {
 
 Status DataFeeder::feed(int64_t k, const ExecutorBase &executor,
                         const plan::Program &program) const {
+  // A token file truncated under the run: an error now, not SIGBUS in
+  // readTokenSequence.
+  ZRT_RETURN_IF_ERROR(tokenFile_.checkNotTruncated());
+  ZRT_RETURN_IF_ERROR(promptFile_.checkNotTruncated());
   for (const plan::NamedBuffer &in : program.inputs()) {
     if (isTrainerInput(in.name()))
       continue;

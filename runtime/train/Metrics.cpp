@@ -56,6 +56,7 @@ nlohmann::ordered_json zrt::stepRecordJson(const StepRecord &r, int64_t peakByte
       {"tokens_per_s", std::round(r.tokensPerSecond * 10) / 10},
       {"step_ms", std::round(r.ms * 1000) / 1000},
       {"peak_bytes", peakBytes},
+      {"epoch", std::round(r.epoch * 1e4) / 1e4},
   };
   if (r.evalLoss) {
     line["eval_loss"] = finite(*r.evalLoss);
@@ -87,6 +88,17 @@ Status MetricsFile::close() {
 StepLog::StepLog(int64_t steps, bool scaling)
     : steps_(steps), scaling_(scaling), tty_(isatty(fileno(stdout))) {}
 
+std::string zrt::showDuration(double seconds) {
+  char buf[64];
+  if (seconds < 60)
+    std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  else if (seconds < 3600)
+    std::snprintf(buf, sizeof buf, "%d min %d s", (int)(seconds / 60), (int)seconds % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%d h %d min", (int)(seconds / 3600), (int)(seconds / 60) % 60);
+  return buf;
+}
+
 void StepLog::print(const StepRecord &r) {
   const int64_t k = r.step;
   if (tty_)
@@ -98,16 +110,45 @@ void StepLog::print(const StepRecord &r) {
   std::printf(" | %.1f ms | %.0f tokens/s", r.ms, r.tokensPerSecond);
   if (r.evalLoss)
     std::printf(" | eval_loss %.6f", *r.evalLoss);
+  // Wall time since the log began (loading, evaluation and checkpoints
+  // included) and the time left at the mean pace of the steps so far.
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (first_ < 0)
+    first_ = k, firstLoss_ = r.loss;
+  last_ = k, lastLoss_ = r.loss, lastEval_ = r.evalLoss ? r.evalLoss : lastEval_;
+  ++printed_;
+  elapsedMs_ += r.ms;
+  tokensPerSecondSum_ += r.tokensPerSecond;
+  double eta = elapsed / (double)(k + 1 - first_) * (double)(steps_ - k - 1);
+  std::printf(" | epoch %.2f | %s, eta %s", r.epoch, showDuration(elapsed).c_str(),
+              showDuration(eta).c_str());
   std::printf("%s\n", r.note.c_str());
   if (tty_) {
     // A progress bar under the log lines, on a terminal only.
-    elapsedMs_ += r.ms;
     int width = 30, done = (int)(width * (k + 1) / steps_);
-    double eta = elapsedMs_ / (k + 1) * (steps_ - k - 1) / 1000.0;
-    std::printf("[%s%s] %lld/%lld, eta %.1f s", std::string(done, '#').c_str(),
-                std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps_, eta);
+    std::printf("[%s%s] %lld/%lld, eta %s", std::string(done, '#').c_str(),
+                std::string(width - done, '.').c_str(), (long long)k + 1, (long long)steps_,
+                showDuration(eta).c_str());
     if (k + 1 == steps_)
       std::printf("\n");
   }
   std::fflush(stdout);
+}
+
+std::string StepLog::summary() const {
+  if (printed_ == 0)
+    return "";
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "trained steps %lld to %lld in %s (%.1f ms a step, %.0f tokens/s); loss %.6f -> "
+                "%.6f",
+                (long long)first_ + 1, (long long)last_ + 1, showDuration(elapsed).c_str(),
+                elapsedMs_ / printed_, tokensPerSecondSum_ / printed_, firstLoss_, lastLoss_);
+  std::string out = buf;
+  if (lastEval_) {
+    std::snprintf(buf, sizeof buf, ", eval_loss %.6f", *lastEval_);
+    out += buf;
+  }
+  return out;
 }

@@ -17,7 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace zrt {
@@ -54,19 +56,28 @@ private:
   bool failed_ = false;
 };
 
-/// The step log: "step K/N | loss ... | lr ... | grad_norm ..." per step
-/// (with the loss scale when |scaling|), and a progress bar with the time
-/// left when stdout is a terminal.
+/// The step log: "step K/N | loss ... | lr ... | grad_norm ... | ... |
+/// epoch E | elapsed T, eta T" per step (with the loss scale when
+/// |scaling|), a progress bar under it when stdout is a terminal, and a
+/// summary line at the end (summary()).
 class StepLog {
 public:
   StepLog(int64_t steps, bool scaling);
   void print(const StepRecord &record);
+  /// "trained K steps in T (M ms a step, N tokens/s); loss A -> B[, eval
+  /// loss C]" after the last step printed; empty if none was.
+  std::string summary() const;
 
 private:
-  int64_t steps_;
+  int64_t steps_, printed_ = 0, first_ = -1, last_ = -1;
   bool scaling_, tty_;
-  double elapsedMs_ = 0;
+  double elapsedMs_ = 0, tokensPerSecondSum_ = 0, firstLoss_ = 0, lastLoss_ = 0;
+  std::optional<double> lastEval_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
+
+/// Seconds as "42.1 s", "12 min 5 s" or "3 h 20 min".
+std::string showDuration(double seconds);
 
 } // namespace zrt
 

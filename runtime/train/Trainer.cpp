@@ -216,12 +216,39 @@ Status Trainer::meanOverRanks(int rank, Communicator *comm, double &value) {
   return Status::ok();
 }
 
-Status Trainer::evaluate(int rank, ExecutorBase &executor, Communicator *comm, double &loss) {
+Status Trainer::agreeOnStop(int rank, Communicator *comm, int &signal) {
+  const int world = plan_.world_size();
+  signal = config_.stop ? config_.stop->load() : 0;
+  if (world > 1 && config_.ranksAreProcesses) {
+    float v = signal ? 1.0f : 0.0f;
+    ZRT_RETURN_IF_ERROR(comm->allReduce(&v, &v, 1, ReduceOp::Sum));
+    if (v > 0 && !signal)
+      signal = SIGTERM; // another rank's
+  } else if (world > 1) {
+    if (rank == 0)
+      stopShared_ = signal;
+    ZRT_RETURN_IF_ERROR(comm->barrier());
+    signal = stopShared_;
+    ZRT_RETURN_IF_ERROR(comm->barrier()); // everyone has read it
+  }
+  return Status::ok();
+}
+
+Status Trainer::evaluate(int rank, ExecutorBase &executor, Communicator *comm, double &loss,
+                         int &stopSignal) {
   // Batch b of rank r: the r-th slice of the evaluation set's global batch b
   // (as zrun eval cuts it).
   const int world = plan_.world_size();
   loss = 0;
+  stopSignal = 0;
   for (int64_t b = 0; b < config_.evalBatches; ++b) {
+    // A long evaluation answers a stop signal between its batches, as the
+    // training loop does between steps.
+    if (b > 0) {
+      ZRT_RETURN_IF_ERROR(agreeOnStop(rank, comm, stopSignal));
+      if (stopSignal)
+        return Status::ok();
+    }
     const int64_t batch = b * world + rank;
     Status s = config_.evalFeeder->feed(batch, executor, *eval_);
     if (s)
@@ -337,6 +364,7 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
     record.ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     record.tokensPerSecond = tokens_ / (record.ms / 1000.0);
+    record.epoch = (double)(k + 1) * samplesPerStep() / std::max<int64_t>(1, feeder_.samples());
     if (overflow) {
       // The compiled step left parameters and optimizer state untouched.
       ++skipped;
@@ -362,14 +390,19 @@ Status Trainer::run(int rank, ExecutorBase &executor, Communicator *comm) {
         (void)scaler->update(false);
       ++applied;
     }
-    if (config_.evalFeeder && (k + 1) % config_.evalEvery == 0) {
+    // No evaluation once a stop signal came (the run ends after this step).
+    if (config_.evalFeeder && (k + 1) % config_.evalEvery == 0 && !stopSignal) {
       auto evalStart = std::chrono::steady_clock::now();
       double evalLoss = 0;
-      ZRT_RETURN_IF_ERROR(evaluate(rank, executor, comm, evalLoss));
-      record.evalLoss = evalLoss;
-      record.evalMs =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - evalStart)
-              .count();
+      ZRT_RETURN_IF_ERROR(evaluate(rank, executor, comm, evalLoss, stopSignal));
+      if (!stopSignal) {
+        record.evalLoss = evalLoss;
+        record.evalMs =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - evalStart)
+                .count();
+      } else {
+        record.note += " | evaluation cut short by a stop signal";
+      }
     }
     if (rank == 0 && onStep)
       onStep(record);

@@ -86,6 +86,7 @@ struct StepRecord {
   double loss = 0, lr = 0, gradNorm = 0, lossScale = 1, ms = 0, tokensPerSecond = 0;
   bool skipped = false;           // an fp16 overflow: parameters and state unchanged
   std::string note;               // what happened to the loss scale, if it overflowed
+  double epoch = 0;               // passes over the data after this step (samples read / held)
   std::optional<double> evalLoss; // --eval-data, on the steps it evaluates
   double evalMs = 0;              // the evaluation's time (not in ms)
 };
@@ -103,6 +104,10 @@ public:
   /// Tokens (elements of one sample of the first data input) per step,
   /// over the global batch.
   int64_t tokensPerStep() const { return tokens_; }
+  /// Samples per optimizer step, over the global batch.
+  int64_t samplesPerStep() const {
+    return microBatch_ * plan_.training().grad_accum_steps() * plan_.world_size();
+  }
   /// Steps rank 0 skipped on fp16 overflow in the last run.
   int64_t skippedSteps() const { return skipped_; }
   /// After run(): the signal that stopped it early (0: it ran every step),
@@ -150,7 +155,13 @@ private:
   /// The mean of every rank's |value| (all ranks call it).
   Status meanOverRanks(int rank, Communicator *comm, double &value);
   /// The `eval` program's mean loss over the evaluation set.
-  Status evaluate(int rank, ExecutorBase &executor, Communicator *comm, double &loss);
+  /// The evaluation loss; |stopSignal| nonzero (and |loss| meaningless)
+  /// when a stop signal cut it short, the same on every rank.
+  Status evaluate(int rank, ExecutorBase &executor, Communicator *comm, double &loss,
+                  int &stopSignal);
+  /// Whether a stop signal (SIGTERM, SIGINT, SIGHUP) reached any rank: the
+  /// same |signal| on every rank (a collective when ranks are processes).
+  Status agreeOnStop(int rank, Communicator *comm, int &signal);
 
   const plan::Plan &plan_;
   const DataFeeder &feeder_;

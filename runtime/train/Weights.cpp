@@ -4,6 +4,7 @@
 #include "cpu/KernelSupport.h"
 #include "plan/PlanLoader.h"
 #include "support/Files.h"
+#include "support/JsonDepth.h"
 
 #include "onnx.pb.h"
 
@@ -27,6 +28,19 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   for (size_t i = 0; i < shape.size(); ++i)
     s += (i ? "x" : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+/// Bytes an element of safetensors dtype |name| takes; 0 for a name the
+/// format does not have (its Rust crate's Dtype list).
+int safetensorsDtypeBytes(const std::string &name) {
+  static const std::pair<const char *, int> kSizes[] = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
+  for (const auto &[n, bytes] : kSizes)
+    if (name == n)
+      return bytes;
+  return 0;
 }
 
 /// Elements of |shape|; -1 past 2^40 (no tensor zrun loads is that large).
@@ -127,6 +141,10 @@ Status WeightFile::openSafetensors(const std::string &path, WeightFile &out) {
     std::string text;
     if (Status s = readRegularFile(index.string(), text, int64_t(256) << 20); !s)
       return errorf("--weights ", s.message());
+    if (std::string deep = jsonDepthError(text); !deep.empty())
+      return errorf("--weights ", index.string(), ": ", deep,
+                    "; not a safetensors index (save_pretrained writes {\"weight_map\": "
+                    "{tensor: file}})");
     nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
         !j["weight_map"].is_object())
@@ -137,7 +155,8 @@ Status WeightFile::openSafetensors(const std::string &path, WeightFile &out) {
     for (const auto &[name, file] : j["weight_map"].items()) {
       if (!file.is_string() || file.get<std::string>().empty() ||
           file.get<std::string>().find('/') != std::string::npos || file.get<std::string>() == "..")
-        return errorf("--weights ", index.string(), ": tensor '", name, "' maps to ", file.dump(),
+        return errorf("--weights ", index.string(), ": tensor '", clipForMessage(name),
+                      "' maps to ", clipForMessage(file.dump()),
                       ", not the name of a file in the folder");
       byFile[file.get<std::string>()][name] = file.get<std::string>();
     }
@@ -184,18 +203,48 @@ Status WeightFile::readSafetensorsHeader(const std::string &file, WeightFile &ou
   std::string header(n, '\0');
   if (!in.read(header.data(), (std::streamsize)n))
     return errorf("--weights ", file, ": cannot read its header");
-  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (std::string deep = jsonDepthError(header); !deep.empty())
+    return errorf("--weights ", file, ": the header's ", deep,
+                  "; a safetensors header is {name: {dtype, shape, data_offsets}}");
+  // Keys given twice in one object: nlohmann keeps the last silently; the
+  // reference loader (safetensors' Rust crate) refuses the header.
+  std::vector<std::set<std::string>> keys;
+  std::string twice;
+  nlohmann::json::parser_callback_t noteKeys = [&](int, nlohmann::json::parse_event_t event,
+                                                   nlohmann::json &parsed) {
+    if (event == nlohmann::json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == nlohmann::json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == nlohmann::json::parse_event_t::key && !keys.empty() &&
+             !keys.back().insert(parsed.get<std::string>()).second && twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(header, noteKeys, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return errorf("--weights ", file, ": the header is not a JSON object (not safetensors?)");
+  if (!twice.empty())
+    return errorf("--weights ", file, ": the header names '", clipForMessage(twice),
+                  "' twice in one object (a damaged or hand-edited file)");
   int64_t dataStart = 8 + (int64_t)n, dataBytes = size - dataStart;
+  // As the reference loader validates: each tensor's bytes are its dtype's
+  // size times its shape's product, and the tensors, in offset order, tile
+  // the data section from its first byte to the file's end (no gap, no
+  // overlap), so a shifted offset or a truncated file never loads.
+  struct Range {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> ranges;
   for (const auto &item : j.items()) {
     // Not a structured binding: lambdas may not capture those before C++20.
     const std::string &name = item.key();
     const nlohmann::json &v = item.value();
-    if (name == "__metadata__" || (only && !only->count(name)))
+    if (name == "__metadata__")
       continue;
     auto bad = [&](const std::string &what) {
-      return errorf("--weights ", file, ": tensor '", name, "' ", what);
+      return errorf("--weights ", file, ": tensor '", clipForMessage(name), "' ", what);
     };
     if (!v.is_object() || !v.contains("dtype") || !v["dtype"].is_string() || !v.contains("shape") ||
         !v["shape"].is_array() || !v.contains("data_offsets") || !v["data_offsets"].is_array() ||
@@ -208,16 +257,30 @@ Status WeightFile::readSafetensorsHeader(const std::string &file, WeightFile &ou
                  : e.typeName == "BF16" ? onnx::TensorProto::BFLOAT16
                  : e.typeName == "F16"  ? onnx::TensorProto::FLOAT16
                                         : 0;
+    uint64_t elements = 1;
     for (const nlohmann::json &d : v["shape"]) {
       if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t(1) << 40))
-        return bad("has a shape entry " + d.dump() + " that is not a size");
+        return bad("has a shape entry " + clipForMessage(d.dump()) + " that is not a size");
       e.shape.push_back(d.get<int64_t>());
+      elements = elements > (uint64_t(1) << 62) / std::max<uint64_t>(1, d.get<uint64_t>())
+                     ? uint64_t(1) << 62
+                     : elements * d.get<uint64_t>();
     }
     uint64_t begin = v["data_offsets"][0].get<uint64_t>(),
              end = v["data_offsets"][1].get<uint64_t>();
     if (begin > end || end > (uint64_t)dataBytes)
       return bad("has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                  "] outside the file's " + std::to_string(dataBytes) + " data bytes (truncated?)");
+    if (int width = safetensorsDtypeBytes(e.typeName); width == 0)
+      return bad("has dtype " + clipForMessage(e.typeName) +
+                 ", which is not a safetensors dtype (F64, F32, BF16, F16, I64, ..., BOOL)");
+    else if (elements * (uint64_t)width != end - begin)
+      return bad("has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                 "]: " + std::to_string(end - begin) + " bytes, but a " + e.typeName + " " +
+                 shapeText(e.shape) + " tensor takes " + std::to_string(elements * width));
+    ranges.push_back({begin, end, name});
+    if (only && !only->count(name))
+      continue;
     e.file = file;
     e.offset = dataStart + (int64_t)begin;
     e.length = (int64_t)(end - begin);
@@ -225,6 +288,24 @@ Status WeightFile::readSafetensorsHeader(const std::string &file, WeightFile &ou
       return bad("appears twice in the checkpoint");
     out.tensors_[name] = std::move(e);
   }
+  std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t at = 0;
+  for (const Range &r : ranges) {
+    if (r.begin != at)
+      return errorf("--weights ", file, ": tensor '", clipForMessage(r.name), "' starts at byte ",
+                    r.begin, " of the data, where ",
+                    r.begin < at ? "the tensor before it has not ended (they overlap)"
+                                 : "bytes " + std::to_string(at) + " to " +
+                                       std::to_string(r.begin) + " belong to no tensor",
+                    "; safetensors files tile their data (a damaged or hand-edited header)");
+    at = r.end;
+  }
+  if (at != (uint64_t)dataBytes)
+    return errorf("--weights ", file, ": the tensors end at byte ", at,
+                  " of the data, but the file ", "has ", dataBytes,
+                  " data bytes (trailing bytes, or a damaged header)");
   return Status::ok();
 }
 
@@ -262,6 +343,26 @@ Status WeightFile::open(const std::string &path, WeightFile &out) {
       if (e.file.empty())
         return errorf("--weights ", path, ": initializer '", t.name(),
                       "' is external but names no location");
+      // As zcc's importer: the data lies inside the model's folder (a
+      // relative path without '..', not through a link that leaves it), so
+      // a model cannot make zrun read other files as weights.
+      std::string location;
+      for (const onnx::StringStringEntryProto &kv : t.external_data())
+        if (kv.key() == "location")
+          location = kv.value();
+      fs::path rel(location);
+      bool escapes = rel.empty() || rel.is_absolute();
+      for (const fs::path &part : rel)
+        escapes |= part == "..";
+      std::error_code ec;
+      fs::path real = fs::weakly_canonical(e.file, ec),
+               home = fs::weakly_canonical(dir.empty() ? "." : dir, ec);
+      auto [h, r] = std::mismatch(home.begin(), home.end(), real.begin(), real.end());
+      if (escapes || ec || h != home.end())
+        return errorf("--weights ", path, ": initializer '", clipForMessage(t.name()),
+                      "': external data location '", clipForMessage(location),
+                      "' leaves the model's folder; external data must be a relative path to a "
+                      "regular file inside it (as zcc requires)");
     } else if (t.has_raw_data()) {
       e.inline_ = std::move(*t.mutable_raw_data());
     } else if (t.float_data_size() > 0) {
@@ -312,9 +413,10 @@ Status WeightFile::check(const std::string &name, const std::vector<int64_t> &sh
     if (e.length >= 0 && e.length != bytes)
       return errorf("--weights ", path_, ": initializer '", name, "' has external length ",
                     e.length, ", its shape needs ", bytes);
-    if (e.offset + bytes > size)
-      return errorf("--weights ", path_, ": initializer '", name, "' needs bytes [", e.offset, ", ",
-                    e.offset + bytes, ") of ", e.file, ", which has ", size, " (truncated?)");
+    if (bytes > size || e.offset > size - bytes) // not e.offset + bytes: it may overflow
+      return errorf("--weights ", path_, ": initializer '", name, "' needs ", bytes,
+                    " bytes from offset ", e.offset, " of ", e.file, ", which has ", size,
+                    " (truncated?)");
   }
   return Status::ok();
 }

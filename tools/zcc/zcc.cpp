@@ -28,6 +28,7 @@
 #include "observe/MemoryMap.h"
 #include "plan/plan.pb.h"
 #include "support/ByteSize.h"
+#include "llvm/Config/llvm-config.h" // LLVM_VERSION_STRING
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
@@ -94,8 +95,10 @@ static std::string checkOutput(const std::string &path, std::vector<std::string>
       return "is an input of this compilation (" + in + "); write the output elsewhere";
   }
   llvm::sys::fs::file_status st;
-  if (llvm::sys::fs::status(path, st))
+  if (llvm::sys::fs::status(path, st, /*Follow=*/false))
     return ""; // a new file
+  if (st.type() == llvm::sys::fs::file_type::symlink_file)
+    return "is a symbolic link; pass the file itself (zcc does not write through links)";
   if (st.type() == llvm::sys::fs::file_type::directory_file)
     return "is a directory; pass a file name";
   if (st.type() != llvm::sys::fs::file_type::regular_file)
@@ -330,6 +333,11 @@ static cl::opt<std::string> deepspeedConfig(
     cl::desc("a DeepSpeed JSON config: its optimizer, scheduler, fp16/bf16, gradient_clipping, "
              "batch sizes and zero_optimization; flags fill its \"auto\" values"),
     cl::value_desc("FILE.json"), cl::cat(zccCategory));
+static cl::opt<bool> allowUnknownKeys(
+    "allow-unknown-keys",
+    cl::desc("with --deepspeed: warn about keys zcc does not know instead of refusing the "
+             "config (a misspelt key would otherwise be ignored silently)"),
+    cl::cat(zccCategory));
 static cl::opt<std::string> optimizerKind("optimizer", cl::desc("optimizer of the training step"),
                                           cl::value_desc("adamw|sgd"),
                                           cl::init(kDefaults.optimizer), cl::cat(zccCategory));
@@ -561,6 +569,9 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   selectHelpOptions();
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "zcc " << ZCC_VERSION << " (MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";
+  });
   // A bad option exits 2, as zcc's other usage errors (docs/running.md).
   if (!cl::ParseCommandLineOptions(
           argc, argv,
@@ -690,6 +701,16 @@ int main(int argc, char **argv) {
       return 2;
     }
     dsConfig = std::move(*config);
+    for (const std::string &key : dsConfig->unknownKeys)
+      llvm::errs() << "zcc: " << (allowUnknownKeys ? "warning: " : "error: ") << key
+                   << (allowUnknownKeys ? "; ignored" : "") << "\n";
+    if (!dsConfig->unknownKeys.empty() && !allowUnknownKeys) {
+      llvm::errs() << "zcc: error: --deepspeed " << deepspeedConfig << ": "
+                   << dsConfig->unknownKeys.size() << " unknown key"
+                   << (dsConfig->unknownKeys.size() == 1 ? "" : "s")
+                   << "; correct them, or pass --allow-unknown-keys to ignore them\n";
+      return 2;
+    }
   }
   auto resolved =
       zcc::resolveSettings(flags, dsConfig ? &*dsConfig : nullptr, [](const std::string &w) {

@@ -275,11 +275,17 @@ std::string selfPath(const char *argv0) {
 //===--- the commands, after parsing --------------------------------------===//
 
 /// The inputs of a run, which no output may overwrite.
-std::vector<std::string> inputsOf(const Common &c) {
-  std::vector<std::string> inputs = {c.run.plan, c.run.weights};
+/// What a command reads, for its outputs' checks (OutputPaths).
+OutputPaths inputsOf(const Common &c) {
+  OutputPaths outputs;
+  outputs.addInput(c.run.plan);
+  outputs.addInput(c.run.weights);
+  std::error_code ec;
+  if (!c.run.weights.empty() && std::filesystem::is_directory(c.run.weights, ec))
+    outputs.addInputFolder(c.run.weights); // a Hugging Face checkpoint folder
   for (const auto &[name, path] : c.run.data)
-    inputs.push_back(path);
-  return inputs;
+    outputs.addInput(path);
+  return outputs;
 }
 
 /// --tokens and the options that say how a token file is cut.
@@ -305,11 +311,11 @@ void addTokenOptions(CLI::App *cmd, TokenSource &tokens) {
 }
 
 int runEval(const Common &c, const EvalOptions &eval) {
-  std::vector<std::string> inputs = inputsOf(c);
-  inputs.push_back(eval.tokens.path);
-  inputs.push_back(eval.tokens.promptMask);
+  OutputPaths outputs = inputsOf(c);
+  outputs.addInput(eval.tokens.path);
+  outputs.addInput(eval.tokens.promptMask);
   for (const auto &[name, path] : eval.outputs)
-    if (Status s = checkOutputPath("--output " + name, path, inputs); !s)
+    if (Status s = outputs.claim("--output " + name, path); !s)
       return fail(s);
   std::optional<double> loss;
   if (Status s = evaluate(c.run, eval, loss); !s)
@@ -397,22 +403,26 @@ int runExport(const ExportOptions &e) {
   std::string dir;
   plan::Checkpoint manifest;
   std::vector<NamedTensor> tensors;
-  if (!e.safetensors.empty())
-    if (Status s = checkOutputPath("--safetensors", e.safetensors, {e.onnxIn}); !s)
-      return fail(s);
-  if (!e.onnxOut.empty())
-    if (Status s = checkOutputPath("-o", e.onnxOut, {e.onnxIn, e.safetensors}); !s)
-      return fail(s);
   std::string note;
   if (Status s = openCheckpoint("export", e.checkpoint, dir, manifest, note); !s)
     return fail(s);
   if (!note.empty())
     std::fprintf(stderr, "zrun: export: %s\n", note.c_str());
-  std::error_code ec;
-  if (!e.hf.empty() && (std::filesystem::equivalent(e.hf, e.checkpoint, ec) ||
-                        std::filesystem::equivalent(e.hf, dir, ec)))
-    return usageError("--hf " + e.hf + " is the checkpoint itself; export into a new folder",
-                      "export");
+  // The outputs: none inside the checkpoint read (its step, its 'latest'),
+  // none the --onnx model, none each other's.
+  OutputPaths outputs;
+  outputs.addInput(e.onnxIn);
+  outputs.addInputFolder(dir);
+  outputs.addCheckpointRoot(std::filesystem::path(dir).parent_path().string());
+  if (!e.safetensors.empty())
+    if (Status s = outputs.claim("--safetensors", e.safetensors); !s)
+      return fail(s);
+  if (!e.onnxOut.empty())
+    if (Status s = outputs.claim("-o", e.onnxOut); !s)
+      return fail(s);
+  if (!e.hf.empty())
+    if (Status s = outputs.claimFolder("--hf", e.hf); !s)
+      return fail(s);
   if (Status s = consolidate(dir, manifest, tensors); !s)
     return fail(s);
   int trainable = 0;
@@ -528,6 +538,7 @@ int run(int argc, char **argv) {
   if (argc > 1 && !std::strcmp(argv[1], "train"))
     signals.emplace();
   CLI::App app(kDescription, "zrun");
+  app.set_version_flag("--version", std::string("zrun ") + ZCC_VERSION + " (zcc project)");
   app.require_subcommand(1);
   app.get_formatter()->column_width(34);
   const std::set<std::string> commands = {"eval",   "train",   "gradcheck",  "kernels",
@@ -814,6 +825,8 @@ int run(int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion &e) {
     return app.exit(e);
   } catch (const CLI::ParseError &e) {
     std::vector<CLI::App *> chosen = app.get_subcommands();

@@ -6,7 +6,9 @@
 // TrainingArguments); `isAuto` records which were "auto" so that the driver
 // can resolve the model-dependent ones (bucket sizes from the hidden size).
 // Wrong types and impossible values are errors naming the key; unknown keys
-// are warnings naming them.
+// are listed (unknownKeys, with the closest known key) for the driver to
+// refuse unless --allow-unknown-keys; keys that change nothing in zcc are
+// warnings.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZCC_CONFIG_DEEPSPEEDCONFIG_H
@@ -78,8 +80,13 @@ struct DeepSpeedConfig {
 
   /// Dotted keys whose value was "auto", e.g. "zero_optimization.reduce_bucket_size".
   llvm::StringSet<> autoKeys;
-  /// Warnings: unknown keys, keys zcc reads but ignores.
+  /// Warnings: keys DeepSpeed has that change nothing in zcc.
   std::vector<std::string> warnings;
+  /// Keys neither DeepSpeed's schema (as zcc knows it) nor zcc has, each
+  /// with a "did you mean" from edit distance where one is close: errors
+  /// unless zcc --allow-unknown-keys (a typo such as "zero_optimisation"
+  /// would silently train at stage 0).
+  std::vector<std::string> unknownKeys;
 
   bool isAuto(llvm::StringRef key) const { return autoKeys.contains(key); }
 };

@@ -30,6 +30,7 @@
 #include "llvm/Support/Regex.h"
 
 #include "onnx/defs/parser.h"
+#include "support/JsonDepth.h"
 #include <google/protobuf/io/coded_stream.h>
 
 #include <memory>
@@ -1010,6 +1011,10 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
     StringRef key = kv.key();
     if (!key.starts_with("zcc."))
       continue;
+    // llvm::json parses, prints and frees recursively: a record nested
+    // 100,000 deep would overflow the stack.
+    if (std::string deep = zrt::jsonDepthError(kv.value()); !deep.empty())
+      return badRecord(key, "is not JSON zcc writes: " + deep);
     llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(kv.value());
     if (!parsed) {
       std::string why = llvm::toString(parsed.takeError());
