@@ -40,6 +40,7 @@ config.substitutions.append(
     ("%check_loss", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_loss.py")))
 config.substitutions.append(("%zrun_path", os.path.join(config.zcc_obj_root, "runtime", "zrun")))
 config.substitutions.append(("%zcc_src", config.zcc_src_root))
+config.substitutions.append(("%zcc_obj", config.zcc_obj_root))
 config.substitutions.append(
     ("%check_trajectory", "/usr/bin/python3 " + os.path.join(config.test_source_root, "Inputs", "check_trajectory.py")))
 config.substitutions.append(

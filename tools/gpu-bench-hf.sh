@@ -16,7 +16,7 @@ steps=${STEPS:-10} warmup=${WARMUP:-3}
 for size in ${SIZES:-phi3-mini-8l gemma-2b-8l}; do
   echo "== $size"
   python3 "$here/torch_hf_baseline.py" --size "$size" --batch 4 --seq 1024 --steps "$steps" \
-    --warmup "$warmup" --modes "${MODES:-compile}" --export "$work/$size.onnx" \
+    --warmup "$warmup" --modes "${MODES-compile}" --export "$work/$size.onnx" \
     --tokens "$work/tokens-$size.bin" 2>&1 | grep -v Warning | tee "$out/torch-$size.txt" |
     cut -c1-400
   run() { # steps, then zrun's flags

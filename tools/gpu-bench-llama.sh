@@ -8,7 +8,8 @@
 # by LLAMA_ONNX_DIR=... tools/gpu-pack.sh. A size may name its batch and length,
 # SIZE-bBATCHsSEQ (e.g. 1b-b1s8192: one sequence of 8k tokens; plans
 # llama-1b-b1s8192-bf16.zplan); plain SIZE is batch 4 x 1024. MODES=compile leaves out eager (the
-# comparison is against torch.compile); variant plans packed beside the default
+# comparison is against torch.compile; MODES= empty: no PyTorch run, its export alone, for a
+# length that does not fit its memory); variant plans packed beside the default
 # (plans/llama-SIZE-bf16-VARIANT.zplan, e.g. -selective) get a timed row each.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,7 +27,7 @@ for spec in ${SIZES:-1b}; do
   fi
   size=$spec # the files' name
   python3 "$here/torch_llama_baseline.py" --size "$model" --batch "$batch" --seq "$seq" --steps "$steps" \
-    --warmup "$warmup" --modes "${MODES:-eager,compile}" --export "$work/llama-$size.onnx" \
+    --warmup "$warmup" --modes "${MODES-eager,compile}" --export "$work/llama-$size.onnx" \
     --tokens "$work/tokens-$size.bin" 2>&1 | grep -v Warning | tee "$out/torch-$size.txt" |
     cut -c1-400
   run() { # steps metrics... (zrun's flags after); PLAN_SUFFIX picks a variant plan

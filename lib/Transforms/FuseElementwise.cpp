@@ -625,11 +625,15 @@ struct ZeroFuseElementwise : zcc::impl::ZeroFuseElementwiseBase<ZeroFuseElementw
   /// From each elementwise op not yet fused (latest first), the tree of
   /// elementwise ops, slices and concatenations below it whose every reader
   /// is in the tree; then its program, each node emitted at the shifts its
-  /// readers read it at.
+  /// readers read it at. A concatenation read by anything else (a matmul:
+  /// the gradient of a fused projection, [dq, dk, dv] or [d gate, d up]) is
+  /// a root too: its pieces computed where they land, in one kernel that
+  /// writes the whole result, instead of each piece written by its own
+  /// kernel and copied again by the concatenation.
   void fuse(Block &block) {
     SmallVector<Operation *> roots;
     for (Operation &op : block)
-      if (opcodeOf(&op) >= 0)
+      if (opcodeOf(&op) >= 0 || isa<ConcatOp>(op) && isShuffle(&op))
         roots.push_back(&op);
     llvm::SmallPtrSet<Operation *, 32> done;
     for (Operation *root : llvm::reverse(roots)) {

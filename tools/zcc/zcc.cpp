@@ -572,7 +572,7 @@ int main(int argc, char **argv) {
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "zcc " << ZCC_VERSION << " (MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";
   });
-  // A bad option exits 2, as zcc's other usage errors (docs/running.md).
+  // A bad option exits 2, as zcc's other usage errors (docs/runtime.md).
   if (!cl::ParseCommandLineOptions(
           argc, argv,
           "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
@@ -1183,6 +1183,19 @@ int main(int argc, char **argv) {
       return 1;
     }
 
+  // Stage 3 that shards nothing (every parameter under the persistence
+  // threshold, as with small models): said, not left to the report.
+  if (S.zeroStage == 3 && S.worldSize > 1)
+    if (auto buckets = (*module)->getAttrOfType<ArrayAttr>("zero.buckets");
+        buckets && !buckets.empty() && llvm::none_of(buckets, [](Attribute a) {
+          auto sharded = cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded");
+          return sharded && sharded.getValue();
+        }))
+      llvm::errs() << "zcc: warning: --zero-stage 3 partitions no parameter: each has fewer "
+                      "elements than --stage3-param-persistence-threshold ("
+                   << S.persistenceThreshold
+                   << ") and stays whole on every rank, as DeepSpeed keeps them; lower the "
+                      "threshold to shard them\n";
   std::string errorMessage;
   auto output = openOutputFile(outputFile, &errorMessage);
   if (!output) {

@@ -335,8 +335,8 @@ int runGradcheck(const Common &c, const GradCheckOptions &options) {
     bool ok = r.relativeError <= options.tolerance;
     worst = std::max(worst, r.relativeError);
     failed += !ok;
-    std::printf("%-60s analytic %+.6e numeric %+.6e rel %.2e%s\n", r.name.c_str(), r.analytic,
-                r.numeric, r.relativeError, ok ? "" : "  FAIL");
+    std::printf("%-60s analytic %+.6e numeric %+.6e (+-%.1e) rel %.2e%s\n", r.name.c_str(),
+                r.analytic, r.numeric, r.resolution, r.relativeError, ok ? "" : "  FAIL");
   }
   std::printf("gradcheck: %zu parameters, worst relative error %.2e, %d above %.0e\n",
               results.size(), worst, failed, options.tolerance);
@@ -512,7 +512,7 @@ int runCommBench(int argc, char **argv, CommBenchOptions o, const std::vector<st
   return ok ? 0 : 1;
 }
 
-const char *kDescription = "zrun: runs a plan that zcc compiled (docs/running.md); "
+const char *kDescription = "zrun: runs a plan that zcc compiled (docs/runtime.md); "
                            "'zrun COMMAND --help' lists a command's options";
 
 } // namespace
@@ -719,8 +719,10 @@ int run(int argc, char **argv) {
   addLaunch(train, launch);
 
   CLI::App *grad = app.add_subcommand(
-      "gradcheck", "compare micro_step's gradients with finite differences of the eval loss "
-                   "along a random direction per parameter (first batch, CPU backend)");
+      "gradcheck", "compare micro_step's gradients with central differences of the eval loss "
+                   "along a direction per parameter (its gradient's plus a random one; first "
+                   "batch, CPU backend); differences within the float32 loss's resolution "
+                   "(+-, 4 ulps over 2 H) do not count");
   GradCheckOptions gradOptions;
   addCommon(grad, common, planHelp);
   grad->add_option("--param", gradOptions.param, "only parameters whose name contains this")

@@ -217,7 +217,7 @@ static void printScaling(ModuleOp module, llvm::raw_ostream &os, const ScalingMo
                                             {"hop_s", model.hopSeconds},
                                             {"flops_per_s", model.flopsPerSecond}};
   os << llvm::format("  scaling model   step %9.2f ms = compute %.2f ms + exposed "
-                     "communication %.2f ms (of %.2f ms): %.1f%% of the compute-only step\n",
+                     "communication %.2f ms (of %.2f ms): compute is %.1f%% of the step\n",
                      e.step * 1e3, e.compute * 1e3, e.exposed * 1e3, e.communication * 1e3,
                      e.step > 0 ? 100 * e.compute / e.step : 100.0);
   os << llvm::format("    by collective (exposed of all): all-reduce %.2f of %.2f ms, "
@@ -443,6 +443,14 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                        "stage3_param_persistence_threshold %lld\n",
                        (long long)count, (long long)sharded, i("reduce_bucket_size"),
                        i("allgather_bucket_size"), i("persistence_threshold"));
+    // DeepSpeed's rule keeps parameters under the threshold whole on every
+    // rank; a small model can so end up with stage 3 partitioning nothing.
+    if (stage == 3 && world > 1 && count > 0 && sharded == 0)
+      os << llvm::format("  note: stage 3 partitions no parameter: every one has fewer than "
+                         "stage3_param_persistence_threshold = %lld elements and stays whole on "
+                         "each rank; lower it (--stage3-param-persistence-threshold) to shard "
+                         "them\n",
+                         i("persistence_threshold"));
   }
   if (auto chosen = module->getAttrOfType<StringAttr>("zero.auto"))
     os << "  auto: " << chosen.getValue() << "\n";
