@@ -47,12 +47,49 @@ static cl::OptionCategory zccCategory("zcc options");
 /// The flags' defaults: zcc::Settings's (one place, shared with the
 /// DeepSpeed config merge).
 static const zcc::Settings kDefaults;
-static cl::OptionCategory irCategory("IR inspection (MLIR's options, applied to zcc's pipeline)");
+static cl::OptionCategory
+    irCategory("8. IR inspection (MLIR's options, applied to zcc's pipeline)");
 
-/// libLLVM registers hundreds of backend options; --help shows zcc's own and
-/// the MLIR options that inspect the pipeline (--help-hidden shows all).
+/// libLLVM registers hundreds of backend options; --help shows zcc's own,
+/// grouped by what they decide, and the MLIR options that inspect the
+/// pipeline (--help-hidden shows all).
 static void selectHelpOptions() {
   auto &options = cl::getRegisteredOptions();
+  // Numbered: --help lists categories in name order.
+  static cl::OptionCategory io("1. Model and output"), training("2. Training step"),
+      precision("3. Precision and loss scaling"), zero("4. ZeRO and ranks"),
+      memory("5. Memory: offload, recompute, budgets"), target("6. Target and kernels"),
+      scaling("7. Scaling model and zcc estimate");
+  const std::pair<cl::OptionCategory *, std::vector<llvm::StringRef>> groups[] = {
+      {&io,
+       {"o", "emit", "format", "weights", "deepspeed", "allow-unknown-keys", "micro-batch",
+        "input-shape", "trainable", "frozen", "padding-idx", "per-document"}},
+      {&training,
+       {"loss", "logits", "aux-loss", "optimizer", "lr", "betas", "eps", "weight-decay", "momentum",
+        "nesterov", "grad-clip", "grad-accum"}},
+      {&precision,
+       {"precision", "loss-scale", "initial-scale-power", "loss-scale-window", "hysteresis",
+        "consecutive-hysteresis", "min-loss-scale"}},
+      {&zero,
+       {"zero-stage", "world-size", "reduce-bucket-size", "allgather-bucket-size",
+        "stage3-param-persistence-threshold", "stage3-max-reuse-distance", "overlap-comm",
+        "comm-dtype", "mics-shard-size", "hpz-partition-size", "quantized-weights",
+        "quantized-gradients", "quantized-gradient-bits"}},
+      {&memory,
+       {"recompute", "memory-budget", "host-memory-budget", "auto", "offload-optimizer",
+        "offload-param", "nvme-path", "nvme-chunk"}},
+      {&target, {"target", "fuse-elementwise", "optimizer-in-backward"}},
+      {&scaling, {"link", "gpus-per-node", "flop-rate", "world-sizes"}},
+  };
+  SmallVector<const cl::OptionCategory *> shown;
+  for (const auto &[category, names] : groups) {
+    shown.push_back(category);
+    for (llvm::StringRef name : names)
+      if (cl::Option *option = options.lookup(name))
+        option->Categories.assign({category}); // one group each
+  }
+  shown.push_back(&zccCategory); // any flag the table misses still shows
+  shown.push_back(&irCategory);
   for (llvm::StringRef name :
        {"mlir-print-ir-after-all", "mlir-print-ir-before-all", "mlir-print-ir-after",
         "mlir-print-ir-before", "mlir-print-ir-after-change", "mlir-print-ir-after-failure",
@@ -61,7 +98,7 @@ static void selectHelpOptions() {
         "mlir-elide-resource-strings-if-larger", "mlir-print-debuginfo", "mlir-pass-statistics"})
     if (cl::Option *option = options.lookup(name))
       option->addCategory(irCategory);
-  cl::HideUnrelatedOptions({&zccCategory, &irCategory});
+  cl::HideUnrelatedOptions(shown);
 }
 
 /// Why |path| cannot be read as a model (empty: it can): a device such as
@@ -168,12 +205,13 @@ static cl::opt<bool>
 static cl::opt<double> minLossScale("min-loss-scale",
                                     cl::desc("fp16: the scale never goes below this (default 1)"),
                                     cl::init(kDefaults.minLossScale), cl::cat(zccCategory));
-static cl::opt<int64_t> zeroStage("zero-stage",
-                                  cl::desc("ZeRO stage 0-3 (DeepSpeed's zero_optimization.stage)"),
-                                  cl::init(kDefaults.zeroStage), cl::cat(zccCategory));
-static cl::opt<int64_t> worldSize("world-size",
-                                  cl::desc("data-parallel ranks the plan is compiled for"),
-                                  cl::init(kDefaults.worldSize), cl::cat(zccCategory));
+static cl::opt<int64_t>
+    zeroStage("zero-stage",
+              cl::desc("ZeRO stage 0-3 (DeepSpeed's zero_optimization.stage; default 0)"),
+              cl::init(kDefaults.zeroStage), cl::cat(zccCategory));
+static cl::opt<int64_t>
+    worldSize("world-size", cl::desc("data-parallel ranks the plan is compiled for (default 1)"),
+              cl::init(kDefaults.worldSize), cl::cat(zccCategory));
 static cl::opt<int64_t>
     reduceBucketSize("reduce-bucket-size",
                      cl::desc("elements per gradient bucket (default 5e8, DeepSpeed's)"),
@@ -338,20 +376,21 @@ static cl::opt<bool> allowUnknownKeys(
     cl::desc("with --deepspeed: warn about keys zcc does not know instead of refusing the "
              "config (a misspelt key would otherwise be ignored silently)"),
     cl::cat(zccCategory));
-static cl::opt<std::string> optimizerKind("optimizer", cl::desc("optimizer of the training step"),
-                                          cl::value_desc("adamw|sgd"),
-                                          cl::init(kDefaults.optimizer), cl::cat(zccCategory));
+static cl::opt<std::string>
+    optimizerKind("optimizer", cl::desc("optimizer of the training step (default adamw)"),
+                  cl::value_desc("adamw|sgd"), cl::init(kDefaults.optimizer), cl::cat(zccCategory));
 static cl::opt<double> sgdMomentum("momentum", cl::desc("SGD momentum (default 0)"),
                                    cl::init(kDefaults.momentum), cl::cat(zccCategory));
 static cl::opt<bool> sgdNesterov("nesterov", cl::desc("SGD with Nesterov momentum"),
                                  cl::init(kDefaults.nesterov), cl::cat(zccCategory));
-static cl::opt<double> learningRate("lr",
-                                    cl::desc("base learning rate (zrun train --lr overrides)"),
-                                    cl::init(kDefaults.lr), cl::cat(zccCategory));
-static cl::opt<std::string> betas("betas", cl::desc("AdamW betas"), cl::value_desc("B1,B2"),
-                                  cl::init("0.9,0.999"), cl::cat(zccCategory));
-static cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon"), cl::init(kDefaults.eps),
-                               cl::cat(zccCategory));
+static cl::opt<double>
+    learningRate("lr", cl::desc("base learning rate (default 1e-3; zrun train --lr overrides)"),
+                 cl::init(kDefaults.lr), cl::cat(zccCategory));
+static cl::opt<std::string> betas("betas", cl::desc("AdamW betas (default 0.9,0.999)"),
+                                  cl::value_desc("B1,B2"), cl::init("0.9,0.999"),
+                                  cl::cat(zccCategory));
+static cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon (default 1e-8)"),
+                               cl::init(kDefaults.eps), cl::cat(zccCategory));
 static cl::opt<double> weightDecay(
     "weight-decay",
     cl::desc("weight decay: decoupled for AdamW (default 0.01), L2 for SGD (default 0), "
@@ -576,7 +615,10 @@ int main(int argc, char **argv) {
   if (!cl::ParseCommandLineOptions(
           argc, argv,
           "zcc: compiles an ONNX model into a sharded (ZeRO) training step\n\n"
-          "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n\n"
+          "  zcc model.onnx --micro-batch 4 --loss cross-entropy -o model.zplan   (zrun runs it)\n"
+          "  zcc model.onnx --micro-batch 4 --emit=mlir -o model.mlir\n"
+          "  zcc estimate model.onnx --world-sizes 1,8,64   (model-state memory per ZeRO stage "
+          "and world size, DeepSpeed's estimator; no plan)\n\n"
           "Passes of the pipeline (zero-training-pipeline; for "
           "--mlir-print-ir-before/after=PASS):\n"
           "zero-training-config, canonicalize, zero-recognize-patterns, cse, zero-attach-loss,\n"
