@@ -366,7 +366,12 @@ void editManifest(const std::string &dir, const std::function<void(plan::Checkpo
   ASSERT_TRUE(readRegularFileForTest(dir + "/manifest.pb", bytes));
   ASSERT_TRUE(m.ParseFromString(bytes));
   edit(m);
-  m.set_version(1); // unchecksummed: the field checks alone must refuse it
+  // A version-1 manifest, which has no checksums (the field checks alone
+  // must refuse it): its checksums cleared too, or the version would count
+  // as damaged.
+  m.set_version(1);
+  m.clear_rank_checksums();
+  m.set_manifest_checksum(0);
   FILE *f = std::fopen((dir + "/manifest.pb").c_str(), "wb");
   ASSERT_TRUE(f);
   std::string out = m.SerializeAsString();
