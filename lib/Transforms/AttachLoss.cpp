@@ -138,6 +138,16 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
                           "(the logits); the model has none");
         return signalPassFailure();
       }
+      // A scalar float output that no loss term takes (a mixture of
+      // experts' load-balancing loss without --aux-loss) trains nothing:
+      // said, since the router then learns from the language loss alone.
+      for (unsigned k = 0; k < func.getNumResults(); ++k)
+        if ((int)k != logitsIndex && isScalarFloat(func.getResultTypes()[k]) && !isAux(k))
+          mlir::emitWarning(func.getLoc(), "output '")
+              << outputName(k)
+              << "' is a scalar that no loss term takes, so it trains nothing; if it is an "
+                 "auxiliary loss (a mixture of experts' load balancing), add it with --aux-loss "
+              << outputName(k) << "=COEF (Hugging Face's router_aux_loss_coef, 0.02 for Mixtral)";
       Value logitsValue = returnOp.getOperand(logitsIndex);
       auto logitsType = cast<RankedTensorType>(logitsValue.getType());
       auto labelsType = RankedTensorType::get(logitsType.getShape().drop_back(),
