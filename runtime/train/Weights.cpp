@@ -328,10 +328,11 @@ Status WeightFile::open(const std::string &path, WeightFile &out) {
     e.shape.assign(t.dims().begin(), t.dims().end());
     e.dataType = t.data_type();
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      std::string location; // as the model writes it, relative to its folder
       for (const onnx::StringStringEntryProto &kv : t.external_data()) {
         char *end = nullptr;
         if (kv.key() == "location")
-          e.file = (dir / kv.value()).string();
+          location = kv.value(), e.file = (dir / kv.value()).string();
         else if (kv.key() == "offset" || kv.key() == "length") {
           int64_t v = std::strtoll(kv.value().c_str(), &end, 10);
           if (kv.value().empty() || *end || v < 0)
@@ -346,10 +347,6 @@ Status WeightFile::open(const std::string &path, WeightFile &out) {
       // As zcc's importer: the data lies inside the model's folder (a
       // relative path without '..', not through a link that leaves it), so
       // a model cannot make zrun read other files as weights.
-      std::string location;
-      for (const onnx::StringStringEntryProto &kv : t.external_data())
-        if (kv.key() == "location")
-          location = kv.value();
       fs::path rel(location);
       bool escapes = rel.empty() || rel.is_absolute();
       for (const fs::path &part : rel)
