@@ -10,6 +10,7 @@
 #   safetensors-index  a checkpoint folder's index JSON  seeds test/fuzz/corpus/safetensors-index
 #   trace-page Chrome traces for zrun trace-page  seeds test/fuzz/corpus/trace-page
 #   deepspeed  DeepSpeed JSON configs (zcc)     seeds ../shared/ds_configs
+#   export-record  an ONNX model's zcc.* metadata (zcc)  seeds test/fuzz/corpus/export-record
 #
 #   scripts/fuzz.sh [SECONDS [TARGET...]]   (default 60 s, every target;
 #                                            FUZZ_JOBS at once, default nproc)
@@ -24,22 +25,27 @@ seconds=${1:-60}
 shift || true
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] ||
-  targets=(plan manifest hostfile npy safetensors safetensors-index trace-page deepspeed)
+  targets=(plan manifest hostfile npy safetensors safetensors-index trace-page deepspeed export-record)
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DZCC_BUILD_COMPILER=OFF -DZCC_ENABLE_FUZZER=ON -DZCC_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-fuzz --target zrt-plan-fuzzer zrt-manifest-fuzzer zrt-hostfile-fuzzer \
   zrt-npy-fuzzer zrt-safetensors-fuzzer zrt-safetensors-index-fuzzer zrt-trace-page-fuzzer
-# The DeepSpeed config reader is compiler code (LLVM's JSON): built here
-# against LLVM 22's shared library, the reader itself instrumented.
+# The DeepSpeed config and export record readers are compiler code (LLVM's
+# JSON): built here against LLVM 22's shared library, the readers themselves
+# instrumented.
 llvm=/usr/lib/llvm-22
-if [[ ! build-fuzz/zcc-deepspeed-fuzzer -nt lib/Config/DeepSpeedConfig.cpp ||
-      ! build-fuzz/zcc-deepspeed-fuzzer -nt test/fuzz/DeepSpeedConfigFuzzer.cpp ]]; then
+compiler_fuzzer() { # NAME SOURCE...: build-fuzz/zcc-NAME-fuzzer, rebuilt when a source is newer
+  local out=build-fuzz/zcc-$1-fuzzer src stale=0
+  shift
+  for src in "$@"; do [[ $out -nt $src ]] || stale=1; done
+  [[ $stale == 0 ]] && return
   clang++ -std=c++17 -O1 -g -fno-exceptions -fno-rtti -fno-omit-frame-pointer \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -I$llvm/include \
-    lib/Config/DeepSpeedConfig.cpp test/fuzz/DeepSpeedConfigFuzzer.cpp \
-    -L$llvm/lib -Wl,-rpath,$llvm/lib -lLLVM-22 -o build-fuzz/zcc-deepspeed-fuzzer
-fi
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Iruntime \
+    -I$llvm/include "$@" -L$llvm/lib -Wl,-rpath,$llvm/lib -lLLVM-22 -o "$out"
+}
+compiler_fuzzer deepspeed lib/Config/DeepSpeedConfig.cpp test/fuzz/DeepSpeedConfigFuzzer.cpp
+compiler_fuzzer export-record lib/Import/Onnx/ExportRecord.cpp test/fuzz/ExportRecordFuzzer.cpp
 seeds() {
   case $1 in
     plan) echo test/runtime/plan-corpus ;;
@@ -52,7 +58,7 @@ seeds() {
 # script after the rest have run.
 fuzz_one() {
   local t=$1 binary=build-fuzz/runtime/zrt-$1-fuzzer
-  [[ $t == deepspeed ]] && binary=build-fuzz/zcc-deepspeed-fuzzer
+  [[ $t == deepspeed || $t == export-record ]] && binary=build-fuzz/zcc-$t-fuzzer
   mkdir -p build-fuzz/corpus-$t
   (cd build-fuzz && ASAN_OPTIONS=detect_leaks=0 "../$binary" "corpus-$t" "../$(seeds $t)" \
     -max_total_time="$seconds" -rss_limit_mb=2048 -timeout="${FUZZ_TIMEOUT:-20}" -seed=1 \

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Import/OnnxImporter.h"
-#include <cmath>
+#include "zcc/Import/ExportRecord.h"
 
 #include "OnnxImporterImpl.h"
 
@@ -985,126 +985,47 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   for (const onnx::TensorProto &t : graph.initializer())
     if (isFloatType(t.data_type()))
       floats.insert(t.name());
-  auto badRecord = [&](StringRef key, const std::string &what) {
-    fileError() << "metadata '" << key << "' " << what
-                << " (the export record tools/zcc-export writes; re-export the model)";
-    return nullptr;
-  };
-  // A JSON list of strings, or nothing.
-  auto stringList = [](const llvm::json::Value *v) -> std::optional<std::vector<std::string>> {
-    const llvm::json::Array *list = v ? v->getAsArray() : nullptr;
-    if (!list)
-      return std::nullopt;
-    std::vector<std::string> out;
-    for (const llvm::json::Value &item : *list) {
-      auto str = item.getAsString();
-      if (!str)
-        return std::nullopt;
-      out.push_back(str->str());
-    }
-    return out;
-  };
   for (auto &it : options.paddingIdx)
     paddingIdx[it.first()] = it.second;
-  SmallVector<NamedAttribute> record;
-  for (const auto &kv : model.metadata_props()) {
-    StringRef key = kv.key();
-    if (!key.starts_with("zcc."))
-      continue;
-    // llvm::json parses, prints and frees recursively: a record nested
-    // 100,000 deep would overflow the stack.
-    if (std::string deep = zrt::jsonDepthError(kv.value()); !deep.empty())
-      return badRecord(key, "is not JSON zcc writes: " + deep);
-    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(kv.value());
-    if (!parsed) {
-      std::string why = llvm::toString(parsed.takeError());
-      return badRecord(key, "is not JSON: " + why);
-    }
-    if (key == "zcc.parameters") {
-      auto names = stringList(&*parsed);
-      if (!names)
-        return badRecord(key, "is not a JSON list of initializer names");
-      recordedParameters.emplace();
-      for (const std::string &name : *names) {
-        if (!floats.contains(name))
-          return badRecord(key, "names '" + name +
-                                    "', which is not a float initializer of the "
-                                    "model");
-        recordedParameters->insert(name);
-      }
-    } else if (key == "zcc.names") {
-      const llvm::json::Object *map = parsed->getAsObject();
-      if (!map)
-        return badRecord(key, "is not a JSON object of initializer -> parameter name");
-      SmallVector<NamedAttribute> names;
-      llvm::StringMap<std::string> byOriginal;
-      for (const auto &[initializer, original] : *map) {
-        auto str = original.getAsString();
-        if (!str)
-          return badRecord(key, "maps '" + initializer.str() + "' to something not a string");
-        if (!floats.contains(initializer))
-          return badRecord(key, "names '" + initializer.str() +
-                                    "', which is not a float initializer of the model");
-        auto [it, fresh] = byOriginal.try_emplace(*str, initializer.str());
-        if (!fresh)
-          return badRecord(key, "maps both '" + it->second + "' and '" + initializer.str() +
-                                    "' to '" + str->str() + "'");
-        names.push_back(builder.getNamedAttr(initializer.str(), builder.getStringAttr(*str)));
-      }
-      record.push_back(builder.getNamedAttr("names", builder.getDictionaryAttr(names)));
-    } else if (key == "zcc.tied") {
-      const llvm::json::Array *groups = parsed->getAsArray();
-      SmallVector<Attribute> tied;
-      for (size_t i = 0; groups && i < groups->size(); ++i) {
-        auto group = stringList(&(*groups)[i]);
-        if (!group || group->size() < 2) {
-          groups = nullptr;
-          break;
-        }
-        SmallVector<Attribute> names;
-        for (const std::string &name : *group)
-          names.push_back(builder.getStringAttr(name));
-        tied.push_back(builder.getArrayAttr(names));
-      }
-      if (!groups)
-        return badRecord(key, "is not a JSON list of lists of two or more parameter names");
-      record.push_back(builder.getNamedAttr("tied", builder.getArrayAttr(tied)));
-    } else if (key == "zcc.padding_idx") {
-      // nn.Embedding(padding_idx=P) of the module: {initializer: P}.
-      const llvm::json::Object *map = parsed->getAsObject();
-      if (!map)
-        return badRecord(key, "is not a JSON object of initializer -> padding index");
-      for (const auto &[initializer, index] : *map) {
-        auto row = index.getAsInteger();
-        if (!row || !floats.contains(initializer))
-          return badRecord(key, "maps '" + initializer.str() +
-                                    "', which must be a float initializer of the model, to " +
-                                    "something not an integer row");
-        if (!paddingIdx.count(initializer)) {
-          paddingIdx[initializer] = *row;
-          paddingFromRecord.insert(initializer);
-        }
-      }
-    } else if (key == "zcc.aux_loss") {
-      // A mixture of experts' auxiliary loss: {output: coefficient}, the
-      // default of zcc --aux-loss (zero-attach-loss reads zero.aux_loss).
-      const llvm::json::Object *map = parsed->getAsObject();
-      if (!map)
-        return badRecord(key, "is not a JSON object of output -> coefficient");
-      SmallVector<NamedAttribute> aux;
-      for (const auto &[output, coef] : *map) {
-        auto c = coef.getAsNumber();
-        if (!c || !std::isfinite(*c))
-          return badRecord(key, "maps '" + output.str() + "' to something not a finite number");
-        aux.push_back(builder.getNamedAttr(output.str(), builder.getF64FloatAttr(*c)));
-      }
-      module->setAttr("zero.aux_loss", builder.getDictionaryAttr(aux));
-    } else if (key == "zcc.config") {
-      if (!parsed->getAsObject())
-        return badRecord(key, "is not a JSON object (a config.json)");
-      record.push_back(builder.getNamedAttr("config", builder.getStringAttr(kv.value())));
-    }
+  std::vector<std::pair<StringRef, StringRef>> metadata;
+  for (const auto &kv : model.metadata_props())
+    metadata.emplace_back(kv.key(), kv.value());
+  llvm::Expected<ExportRecord> parsed = parseExportRecord(metadata, floats);
+  if (!parsed) {
+    fileError() << llvm::toString(parsed.takeError());
+    return nullptr;
   }
+  SmallVector<NamedAttribute> record;
+  if (parsed->parameters) {
+    recordedParameters.emplace();
+    for (const std::string &name : *parsed->parameters)
+      recordedParameters->insert(name);
+  }
+  if (parsed->names) {
+    SmallVector<NamedAttribute> names;
+    for (const auto &[initializer, original] : *parsed->names)
+      names.push_back(builder.getNamedAttr(initializer, builder.getStringAttr(original)));
+    record.push_back(builder.getNamedAttr("names", builder.getDictionaryAttr(names)));
+  }
+  if (parsed->tied) {
+    SmallVector<Attribute> tied;
+    for (const std::vector<std::string> &group : *parsed->tied)
+      tied.push_back(builder.getStrArrayAttr(SmallVector<StringRef>(group.begin(), group.end())));
+    record.push_back(builder.getNamedAttr("tied", builder.getArrayAttr(tied)));
+  }
+  // --padding-idx wins over the record.
+  for (const auto &[table, row] : parsed->paddingIdx)
+    if (paddingIdx.try_emplace(table, row).second)
+      paddingFromRecord.insert(table);
+  if (parsed->auxLoss) {
+    // The default of zcc --aux-loss (zero-attach-loss reads zero.aux_loss).
+    SmallVector<NamedAttribute> aux;
+    for (const auto &[output, coef] : *parsed->auxLoss)
+      aux.push_back(builder.getNamedAttr(output, builder.getF64FloatAttr(coef)));
+    module->setAttr("zero.aux_loss", builder.getDictionaryAttr(aux));
+  }
+  if (parsed->config)
+    record.push_back(builder.getNamedAttr("config", builder.getStringAttr(*parsed->config)));
   if (!record.empty())
     module->setAttr("zero.export_record", builder.getDictionaryAttr(record));
   // No record and no flags: every float initializer trains. Say which of
