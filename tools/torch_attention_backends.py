@@ -1,6 +1,7 @@
 # python3 tools/torch_attention_backends.py (GPU machine)
 # Times torch's SDPA backends (flash = FlashAttention-2, cudnn, efficient) on the
 # attention shapes zrt-attention-bench uses: bf16, causal, forward and forward+backward.
+# SHAPES="name:B:S:H:Hk:D,..." replaces the shapes; BACKENDS="flash,cudnn" picks backends.
 import os, sys, torch, statistics
 from torch.nn.attention import sdpa_kernel, SDPBackend
 import torch.nn.functional as F
@@ -12,6 +13,11 @@ except Exception as e:
     print("no nvidia.cudnn:", e)
 shapes = [("llama-1b", 4, 1024, 32, 8, 64), ("llama-8b", 4, 1024, 32, 8, 128),
           ("gpt2-1.5b", 4, 1024, 25, 25, 64), ("gpt2-124m", 16, 1024, 12, 12, 64)]
+if os.environ.get("SHAPES"):
+    shapes = [(f[0], *map(int, f[1:])) for f in (x.split(":") for x in os.environ["SHAPES"].split(","))]
+names = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+         "efficient": SDPBackend.EFFICIENT_ATTENTION}
+backends = [names[b] for b in os.environ.get("BACKENDS", "flash,cudnn,efficient").split(",")]
 def t(fn, n=20):
     for _ in range(3): fn()
     ts = []
@@ -24,7 +30,7 @@ for name, B, S, H, Hk, D in shapes:
     k = torch.randn(B, Hk, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     v = torch.randn(B, Hk, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     fl = 4 * B * H * S * S * D / 2
-    for be in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
+    for be in backends:
         for gqa in ((True, False) if H != Hk else (False,)):
             try:
                 kk = k if gqa else k.repeat_interleave(H // Hk, 1).detach().requires_grad_()
