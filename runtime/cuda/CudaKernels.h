@@ -94,10 +94,14 @@ Status launchRankReduce(const void *const *inputs, int world, int64_t begin, int
 /// head dimension). Only benchmarks and tests choose.
 struct AttentionTiling {
   int fwdRows = 0;
-  /// The forward's kernel: 1 mma.sync, 0 or 2 wgmma at head widths of 32 and
-  /// more on compute capability 9.0 (elsewhere mma.sync).
+  /// The forward's kernel at head widths of 32 and more on compute
+  /// capability 9.0 (elsewhere mma.sync): 1 mma.sync, 2 the one-warpgroup
+  /// wgmma kernel, 3 the warp-specialised one (cuda/AttentionFa3.cu) where
+  /// there is no bias tensor, else the one-warpgroup kernel; 0 the default
+  /// (Attention.cu's kWarpSpecialisedDefault).
   int fwdKernel = 0;
-  /// The backward's kernels, likewise.
+  /// The backward's kernels, likewise (3: dq by the warp-specialised kernel
+  /// at widths up to 128, dk and dv by the one-warpgroup kernel).
   int bwdKernel = 0;
 };
 

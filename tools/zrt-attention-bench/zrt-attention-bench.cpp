@@ -14,6 +14,7 @@
 //   zrt-attention-bench [--reps N] [--shapes llama-1b,llama-8b,...] [--tilings 0,2]
 //                       [--no-checks]   (the timed shapes only, e.g. under ncu)
 //   zrt-attention-bench --matrix [--dims 32,64,...] [--seqs 512,1024,...] [--reps N]
+//                       [--fwd-kernel K] [--bwd-kernel K]  (AttentionTiling's kernel numbers)
 //     the default kernels over head dimensions x heads:k/v heads (16:16, 16:4,
 //     16:2, 16:1) x lengths (16384 tokens a call) x causal or no mask, each
 //     case checked on sampled rows against a double reference (sampledCheck)
@@ -431,7 +432,7 @@ std::vector<double> sampledCheck(const Problem &p, bool causal) {
 /// mma.sync forwards with 16 and 32 rows a warp and backward, then the
 /// default: wgmma forward and backward (compute capability 9.0; mma.sync
 /// elsewhere).
-const AttentionTiling kTilings[] = {{1, 1, 1}, {2, 1, 1}, {0, 2, 2}};
+const AttentionTiling kTilings[] = {{1, 1, 1}, {2, 1, 1}, {0, 2, 2}, {0, 3, 3}};
 
 struct Gpu {
   CudaContext ctx;
@@ -477,7 +478,7 @@ std::vector<int64_t> parseList(const std::string &text) {
 /// --matrix: every case timed with the default kernels and checked on
 /// sampled rows; a line each, then the verdict.
 bool runMatrix(Gpu &gpu, const std::vector<int64_t> &dims, const std::vector<int64_t> &seqs,
-               int reps) {
+               int reps, AttentionTiling tiling) {
   const int64_t kHeads = 16, kTokens = 16384;
   const Tensor none; // no bias tensor: the masks are structural
   bool ok = true;
@@ -488,12 +489,12 @@ bool runMatrix(Gpu &gpu, const std::vector<int64_t> &dims, const std::vector<int
         for (int64_t hk : {kHeads, kHeads / 4, kHeads / 8, (int64_t)1}) {
           Problem p(std::max<int64_t>(1, kTokens / s), s, kHeads, hk, d,
                     causal ? Problem::kCausalAttr : Problem::kNoneAttr, 5, &none);
-          double fwd = gpu.time(p, AttentionTiling{}, false, reps);
-          double bwd = gpu.time(p, AttentionTiling{}, true, reps);
-          gpu.run(p, AttentionTiling{}, false);
+          double fwd = gpu.time(p, tiling, false, reps);
+          double bwd = gpu.time(p, tiling, true, reps);
+          gpu.run(p, tiling, false);
           for (const Tensor *x : {&p.dq, &p.dk, &p.dv})
             CHECK_CUDA(cudaMemset(x->dev, 0xff, x->bytes())); // NaN: a row not written fails
-          gpu.run(p, AttentionTiling{}, true);
+          gpu.run(p, tiling, true);
           CHECK_CUDA(cudaStreamSynchronize(gpu.ctx.stream));
           std::vector<double> e = sampledCheck(p, causal);
           double worst = *std::max_element(e.begin(), e.end());
@@ -516,8 +517,10 @@ bool runMatrix(Gpu &gpu, const std::vector<int64_t> &dims, const std::vector<int
 }
 
 std::string name(AttentionTiling t) {
-  return t.fwdKernel == 2 ? "forward wgmma"
-                          : "forward " + std::to_string(16 * t.fwdRows) + " rows a warp";
+  return t.fwdKernel == 3 ? std::string("forward warp-specialised") +
+                                (t.bwdKernel == 3 ? ", dq warp-specialised" : "")
+         : t.fwdKernel == 2 ? "forward wgmma"
+                            : "forward " + std::to_string(16 * t.fwdRows) + " rows a warp";
 }
 
 } // namespace
@@ -527,6 +530,7 @@ int main(int argc, char **argv) {
   std::string only, tilings; // tilings: indices into kTilings, all if empty
   bool checks = true;        // --no-checks (for a profiler): the timed shapes only
   bool matrix = false;
+  AttentionTiling matrixTiling; // --fwd-kernel / --bwd-kernel (AttentionTiling's numbers)
   std::vector<int64_t> dims = {32, 48, 64, 80, 96, 112, 128, 160, 192, 256},
                        seqs = {512, 1024, 4096, 16384};
   for (int i = 1; i < argc; ++i) {
@@ -545,11 +549,15 @@ int main(int argc, char **argv) {
       dims = parseList(argv[++i]);
     else if (a == "--seqs" && i + 1 < argc)
       seqs = parseList(argv[++i]);
+    else if (a == "--fwd-kernel" && i + 1 < argc)
+      matrixTiling.fwdKernel = std::atoi(argv[++i]);
+    else if (a == "--bwd-kernel" && i + 1 < argc)
+      matrixTiling.bwdKernel = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: zrt-attention-bench [--reps N] [--shapes a,b,...] "
                            "[--tilings i,j,...] [--no-checks]\n"
                            "       zrt-attention-bench --matrix [--dims d,...] [--seqs s,...] "
-                           "[--reps N]\n");
+                           "[--reps N] [--fwd-kernel K] [--bwd-kernel K]\n");
       return 2;
     }
   }
@@ -565,7 +573,7 @@ int main(int argc, char **argv) {
       chosen.push_back(kTilings[i]);
   Gpu gpu;
   if (matrix)
-    return runMatrix(gpu, dims, seqs, reps) ? 0 : 1;
+    return runMatrix(gpu, dims, seqs, reps, matrixTiling) ? 0 : 1;
   bool ok = true;
   // Every tiling against the CPU reference: odd lengths (edge tiles),
   // grouped k/v heads, causal and random masks, every kernel width; dq, dk and
@@ -679,7 +687,7 @@ int main(int argc, char **argv) {
       if (first[0].empty())
         std::copy(got, got + 4, first);
       for (int i = 0; i < 4; ++i)
-        same &= t.fwdKernel == 2 || t.bwdKernel == 2 ? relError(got[i], first[i]) <= 1e-2
+        same &= t.fwdKernel >= 2 || t.bwdKernel >= 2 ? relError(got[i], first[i]) <= 1e-2
                                                      : sameBits(got[i], first[i]);
       ok &= same;
       double flops = p.forwardFlops(true);

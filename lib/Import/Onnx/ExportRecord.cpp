@@ -79,8 +79,8 @@ zcc::parseExportRecord(llvm::ArrayRef<std::pair<StringRef, StringRef>> metadata,
           return bad(notFloat(initializer));
         auto [it, fresh] = byOriginal.try_emplace(*str, initializer.str());
         if (!fresh)
-          return bad("maps both " + quoted(it->second) + " and " + quoted(initializer) +
-                     " to " + quoted(*str));
+          return bad("maps both " + quoted(it->second) + " and " + quoted(initializer) + " to " +
+                     quoted(*str));
         names.emplace_back(initializer.str(), str->str());
       }
     } else if (key == "zcc.tied") {
