@@ -36,9 +36,10 @@
 // the 128-byte swizzle, whole 64-column blocks, P and dS from registers, the
 // products with them one wgmma of N = 16..64 per span of a 64-column block),
 // the same blocks, order, masks and softmax; mma.sync serves other GPUs and
-// width 16. There the forward of a call without a bias tensor runs the
-// warp-specialised kernel instead (cuda/AttentionFa3.cu: TMA, a producer
-// warpgroup and two consumers over 128 rows, FlashAttention-3's scheme).
+// width 16. The warp-specialised forward and dq (cuda/AttentionFa3.cu: TMA,
+// a producer warpgroup and two consumers over 128 rows, FlashAttention-3's
+// scheme) take calls without a bias tensor where chosen (AttentionTiling 3,
+// or by default once kWarpSpecialisedDefault says so).
 // What the kernels share on the device is in cuda/AttentionDevice.cuh.
 //
 // float32 (and heads that are not a multiple of 8): a thread per row, the
