@@ -394,7 +394,7 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   // Not read by DeepSpeed either, but in configs users have (the seed guide's).
   fp16.ignored["initial_loss_scale"] = "DeepSpeed ignores it too: the initial scale is "
                                        "2^fp16.initial_scale_power (default 16, i.e. 65536)";
-  fp16.ignored["fp16_master_weights_and_grads"] = "masters and gradients stay float32";
+  fp16.ignored["fp16_master_weights_and_grads"] = "masters stay float32";
   Section bf16;
   bf16.keys["enabled"] = flag(config.bf16Enabled, /*allowAuto=*/true);
   bf16.ignored["immediate_grad_update"] = "";
@@ -498,6 +498,13 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, StringRef path) {
   };
   top.keys["communication_data_type"] = [&](StringRef k, const json::Value &v) {
     return r.string(k, v, config.communicationDataType, {"fp32", "fp16", "bf16"});
+  };
+  Section dataTypes;
+  dataTypes.keys["grad_accum_dtype"] = [&](StringRef k, const json::Value &v) {
+    return r.string(k, v, config.gradAccumDtype, {"fp32", "fp16", "bf16"});
+  };
+  top.keys["data_types"] = [&](StringRef k, const json::Value &v) {
+    return r.walk(k, v, dataTypes);
   };
   top.keys["fp16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, fp16); };
   top.keys["bf16"] = [&](StringRef k, const json::Value &v) { return r.walk(k, v, bf16); };

@@ -130,6 +130,7 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     part.allgatherBucketSize = o.allgatherBucketSize;
     part.persistenceThreshold = o.persistenceThreshold;
     part.commDtype = o.commDtype;
+    part.gradAccumDtype = o.gradAccumDtype;
     part.micsShardSize = o.micsShardSize;
     part.hpzPartitionSize = o.hpzPartitionSize;
     part.maxReuseDistance = o.maxReuseDistance;

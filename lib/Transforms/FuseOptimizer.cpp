@@ -59,7 +59,7 @@ struct ZeroFuseOptimizer : zcc::impl::ZeroFuseOptimizerBase<ZeroFuseOptimizer> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto apply = module.lookupSymbol<func::FuncOp>("apply");
-    if (!apply || module.lookupSymbol<func::FuncOp>("refresh"))
+    if (!apply)
       return;
     // Offloaded state (zero-offload) is updated on the host: not here.
     for (auto global : module.getOps<GlobalOp>())
@@ -255,11 +255,17 @@ struct ZeroFuseOptimizer : zcc::impl::ZeroFuseOptimizerBase<ZeroFuseOptimizer> {
         input->erase();
     }
 
-    // refresh: every copied bucket cast into its copies.
-    b.setInsertionPointToEnd(module.getBody());
-    auto refresh = func::FuncOp::create(b, module.getLoc(), "refresh", b.getFunctionType({}, {}));
-    Block *body = refresh.addEntryBlock();
-    b.setInsertionPointToStart(body);
+    // refresh: every copied bucket cast into its copies (after what
+    // zero-optimizer's refresh already does: the sharded masters' copies).
+    auto refresh = module.lookupSymbol<func::FuncOp>("refresh");
+    if (!refresh) {
+      b.setInsertionPointToEnd(module.getBody());
+      refresh = func::FuncOp::create(b, module.getLoc(), "refresh", b.getFunctionType({}, {}));
+      OpBuilder end = OpBuilder::atBlockEnd(refresh.addEntryBlock());
+      func::ReturnOp::create(end, module.getLoc());
+    }
+    Block *body = &refresh.getBody().front();
+    b.setInsertionPoint(body->getTerminator());
     for (auto &[name, bucket] : buckets) {
       if (!bucket.copy)
         continue;
@@ -270,7 +276,6 @@ struct ZeroFuseOptimizer : zcc::impl::ZeroFuseOptimizerBase<ZeroFuseOptimizer> {
       StoreOp::create(b, loc, half.getResult(),
                       FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr()));
     }
-    func::ReturnOp::create(b, module.getLoc());
     if (body->getOperations().size() == 1)
       refresh.erase(); // nothing was copied
   }

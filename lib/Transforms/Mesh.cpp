@@ -70,9 +70,9 @@ static Value quantizedReduceScatter(OpBuilder &b, Location loc, Value grad, cons
 }
 
 Value zcc::averageOverRanks(OpBuilder &b, Location loc, Value grad, int64_t shardElements,
-                            const Mesh &mesh) {
+                            const Mesh &mesh, Type resultType) {
   auto type = cast<RankedTensorType>(grad.getType());
-  Type f32 = b.getF32Type();
+  Type f32 = resultType ? resultType : b.getF32Type();
   if (mesh.quantizedGradients && shardElements > 0 && shardElements % kQuantBlock == 0) {
     grad = quantizedReduceScatter(b, loc, grad, mesh);
     // MiCS / HSDP: the group's average all-reduced across the groups.
@@ -82,11 +82,13 @@ Value zcc::averageOverRanks(OpBuilder &b, Location loc, Value grad, int64_t shar
       grad = AllReduceOp::create(b, loc, grad, CollectiveReduce::avg, mesh.ranks(CommGroup::across),
                                  /*async=*/false, CommGroup::across);
       if (mesh.narrow())
-        grad = CastOp::create(b, loc, RankedTensorType::get({shardElements}, f32), grad);
+        grad = CastOp::create(b, loc, RankedTensorType::get({shardElements}, b.getF32Type()), grad);
     }
+    if (!cast<RankedTensorType>(grad.getType()).getElementType().isF32() || !f32.isF32())
+      grad = CastOp::create(b, loc, RankedTensorType::get({shardElements}, f32), grad);
     return grad;
   }
-  Type elem = mesh.narrow() ? mesh.commType : type.getElementType();
+  Type elem = mesh.commType ? mesh.commType : Type(b.getF32Type());
   if (elem != type.getElementType())
     grad = CastOp::create(b, loc, type.clone(elem), grad);
   if (shardElements == 0) {
@@ -103,7 +105,7 @@ Value zcc::averageOverRanks(OpBuilder &b, Location loc, Value grad, int64_t shar
                                  /*async=*/false, CommGroup::across);
   }
   auto result = cast<RankedTensorType>(grad.getType());
-  if (!result.getElementType().isF32())
+  if (result.getElementType() != f32)
     grad = CastOp::create(b, loc, result.clone(f32), grad);
   return grad;
 }

@@ -304,7 +304,22 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     Builder b(module.getContext());
     int64_t moved = 0;
     int64_t paramsMoved = 0;
+    // Mixed precision's float32 master shards (buckets with a 16-bit working
+    // copy, zero-partition): optimizer state as ZeRO-Offload keeps it, on
+    // the host with the moments (also under nvme: the swap file holds the
+    // moments); the device keeps the 16-bit copies.
+    DenseSet<StringAttr> masters;
+    if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets"))
+      for (Attribute a : buckets)
+        if (auto d = dyn_cast<DictionaryAttr>(a); d && d.get("copy"))
+          if (auto p = d.getAs<FlatSymbolRefAttr>("param"))
+            masters.insert(p.getAttr());
     for (auto global : module.getOps<GlobalOp>()) {
+      if (masters.contains(global.getSymNameAttr())) {
+        global->setAttr("zero.host", b.getUnitAttr());
+        moved += global.getTensorType().getNumElements();
+        continue;
+      }
       if (global.getRole() == GlobalRole::adam_m || global.getRole() == GlobalRole::adam_v) {
         global->setAttr(device == "nvme" ? "zero.nvme" : "zero.host", b.getUnitAttr());
         moved += global.getTensorType().getNumElements();

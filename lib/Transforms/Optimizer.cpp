@@ -50,6 +50,9 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     bool stateSharded = false; // optimizer state (and the update) per shard
     RankedTensorType stateType;
     GlobalOp m, v; // AdamW moments, or SGD's momentum buffer in m
+    /// Mixed precision's 16-bit working bucket, whole on every rank, when
+    /// |param| is the rank's float32 master shard (zero-partition).
+    GlobalOp copy;
   };
 
   LogicalResult collectUnits(ModuleOp module, SmallVectorImpl<Unit> &units, Mesh &mesh) {
@@ -74,6 +77,11 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
         auto size = d ? d.getAs<IntegerAttr>("size") : IntegerAttr();
         if (!u.param || !u.grad || !ps || !gs || !size)
           return module.emitError("zero-optimizer: malformed zero.buckets entry ") << a;
+        if (auto c = d.getAs<FlatSymbolRefAttr>("copy")) {
+          u.copy = module.lookupSymbol<GlobalOp>(c);
+          if (!u.copy)
+            return module.emitError("zero-optimizer: no working copy ") << c;
+        }
         u.paramSharded = ps.getValue();
         u.gradSharded = gs.getValue();
         u.stateSharded = stage.getInt() >= 1 && mesh.shards > 1;
@@ -231,7 +239,11 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       if (gatherAfter)
         param = LocalShardOp::create(b, loc, u.stateType, param, mesh.ranks(mesh.shardGroup()),
                                      mesh.shardGroup());
-      Value newParam;
+      // A working copy: the update also writes the shard rounded to 16 bits.
+      RankedTensorType copyType;
+      if (u.copy)
+        copyType = u.stateType.clone(u.copy.getTensorType().getElementType());
+      Value newParam, newCopy;
       if (sgd) {
         // Without momentum the buffer stays zero: pass zeros, drop the result.
         Value buf = u.m ? load(b, loc, u.m)
@@ -244,13 +256,24 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
         newParam = update.getNewParam();
         if (u.m)
           store(b, loc, update.getNewMomentumBuffer(), u.m);
+        if (u.copy)
+          newCopy = CastOp::create(b, loc, copyType, newParam);
       } else {
         auto update = AdamWOp::create(b, loc, param, grads[k], load(b, loc, u.m), load(b, loc, u.v),
-                                      lr, step, beta1, beta2, epsilon, weightDecay, skip);
+                                      lr, step, beta1, beta2, epsilon, weightDecay, skip, copyType);
         newParam = update.getNewParam();
+        newCopy = update.getNewParamCopy();
         store(b, loc, update.getNewM(), u.m);
         store(b, loc, update.getNewV(), u.v);
       }
+      // The 16-bit shards gathered into every rank's working copy (what
+      // DeepSpeed's bf16 optimizer gathers: half the bytes of the masters).
+      if (u.copy)
+        store(b, loc,
+              AllGatherOp::create(b, loc, u.copy.getTensorType(), newCopy,
+                                  mesh.ranks(mesh.shardGroup()), /*async=*/false,
+                                  mesh.shardGroup()),
+              u.copy);
       if (gatherAfter)
         newParam =
             AllGatherOp::create(b, loc, u.param.getType(), newParam, mesh.ranks(mesh.shardGroup()),
@@ -266,6 +289,33 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     if (scaled)
       results.push_back(overflow);
     func::ReturnOp::create(b, loc, results);
+    buildRefresh(module, units, mesh);
+  }
+
+  /// The `refresh` program: every working copy rebuilt from the master
+  /// shards (cast, all-gathered). The runtime runs it whenever the state was
+  /// written from outside the programs (initial values, weights, a resumed
+  /// checkpoint); zero-fuse-optimizer adds its own copies to it.
+  void buildRefresh(ModuleOp module, MutableArrayRef<Unit> units, const Mesh &mesh) {
+    if (llvm::none_of(units, [](const Unit &u) { return bool(u.copy); }))
+      return;
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToEnd(module.getBody());
+    Location loc = module.getLoc();
+    auto refresh = func::FuncOp::create(b, loc, "refresh", b.getFunctionType({}, {}));
+    b.setInsertionPointToStart(refresh.addEntryBlock());
+    for (Unit &u : units) {
+      if (!u.copy)
+        continue;
+      Value half =
+          CastOp::create(b, loc, u.stateType.clone(u.copy.getTensorType().getElementType()),
+                         load(b, loc, u.param));
+      store(b, loc,
+            AllGatherOp::create(b, loc, u.copy.getTensorType(), half, mesh.ranks(mesh.shardGroup()),
+                                /*async=*/false, mesh.shardGroup()),
+            u.copy);
+    }
+    func::ReturnOp::create(b, loc);
   }
 };
 } // namespace

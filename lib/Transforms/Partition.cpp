@@ -8,7 +8,10 @@
 //      accumulated as shards (stages 2-3);
 //   3. stage 3: partitioned buckets are all-gathered where the forward and
 //      the backward first need them; parameters become views of the
-//      gathered bytes.
+//      gathered bytes;
+//   4. mixed precision on several ranks (stages 1-3): a replicated bucket's
+//      float32 masters are sharded, and the programs read the members as
+//      views of a 16-bit working copy of the whole bucket.
 //
 //===----------------------------------------------------------------------===//
 #include "zcc/Analysis/MemoryPlan.h"
@@ -51,8 +54,13 @@ struct Member {
 struct Bucket {
   SmallVector<Member> members;
   int64_t used = 0, size = 0; // elements: filled, and padded total
-  bool paramSharded = false;
+  bool paramSharded = false;  // stage 3: partitioned, gathered where used
   GlobalOp param, grad;
+  /// Mixed precision's 16-bit working bucket (replicated), when |param| is
+  /// the rank's float32 master shard (stages 1-3 on several ranks).
+  GlobalOp copy;
+  /// The param global holds this rank's shard only.
+  bool masterSharded() const { return paramSharded || copy; }
 };
 
 struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
@@ -156,6 +164,38 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     return cast<ElementsAttr>(DenseResourceElementsAttr::get(type, key, std::move(blob)));
   }
 
+  /// The type gradients accumulate in across micro-steps, given the 16-bit
+  /// type |narrow| every gradient widens (null: a float32 model). As
+  /// DeepSpeed's data_types.grad_accum_dtype: by default the model's 16-bit
+  /// type, float32 for bf16 at stage 0 (its BF16_Optimizer) and for float32
+  /// models.
+  FailureOr<Type> accumulationType(Type narrow) {
+    MLIRContext *ctx = &getContext();
+    if (gradAccumDtype == "auto") {
+      if (!narrow || (stage == 0 && narrow.isBF16()))
+        return Type(Float32Type::get(ctx));
+      return narrow;
+    }
+    if (gradAccumDtype == "fp32")
+      return Type(Float32Type::get(ctx));
+    Type t = gradAccumDtype == "bf16"   ? Type(BFloat16Type::get(ctx))
+             : gradAccumDtype == "fp16" ? Type(Float16Type::get(ctx))
+                                        : Type();
+    if (!t) {
+      module.emitError("zero-partition: grad-accum-dtype must be auto, fp32, bf16 or fp16, got '")
+          << gradAccumDtype << "'";
+      return failure();
+    }
+    if (t != narrow) {
+      module.emitError("zero-partition: grad-accum-dtype ")
+          << gradAccumDtype << " needs a model that trains in it (--precision " << gradAccumDtype
+          << "); this one's gradients are " << (narrow ? "of another 16-bit type" : "float32")
+          << ": use fp32 (or auto)";
+      return failure();
+    }
+    return t;
+  }
+
   /// Replaces the per-parameter accumulation `store(add(load @p.grad, g))` of
   /// @micro_step by one flat accumulation per bucket.
   LogicalResult rewriteGradients(func::FuncOp micro, MutableArrayRef<Bucket> buckets) {
@@ -191,35 +231,54 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     bool writesWholeGradients = gradAccumSteps(module) == 1 && (stage < 2 || world == 1);
     if (writesWholeGradients)
       module->setAttr("zero.gradients_written", b.getUnitAttr());
-    // One rank writing each step's gradients whole, every gradient the
-    // widening of a 16-bit value (mixed precision's backward): the bucket
-    // holds the 16-bit values, the ones the float32 bucket would hold, at half
-    // the memory and traffic, and the concatenation writes them in place
-    // (no cast_concat). AdamW reads them as they are (zero-optimizer).
+    // Every gradient the widening of one 16-bit value (mixed precision's
+    // backward: the matmuls produce the 16-bit gradients of the 16-bit
+    // weight copies): |narrow| is that type.
     Type narrow;
-    if (writesWholeGradients && world == 1) {
-      bool all = true;
-      for (auto &[global, g] : gradOf) {
-        auto cast = g.getDefiningOp<CastOp>();
-        Type from = cast ? cast.getInput().getType().getElementType() : Type();
-        all &= cast && !from.isF32() && isa<FloatType>(from) && (!narrow || narrow == from);
-        if (all)
-          narrow = from;
-      }
-      if (!all || gradOf.empty())
+    for (auto &[global, g] : gradOf) {
+      auto cast = g.getDefiningOp<CastOp>();
+      Type from = cast ? cast.getInput().getType().getElementType() : Type();
+      if (!cast || from.isF32() || !isa<FloatType>(from) || (narrow && narrow != from)) {
         narrow = Type();
+        break;
+      }
+      narrow = from;
     }
-    // A reduce-scatter in a 16-bit comm type packs the gradients in it:
-    // widenings of that type as they are, others rounded.
+    auto accum = accumulationType(narrow);
+    if (failed(accum))
+      return failure();
     bool reduced = stage >= 2 && world > 1;
-    Type pieceType = narrow ? narrow : reduced ? commType : Type();
+    // What the bucket holds and what its pieces are packed in:
+    // - a step's gradients written whole, all widenings of |narrow|: the
+    //   16-bit values, exactly what a float32 bucket would hold, at half the
+    //   memory and traffic (the concatenation writes them in place; AdamW
+    //   reads them as they are, zero-optimizer);
+    // - reduce-scattered in the backward (stages 2-3): packed in the comm
+    //   type (widenings of it as they are, others rounded), the rank's
+    //   shard accumulated in the accumulation type, or stored in the comm
+    //   type when nothing accumulates;
+    // - otherwise accumulated whole in the accumulation type (16-bit
+    //   pieces packed as they are).
+    // (One micro-step a step reduce-scattered: the shard holds the
+    // reduction's result as it is, in the comm type.)
+    Type bucketType = *accum, pieceType;
+    if (writesWholeGradients && narrow) {
+      bucketType = pieceType = narrow;
+    } else if (reduced) {
+      pieceType = commType;
+      if (gradAccumSteps(module) == 1)
+        bucketType = commType;
+    } else {
+      pieceType = *accum;
+    }
     if (pieceType && pieceType.isF32())
       pieceType = Type();
     for (Bucket &bucket : buckets) {
-      if (narrow) {
-        auto type = bucket.grad.getTensorType().clone(narrow);
+      if (!bucketType.isF32()) {
+        auto type = bucket.grad.getTensorType().clone(bucketType);
         bucket.grad.setType(type);
-        bucket.grad.setInitialValueAttr(DenseElementsAttr::get(type, b.getFloatAttr(narrow, 0.0)));
+        bucket.grad.setInitialValueAttr(
+            DenseElementsAttr::get(type, b.getFloatAttr(bucketType, 0.0)));
       }
       // After the last gradient of the bucket is computed.
       Operation *last = nullptr;
@@ -256,7 +315,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       Value flat =
           pieces.size() == 1 ? pieces.front() : Value(ConcatOp::create(b, loc, pieces, /*axis=*/0));
       if (reduced)
-        flat = averageOverRanks(b, loc, flat, bucket.grad.getTensorType().getNumElements(), mesh);
+        flat = averageOverRanks(b, loc, flat, bucket.grad.getTensorType().getNumElements(), mesh,
+                                bucketType);
+      else if (cast<RankedTensorType>(flat.getType()).getElementType() != bucketType)
+        flat = CastOp::create(b, loc, bucket.grad.getTensorType(), flat);
       auto sym = FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr());
       // One micro-step per step and no reduce-scatter to overlap: the
       // gradients are written, not added to zeros (zero-optimizer then
@@ -365,6 +427,61 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
         clone = b.clone(*link, map);
       for (OpOperand *use : later)
         use->set(clone->getResult(0));
+    }
+  }
+
+  /// Mixed precision: the 16-bit type that every load of |bucket|'s members
+  /// in |funcs| is cast to (and only cast to), or null.
+  Type workingType(Bucket &bucket, ArrayRef<func::FuncOp> funcs) {
+    DenseSet<Operation *> members;
+    for (Member &m : bucket.members)
+      members.insert(m.param);
+    Type half;
+    bool mixed = true;
+    for (func::FuncOp func : funcs)
+      func.walk([&](LoadOp load) {
+        auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
+        if (!g || !members.contains(g))
+          return;
+        for (Operation *user : load->getUsers()) {
+          auto c = dyn_cast<CastOp>(user);
+          Type to = c ? c.getType().getElementType() : Type();
+          if (!to || !(to.isBF16() || to.isF16()) || (half && half != to))
+            mixed = false;
+          else
+            half = to;
+        }
+      });
+    return mixed ? half : Type();
+  }
+
+  /// Mixed precision with sharded masters: the casts of members to 16 bits
+  /// in |func| become views of the bucket's working copy.
+  void readWorkingCopies(func::FuncOp func, MutableArrayRef<Bucket> buckets) {
+    OpBuilder b(&getContext());
+    for (Bucket &bucket : buckets) {
+      if (!bucket.copy)
+        continue;
+      DenseMap<Operation *, Member *> memberOf;
+      for (Member &m : bucket.members)
+        memberOf[m.param] = &m;
+      SmallVector<LoadOp> loads;
+      func.walk([&](LoadOp load) {
+        if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr()); g && memberOf.count(g))
+          loads.push_back(load);
+      });
+      for (LoadOp load : loads) {
+        Member *m = memberOf[module.lookupSymbol<GlobalOp>(load.getGlobalAttr())];
+        for (Operation *user : llvm::make_early_inc_range(load->getUsers())) {
+          auto c = cast<CastOp>(user);
+          b.setInsertionPoint(c);
+          Value flat = LoadOp::create(b, c.getLoc(), bucket.copy.getType(),
+                                      FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr()));
+          c.getResult().replaceAllUsesWith(viewOf(b, c.getLoc(), flat, m->offset, c.getType()));
+          c.erase();
+        }
+        load.erase();
+      }
     }
   }
 
@@ -597,13 +714,25 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       std::string name = "zero.bucket" + std::to_string(k);
       Location loc = bucket.members.front().param.getLoc();
       int64_t shard = bucket.size / mesh.shards;
-      if (bucket.paramSharded) {
+      // Mixed precision with the state sharded: the float32 masters are
+      // sharded as a stage-3 bucket's are, beside a 16-bit working copy of
+      // the whole bucket.
+      Type half;
+      if (!bucket.paramSharded && stage >= 1 && mesh.shards > 1)
+        half = workingType(bucket, {forward, micro});
+      if (bucket.paramSharded || half) {
         auto init = packedInitialValue(bucket, name);
         if (failed(init))
           return signalPassFailure();
         bucket.param = GlobalOp::create(b, loc, name, GlobalRole::param, /*trainable=*/false,
                                         RankedTensorType::get({shard}, f32), *init);
         bucket.param.setShardOfAttr(b.getI64IntegerAttr(bucket.size));
+        if (half) { // zeros until the refresh program writes it (zero-optimizer)
+          auto type = RankedTensorType::get({bucket.size}, half);
+          bucket.copy = GlobalOp::create(b, loc, name + ".copy", GlobalRole::param_copy,
+                                         /*trainable=*/false, type,
+                                         DenseElementsAttr::get(type, b.getFloatAttr(half, 0)));
+        }
       } else {
         auto type = RankedTensorType::get({bucket.size}, f32);
         bucket.param = GlobalOp::create(b, loc, name, GlobalRole::param, /*trainable=*/false, type,
@@ -632,6 +761,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           partitioned.insert(m.param);
     recomputeParameterCopies(micro.getBody().front(), boundary, partitioned);
     gatherPartitioned(micro, buckets, boundary, &gatheredInBackward);
+    readWorkingCopies(forward, buckets);
+    readWorkingCopies(micro, buckets);
 
     // The per-parameter gradient globals, and the partitioned parameters,
     // are gone.
@@ -643,19 +774,26 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
             b.getDictionaryAttr({b.getNamedAttr("name", m.param.getSymNameAttr()),
                                  b.getNamedAttr("offset", b.getI64IntegerAttr(m.offset)),
                                  b.getNamedAttr("type", TypeAttr::get(m.param.getType()))}));
-      described.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("members", b.getArrayAttr(members)),
-           b.getNamedAttr("param", FlatSymbolRefAttr::get(bucket.param.getSymNameAttr())),
-           b.getNamedAttr("grad", FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr())),
-           b.getNamedAttr("size", b.getI64IntegerAttr(bucket.size)),
-           b.getNamedAttr("param_sharded", b.getBoolAttr(bucket.paramSharded)),
-           b.getNamedAttr("grad_sharded", b.getBoolAttr(stage >= 2)),
-           // Stage 3: whether the backward reads (and gathers again) the bucket.
-           b.getNamedAttr("backward_gather",
-                          b.getBoolAttr(gatheredInBackward.contains(bucket.param)))}));
+      SmallVector<NamedAttribute> entry{
+          b.getNamedAttr("members", b.getArrayAttr(members)),
+          b.getNamedAttr("param", FlatSymbolRefAttr::get(bucket.param.getSymNameAttr())),
+          b.getNamedAttr("grad", FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr())),
+          b.getNamedAttr("size", b.getI64IntegerAttr(bucket.size)),
+          // The param global holds this rank's shard (a stage-3 partition,
+          // or sharded masters beside a working copy).
+          b.getNamedAttr("param_sharded", b.getBoolAttr(bucket.masterSharded())),
+          b.getNamedAttr("grad_sharded", b.getBoolAttr(stage >= 2)),
+          // Stage 3: whether the backward reads (and gathers again) the bucket.
+          b.getNamedAttr("backward_gather",
+                         b.getBoolAttr(gatheredInBackward.contains(bucket.param)))};
+      // The 16-bit working copy the programs read (zero-optimizer writes it).
+      if (bucket.copy)
+        entry.push_back(
+            b.getNamedAttr("copy", FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr())));
+      described.push_back(b.getDictionaryAttr(entry));
       for (Member &m : bucket.members) {
         m.grad.erase();
-        if (bucket.paramSharded)
+        if (bucket.masterSharded())
           m.param.erase();
       }
     }

@@ -251,6 +251,9 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (Error e = merge(s.commDtype, flags.given("comm-dtype"), f.commDtype, c.communicationDataType,
                       "--comm-dtype", "communication_data_type", path))
     return std::move(e);
+  if (Error e = merge(s.gradAccumDtype, flags.given("grad-accum-dtype"), f.gradAccumDtype,
+                      c.gradAccumDtype, "--grad-accum-dtype", "data_types.grad_accum_dtype", path))
+    return std::move(e);
   if (Error e =
           merge(s.micsShardSize, flags.given("mics-shard-size"), f.micsShardSize, c.micsShardSize,
                 "--mics-shard-size", "zero_optimization.mics_shard_size", path))

@@ -49,6 +49,9 @@ struct Settings {
   bool overlapComm = false;
   // What collectives move (communication_data_type): fp32, bf16 or fp16.
   std::string commDtype = "fp32";
+  // What gradients accumulate in across micro-steps (data_types.
+  // grad_accum_dtype): auto, fp32, bf16 or fp16.
+  std::string gradAccumDtype = "auto";
   // The device mesh (0: none): MiCS / HSDP's shard group, or hpZ's
   // secondary partition (mics_shard_size, zero_hpz_partition_size).
   int64_t micsShardSize = 0, hpzPartitionSize = 0;

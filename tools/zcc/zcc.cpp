@@ -73,8 +73,8 @@ static void selectHelpOptions() {
       {&zero,
        {"zero-stage", "world-size", "reduce-bucket-size", "allgather-bucket-size",
         "stage3-param-persistence-threshold", "stage3-max-reuse-distance", "overlap-comm",
-        "comm-dtype", "mics-shard-size", "hpz-partition-size", "quantized-weights",
-        "quantized-gradients", "quantized-gradient-bits"}},
+        "comm-dtype", "grad-accum-dtype", "mics-shard-size", "hpz-partition-size",
+        "quantized-weights", "quantized-gradients", "quantized-gradient-bits"}},
       {&memory,
        {"recompute", "memory-budget", "host-memory-budget", "auto", "offload-optimizer",
         "offload-param", "nvme-path", "nvme-chunk"}},
@@ -241,6 +241,13 @@ static cl::opt<std::string> commDtype(
     cl::desc("the element type collectives move: gradient reductions and stage-3 parameter "
              "gathers (DeepSpeed's communication_data_type; masters and moments stay fp32)"),
     cl::value_desc("fp32|bf16|fp16"), cl::init(kDefaults.commDtype), cl::cat(zccCategory));
+static cl::opt<std::string> gradAccumDtype(
+    "grad-accum-dtype",
+    cl::desc("what gradients accumulate in across micro-steps (DeepSpeed's "
+             "data_types.grad_accum_dtype); auto: the 16-bit type of a --precision bf16|fp16 "
+             "model, fp32 for bf16 at stage 0 and for fp32 models"),
+    cl::value_desc("auto|fp32|bf16|fp16"), cl::init(kDefaults.gradAccumDtype),
+    cl::cat(zccCategory));
 static cl::opt<int64_t> micsShardSize(
     "mics-shard-size",
     cl::desc("MiCS / FSDP's HYBRID_SHARD (stages 1-3): shard the state over groups of N "
@@ -476,7 +483,7 @@ static cl::opt<std::string>
 /// zcc estimate: model-state memory per rank for ZeRO stages 0-3 and several
 /// world sizes, from the parameter count alone (as DeepSpeed's
 /// estimate_zero*_model_states_mem_needs), without compiling a plan.
-static int printEstimate(ModuleOp module, llvm::raw_ostream &out) {
+static int printEstimate(ModuleOp module, llvm::raw_ostream &out, bool mixedPrecision) {
   int64_t psi = 0, frozen = 0;
   std::vector<std::pair<std::string, int64_t>> named;
   for (auto g : module.getOps<zcc::zero::GlobalOp>()) {
@@ -507,9 +514,11 @@ static int printEstimate(ModuleOp module, llvm::raw_ostream &out) {
   bool gib = 16.0 * psi >= 1024.0 * 1024 * 1024;
   double unit = gib ? 1024.0 * 1024 * 1024 : 1024.0 * 1024;
   os << "model states per rank in " << (gib ? "GiB" : "MiB")
-     << " (zcc: float32 params + grads + AdamW moments, 4+4+8 "
-        "bytes per parameter;\n"
-        "paper: mixed-precision Adam, 2+2+12; deepspeed: its estimate_zero2/zero3_model_states_"
+     << (mixedPrecision ? " (zcc: 16-bit working params and grads, float32 master shards and "
+                          "AdamW moments, 2+2+12 bytes per parameter (docs/zero.md);\n"
+                        : " (zcc: float32 params + grads + AdamW moments, 4+4+8 "
+                          "bytes per parameter;\n")
+     << "paper: mixed-precision Adam, 2+2+12; deepspeed: its estimate_zero2/zero3_model_states_"
         "mem_needs,\n4 Psi + 16 Psi/N for stages 1-2, 4 L + 18 Psi/N for stage 3 with L = "
      << largest
      << " parameters in the largest layer); activations need a compiled plan: zcc "
@@ -522,7 +531,8 @@ static int printEstimate(ModuleOp module, llvm::raw_ostream &out) {
     for (int paper = 0; paper < 3; ++paper) {
       if (paper == 2 && stage == 0)
         continue; // DeepSpeed has no estimator for stage 0
-      double p = paper ? 2 : 4, g = paper ? 2 : 4, k = paper ? 12 : 8;
+      bool half = paper || mixedPrecision;
+      double p = half ? 2 : 4, g = half ? 2 : 4, k = half ? 12 : 8;
       const char *name = paper == 2 ? "ds" : paper ? "paper" : "zcc";
       os << llvm::format("  %-7d %-6s", stage, name);
       llvm::json::Object bytesAt;
@@ -725,6 +735,7 @@ int main(int argc, char **argv) {
     f.maxReuseDistance = maxReuseDistance;
     f.overlapComm = overlapComm;
     f.commDtype = commDtype;
+    f.gradAccumDtype = gradAccumDtype;
     f.micsShardSize = micsShardSize;
     f.hpzPartitionSize = hpzPartitionSize;
     f.quantizedWeights = quantizedWeights;
@@ -771,6 +782,14 @@ int main(int argc, char **argv) {
   if (S.commDtype != "fp32" && S.commDtype != "bf16" && S.commDtype != "fp16") {
     llvm::errs() << "zcc: error: --comm-dtype '" << S.commDtype
                  << "': expected fp32, bf16 or fp16\n";
+    return 2;
+  }
+  if (S.gradAccumDtype != "auto" && S.gradAccumDtype != "fp32" &&
+      (S.gradAccumDtype != "bf16" || S.precision != "bf16") &&
+      (S.gradAccumDtype != "fp16" || S.precision != "fp16")) {
+    llvm::errs() << "zcc: error: --grad-accum-dtype (data_types.grad_accum_dtype) '"
+                 << S.gradAccumDtype << "' with --precision " << S.precision
+                 << ": expected auto, fp32, or the 16-bit type the model trains in\n";
     return 2;
   }
   if (!(S.lossScale >= 0) || S.initialScalePower < 0 || S.initialScalePower > 63 ||
@@ -1026,7 +1045,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
   if (estimate && !scaling)
-    return printEstimate(*module, llvm::outs());
+    return printEstimate(*module, llvm::outs(), S.precision != "fp32");
 
   // The pipeline, on |m|, with recomputation |recompute| (--recompute, or
   // each candidate of --auto).
@@ -1075,6 +1094,7 @@ int main(int argc, char **argv) {
     o.maxReuseDistance = S.maxReuseDistance;
     o.overlapComm = S.overlapComm;
     o.commDtype = S.commDtype;
+    o.gradAccumDtype = S.gradAccumDtype;
     o.micsShardSize = meshGroup(S.micsShardSize, S.worldSize, false);
     o.hpzPartitionSize = meshGroup(S.hpzPartitionSize, S.worldSize, true);
     o.quantizedWeights = S.quantizedWeights && S.worldSize > 1;
@@ -1115,7 +1135,7 @@ int main(int argc, char **argv) {
   // zcc estimate --link: the model-state table, then the scaling model's
   // step at each world size (one plan compiled per size, --zero-stage's).
   if (estimate) {
-    if (printEstimate(*module, llvm::outs()) != 0)
+    if (printEstimate(*module, llvm::outs(), S.precision != "fp32") != 0)
       return 1;
     llvm::outs() << llvm::format(
         "\nscaling model, ZeRO stage %lld, %lld GPUs a node (the report's, docs/zero.md):\n"
@@ -1231,7 +1251,7 @@ int main(int argc, char **argv) {
     if (auto buckets = (*module)->getAttrOfType<ArrayAttr>("zero.buckets");
         buckets && !buckets.empty() && llvm::none_of(buckets, [](Attribute a) {
           auto sharded = cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded");
-          return sharded && sharded.getValue();
+          return sharded && sharded.getValue() && !cast<DictionaryAttr>(a).get("copy");
         }))
       llvm::errs() << "zcc: warning: --zero-stage 3 partitions no parameter: each has fewer "
                       "elements than --stage3-param-persistence-threshold ("

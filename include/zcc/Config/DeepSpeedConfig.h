@@ -53,6 +53,9 @@ struct DeepSpeedConfig {
   // communication_data_type: what gradient reductions (and zcc's stage-3
   // gathers) move, "fp32", "fp16" or "bf16".
   std::optional<std::string> communicationDataType;
+  // data_types.grad_accum_dtype: what gradients accumulate in across
+  // micro-steps, "fp32", "fp16" or "bf16" (absent: zcc-partition's auto).
+  std::optional<std::string> gradAccumDtype;
 
   // fp16 / bf16
   std::optional<bool> fp16Enabled, bf16Enabled;

@@ -141,6 +141,10 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<std::string> commDtype{*this, "comm-dtype",
                              llvm::cl::desc("what collectives move: fp32, bf16 or fp16"),
                              llvm::cl::init("fp32")};
+  Opt<std::string> gradAccumDtype{
+      *this, "grad-accum-dtype",
+      llvm::cl::desc("what gradients accumulate in: auto, fp32, bf16 or fp16"),
+      llvm::cl::init("auto")};
   Opt<bool> quantizedWeights{*this, "quantized-weights",
                              llvm::cl::desc("qwZ: stage 3's gathers in blockwise int8"),
                              llvm::cl::init(false)};

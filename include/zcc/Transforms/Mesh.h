@@ -58,13 +58,15 @@ constexpr int64_t kQuantBlock = 256;
 /// reduce-scattered to that many elements over the shard ranks and, under
 /// MiCS, the shard then all-reduced across the groups; with 0 an all-reduce
 /// over every rank. A 16-bit comm type rounds |grad| to it first (unless it
-/// is of that type); the result is float32. Under qgZ the reduce-scatter is
+/// is of that type), a 16-bit |grad| with float32 communication is widened
+/// first. Under qgZ the reduce-scatter is
 /// blockwise int8 through all-to-alls, each rank summing what it receives in
 /// float32: with a mesh of groups (hpZ) first inside the group, then across
 /// the groups, so that only a group's share of the gradient leaves it.
 /// Shards that are not a whole number of blocks are reduced as without qgZ.
+/// The result has |resultType|'s elements (float32 when null).
 mlir::Value averageOverRanks(mlir::OpBuilder &b, mlir::Location loc, mlir::Value grad,
-                             int64_t shardElements, const Mesh &mesh);
+                             int64_t shardElements, const Mesh &mesh, mlir::Type resultType = {});
 
 } // namespace zcc
 

@@ -443,8 +443,24 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
     all-gathers move the shard rounded to that type, and the parameters
     become views of the 16-bit bytes: a use that casts the parameter to that
     type reads the view (the same values the float32 gather gave), any other
-    use its widening. Stage 1-2 parameter gathers after the update and the
-    gradient norm's scalar stay float32 (zero-optimizer).
+    use its widening. The gradient norm's scalar stays float32.
+
+    Mixed precision at stages 1-3 on several ranks (every load of a
+    replicated bucket's members cast to one 16-bit type: `--precision
+    bf16|fp16`, stages 1-2 and stage 3's persistent buckets), as DeepSpeed's
+    bf16/fp16 optimizers: the bucket global becomes the rank's float32
+    master shard (`shard_of`, like a stage-3 shard) and a `param_copy` global
+    `@zero.bucketK.copy` holds the whole 16-bit working bucket on every rank;
+    the programs read the members as views of the copy. zero-optimizer
+    updates the master shard, writes its 16-bit copy and all-gathers it
+    (16-bit bytes), and a `refresh` program rebuilds the copy from the
+    masters whenever the state is written from outside the programs.
+
+    Gradient buckets hold 16 bits where that loses nothing or the
+    accumulation type says so: a step of one micro-step whose gradients are
+    all widenings of one 16-bit type stores them as they are; otherwise the
+    accumulator (whole at stages 0-1, the rank's shard at stages 2-3) has
+    grad-accum-dtype's type.
 
     A mesh splits the ranks into groups of consecutive ranks (a node's); the
     collectives over a group, or across the groups, say so (`in group`,
@@ -473,6 +489,10 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
     Option<"commDtype", "comm-dtype", "std::string", /*default=*/"\"fp32\"",
            "the element type collectives move: fp32, bf16 or fp16 "
            "(communication_data_type)">,
+    Option<"gradAccumDtype", "grad-accum-dtype", "std::string", /*default=*/"\"auto\"",
+           "what gradients accumulate in across micro-steps: fp32, bf16, fp16, or auto "
+           "(DeepSpeed's data_types.grad_accum_dtype: the 16-bit type of a mixed-precision "
+           "model, float32 for bf16 at stage 0 and for float32 models)">,
     Option<"maxReuseDistance", "max-reuse-distance", "int64_t", /*default=*/"1000000000",
            "stage 3: a forward copy of a partitioned parameter (a 16-bit cast) the backward "
            "reads again is recomputed from a backward gather when more parameter elements "

@@ -155,7 +155,9 @@ ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model)
                      : groupInNode        ? model.nvlinkBytesPerSecond
                                           : e.bandwidth;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
-    if (program.getSymName() == "eval")
+    // (eval is not a training step; refresh runs only after the state is
+    // written from outside the programs: a start, a resume.)
+    if (program.getSymName() == "eval" || program.getSymName() == "refresh")
       continue;
     double times = program.getSymName() == "micro_step" ? accum : 1;
     double c = 0, m = 0, busy = 0, talk = 0;           // compute and communication clocks
@@ -436,7 +438,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"))
       for (Attribute a : list) {
         ++count;
-        sharded += cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded").getValue();
+        sharded += cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded").getValue() &&
+                   !cast<DictionaryAttr>(a).get("copy"); // (sharded masters: not partitioned)
       }
     os << llvm::format("  zero: %lld buckets (%lld with partitioned parameters), "
                        "reduce_bucket_size %lld, allgather_bucket_size %lld, "
@@ -459,7 +462,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
        << rc.getAs<StringAttr>("note").getValue() << ")\n";
   row("parameters", params, "trainable state");
   if (copies > 0)
-    row("parameter copies", copies, "16-bit, written by the optimizer (zero-fuse-optimizer)");
+    row("parameter copies", copies, "16-bit working parameters, written by the optimizer");
   row("gradients", grads, "accumulated over micro-steps");
   row("optimizer state", optimizer, "AdamW moments and step");
   row("frozen buffers", frozen, "state that does not train");
@@ -469,7 +472,10 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   row("peak", state + constant + input + device, "sum of the arenas the runtime allocates");
   int64_t host = arena("host");
   if (hostParams > 0)
-    row("parameters (host)", hostParams, "stage-3 shards offloaded (--offload-param cpu)");
+    row("parameters (host)", hostParams,
+        copies > 0 ? "float32 master shards (--offload-optimizer) or stage-3 shards "
+                     "(--offload-param cpu)"
+                   : "stage-3 shards offloaded (--offload-param cpu)");
   if (hostGrads > 0)
     row("gradients (host)", hostGrads, "shards copied in the backward for the host update");
   if (hostOptimizer > 0)
@@ -494,7 +500,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
         nvmeBuffers[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
     int64_t accum = accumSteps(module), readBytes = 0, writeBytes = 0;
     for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
-      if (program.getSymName() == "eval")
+      if (program.getSymName() == "eval" || program.getSymName() == "refresh")
         continue;
       int64_t times = program.getSymName() == "micro_step" ? accum : 1;
       for (auto copy : program.getBody().front().getOps<zcc::zrt::CopyOp>()) {
@@ -521,11 +527,21 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     return finish();
 
   // Model states against the ZeRO paper (Rajbhandari et al., 2020, Fig. 1 /
-  // Table 1): K bytes of optimizer state per parameter over N ranks. zcc keeps
-  // float32 parameters (the masters), float32 gradients and AdamW's two float32
-  // moments: 4 + 4 + 8 bytes per parameter; the paper's mixed-precision Adam
-  // is 2 + 2 + 12.
+  // Table 1): K bytes of optimizer state per parameter over N ranks; the
+  // paper's mixed-precision Adam is 2 + 2 + 12 (16-bit parameters and
+  // gradients; float32 masters and moments). zcc's layout: float32
+  // parameters (the masters, sharded at stages 1-3 when a 16-bit working
+  // copy sits beside them, as DeepSpeed's bf16/fp16 optimizers), the 16-bit
+  // copies where the plan keeps them, gradients of the buckets' element
+  // type, AdamW's two float32 moments.
   double psi = (double)numParams, n = (double)world;
+  const bool working = copies > 0;
+  double gradBytes = 4;
+  if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"); list && !list.empty())
+    if (auto grad = cast<DictionaryAttr>(list[0]).getAs<FlatSymbolRefAttr>("grad"))
+      for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
+        if (buffer.getSymName() == grad.getValue())
+          gradBytes = cast<RankedTensorType>(buffer.getType()).getElementTypeBitWidth() / 8;
   auto formula = [&](double p, double g, double k) {
     switch (stage) {
     case 0:
@@ -538,17 +554,32 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
       return (p + g + k) * psi / n;
     }
   };
+  // zcc's: the masters are sharded with the moments beside a working copy
+  // (stages 1-2), the copies 2 Psi (stage 3: its persistent buckets', as
+  // planned).
+  double zccFormula = formula(4, gradBytes, 8);
+  if (working && (stage == 1 || stage == 2))
+    zccFormula = formula(2, gradBytes, 12);
+  else if (working)
+    zccFormula += stage == 0 ? 2 * psi : (double)copies;
   static const char *paper[] = {"16 Psi", "4 Psi + 12 Psi/N", "2 Psi + 14 Psi/N", "16 Psi/N"};
-  os << llvm::format("  model states %27.0f B  (params + grads + optimizer state above)\n",
-                     (double)(params + grads + optimizer));
-  os << llvm::format("    zcc formula, stage %lld   %14.0f B  (fp32 params, grads and AdamW "
-                     "moments: 4+4+8 bytes per parameter; padding to the bucket layout aside)\n",
-                     (long long)stage, formula(4, 4, 8));
+  os << llvm::format("  model states %27.0f B  (params, copies, grads and optimizer state above)\n",
+                     (double)(params + copies + grads + optimizer));
+  std::string layout =
+      working ? (stage >= 1 ? "16-bit working parameters (2 bytes), float32 master shards and "
+                              "moments (4+8), "
+                            : "16-bit working parameters (2 bytes), float32 masters and moments "
+                              "(4+8), ")
+              : "float32 parameters and moments (4+8), ";
+  layout += gradBytes == 2 ? "16-bit gradients (2)" : "float32 gradients (4)";
+  os << llvm::format("    zcc formula, stage %lld   %14.0f B  (%s; padding to the bucket layout "
+                     "aside)\n",
+                     (long long)stage, zccFormula, layout.c_str());
   os << llvm::format("    ZeRO paper, stage %lld    %14.0f B  (%s, mixed-precision Adam: 2+2+12)\n",
                      (long long)stage, formula(2, 2, 12), paper[std::clamp<int64_t>(stage, 0, 3)]);
   const int64_t modelStates = params + grads + optimizer + copies;
   llvm::json::Object states{
-      {"bytes", modelStates}, {"zcc_formula", formula(4, 4, 8)}, {"paper", formula(2, 2, 12)}};
+      {"bytes", modelStates}, {"zcc_formula", zccFormula}, {"paper", formula(2, 2, 12)}};
   // DeepSpeed's estimator for the same config (largest layer: the
   // trainable parameters grouped by module).
   std::optional<DeepSpeedEstimate> ds =
@@ -573,18 +604,27 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   }
   report["model_states"] = std::move(states);
   if (hostOptimizer + nvmeOptimizer + hostParams + nvmeParams > 0) {
-    // Offload: the moments (and stage-3 parameter shards) are on the host
-    // or NVMe; the device keeps the rest of the formula.
-    bool paramsOff = hostParams + nvmeParams > 0;
+    // Offload: the moments (the float32 masters beside working copies, and
+    // stage-3 parameter shards) are on the host or NVMe; the device keeps
+    // the rest of the formula.
+    bool mastersOff = working && (stage == 1 || stage == 2) && hostParams > 0;
+    bool paramsOff = !mastersOff && hostParams + nvmeParams > 0;
     std::string where = nvmeOptimizer > 0 ? "on NVMe: the moments" : "on the host: the moments";
+    if (mastersOff)
+      where += nvmeOptimizer > 0 ? "; on the host: the master shards" : " and master shards";
     if (paramsOff)
       where += (nvmeParams > 0) == (nvmeOptimizer > 0) ? " and parameter shards"
                : nvmeParams > 0                        ? "; on NVMe: the parameter shards"
                                                        : "; on the host: the parameter shards";
-    os << llvm::format("    zcc formula, offloaded %14.0f B  (on the device: %s; %s, %0.f B)\n",
-                       formula(paramsOff ? 0 : 4, 4, 0),
-                       paramsOff ? "gradient shards" : "parameters and gradients", where.c_str(),
-                       formula(paramsOff ? 4 : 0, 0, 8));
+    double onDevice = mastersOff ? formula(2, gradBytes, 0)
+                                 : formula(paramsOff ? 0 : 4, gradBytes, 0) +
+                                       (working && stage == 0 ? 2 * psi : 0);
+    os << llvm::format(
+        "    zcc formula, offloaded %14.0f B  (on the device: %s; %s, %0.f B)\n", onDevice,
+        mastersOff  ? "16-bit parameters and gradients"
+        : paramsOff ? "gradient shards"
+                    : "parameters and gradients",
+        where.c_str(), mastersOff ? formula(0, 0, 12) : formula(paramsOff ? 4 : 0, 0, 8));
   }
 
   // Communication per rank and step, as ring collectives send it: all-reduce
@@ -601,7 +641,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   double flops = 0;
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     StringRef name = program.getSymName();
-    if (name == "eval")
+    if (name == "eval" || name == "refresh")
       continue;
     double times = name == "micro_step" ? accum : 1;
     for (Operation &op : program.getBody().front()) {
@@ -659,7 +699,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
       for (Attribute a : list) {
         auto d = cast<DictionaryAttr>(a);
         auto bg = d.getAs<BoolAttr>("backward_gather");
-        if (d.getAs<BoolAttr>("param_sharded").getValue() && bg && !bg.getValue())
+        if (d.getAs<BoolAttr>("param_sharded").getValue() && !d.get("copy") && bg && !bg.getValue())
           skipped += d.getAs<IntegerAttr>("size").getInt();
       }
     os << llvm::format("    backward all-gathers skipped: %lld elements (%.0f B): buckets the "
