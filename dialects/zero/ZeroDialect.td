@@ -26,7 +26,7 @@ def Zero_Dialect : Dialect {
   let hasConstantMaterializer = 1;
 }
 
-// Role of a global in the training state (DESIGN.md §3).
+// Role of a global in the training state (what checkpoints, exports and reports read).
 def Zero_GlobalRole : I32EnumAttr<"GlobalRole", "role of a global in the training state", [
     I32EnumAttrCase<"param", 0>,
     I32EnumAttrCase<"buffer", 1>,

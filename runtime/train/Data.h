@@ -1,6 +1,6 @@
 //===- Data.h - feeding .npy sample arrays to a program ----------*- C++ -*-===//
 //
-// DESIGN.md §6: each `--data NAME=FILE.npy` is an array whose first axis is
+// docs/training.md: each `--data NAME=FILE.npy` is an array whose first axis is
 // samples; batch k consumes samples [k*B, (k+1)*B) modulo the sample count,
 // B = the global batch (micro-batch x world size x accumulation steps).
 //

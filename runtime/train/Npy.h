@@ -1,6 +1,6 @@
 //===- Npy.h - strict .npy reading and writing -------------------*- C++ -*-===//
 //
-// The data contract of `zrun` (DESIGN.md §6) is NumPy's .npy format. The
+// The data contract of `zrun` (docs/training.md) is NumPy's .npy format. The
 // reader is strict: unknown dtypes, big-endian data, Fortran order, truncated
 // or oversized files are errors that name the file and the problem; nothing
 // is guessed.
