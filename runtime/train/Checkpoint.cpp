@@ -838,7 +838,7 @@ Status readReshardedState(const plan::Plan &plan, const plan::Checkpoint &old,
 }
 
 Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors,
-                        const plan::Checkpoint &m) {
+                        const plan::Checkpoint &m, bool bf16) {
   std::vector<SafetensorsEntry> entries;
   for (const NamedTensor &t : tensors)
     entries.push_back({t.name, &t});
@@ -846,7 +846,7 @@ Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> 
                                      {"producer", "zrun export"},
                                      {"source", m.plan_source()},
                                      {"steps", std::to_string(m.steps_done())}};
-  return writeSafetensorsFile(path, entries, /*bf16=*/false, metadata);
+  return writeSafetensorsFile(path, entries, bf16, metadata);
 }
 
 Status writeHfCheckpoint(const std::string &dir, const std::vector<NamedTensor> &tensors,

@@ -109,9 +109,10 @@ Status consolidate(const std::string &dir, const plan::Checkpoint &manifest,
 Status consolidateShards(const std::string &dir, const plan::Checkpoint &manifest,
                          const std::vector<std::string> &ranks, std::vector<NamedTensor> &out);
 
-/// zrun export: a .safetensors file of the consolidated tensors.
+/// zrun export: a .safetensors file of the consolidated tensors (float32,
+/// or with |bf16| the float32 ones rounded to bfloat16).
 Status writeSafetensors(const std::string &path, const std::vector<NamedTensor> &tensors,
-                        const plan::Checkpoint &manifest);
+                        const plan::Checkpoint &manifest, bool bf16 = false);
 /// zrun export --hf: a Hugging Face checkpoint folder (docs/finetune.md).
 struct HfExportOptions {
   bool bf16 = false;                    // --dtype bf16 (default float32)

@@ -396,8 +396,10 @@ int runExport(const ExportOptions &e) {
   else
     return usageError("--max-shard-size " + e.maxShardSize + ": not a size (e.g. 5GB, 500MB, 2GiB)",
                       "export");
-  if (e.hf.empty() && (e.dtype != "fp32" || e.maxShardSize != "5GB"))
-    return usageError("--dtype and --max-shard-size go with --hf DIR", "export");
+  if (e.hf.empty() && e.maxShardSize != "5GB")
+    return usageError("--max-shard-size goes with --hf DIR", "export");
+  if (e.hf.empty() && e.safetensors.empty() && e.dtype != "fp32")
+    return usageError("--dtype goes with --hf DIR or --safetensors OUT", "export");
   if (e.onnxIn.empty() != e.onnxOut.empty())
     return usageError("--onnx MODEL.onnx and -o TRAINED.onnx go together", "export");
   std::string dir;
@@ -429,7 +431,7 @@ int runExport(const ExportOptions &e) {
   for (const NamedTensor &t : tensors)
     trainable += t.trainable;
   if (!e.safetensors.empty()) {
-    if (Status s = writeSafetensors(e.safetensors, tensors, manifest); !s)
+    if (Status s = writeSafetensors(e.safetensors, tensors, manifest, hf.bf16); !s)
       return fail(s);
     std::printf("%s: %zu tensors (%d trained) after %lld steps\n", e.safetensors.c_str(),
                 tensors.size(), trainable, (long long)manifest.steps_done());
@@ -756,7 +758,10 @@ int run(int argc, char **argv) {
                    "a Hugging Face checkpoint folder: safetensors under the module's parameter "
                    "names (tools/zcc-export's record) and config.json, for from_pretrained")
       ->type_name("DIR");
-  exportCmd->add_option("--dtype", exportOptions.dtype, "with --hf: fp32 (default) or bf16")
+  exportCmd
+      ->add_option("--dtype", exportOptions.dtype,
+                   "with --hf or --safetensors: fp32 (default: the float32 masters) or bf16 (them "
+                   "rounded)")
       ->type_name("fp32|bf16")
       ->check(oneOf({"fp32", "bf16"}, "fp32 or bf16"));
   exportCmd
