@@ -38,8 +38,10 @@
 // the same blocks, order, masks and softmax; mma.sync serves other GPUs and
 // width 16. The warp-specialised forward and dq (cuda/AttentionFa3.cu: TMA,
 // a producer warpgroup and two consumers over 128 rows, FlashAttention-3's
-// scheme) take calls without a bias tensor where chosen (AttentionTiling 3,
-// or by default once kWarpSpecialisedDefault says so).
+// scheme) take calls without a bias tensor where chosen (AttentionTiling 3)
+// and, by default, the forward where it measured faster
+// (warpSpecialisedForward: widths above 128, and from 80 without a causal
+// mask).
 // What the kernels share on the device is in cuda/AttentionDevice.cuh.
 //
 // float32 (and heads that are not a multiple of 8): a thread per row, the
@@ -1274,10 +1276,34 @@ Status launchBackwardWgmma(const Operands &a, const Pointers<T> &p, const unsign
   return Status::ok();
 }
 
-/// Whether AttentionTiling's kernel number |k| picks the warp-specialised
-/// kernels (cuda/AttentionFa3.cu): 3, or 0 once they are the default.
-constexpr bool kWarpSpecialisedDefault = false;
-bool warpSpecialised(int k) { return k == 3 || (k == 0 && kWarpSpecialisedDefault); }
+/// Whether the forward of call |a| takes the warp-specialised kernel
+/// (cuda/AttentionFa3.cu) for AttentionTiling's kernel number |k|: 3
+/// always; by default (0) where it measured faster than the one-warpgroup
+/// kernel on an H100 and an H200 (zrt-attention-bench --matrix, 16 heads
+/// with every k/v grouping, 1k and 4k tokens; docs/benchmarks.md): widths
+/// above 128 under any mask (D 160-256: +26-96%) and, without a causal mask,
+/// from 80 (+5-66%). Causal at D <= 128 the two are within a few percent
+/// either way, and D = 64 is up to 27% slower: the one-warpgroup kernel
+/// stays there. (The rule is by width and mask, the kernels' own
+/// trade-offs: no model's shape is named.) bf16 only by default: fp16
+/// (wgmma's f16 forms) has not run on a GPU yet.
+bool warpSpecialisedForward(int k, const Operands &a) {
+  const Dims &m = a.m;
+  return k == 3 || (k == 0 && a.type == DType::BF16 && (m.d > 128 || (!m.causal && m.d >= 80)));
+}
+/// Whether TMA can describe the forward's operands: 16-byte aligned bases
+/// and row strides (cuTensorMapEncodeTiled's rules). A q, k or v that is a
+/// slice at an odd offset (a fused projection with H * D not a multiple of
+/// 8) takes the one-warpgroup kernel instead.
+bool tmaDescribes(const Operands &a) {
+  auto aligned = [](const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return aligned(a.q) && aligned(a.k) && aligned(a.v) && (a.m.inStride * 2) % 16 == 0 &&
+         (a.m.kvStride * 2) % 16 == 0;
+}
+/// The warp-specialised dq: only when asked (kernel 3). It measured slower
+/// than the one-warpgroup dq wherever it applies (D 128 causal: 177-252
+/// against 201-302 TFLOP/s for the whole backward on an H200).
+bool warpSpecialisedDq(int k) { return k == 3; }
 
 /// Whether the current device runs the sm_90a kernels (compute capability
 /// 9.0: H100, H200).
@@ -1344,7 +1370,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
       if (tiling.fwdKernel != 1 && hopper()) {
         // The warp-specialised kernel takes the structural masks; a bias
         // tensor keeps the one-warpgroup kernel.
-        if (warpSpecialised(tiling.fwdKernel) && !p.bias)
+        if (warpSpecialisedForward(tiling.fwdKernel, a) && !p.bias && tmaDescribes(a))
           return launchFa3Forward<T, D>(a, tiles, st);
         return launchForwardWgmma<T, D>(a, p, tiles, st);
       }
@@ -1356,7 +1382,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
   if constexpr (D >= 32)
     if (tiling.bwdKernel != 1 && hopper())
       return launchBackwardWgmma<T, D>(a, p, tiles, dsum, st,
-                                       warpSpecialised(tiling.bwdKernel) && !p.bias);
+                                       warpSpecialisedDq(tiling.bwdKernel) && !p.bias);
   ZRT_RETURN_IF_ERROR((launchDq<T, D, 1>(a, p, tiles, dsum, st)));
   return launchDkv<T, D>(a, p, tiles, dsum, st);
 }

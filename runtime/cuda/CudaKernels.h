@@ -98,10 +98,11 @@ struct AttentionTiling {
   /// capability 9.0 (elsewhere mma.sync): 1 mma.sync, 2 the one-warpgroup
   /// wgmma kernel, 3 the warp-specialised one (cuda/AttentionFa3.cu) where
   /// there is no bias tensor, else the one-warpgroup kernel; 0 the default
-  /// (Attention.cu's kWarpSpecialisedDefault).
+  /// (Attention.cu's warpSpecialisedForward: by head width and mask).
   int fwdKernel = 0;
   /// The backward's kernels, likewise (3: dq by the warp-specialised kernel
-  /// at widths up to 128, dk and dv by the one-warpgroup kernel).
+  /// at widths up to 128, dk and dv by the one-warpgroup kernel; 0: the
+  /// one-warpgroup kernels).
   int bwdKernel = 0;
 };
 
