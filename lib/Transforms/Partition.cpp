@@ -18,16 +18,13 @@
 #include "zcc/Analysis/ModelShape.h"
 #include "zcc/Transforms/Mesh.h"
 #include "zcc/Transforms/Passes.h"
+#include "zcc/Transforms/StateGlobals.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
-
-#include <cctype>
-#include <cstring>
 
 namespace zcc {
 #define GEN_PASS_DEF_ZEROPARTITION
@@ -131,39 +128,6 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     return buckets;
   }
 
-  /// The initial value of a partitioned bucket: every member's bytes at its
-  /// offset, zeros elsewhere (all N elements; each rank keeps its shard).
-  FailureOr<ElementsAttr> packedInitialValue(Bucket &bucket, StringRef name) {
-    // All members zero splats (zcc --weights external): a zero splat, without
-    // materializing the bucket's bytes.
-    auto f32 = Float32Type::get(&getContext());
-    if (llvm::all_of(bucket.members, [](Member &m) {
-          auto splat = dyn_cast_if_present<DenseElementsAttr>(m.param.getInitialValueAttr());
-          return splat && splat.isSplat() && splat.getSplatValue<APFloat>().isZero();
-        })) {
-      auto type = RankedTensorType::get({bucket.size}, f32);
-      return cast<ElementsAttr>(DenseElementsAttr::get(type, FloatAttr::get(f32, 0.0)));
-    }
-    std::vector<char> bytes(bucket.size * sizeof(float), 0);
-    for (Member &m : bucket.members) {
-      auto init = m.param.getInitialValueAttr();
-      if (!init)
-        return m.param.emitError("zero-partition: a parameter without an initial value");
-      auto data = elementBytes(init, m.param.getLoc());
-      if (failed(data))
-        return failure();
-      std::memcpy(bytes.data() + m.offset * sizeof(float), data->data(), data->size());
-    }
-    auto type = RankedTensorType::get({bucket.size}, Float32Type::get(&getContext()));
-    auto blob =
-        HeapAsmResourceBlob::allocateAndCopyWithAlign(ArrayRef<char>(bytes), alignof(uint64_t));
-    std::string key = name.str();
-    for (char &c : key)
-      if (!std::isalnum((unsigned char)c) && c != '_' && c != '.')
-        c = '_';
-    return cast<ElementsAttr>(DenseResourceElementsAttr::get(type, key, std::move(blob)));
-  }
-
   /// The type gradients accumulate in across micro-steps, given the 16-bit
   /// type |narrow| every gradient widens (null: a float32 model). As
   /// DeepSpeed's data_types.grad_accum_dtype: by default the model's 16-bit
@@ -259,8 +223,6 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     //   type when nothing accumulates;
     // - otherwise accumulated whole in the accumulation type (16-bit
     //   pieces packed as they are).
-    // (One micro-step a step reduce-scattered: the shard holds the
-    // reduction's result as it is, in the comm type.)
     Type bucketType = *accum, pieceType;
     if (writesWholeGradients && narrow) {
       bucketType = pieceType = narrow;
@@ -721,7 +683,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       if (!bucket.paramSharded && stage >= 1 && mesh.shards > 1)
         half = workingType(bucket, {forward, micro});
       if (bucket.paramSharded || half) {
-        auto init = packedInitialValue(bucket, name);
+        SmallVector<std::pair<GlobalOp, int64_t>> members;
+        for (Member &m : bucket.members)
+          members.push_back({m.param, m.offset});
+        auto init = packBucketInitialValue(members, bucket.size, name);
         if (failed(init))
           return signalPassFailure();
         bucket.param = GlobalOp::create(b, loc, name, GlobalRole::param, /*trainable=*/false,
