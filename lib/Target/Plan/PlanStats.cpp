@@ -1,0 +1,77 @@
+//===- PlanStats.cpp - what the report and the scaling model count --------===//
+#include "PlanStats.h"
+
+#include "zcc/Analysis/MemoryPlan.h"
+
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+using namespace zcc::plan_stats;
+
+/// Tokens (elements of the first int64 data input, else samples) one rank
+/// processes per optimizer step.
+int64_t zcc::plan_stats::tokensPerRankStep(ModuleOp module, int64_t accum) {
+  for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
+    if (program.getSymName() != "micro_step")
+      continue;
+    for (NamedAttribute in : program.getInputs()) {
+      auto buffer = SymbolTable::lookupNearestSymbolFrom<zcc::zrt::BufferOp>(
+          module, cast<FlatSymbolRefAttr>(in.getValue()).getAttr());
+      auto t = buffer ? cast<RankedTensorType>(buffer.getType()) : RankedTensorType();
+      if (t && t.getElementType().isInteger(64) && in.getName() != "labels")
+        return t.getNumElements() * accum;
+    }
+    for (NamedAttribute in : program.getInputs()) {
+      auto buffer = SymbolTable::lookupNearestSymbolFrom<zcc::zrt::BufferOp>(
+          module, cast<FlatSymbolRefAttr>(in.getValue()).getAttr());
+      if (buffer && in.getName() != "loss_scale")
+        return cast<RankedTensorType>(buffer.getType()).getDimSize(0) * accum;
+    }
+  }
+  return 0;
+}
+
+/// A matmul-family kernel's FLOPs (2 x batch x M x N x K, from the output's
+/// shape and the contraction), else 0.
+double zcc::plan_stats::matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf) {
+  StringRef name = kernel.getName();
+  if (!(name == "matmul" || name == "matmul_bias" || name == "matmul_add" ||
+        name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad"))
+    return 0;
+  auto lhs = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getInputs()[0]).getAttr());
+  auto out = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getAttr());
+  if (!lhs || !out || lhs.getRank() < 2)
+    return 0;
+  bool transposeLhs = name == "matmul_bgrad" || (!kernel.getInts().empty() && kernel.getInts()[0]);
+  int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
+  return 2.0 * (double)out.getNumElements() * (double)k;
+}
+
+/// Bytes one rank sends in a ring collective over the ranks its group spans
+/// (all-reduce 2(n-1)/n of the buffer, reduce-scatter and all-gather (n-1)/n
+/// of the whole; an all-to-all (n-1)/n of its buffer, a step per peer), and
+/// the ring's hops; kind (0 all-reduce, 1 reduce-scatter, 2 all-gather, 3
+/// all-to-all) -1 for what moves nothing (local_shard).
+double zcc::plan_stats::ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeOf,
+                                  const Ranks &ranks, int &kind, double &hops) {
+  double n = (double)ranks.of(c.getGroup());
+  kind = c.getKind() == "all_reduce"       ? 0
+         : c.getKind() == "reduce_scatter" ? 1
+         : c.getKind() == "all_gather"     ? 2
+         : c.getKind() == "all_to_all"     ? 3
+                                           : -1;
+  hops = kind < 0 ? 0 : (kind == 0 ? 2 : 1) * (n - 1);
+  if (kind < 0 || n <= 1)
+    return 0;
+  double full = storageBytes(kind == 2 ? typeOf.lookup(c.getOutputAttr().getAttr())
+                                       : typeOf.lookup(c.getInputAttr().getAttr()));
+  return full * (n - 1) / n * (kind == 0 ? 2 : 1);
+}
+
+/// Gradient-accumulation steps of a compiled module (1 if not training).
+int64_t zcc::plan_stats::accumSteps(ModuleOp module) {
+  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training"))
+    if (auto a = training.getAs<FloatAttr>("grad_accum_steps"))
+      return (int64_t)a.getValueAsDouble();
+  return 1;
+}

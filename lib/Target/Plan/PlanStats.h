@@ -1,0 +1,64 @@
+//===- PlanStats.h - what the report and the scaling model count -*- C++ -*-===//
+//
+// Figures of a lowered plan (a zrt module) that zcc --emit=report
+// (Report.cpp) and the scaling model (Scaling.cpp) both read: the tokens and
+// matmul FLOPs of a step, the ranks a collective spans and the bytes it
+// sends. Private to lib/Target/Plan.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZCC_LIB_TARGET_PLAN_PLANSTATS_H
+#define ZCC_LIB_TARGET_PLAN_PLANSTATS_H
+
+#include "zcc/Target/Plan.h"
+#include "zrt/ZrtOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace zcc::plan_stats {
+
+using TypeMap = llvm::DenseMap<mlir::StringAttr, mlir::RankedTensorType>;
+
+/// Tokens (elements of the first int64 data input, else samples) one rank
+/// processes per optimizer step.
+int64_t tokensPerRankStep(mlir::ModuleOp module, int64_t accum);
+
+/// A matmul-family kernel's FLOPs (2 x batch x M x N x K), else 0.
+double matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf);
+
+/// The plan's ranks and mesh (zero.partition): how many ranks a collective
+/// spans.
+struct Ranks {
+  int64_t world = 1, groupSize = 0;
+  explicit Ranks(mlir::ModuleOp module) {
+    if (auto partition = module->getAttrOfType<mlir::DictionaryAttr>("zero.partition")) {
+      world = partition.getAs<mlir::IntegerAttr>("world_size").getInt();
+      if (auto g = partition.getAs<mlir::IntegerAttr>("group_size"))
+        groupSize = g.getInt();
+    }
+  }
+  /// zero.CommGroup: 0 every rank, 1 a mesh group, 2 across the groups.
+  int64_t of(int64_t group) const {
+    return group == 0 || groupSize == 0 ? world : group == 1 ? groupSize : world / groupSize;
+  }
+};
+
+/// Bytes one rank sends in ring collective |c| over the ranks its group
+/// spans, its hops, and its kind (0 all-reduce, 1 reduce-scatter, 2
+/// all-gather, 3 all-to-all; -1 for what moves nothing): PlanStats.cpp.
+double ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeOf, const Ranks &ranks, int &kind,
+                 double &hops);
+
+/// Gradient-accumulation steps of a compiled module (1 if not training).
+int64_t accumSteps(mlir::ModuleOp module);
+
+/// The scaling model's lines of the report (and its figures into |out|):
+/// Scaling.cpp.
+void printScaling(mlir::ModuleOp module, llvm::raw_ostream &os, const ScalingModel &model,
+                  llvm::json::Object &out);
+
+} // namespace zcc::plan_stats
+
+#endif // ZCC_LIB_TARGET_PLAN_PLANSTATS_H
