@@ -30,10 +30,11 @@
 //                 1 with the positions input (per-document attention)
 //   attention_grad ints = [0, mask, window, documents], floats as attention's
 //                 (q, k, v[, bias], out, lse, dout[, positions]) -> (dq, dk, dv)
-//   attention_packed: attention with ints [nan_to_zero, 1, mask, window, documents],
-//                 (qkv[, bias][, positions]) -> (out, lse); its grad: attention_grad
-//                 with ints [1, mask, window, documents],
-//                 (qkv[, bias], out, lse, dout[, positions]) -> (dqkv)
+//   (zero.attention_packed lowers to the same two kernels, no kernel of its own:
+//                 attention with ints [nan_to_zero, 1, mask, window, documents],
+//                 (qkv[, bias][, positions]) -> (out, lse); attention_grad with ints
+//                 [1, mask, window, documents], (qkv[, bias], out, lse, dout[, positions])
+//                 -> (dqkv))
 //   cross_entropy ints = [ignore_index(, classes)] (logits, labels) -> f32 scalar; with
 //                 classes, the logits' last dimension is padding beyond it
 //
