@@ -417,6 +417,21 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     return mixed ? half : Type();
   }
 
+  /// The loads of |bucket|'s members in |func| (straight-line: program
+  /// order), each with its member.
+  SmallVector<std::pair<LoadOp, Member *>> memberLoads(func::FuncOp func, Bucket &bucket) {
+    DenseMap<Operation *, Member *> memberOf;
+    for (Member &m : bucket.members)
+      memberOf[m.param] = &m;
+    SmallVector<std::pair<LoadOp, Member *>> loads;
+    func.walk([&](LoadOp load) {
+      if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr()))
+        if (Member *m = memberOf.lookup(g))
+          loads.push_back({load, m});
+    });
+    return loads;
+  }
+
   /// Mixed precision with sharded masters: the casts of members to 16 bits
   /// in |func| become views of the bucket's working copy.
   void readWorkingCopies(func::FuncOp func, MutableArrayRef<Bucket> buckets) {
@@ -424,16 +439,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     for (Bucket &bucket : buckets) {
       if (!bucket.copy)
         continue;
-      DenseMap<Operation *, Member *> memberOf;
-      for (Member &m : bucket.members)
-        memberOf[m.param] = &m;
-      SmallVector<LoadOp> loads;
-      func.walk([&](LoadOp load) {
-        if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr()); g && memberOf.count(g))
-          loads.push_back(load);
-      });
-      for (LoadOp load : loads) {
-        Member *m = memberOf[module.lookupSymbol<GlobalOp>(load.getGlobalAttr())];
+      for (auto [load, m] : memberLoads(func, bucket)) {
         for (Operation *user : llvm::make_early_inc_range(load->getUsers())) {
           auto c = cast<CastOp>(user);
           b.setInsertionPoint(c);
@@ -459,19 +465,12 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     for (Bucket &bucket : buckets) {
       if (!bucket.paramSharded)
         continue;
-      DenseMap<Operation *, Member *> memberOf;
-      for (Member &m : bucket.members)
-        memberOf[m.param] = &m;
-      SmallVector<LoadOp> loads;
-      for (Operation &op : block)
-        if (auto load = dyn_cast<LoadOp>(op))
-          if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr()); g && memberOf.count(g))
-            loads.push_back(load);
+      SmallVector<std::pair<LoadOp, Member *>> loads = memberLoads(func, bucket);
       if (loads.empty())
         continue;
       // The first use on each side of the boundary.
       Operation *firsts[2] = {nullptr, nullptr};
-      for (LoadOp load : loads)
+      for (auto [load, m] : loads)
         for (Operation *user : load->getUsers()) {
           Operation *&first = firsts[order[user] > limit];
           if (!first || order[user] < order[first])
@@ -529,8 +528,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
                                      flat, ranks, CommGroup::group);
           }
         }
-        for (LoadOp load : loads) {
-          Member *m = memberOf[module.lookupSymbol<GlobalOp>(load.getGlobalAttr())];
+        for (auto [load, m] : loads) {
           Value view, wide;
           for (OpOperand &use : llvm::make_early_inc_range(load->getUses())) {
             bool backward = order[use.getOwner()] > limit;
@@ -555,7 +553,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           }
         }
       }
-      for (LoadOp load : loads) {
+      for (auto [load, m] : loads) {
         // Casts whose results now read a 16-bit view.
         for (Operation *user : llvm::make_early_inc_range(load->getUsers()))
           if (isa<CastOp>(user) && user->use_empty())
