@@ -530,62 +530,6 @@ __device__ __forceinline__ void queryDs(float p[1][8][4], const float dp[1][8][4
       p[0][nt][e] *= dp[0][nt][e] - rowD[0][e >> 1];
 }
 
-/// P^T into s over a tile whose rows are keys (this warp's 16) and columns
-/// the 64 queries whose lse (log2 domain) is |colLse|; queries past the
-/// end give P = 0.
-template <typename T>
-__device__ __forceinline__ void keyProbs(float s[1][8][4], const float *colLse, float sl,
-                                         bool general, unsigned char kind, const T *biasAt,
-                                         const MaskFrame &f) {
-  int t = threadIdx.x & 3;
-  if (general)
-    maskScores<T, 1, true>(s, sl, kind, biasAt, f);
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      int col = nt * 8 + t * 2 + (e & 1);
-      s[0][nt][e] = !general            ? exp2Approx(fmaf(s[0][nt][e], sl, -colLse[col]))
-                    : col >= f.rowsLeft ? 0.0f
-                                        : exp2Approx(s[0][nt][e] - colLse[col]);
-    }
-}
-
-/// dS^T = P^T (dP^T - D) into dp, columns the queries whose D and lse
-/// (log2 domain) are |colD| and |colLse|; soft-capped, times the cap's slope.
-__device__ __forceinline__ void keyDs(const float p[1][8][4], float dp[1][8][4], const float *colD,
-                                      const float *colLse, float capInv) {
-  int t = threadIdx.x & 3;
-  if (capInv != 0.0f) {
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int col = nt * 8 + t * 2 + (e & 1);
-        dp[0][nt][e] =
-            p[0][nt][e] * (dp[0][nt][e] - colD[col]) * capSlope(p[0][nt][e], colLse[col], capInv);
-      }
-    return;
-  }
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - colD[nt * 8 + t * 2 + (e & 1)]);
-}
-
-/// dk (times the scale) and dv of this warp's 16 keys, from |key0|:
-/// columns [C0, C0 + W) of each.
-template <typename T, int C0, int W>
-__device__ __forceinline__ void writeKeyGrads(const float dkAcc[1][W / 8][4],
-                                              const float dvAcc[1][W / 8][4], int64_t key0,
-                                              int64_t b, int64_t kh, const Dims &m, T *dk, T *dv) {
-  writeRows<T, W, 1>(dkAcc, m.scale, key0, m.sk, m.d - C0,
-                     [&](int64_t key) { return dk + m.dkAt(b, key, kh) + C0; });
-  writeRows<T, W, 1>(dvAcc, 1.0f, key0, m.sk, m.d - C0,
-                     [&](int64_t key) { return dv + m.dkAt(b, key, kh) + C0; });
-}
-
 /// Forward, tensor cores: block (b * H + h, query block, last first); the
 /// next k/v tile is copied (cp.async) while this one is computed. A warp
 /// whose rows the mask rules out of a tile skips its products.
@@ -667,19 +611,6 @@ __device__ __forceinline__ void issueScores(const T *a, const T *b, float s[1][8
                swizzledDesc(b + (kk >> 2) * kSwBlock) + 2 * (kk & 3), kk > 0);
   wgmmaCommit();
   fenceOperands<32>(&s[0][0][0]);
-}
-
-/// P (score accumulators) as wgmma's A operand in registers (mma.sync's A
-/// fragments).
-template <typename T>
-__device__ __forceinline__ void packA(const float p[1][8][4], uint32_t a[4][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    a[kk][0] = pack<T>(p[0][2 * kk][0], p[0][2 * kk][1]);
-    a[kk][1] = pack<T>(p[0][2 * kk][2], p[0][2 * kk][3]);
-    a[kk][2] = pack<T>(p[0][2 * kk + 1][0], p[0][2 * kk + 1][1]);
-    a[kk][3] = pack<T>(p[0][2 * kk + 1][2], p[0][2 * kk + 1][3]);
-  }
 }
 
 /// acc (columns [C0, C0 + W) of a 64-row product, this warp's 16 rows) += P
@@ -1249,15 +1180,17 @@ Status launchForwardWgmma(const Operands &a, const Pointers<T> &p, const unsigne
 
 template <typename T, int D>
 Status launchBackwardWgmma(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
-                           const float *dsum, cudaStream_t st, bool warpSpecialised) {
+                           const float *dsum, cudaStream_t st, bool wsDq, bool wsDkv) {
   const Dims &m = a.m;
   if constexpr (D <= 128) {
-    if (warpSpecialised) // dq by the warp-specialised kernel (no bias tensor)
+    if (wsDq) // dq by the warp-specialised kernel (no bias tensor)
       ZRT_RETURN_IF_ERROR((launchFa3Dq<T, D>(a, tiles, dsum, st)));
+    if (wsDkv) // dk and dv likewise
+      ZRT_RETURN_IF_ERROR((launchFa3Dkv<T, D>(a, tiles, dsum, st)));
   } else {
-    warpSpecialised = false;
+    wsDq = wsDkv = false;
   }
-  if (!warpSpecialised) {
+  if (!wsDq) {
     size_t dqBytes = sizeof(T) * 6 * kSwTileElems<D> + 1024; // q, dO; k and v, two buffers each
     ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqWgmmaKernel<T, D>, dqBytes));
     dim3 dqGrid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
@@ -1265,6 +1198,8 @@ Status launchBackwardWgmma(const Operands &a, const Pointers<T> &p, const unsign
         p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
         reinterpret_cast<T *>(a.dq), m);
   }
+  if (wsDkv)
+    return Status::ok();
   // k, v; q and dO, two buffers each; lse and D, two buffers each
   size_t kvBytes = sizeof(T) * 6 * kSwTileElems<D> + 4 * kTile * sizeof(float) + 1024;
   ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvWgmmaKernel<T, D>, kvBytes));
@@ -1294,16 +1229,20 @@ bool warpSpecialisedForward(int k, const Operands &a) {
 /// Whether TMA can describe the forward's operands: 16-byte aligned bases
 /// and row strides (cuTensorMapEncodeTiled's rules). A q, k or v that is a
 /// slice at an odd offset (a fused projection with H * D not a multiple of
-/// 8) takes the one-warpgroup kernel instead.
-bool tmaDescribes(const Operands &a) {
+/// 8) takes the one-warpgroup kernel instead. The backward's also dO.
+bool tmaDescribes(const Operands &a, bool backward = false) {
   auto aligned = [](const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   return aligned(a.q) && aligned(a.k) && aligned(a.v) && (a.m.inStride * 2) % 16 == 0 &&
-         (a.m.kvStride * 2) % 16 == 0;
+         (a.m.kvStride * 2) % 16 == 0 &&
+         (!backward || (aligned(a.g) && (a.m.outStride * 2) % 16 == 0));
 }
-/// The warp-specialised dq: only when asked (kernel 3). It measured slower
-/// than the one-warpgroup dq wherever it applies (D 128 causal: 177-252
-/// against 201-302 TFLOP/s for the whole backward on an H200).
-bool warpSpecialisedDq(int k) { return k == 3; }
+/// The warp-specialised dq: only when asked (kernels 3 and 5). It measured
+/// slower than the one-warpgroup dq wherever it applies (D 128 causal:
+/// 177-252 against 201-302 TFLOP/s for the whole backward on an H200).
+bool warpSpecialisedDq(int k) { return k == 3 || k == 5; }
+/// The warp-specialised dk/dv: only when asked (kernels 4 and 5) until it
+/// has been measured.
+bool warpSpecialisedDkv(int k) { return k == 4 || k == 5; }
 
 /// Whether the current device runs the sm_90a kernels (compute capability
 /// 9.0: H100, H200).
@@ -1380,9 +1319,12 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
     return launchForward<T, D, 1>(a, p, tiles, st);
   }
   if constexpr (D >= 32)
-    if (tiling.bwdKernel != 1 && hopper())
+    if (tiling.bwdKernel != 1 && hopper()) {
+      bool tma = !p.bias && tmaDescribes(a, true);
       return launchBackwardWgmma<T, D>(a, p, tiles, dsum, st,
-                                       warpSpecialisedDq(tiling.bwdKernel) && !p.bias);
+                                       tma && warpSpecialisedDq(tiling.bwdKernel),
+                                       tma && warpSpecialisedDkv(tiling.bwdKernel));
+    }
   ZRT_RETURN_IF_ERROR((launchDq<T, D, 1>(a, p, tiles, dsum, st)));
   return launchDkv<T, D>(a, p, tiles, dsum, st);
 }

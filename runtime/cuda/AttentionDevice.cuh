@@ -1,8 +1,8 @@
 //===- AttentionDevice.cuh - what the attention kernels share on the GPU -*- CUDA -*-===//
 //
 // Device code shared by the tensor-core attention kernels (cuda/Attention.cu:
-// mma.sync and the one-warpgroup wgmma kernels; cuda/AttentionFa3.cu: the
-// warp-specialised forward): the mask's tile map, the structural masks and
+// mma.sync and the one-warpgroup wgmma kernels; cuda/AttentionFa3.cu and
+// AttentionFa3Bwd.cu: the warp-specialised ones): the mask's tile map, the structural masks and
 // soft-capping over a warp's score accumulators, wgmma's shared-memory layout
 // and instructions, and the forward's output rows.
 //
@@ -260,6 +260,75 @@ __device__ __forceinline__ void writeRows(const float acc[MR][W / 8][4], float s
     }
 }
 
+/// P^T into s over a tile whose rows are keys (this warp's 16) and columns
+/// the 64 queries whose lse (log2 domain) is |colLse|; queries past the
+/// end give P = 0.
+template <typename T>
+__device__ __forceinline__ void keyProbs(float s[1][8][4], const float *colLse, float sl,
+                                         bool general, unsigned char kind, const T *biasAt,
+                                         const MaskFrame &f) {
+  int t = threadIdx.x & 3;
+  if (general)
+    maskScores<T, 1, true>(s, sl, kind, biasAt, f);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      int col = nt * 8 + t * 2 + (e & 1);
+      s[0][nt][e] = !general            ? exp2Approx(fmaf(s[0][nt][e], sl, -colLse[col]))
+                    : col >= f.rowsLeft ? 0.0f
+                                        : exp2Approx(s[0][nt][e] - colLse[col]);
+    }
+}
+
+/// dS^T = P^T (dP^T - D) into dp, columns the queries whose D and lse
+/// (log2 domain) are |colD| and |colLse|; soft-capped, times the cap's slope.
+__device__ __forceinline__ void keyDs(const float p[1][8][4], float dp[1][8][4], const float *colD,
+                                      const float *colLse, float capInv) {
+  int t = threadIdx.x & 3;
+  if (capInv != 0.0f) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int col = nt * 8 + t * 2 + (e & 1);
+        dp[0][nt][e] =
+            p[0][nt][e] * (dp[0][nt][e] - colD[col]) * capSlope(p[0][nt][e], colLse[col], capInv);
+      }
+    return;
+  }
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - colD[nt * 8 + t * 2 + (e & 1)]);
+}
+
+/// P (score accumulators) as wgmma's A operand in registers (mma.sync's A
+/// fragments).
+template <typename T>
+__device__ __forceinline__ void packA(const float p[1][8][4], uint32_t a[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pack<T>(p[0][2 * kk][0], p[0][2 * kk][1]);
+    a[kk][1] = pack<T>(p[0][2 * kk][2], p[0][2 * kk][3]);
+    a[kk][2] = pack<T>(p[0][2 * kk + 1][0], p[0][2 * kk + 1][1]);
+    a[kk][3] = pack<T>(p[0][2 * kk + 1][2], p[0][2 * kk + 1][3]);
+  }
+}
+
+/// dk (times the scale) and dv of this warp's 16 keys, from |key0|:
+/// columns [C0, C0 + W) of each.
+template <typename T, int C0, int W>
+__device__ __forceinline__ void writeKeyGrads(const float dkAcc[1][W / 8][4],
+                                              const float dvAcc[1][W / 8][4], int64_t key0,
+                                              int64_t b, int64_t kh, const Dims &m, T *dk, T *dv) {
+  writeRows<T, W, 1>(dkAcc, m.scale, key0, m.sk, m.d - C0,
+                     [&](int64_t key) { return dk + m.dkAt(b, key, kh) + C0; });
+  writeRows<T, W, 1>(dvAcc, 1.0f, key0, m.sk, m.d - C0,
+                     [&](int64_t key) { return dv + m.dkAt(b, key, kh) + C0; });
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the wgmma helpers
 /// wgmma's shared-memory descriptor of a swizzled block at |p| (1024-byte
 /// aligned, or that plus a multiple of 32 bytes to step along K within a
@@ -427,6 +496,11 @@ Status launchFa3Forward(const Operands &a, const unsigned char *tiles, cudaStrea
 template <typename T, int D>
 Status launchFa3Dq(const Operands &a, const unsigned char *tiles, const float *dsum,
                    cudaStream_t st);
+/// The warp-specialised backward's dk and dv (cuda/AttentionFa3Bwd.cu) at
+/// kernel width D (32 to 128); the same calls as launchFa3Dq.
+template <typename T, int D>
+Status launchFa3Dkv(const Operands &a, const unsigned char *tiles, const float *dsum,
+                    cudaStream_t st);
 } // namespace zrt
 
 #endif // ZRT_CUDA_ATTENTIONDEVICE_CUH

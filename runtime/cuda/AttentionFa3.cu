@@ -23,7 +23,7 @@
 // Calls with a bias tensor keep the one-warpgroup kernel (cuda/Attention.cu).
 //
 //===----------------------------------------------------------------------===//
-#include "cuda/AttentionDevice.cuh"
+#include "cuda/AttentionTma.cuh"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -35,179 +35,12 @@ namespace {
 
 using namespace attn;
 
-constexpr int kFa3Rows = 128;    // query rows a block: two consumer warpgroups of 64
-constexpr int kFa3Threads = 384; // the producer warpgroup and two consumers
-
 /// Keys a tile: 128 where the accumulators of a 128-key S and a D-wide O fit
 /// in a consumer's registers (D <= 128), else 64.
 template <int D> constexpr int fa3Keys() { return D <= 128 ? 128 : 64; }
-/// 64-column swizzled blocks a row: a tile of R rows is ColBlocks blocks of
-/// R x 64, each R rows of 128 bytes (TMA's box of 64 columns).
-template <int D> constexpr int colBlocks() { return (D + 63) / 64; }
-
 template <typename T, int D> constexpr size_t fa3SmemBytes() {
   return sizeof(T) * colBlocks<D>() * 64 * (kFa3Rows + 4 * fa3Keys<D>()) + 8 * 8 + 1024;
 }
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t smemAddress(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mbarrierInit(uint64_t *bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smemAddress(bar)), "r"(count)
-               : "memory");
-}
-/// Arrives on |bar| and adds |bytes| to the transfers it waits for.
-__device__ __forceinline__ void mbarrierExpect(uint64_t *bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smemAddress(bar)),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbarrierArrive(uint64_t *bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smemAddress(bar)) : "memory");
-}
-/// Waits until phase |parity| of |bar| has completed.
-__device__ __forceinline__ void mbarrierWait(uint64_t *bar, unsigned parity) {
-  asm volatile("{\n.reg .pred done;\nWAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra WAIT;\n}\n" ::"r"(smemAddress(bar)),
-               "r"(parity)
-               : "memory");
-}
-/// A box of the 4-d tensor |map| at (c0, c1, c2, c3) into |dst|, counted on |bar|.
-__device__ __forceinline__ void tmaLoad(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
-                                        int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smemAddress(dst)),
-               "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-               "r"(smemAddress(bar))
-               : "memory");
-}
-/// The consumers' turns: named barriers 1 and 2, 256 threads each.
-__device__ __forceinline__ void turnWait(int id) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
-}
-__device__ __forceinline__ void turnPass(int id) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
-}
-
-/// d (64 x 128, this thread's 64) = A B^T (+ d if |accumulate|), A and B
-/// K-major 16-column slices in shared memory.
-template <typename T>
-__device__ __forceinline__ void wgmmaSS128(float d[64], uint64_t a, uint64_t b, int accumulate) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, "
-                 "%6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
-                 "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, "
-                 "%39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
-                 "%55, %56, %57, %58, %59, %60, %61, %62, %63}"
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(a), "l"(b), "r"(accumulate));
-  else
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, "
-                 "%7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
-                 "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, "
-                 "%39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
-                 "%55, %56, %57, %58, %59, %60, %61, %62, %63}"
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(a), "l"(b), "r"(accumulate));
-}
-
-/// Keeps the compiler from moving the definitions of |N| registers past
-/// this point (fenceOperands for 32-bit integers).
-template <int N> __device__ __forceinline__ void fenceRegisters(uint32_t *x) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-    asm volatile("" : "+r"(x[i])::"memory");
-}
-
-/// s = s scale log2(e) over a warp's 16 rows x 64 keys of a structural
-/// mask's tile (maskScores without the bias): -inf for keys past the end,
-/// with |causal| above the diagonal or outside the window, with |Docs|
-/// before the query's document.
-template <bool Docs>
-__device__ __forceinline__ void maskHalf(float s[8][4], float sl, bool causal, const MaskFrame &f) {
-  const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  int first[2] = {0, 0};
-  if constexpr (Docs) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      int qi = g + 8 * r, q = qi < f.rowsLeft ? qi : f.rowsLeft - 1;
-      first[r] = qi + f.diag - (int)f.positions[q];
-    }
-  }
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      int qi = g + 8 * (e >> 1), kj = nt * 8 + t * 2 + (e & 1);
-      bool masked = kj >= f.keysLeft ||
-                    (causal && (kj > qi + f.diag || kj <= qi + f.diag - f.window)) ||
-                    (Docs && kj < first[e >> 1]);
-      s[nt][e] = masked ? -INFINITY : s[nt][e] * sl;
-    }
-}
-
-/// Issues s (64 x KN) = Q K^T over D columns: |q| this warpgroup's 64 rows
-/// of the q tile (blocks |qBlock| elements apart), |k| the k tile (blocks
-/// KN x 64).
-template <typename T, int D, int KN>
-__device__ __forceinline__ void issueScoresN(const T *q, const T *k, float *s) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint64_t a = swizzledDesc(q + (kk >> 2) * kFa3Rows * 64) + 2 * (kk & 3);
-    uint64_t b = swizzledDesc(k + (kk >> 2) * KN * 64) + 2 * (kk & 3);
-    if constexpr (KN == 128)
-      wgmmaSS128<T>(s, a, b, kk > 0);
-    else
-      wgmmaSS<T>(s, a, b, kk > 0);
-  }
-}
-
-/// Issues o (64 x D) += P V: P packed (pa: KN / 16 slices of 16 keys, mma.sync's
-/// A fragments), V the v tile read MN-major, one wgmma a 64-column block
-/// (narrower where D ends inside one).
-template <typename T, int D, int KN, int C = 0>
-__device__ __forceinline__ void issueValueBlocks(const uint32_t a[4], const T *v, int kk,
-                                                 float o[D / 8][4]) {
-  if constexpr (C < D) {
-    constexpr int W = D - C < 64 ? D - C : 64;
-    wgmmaRS<T, W>(&o[C / 8][0], a, swizzledDesc(v + (C / 64) * KN * 64 + kk * 16 * 64));
-    issueValueBlocks<T, D, KN, C + 64>(a, v, kk, o);
-  }
-}
-template <typename T, int D, int KN>
-__device__ __forceinline__ void issueValues(const uint32_t pa[KN / 16][4], const T *v,
-                                            float o[D / 8][4]) {
-#pragma unroll
-  for (int kk = 0; kk < KN / 16; ++kk)
-    issueValueBlocks<T, D, KN>(pa[kk], v, kk, o);
-}
-#endif
 
 /// The forward: block (b * H + h, 128-query block, last first). See the
 /// file's comment for the roles; |tiles| is the structural mask's map.
@@ -305,15 +138,23 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   // The mask and the online softmax of key tile |kn|'s scores in s
   // (FlashAttention-2's rescaling, one rescale of O a tile): P into s, the
   // new row maxima into mx, O's factor and P's row sums into alpha, sum.
-  auto softmax = [&](int64_t kn, float alpha[2], float sum[2]) {
+  // The map's kinds of key tile |kn|'s halves for this warpgroup's query
+  // tile: read while the tile's products run (their latency off the path).
+  auto tileKinds = [&](int64_t kn, int kind[kHalves]) {
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) {
+      int64_t kt = kn * kHalves + hf;
+      kind[hf] = kt < kTiles ? (int)tiles[tileIndex(m, b, h, qt, kt)] : (int)kSkipTile;
+    }
+  };
+  auto softmax = [&](int64_t kn, const int loaded[kHalves], float alpha[2], float sum[2]) {
     bool general[kHalves];
     unsigned char kind[kHalves];
     bool anyGeneral = false;
 #pragma unroll
     for (int hf = 0; hf < kHalves; ++hf) {
       int64_t kt = kn * kHalves + hf;
-      kind[hf] = (unsigned char)__shfl_sync(
-          0xffffffff, kt < kTiles ? (int)tiles[tileIndex(m, b, h, qt, kt)] : (int)kSkipTile, 0);
+      kind[hf] = (unsigned char)__shfl_sync(0xffffffff, loaded[hf], 0);
       general[hf] = kind[hf] != kPlainTile || (kt + 1) * kTile > m.sk || !(sl > 0);
       anyGeneral |= general[hf];
       capScores<1>(&s[hf], m);
@@ -392,18 +233,20 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     issueScoresN<T, D, KN>(qw, ks, &s[0][0][0]);
     wgmmaCommit();
     turnPass(2 - cw);
+    int kind[kHalves];
+    tileKinds(kn, kind);
+    const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     wgmmaWait<0>();
     fenceOperands<KN / 2>(&s[0][0][0]);
     float alpha[2], sum[2];
-    softmax(kn, alpha, sum);
+    softmax(kn, kind, alpha, sum);
     l[0][0] = sum[0];
     l[0][1] = sum[1];
     packP();
-    kn = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
+    kn = next;
     it = 1;
   }
   for (; kn < tileCount; ++it) {
-    const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     const int st = it & 1;
     mbarrierWait(&kFull[st], (it >> 1) & 1);
     mbarrierWait(&vFull[prev], ((it - 1) >> 1) & 1); // V_{j-1}, loaded with K_{j-1}
@@ -418,10 +261,15 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     issueValues<T, D, KN>(pa, vs + prev * kKvElems, o[0]);
     wgmmaCommit();
     turnPass(2 - cw);
+    // While the products run: this tile's mask kinds and the next live tile
+    // (global reads whose latency would otherwise sit before the issue).
+    int kind[kHalves];
+    tileKinds(kn, kind);
+    const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     wgmmaWait<1>();
     fenceOperands<KN / 2>(&s[0][0][0]);
     float alpha[2], sum[2];
-    softmax(kn, alpha, sum);
+    softmax(kn, kind, alpha, sum);
     wgmmaWait<0>(); // P_{j-1} V_{j-1} done: rescale O, hand the stage back
     fenceOperands<D / 2>(&o[0][0][0]);
     if (lane == 0)
@@ -542,9 +390,8 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   float s[1][8][4], dp[1][8][4];
   uint32_t pds[KN / 16][4];
   // P, then dS = P (dP - D), of key tile |kn| into s.
-  auto gradient = [&](int64_t kn) {
-    unsigned char kind =
-        (unsigned char)__shfl_sync(0xffffffff, (int)tiles[tileIndex(m, b, h, qt, kn)], 0);
+  auto gradient = [&](int64_t kn, int loaded) {
+    unsigned char kind = (unsigned char)__shfl_sync(0xffffffff, loaded, 0);
     bool general = kind != kPlainTile || (kn + 1) * kTile > m.sk || !(sl > 0);
     capScores<1>(s, m);
     if (kind == kSkipTile) {
@@ -595,16 +442,17 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     issueScoresN<T, D, KN>(gw, vs, &dp[0][0][0]);
     wgmmaCommit();
     turnPass(2 - cw);
+    int kind = tiles[tileIndex(m, b, h, qt, kn)];
+    const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     wgmmaWait<0>();
     fenceOperands<32>(&s[0][0][0]);
     fenceOperands<32>(&dp[0][0][0]);
-    gradient(kn);
+    gradient(kn, kind);
     packDs();
-    kn = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
+    kn = next;
     it = 1;
   }
   for (; kn < kTiles; ++it) {
-    const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     const int st = it & 1;
     mbarrierWait(&kFull[st], (it >> 1) & 1);
     mbarrierWait(&vFull[st], (it >> 1) & 1);
@@ -618,10 +466,12 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     issueValues<T, D, KN>(pds, ks + prev * kKvElems, acc[0]); // dq += dS_{j-1} K_{j-1}
     wgmmaCommit();
     turnPass(2 - cw);
+    int kind = tiles[tileIndex(m, b, h, qt, kn)]; // read while the products run
+    const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     wgmmaWait<1>();
     fenceOperands<32>(&s[0][0][0]);
     fenceOperands<32>(&dp[0][0][0]);
-    gradient(kn); // while dS_{j-1} K_{j-1} runs
+    gradient(kn, kind); // while dS_{j-1} K_{j-1} runs
     wgmmaWait<0>();
     fenceOperands<D / 2>(&acc[0][0][0]);
     if (lane == 0)
@@ -658,6 +508,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encodeTiled() {
   }();
   return fn;
 }
+} // namespace
 
 /// The TMA map of a [B, S, heads, d] operand (rows |rowStride| elements
 /// apart) read in boxes of 64 columns x |boxRows| rows of one head, in the
@@ -681,8 +532,6 @@ Status tensorMap(CUtensorMap *map, const void *base, DType type, int64_t d, int6
                   rows, ", row stride ", rowStride);
   return Status::ok();
 }
-
-} // namespace
 
 template <typename T, int D>
 Status launchFa3Forward(const Operands &a, const unsigned char *tiles, cudaStream_t st) {

@@ -100,9 +100,11 @@ struct AttentionTiling {
   /// there is no bias tensor, else the one-warpgroup kernel; 0 the default
   /// (Attention.cu's warpSpecialisedForward: by head width and mask).
   int fwdKernel = 0;
-  /// The backward's kernels, likewise (3: dq by the warp-specialised kernel
-  /// at widths up to 128, dk and dv by the one-warpgroup kernel; 0: the
-  /// one-warpgroup kernels).
+  /// The backward's kernels, likewise, at widths up to 128 where there is no
+  /// bias tensor (above, or with one: the one-warpgroup kernels): 3 dq by the
+  /// warp-specialised kernel, dk and dv by the one-warpgroup one; 4 the other
+  /// way round (cuda/AttentionFa3Bwd.cu); 5 both warp-specialised; 0 the
+  /// one-warpgroup kernels.
   int bwdKernel = 0;
 };
 

@@ -432,7 +432,7 @@ std::vector<double> sampledCheck(const Problem &p, bool causal) {
 /// mma.sync forwards with 16 and 32 rows a warp and backward, then the
 /// default: wgmma forward and backward (compute capability 9.0; mma.sync
 /// elsewhere).
-const AttentionTiling kTilings[] = {{1, 1, 1}, {2, 1, 1}, {0, 2, 2}, {0, 3, 3}};
+const AttentionTiling kTilings[] = {{1, 1, 1}, {2, 1, 1}, {0, 2, 2}, {0, 3, 3}, {0, 3, 4}};
 
 struct Gpu {
   CudaContext ctx;
@@ -517,8 +517,14 @@ bool runMatrix(Gpu &gpu, const std::vector<int64_t> &dims, const std::vector<int
 }
 
 std::string name(AttentionTiling t) {
+  const char *bwd[] = {"",
+                       "",
+                       "",
+                       ", dq warp-specialised",
+                       ", dk/dv warp-specialised",
+                       ", dq and dk/dv warp-specialised"};
   return t.fwdKernel == 3 ? std::string("forward warp-specialised") +
-                                (t.bwdKernel == 3 ? ", dq warp-specialised" : "")
+                                (t.bwdKernel >= 3 && t.bwdKernel <= 5 ? bwd[t.bwdKernel] : "")
          : t.fwdKernel == 2 ? "forward wgmma"
                             : "forward " + std::to_string(16 * t.fwdRows) + " rows a warp";
 }
