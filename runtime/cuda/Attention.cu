@@ -35,14 +35,16 @@
 // warps are one warpgroup taking 64 rows; operands from shared memory in
 // the 128-byte swizzle, whole 64-column blocks, P and dS from registers, the
 // products with them one wgmma of N = 16..64 per span of a 64-column block),
-// the same blocks, order, masks and softmax; mma.sync serves other GPUs and
-// width 16. The warp-specialised forward and dq (cuda/AttentionFa3.cu: TMA,
-// a producer warpgroup and two consumers over 128 rows, FlashAttention-3's
-// scheme) take calls without a bias tensor where chosen (AttentionTiling 3)
-// and, by default, the forward where it measured faster
-// (warpSpecialisedForward: widths above 128, and from 80 without a causal
-// mask).
-// What the kernels share on the device is in cuda/AttentionDevice.cuh.
+// the same blocks, order, masks and softmax (cuda/AttentionWgmma.cu);
+// mma.sync serves other GPUs and width 16. The warp-specialised forward,
+// dq and dk/dv (cuda/AttentionFa3.cu, AttentionFa3Bwd.cu: TMA, a producer
+// warpgroup and two consumers over 128 rows, FlashAttention-3's scheme)
+// take calls without a bias tensor where chosen (AttentionTiling 3-5) and,
+// by default, the forward where it measured faster (warpSpecialisedForward:
+// widths above 128, and from 80 without a causal mask).
+// What the kernels share on the device is in cuda/AttentionDevice.cuh, what
+// this file's kernels share with the wgmma ones in AttentionTiles.cuh.
+// This file holds the mask maps, the mma.sync kernels and the launch.
 //
 // float32 (and heads that are not a multiple of 8): a thread per row, the
 // same arithmetic in plain float (cuda/AttentionSimt.cu), up to 256 columns;
@@ -52,13 +54,11 @@
 // reached through its graph API, which the cudnn-frontend C++ headers
 // wrap; those headers are not part of the CUDA or Debian packages here, and
 // the backend descriptors alone would mean re-deriving the frontend's
-// operation graph. These kernels are ~1350 lines, deterministic, and match
-// the reference on every plan (tools/gpu-check.sh).
+// operation graph. These kernels are deterministic and match the reference
+// on every plan (tools/gpu-check.sh).
 //
 //===----------------------------------------------------------------------===//
-#include "cuda/AttentionDevice.cuh"
-#include "cuda/AttentionShape.cuh"
-#include "cuda/CpAsync.cuh"
+#include "cuda/AttentionTiles.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -135,57 +135,6 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/// Starts copying columns [C0, C0 + W) of a 64-row tile of a [.., S, H, d]
-/// tensor (rows [row0, row0 + 64) of head |h|) into shared memory
-/// (cp.async; rows past |rows| and columns past the operand's width m.d
-/// are zero), the block's 128 threads together: in wgmma's swizzled layout
-/// if |Swizzled|, else tile[r][c] with rows of D + kPad. W is a power of two
-/// (16 to 128; at most 64, inside one swizzled block, if |Swizzled|). A
-/// thread's 16-byte chunks share their column and lie kRowStep rows apart
-/// (a multiple of 8, so the swizzle's XOR is the same for all): the
-/// addresses are set up once a span and each chunk costs an add and a
-/// compare (index math per chunk was the wgmma kernels' largest integer
-/// cost: 15-25% of their time).
-template <typename T, int D, bool Swizzled, int C0, int W>
-__device__ __forceinline__ void loadSpan(const T *x, const Dims &m, int64_t b, int64_t h,
-                                         int64_t row0, int64_t rows, Rows which, T *tile) {
-  constexpr int kChunks = W / 8, kRowStep = kWarps * 32 / kChunks;
-  static_assert(kTile % kRowStep == 0 && (!Swizzled || (kRowStep % 8 == 0 && W <= 64)),
-                "chunk rows");
-  int r0 = (int)threadIdx.x / kChunks, c = C0 + ((int)threadIdx.x % kChunks) * 8;
-  int64_t stride = m.rowStride(which), left = c < m.d ? rows - row0 - r0 : 0;
-  const T *from = x + m.at(which, b, row0 + r0, h) + c;
-  T *to = tile + (Swizzled ? swizzled(r0, c) : r0 * (D + kPad) + c);
-  constexpr int kStep = kRowStep * (Swizzled ? 64 : D + kPad); // elements between a thread's rows
-#pragma unroll
-  for (int i = 0; i < kTile / kRowStep; ++i) {
-    bool valid = i * kRowStep < left;
-    cpAsync16(to + i * kStep, valid ? from + i * kRowStep * stride : x, valid);
-  }
-}
-
-/// The widest span (a power of two, 16 to |cap| columns) that fits in |left|.
-constexpr int spanWidth(int left, int cap) {
-  int w = cap;
-  while (w > left)
-    w /= 2;
-  return w;
-}
-
-/// Starts copying a 64-row tile of D columns (loadSpan): spans of
-/// decreasing powers of two, each inside one swizzled 64-column block (D =
-/// 96: 64 + 32; D = 112: 64 + 32 + 16). Columns from m.d on (a head
-/// dimension padded to the kernel's width D) are zeros.
-template <typename T, int D, bool Swizzled, int C0 = 0>
-__device__ __forceinline__ void loadTile(const T *x, const Dims &m, int64_t b, int64_t h,
-                                         int64_t row0, int64_t rows, Rows which, T *tile) {
-  if constexpr (C0 < D) {
-    constexpr int W = spanWidth(D - C0, Swizzled ? 64 : 128);
-    loadSpan<T, D, Swizzled, C0, W>(x, m, b, h, row0, rows, which, tile);
-    loadTile<T, D, Swizzled, C0 + W>(x, m, b, h, row0, rows, which, tile);
-  }
 }
 
 /// Four 8x8 16-bit matrices from shared memory (ldmatrix): lane i gives the
@@ -275,144 +224,6 @@ __device__ __forceinline__ void productTile(const float p[MR][8][4], const T *ti
   }
 }
 
-/// The first tile i in [from, count) for which |live|(i) holds (|count|
-/// when none): |from| itself first (the usual case inside a mask's live
-/// run), then the warp's lanes test 32 tiles at a time (one round of map
-/// reads where a causal mask's run of skipped tiles would take one each).
-/// Every lane of the warp calls it and gets the same answer.
-template <typename Live> __device__ __forceinline__ int firstLive(int from, int count, Live live) {
-  if (from >= count || live(from))
-    return from < count ? from : count;
-  int lane = threadIdx.x & 31;
-  for (int base = from + 1; base < count; base += 32) {
-    unsigned found = __ballot_sync(0xffffffff, base + lane < count && live(base + lane));
-    if (found)
-      return base + __ffs(found) - 1;
-  }
-  return count;
-}
-
-/// The next key tile at or after |from| that the mask does not rule out
-/// for some query tile in [qt0, qt1) (|count| when none); the same for the
-/// whole block.
-__device__ __forceinline__ int64_t nextKeyTile(const unsigned char *tiles, const Dims &m, int64_t b,
-                                               int64_t h, int64_t from, int64_t count, int64_t qt0,
-                                               int64_t qt1) {
-  const unsigned char *row = tiles + tileIndex(m, b, h, qt0, 0);
-  int kTiles = (int)((m.sk + kTile - 1) / kTile), rows = (int)(qt1 - qt0);
-  return firstLive((int)from, (int)count, [&](int i) {
-    for (int qt = 0; qt < rows; ++qt)
-      if (row[qt * kTiles + i] != kSkipTile)
-        return true;
-    return false;
-  });
-}
-
-/// The next query tile at or after |from| that the mask does not rule out
-/// for key tile |kt| (|count| when none).
-__device__ __forceinline__ int64_t nextQueryTile(const unsigned char *tiles, const Dims &m,
-                                                 int64_t b, int64_t h, int64_t from, int64_t count,
-                                                 int64_t kt) {
-  const unsigned char *column = tiles + tileIndex(m, b, h, 0, kt);
-  int kTiles = (int)((m.sk + kTile - 1) / kTile);
-  return firstLive((int)from, (int)count, [&](int i) { return column[i * kTiles] != kSkipTile; });
-}
-
-/// The key tiles that query tiles [qt0, qt1) of (b, h) see, in order,
-/// with k and v tiles (k/v head |kh|) double-buffered in ks and vs (|Elems|
-/// elements a buffer; |Swizzled|: wgmma's layout, else rows padded by
-/// kPad): step(tile, buf) computes on buffer |buf| once every thread's
-/// copies have landed (and, swizzled, are visible to wgmma's async proxy),
-/// while the next tile's copies run.
-template <typename T, int D, bool Swizzled, typename Step>
-__device__ __forceinline__ void
-forKeyTiles(const unsigned char *tiles, const Dims &m, int64_t b, int64_t h, int64_t kh,
-            int64_t qt0, int64_t qt1, const T *k, const T *v, T *ks, T *vs, int elems, Step step) {
-  auto load = [&](int64_t tile, int buf) {
-    loadTile<T, D, Swizzled>(k, m, b, kh, tile * kTile, m.sk, Rows::K, ks + buf * elems);
-    loadTile<T, D, Swizzled>(v, m, b, kh, tile * kTile, m.sk, Rows::K, vs + buf * elems);
-  };
-  int64_t kTiles = (m.sk + kTile - 1) / kTile;
-  int64_t cur = nextKeyTile(tiles, m, b, h, 0, kTiles, qt0, qt1);
-  if (cur < kTiles)
-    load(cur, 0);
-  cpAsyncCommit();
-  for (int buf = 0; cur < kTiles; buf ^= 1) {
-    int64_t next = nextKeyTile(tiles, m, b, h, cur + 1, kTiles, qt0, qt1);
-    if (next < kTiles)
-      load(next, buf ^ 1);
-    cpAsyncCommit();
-    cpAsyncWait<1>();
-    if constexpr (Swizzled) // cp.async wrote through the generic proxy
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
-    step(cur, buf);
-    __syncthreads(); // the next iteration refills this buffer
-    cur = next;
-  }
-  cpAsyncWait<0>(); // a block with no tiles still issued its own rows' copies
-}
-
-/// lse (log2 domain) and D of query tile |tile| of (b, h) into shared
-/// memory (the block's threads together); rows past the end get lse = inf.
-__device__ __forceinline__ void queryTileStats(const float *lse, const float *dsum, int64_t b,
-                                               int64_t h, int64_t tile, const Dims &m,
-                                               float *tileLse, float *tileD) {
-  for (int r = threadIdx.x; r < kTile; r += blockDim.x) {
-    int64_t query = tile * kTile + r;
-    bool in = query < m.sq;
-    tileLse[r] = in ? lse[m.lseAt(b, h, query)] * kLog2e : INFINITY;
-    tileD[r] = in ? dsum[m.lseAt(b, h, query)] : 0.0f;
-  }
-}
-
-/// The query tiles that key tile |kt| of batch |b| sees, for each of the
-/// |group| query heads from |h0| in turn (grouped-query attention: the
-/// heads that share a k/v head), with the tiles' q and dO rows
-/// double-buffered in qs and gs and their lse and D in tileLse and tileD
-/// (kTile floats a buffer) as forKeyTiles does k and v; step(tile, head,
-/// buf).
-template <typename T, int D, bool Swizzled, typename Step>
-__device__ __forceinline__ void
-forQueryTiles(const unsigned char *tiles, const Dims &m, int64_t b, int64_t h0, int64_t group,
-              int64_t kt, const T *q, const T *g, const float *lse, const float *dsum, T *qs, T *gs,
-              float *tileLse, float *tileD, int elems, Step step) {
-  auto load = [&](int64_t tile, int64_t h, int buf) {
-    loadTile<T, D, Swizzled>(q, m, b, h, tile * kTile, m.sq, Rows::Q, qs + buf * elems);
-    loadTile<T, D, Swizzled>(g, m, b, h, tile * kTile, m.sq, Rows::Out, gs + buf * elems);
-    queryTileStats(lse, dsum, b, h, tile, m, tileLse + buf * kTile, tileD + buf * kTile);
-  };
-  int64_t qTiles = (m.sq + kTile - 1) / kTile, h = h0, lastHead = h0 + group - 1;
-  int64_t cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kt);
-  if (cur < qTiles)
-    load(cur, h, 0);
-  cpAsyncCommit();
-  for (int buf = 0;; buf ^= 1) {
-    if (cur >= qTiles) { // this head is done: the group's next one
-      if (h == lastHead)
-        break;
-      ++h;
-      cur = nextQueryTile(tiles, m, b, h, 0, qTiles, kt);
-      if (cur >= qTiles)
-        continue;
-      load(cur, h, buf);
-      cpAsyncCommit();
-    }
-    int64_t next = nextQueryTile(tiles, m, b, h, cur + 1, qTiles, kt);
-    if (next < qTiles)
-      load(next, h, buf ^ 1);
-    cpAsyncCommit();
-    cpAsyncWait<1>();
-    if constexpr (Swizzled)
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
-    step(cur, h, buf);
-    __syncthreads();
-    cur = next;
-  }
-  cpAsyncWait<0>();
-}
-
 /// The forward's and dq's blocks: 16 MR query rows per warp, kWarps warps,
 /// so a block covers MR of the mask map's 64-row tiles. Blocks go
 /// (b * H + h, query block) with the last query block first: under a
@@ -426,109 +237,6 @@ template <int MR> constexpr int kBlockRows = kWarps * 16 * MR;
 /// accumulators, 256 two; at D = 128 no bound (two blocks fit in shared
 /// memory anyway).
 template <int D, int MR> constexpr int minBlocks() { return D <= 64 ? 4 / MR : 1; }
-
-/// The online softmax over one tile's scores (FlashAttention-2), per row:
-/// the new maximum (log2 domain; |mul| is the scale still to apply, 1 where
-/// maskScores applied it), s -> 2^(s mul - max), the running sum, and the
-/// output rescaled by 2^(old max - new max).
-template <int D, int MR>
-__device__ __forceinline__ void onlineSoftmax(float s[MR][8][4], float mul, float mx[MR][2],
-                                              float l[MR][2], float o[MR][D / 8][4]) {
-#pragma unroll
-  for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float tileMax = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-        tileMax = fmaxf(tileMax, fmaxf(s[mr][nt][2 * half], s[mr][nt][2 * half + 1]));
-      tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 1));
-      tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffff, tileMax, 2));
-      float newMax = fmaxf(mx[mr][half], tileMax * mul);
-      float base = newMax == -INFINITY ? 0.0f : newMax;
-      float alpha = exp2Approx(mx[mr][half] - base);
-      float sum = 0;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float &x = s[mr][nt][2 * half + e];
-          x = exp2Approx(fmaf(x, mul, -base));
-          sum += x;
-        }
-      l[mr][half] = l[mr][half] * alpha + sum;
-      mx[mr][half] = newMax;
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd) {
-        o[mr][nd][2 * half] *= alpha;
-        o[mr][nd][2 * half + 1] *= alpha;
-      }
-    }
-}
-
-/// P into s over a tile whose rows are queries: P = 2^(s scale log2(e) +
-/// mask log2(e) - lse log2(e)); |general| tiles (a mask to apply or keys
-/// past the end) go through maskScores, interior ones take one FFMA and one
-/// ex2 per score. |WithDs|: dS = P (dP - D) in the same pass (where dP is
-/// at hand already).
-template <typename T, int MR, bool WithDs>
-__device__ __forceinline__ void
-queryProbs(float s[MR][8][4], const float rowLse[MR][2], float sl, bool general, unsigned char kind,
-           const T *biasAt, const MaskFrame &f, float capInv = 0, const float (*dp)[8][4] = nullptr,
-           const float (*rowD)[2] = nullptr) {
-  auto each = [&](auto scoreOf, auto capped) {
-#pragma unroll
-    for (int mr = 0; mr < MR; ++mr)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float p = exp2Approx(scoreOf(s[mr][nt][e], rowLse[mr][e >> 1]));
-          if constexpr (WithDs) {
-            float ds = p * (dp[mr][nt][e] - rowD[mr][e >> 1]);
-            if constexpr (decltype(capped)::value)
-              ds *= capSlope(p, rowLse[mr][e >> 1], capInv);
-            p = ds;
-          }
-          s[mr][nt][e] = p;
-        }
-  };
-  // Soft-capped or not: a uniform branch around the loops (without a cap
-  // the slope's log2 is neither paid nor predicated).
-  auto run = [&](auto capped) {
-    if (general) {
-      maskScores<T, MR, false>(s, sl, kind, biasAt, f);
-      each([](float x, float lse) { return x - lse; }, capped);
-    } else {
-      each([sl](float x, float lse) { return fmaf(x, sl, -lse); }, capped);
-    }
-  };
-  if (WithDs && capInv != 0.0f)
-    run(std::true_type{});
-  else
-    run(std::false_type{});
-}
-
-/// dS = P (dP - D) into p, rows queries (queryProbs without |WithDs|
-/// first); soft-capped, times the cap's slope.
-__device__ __forceinline__ void queryDs(float p[1][8][4], const float dp[1][8][4],
-                                        const float rowD[1][2], const float rowLse[1][2],
-                                        float capInv) {
-  if (capInv != 0.0f) {
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        p[0][nt][e] *=
-            (dp[0][nt][e] - rowD[0][e >> 1]) * capSlope(p[0][nt][e], rowLse[0][e >> 1], capInv);
-    return;
-  }
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      p[0][nt][e] *= dp[0][nt][e] - rowD[0][e >> 1];
-}
 
 /// Forward, tensor cores: block (b * H + h, query block, last first); the
 /// next k/v tile is copied (cp.async) while this one is computed. A warp
@@ -579,141 +287,6 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
         }
       });
   writeForward<T, D, MR>(o, mx, l, row0, b, h, m, out, lse);
-}
-
-//===----------------------------------------------------------------------===//
-// Hopper: wgmma (sm_90a)
-//===----------------------------------------------------------------------===//
-
-// The forward, dq and dk/dv kernels again on warpgroup MMAs
-// (wgmma.mma_async m64n64k16, float accumulation): the block's 4 warps are
-// one warpgroup over 64 rows (queries, or keys for dk/dv). Score products
-// (S = Q K^T, dP = dO V^T and their transposes) read both operands from
-// shared memory, where tiles sit in the 128-byte swizzle (loadTile);
-// the products with P or dS take them from registers as the A operand (the
-// accumulators' fragments line up as with mma.sync) and read V, K, dO or Q
-// MN-major. The accumulators have mma.sync's layout per warp (16 rows
-// each), so the mask, softmax and gradient code is the mma.sync kernels'.
-// Built for sm_90a only (Attention.cu's own gencode, runtime/CMakeLists.txt);
-// launched where the device is compute capability 9.0.
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the wgmma kernels' products
-
-/// Issues s (64 x 64: this warp's 16 rows in mma.sync's accumulator
-/// layout) = A B^T as one commit group, A's 64 rows and B's 64 rows
-/// swizzled tiles of D columns in shared memory (both K-major). The caller
-/// fences before (wgmmaFence) and waits.
-template <typename T, int D>
-__device__ __forceinline__ void issueScores(const T *a, const T *b, float s[1][8][4]) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    wgmmaSS<T>(&s[0][0][0], swizzledDesc(a + (kk >> 2) * kSwBlock) + 2 * (kk & 3),
-               swizzledDesc(b + (kk >> 2) * kSwBlock) + 2 * (kk & 3), kk > 0);
-  wgmmaCommit();
-  fenceOperands<32>(&s[0][0][0]);
-}
-
-/// acc (columns [C0, C0 + W) of a 64-row product, this warp's 16 rows) += P
-/// B over one k-slice of 16 keys: B's rows [16 kk, 16 kk + 16) of a swizzled
-/// tile read MN-major, one wgmma a span of columns inside a 64-column block
-/// (wgmma's start address moves along the 128-byte row as it does along K
-/// for K-major operands: the swizzle is a function of the address).
-template <typename T, int C0, int W, int C = C0>
-__device__ __forceinline__ void issueSpans(const uint32_t a[4], const T *tile, int kk,
-                                           float acc[1][W / 8][4]) {
-  if constexpr (C < C0 + W) {
-    constexpr int kEnd = (C / 64 + 1) * 64 < C0 + W ? (C / 64 + 1) * 64 : C0 + W;
-    wgmmaRS<T, kEnd - C>(&acc[0][(C - C0) / 8][0], a,
-                         swizzledDesc(tile + (C / 64) * kSwBlock + kk * 16 * 64) + (C % 64) / 8);
-    issueSpans<T, C0, W, kEnd>(a, tile, kk, acc);
-  }
-}
-
-/// Issues acc (64 x W, this warp's 16 rows) += P B as one commit group
-/// (fenced first: |a| was just written), P packed by packA and B (64 x W)
-/// columns [C0, C0 + W) of a swizzled tile read MN-major. The caller waits.
-template <typename T, int C0, int W>
-__device__ __forceinline__ void issueProduct(const uint32_t a[4][4], const T *tile,
-                                             float acc[1][W / 8][4]) {
-  wgmmaFence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-    issueSpans<T, C0, W>(a[kk], tile, kk, acc);
-  wgmmaCommit();
-  fenceOperands<W / 2>(&acc[0][0][0]);
-}
-
-/// s = A B^T (issueScores), waited for.
-template <typename T, int D>
-__device__ __forceinline__ void scoresWgmma(const T *a, const T *b, float s[1][8][4]) {
-  wgmmaFence();
-  issueScores<T, D>(a, b, s);
-  wgmmaWait<0>();
-  fenceOperands<32>(&s[0][0][0]);
-}
-
-/// acc += P B (issueProduct over B's D columns), waited for.
-template <typename T, int D>
-__device__ __forceinline__ void productWgmma(const float p[1][8][4], const T *tile,
-                                             float acc[1][D / 8][4]) {
-  uint32_t a[4][4]; // every register formed before the MMAs start
-  packA<T>(p, a);
-  issueProduct<T, 0, D>(a, tile, acc);
-  wgmmaWait<0>();
-  fenceOperands<D / 2>(&acc[0][0][0]);
-}
-#endif
-
-/// Forward with wgmma: block (b * H + h, 64-query block, last first), one
-/// warpgroup; k/v tiles double-buffered with cp.async as in
-/// flashForwardKernel. At D = 64, 128 registers: four blocks a SM (as
-/// before loadTile's per-tile addresses took a few more). A FlashAttention-3
-/// style pipelined loop (S_{i+1} issued before P_i V_i, K and V buffered a
-/// step apart), with Q from registers or not, measured 1-3% faster at D =
-/// 128 and 10% slower at D = 64 (more registers: three blocks a SM) before
-/// the loads' address math was fixed, and slower at every shape after
-/// (docs/benchmarks.md): not kept.
-template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 4
-                                               : D <= 128 ? 2
-                                                          : 1)
-    flashForwardWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
-                            const unsigned char *tiles, T *out, float *lse, Dims m) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(16) unsigned char smemRaw[];
-  constexpr int kTileElems = kSwTileElems<D>;
-  // 1024-byte aligned (the swizzle's period): q, then k and v, two buffers each.
-  unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
-  T *qs = reinterpret_cast<T *>(smemRaw + skew), *ks = qs + kTileElems, *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
-  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
-  int warp = threadIdx.x >> 5;
-  int64_t row0 = qBlock * kTile + warp * 16;
-  // Rows past the end still take part in the MMAs; their mask is row
-  // sq - 1's and nothing of them is written.
-  int64_t maskRow0 = row0 < m.sq ? row0 : m.sq - 1;
-  loadTile<T, D, true>(q, m, b, h, qBlock * kTile, m.sq, Rows::Q, qs);
-  float o[1][D / 8][4] = {};
-  float mx[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0, 0}}; // mx: log2 domain
-  const float sl = m.scale * kLog2e;
-  forKeyTiles<T, D, true>(
-      tiles, m, b, h, kh, qBlock, qBlock + 1, k, v, ks, vs, kTileElems, [&](int64_t cur, int buf) {
-        int64_t key0 = cur * kTile;
-        unsigned char kind = tiles[tileIndex(m, b, h, qBlock, cur)]; // not kSkipTile
-        const T *kt = ks + buf * kTileElems, *vt = vs + buf * kTileElems;
-        float s[1][8][4];
-        scoresWgmma<T, D>(qs, kt, s);
-        capScores<1>(s, m);
-        bool general = kind != kPlainTile || key0 + kTile > m.sk || !(sl > 0);
-        float mul = general ? 1.0f : sl;
-        if (general)
-          maskScores<T, 1, false>(s, sl, kind, bias + m.biasRow(b, h, maskRow0) + key0,
-                                  maskFrame(m, b, maskRow0, key0));
-        onlineSoftmax<D, 1>(s, mul, mx, l, o);
-        productWgmma<T, D>(s, vt, o);
-      });
-  writeForward<T, D, 1>(o, mx, l, row0, b, h, m, out, lse);
-#endif
 }
 
 /// D[b, h, i] = sum_d dO * O (float), a warp per row.
@@ -841,28 +414,6 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
                       [&](int64_t row) { return dq + m.dqAt(b, row, h); });
 }
 
-/// The columns of dk and dv one block of the dk/dv kernels accumulates:
-/// all of D up to 128, else half (blockIdx.z picks which): the two sets of
-/// D / 2 accumulators fit in registers where D would not (at D = 256, 256
-/// floats a thread), at the price of both halves' blocks forming S^T and
-/// dP^T (the backward's FLOPs 9/7 of one pass). D is then a multiple of 32.
-template <int D> constexpr int kvGradColumns() { return D <= 128 ? D : D / 2; }
-
-/// Runs body(integral_constant<int, C0>) for the column half C0 of
-/// blockIdx.z (kvGradColumns).
-template <int D, typename Body> __device__ __forceinline__ void forKvGradHalf(Body body) {
-  constexpr int W = kvGradColumns<D>();
-  if constexpr (W == D) {
-    body(std::integral_constant<int, 0>{});
-  } else {
-    static_assert(D % 32 == 0, "halves of whole 16-column blocks");
-    if (blockIdx.z == 0)
-      body(std::integral_constant<int, 0>{});
-    else
-      body(std::integral_constant<int, W>{});
-  }
-}
-
 /// Backward for dk and dv, tensor cores: block (b * Hk + kv head, key
 /// tile, column half), the first key tiles first (under a causal mask they
 /// meet the most query tiles); the scores transposed (a warp's 16 keys x 64
@@ -916,131 +467,6 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
         });
     writeKeyGrads<T, C0, W>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
   });
-}
-
-/// Backward for dq with wgmma: flashBackwardDqKernel's blocks and steps,
-/// S = Q K^T and dP = dO V^T from swizzled tiles, dq += dS K with K read
-/// MN-major.
-template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 3
-                                               : D <= 128 ? 2
-                                                          : 1)
-    flashBackwardDqWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
-                               const unsigned char *tiles, const float *lse, const float *dsum,
-                               const T *g, T *dq, Dims m) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(16) unsigned char smemRaw[];
-  constexpr int kTileElems = kSwTileElems<D>;
-  // 1024-byte aligned: q and dO, then k and v, two buffers each.
-  unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
-  T *qs = reinterpret_cast<T *>(smemRaw + skew), *gs = qs + kTileElems, *ks = gs + kTileElems,
-    *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
-  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
-  int warp = threadIdx.x >> 5;
-  int64_t row0 = qBlock * kTile + warp * 16;
-  int64_t maskRow0 = row0 < m.sq ? row0 : m.sq - 1; // rows past the end: row sq - 1's mask
-  loadTile<T, D, true>(q, m, b, h, qBlock * kTile, m.sq, Rows::Q, qs);
-  loadTile<T, D, true>(g, m, b, h, qBlock * kTile, m.sq, Rows::Out, gs);
-  float rowLse[1][2], rowD[1][2];
-  queryRowStats<1>(lse, dsum, row0, b, h, m, rowLse, rowD);
-  float acc[1][D / 8][4] = {};
-  const float sl = m.scale * kLog2e;
-  const float capInv = capInverse(m);
-  forKeyTiles<T, D, true>(
-      tiles, m, b, h, kh, qBlock, qBlock + 1, k, v, ks, vs, kTileElems, [&](int64_t cur, int buf) {
-        int64_t key0 = cur * kTile;
-        unsigned char kind = tiles[tileIndex(m, b, h, qBlock, cur)]; // not kSkipTile
-        const T *kt = ks + buf * kTileElems, *vt = vs + buf * kTileElems;
-        float s[1][8][4], dp[1][8][4];
-        // S and dP as two groups: P is formed while dP's MMAs run.
-        wgmmaFence();
-        issueScores<T, D>(qs, kt, s);
-        issueScores<T, D>(gs, vt, dp);
-        wgmmaWait<1>();
-        fenceOperands<32>(&s[0][0][0]);
-        capScores<1>(s, m);
-        queryProbs<T, 1, false>(s, rowLse, sl, kind != kPlainTile || key0 + kTile > m.sk, kind,
-                                bias + m.biasRow(b, h, maskRow0) + key0,
-                                maskFrame(m, b, maskRow0, key0));
-        wgmmaWait<0>();
-        fenceOperands<32>(&dp[0][0][0]);
-        queryDs(s, dp, rowD, rowLse, capInv);
-        productWgmma<T, D>(s, kt, acc);
-      });
-  writeRows<T, D, 1>(acc, m.scale, row0, m.sq, m.d,
-                     [&](int64_t row) { return dq + m.dqAt(b, row, h); });
-#endif
-}
-
-/// Backward for dk and dv with wgmma: flashBackwardDkvKernel's blocks and
-/// steps (a warpgroup's 64 keys), S^T = K Q^T and dP^T = V dO^T from
-/// swizzled tiles, dv += P^T dO and dk += dS^T Q with dO and Q read
-/// MN-major.
-template <typename T, int D>
-__global__ void __launch_bounds__(kWarps * 32, D <= 64 ? 3 : 1)
-    flashBackwardDkvWgmmaKernel(const T *q, const T *k, const T *v, const T *bias,
-                                const unsigned char *tiles, const float *lse, const float *dsum,
-                                const T *g, T *dk, T *dv, Dims m) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(16) unsigned char smemRaw[];
-  constexpr int kTileElems = kSwTileElems<D>;
-  // 1024-byte aligned: k's and v's 64 rows, q and dO (two buffers each),
-  // then lse and D of the query tiles.
-  unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
-  T *kb = reinterpret_cast<T *>(smemRaw + skew), *vb = kb + kTileElems, *qs = vb + kTileElems,
-    *gs = qs + 2 * kTileElems;
-  float *tileLse = reinterpret_cast<float *>(gs + 2 * kTileElems), *tileD = tileLse + 2 * kTile;
-  const int64_t group = m.group();
-  int64_t b = blockIdx.x / m.hk, kh = blockIdx.x % m.hk, h0 = kh * group; // the group's first head
-  int64_t kTileIdx = blockIdx.y;
-  int warp = threadIdx.x >> 5;
-  int64_t key0 = kTileIdx * kTile + warp * 16;
-  loadTile<T, D, true>(k, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, kb);
-  loadTile<T, D, true>(v, m, b, kh, kTileIdx * kTile, m.sk, Rows::K, vb);
-  const float sl = m.scale * kLog2e;
-  const float capInv = capInverse(m);
-  forKvGradHalf<D>([&](auto half) {
-    constexpr int C0 = decltype(half)::value, W = kvGradColumns<D>();
-    float dkAcc[1][W / 8][4] = {}, dvAcc[1][W / 8][4] = {};
-    forQueryTiles<T, D, true>(
-        tiles, m, b, h0, group, kTileIdx, q, g, lse, dsum, qs, gs, tileLse, tileD, kTileElems,
-        [&](int64_t cur, int64_t h, int buf) {
-          int64_t q0 = cur * kTile;
-          unsigned char kind = tiles[tileIndex(m, b, h, cur, kTileIdx)];
-          const float *curLse = tileLse + buf * kTile, *curD = tileD + buf * kTile;
-          const T *qt = qs + buf * kTileElems, *gt = gs + buf * kTileElems;
-          float s[1][8][4], dp[1][8][4];
-          // Four groups, each product's inputs formed while the one before
-          // runs: S^T and dP^T; P^T (dP^T's MMAs running); dv += P^T dO;
-          // dS^T (dv's MMAs running); dk += dS^T Q.
-          wgmmaFence();
-          issueScores<T, D>(kb, qt, s);  // S^T: keys x queries
-          issueScores<T, D>(vb, gt, dp); // dP^T
-          wgmmaWait<1>();
-          fenceOperands<32>(&s[0][0][0]);
-          capScores<1>(s, m);
-          keyProbs<T>(s, curLse, sl,
-                      kind != kPlainTile || q0 + kTile > m.sq || (kTileIdx + 1) * kTile > m.sk,
-                      kind, bias + m.biasRow(b, h, q0) + key0, maskFrame(m, b, q0, key0));
-          uint32_t pa[4][4], dsa[4][4];
-          packA<T>(s, pa);
-          issueProduct<T, C0, W>(pa, gt, dvAcc);
-          // W <= 64 (168 registers a thread at D = 64): dv's MMAs finish
-          // before dS^T is formed, or P^T's registers would have to live
-          // beside it.
-          wgmmaWait<W <= 64 ? 0 : 1>();
-          fenceOperands<32>(&dp[0][0][0]);
-          keyDs(s, dp, curD, curLse, capInv);
-          packA<T>(dp, dsa);
-          issueProduct<T, C0, W>(dsa, qt, dkAcc);
-          wgmmaWait<0>();
-          fenceOperands<W / 2>(&dvAcc[0][0][0]);
-          fenceOperands<W / 2>(&dkAcc[0][0][0]);
-        });
-    writeKeyGrads<T, C0, W>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
-  });
-#endif
 }
 
 //===----------------------------------------------------------------------===//
@@ -1142,18 +568,6 @@ template <size_t I = 0, typename F> Status withWidth(int64_t d, F f) {
   return f(std::integral_constant<int, W>{});
 }
 
-template <typename K> Status setSmem(K kernel, size_t bytes) {
-  if (bytes > 48 * 1024) {
-    cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (e != cudaSuccess)
-      return errorf("attention: ", cudaGetErrorString(e));
-  }
-  return Status::ok();
-}
-
-template <typename T> struct Pointers { const T *q, *k, *v, *bias; };
-
 template <typename T, int D, int MR>
 Status launchForward(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
                      cudaStream_t st) {
@@ -1163,51 +577,6 @@ Status launchForward(const Operands &a, const Pointers<T> &p, const unsigned cha
   dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kBlockRows<MR> - 1) / kBlockRows<MR>));
   flashForwardKernel<T, D, MR><<<grid, kWarps * 32, bytes, st>>>(
       p.q, p.k, p.v, p.bias, tiles, reinterpret_cast<T *>(a.o), a.lseOut, m);
-  return Status::ok();
-}
-
-template <typename T, int D>
-Status launchForwardWgmma(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
-                          cudaStream_t st) {
-  const Dims &m = a.m;
-  size_t bytes = sizeof(T) * 5 * kSwTileElems<D> + 1024; // q; k and v, two buffers each; alignment
-  ZRT_RETURN_IF_ERROR(setSmem(flashForwardWgmmaKernel<T, D>, bytes));
-  dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
-  flashForwardWgmmaKernel<T, D><<<grid, kWarps * 32, bytes, st>>>(
-      p.q, p.k, p.v, p.bias, tiles, reinterpret_cast<T *>(a.o), a.lseOut, m);
-  return Status::ok();
-}
-
-template <typename T, int D>
-Status launchBackwardWgmma(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
-                           const float *dsum, cudaStream_t st, bool wsDq, bool wsDkv) {
-  const Dims &m = a.m;
-  if constexpr (D <= 128) {
-    if (wsDq) // dq by the warp-specialised kernel (no bias tensor)
-      ZRT_RETURN_IF_ERROR((launchFa3Dq<T, D>(a, tiles, dsum, st)));
-    if (wsDkv) // dk and dv likewise
-      ZRT_RETURN_IF_ERROR((launchFa3Dkv<T, D>(a, tiles, dsum, st)));
-  } else {
-    wsDq = wsDkv = false;
-  }
-  if (!wsDq) {
-    size_t dqBytes = sizeof(T) * 6 * kSwTileElems<D> + 1024; // q, dO; k and v, two buffers each
-    ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqWgmmaKernel<T, D>, dqBytes));
-    dim3 dqGrid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
-    flashBackwardDqWgmmaKernel<T, D><<<dqGrid, kWarps * 32, dqBytes, st>>>(
-        p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
-        reinterpret_cast<T *>(a.dq), m);
-  }
-  if (wsDkv)
-    return Status::ok();
-  // k, v; q and dO, two buffers each; lse and D, two buffers each
-  size_t kvBytes = sizeof(T) * 6 * kSwTileElems<D> + 4 * kTile * sizeof(float) + 1024;
-  ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDkvWgmmaKernel<T, D>, kvBytes));
-  dim3 kvGrid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kTile - 1) / kTile),
-              D / kvGradColumns<D>());
-  flashBackwardDkvWgmmaKernel<T, D><<<kvGrid, kWarps * 32, kvBytes, st>>>(
-      p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
-      reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);
   return Status::ok();
 }
 
