@@ -1,9 +1,14 @@
 //===- Settings.cpp - merging zcc's flags with a DeepSpeed config ---------===//
 #include "Settings.h"
 
+#include "zcc/Pipelines/Pipelines.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 #include <cstdio>
+#include <tuple>
 
 using namespace llvm;
 
@@ -326,6 +331,195 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
                        "(device cpu or nvme): zcc runs the update where the parameter shards "
                        "live");
   return s;
+}
+
+int64_t meshGroup(int64_t size, int64_t world, bool hpz) {
+  return size <= (hpz ? 1 : 0) || size == world ? 0 : size;
+}
+
+namespace {
+/// An error message built with <<.
+struct Msg {
+  std::string text;
+  template <typename T> Msg &operator<<(const T &x) {
+    raw_string_ostream(text) << x;
+    return *this;
+  }
+  operator Error() const { return fail(text); }
+};
+} // namespace
+
+Error checkSettings(const Settings &S) {
+  if (S.precision != "fp32" && S.precision != "bf16" && S.precision != "fp16") {
+    return Msg() << "--precision '" << S.precision << "': expected fp32, bf16 or fp16";
+  }
+  if (S.commDtype != "fp32" && S.commDtype != "bf16" && S.commDtype != "fp16") {
+    return Msg() << "--comm-dtype '" << S.commDtype << "': expected fp32, bf16 or fp16";
+  }
+  if (S.gradAccumDtype != "auto" && S.gradAccumDtype != "fp32" &&
+      (S.gradAccumDtype != "bf16" || S.precision != "bf16") &&
+      (S.gradAccumDtype != "fp16" || S.precision != "fp16")) {
+    return Msg() << "--grad-accum-dtype (data_types.grad_accum_dtype) '" << S.gradAccumDtype
+                 << "' with --precision " << S.precision
+                 << ": expected auto, fp32, or the 16-bit type the model trains in";
+  }
+  if (!(S.lossScale >= 0) || S.initialScalePower < 0 || S.initialScalePower > 63 ||
+      S.lossScaleWindow < 1 || S.hysteresis < 1 || !(S.minLossScale > 0)) {
+    return Msg() << "fp16 loss scaling needs --loss-scale >= 0, "
+                    "--initial-scale-power in [0, 63], --loss-scale-window >= 1, "
+                    "--hysteresis >= 1 and --min-loss-scale > 0";
+  }
+  if (S.optimizer != "adamw" && S.optimizer != "sgd") {
+    return Msg() << "--optimizer '" << S.optimizer << "': expected adamw or sgd";
+  }
+  if (!(S.momentum >= 0)) {
+    return Msg() << "--momentum must be >= 0";
+  }
+  if (!(S.lr >= 0) || !(S.eps > 0) || !(S.weightDecay >= 0) || !(S.gradClip >= 0) ||
+      S.gradAccum < 1) {
+    return Msg() << "--lr, --weight-decay and --grad-clip must be >= 0, --eps > 0 "
+                    "and --grad-accum >= 1";
+  }
+  if ((S.reduceBucketSize != -1 && S.reduceBucketSize < 1) ||
+      (S.allgatherBucketSize != -1 && S.allgatherBucketSize < 1) || S.persistenceThreshold < -1) {
+    return Msg() << "bucket sizes must be >= 1 and the persistence threshold >= 0";
+  }
+  if (S.maxReuseDistance < -1) {
+    return Msg() << "--stage3-max-reuse-distance must be >= 0 (elements), got "
+                 << S.maxReuseDistance;
+  }
+  if (S.recompute != "none" && S.recompute != "layer" && S.recompute != "selective" &&
+      S.recompute != "auto") {
+    return Msg() << "--recompute '" << S.recompute << "': expected none, layer, selective or auto";
+  }
+  if (S.offloadOptimizer != "none" && S.offloadOptimizer != "cpu" && S.offloadOptimizer != "nvme") {
+    return Msg() << "--offload-optimizer '" << S.offloadOptimizer
+                 << "': expected none, cpu or nvme";
+  }
+  if (S.offloadOptimizer != "none" && S.zeroStage < 1) {
+    return Msg() << "--offload-optimizer " << S.offloadOptimizer
+                 << " needs ZeRO stage 1, 2 or 3 (as DeepSpeed's offload_optimizer); give "
+                    "--zero-stage";
+  }
+  if ((S.offloadOptimizer == "nvme" || S.offloadParam == "nvme") && S.nvmePath.empty()) {
+    return Msg() << "--offload-" << (S.offloadOptimizer == "nvme" ? "optimizer" : "param")
+                 << " nvme needs --nvme-path DIR (the directory "
+                    "of the swap files, on the NVMe drive; zrun --nvme-path can change it)";
+  }
+  if (S.nvmeChunk < 1) {
+    return Msg() << "--nvme-chunk " << S.nvmeChunk << ": expected a positive count";
+  }
+  if (S.offloadParam != "none" && S.offloadParam != "cpu" && S.offloadParam != "nvme") {
+    return Msg() << "--offload-param '" << S.offloadParam << "': expected none, cpu or nvme";
+  }
+  if (S.offloadParam != "none" && (S.zeroStage != 3 || S.offloadOptimizer == "none")) {
+    return Msg() << "--offload-param " << S.offloadParam
+                 << " needs ZeRO stage 3 (as DeepSpeed's "
+                    "offload_param) and --offload-optimizer cpu or nvme (the update runs where "
+                    "the parameters live)";
+  }
+  if (S.zeroStage < 0 || S.zeroStage > 3 || S.worldSize < 1 || S.worldSize > 4096) {
+    return Msg() << "--zero-stage must be 0-3 and --world-size 1-4096, got " << S.zeroStage
+                 << " and " << S.worldSize;
+  }
+  const int64_t mics = meshGroup(S.micsShardSize, S.worldSize, false),
+                hpz = meshGroup(S.hpzPartitionSize, S.worldSize, true);
+  if (mics == 1) {
+    return Msg() << "--mics-shard-size 1 keeps the whole state on every rank: that "
+                    "is --zero-stage 0 (give a group of 2 or more ranks)";
+  }
+  for (auto [flag, size, g] : {std::tuple{"--mics-shard-size", S.micsShardSize, mics},
+                               std::tuple{"--hpz-partition-size", S.hpzPartitionSize, hpz}}) {
+    if (g && (S.worldSize % g || g > S.worldSize)) {
+      return Msg() << flag << " " << size << ": the groups must divide --world-size " << S.worldSize
+                   << " (a node's ranks: --world-size is nodes x ranks per node)";
+    }
+  }
+  if (mics && hpz) {
+    return Msg() << "--mics-shard-size and --hpz-partition-size exclude each other "
+                    "(as in DeepSpeed): MiCS replicates the state across groups, hpZ shards it "
+                    "over every rank; give one";
+  }
+  if (mics && S.zeroStage < 1) {
+    return Msg() << "--mics-shard-size shards the optimizer state: it needs "
+                    "--zero-stage 1, 2 or 3 (got 0)";
+  }
+  if (S.quantizedWeights && S.zeroStage != 3) {
+    return Msg() << "--quantized-weights (qwZ) quantizes the gathers of stage 3's "
+                    "partitioned parameters: it needs --zero-stage 3 (got "
+                 << S.zeroStage << ")";
+  }
+  if (S.quantizedGradients && S.zeroStage < 1) {
+    return Msg() << "--quantized-gradients (qgZ) quantizes the reduce-scatter of "
+                    "partitioned gradients: it needs --zero-stage 1, 2 or 3 (got 0, which "
+                    "all-reduces them)";
+  }
+  if (hpz && S.zeroStage != 3) {
+    return Msg() << "--hpz-partition-size keeps a secondary partition of stage 3's "
+                    "parameters: it needs --zero-stage 3 (got "
+                 << S.zeroStage << ")";
+  }
+  return Error::success();
+}
+
+void setPipelineOptions(TrainingPipelineOptions &o, const Settings &S, StringRef recompute) {
+  o.precision = S.precision == "bf16"   ? Precision::BF16
+                : S.precision == "fp16" ? Precision::FP16
+                                        : Precision::FP32;
+  o.lossScale = S.lossScale;
+  o.initialScalePower = S.initialScalePower;
+  o.lossScaleWindow = S.lossScaleWindow;
+  o.hysteresis = S.hysteresis;
+  o.consecutiveHysteresis = S.consecutiveHysteresis;
+  o.minLossScale = S.minLossScale;
+  o.gradAccum = S.gradAccum;
+  o.recompute = recompute == "layer"       ? RecomputePolicy::Layer
+                : recompute == "selective" ? RecomputePolicy::Selective
+                                           : RecomputePolicy::None;
+  o.zeroStage = S.zeroStage;
+  o.worldSize = S.worldSize;
+  o.reduceBucketSize = S.reduceBucketSize;
+  o.allgatherBucketSize = S.allgatherBucketSize;
+  o.persistenceThreshold = S.persistenceThreshold;
+  o.prefetchBucketSize = S.prefetchBucketSize;
+  o.maxLiveParameters = S.maxLiveParameters;
+  o.maxReuseDistance = S.maxReuseDistance;
+  o.overlapComm = S.overlapComm;
+  o.commDtype = S.commDtype;
+  o.gradAccumDtype = S.gradAccumDtype;
+  o.micsShardSize = meshGroup(S.micsShardSize, S.worldSize, false);
+  o.hpzPartitionSize = meshGroup(S.hpzPartitionSize, S.worldSize, true);
+  o.quantizedWeights = S.quantizedWeights && S.worldSize > 1;
+  o.quantizedGradients = S.quantizedGradients && S.worldSize > 1;
+  o.offloadOptimizer = S.offloadOptimizer == "cpu"    ? OffloadDevice::CPU
+                       : S.offloadOptimizer == "nvme" ? OffloadDevice::NVMe
+                                                      : OffloadDevice::None;
+  o.nvmePath = S.nvmePath;
+  o.nvmeBlockSize = S.nvmeBlockSize;
+  o.nvmeQueueDepth = S.nvmeQueueDepth;
+  o.nvmeChunk = S.nvmeChunk;
+  o.offloadParam = S.offloadParam == "cpu"    ? OffloadDevice::CPU
+                   : S.offloadParam == "nvme" ? OffloadDevice::NVMe
+                                              : OffloadDevice::None;
+  o.optimizer = S.optimizer == "sgd" ? OptimizerKind::SGD : OptimizerKind::AdamW;
+  o.lr = S.lr;
+  o.momentum = S.momentum;
+  o.nesterov = S.nesterov;
+  o.beta1 = S.beta1;
+  o.beta2 = S.beta2;
+  o.eps = S.eps;
+  o.weightDecay = S.weightDecay;
+  o.gradClip = S.gradClip;
+  if (S.schedule) {
+    o.schedule = *S.schedule;
+    o.scheduleLr = S.scheduleLr;
+    o.warmupSteps = S.warmupSteps;
+    o.totalSteps = S.totalSteps;
+    o.warmupMinLr = S.warmupMinLr;
+    o.warmupLog = S.warmupLog;
+    o.warmupMinRatio = S.warmupMinRatio;
+    o.cosMinRatio = S.cosMinRatio;
+  }
 }
 
 } // namespace zcc

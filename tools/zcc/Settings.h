@@ -11,6 +11,7 @@
 #define ZCC_TOOLS_SETTINGS_H
 
 #include "zcc/Config/DeepSpeedConfig.h"
+#include "zcc/Pipelines/Pipelines.h"
 
 #include "llvm/Support/Error.h"
 
@@ -86,6 +87,22 @@ struct FlagValues {
 /// (unknown keys, settings zcc does not act on yet) go to |warn|.
 llvm::Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfig *config,
                                          llvm::function_ref<void(const std::string &)> warn);
+
+/// Checks resolved settings on their own and against each other (ranges,
+/// the stages each ZeRO feature needs, the mesh groups): the first problem,
+/// as a message that names the flag and what to give.
+llvm::Error checkSettings(const Settings &settings);
+
+/// The mesh group size --mics-shard-size or --hpz-partition-size |size| asks
+/// for at |world| ranks: 0 (off) for DeepSpeed's off values (mics -1,
+/// hpZ 0 or 1) and for a group of every rank, which is plain ZeRO.
+int64_t meshGroup(int64_t size, int64_t world, bool hpz);
+
+/// Sets the pipeline's options that |settings| decide in |options|, with
+/// recomputation |recompute| (--recompute's, or a candidate of --auto); the
+/// driver sets its own (target, loss, what to emit).
+void setPipelineOptions(TrainingPipelineOptions &options, const Settings &settings,
+                        llvm::StringRef recompute);
 
 } // namespace zcc
 

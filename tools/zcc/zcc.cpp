@@ -114,13 +114,6 @@ static std::string checkInputFile(const std::string &path) {
   return "";
 }
 
-/// The mesh group size --mics-shard-size or --hpz-partition-size |size| asks
-/// for at |world| ranks: 0 (off) for DeepSpeed's off values (mics -1,
-/// hpZ 0 or 1) and for a group of every rank, which is plain ZeRO.
-static int64_t meshGroup(int64_t size, int64_t world, bool hpz) {
-  return size <= (hpz ? 1 : 0) || size == world ? 0 : size;
-}
-
 /// Why |path| cannot be an output (empty: it can): it is one of |inputs|, a
 /// directory, or a device or other special file (but /dev/null).
 static std::string checkOutput(const std::string &path, std::vector<std::string> inputs) {
@@ -774,53 +767,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   const zcc::Settings &S = *resolved;
-  if (S.precision != "fp32" && S.precision != "bf16" && S.precision != "fp16") {
-    llvm::errs() << "zcc: error: --precision '" << S.precision
-                 << "': expected fp32, bf16 or fp16\n";
-    return 2;
-  }
-  if (S.commDtype != "fp32" && S.commDtype != "bf16" && S.commDtype != "fp16") {
-    llvm::errs() << "zcc: error: --comm-dtype '" << S.commDtype
-                 << "': expected fp32, bf16 or fp16\n";
-    return 2;
-  }
-  if (S.gradAccumDtype != "auto" && S.gradAccumDtype != "fp32" &&
-      (S.gradAccumDtype != "bf16" || S.precision != "bf16") &&
-      (S.gradAccumDtype != "fp16" || S.precision != "fp16")) {
-    llvm::errs() << "zcc: error: --grad-accum-dtype (data_types.grad_accum_dtype) '"
-                 << S.gradAccumDtype << "' with --precision " << S.precision
-                 << ": expected auto, fp32, or the 16-bit type the model trains in\n";
-    return 2;
-  }
-  if (!(S.lossScale >= 0) || S.initialScalePower < 0 || S.initialScalePower > 63 ||
-      S.lossScaleWindow < 1 || S.hysteresis < 1 || !(S.minLossScale > 0)) {
-    llvm::errs() << "zcc: error: fp16 loss scaling needs --loss-scale >= 0, "
-                    "--initial-scale-power in [0, 63], --loss-scale-window >= 1, "
-                    "--hysteresis >= 1 and --min-loss-scale > 0\n";
-    return 2;
-  }
-  if (S.optimizer != "adamw" && S.optimizer != "sgd") {
-    llvm::errs() << "zcc: error: --optimizer '" << S.optimizer << "': expected adamw or sgd\n";
-    return 2;
-  }
-  if (!(S.momentum >= 0)) {
-    llvm::errs() << "zcc: error: --momentum must be >= 0\n";
-    return 2;
-  }
-  if (!(S.lr >= 0) || !(S.eps > 0) || !(S.weightDecay >= 0) || !(S.gradClip >= 0) ||
-      S.gradAccum < 1) {
-    llvm::errs() << "zcc: error: --lr, --weight-decay and --grad-clip must be >= 0, --eps > 0 "
-                    "and --grad-accum >= 1\n";
-    return 2;
-  }
-  if ((S.reduceBucketSize != -1 && S.reduceBucketSize < 1) ||
-      (S.allgatherBucketSize != -1 && S.allgatherBucketSize < 1) || S.persistenceThreshold < -1) {
-    llvm::errs() << "zcc: error: bucket sizes must be >= 1 and the persistence threshold >= 0\n";
-    return 2;
-  }
-  if (S.maxReuseDistance < -1) {
-    llvm::errs() << "zcc: error: --stage3-max-reuse-distance must be >= 0 (elements), got "
-                 << S.maxReuseDistance << "\n";
+  if (llvm::Error e = zcc::checkSettings(S)) {
+    llvm::errs() << "zcc: error: " << llvm::toString(std::move(e)) << "\n";
     return 2;
   }
   if (target != "cpu" && target != "cuda") {
@@ -833,52 +781,12 @@ int main(int argc, char **argv) {
                  << "': expected auto, on or off\n";
     return 2;
   }
-  if (S.recompute != "none" && S.recompute != "layer" && S.recompute != "selective" &&
-      S.recompute != "auto") {
-    llvm::errs() << "zcc: error: --recompute '" << S.recompute
-                 << "': expected none, layer, selective or auto\n";
-    return 2;
-  }
   // --recompute auto: --auto over the recompute policies only.
   bool recomputeAuto = S.recompute == "auto";
-  if (S.offloadOptimizer != "none" && S.offloadOptimizer != "cpu" && S.offloadOptimizer != "nvme") {
-    llvm::errs() << "zcc: error: --offload-optimizer '" << S.offloadOptimizer
-                 << "': expected none, cpu or nvme\n";
-    return 2;
-  }
-  if (S.offloadOptimizer != "none" && S.zeroStage < 1) {
-    llvm::errs() << "zcc: error: --offload-optimizer " << S.offloadOptimizer
-                 << " needs ZeRO stage 1, 2 or 3 (as DeepSpeed's offload_optimizer); give "
-                    "--zero-stage\n";
-    return 2;
-  }
-  if ((S.offloadOptimizer == "nvme" || S.offloadParam == "nvme") && S.nvmePath.empty()) {
-    llvm::errs() << "zcc: error: --offload-"
-                 << (S.offloadOptimizer == "nvme" ? "optimizer" : "param")
-                 << " nvme needs --nvme-path DIR (the directory "
-                    "of the swap files, on the NVMe drive; zrun --nvme-path can change it)\n";
-    return 2;
-  }
-  if (S.nvmeChunk < 1) {
-    llvm::errs() << "zcc: error: --nvme-chunk " << S.nvmeChunk << ": expected a positive count\n";
-    return 2;
-  }
   if (S.offloadOptimizer != "nvme" && S.offloadParam != "nvme" && !S.nvmePath.empty() &&
       !autoPlan) {
     llvm::errs() << "zcc: error: --nvme-path goes with --offload-optimizer nvme or --offload-param "
                     "nvme (or --auto, which may choose it)\n";
-    return 2;
-  }
-  if (S.offloadParam != "none" && S.offloadParam != "cpu" && S.offloadParam != "nvme") {
-    llvm::errs() << "zcc: error: --offload-param '" << S.offloadParam
-                 << "': expected none, cpu or nvme\n";
-    return 2;
-  }
-  if (S.offloadParam != "none" && (S.zeroStage != 3 || S.offloadOptimizer == "none")) {
-    llvm::errs() << "zcc: error: --offload-param " << S.offloadParam
-                 << " needs ZeRO stage 3 (as DeepSpeed's "
-                    "offload_param) and --offload-optimizer cpu or nvme (the update runs where "
-                    "the parameters live)\n";
     return 2;
   }
   std::optional<zcc::ScalingModel> scaling;
@@ -941,59 +849,9 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: --weights '" << weightsMode << "': expected embed or external\n";
     return 2;
   }
-  if (S.zeroStage < 0 || S.zeroStage > 3 || S.worldSize < 1 || S.worldSize > 4096) {
-    llvm::errs() << "zcc: error: --zero-stage must be 0-3 and --world-size 1-4096, got "
-                 << S.zeroStage << " and " << S.worldSize << "\n";
-    return 2;
-  }
-  const int64_t mics = meshGroup(S.micsShardSize, S.worldSize, false),
-                hpz = meshGroup(S.hpzPartitionSize, S.worldSize, true);
-  if (mics == 1) {
-    llvm::errs() << "zcc: error: --mics-shard-size 1 keeps the whole state on every rank: that "
-                    "is --zero-stage 0 (give a group of 2 or more ranks)\n";
-    return 2;
-  }
-  for (auto [flag, size, g] : {std::tuple{"--mics-shard-size", S.micsShardSize, mics},
-                               std::tuple{"--hpz-partition-size", S.hpzPartitionSize, hpz}}) {
-    if (g && (S.worldSize % g || g > S.worldSize)) {
-      llvm::errs() << "zcc: error: " << flag << " " << size
-                   << ": the groups must divide --world-size " << S.worldSize
-                   << " (a node's ranks: --world-size is nodes x ranks per node)\n";
-      return 2;
-    }
-  }
-  if (mics && hpz) {
-    llvm::errs() << "zcc: error: --mics-shard-size and --hpz-partition-size exclude each other "
-                    "(as in DeepSpeed): MiCS replicates the state across groups, hpZ shards it "
-                    "over every rank; give one\n";
-    return 2;
-  }
-  if (mics && S.zeroStage < 1) {
-    llvm::errs() << "zcc: error: --mics-shard-size shards the optimizer state: it needs "
-                    "--zero-stage 1, 2 or 3 (got 0)\n";
-    return 2;
-  }
-  if (S.quantizedWeights && S.zeroStage != 3) {
-    llvm::errs() << "zcc: error: --quantized-weights (qwZ) quantizes the gathers of stage 3's "
-                    "partitioned parameters: it needs --zero-stage 3 (got "
-                 << S.zeroStage << ")\n";
-    return 2;
-  }
   if (quantizedGradientBits != 8 && quantizedGradientBits != 4) {
     llvm::errs() << "zcc: error: --quantized-gradient-bits " << quantizedGradientBits
                  << ": qgZ quantizes gradients to 8 or 4 bits\n";
-    return 2;
-  }
-  if (S.quantizedGradients && S.zeroStage < 1) {
-    llvm::errs() << "zcc: error: --quantized-gradients (qgZ) quantizes the reduce-scatter of "
-                    "partitioned gradients: it needs --zero-stage 1, 2 or 3 (got 0, which "
-                    "all-reduces them)\n";
-    return 2;
-  }
-  if (hpz && S.zeroStage != 3) {
-    llvm::errs() << "zcc: error: --hpz-partition-size keeps a secondary partition of stage 3's "
-                    "parameters: it needs --zero-stage 3 (got "
-                 << S.zeroStage << ")\n";
     return 2;
   }
   if (emit == EmitKind::Plan && outputFile == "-" && llvm::sys::Process::StandardOutIsDisplayed()) {
@@ -1060,18 +918,10 @@ int main(int argc, char **argv) {
     // Plans of models with parameters train: backward, then the optimizer.
     auto trainable = m->getAttrOfType<IntegerAttr>("zero.trainable_count");
     zcc::TrainingPipelineOptions o;
+    zcc::setPipelineOptions(o, S, recompute);
     o.loss = lossKind == "cross-entropy" ? zcc::LossKind::CrossEntropy : zcc::LossKind::None;
     o.logits = logitsOutput;
     o.auxLoss = std::vector<std::string>(auxLoss.begin(), auxLoss.end());
-    o.precision = S.precision == "bf16"   ? zcc::Precision::BF16
-                  : S.precision == "fp16" ? zcc::Precision::FP16
-                                          : zcc::Precision::FP32;
-    o.lossScale = S.lossScale;
-    o.initialScalePower = S.initialScalePower;
-    o.lossScaleWindow = S.lossScaleWindow;
-    o.hysteresis = S.hysteresis;
-    o.consecutiveHysteresis = S.consecutiveHysteresis;
-    o.minLossScale = S.minLossScale;
     o.target = target == "cuda" ? zcc::Target::CUDA : zcc::Target::CPU;
     o.fuseElementwise = fuseElementwise;
     o.perDocument = perDocument;
@@ -1080,55 +930,7 @@ int main(int argc, char **argv) {
                                                            : zcc::InBackward::Auto;
     o.lower = emit != EmitKind::Mlir;
     o.train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
-    o.gradAccum = S.gradAccum;
-    o.recompute = recompute == "layer"       ? zcc::RecomputePolicy::Layer
-                  : recompute == "selective" ? zcc::RecomputePolicy::Selective
-                                             : zcc::RecomputePolicy::None;
-    o.zeroStage = S.zeroStage;
-    o.worldSize = S.worldSize;
-    o.reduceBucketSize = S.reduceBucketSize;
-    o.allgatherBucketSize = S.allgatherBucketSize;
-    o.persistenceThreshold = S.persistenceThreshold;
-    o.prefetchBucketSize = S.prefetchBucketSize;
-    o.maxLiveParameters = S.maxLiveParameters;
-    o.maxReuseDistance = S.maxReuseDistance;
-    o.overlapComm = S.overlapComm;
-    o.commDtype = S.commDtype;
-    o.gradAccumDtype = S.gradAccumDtype;
-    o.micsShardSize = meshGroup(S.micsShardSize, S.worldSize, false);
-    o.hpzPartitionSize = meshGroup(S.hpzPartitionSize, S.worldSize, true);
-    o.quantizedWeights = S.quantizedWeights && S.worldSize > 1;
-    o.quantizedGradients = S.quantizedGradients && S.worldSize > 1;
     o.quantizedGradientBits = quantizedGradientBits;
-    o.offloadOptimizer = S.offloadOptimizer == "cpu"    ? zcc::OffloadDevice::CPU
-                         : S.offloadOptimizer == "nvme" ? zcc::OffloadDevice::NVMe
-                                                        : zcc::OffloadDevice::None;
-    o.nvmePath = S.nvmePath;
-    o.nvmeBlockSize = S.nvmeBlockSize;
-    o.nvmeQueueDepth = S.nvmeQueueDepth;
-    o.nvmeChunk = S.nvmeChunk;
-    o.offloadParam = S.offloadParam == "cpu"    ? zcc::OffloadDevice::CPU
-                     : S.offloadParam == "nvme" ? zcc::OffloadDevice::NVMe
-                                                : zcc::OffloadDevice::None;
-    o.optimizer = S.optimizer == "sgd" ? zcc::OptimizerKind::SGD : zcc::OptimizerKind::AdamW;
-    o.lr = S.lr;
-    o.momentum = S.momentum;
-    o.nesterov = S.nesterov;
-    o.beta1 = S.beta1;
-    o.beta2 = S.beta2;
-    o.eps = S.eps;
-    o.weightDecay = S.weightDecay;
-    o.gradClip = S.gradClip;
-    if (S.schedule) {
-      o.schedule = *S.schedule;
-      o.scheduleLr = S.scheduleLr;
-      o.warmupSteps = S.warmupSteps;
-      o.totalSteps = S.totalSteps;
-      o.warmupMinLr = S.warmupMinLr;
-      o.warmupLog = S.warmupLog;
-      o.warmupMinRatio = S.warmupMinRatio;
-      o.cosMinRatio = S.cosMinRatio;
-    }
     zcc::buildTrainingPipeline(pm, o);
     return pm.run(m);
   };
