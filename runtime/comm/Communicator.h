@@ -17,9 +17,9 @@
 #ifndef ZRT_COMM_COMMUNICATOR_H
 #define ZRT_COMM_COMMUNICATOR_H
 
+#include "support/DType.h"
 #include "support/NarrowFloat.h"
 #include "support/Status.h"
-#include "train/Npy.h"
 
 #include <algorithm>
 #include <condition_variable>

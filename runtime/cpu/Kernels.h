@@ -34,39 +34,15 @@
 #ifndef ZRT_CPU_KERNELS_H
 #define ZRT_CPU_KERNELS_H
 
+#include "kernels/KernelCall.h"
 #include "kernels/KernelId.h"
 #include "support/Status.h"
-#include "train/Npy.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace zrt {
-
-/// A tensor the kernels see: a typed, row-major view of arena memory.
-struct TensorRef {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  char *data = nullptr;
-
-  int64_t numel() const {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  }
-  template <typename T> T *as() const { return reinterpret_cast<T *>(data); }
-};
-
-struct KernelCall {
-  std::vector<TensorRef> in, out;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
-  /// Device code the compiler generated for the call (plan Kernel.code:
-  /// PTX), or null; the CPU kernels compute from ints instead.
-  const std::string *code = nullptr;
-};
 
 struct KernelInfo {
   const char *name;

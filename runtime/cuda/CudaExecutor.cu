@@ -1,4 +1,5 @@
 //===- CudaExecutor.cu - run plans on an NVIDIA GPU -----------------------===//
+#include "cpu/Kernels.h"
 #include "cuda/CublasLt.h"
 #include "cuda/CudaCheck.h"
 #include "cuda/CudaExecutor.h"

@@ -12,7 +12,9 @@
 #define ZRT_CUDA_CUDAKERNELS_H
 
 #include "comm/Communicator.h"
-#include "cpu/Kernels.h"
+#include "kernels/KernelCall.h"
+#include "kernels/KernelId.h"
+#include "support/Status.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>

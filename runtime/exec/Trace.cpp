@@ -5,9 +5,9 @@
 #include "observe/MemoryMap.h" // matmulFlops
 #include "observe/Pages.h"
 #include "plan/PlanLoader.h"
+#include "support/DType.h"
 #include "support/Files.h"
 #include "support/JsonDepth.h"
-#include "train/Npy.h" // dtypeSize
 
 #include <nlohmann/json.hpp>
 

@@ -10,52 +10,6 @@
 
 using namespace zrt;
 
-size_t zrt::dtypeSize(DType d) {
-  switch (d) {
-  case DType::F64:
-  case DType::I64:
-    return 8;
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::F16:
-  case DType::BF16:
-  case DType::U16:
-    return 2;
-  case DType::U8:
-  case DType::I8:
-  case DType::Bool:
-    return 1;
-  }
-  return 0;
-}
-
-const char *zrt::dtypeName(DType d) {
-  switch (d) {
-  case DType::F32:
-    return "float32";
-  case DType::F64:
-    return "float64";
-  case DType::F16:
-    return "float16";
-  case DType::BF16:
-    return "bfloat16";
-  case DType::I64:
-    return "int64";
-  case DType::I32:
-    return "int32";
-  case DType::U16:
-    return "uint16";
-  case DType::U8:
-    return "uint8";
-  case DType::I8:
-    return "int8";
-  case DType::Bool:
-    return "bool";
-  }
-  return "?";
-}
-
 int64_t NpyArray::numel() const {
   int64_t n = 1;
   for (int64_t d : shape)

@@ -9,18 +9,13 @@
 #ifndef ZRT_TRAIN_NPY_H
 #define ZRT_TRAIN_NPY_H
 
+#include "support/DType.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace zrt {
-
-enum class DType { F32, F64, F16, BF16, I64, I32, U16, U8, Bool, I8 };
-
-/// Size in bytes of one element of |dtype|.
-size_t dtypeSize(DType dtype);
-/// NumPy's name ("float32", "int64", ...).
-const char *dtypeName(DType dtype);
 
 struct NpyArray {
   DType dtype = DType::F32;
