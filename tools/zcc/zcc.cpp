@@ -6,6 +6,7 @@
 // apply to zcc's own pipeline.
 //
 //===----------------------------------------------------------------------===//
+#include "DriverSupport.h"
 #include "Settings.h"
 
 #include "zcc/Analysis/DeepSpeedEstimate.h"
@@ -99,41 +100,6 @@ static void selectHelpOptions() {
     if (cl::Option *option = options.lookup(name))
       option->addCategory(irCategory);
   cl::HideUnrelatedOptions(shown);
-}
-
-/// Why |path| cannot be read as a model (empty: it can): a device such as
-/// /dev/zero, a FIFO or a directory would be read without end or not at all.
-static std::string checkInputFile(const std::string &path) {
-  llvm::sys::fs::file_status st;
-  if (std::error_code ec = llvm::sys::fs::status(path, st))
-    return "cannot read the model: " + ec.message();
-  if (st.type() == llvm::sys::fs::file_type::directory_file)
-    return "is a directory; pass the .onnx file";
-  if (st.type() != llvm::sys::fs::file_type::regular_file)
-    return "not a regular file (a device, FIFO or socket); pass the .onnx file";
-  return "";
-}
-
-/// Why |path| cannot be an output (empty: it can): it is one of |inputs|, a
-/// directory, or a device or other special file (but /dev/null).
-static std::string checkOutput(const std::string &path, std::vector<std::string> inputs) {
-  if (path == "-" || path == "/dev/null") // stdout; the usual sink
-    return "";
-  for (const std::string &in : inputs) {
-    bool same = false;
-    if (!in.empty() && !llvm::sys::fs::equivalent(in, path, same) && same)
-      return "is an input of this compilation (" + in + "); write the output elsewhere";
-  }
-  llvm::sys::fs::file_status st;
-  if (llvm::sys::fs::status(path, st, /*Follow=*/false))
-    return ""; // a new file
-  if (st.type() == llvm::sys::fs::file_type::symlink_file)
-    return "is a symbolic link; pass the file itself (zcc does not write through links)";
-  if (st.type() == llvm::sys::fs::file_type::directory_file)
-    return "is a directory; pass a file name";
-  if (st.type() != llvm::sys::fs::file_type::regular_file)
-    return "is a device or other special file, not a regular file";
-  return "";
 }
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.onnx|MODEL.onnxtxt"),
@@ -423,48 +389,6 @@ static cl::opt<std::string>
     frozen("frozen", cl::desc("float initializers whose name matches REGEX stay frozen"),
            cl::value_desc("REGEX"), cl::cat(zccCategory));
 
-/// Splits "NAME=4x1024" into the name and dimensions.
-static LogicalResult parseInputShape(StringRef spec, std::string &name,
-                                     SmallVectorImpl<int64_t> &dims) {
-  auto [n, shape] = spec.rsplit('=');
-  if (n.empty() || shape.empty())
-    return failure();
-  name = n.str();
-  SmallVector<StringRef> parts;
-  shape.split(parts, 'x');
-  for (StringRef p : parts) {
-    int64_t d;
-    if (p.getAsInteger(10, d) || d <= 0)
-      return failure();
-    dims.push_back(d);
-  }
-  return success();
-}
-
-/// Renders a diagnostic location as "FILE: node 'NAME' (OP)" where known.
-static std::string describeLocation(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc)) {
-    auto [node, op] = name.getName().strref().rsplit(':');
-    std::string file = describeLocation(name.getChildLoc());
-    std::string where = "node '" + node.str() + "'" + (op.empty() ? "" : " (" + op.str() + ")");
-    return file.empty() ? where : file + ": " + where;
-  }
-  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
-    if (file.getLine() == 0)
-      return file.getFilename().str();
-    return (file.getFilename().strref() + ":" + Twine(file.getLine()) + ":" +
-            Twine(file.getColumn()))
-        .str();
-  }
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (auto s = describeLocation(l); !s.empty())
-        return s;
-  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
-    return describeLocation(callsite.getCallee());
-  return "";
-}
-
 static cl::list<int64_t> estimateWorldSizes(
     "world-sizes", cl::desc("zcc estimate: the world sizes of the table (default 1,2,4,8,16,64)"),
     cl::CommaSeparated, cl::cat(zccCategory));
@@ -473,130 +397,12 @@ static cl::opt<std::string>
     reportFormat("format", cl::desc("--emit=report and zcc estimate: text (default) or json"),
                  cl::value_desc("text|json"), cl::init("text"), cl::cat(zccCategory));
 
-/// zcc estimate: model-state memory per rank for ZeRO stages 0-3 and several
-/// world sizes, from the parameter count alone (as DeepSpeed's
-/// estimate_zero*_model_states_mem_needs), without compiling a plan.
-static int printEstimate(ModuleOp module, llvm::raw_ostream &out, bool mixedPrecision) {
-  int64_t psi = 0, frozen = 0;
-  std::vector<std::pair<std::string, int64_t>> named;
-  for (auto g : module.getOps<zcc::zero::GlobalOp>()) {
-    if (!isa<FloatType>(g.getTensorType().getElementType()))
-      continue;
-    (g.getTrainable() ? psi : frozen) += g.getTensorType().getNumElements();
-    if (g.getTrainable())
-      named.push_back({g.getSymName().str(), g.getTensorType().getNumElements()});
-  }
-  const int64_t largest = zcc::largestLayerParams(named);
-  const bool json = reportFormat == "json";
-  std::string discarded;
-  llvm::raw_string_ostream sink(discarded);
-  llvm::raw_ostream &os = json ? sink : out;
-  llvm::json::Array rows;
-  SmallVector<int64_t> worlds(estimateWorldSizes.begin(), estimateWorldSizes.end());
-  for (int64_t w : worlds)
-    if (w < 1 || w > 1 << 20) {
-      llvm::errs() << "zcc: error: --world-sizes: " << w << " is not a world size (1 or more)\n";
-      return 2;
-    }
-  if (worlds.empty())
-    worlds = {1, 2, 4, 8, 16, 64};
-  auto source = module->getAttrOfType<StringAttr>("zero.source");
-  os << "zcc estimate: " << (source ? source.getValue() : "model") << ", Psi = " << psi
-     << " trainable parameters (" << frozen << " frozen elements)\n";
-  // GiB for real models, MiB below 1 GiB.
-  bool gib = 16.0 * psi >= 1024.0 * 1024 * 1024;
-  double unit = gib ? 1024.0 * 1024 * 1024 : 1024.0 * 1024;
-  os << "model states per rank in " << (gib ? "GiB" : "MiB")
-     << (mixedPrecision ? " (zcc: 16-bit working params and grads, float32 master shards and "
-                          "AdamW moments, 2+2+12 bytes per parameter (docs/zero.md);\n"
-                        : " (zcc: float32 params + grads + AdamW moments, 4+4+8 "
-                          "bytes per parameter;\n")
-     << "paper: mixed-precision Adam, 2+2+12; deepspeed: its estimate_zero2/zero3_model_states_"
-        "mem_needs,\n4 Psi + 16 Psi/N for stages 1-2, 4 L + 18 Psi/N for stage 3 with L = "
-     << largest
-     << " parameters in the largest layer); activations need a compiled plan: zcc "
-        "--emit=report\n";
-  os << llvm::format("  %-7s %-6s", "stage", "");
-  for (int64_t n : worlds)
-    os << llvm::format(" %9s", ("N=" + std::to_string(n)).c_str());
-  os << "\n";
-  for (int stage = 0; stage <= 3; ++stage)
-    for (int paper = 0; paper < 3; ++paper) {
-      if (paper == 2 && stage == 0)
-        continue; // DeepSpeed has no estimator for stage 0
-      bool half = paper || mixedPrecision;
-      double p = half ? 2 : 4, g = half ? 2 : 4, k = half ? 12 : 8;
-      const char *name = paper == 2 ? "ds" : paper ? "paper" : "zcc";
-      os << llvm::format("  %-7d %-6s", stage, name);
-      llvm::json::Object bytesAt;
-      for (int64_t n : worlds) {
-        double bytes;
-        if (paper == 2) {
-          bytes = zcc::deepspeedEstimate(stage, (double)psi, (double)largest, n, false, false)
-                      ->gpuBytes;
-          os << llvm::format(" %9.3f", bytes / unit);
-          bytesAt[std::to_string(n)] = bytes;
-          continue;
-        }
-        switch (stage) {
-        case 0:
-          bytes = (p + g + k) * psi;
-          break;
-        case 1:
-          bytes = (p + g) * psi + k * psi / n;
-          break;
-        case 2:
-          bytes = p * psi + (g + k) * psi / n;
-          break;
-        default:
-          bytes = (p + g + k) * psi / n;
-          break;
-        }
-        os << llvm::format(" %9.3f", bytes / unit);
-        bytesAt[std::to_string(n)] = bytes;
-      }
-      os << "\n";
-      rows.push_back(llvm::json::Object{{"stage", stage},
-                                        {"formula", paper == 2 ? "deepspeed"
-                                                    : paper    ? "paper"
-                                                               : "zcc"},
-                                        {"bytes_per_rank_by_world_size", std::move(bytesAt)}});
-    }
-  if (json)
-    out << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
-                                      {"model", source ? source.getValue().str() : "model"},
-                                      {"trainable_parameters", psi},
-                                      {"frozen_elements", frozen},
-                                      {"largest_layer_parameters", largest},
-                                      {"model_states", std::move(rows)}}))
-        << "\n";
-  return 0;
-}
-
-/// The command line a plan records: argv[0] as "zcc" and without -o and its
-/// value, so that where zcc lives and where the plan is written do not make
-/// two compiles of one model differ.
-static std::vector<std::string> recordedCommand(int argc, char **argv) {
-  std::vector<std::string> out = {"zcc"};
-  for (int i = 1; i < argc; ++i) {
-    StringRef a = argv[i];
-    if (a == "-o" || a == "--o") {
-      ++i;
-      continue;
-    }
-    if (a.starts_with("-o=") || a.starts_with("--o="))
-      continue;
-    out.push_back(a.str());
-  }
-  return out;
-}
-
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // zcc estimate MODEL [--world-sizes 1,2,4] [--trainable/--frozen ...]
   bool estimate = argc > 1 && StringRef(argv[1]) == "estimate";
   SmallVector<char *> args(argv, argv + argc);
-  std::vector<std::string> command = recordedCommand(argc, argv);
+  std::vector<std::string> command = zcc::recordedCommand(argc, argv);
   if (estimate)
     args.erase(args.begin() + 1);
   argc = args.size();
@@ -656,7 +462,7 @@ int main(int argc, char **argv) {
       llvm::WithColor(os, llvm::HighlightColor::Note) << "note: ";
       break;
     }
-    std::string where = describeLocation(diag.getLocation());
+    std::string where = zcc::describeLocation(diag.getLocation());
     if (!where.empty())
       os << where << ": ";
     os << diag << "\n";
@@ -858,11 +664,11 @@ int main(int argc, char **argv) {
     llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
     return 2;
   }
-  if (std::string why = checkOutput(outputFile, {inputFile, deepspeedConfig}); !why.empty()) {
+  if (std::string why = zcc::checkOutput(outputFile, {inputFile, deepspeedConfig}); !why.empty()) {
     llvm::errs() << "zcc: error: -o " << outputFile << ": " << why << "\n";
     return 2;
   }
-  if (std::string why = checkInputFile(inputFile); !why.empty()) {
+  if (std::string why = zcc::checkInputFile(inputFile); !why.empty()) {
     llvm::errs() << "zcc: error: " << inputFile << ": " << why << "\n";
     return 1;
   }
@@ -873,7 +679,7 @@ int main(int argc, char **argv) {
   for (const std::string &spec : inputShapes) {
     std::string name;
     SmallVector<int64_t> dims;
-    if (failed(parseInputShape(spec, name, dims))) {
+    if (failed(zcc::parseInputShape(spec, name, dims))) {
       llvm::errs() << "zcc: error: --input-shape '" << spec
                    << "': expected NAME=AxBx... with positive dimensions, e.g. "
                       "input_ids=4x1024\n";
@@ -903,7 +709,9 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
   if (estimate && !scaling)
-    return printEstimate(*module, llvm::outs(), S.precision != "fp32");
+    return zcc::printEstimate(
+        *module, llvm::outs(), S.precision != "fp32", reportFormat == "json",
+        SmallVector<int64_t>(estimateWorldSizes.begin(), estimateWorldSizes.end()));
 
   // The pipeline, on |m|, with recomputation |recompute| (--recompute, or
   // each candidate of --auto).
@@ -937,7 +745,9 @@ int main(int argc, char **argv) {
   // zcc estimate --link: the model-state table, then the scaling model's
   // step at each world size (one plan compiled per size, --zero-stage's).
   if (estimate) {
-    if (printEstimate(*module, llvm::outs(), S.precision != "fp32") != 0)
+    if (zcc::printEstimate(
+            *module, llvm::outs(), S.precision != "fp32", reportFormat == "json",
+            SmallVector<int64_t>(estimateWorldSizes.begin(), estimateWorldSizes.end())) != 0)
       return 1;
     llvm::outs() << llvm::format(
         "\nscaling model, ZeRO stage %lld, %lld GPUs a node (the report's, docs/zero.md):\n"
