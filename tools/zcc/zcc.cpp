@@ -9,7 +9,6 @@
 #include "DriverSupport.h"
 #include "Settings.h"
 
-#include "zcc/Analysis/DeepSpeedEstimate.h"
 #include "zcc/Conversion/Passes.h"
 #include "zcc/Import/OnnxImporter.h"
 #include "zcc/Pipelines/AutoPlan.h"
