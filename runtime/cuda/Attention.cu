@@ -609,9 +609,17 @@ bool tmaDescribes(const Operands &a, bool backward = false) {
 /// slower than the one-warpgroup dq wherever it applies (D 128 causal:
 /// 177-252 against 201-302 TFLOP/s for the whole backward on an H200).
 bool warpSpecialisedDq(int k) { return k == 3 || k == 5; }
-/// The warp-specialised dk/dv: only when asked (kernels 4 and 5) until it
-/// has been measured.
-bool warpSpecialisedDkv(int k) { return k == 4 || k == 5; }
+/// Whether the backward's dk/dv takes the warp-specialised kernel
+/// (cuda/AttentionFa3Bwd.cu; kernel width |width| up to 128): 4 and 5
+/// always; by default (0) from width 80, where it measured 10-30% faster
+/// than the one-warpgroup kernel at every k/v grouping, causal or not (H100,
+/// zrt-attention-bench --matrix, 4k tokens, D 80-128: docs/benchmarks.md);
+/// at 32-64 the two are within a few percent either way (the 64-key
+/// one-warpgroup blocks are already short), so those keep it. bf16 only by
+/// default, as the forward.
+bool warpSpecialisedDkv(int k, const Operands &a, int width) {
+  return k == 4 || k == 5 || (k == 0 && a.type == DType::BF16 && width >= 80);
+}
 
 /// Whether the current device runs the sm_90a kernels (compute capability
 /// 9.0: H100, H200).
@@ -692,7 +700,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
       bool tma = !p.bias && tmaDescribes(a, true);
       return launchBackwardWgmma<T, D>(a, p, tiles, dsum, st,
                                        tma && warpSpecialisedDq(tiling.bwdKernel),
-                                       tma && warpSpecialisedDkv(tiling.bwdKernel));
+                                       tma && warpSpecialisedDkv(tiling.bwdKernel, a, D));
     }
   ZRT_RETURN_IF_ERROR((launchDq<T, D, 1>(a, p, tiles, dsum, st)));
   return launchDkv<T, D>(a, p, tiles, dsum, st);

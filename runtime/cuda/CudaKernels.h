@@ -106,7 +106,8 @@ struct AttentionTiling {
   /// bias tensor (above, or with one: the one-warpgroup kernels): 3 dq by the
   /// warp-specialised kernel, dk and dv by the one-warpgroup one; 4 the other
   /// way round (cuda/AttentionFa3Bwd.cu); 5 both warp-specialised; 0 the
-  /// one-warpgroup kernels.
+  /// default (Attention.cu's warpSpecialisedDkv: dk/dv warp-specialised from
+  /// width 80 in bf16, the rest one-warpgroup).
   int bwdKernel = 0;
 };
 
