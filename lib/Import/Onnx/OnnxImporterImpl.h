@@ -1,7 +1,8 @@
 //===- OnnxImporterImpl.h - the ONNX importer's state ------------*- C++ -*-===//
 //
-// Shared by OnnxImporter.cpp (model, initializers, inputs, folding) and
-// OnnxOps.cpp (translation of each ONNX op into zero ops).
+// Shared by OnnxImporter.cpp (model, nodes, folding), OnnxInputs.cpp
+// (initializers, inputs) and the emitters of OnnxOps.def (OnnxOps.cpp and
+// its neighbours: each ONNX op into zero ops).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZCC_LIB_IMPORT_ONNX_ONNXIMPORTERIMPL_H
