@@ -20,7 +20,7 @@
 // The mask, soft-capping and output code is the one-warpgroup kernels'
 // (AttentionDevice.cuh): the mask's 64 x 64 tile map decides which key tiles
 // a block visits and which halves of a tile need the mask applied.
-// Calls with a bias tensor keep the one-warpgroup kernel (cuda/Attention.cu).
+// Calls with a bias tensor keep the one-warpgroup kernel (AttentionWgmma.cu).
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/AttentionTma.cuh"

@@ -19,7 +19,7 @@
 // 128 keys (q and dO read half as often), loads by the copy engine ahead
 // of the products instead of by the computing warps between them, and two
 // warpgroups a SM whose products and softmax interleave. dq stays with its
-// own kernel (cuda/Attention.cu). Grouped-query attention: the block goes
+// own kernel (cuda/AttentionWgmma.cu). Grouped-query attention: the block goes
 // over the query heads of its k/v head one after the other, summing into
 // its accumulators (no atomics).
 //
