@@ -5,6 +5,10 @@
 // (--mlir-print-ir-after-all, --mlir-print-ir-before=PASS, --mlir-timing, ...)
 // apply to zcc's own pipeline.
 //
+// Size (914 lines): about 350 are the cl::opt declarations, one per flag;
+// issue 51's one-declaration-per-setting table is to generate them (and
+// Settings, the pipeline options and the DeepSpeed keys) from one list.
+//
 //===----------------------------------------------------------------------===//
 #include "DriverSupport.h"
 #include "Settings.h"
