@@ -329,6 +329,18 @@ __device__ __forceinline__ void writeKeyGrads(const float dkAcc[1][W / 8][4],
                      [&](int64_t key) { return dv + m.dkAt(b, key, kh) + C0; });
 }
 
+/// Lets |kernel| take |bytes| of dynamic shared memory (above 48 KiB a
+/// kernel must ask; host).
+template <typename K> Status setSmem(K kernel, size_t bytes) {
+  if (bytes > 48 * 1024) {
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess)
+      return errorf("attention: ", cudaGetErrorString(e));
+  }
+  return Status::ok();
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the wgmma helpers
 /// wgmma's shared-memory descriptor of a swizzled block at |p| (1024-byte
 /// aligned, or that plus a multiple of 32 bytes to step along K within a

@@ -542,10 +542,7 @@ Status launchFa3Forward(const Operands &a, const unsigned char *tiles, cudaStrea
   ZRT_RETURN_IF_ERROR(tensorMap(&k, a.k, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, KN));
   ZRT_RETURN_IF_ERROR(tensorMap(&v, a.v, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, KN));
   constexpr size_t bytes = fa3SmemBytes<T, D>();
-  cudaError_t e = cudaFuncSetAttribute(fa3ForwardKernel<T, D>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-  if (e != cudaSuccess)
-    return errorf("attention: ", cudaGetErrorString(e));
+  ZRT_RETURN_IF_ERROR(setSmem(fa3ForwardKernel<T, D>, bytes));
   dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kFa3Rows - 1) / kFa3Rows));
   fa3ForwardKernel<T, D>
       <<<grid, kFa3Threads, bytes, st>>>(q, k, v, tiles, reinterpret_cast<T *>(a.o), a.lseOut, m);
@@ -563,10 +560,7 @@ Status launchFa3Dq(const Operands &a, const unsigned char *tiles, const float *d
   ZRT_RETURN_IF_ERROR(tensorMap(&k, a.k, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, kTile));
   ZRT_RETURN_IF_ERROR(tensorMap(&v, a.v, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, kTile));
   constexpr size_t bytes = sizeof(T) * colBlocks<D>() * 64 * (2 * kFa3Rows + 4 * kTile) + 64 + 1024;
-  cudaError_t e = cudaFuncSetAttribute(fa3DqKernel<T, D>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-  if (e != cudaSuccess)
-    return errorf("attention: ", cudaGetErrorString(e));
+  ZRT_RETURN_IF_ERROR(setSmem(fa3DqKernel<T, D>, bytes));
   dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kFa3Rows - 1) / kFa3Rows));
   fa3DqKernel<T, D><<<grid, kFa3Threads, bytes, st>>>(q, g, k, v, tiles, a.lse, dsum,
                                                       reinterpret_cast<T *>(a.dq), m);

@@ -231,10 +231,7 @@ Status launchFa3Dkv(const Operands &a, const unsigned char *tiles, const float *
   ZRT_RETURN_IF_ERROR(tensorMap(&k, a.k, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, kDkvKeys));
   ZRT_RETURN_IF_ERROR(tensorMap(&v, a.v, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, kDkvKeys));
   constexpr size_t bytes = fa3DkvSmemBytes<T, D>();
-  cudaError_t e = cudaFuncSetAttribute(fa3DkvKernel<T, D>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-  if (e != cudaSuccess)
-    return errorf("attention: ", cudaGetErrorString(e));
+  ZRT_RETURN_IF_ERROR(setSmem(fa3DkvKernel<T, D>, bytes));
   dim3 grid((unsigned)(m.b * m.hk), (unsigned)((m.sk + kDkvKeys - 1) / kDkvKeys));
   fa3DkvKernel<T, D><<<grid, kFa3Threads, bytes, st>>>(
       q, g, k, v, tiles, a.lse, dsum, reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);

@@ -332,16 +332,6 @@ template <int D, typename Body> __device__ __forceinline__ void forKvGradHalf(Bo
   }
 }
 
-template <typename K> Status setSmem(K kernel, size_t bytes) {
-  if (bytes > 48 * 1024) {
-    cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (e != cudaSuccess)
-      return errorf("attention: ", cudaGetErrorString(e));
-  }
-  return Status::ok();
-}
-
 template <typename T> struct Pointers { const T *q, *k, *v, *bias; };
 
 } // namespace zrt::attn
