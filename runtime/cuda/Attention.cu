@@ -610,15 +610,15 @@ bool tmaDescribes(const Operands &a, bool backward = false) {
 /// 177-252 against 201-302 TFLOP/s for the whole backward on an H200).
 bool warpSpecialisedDq(int k) { return k == 3 || k == 5; }
 /// Whether the backward's dk/dv takes the warp-specialised kernel
-/// (cuda/AttentionFa3Bwd.cu; kernel width |width| up to 128): 4 and 5
-/// always; by default (0) from width 80, where it measured 10-30% faster
+/// (cuda/AttentionFa3Bwd.cu; every kernel width): 4 and 5 always; by
+/// default (0) from width 80 up to 128, where it measured 10-30% faster
 /// than the one-warpgroup kernel at every k/v grouping, causal or not (H100,
 /// zrt-attention-bench --matrix, 4k tokens, D 80-128: docs/benchmarks.md);
 /// at 32-64 the two are within a few percent either way (the 64-key
 /// one-warpgroup blocks are already short), so those keep it. bf16 only by
 /// default, as the forward.
 bool warpSpecialisedDkv(int k, const Operands &a, int width) {
-  return k == 4 || k == 5 || (k == 0 && a.type == DType::BF16 && width >= 80);
+  return k == 4 || k == 5 || (k == 0 && a.type == DType::BF16 && width >= 80 && width <= 128);
 }
 
 /// Whether the current device runs the sm_90a kernels (compute capability

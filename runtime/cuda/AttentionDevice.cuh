@@ -88,7 +88,7 @@ __host__ __device__ inline MaskFrame maskFrame(const Dims &m, int64_t b, int64_t
 /// document (its position back) or where the bias is -inf; the bias read from
 /// |biasAt| (the element of (q0, k0)) only in a kBiasTile, whose loop is
 /// separate so that the causal one holds no addresses.
-template <typename T, int MR, bool KeyRows>
+template <typename T, int MR, bool KeyRows, bool Bias = true>
 __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned char kind,
                                            const T *biasAt, const MaskFrame &f) {
   int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
@@ -132,7 +132,7 @@ __device__ __forceinline__ void maskScores(float s[MR][8][4], float sl, unsigned
   };
   // One loop per kind of tile: the causal one holds no addresses, the
   // documents' reads stay out of the others.
-  if (kind == kBiasTile)
+  if (Bias && kind == kBiasTile)
     apply(std::true_type{}, std::false_type{});
   else if (kind == kDocumentTile)
     apply(std::false_type{}, std::true_type{});
@@ -262,14 +262,16 @@ __device__ __forceinline__ void writeRows(const float acc[MR][W / 8][4], float s
 
 /// P^T into s over a tile whose rows are keys (this warp's 16) and columns
 /// the 64 queries whose lse (log2 domain) is |colLse|; queries past the
-/// end give P = 0.
-template <typename T>
+/// end give P = 0. Without |Bias| (the warp-specialised kernels, which take
+/// structural masks only) the bias tile's loop is not compiled: its
+/// addresses pushed the split dk/dv kernel past its registers.
+template <typename T, bool Bias = true>
 __device__ __forceinline__ void keyProbs(float s[1][8][4], const float *colLse, float sl,
                                          bool general, unsigned char kind, const T *biasAt,
                                          const MaskFrame &f) {
   int t = threadIdx.x & 3;
   if (general)
-    maskScores<T, 1, true>(s, sl, kind, biasAt, f);
+    maskScores<T, 1, true, Bias>(s, sl, kind, biasAt, f);
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -282,26 +284,30 @@ __device__ __forceinline__ void keyProbs(float s[1][8][4], const float *colLse, 
 }
 
 /// dS^T = P^T (dP^T - D) into dp, columns the queries whose D and lse
-/// (log2 domain) are |colD| and |colLse|; soft-capped, times the cap's slope.
+/// (log2 domain) are |colD| and |colLse|; soft-capped, times the cap's
+/// slope. P^T's 8-column block nt of this thread's elements is p(nt), a
+/// float4 (registers, or the split dk/dv kernel's hand-over in shared
+/// memory, read once each).
+template <typename P>
+__device__ __forceinline__ void keyDsFrom(P p, float dp[1][8][4], const float *colD,
+                                          const float *colLse, float capInv) {
+  int t = threadIdx.x & 3;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    float4 q = p(nt);
+    float pv[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      int col = nt * 8 + t * 2 + (e & 1);
+      float slope = capInv != 0.0f ? capSlope(pv[e], colLse[col], capInv) : 1.0f;
+      dp[0][nt][e] = pv[e] * (dp[0][nt][e] - colD[col]) * slope;
+    }
+  }
+}
 __device__ __forceinline__ void keyDs(const float p[1][8][4], float dp[1][8][4], const float *colD,
                                       const float *colLse, float capInv) {
-  int t = threadIdx.x & 3;
-  if (capInv != 0.0f) {
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int col = nt * 8 + t * 2 + (e & 1);
-        dp[0][nt][e] =
-            p[0][nt][e] * (dp[0][nt][e] - colD[col]) * capSlope(p[0][nt][e], colLse[col], capInv);
-      }
-    return;
-  }
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dp[0][nt][e] = p[0][nt][e] * (dp[0][nt][e] - colD[nt * 8 + t * 2 + (e & 1)]);
+  keyDsFrom([&](int nt) { return make_float4(p[0][nt][0], p[0][nt][1], p[0][nt][2], p[0][nt][3]); },
+            dp, colD, colLse, capInv);
 }
 
 /// P (score accumulators) as wgmma's A operand in registers (mma.sync's A
@@ -509,7 +515,7 @@ template <typename T, int D>
 Status launchFa3Dq(const Operands &a, const unsigned char *tiles, const float *dsum,
                    cudaStream_t st);
 /// The warp-specialised backward's dk and dv (cuda/AttentionFa3Bwd.cu) at
-/// kernel width D (32 to 128); the same calls as launchFa3Dq.
+/// kernel width D (32 to 256); the same calls as launchFa3Dq.
 template <typename T, int D>
 Status launchFa3Dkv(const Operands &a, const unsigned char *tiles, const float *dsum,
                     cudaStream_t st);

@@ -157,13 +157,13 @@ __device__ __forceinline__ void maskHalf(float s[8][4], float sl, bool causal, c
 }
 
 /// Issues s (64 x KN) = Q K^T over D columns: |q| this warpgroup's 64 rows
-/// of the q tile (blocks |qBlock| elements apart), |k| the k tile (blocks
+/// of the q tile (blocks QR x 64: a tile of QR rows), |k| the k tile (blocks
 /// KN x 64).
-template <typename T, int D, int KN>
+template <typename T, int D, int KN, int QR = kFa3Rows>
 __device__ __forceinline__ void issueScoresN(const T *q, const T *k, float *s) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    uint64_t a = swizzledDesc(q + (kk >> 2) * kFa3Rows * 64) + 2 * (kk & 3);
+    uint64_t a = swizzledDesc(q + (kk >> 2) * QR * 64) + 2 * (kk & 3);
     uint64_t b = swizzledDesc(k + (kk >> 2) * KN * 64) + 2 * (kk & 3);
     if constexpr (KN == 128)
       wgmmaSS128<T>(s, a, b, kk > 0);

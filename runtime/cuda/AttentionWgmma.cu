@@ -300,11 +300,11 @@ Status launchBackwardWgmma(const Operands &a, const attn::Pointers<T> &p,
   if constexpr (D <= 128) {
     if (wsDq) // dq by the warp-specialised kernel (no bias tensor)
       ZRT_RETURN_IF_ERROR((launchFa3Dq<T, D>(a, tiles, dsum, st)));
-    if (wsDkv) // dk and dv likewise
-      ZRT_RETURN_IF_ERROR((launchFa3Dkv<T, D>(a, tiles, dsum, st)));
   } else {
-    wsDq = wsDkv = false;
+    wsDq = false;
   }
+  if (wsDkv) // dk and dv likewise (every width)
+    ZRT_RETURN_IF_ERROR((launchFa3Dkv<T, D>(a, tiles, dsum, st)));
   if (!wsDq) {
     size_t dqBytes = sizeof(T) * 6 * kSwTileElems<D> + 1024; // q, dO; k and v, two buffers each
     ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqWgmmaKernel<T, D>, dqBytes));

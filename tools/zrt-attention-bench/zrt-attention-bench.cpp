@@ -620,6 +620,13 @@ int main(int argc, char **argv) {
                 {1, 130, 4, 4, 256, Problem::kCausalAttr},
                 {1, 150, 4, 2, 80, Problem::kNoneAttr},
                 {1, 100, 2, 1, 40, Problem::kWindowAttr},
+                // Above D = 128 (the split dk/dv kernel): each mask, a padded
+                // width, eight query heads a k/v head.
+                {1, 150, 4, 2, 160, Problem::kWindowAttr},
+                {1, 130, 4, 1, 192, Problem::kNoneAttr},
+                {1, 300, 8, 1, 256, Problem::kNoneAttr},
+                {1, 100, 2, 1, 200, Problem::kDocumentsAttr},
+                {2, 150, 4, 2, 224, Problem::kCausalAttr, 1.5f},
                 // Logit soft-capping (caps near the scores' size, so that
                 // tanh bends them) on each structural mask.
                 {2, 200, 4, 2, 64, Problem::kCausalAttr, 1.0f},
