@@ -29,7 +29,7 @@ cp $M/gpt2-tiny.labels.npy "$out/data/gpt2.labels.npy"
 cp $M/references.json "$out/data/references.json"
 cp $E/references.json "$out/data/llama-references.json"
 cp test/Inputs/check_trajectory.py test/Inputs/check_trace.py test/Inputs/trace-event.schema.json tools/gpu-check.sh tools/gpu-faults.sh tools/kernel_parity.py tools/gpu-libs.sh \
-  tools/gpu-bench.sh tools/bench_summary.py tools/gpu-memory.sh tools/memory_summary.py \
+  bench/gpu-bench.sh bench/bench_summary.py bench/gpu-memory.sh bench/memory_summary.py \
   ../shared/bench/torch_gpt2_baseline.py "$out/"
 # Every kernel case, compiled and run on the CPU here (checked against NumPy).
 /usr/bin/python3 test/e2e/Inputs/kernel_cases.py "$build/tools/zcc/zcc" "$build/runtime/zrun" \
@@ -208,7 +208,7 @@ memdir() {
   cp -r "$out/lib" "$out/zrun" "$out"/*.py "$out"/*.sh "$1/"
 }
 dirs=()
-# GPT-2 124M for tools/gpu-bench.sh, from the graph of an export of
+# GPT-2 124M for bench/gpu-bench.sh, from the graph of an export of
 # torch_gpt2_baseline.py (GPT2_ONNX=gpt2.onnx; its weights file may be a
 # stand-in of zeros): plans without weights, which zrun --weights fills from
 # the model the benchmark exports on the GPU machine (same script, same seed).
@@ -221,7 +221,7 @@ if [ -n "${GPT2_ONNX:-}" ]; then
   $zcc "$GPT2_ONNX" $g --zero-stage 3 --world-size 2 --overlap-comm --emit=report \
     > "$out/gpt2-124m-z3-w2.report"
   cat "$out/gpt2-124m.compile"
-  # Memory levers (tools/gpu-memory.sh): plain, recompute, offload, and the
+  # Memory levers (bench/gpu-memory.sh): plain, recompute, offload, and the
   # plan --auto picks for an 8 GiB budget; each with its report.
   mem="$out-mem124m"; memdir "$mem"; dirs+=("$mem")
   mem() { # name flags...
@@ -258,7 +258,7 @@ if [ -n "${GPT2_ONNX:-}" ]; then
     done
   done
 fi
-# Llama-family shapes for tools/gpu-bench-llama.sh, from the graphs of
+# Llama-family shapes for bench/gpu-bench-llama.sh, from the graphs of
 # torch_llama_baseline.py's exports (LLAMA_ONNX_DIR holds llama-SIZE.onnx: 1b, 8b-8l, and
 # SIZE-bBATCHsSEQ for other batches and lengths, e.g. llama-1b-b1s8192.onnx; the graphs alone,
 # as tools/onnx_graph_only.py writes them, will do): plans without weights, with the
@@ -280,9 +280,9 @@ if [ -n "${LLAMA_ONNX_DIR:-}" ]; then
     $zcc "$LLAMA_ONNX_DIR/llama-$size.onnx" $l --recompute selective --emit=report \
       > "$out/plans/llama-$size-bf16-selective.report"
   done
-  cp tools/gpu-bench-llama.sh ../shared/bench/torch_llama_baseline.py "$out/"
+  cp bench/gpu-bench-llama.sh ../shared/bench/torch_llama_baseline.py "$out/"
 fi
-# Hugging Face families for tools/gpu-bench-hf.sh, from the graphs of torch_hf_baseline.py's
+# Hugging Face families for bench/gpu-bench-hf.sh, from the graphs of torch_hf_baseline.py's
 # exports (HF_ONNX_DIR holds SIZE.onnx, e.g. phi3-mini-8l.onnx, gemma-2b-8l.onnx; weights not
 # needed): plans without weights, with the baseline's AdamW settings.
 if [ -n "${HF_ONNX_DIR:-}" ]; then
@@ -294,9 +294,9 @@ if [ -n "${HF_ONNX_DIR:-}" ]; then
     { time $zcc "$onnx" $l -o "$out/plans/hf-$size-bf16.zplan"; } 2> "$out/plans/hf-$size.compile"
     $zcc "$onnx" $l --emit=report > "$out/plans/hf-$size-bf16.report"
   done
-  cp tools/gpu-bench-hf.sh tools/torch_hf_baseline.py "$out/"
+  cp bench/gpu-bench-hf.sh bench/torch_hf_baseline.py "$out/"
 fi
-# A Mixtral-style mixture of experts for tools/gpu-bench-moe.sh, from the
+# A Mixtral-style mixture of experts for bench/gpu-bench-moe.sh, from the
 # graph of torch_moe_baseline.py's dense-dispatch export (MOE_ONNX; weights not
 # needed): the plan without weights, with the baseline's settings.
 if [ -n "${MOE_ONNX:-}" ]; then
@@ -305,7 +305,7 @@ if [ -n "${MOE_ONNX:-}" ]; then
   TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
   { time $zcc "$MOE_ONNX" $mo -o "$out/plans/moe-small-bf16.zplan"; } 2> "$out/plans/moe-small.compile"
   $zcc "$MOE_ONNX" $mo --emit=report > "$out/plans/moe-small-bf16.report"
-  cp tools/gpu-bench-moe.sh "$out/"
+  cp bench/gpu-bench-moe.sh "$out/"
 fi
 # A >= 1B model (GPT2_XL_ONNX, exported on the GPU machine by gpu-memory's
 # first call): the same levers, and stage 2 offload with clipping (the
@@ -324,7 +324,7 @@ if [ -n "${GPT2_XL_ONNX:-}" ]; then
   memxl c-offload-optimizer-z2-clip --zero-stage 2 --offload-optimizer cpu --grad-clip 1.0
   memxl d-offload-optimizer --zero-stage 1 --offload-optimizer cpu
   memxl e-offload-optimizer-param --zero-stage 3 --offload-optimizer cpu --offload-param cpu
-  # tools/gpu-bench-large.sh (issue 8's larger shape): ZeRO-3 over 2 in-process ranks, with
+  # bench/gpu-bench-large.sh (issue 8's larger shape): ZeRO-3 over 2 in-process ranks, with
   # and without overlapped communication, and the plain plan's compile time.
   memxl f-z3-w2 --zero-stage 3 --world-size 2 --overlap-comm
   memxl g-z3-w2-no-overlap --zero-stage 3 --world-size 2
@@ -332,7 +332,7 @@ if [ -n "${GPT2_XL_ONNX:-}" ]; then
     TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
     { time $zcc "$GPT2_XL_ONNX" $x -o /dev/null; } 2> "$mem/plans/memxl-a-plain.compile" ;;
   esac
-  cp tools/gpu-bench-large.sh tools/gpu-bench-multi.sh tools/torch_fsdp2_baseline.py "$mem/"
+  cp bench/gpu-bench-large.sh bench/gpu-bench-multi.sh bench/torch_fsdp2_baseline.py "$mem/"
 fi
 # The fine-tuning round trip (tools/gpu-finetune.sh): the committed small
 # export's plans, and with FINETUNE_ONNX (the graph tools/zcc-export wrote of
@@ -345,7 +345,7 @@ $zcc $ftin/export/model.onnx --micro-batch 2 --loss cross-entropy --zero-stage 3
 $zcc $ftin/export/model.onnx --micro-batch 2 --loss cross-entropy --weights external \
   -o "$out/plans/ft-tiny.zplan"
 cp tools/gpu-finetune.sh tools/finetune_reference.py tools/zcc-export tools/moe_dense.py \
-  tools/torch_moe_baseline.py tools/export_reference_models.py ../shared/tools/make_references.py \
+  bench/torch_moe_baseline.py tools/export_reference_models.py ../shared/tools/make_references.py \
   test/e2e/Inputs/packed_tokens.py "$out/"
 if [ -n "${FINETUNE_ONNX:-}" ]; then
   $zcc "$FINETUNE_ONNX" --loss cross-entropy --precision bf16 --target cuda --weights external \
@@ -360,4 +360,7 @@ done
 # zrun and zrt-attention-bench likewise (their kernels' PTX compresses: 50 MB becomes ~10).
 tar cf - -C "$out" zrun zrt-attention-bench | xz -T0 -6 > "$out/bin.tar.xz"
 rm "$out/zrun" "$out/zrt-attention-bench"
+# The plans, kernel cases and data likewise (68 MB in all uncompressed: past the carry).
+tar cf - -C "$out" plans kernels data | xz -T0 -6 > "$out/pd.tar.xz"
+rm -r "$out/plans" "$out/kernels" "$out/data"
 du -sh "$out" "${dirs[@]}"

@@ -6,7 +6,7 @@ and weights its output by the token's renormalized top-k routing weight for it (
 not chosen): the same function of the same parameters, with shapes that do not depend on the
 routing, at E/k times the experts' FLOPs. patch(model) installs it on every Mixtral block
 (block_sparse_moe or mlp) and checks it against the block's own output.
-Used by tools/export_reference_models.py and tools/torch_moe_baseline.py (docs/models.md).
+Used by tools/export_reference_models.py and bench/torch_moe_baseline.py (docs/models.md).
 """
 import types
 

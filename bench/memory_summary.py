@@ -1,4 +1,4 @@
-"""Tabulates tools/gpu-memory.sh's runs: measured device memory per rank vs
+"""Tabulates bench/gpu-memory.sh's runs: measured device memory per rank vs
 zcc's report, host memory, step time (mean of the steps after the first).
 
     memory_summary.py PLANS_DIR RUNS_DIR PREFIX

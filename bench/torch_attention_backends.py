@@ -1,4 +1,4 @@
-# python3 tools/torch_attention_backends.py (GPU machine)
+# python3 bench/torch_attention_backends.py (GPU machine)
 # Times torch's SDPA backends (flash = FlashAttention-2, cudnn, efficient) on the
 # attention shapes zrt-attention-bench uses: bf16, causal, forward and forward+backward.
 # SHAPES="name:B:S:H:Hk:D,..." replaces the shapes; BACKENDS="flash,cudnn" picks backends.

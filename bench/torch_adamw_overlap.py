@@ -1,5 +1,5 @@
 # Does a memory-bound optimizer update hide under compute-bound GEMMs on a second stream?
-# (issue 18: would running AdamW beside the backward pay?) python3 tools/torch_adamw_overlap.py
+# (issue 18: would running AdamW beside the backward pay?) python3 bench/torch_adamw_overlap.py
 # GEMMs like Llama 1B's MLP (4096 x 2048 @ 2048 x 8192, bf16) on one stream; torch's fused
 # AdamW over N float32 parameters on another; each alone, then both at once.
 import torch, statistics

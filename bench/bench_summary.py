@@ -1,4 +1,4 @@
-"""Summarizes tools/gpu-bench.sh's runs as a markdown table (docs/benchmarks.md).
+"""Summarizes bench/gpu-bench.sh's runs as a markdown table (docs/benchmarks.md).
 
     bench_summary.py torch.txt zcc.jsonl WARMUP compile.txt report zcc.log [z3.report z3.log]
 

@@ -2,8 +2,8 @@
 // arithmetic: new arrays or in place, with or without the per-block sums of squares (the
 // kernel only: not the reduction of those sums, runtime/cuda/Optimizer.cu), the step's
 // scalars per thread or per block, the grid, against a copy of the same bytes; then once
-// after 200 bf16 GEMMs (a step's backward). Issue 18, docs/benchmarks.md. Build and run:
-//   nvcc -O3 -arch=sm_90 -std=c++17 tools/adamw-bench.cu -o adamw-bench -lcublas && ./adamw-bench
+// after 200 bf16 GEMMs (a step's backward). docs/benchmarks.md. Built by CMake with the
+// CUDA backend: build/bench/adamw-bench
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

@@ -2,7 +2,7 @@
 # Issue 18 diagnosis: the 8B layer shape's step times over 20 steps, zcc
 # before and after torch.compile, with the GPU's clocks, power and
 # temperature sampled every 200 ms (docs/benchmarks.md, "under the power cap").
-#   bash tools/gpu-power-diag.sh PACKDIR   (PACKDIR: tools/gpu-pack.sh with LLAMA_ONNX_DIR)
+#   bash bench/gpu-power-diag.sh PACKDIR   (PACKDIR: tools/gpu-pack.sh with LLAMA_ONNX_DIR)
 set -uo pipefail
 here=$(cd "$1" && pwd); shift
 cd "$here" && tar xJf pack.tar.xz && cd - > /dev/null

@@ -1,8 +1,8 @@
 //===- adamw-bench-sizes.cu - AdamW variants at per-parameter sizes -------===//
 //
-// tools/adamw-bench.cu times one bucket-sized update; this one the sizes a
-// per-parameter update (zcc --optimizer-in-backward) sees (not built by
-// CMake; call I of 2026-12-03, docs/benchmarks.md): AdamW's update as
+// bench/adamw-bench.cu times one bucket-sized update; this one the sizes a
+// per-parameter update (zcc --optimizer-in-backward) sees (docs/benchmarks.md,
+// AdamW at per-parameter sizes): AdamW's update as
 // runtime/cuda/Optimizer.cu ran it (v0) and variants (an 8-byte gradient
 // load, the step's scalars before the loads or from a one-thread kernel,
 // two vectors a thread, capped grids), timed on the sizes of Llama 3 8B's
@@ -10,7 +10,7 @@
 // device copy and a kernel that moves the same 28 bytes an element with no
 // math.
 //
-//   nvcc -O3 -arch=sm_90 -std=c++17 tools/adamw-bench-sizes.cu -o adamw-bench-sizes
+//   built by CMake with the CUDA backend: build/bench/adamw-bench-sizes
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>

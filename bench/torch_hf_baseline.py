@@ -1,6 +1,6 @@
 """PyTorch baseline for Hugging Face decoder families other than Llama: the same measurement as
 ../shared/bench/torch_llama_baseline.py (bf16 autocast, fused AdamW lr 1e-4 wd 0.01, the same
-token stream and output lines, so tools/bench_summary.py reads both), for shapes whose attention
+token stream and output lines, so bench/bench_summary.py reads both), for shapes whose attention
 differs from Llama's: other head widths, multi-query attention, fused projections.
 
 usage: python3 torch_hf_baseline.py --size phi3-mini-8l|gemma-2b-8l|... [--batch 4 --seq 1024]

@@ -3,7 +3,7 @@
 # (W = nodes x GPUS_PER_NODE ranks, the same micro-batch per rank), its predicted step, exposed
 # communication and efficiency against the compute-only step, as a Markdown table.
 #
-#   tools/scaling-table.sh MODEL.onnx "1 2 4 8" [zcc flags...]
+#   bench/scaling-table.sh MODEL.onnx "1 2 4 8" [zcc flags...]
 #   env: ZCC (default build/tools/zcc/zcc), GPUS_PER_NODE (8), LINK (nvlink=370GB/s,ib=50GB/s,hop=5us),
 #        FLOP_RATE (TFLOP/s, default 400), STAGES ("1 2 3")
 set -euo pipefail

@@ -1,6 +1,6 @@
 # A copy of ../shared/bench/torch_llama_baseline.py that also prints each timed
 # step's time from CUDA events recorded between the steps (no extra
-# synchronization: the mean it prints is the baseline's). tools/gpu-power-diag.sh.
+# synchronization: the mean it prints is the baseline's). bench/gpu-power-diag.sh.
 """PyTorch baseline: a Llama-3-family model (random init) trained on one GPU.
 
 Times eager and torch.compile training steps (bf16 autocast, fused AdamW, fp32 loss) and
