@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Fails on a source file over 800 lines that does not say why.
+
+    check_sources.py [ROOT]
+
+Walks the project's own sources under ROOT (default: this checkout):
+dialects/, include/, lib/, runtime/ (not runtime/third_party, vendored),
+tools/, bench/, scripts/ and test/unit/, files ending in .cpp, .h, .cu,
+.cuh, .td, .def, .proto, .py or .sh. A file over 800 lines must carry a
+"Size" paragraph in its first 40 lines (a comment line starting "Size:" or
+"Size (N lines):") saying why it is one file and what splitting is left
+(docs/architecture.md). Prints each file that lacks one as PATH: N lines
+and exits 1 if there is one.
+"""
+import os, re, sys
+
+LIMIT = 800
+root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                       os.path.join(os.path.dirname(__file__), ".."))
+folders = ["dialects", "include", "lib", "runtime", "tools", "bench", "scripts",
+           os.path.join("test", "unit")]
+skip = {os.path.join("runtime", "third_party")}
+suffixes = (".cpp", ".h", ".cu", ".cuh", ".td", ".def", ".proto", ".py", ".sh")
+reason = re.compile(r"^\s*(//|#)\s*Size( \([0-9,]+ lines\))?:")
+
+files, long, unexplained = 0, [], []
+for folder in folders:
+    for dirpath, dirnames, filenames in os.walk(os.path.join(root, folder)):
+        rel = os.path.relpath(dirpath, root)
+        dirnames[:] = sorted(d for d in dirnames
+                             if os.path.join(rel, d) not in skip and d != "__pycache__")
+        for name in sorted(filenames):
+            if not name.endswith(suffixes):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.readlines()
+            files += 1
+            if len(lines) <= LIMIT:
+                continue
+            long.append(path)
+            if not any(reason.match(l) for l in lines[:40]):
+                unexplained.append(f"{os.path.relpath(path, root)}: {len(lines)} lines")
+for u in unexplained:
+    print(u)
+print(f"check_sources: {files} files, {len(long)} over {LIMIT} lines, "
+      f"{len(unexplained)} without a reason")
+sys.exit(1 if unexplained else 0)
