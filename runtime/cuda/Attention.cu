@@ -611,14 +611,15 @@ bool tmaDescribes(const Operands &a, bool backward = false) {
 bool warpSpecialisedDq(int k) { return k == 3 || k == 5; }
 /// Whether the backward's dk/dv takes the warp-specialised kernel
 /// (cuda/AttentionFa3Bwd.cu; every kernel width): 4 and 5 always; by
-/// default (0) from width 80 up to 128, where it measured 10-30% faster
-/// than the one-warpgroup kernel at every k/v grouping, causal or not (H100,
-/// zrt-attention-bench --matrix, 4k tokens, D 80-128: docs/benchmarks.md);
-/// at 32-64 the two are within a few percent either way (the 64-key
-/// one-warpgroup blocks are already short), so those keep it. bf16 only by
-/// default, as the forward.
+/// default (0) from width 80, where it measured faster than the
+/// one-warpgroup kernel at every k/v grouping, causal or not (H100,
+/// zrt-attention-bench --matrix, 4k tokens: docs/benchmarks.md): 10-30% at
+/// D 80-128, 1.9-2.3x above 128 (the split blocks, where the one-warpgroup
+/// kernel's column halves each recompute S^T and dP^T); at 32-64 the two
+/// are within a few percent either way (the 64-key one-warpgroup blocks are
+/// already short), so those keep it. bf16 only by default, as the forward.
 bool warpSpecialisedDkv(int k, const Operands &a, int width) {
-  return k == 4 || k == 5 || (k == 0 && a.type == DType::BF16 && width >= 80 && width <= 128);
+  return k == 4 || k == 5 || (k == 0 && a.type == DType::BF16 && width >= 80);
 }
 
 /// Whether the current device runs the sm_90a kernels (compute capability
