@@ -24,6 +24,63 @@ def Zero_Dialect : Dialect {
     (sharded, bucketed, offloaded), never what it means.
   }];
   let hasConstantMaterializer = 1;
+  // The dialect's discardable attributes: metadata the importer and the
+  // passes attach to the module, globals, ops and function arguments, read by
+  // later passes, the plan writer and the report. Declared here once: ODS
+  // generates a typed helper for each (ZeroDialect::<Name>AttrHelper: the
+  // name, get, set, present), which the code uses instead of spelling
+  // "zero.<name>" (scripts/check_sources.py fails on such a string).
+  let discardableAttrs = (ins
+    // The module: what was imported (zcc's front end).
+    "::mlir::StringAttr":$source,               // the ONNX file's name
+    "::mlir::IntegerAttr":$opset,               // its default-domain opset
+    "::mlir::IntegerAttr":$trainable_count,     // trainable initializers
+    "::mlir::IntegerAttr":$frozen_count,        // frozen initializers
+    "::mlir::DictionaryAttr":$aux_loss,         // --aux-loss: output name -> coefficient
+    "::mlir::DictionaryAttr":$export_record,    // zcc-export's record (names, transposes)
+    // The module: the training configuration (zero-training-config).
+    "::mlir::DictionaryAttr":$training,         // optimizer, schedule, clipping, accumulation
+    "::mlir::StringAttr":$precision,            // fp32, bf16, fp16
+    "::mlir::StringAttr":$target,               // cpu, cuda
+    "::mlir::DictionaryAttr":$loss_scaling,     // fp16's dynamic loss scaling
+    "::mlir::StringAttr":$auto,                 // zcc --auto: the chosen candidate
+    "::mlir::IntegerAttr":$memory_budget,       // --memory-budget, bytes a rank
+    "::mlir::IntegerAttr":$host_memory_budget,  // --host-memory-budget
+    // The module: what the passes did (reports and the plan read these).
+    "::mlir::DictionaryAttr":$partition,        // ZeRO's partition (stage, world, shards, mesh)
+    "::mlir::ArrayAttr":$buckets,               // the flat buckets, one dictionary each
+    "::mlir::UnitAttr":$gradients_written,      // the backward writes whole gradients
+    "::mlir::DictionaryAttr":$optimizer_in_backward, // which parameters update in the backward
+    "::mlir::DictionaryAttr":$recompute,        // zero-recompute's choices
+    "::mlir::DictionaryAttr":$offload,          // ZeRO-Offload's devices
+    "::mlir::IntegerAttr":$fused_attention,     // attentions fused
+    "::mlir::IntegerAttr":$padded_gemms,        // GEMMs padded to the tensor cores' sizes
+    "::mlir::DenseI64ArrayAttr":$transposed_elements, // transposed elements before, after
+    // The module: the memory plan (zero-plan-memory), bytes.
+    "::mlir::IntegerAttr":$device_arena_bytes,
+    "::mlir::IntegerAttr":$state_arena_bytes,
+    "::mlir::IntegerAttr":$constant_arena_bytes,
+    "::mlir::IntegerAttr":$input_arena_bytes,
+    "::mlir::IntegerAttr":$host_arena_bytes,
+    "::mlir::IntegerAttr":$host_state_bytes,
+    "::mlir::IntegerAttr":$nvme_arena_bytes,
+    // Globals and ops: placement. nvme is a unit on a global or transfer
+    // (in NVMe swap files) and the swap files' settings (a dictionary) on
+    // the module.
+    "::mlir::Attribute":$nvme,
+    "::mlir::UnitAttr":$host,                   // a global in pinned host memory
+    "::mlir::UnitAttr":$on_host,                // an op that runs on the host
+    "::mlir::IntegerAttr":$nvme_chunk,          // an NVMe global's update chunk, elements
+    "::mlir::UnitAttr":$value_not_read,         // an initializer whose value nothing reads
+    "::mlir::IntegerAttr":$offset,              // a global's or input's arena offset
+    "::mlir::DenseI64ArrayAttr":$offsets,       // an op's results' arena offsets
+    "::mlir::DenseI64ArrayAttr":$in_state,      // results placed in the state arena
+    "::mlir::DenseI64ArrayAttr":$arenas,        // each result's arena
+    // Function arguments and results: the plan's named inputs and outputs.
+    "::mlir::StringAttr":$input,
+    "::mlir::StringAttr":$output,
+    "::mlir::UnitAttr":$loss                    // the result that is the loss
+  );
 }
 
 // Role of a global in the training state (what checkpoints, exports and reports read).

@@ -33,7 +33,7 @@ FailureOr<SmallVector<int64_t>> zcc::zero::broadcastShapes(ArrayRef<int64_t> lhs
 }
 
 int64_t zcc::zero::gradAccumSteps(Operation *module) {
-  auto training = module->getAttrOfType<DictionaryAttr>("zero.training");
+  auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module);
   auto steps = training ? training.getAs<FloatAttr>("grad_accum_steps") : FloatAttr();
   return steps ? (int64_t)steps.getValueAsDouble() : 0;
 }
@@ -162,7 +162,8 @@ void zcc::zero::eraseDropout(Operation *op) {
     d.erase();
   }
   for (unsigned k = 0; k < func.getNumArguments(); ++k)
-    if (auto name = func.getArgAttrOfType<StringAttr>(k, "zero.input");
+    if (auto name = func.getArgAttrOfType<StringAttr>(
+            k, zcc::zero::ZeroDialect::InputAttrHelper::getNameStr());
         name && name.getValue() == "dropout_rng" && func.getArgument(k).use_empty()) {
       (void)func.eraseArgument(k);
       return;

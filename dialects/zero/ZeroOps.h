@@ -33,6 +33,19 @@ inline bool isElementwise(mlir::Operation *op) { return op->hasTrait<OpTrait::El
 struct CommunicationResource : public mlir::SideEffects::Resource::Base<CommunicationResource> {
   llvm::StringRef getName() final { return "<zero.communication>"; }
 };
+
+/// The zero dialect of |op|'s context, whose generated helpers read and
+/// write the dialect's discardable attributes typed (ZeroDialect.td's
+/// discardableAttrs): attrs(global).getOffsetAttrHelper().getAttr(global).
+/// The names alone (function argument attributes, dictionary entries):
+/// ZeroDialect::OffsetAttrHelper::getNameStr().
+/// Loads the dialect where a module holding no zero op was read from text
+/// (which the passes, multithreaded, never see: their modules hold zero ops).
+inline ZeroDialect &attrs(mlir::Operation *op) {
+  if (auto *dialect = op->getContext()->getLoadedDialect<ZeroDialect>())
+    return *dialect;
+  return *op->getContext()->getOrLoadDialect<ZeroDialect>();
+}
 } // namespace zcc::zero
 
 #define GET_OP_CLASSES

@@ -87,7 +87,8 @@ std::optional<Placement> zcc::getRootPlacement(Value v) {
     auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
     if (!func)
       return std::nullopt;
-    if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "zero.offset"))
+    if (auto off = func.getArgAttrOfType<IntegerAttr>(
+            arg.getArgNumber(), zero::ZeroDialect::OffsetAttrHelper::getNameStr()))
       return Placement{ArenaKind::Input, off.getInt()};
     return std::nullopt;
   }
@@ -96,25 +97,26 @@ std::optional<Placement> zcc::getRootPlacement(Value v) {
     auto global = SymbolTable::lookupNearestSymbolFrom<zero::GlobalOp>(op, load.getGlobalAttr());
     if (!global)
       return std::nullopt;
-    if (auto off = global->getAttrOfType<IntegerAttr>("zero.offset"))
-      return Placement{global->hasAttr("zero.nvme")   ? ArenaKind::Nvme
-                       : global->hasAttr("zero.host") ? ArenaKind::Host
-                                                      : ArenaKind::State,
-                       off.getInt()};
+    if (auto off = zero::attrs(global).getOffsetAttrHelper().getAttr(global))
+      return Placement{
+          zero::attrs(global).getNvmeAttrHelper().isAttrPresent(global)   ? ArenaKind::Nvme
+          : zero::attrs(global).getHostAttrHelper().isAttrPresent(global) ? ArenaKind::Host
+                                                                          : ArenaKind::State,
+          off.getInt()};
     return std::nullopt;
   }
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("zero.offsets");
+  auto offsets = zero::attrs(op).getOffsetsAttrHelper().getAttr(op);
   unsigned index = cast<OpResult>(v).getResultNumber();
   if (!offsets || (int64_t)index >= offsets.size())
     return std::nullopt;
   ArenaKind arena = isa<zero::ConstantOp>(op) ? ArenaKind::Constant : ArenaKind::Device;
   // Results written straight into a global's bytes (see zero-plan-memory).
-  if (auto inState = op->getAttrOfType<DenseI64ArrayAttr>("zero.in_state"))
+  if (auto inState = zero::attrs(op).getInStateAttrHelper().getAttr(op))
     if ((int64_t)index < inState.size() && inState[index])
       arena = ArenaKind::State;
   // Per-result arenas where some are not the device's (offload: host values,
   // results written into host-resident globals).
-  if (auto arenas = op->getAttrOfType<DenseI64ArrayAttr>("zero.arenas"))
+  if (auto arenas = zero::attrs(op).getArenasAttrHelper().getAttr(op))
     if ((int64_t)index < arenas.size())
       arena = static_cast<ArenaKind>(arenas[index]);
   return Placement{arena, offsets[index]};
@@ -122,12 +124,13 @@ std::optional<Placement> zcc::getRootPlacement(Value v) {
 
 std::optional<ArenaSizes> zcc::getArenaSizes(ModuleOp module) {
   ArenaSizes sizes;
-  if (auto host = module->getAttrOfType<IntegerAttr>("zero.host_arena_bytes"))
+  if (auto host = zero::attrs(module).getHostArenaBytesAttrHelper().getAttr(module))
     sizes.host = host.getInt();
-  for (auto [name, field] : {std::pair{"zero.device_arena_bytes", &sizes.device},
-                             {"zero.state_arena_bytes", &sizes.state},
-                             {"zero.constant_arena_bytes", &sizes.constant},
-                             {"zero.input_arena_bytes", &sizes.input}}) {
+  for (auto [name, field] :
+       {std::pair{zero::ZeroDialect::DeviceArenaBytesAttrHelper::getNameStr(), &sizes.device},
+        {zero::ZeroDialect::StateArenaBytesAttrHelper::getNameStr(), &sizes.state},
+        {zero::ZeroDialect::ConstantArenaBytesAttrHelper::getNameStr(), &sizes.constant},
+        {zero::ZeroDialect::InputArenaBytesAttrHelper::getNameStr(), &sizes.input}}) {
     // (zero.host_arena_bytes is optional: plans without offload have none.)
     auto attr = module->getAttrOfType<IntegerAttr>(name);
     if (!attr)

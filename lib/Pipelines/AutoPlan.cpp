@@ -2,6 +2,7 @@
 #include "zcc/Pipelines/AutoPlan.h"
 
 #include "support/ByteSize.h"
+#include "zero/ZeroOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
@@ -90,8 +91,8 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const Au
     if (r.hostBudget)
       log << " (host " << zrt::showByteSize(r.hostBudget) << ")";
     log << "\n";
-    (*m)->setAttr(
-        "zero.auto",
+    zcc::zero::attrs((*m)).getAutoAttrHelper().setAttr(
+        (*m),
         Builder(m->getContext()).getStringAttr(describe(c) + ": the fastest candidate that fits"));
     return m;
   }

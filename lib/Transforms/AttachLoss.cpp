@@ -35,7 +35,8 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
       return rt.getRank() == 0 && isa<FloatType>(rt.getElementType());
     };
     auto outputName = [&](unsigned k) {
-      auto name = func.getResultAttrOfType<StringAttr>(k, "zero.output");
+      auto name = func.getResultAttrOfType<StringAttr>(
+          k, zcc::zero::ZeroDialect::OutputAttrHelper::getNameStr());
       return name ? name.getValue() : StringRef();
     };
     auto outputNames = [&] {
@@ -66,7 +67,8 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
       specs.push_back({name.str(), coef, spec});
     }
     if (specs.empty())
-      if (auto recorded = getOperation()->getAttrOfType<DictionaryAttr>("zero.aux_loss"))
+      if (auto recorded =
+              zcc::zero::attrs(getOperation()).getAuxLossAttrHelper().getAttr(getOperation()))
         for (NamedAttribute entry : recorded)
           specs.push_back({entry.getName().str(),
                            cast<FloatAttr>(entry.getValue()).getValueAsDouble(),
@@ -106,7 +108,8 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
         return signalPassFailure();
       }
       if (aux.empty()) {
-        func.setResultAttr(index, "zero.loss", UnitAttr::get(&getContext()));
+        func.setResultAttr(index, zcc::zero::ZeroDialect::LossAttrHelper::getNameStr(),
+                           UnitAttr::get(&getContext()));
         return;
       }
       lossValue = returnOp.getOperand(index);
@@ -153,16 +156,18 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
       auto labelsType = RankedTensorType::get(logitsType.getShape().drop_back(),
                                               IntegerType::get(&getContext(), 64));
       for (unsigned k = 0; k < func.getNumArguments(); ++k)
-        if (auto name = func.getArgAttrOfType<StringAttr>(k, "zero.input");
+        if (auto name = func.getArgAttrOfType<StringAttr>(
+                k, zcc::zero::ZeroDialect::InputAttrHelper::getNameStr());
             name && name.getValue() == "labels") {
           mlir::emitError(func.getLoc(), "the model already has an input named 'labels'");
           return signalPassFailure();
         }
       unsigned argIndex = func.getNumArguments();
-      if (failed(func.insertArgument(
-              argIndex, labelsType,
-              b.getDictionaryAttr(b.getNamedAttr("zero.input", b.getStringAttr("labels"))),
-              func.getLoc())))
+      if (failed(func.insertArgument(argIndex, labelsType,
+                                     b.getDictionaryAttr(b.getNamedAttr(
+                                         zcc::zero::ZeroDialect::InputAttrHelper::getNameStr(),
+                                         b.getStringAttr("labels"))),
+                                     func.getLoc())))
         return signalPassFailure();
       Value labels = func.getArgument(argIndex);
       lossValue = CrossEntropyOp::create(b, logitsValue.getLoc(),
@@ -183,9 +188,10 @@ struct ZeroAttachLossPass : zcc::impl::ZeroAttachLossBase<ZeroAttachLossPass> {
     }
     SmallVector<Value> results{lossValue};
     llvm::append_range(results, returnOp.getOperands());
-    SmallVector<DictionaryAttr> resultAttrs{
-        b.getDictionaryAttr({b.getNamedAttr("zero.output", b.getStringAttr("loss")),
-                             b.getNamedAttr("zero.loss", b.getUnitAttr())})};
+    SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr(
+        {b.getNamedAttr(zcc::zero::ZeroDialect::OutputAttrHelper::getNameStr(),
+                        b.getStringAttr("loss")),
+         b.getNamedAttr(zcc::zero::ZeroDialect::LossAttrHelper::getNameStr(), b.getUnitAttr())})};
     for (unsigned k = 0; k < func.getNumResults(); ++k)
       resultAttrs.push_back(func.getResultAttrDict(k));
     returnOp->setOperands(results);

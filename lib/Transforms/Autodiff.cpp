@@ -504,7 +504,7 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
     }
     int lossIndex = -1;
     for (unsigned k = 0; k < forward.getNumResults(); ++k)
-      if (forward.getResultAttr(k, "zero.loss"))
+      if (forward.getResultAttr(k, zcc::zero::ZeroDialect::LossAttrHelper::getNameStr()))
         lossIndex = k;
     if (lossIndex < 0) {
       forward.emitError("zero-autodiff: @forward has no loss (run zero-attach-loss)");
@@ -558,7 +558,7 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
     // Backward, in reverse order, before the return.
     mb.setInsertionPoint(ret);
     Value seed = diff.splat(loss.getLoc(), tensorType(loss), 1.0 / gradAccum);
-    if (module->hasAttr("zero.loss_scaling")) {
+    if (zcc::zero::attrs(module).getLossScalingAttrHelper().isAttrPresent(module)) {
       // fp16: the backward starts from loss_scale / grad-accum.
       auto scalarF32 = RankedTensorType::get({}, mb.getF32Type());
       if (tensorType(loss) != scalarF32) {
@@ -566,10 +566,11 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
         return signalPassFailure();
       }
       unsigned index = step.getNumArguments();
-      if (failed(step.insertArgument(
-              index, scalarF32,
-              mb.getDictionaryAttr(mb.getNamedAttr("zero.input", mb.getStringAttr("loss_scale"))),
-              loss.getLoc())))
+      if (failed(step.insertArgument(index, scalarF32,
+                                     mb.getDictionaryAttr(mb.getNamedAttr(
+                                         zcc::zero::ZeroDialect::InputAttrHelper::getNameStr(),
+                                         mb.getStringAttr("loss_scale"))),
+                                     loss.getLoc())))
         return signalPassFailure();
       seed = MulOp::create(mb, loss.getLoc(), block.getArgument(index), seed);
     }

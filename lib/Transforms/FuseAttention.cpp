@@ -359,7 +359,7 @@ std::optional<double> frozenScalar(LoadOp load, ModuleOp module) {
   auto global = module.lookupSymbol<GlobalOp>(load.getGlobalAttr());
   // (zcc --weights external leaves parameters' and buffers' values unread.)
   if (!global || global.getTrainable() || !global.getInitialValue() ||
-      global->hasAttr("zero.value_not_read"))
+      zcc::zero::attrs(global).getValueNotReadAttrHelper().isAttrPresent(global))
     return std::nullopt;
   ElementsAttr init = *global.getInitialValue();
   std::optional<std::function<double(int64_t)>> value = elementValues(init);
@@ -539,7 +539,8 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
       return;
     if (!documents.empty()) {
       for (BlockArgument arg : forward.getArguments())
-        if (auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "zero.input");
+        if (auto name = forward.getArgAttrOfType<StringAttr>(
+                arg.getArgNumber(), zcc::zero::ZeroDialect::InputAttrHelper::getNameStr());
             name && name.getValue() == documents)
           positions = arg;
       auto type = positions ? dyn_cast<RankedTensorType>(positions.getType()) : nullptr;
@@ -561,8 +562,8 @@ struct ZeroFuseAttention : zcc::impl::ZeroFuseAttentionBase<ZeroFuseAttention> {
       for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
         if (op.use_empty() && !isa<func::ReturnOp>(op) && isMemoryEffectFree(&op))
           op.erase();
-      module->setAttr("zero.fused_attention",
-                      Builder(module.getContext()).getI64IntegerAttr(fused));
+      zcc::zero::attrs(module).getFusedAttentionAttrHelper().setAttr(
+          module, Builder(module.getContext()).getI64IntegerAttr(fused));
     }
     if (positions && failed(checkDocuments(forward, fused)))
       return signalPassFailure();

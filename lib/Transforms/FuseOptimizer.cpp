@@ -63,7 +63,7 @@ struct ZeroFuseOptimizer : zcc::impl::ZeroFuseOptimizerBase<ZeroFuseOptimizer> {
       return;
     // Offloaded state (zero-offload) is updated on the host: not here.
     for (auto global : module.getOps<GlobalOp>())
-      if (global->hasAttr("zero.host"))
+      if (zcc::zero::attrs(global).getHostAttrHelper().isAttrPresent(global))
         return;
     fuseParamCopies(module, apply);
     fuseSumSquares(apply);

@@ -8,7 +8,7 @@ using namespace zcc::zero;
 FailureOr<Mesh> Mesh::of(ModuleOp module) {
   Mesh mesh;
   mesh.commType = Float32Type::get(module.getContext());
-  auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition");
+  auto partition = zero::attrs(module).getPartitionAttrHelper().getAttr(module);
   if (!partition)
     return mesh;
   auto world = partition.getAs<IntegerAttr>("world_size");

@@ -97,7 +97,7 @@ struct ZeroMixedPrecisionPass : zcc::impl::ZeroMixedPrecisionBase<ZeroMixedPreci
     b.setInsertionPoint(ret);
     for (unsigned k = 0; k < ret.getNumOperands(); ++k) {
       Value v = ret.getOperand(k);
-      if (func.getResultAttr(k, "zero.loss") &&
+      if (func.getResultAttr(k, zcc::zero::ZeroDialect::LossAttrHelper::getNameStr()) &&
           cast<RankedTensorType>(v.getType()).getElementType() == low)
         ret.setOperand(k,
                        CastOp::create(b, v.getLoc(), withElement(v.getType(), b.getF32Type()), v));
@@ -106,8 +106,8 @@ struct ZeroMixedPrecisionPass : zcc::impl::ZeroMixedPrecisionBase<ZeroMixedPreci
     if (failed(verify(func)))
       return signalPassFailure();
     if (fp16)
-      module->setAttr(
-          "zero.loss_scaling",
+      zcc::zero::attrs(module).getLossScalingAttrHelper().setAttr(
+          module,
           b.getDictionaryAttr({
               b.getNamedAttr("loss_scale", b.getF64FloatAttr(lossScale)),
               b.getNamedAttr("initial_scale_power", b.getI64IntegerAttr(initialScalePower)),

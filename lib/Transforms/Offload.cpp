@@ -37,7 +37,10 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     auto nvmeGlobal = [&](Value v) -> GlobalOp {
       auto load = v.getDefiningOp<LoadOp>();
       auto g = load ? module.lookupSymbol<GlobalOp>(load.getGlobalAttr()) : GlobalOp();
-      return g && g->hasAttr("zero.nvme") && !g.getBucket() && v.hasOneUse() ? g : GlobalOp();
+      return g && zcc::zero::attrs(g).getNvmeAttrHelper().isAttrPresent(g) && !g.getBucket() &&
+                     v.hasOneUse()
+                 ? g
+                 : GlobalOp();
     };
     auto onlyStoreInto = [&](Value v, GlobalOp g) -> StoreOp {
       if (!v.hasOneUse())
@@ -72,7 +75,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       }
       if (gp) {
         auto read = TransferOp::create(ob, op->getLoc(), param, /*to_host=*/true);
-        read->setAttr("zero.nvme", b.getUnitAttr());
+        zcc::zero::attrs(read).getNvmeAttrHelper().setAttr(read, b.getUnitAttr());
         param = read;
       }
       SmallVector<Value> pieces;
@@ -86,7 +89,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
                               b.getDenseI64ArrayAttr({at}), b.getDenseI64ArrayAttr({at + len}),
                               b.getDenseI64ArrayAttr({1}));
           if (onHost(x))
-            s->setAttr("zero.on_host", b.getUnitAttr());
+            zcc::zero::attrs(s).getOnHostAttrHelper().setAttr(s, b.getUnitAttr());
           return s;
         };
         auto chunkGlobal = [&](GlobalOp g) {
@@ -95,8 +98,9 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
               gb, g.getLoc(), (g.getSymName() + ".chunk" + Twine(k)).str(), g.getRole(),
               /*trainable=*/false, chunkType,
               DenseElementsAttr::get(chunkType, gb.getFloatAttr(type.getElementType(), 0.0)));
-          c->setAttr("zero.nvme", b.getUnitAttr());
-          c->setAttr("zero.nvme_chunk", b.getI64IntegerAttr(k)); // laid out end to end
+          zcc::zero::attrs(c).getNvmeAttrHelper().setAttr(c, b.getUnitAttr());
+          zcc::zero::attrs(c).getNvmeChunkAttrHelper().setAttr(
+              c, b.getI64IntegerAttr(k)); // laid out end to end
           return c;
         };
         GlobalOp mk = chunkGlobal(gm), vk = chunkGlobal(gv);
@@ -122,10 +126,10 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       auto joined = ConcatOp::create(ob, op->getLoc(), type, pieces, b.getI64IntegerAttr(0));
       adam.getNewParam().replaceAllUsesWith(joined.getResult());
       if (gp) {
-        joined->setAttr("zero.on_host", b.getUnitAttr());
+        zcc::zero::attrs(joined).getOnHostAttrHelper().setAttr(joined, b.getUnitAttr());
         OpBuilder sb(sp);
         auto write = TransferOp::create(sb, sp.getLoc(), joined, /*to_host=*/false);
-        write->setAttr("zero.nvme", b.getUnitAttr());
+        zcc::zero::attrs(write).getNvmeAttrHelper().setAttr(write, b.getUnitAttr());
         sp->setOperand(0, write);
       }
       Operation *loadM = adam.getM().getDefiningOp(), *loadV = adam.getV().getDefiningOp();
@@ -150,7 +154,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
   void pipelineNvmeCopies(func::FuncOp apply, Builder &b) {
     SmallVector<Operation *> updates;
     apply.walk([&](Operation *op) {
-      if (isa<AdamWOp>(op) && op->hasAttr("zero.on_host"))
+      if (isa<AdamWOp>(op) && zcc::zero::attrs(op).getOnHostAttrHelper().isAttrPresent(op))
         updates.push_back(op);
     });
     Operation *terminator = apply.getBody().front().getTerminator();
@@ -160,7 +164,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       // Reads: operands that are transfers out of the swap file.
       for (OpOperand &operand : op->getOpOperands()) {
         auto read = operand.get().getDefiningOp<TransferOp>();
-        if (!read || !read->hasAttr("zero.nvme") || !read->hasOneUse())
+        if (!read || !zcc::zero::attrs(read).getNvmeAttrHelper().isAttrPresent(read) ||
+            !read->hasOneUse())
           continue;
         auto load = read.getInput().getDefiningOp<LoadOp>();
         if (!load)
@@ -178,7 +183,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       for (Value result : op->getResults())
         for (Operation *user : llvm::to_vector(result.getUsers())) {
           auto write = dyn_cast<TransferOp>(user);
-          if (!write || !write->hasAttr("zero.nvme") || !write->hasOneUse())
+          if (!write || !zcc::zero::attrs(write).getNvmeAttrHelper().isAttrPresent(write) ||
+              !write->hasOneUse())
             continue;
           auto store = dyn_cast<StoreOp>(*write->getUsers().begin());
           if (!store)
@@ -203,7 +209,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       return found;
     };
     for (auto copy : llvm::to_vector(block.getOps<TransferOp>())) {
-      if (!copy->hasAttr("zero.nvme") || copy->hasAttr("async") || copy.getResult().use_empty())
+      if (!zcc::zero::attrs(copy).getNvmeAttrHelper().isAttrPresent(copy) ||
+          copy->hasAttr("async") || copy.getResult().use_empty())
         continue;
       if (copy.getToHost()) {
         Operation *first = firstUser(copy);
@@ -266,7 +273,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
   void pipelineNvmeReads(func::FuncOp func, Builder &b) {
     SmallVector<TransferOp> reads;
     for (auto copy : func.getBody().front().getOps<TransferOp>())
-      if (copy->hasAttr("zero.nvme") && copy.getToHost() && !copy->hasAttr("async"))
+      if (zcc::zero::attrs(copy).getNvmeAttrHelper().isAttrPresent(copy) && copy.getToHost() &&
+          !copy->hasAttr("async"))
         reads.push_back(copy);
     Operation *previousWait = nullptr;
     for (TransferOp read : reads) {
@@ -309,40 +317,44 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     // the host with the moments (also under nvme: the swap file holds the
     // moments); the device keeps the 16-bit copies.
     DenseSet<StringAttr> masters;
-    if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets"))
+    if (auto buckets = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
       for (Attribute a : buckets)
         if (auto d = dyn_cast<DictionaryAttr>(a); d && d.get("copy"))
           if (auto p = d.getAs<FlatSymbolRefAttr>("param"))
             masters.insert(p.getAttr());
     for (auto global : module.getOps<GlobalOp>()) {
       if (masters.contains(global.getSymNameAttr())) {
-        global->setAttr("zero.host", b.getUnitAttr());
+        zcc::zero::attrs(global).getHostAttrHelper().setAttr(global, b.getUnitAttr());
         moved += global.getTensorType().getNumElements();
         continue;
       }
       if (global.getRole() == GlobalRole::adam_m || global.getRole() == GlobalRole::adam_v) {
-        global->setAttr(device == "nvme" ? "zero.nvme" : "zero.host", b.getUnitAttr());
+        global->setAttr(device == "nvme" ? zcc::zero::ZeroDialect::NvmeAttrHelper::getNameStr()
+                                         : zcc::zero::ZeroDialect::HostAttrHelper::getNameStr(),
+                        b.getUnitAttr());
         moved += global.getTensorType().getNumElements();
       }
       // offload_param: stage 3's partitioned parameter shards.
       if (param != "none" && global.getRole() == GlobalRole::param && global.getShardOfAttr()) {
-        global->setAttr(param == "nvme" ? "zero.nvme" : "zero.host", b.getUnitAttr());
+        global->setAttr(param == "nvme" ? zcc::zero::ZeroDialect::NvmeAttrHelper::getNameStr()
+                                        : zcc::zero::ZeroDialect::HostAttrHelper::getNameStr(),
+                        b.getUnitAttr());
         paramsMoved += global.getTensorType().getNumElements();
       }
     }
     auto onNvme = [&](Value v) {
       auto load = v.getDefiningOp<LoadOp>();
       auto g = load ? module.lookupSymbol<GlobalOp>(load.getGlobalAttr()) : GlobalOp();
-      return g && g->hasAttr("zero.nvme");
+      return g && zcc::zero::attrs(g).getNvmeAttrHelper().isAttrPresent(g);
     };
     auto onHost = [&](Value v) {
       Operation *def = v.getDefiningOp();
       if (auto load = dyn_cast_if_present<LoadOp>(def))
         if (auto g = module.lookupSymbol<GlobalOp>(load.getGlobalAttr()))
-          return g->hasAttr("zero.host");
+          return zcc::zero::attrs(g).getHostAttrHelper().isAttrPresent(g);
       if (auto t = dyn_cast_if_present<TransferOp>(def))
         return t.getToHost();
-      return def && def->hasAttr("zero.on_host");
+      return def && zcc::zero::attrs(def).getOnHostAttrHelper().isAttrPresent(def);
     };
     int64_t updates = 0;
     SmallVector<Operation *> optimizers;
@@ -388,7 +400,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
       auto twin = GlobalOp::create(
           gb, g.getLoc(), (g.getSymName() + ".host").str(), GlobalRole::grad, /*trainable=*/false,
           type, DenseElementsAttr::get(type, gb.getFloatAttr(type.getElementType(), 0.0)));
-      twin->setAttr("zero.host", b.getUnitAttr());
+      zcc::zero::attrs(twin).getHostAttrHelper().setAttr(twin, b.getUnitAttr());
       hostTwin[g.getSymNameAttr()] = twin;
       OpBuilder mb(last);
       mb.setInsertionPointAfter(last);
@@ -401,13 +413,13 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
           LoadOp::create(ab, op->getLoc(), type, FlatSymbolRefAttr::get(twin.getSymNameAttr()));
       if (widen) {
         auto hostWiden = CastOp::create(ab, widen.getLoc(), widen.getType(), hostGrad);
-        hostWiden->setAttr("zero.on_host", b.getUnitAttr());
+        zcc::zero::attrs(hostWiden).getOnHostAttrHelper().setAttr(hostWiden, b.getUnitAttr());
         hostGrad = hostWiden;
       }
       if (scale) {
         Value coef = TransferOp::create(ab, scale.getLoc(), scale.getRhs(), /*to_host=*/true);
         auto hostScale = MulOp::create(ab, scale.getLoc(), hostGrad, coef);
-        hostScale->setAttr("zero.on_host", b.getUnitAttr());
+        zcc::zero::attrs(hostScale).getOnHostAttrHelper().setAttr(hostScale, b.getUnitAttr());
         hostGrad = hostScale;
       }
       op->setOperand(1, hostGrad);
@@ -426,10 +438,10 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
           bool fromFile = onNvme(operand.get());
           auto read = TransferOp::create(ob, op->getLoc(), operand.get(), /*to_host=*/true);
           if (fromFile) // a read of the swap file into a host temporary
-            read->setAttr("zero.nvme", b.getUnitAttr());
+            zcc::zero::attrs(read).getNvmeAttrHelper().setAttr(read, b.getUnitAttr());
           operand.set(read);
         }
-      op->setAttr("zero.on_host", b.getUnitAttr());
+      zcc::zero::attrs(op).getOnHostAttrHelper().setAttr(op, b.getUnitAttr());
       ob.setInsertionPointAfter(op);
       for (Value result : op->getResults()) {
         // Stores into host globals read the host value; everything else
@@ -438,14 +450,17 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         for (OpOperand &use : result.getUses()) {
           auto store = dyn_cast<StoreOp>(use.getOwner());
           auto g = store ? module.lookupSymbol<GlobalOp>(store.getGlobalAttr()) : GlobalOp();
-          if (g && g->hasAttr("zero.nvme"))
+          if (g && zcc::zero::attrs(g).getNvmeAttrHelper().isAttrPresent(g))
             fileUses.push_back(&use);
-          else if ((!g || !g->hasAttr("zero.host")) && !use.getOwner()->hasAttr("zero.on_host"))
+          else if ((!g || !zcc::zero::attrs(g).getHostAttrHelper().isAttrPresent(g)) &&
+                   !zcc::zero::attrs(use.getOwner())
+                        .getOnHostAttrHelper()
+                        .isAttrPresent(use.getOwner()))
             deviceUses.push_back(&use);
         }
         if (!fileUses.empty()) { // the new moments written back to the swap file
           auto write = TransferOp::create(ob, op->getLoc(), result, /*to_host=*/false);
-          write->setAttr("zero.nvme", b.getUnitAttr());
+          zcc::zero::attrs(write).getNvmeAttrHelper().setAttr(write, b.getUnitAttr());
           for (OpOperand *use : fileUses)
             use->set(write);
         }
@@ -471,7 +486,8 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         SmallVector<OpOperand *> deviceUses;
         for (OpOperand &use : load.getResult().getUses()) {
           Operation *user = use.getOwner();
-          if (!user->hasAttr("zero.on_host") && !isa<TransferOp>(user))
+          if (!zcc::zero::attrs(user).getOnHostAttrHelper().isAttrPresent(user) &&
+              !isa<TransferOp>(user))
             deviceUses.push_back(&use);
         }
         if (deviceUses.empty())
@@ -481,7 +497,7 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         Value source = load.getResult();
         if (onNvme(source)) {
           auto read = TransferOp::create(lb, load.getLoc(), source, /*to_host=*/true);
-          read->setAttr("zero.nvme", b.getUnitAttr());
+          zcc::zero::attrs(read).getNvmeAttrHelper().setAttr(read, b.getUnitAttr());
           source = read;
         }
         Value copy = TransferOp::create(lb, load.getLoc(), source, /*to_host=*/false);
@@ -499,10 +515,10 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
         io.push_back(b.getNamedAttr("block_size", b.getI64IntegerAttr(nvmeBlockSize)));
       if (nvmeQueueDepth > 0)
         io.push_back(b.getNamedAttr("queue_depth", b.getI64IntegerAttr(nvmeQueueDepth)));
-      module->setAttr("zero.nvme", b.getDictionaryAttr(io));
+      zcc::zero::attrs(module).getNvmeAttrHelper().setAttr(module, b.getDictionaryAttr(io));
     }
-    module->setAttr(
-        "zero.offload",
+    zcc::zero::attrs(module).getOffloadAttrHelper().setAttr(
+        module,
         b.getDictionaryAttr(
             {b.getNamedAttr("optimizer", b.getStringAttr(device)),
              b.getNamedAttr("param", b.getStringAttr(param)),

@@ -60,8 +60,8 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     if (failed(of))
       return failure();
     mesh = *of;
-    if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
-      auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition");
+    if (auto buckets = zero::attrs(module).getBucketsAttrHelper().getAttr(module)) {
+      auto partition = zero::attrs(module).getPartitionAttrHelper().getAttr(module);
       auto stage = partition ? partition.getAs<IntegerAttr>("stage") : IntegerAttr();
       if (!stage)
         return module.emitError("zero-optimizer: zero.buckets without zero.partition");
@@ -116,7 +116,8 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       return signalPassFailure();
     }
     // zero-partition stores a one-micro-step step's gradients whole.
-    writesWholeGradients = module->hasAttr("zero.gradients_written");
+    writesWholeGradients =
+        zero::attrs(module).getGradientsWrittenAttrHelper().isAttrPresent(module);
     for (Unit &u : units)
       if (!isa<Float32Type>(u.param.getTensorType().getElementType())) {
         u.param.emitError("zero-optimizer: AdamW supports float32 parameters (mixed precision "
@@ -153,7 +154,7 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
 
     // @apply(lr) -> grad_norm, or with fp16 loss scaling
     // @apply(lr, loss_scale) -> (grad_norm, overflow).
-    bool scaled = module->hasAttr("zero.loss_scaling");
+    bool scaled = zero::attrs(module).getLossScalingAttrHelper().isAttrPresent(module);
     b.setInsertionPointToEnd(module.getBody());
     SmallVector<Type> inputs{f32}, outputs{f32};
     if (scaled) {
@@ -161,11 +162,14 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       outputs.push_back(f32);
     }
     auto apply = func::FuncOp::create(b, loc, "apply", b.getFunctionType(inputs, outputs));
-    apply.setArgAttr(0, "zero.input", b.getStringAttr("lr"));
-    apply.setResultAttr(0, "zero.output", b.getStringAttr("grad_norm"));
+    apply.setArgAttr(0, zero::ZeroDialect::InputAttrHelper::getNameStr(), b.getStringAttr("lr"));
+    apply.setResultAttr(0, zero::ZeroDialect::OutputAttrHelper::getNameStr(),
+                        b.getStringAttr("grad_norm"));
     if (scaled) {
-      apply.setArgAttr(1, "zero.input", b.getStringAttr("loss_scale"));
-      apply.setResultAttr(1, "zero.output", b.getStringAttr("overflow"));
+      apply.setArgAttr(1, zero::ZeroDialect::InputAttrHelper::getNameStr(),
+                       b.getStringAttr("loss_scale"));
+      apply.setResultAttr(1, zero::ZeroDialect::OutputAttrHelper::getNameStr(),
+                          b.getStringAttr("overflow"));
     }
     Block *body = apply.addEntryBlock();
     b.setInsertionPointToStart(body);

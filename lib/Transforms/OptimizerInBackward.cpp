@@ -91,8 +91,8 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
 
   /// One micro-step a step on one rank (module attributes).
   static bool eligible(ModuleOp module, func::FuncOp apply) {
-    auto training = module->getAttrOfType<DictionaryAttr>("zero.training");
-    auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition");
+    auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module);
+    auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module);
     if (!training || !partition)
       return false;
     auto accum = training.getAs<FloatAttr>("grad_accum_steps");
@@ -240,7 +240,9 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
     // lr: a new input of @micro_step.
     unsigned lrIndex = micro.getNumArguments();
     (void)micro.insertArgument(
-        lrIndex, scalar, b.getDictionaryAttr(b.getNamedAttr("zero.input", b.getStringAttr("lr"))),
+        lrIndex, scalar,
+        b.getDictionaryAttr(b.getNamedAttr(zcc::zero::ZeroDialect::InputAttrHelper::getNameStr(),
+                                           b.getStringAttr("lr"))),
         loc);
     Value lr = micro.getArgument(lrIndex);
 
@@ -362,8 +364,9 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
       double flops = 0;
       for (Operation &op : block) {
         flopsBefore[&op] = flops;
-        if (op.getName().getStringRef().starts_with("zero.matmul") && op.getNumOperands() >= 2 &&
-            op.getNumResults() >= 1) {
+        if (isa<MatmulOp, MatmulBiasOp, MatmulAddOp, MatmulBiasGeluOp, MatmulGeluGradOp,
+                MatmulBgradOp>(op) &&
+            op.getNumOperands() >= 2 && op.getNumResults() >= 1) {
           auto a = cast<RankedTensorType>(op.getOperand(0).getType());
           auto c = cast<RankedTensorType>(op.getResult(0).getType());
           flops += 2.0 * (double)c.getShape().back() * (double)a.getNumElements();
@@ -415,7 +418,8 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
     unsigned normIndex = micro.getNumResults();
     (void)micro.insertResult(
         normIndex, scalar,
-        b.getDictionaryAttr(b.getNamedAttr("zero.output", b.getStringAttr("grad_norm"))));
+        b.getDictionaryAttr(b.getNamedAttr(zcc::zero::ZeroDialect::OutputAttrHelper::getNameStr(),
+                                           b.getStringAttr("grad_norm"))));
     ret->setOperands(results);
 
     // The gradient buckets are no longer written: their stores and packing go.
@@ -439,14 +443,14 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
     (void)apply.eraseResult(0);
 
     // The buckets lose their gradient globals (and zero.buckets its names).
-    if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
+    if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module)) {
       SmallVector<Attribute> entries;
       for (Attribute a : list) {
         NamedAttrList d(cast<DictionaryAttr>(a));
         d.erase("grad");
         entries.push_back(d.getDictionary(module.getContext()));
       }
-      module->setAttr("zero.buckets", b.getArrayAttr(entries));
+      zcc::zero::attrs(module).getBucketsAttrHelper().setAttr(module, b.getArrayAttr(entries));
     }
     for (BucketUpdate &u : buckets) {
       for (GlobalOp g : llvm::make_early_inc_range(module.getOps<GlobalOp>()))
@@ -457,10 +461,9 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
         u.grad.erase();
     }
 
-    module->setAttr(
-        "zero.optimizer_in_backward",
-        b.getDictionaryAttr({b.getNamedAttr("updates", b.getI64IntegerAttr(members.size())),
-                             b.getNamedAttr("async", b.getBoolAttr(async))}));
+    zcc::zero::attrs(module).getOptimizerInBackwardAttrHelper().setAttr(
+        module, b.getDictionaryAttr({b.getNamedAttr("updates", b.getI64IntegerAttr(members.size())),
+                                     b.getNamedAttr("async", b.getBoolAttr(async))}));
   }
 
   static Operation *firstOpOfGroup(ArrayRef<AdamWOp> group) {

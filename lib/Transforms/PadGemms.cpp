@@ -76,7 +76,8 @@ struct ZeroPadGemms : zcc::impl::ZeroPadGemmsBase<ZeroPadGemms> {
       ++padded;
     }
     if (padded)
-      module->setAttr("zero.padded_gemms", Builder(module.getContext()).getI64IntegerAttr(padded));
+      zcc::zero::attrs(module).getPaddedGemmsAttrHelper().setAttr(
+          module, Builder(module.getContext()).getI64IntegerAttr(padded));
   }
 };
 

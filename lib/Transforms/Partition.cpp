@@ -194,7 +194,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     OpBuilder b(&getContext());
     bool writesWholeGradients = gradAccumSteps(module) == 1 && (stage < 2 || world == 1);
     if (writesWholeGradients)
-      module->setAttr("zero.gradients_written", b.getUnitAttr());
+      zero::attrs(module).getGradientsWrittenAttrHelper().setAttr(module, b.getUnitAttr());
     // Every gradient the widening of one 16-bit value (mixed precision's
     // backward: the matmuls produce the 16-bit gradients of the 16-bit
     // weight copies): |narrow| is that type.
@@ -671,7 +671,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     b.setInsertionPointAfter(lastGlobal);
     auto f32 = b.getF32Type();
     for (auto [k, bucket] : llvm::enumerate(buckets)) {
-      std::string name = "zero.bucket" + std::to_string(k);
+      std::string name = (zero::ZeroDialect::getDialectNamespace() + ".bucket" + Twine(k)).str();
       Location loc = bucket.members.front().param.getLoc();
       int64_t shard = bucket.size / mesh.shards;
       // Mixed precision with the state sharded: the float32 masters are
@@ -760,22 +760,22 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           m.param.erase();
       }
     }
-    module->setAttr("zero.partition",
-                    b.getDictionaryAttr(
-                        {b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
-                         b.getNamedAttr("world_size", b.getI64IntegerAttr(world)),
-                         b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceCap)),
-                         b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherCap)),
-                         b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistence)),
-                         b.getNamedAttr("comm_type", TypeAttr::get(commType)),
-                         b.getNamedAttr("group_size", b.getI64IntegerAttr(mesh.groupSize)),
-                         b.getNamedAttr("state_shards", b.getI64IntegerAttr(mesh.shards)),
-                         b.getNamedAttr("hpz", b.getBoolAttr(mesh.hpz)),
-                         b.getNamedAttr("quantized_weights", b.getBoolAttr(quantizedWeights)),
-                         b.getNamedAttr("quantized_gradients", b.getBoolAttr(quantizedGradients)),
-                         b.getNamedAttr("quantized_gradient_bits",
-                                        b.getI64IntegerAttr(quantizedGradientBits))}));
-    module->setAttr("zero.buckets", b.getArrayAttr(described));
+    zero::attrs(module).getPartitionAttrHelper().setAttr(
+        module, b.getDictionaryAttr(
+                    {b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
+                     b.getNamedAttr("world_size", b.getI64IntegerAttr(world)),
+                     b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceCap)),
+                     b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherCap)),
+                     b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistence)),
+                     b.getNamedAttr("comm_type", TypeAttr::get(commType)),
+                     b.getNamedAttr("group_size", b.getI64IntegerAttr(mesh.groupSize)),
+                     b.getNamedAttr("state_shards", b.getI64IntegerAttr(mesh.shards)),
+                     b.getNamedAttr("hpz", b.getBoolAttr(mesh.hpz)),
+                     b.getNamedAttr("quantized_weights", b.getBoolAttr(quantizedWeights)),
+                     b.getNamedAttr("quantized_gradients", b.getBoolAttr(quantizedGradients)),
+                     b.getNamedAttr("quantized_gradient_bits",
+                                    b.getI64IntegerAttr(quantizedGradientBits))}));
+    zero::attrs(module).getBucketsAttrHelper().setAttr(module, b.getArrayAttr(described));
   }
 };
 

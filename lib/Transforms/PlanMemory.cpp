@@ -186,17 +186,17 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       if (!sameShapes || lastRead > index[def] || (concat && lastRead >= index[def]))
         continue;
       auto global = module.lookupSymbol<GlobalOp>(g);
-      auto off = global->getAttrOfType<IntegerAttr>("zero.offset");
+      auto off = zero::attrs(global).getOffsetAttrHelper().getAttr(global);
       // NVMe globals (zero-offload to nvme) are written only by the
       // transfer that writes them back (a copy into the swap file).
-      if (global->hasAttr("zero.nvme")) {
-        if (off && isa<TransferOp>(def) && def->hasAttr("zero.nvme"))
+      if (zero::attrs(global).getNvmeAttrHelper().isAttrPresent(global)) {
+        if (off && isa<TransferOp>(def) && zero::attrs(def).getNvmeAttrHelper().isAttrPresent(def))
           forwarded[v] = Placement{ArenaKind::Nvme, off.getInt()};
         continue;
       }
       // A host op's result goes into host globals only, a device op's into
       // device ones.
-      bool hostGlobal = global->hasAttr("zero.host");
+      bool hostGlobal = zero::attrs(global).getHostAttrHelper().isAttrPresent(global);
       if (hostGlobal != onHost(def))
         continue;
       if (!off)
@@ -286,7 +286,7 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
   static bool onHost(Operation *op) {
     if (auto t = dyn_cast<TransferOp>(op))
       return t.getToHost();
-    return op->hasAttr("zero.on_host");
+    return zero::attrs(op).getOnHostAttrHelper().isAttrPresent(op);
   }
 
   static Type storeType(ModuleOp module, StoreOp store) {
@@ -316,7 +316,9 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     // With a swap file, host temporaries are 4 KiB-aligned: the NVMe copies
     // into and out of them go straight to the file (O_DIRECT), not through
     // the runtime's bounce buffer a block at a time.
-    ArenaPlanner device, host(module->hasAttr("zero.nvme") ? kNvmeAlignment : kArenaAlignment);
+    ArenaPlanner device,
+        host(zero::attrs(module).getNvmeAttrHelper().isAttrPresent(module) ? kNvmeAlignment
+                                                                           : kArenaAlignment);
     DenseMap<Value, int> deviceBlock; // live roots in the device arena -> block
     DenseMap<Value, int> hostBlock;   // live roots in the host arena (offload) -> block
     // Where each result goes, resolved once the arenas are packed.
@@ -349,7 +351,8 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       }
       int64_t i = index[&op];
       if (auto constant = dyn_cast<ConstantOp>(op)) {
-        op.setAttr("zero.offsets", b.getDenseI64ArrayAttr({constantBytes}));
+        op.setAttr(zero::ZeroDialect::OffsetsAttrHelper::getNameStr(),
+                   b.getDenseI64ArrayAttr({constantBytes}));
         constantBytes += alignArena(storageBytes(constant.getType()));
         continue;
       }
@@ -453,12 +456,12 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
         offsets.push_back(slot == Slot::Fixed    ? v
                           : slot == Slot::Device ? device.offset(v)
                                                  : hostBase + host.offset(v));
-      p.op->setAttr("zero.offsets", b.getDenseI64ArrayAttr(offsets));
+      zero::attrs(p.op).getOffsetsAttrHelper().setAttr(p.op, b.getDenseI64ArrayAttr(offsets));
       if (p.stateOrHost) {
-        p.op->setAttr("zero.in_state", b.getDenseI64ArrayAttr(p.inState));
+        zero::attrs(p.op).getInStateAttrHelper().setAttr(p.op, b.getDenseI64ArrayAttr(p.inState));
         if (llvm::is_contained(p.arenas, (int64_t)ArenaKind::Host) ||
             llvm::is_contained(p.arenas, (int64_t)ArenaKind::Nvme))
-          p.op->setAttr("zero.arenas", b.getDenseI64ArrayAttr(p.arenas));
+          zero::attrs(p.op).getArenasAttrHelper().setAttr(p.op, b.getDenseI64ArrayAttr(p.arenas));
       }
     }
     hostPeak = std::max(hostPeak, host.getPeak());
@@ -477,21 +480,24 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
     for (auto global : module.getOps<GlobalOp>()) {
       if (global.getBucket())
         continue;
-      if (global->hasAttr("zero.nvme")) {
+      if (zero::attrs(global).getNvmeAttrHelper().isAttrPresent(global)) {
         // A chunked moment's chunks (zero-offload) end to end, so that the
         // moment is one range of the file (checkpoints describe it so).
-        auto chunk = global->getAttrOfType<IntegerAttr>("zero.nvme_chunk");
+        auto chunk = zero::attrs(global).getNvmeChunkAttrHelper().getAttr(global);
         if (!chunk || chunk.getInt() == 0)
           nvmeBytes = alignNvme(nvmeBytes);
-        global->setAttr("zero.offset", b.getI64IntegerAttr(nvmeBytes));
+        zero::attrs(global).getOffsetAttrHelper().setAttr(global, b.getI64IntegerAttr(nvmeBytes));
         nvmeBytes += storageBytes(global.getType());
         continue;
       }
-      int64_t &bytes = global->hasAttr("zero.host") ? hostStateBytes : stateBytes;
-      global->setAttr("zero.offset", b.getI64IntegerAttr(bytes));
+      int64_t &bytes = zero::attrs(global).getHostAttrHelper().isAttrPresent(global)
+                           ? hostStateBytes
+                           : stateBytes;
+      zero::attrs(global).getOffsetAttrHelper().setAttr(global, b.getI64IntegerAttr(bytes));
       bytes += alignArena(storageBytes(global.getType()));
     }
-    if (module->hasAttr("zero.nvme")) // the host temporaries after it, 4 KiB-aligned
+    if (zero::attrs(module).getNvmeAttrHelper().isAttrPresent(
+            module)) // the host temporaries after it, 4 KiB-aligned
       hostStateBytes = alignNvme(hostStateBytes);
     for (auto global : module.getOps<GlobalOp>()) {
       auto bucketName = global.getBucketAttr();
@@ -512,9 +518,9 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
             << *global.getBucketOffset() + global.getTensorType().getNumElements() << ")";
         return signalPassFailure();
       }
-      global->setAttr(
-          "zero.offset",
-          b.getI64IntegerAttr(bucket->getAttrOfType<IntegerAttr>("zero.offset").getInt() +
+      zero::attrs(global).getOffsetAttrHelper().setAttr(
+          global,
+          b.getI64IntegerAttr(zero::attrs(bucket).getOffsetAttrHelper().getAttr(bucket).getInt() +
                               *global.getBucketOffset() * elementBytes));
     }
 
@@ -530,20 +536,28 @@ struct ZeroPlanMemoryPass : zcc::impl::ZeroPlanMemoryBase<ZeroPlanMemoryPass> {
       }
       Block &block = func.getBody().front();
       for (BlockArgument arg : block.getArguments()) {
-        func.setArgAttr(arg.getArgNumber(), "zero.offset", b.getI64IntegerAttr(inputBytes));
+        func.setArgAttr(arg.getArgNumber(), zero::ZeroDialect::OffsetAttrHelper::getNameStr(),
+                        b.getI64IntegerAttr(inputBytes));
         inputBytes += alignArena(storageBytes(arg.getType()));
       }
       devicePeak = std::max(devicePeak, planDevice(block, constantBytes, hostStateBytes, hostPeak));
     }
-    module->setAttr("zero.device_arena_bytes", b.getI64IntegerAttr(devicePeak));
-    module->setAttr("zero.state_arena_bytes", b.getI64IntegerAttr(stateBytes));
-    module->setAttr("zero.constant_arena_bytes", b.getI64IntegerAttr(constantBytes));
-    module->setAttr("zero.input_arena_bytes", b.getI64IntegerAttr(inputBytes));
+    zero::attrs(module).getDeviceArenaBytesAttrHelper().setAttr(module,
+                                                                b.getI64IntegerAttr(devicePeak));
+    zero::attrs(module).getStateArenaBytesAttrHelper().setAttr(module,
+                                                               b.getI64IntegerAttr(stateBytes));
+    zero::attrs(module).getConstantArenaBytesAttrHelper().setAttr(
+        module, b.getI64IntegerAttr(constantBytes));
+    zero::attrs(module).getInputArenaBytesAttrHelper().setAttr(module,
+                                                               b.getI64IntegerAttr(inputBytes));
     if (nvmeBytes > 0)
-      module->setAttr("zero.nvme_arena_bytes", b.getI64IntegerAttr(alignNvme(nvmeBytes)));
+      zero::attrs(module).getNvmeArenaBytesAttrHelper().setAttr(
+          module, b.getI64IntegerAttr(alignNvme(nvmeBytes)));
     if (hostStateBytes + hostPeak > 0) {
-      module->setAttr("zero.host_arena_bytes", b.getI64IntegerAttr(hostStateBytes + hostPeak));
-      module->setAttr("zero.host_state_bytes", b.getI64IntegerAttr(hostStateBytes));
+      zero::attrs(module).getHostArenaBytesAttrHelper().setAttr(
+          module, b.getI64IntegerAttr(hostStateBytes + hostPeak));
+      zero::attrs(module).getHostStateBytesAttrHelper().setAttr(
+          module, b.getI64IntegerAttr(hostStateBytes));
     }
   }
 };

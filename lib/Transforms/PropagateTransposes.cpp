@@ -202,8 +202,8 @@ struct ZeroPropagateTransposes : zcc::impl::ZeroPropagateTransposesBase<ZeroProp
     }
     forward.getBody().takeBody(trial.getBody());
     trial.erase();
-    module->setAttr("zero.transposed_elements",
-                    Builder(module.getContext()).getDenseI64ArrayAttr({before, after}));
+    zcc::zero::attrs(module).getTransposedElementsAttrHelper().setAttr(
+        module, Builder(module.getContext()).getDenseI64ArrayAttr({before, after}));
   }
 };
 

@@ -337,9 +337,9 @@ struct ZeroRecompute : zcc::impl::ZeroRecomputeBase<ZeroRecompute> {
       count = r.selective();
       note = std::to_string(count) + " values recomputed";
     }
-    module->setAttr("zero.recompute",
-                    b.getDictionaryAttr({b.getNamedAttr("policy", b.getStringAttr(policy)),
-                                         b.getNamedAttr("note", b.getStringAttr(note))}));
+    zcc::zero::attrs(module).getRecomputeAttrHelper().setAttr(
+        module, b.getDictionaryAttr({b.getNamedAttr("policy", b.getStringAttr(policy)),
+                                     b.getNamedAttr("note", b.getStringAttr(note))}));
   }
 };
 

@@ -26,8 +26,8 @@ struct ZeroTrainingConfigPass : zcc::impl::ZeroTrainingConfigBase<ZeroTrainingCo
   void runOnOperation() override {
     ModuleOp m = getOperation();
     Builder b(m.getContext());
-    m->setAttr("zero.precision", b.getStringAttr(precision));
-    m->setAttr("zero.target", b.getStringAttr(target));
+    zcc::zero::attrs(m).getPrecisionAttrHelper().setAttr(m, b.getStringAttr(precision));
+    zcc::zero::attrs(m).getTargetAttrHelper().setAttr(m, b.getStringAttr(target));
     if (!train) {
       // Nothing trains: every function is inference, without dropout.
       for (Operation &op : m.getBody()->getOperations())
@@ -54,7 +54,7 @@ struct ZeroTrainingConfigPass : zcc::impl::ZeroTrainingConfigBase<ZeroTrainingCo
                            b.getNamedAttr("warmup_log", b.getBoolAttr(warmupLog)),
                            b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(warmupMinRatio)),
                            b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(cosMinRatio))})));
-    m->setAttr("zero.training", b.getDictionaryAttr(training));
+    zcc::zero::attrs(m).getTrainingAttrHelper().setAttr(m, b.getDictionaryAttr(training));
   }
 };
 } // namespace

@@ -116,7 +116,7 @@ int printEstimate(ModuleOp module, llvm::raw_ostream &out, bool mixedPrecision, 
     }
   if (worlds.empty())
     worlds = {1, 2, 4, 8, 16, 64};
-  auto source = module->getAttrOfType<StringAttr>("zero.source");
+  auto source = zcc::zero::attrs(module).getSourceAttrHelper().getAttr(module);
   os << "zcc estimate: " << (source ? source.getValue() : "model") << ", Psi = " << psi
      << " trainable parameters (" << frozen << " frozen elements)\n";
   // GiB for real models, MiB below 1 GiB.

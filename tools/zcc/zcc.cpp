@@ -727,7 +727,7 @@ int main(int argc, char **argv) {
     TimingScope timing = tm.getRootScope();
     pm.enableTiming(timing);
     // Plans of models with parameters train: backward, then the optimizer.
-    auto trainable = m->getAttrOfType<IntegerAttr>("zero.trainable_count");
+    auto trainable = zcc::zero::attrs(m).getTrainableCountAttrHelper().getAttr(m);
     zcc::TrainingPipelineOptions o;
     zcc::setPipelineOptions(o, S, recompute);
     o.loss = lossKind == "cross-entropy" ? zcc::LossKind::CrossEntropy : zcc::LossKind::None;
@@ -839,9 +839,11 @@ int main(int argc, char **argv) {
     module = std::move(*chosen);
   }
   if (budget)
-    (*module)->setAttr("zero.memory_budget", Builder(&context).getI64IntegerAttr(*budget));
+    zcc::zero::attrs((*module)).getMemoryBudgetAttrHelper().setAttr(
+        (*module), Builder(&context).getI64IntegerAttr(*budget));
   if (hostBudget)
-    (*module)->setAttr("zero.host_memory_budget", Builder(&context).getI64IntegerAttr(*hostBudget));
+    zcc::zero::attrs((*module)).getHostMemoryBudgetAttrHelper().setAttr(
+        (*module), Builder(&context).getI64IntegerAttr(*hostBudget));
   // zrun's plan validator holds every arena to zrt::kMaxArenaBytes: a plan
   // that needs more is refused here, with its size, not written for zrun to
   // call invalid.
@@ -863,7 +865,7 @@ int main(int argc, char **argv) {
   // Stage 3 that shards nothing (every parameter under the persistence
   // threshold, as with small models): said, not left to the report.
   if (S.zeroStage == 3 && S.worldSize > 1)
-    if (auto buckets = (*module)->getAttrOfType<ArrayAttr>("zero.buckets");
+    if (auto buckets = zcc::zero::attrs((*module)).getBucketsAttrHelper().getAttr((*module));
         buckets && !buckets.empty() && llvm::none_of(buckets, [](Attribute a) {
           auto sharded = cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded");
           return sharded && sharded.getValue() && !cast<DictionaryAttr>(a).get("copy");

@@ -387,7 +387,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       Placement p;
       if (failed(placed(arg, p)))
         return failure();
-      auto nameAttr = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "zero.input");
+      auto nameAttr = func.getArgAttrOfType<StringAttr>(
+          arg.getArgNumber(), zero::ZeroDialect::InputAttrHelper::getNameStr());
       std::string graphName =
           nameAttr ? nameAttr.str() : "arg" + std::to_string(arg.getArgNumber());
       bufferOf[arg] = createBuffer(b, func.getLoc(), inPrefix + graphName, p, arg.getType());
@@ -401,7 +402,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
     for (Operation &op : block) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
-          auto name = func.getResultAttrOfType<StringAttr>(k, "zero.output");
+          auto name = func.getResultAttrOfType<StringAttr>(
+              k, zero::ZeroDialect::OutputAttrHelper::getNameStr());
           outputs.append(name ? name.str() : "out" + std::to_string(k), bufferOf[v]);
         }
         continue;
@@ -518,7 +520,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       return signalPassFailure();
     }
     OpBuilder b(module.getBodyRegion());
-    if (auto bytes = module->getAttrOfType<IntegerAttr>("zero.host_state_bytes"))
+    if (auto bytes = zero::attrs(module).getHostStateBytesAttrHelper().getAttr(module))
       hostStateBytes = bytes.getInt();
     for (auto global : module.getOps<zero::GlobalOp>())
       usedNames.insert(global.getSymName());
@@ -526,14 +528,15 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
     // State buffers keep the globals' names (renamed once the globals are gone).
     SmallVector<Operation *> toErase;
     for (auto global : module.getOps<zero::GlobalOp>()) {
-      auto off = global->getAttrOfType<IntegerAttr>("zero.offset");
+      auto off = zero::attrs(global).getOffsetAttrHelper().getAttr(global);
       if (!off) {
         global.emitError("global has no memory placement; run zero-plan-memory first");
         return signalPassFailure();
       }
       std::string name = global.getSymName().str();
       OpBuilder gb(global);
-      bool host = global->hasAttr("zero.host"), nvme = global->hasAttr("zero.nvme");
+      bool host = zero::attrs(global).getHostAttrHelper().isAttrPresent(global),
+           nvme = zero::attrs(global).getNvmeAttrHelper().isAttrPresent(global);
       auto buffer = zcc::zrt::BufferOp::create(
           gb, global.getLoc(), name + ".__zrt",
           nvme   ? zcc::zrt::Arena::nvme
@@ -560,15 +563,26 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
     for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
       if (buffer.getSymName().ends_with(".__zrt"))
         buffer.setSymName(buffer.getSymName().drop_back(strlen(".__zrt")));
-    for (StringRef arena : {"device", "state", "constant", "input", "host", "nvme"}) {
-      std::string from = ("zero." + arena + "_arena_bytes").str();
-      if (Attribute bytes = module->getAttr(from))
-        module->setAttr(("zrt." + arena + "_arena_bytes").str(), bytes);
-      module->removeAttr(from);
-    }
-    if (Attribute bytes = module->getAttr("zero.host_state_bytes")) {
+    zero::ZeroDialect &z = zero::attrs(module);
+    for (auto [arena, bytes] :
+         {std::pair{"device", z.getDeviceArenaBytesAttrHelper().getAttr(module)},
+          {"state", z.getStateArenaBytesAttrHelper().getAttr(module)},
+          {"constant", z.getConstantArenaBytesAttrHelper().getAttr(module)},
+          {"input", z.getInputArenaBytesAttrHelper().getAttr(module)},
+          {"host", z.getHostArenaBytesAttrHelper().getAttr(module)},
+          {"nvme", z.getNvmeArenaBytesAttrHelper().getAttr(module)}})
+      if (bytes)
+        module->setAttr(("zrt." + Twine(arena) + "_arena_bytes").str(), bytes);
+    for (StringRef name : {z.getDeviceArenaBytesAttrHelper().getNameStr(),
+                           z.getStateArenaBytesAttrHelper().getNameStr(),
+                           z.getConstantArenaBytesAttrHelper().getNameStr(),
+                           z.getInputArenaBytesAttrHelper().getNameStr(),
+                           z.getHostArenaBytesAttrHelper().getNameStr(),
+                           z.getNvmeArenaBytesAttrHelper().getNameStr()})
+      module->removeAttr(name);
+    if (Attribute bytes = zero::attrs(module).getHostStateBytesAttrHelper().getAttr(module)) {
       module->setAttr("zrt.host_state_bytes", bytes);
-      module->removeAttr("zero.host_state_bytes");
+      zero::attrs(module).getHostStateBytesAttrHelper().removeAttr(module);
     }
   }
 };

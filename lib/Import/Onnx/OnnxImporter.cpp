@@ -273,7 +273,8 @@ Value OnnxImporter::dropoutRng(Location loc) {
     auto type = RankedTensorType::get({2}, builder.getI64Type());
     if (failed(forward.insertArgument(k, type,
                                       builder.getDictionaryAttr(builder.getNamedAttr(
-                                          "zero.input", builder.getStringAttr("dropout_rng"))),
+                                          zero::ZeroDialect::InputAttrHelper::getNameStr(),
+                                          builder.getStringAttr("dropout_rng"))),
                                       loc)))
       return {};
     dropoutRngArg = forward.getArgument(k);
@@ -604,12 +605,13 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
     SmallVector<NamedAttribute> aux;
     for (const auto &[output, coef] : *parsed->auxLoss)
       aux.push_back(builder.getNamedAttr(output, builder.getF64FloatAttr(coef)));
-    module->setAttr("zero.aux_loss", builder.getDictionaryAttr(aux));
+    zero::attrs(module).getAuxLossAttrHelper().setAttr(module, builder.getDictionaryAttr(aux));
   }
   if (parsed->config)
     record.push_back(builder.getNamedAttr("config", builder.getStringAttr(*parsed->config)));
   if (!record.empty())
-    module->setAttr("zero.export_record", builder.getDictionaryAttr(record));
+    zero::attrs(module).getExportRecordAttrHelper().setAttr(module,
+                                                            builder.getDictionaryAttr(record));
   // No record and no flags: every float initializer trains. Say which of
   // them look like buffers (rotary frequencies, masks, exporter constants),
   // which PyTorch would not train.
@@ -629,13 +631,15 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
           << count << (count == 1 ? " that looks like a buffer: " : " that look like buffers: ")
           << names << (count > 4 ? ", ..." : "") << "; pass --frozen REGEX to keep them fixed";
   }
-  module->setAttr("zero.source", builder.getStringAttr(llvm::sys::path::filename(path)));
-  module->setAttr("zero.opset", builder.getI64IntegerAttr(opset));
+  zero::attrs(module).getSourceAttrHelper().setAttr(
+      module, builder.getStringAttr(llvm::sys::path::filename(path)));
+  zero::attrs(module).getOpsetAttrHelper().setAttr(module, builder.getI64IntegerAttr(opset));
 
   func::FuncOp func;
   if (failed(importInitializers(graph)) || failed(importInputs(graph, func)))
     return nullptr;
-  module->setAttr("zero.trainable_count", builder.getI64IntegerAttr(numTrainable));
+  zero::attrs(module).getTrainableCountAttrHelper().setAttr(
+      module, builder.getI64IntegerAttr(numTrainable));
   if (!options.trainableRegex.empty() && numTrainable == 0) {
     fileError() << "--trainable '" << options.trainableRegex << "' matches none of the model's "
                 << numFrozen << " float initializers: nothing would train (zcc estimate lists "
@@ -662,7 +666,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
       return nullptr;
     }
   }
-  module->setAttr("zero.frozen_count", builder.getI64IntegerAttr(numFrozen));
+  zero::attrs(module).getFrozenCountAttrHelper().setAttr(module,
+                                                         builder.getI64IntegerAttr(numFrozen));
 
   // Loads of globals sit at the top of the function.
   builder.setInsertionPointToStart(body);
@@ -705,7 +710,8 @@ OwningOpRef<ModuleOp> OnnxImporter::run(const onnx::ModelProto &model) {
   func::ReturnOp::create(builder, FileLineColLoc::get(ctx, path, 0, 0), outputs);
   func.setFunctionType(builder.getFunctionType(func.getArgumentTypes(), outputTypes));
   for (auto [k, out] : llvm::enumerate(graph.output()))
-    func.setResultAttr(k, "zero.output", builder.getStringAttr(out.name()));
+    func.setResultAttr(k, zero::ZeroDialect::OutputAttrHelper::getNameStr(),
+                       builder.getStringAttr(out.name()));
 
   if (failed(verify(*owned)))
     return nullptr;

@@ -162,7 +162,7 @@ LogicalResult OnnxImporter::importInitializers(const onnx::GraphProto &graph) {
           isTrainable ? zero::GlobalRole::param : zero::GlobalRole::buffer, isTrainable, type,
           cast<ElementsAttr>(DenseElementsAttr::get(type, builder.getFloatAttr(et, 0.0))));
       // The zeros stand in for values zrun loads: no pass may read them.
-      global->setAttr("zero.value_not_read", builder.getUnitAttr());
+      zero::attrs(global).getValueNotReadAttrHelper().setAttr(global, builder.getUnitAttr());
       globals[t.name()] = global;
       globalOrder.push_back(t.name());
       values[t.name()] = Entry{nullptr, Value(), t.data_type()};
@@ -294,7 +294,8 @@ LogicalResult OnnxImporter::importInputs(const onnx::GraphProto &graph, func::Fu
   if (!argTypes.empty() && cast<RankedTensorType>(argTypes[0]).getRank() > 0)
     batchSamples = cast<RankedTensorType>(argTypes[0]).getDimSize(0);
   for (auto [k, name] : llvm::enumerate(argNames)) {
-    func.setArgAttr(k, "zero.input", builder.getStringAttr(name));
+    func.setArgAttr(k, zero::ZeroDialect::InputAttrHelper::getNameStr(),
+                    builder.getStringAttr(name));
     const auto *info = &graph.input(0);
     for (const auto &in : graph.input())
       if (in.name() == name)
@@ -309,7 +310,8 @@ LogicalResult OnnxImporter::addDocumentPositions() {
   std::optional<unsigned> tokens;
   for (BlockArgument arg : forward.getArguments()) {
     auto type = cast<RankedTensorType>(arg.getType());
-    auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "zero.input");
+    auto name = forward.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), zero::ZeroDialect::InputAttrHelper::getNameStr());
     if (name && name.getValue() == "position_ids") {
       if (type.getRank() != 2 || !type.getElementType().isInteger())
         return fileError() << "--per-document: the graph input 'position_ids' is " << type
@@ -331,7 +333,8 @@ LogicalResult OnnxImporter::addDocumentPositions() {
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
   if (failed(forward.insertArgument(k, type,
                                     builder.getDictionaryAttr(builder.getNamedAttr(
-                                        "zero.input", builder.getStringAttr("position_ids"))),
+                                        zero::ZeroDialect::InputAttrHelper::getNameStr(),
+                                        builder.getStringAttr("position_ids"))),
                                     loc)))
     return fileError() << "--per-document: cannot add the position_ids input";
   documentPositions = forward.getArgument(k);

@@ -70,7 +70,7 @@ double zcc::plan_stats::ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeO
 
 /// Gradient-accumulation steps of a compiled module (1 if not training).
 int64_t zcc::plan_stats::accumSteps(ModuleOp module) {
-  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training"))
+  if (auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module))
     if (auto a = training.getAs<FloatAttr>("grad_accum_steps"))
       return (int64_t)a.getValueAsDouble();
   return 1;

@@ -10,6 +10,7 @@
 #define ZCC_LIB_TARGET_PLAN_PLANSTATS_H
 
 #include "zcc/Target/Plan.h"
+#include "zero/ZeroOps.h"
 #include "zrt/ZrtOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -33,7 +34,7 @@ double matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf);
 struct Ranks {
   int64_t world = 1, groupSize = 0;
   explicit Ranks(mlir::ModuleOp module) {
-    if (auto partition = module->getAttrOfType<mlir::DictionaryAttr>("zero.partition")) {
+    if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
       world = partition.getAs<mlir::IntegerAttr>("world_size").getInt();
       if (auto g = partition.getAs<mlir::IntegerAttr>("group_size"))
         groupSize = g.getInt();

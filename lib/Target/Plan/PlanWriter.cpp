@@ -1,6 +1,7 @@
 //===- PlanWriter.cpp - zrt module -> plan.proto --------------------------===//
 #include "zcc/Analysis/MemoryPlan.h"
 #include "zcc/Target/Plan.h"
+#include "zero/ZeroOps.h"
 #include "zrt/ZrtOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -45,7 +46,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   plan.set_version(1);
   plan.set_world_size(1);
   plan.set_zero_stage(0);
-  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition")) {
+  if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
     if (auto w = partition.getAs<IntegerAttr>("world_size"))
       plan.set_world_size(w.getInt());
     if (auto stage = partition.getAs<IntegerAttr>("stage"))
@@ -55,11 +56,11 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     if (auto s = partition.getAs<IntegerAttr>("state_shards"); s && s.getInt() != plan.world_size())
       plan.set_state_shards(s.getInt());
   }
-  if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
+  if (auto source = zcc::zero::attrs(module).getSourceAttrHelper().getAttr(module))
     plan.set_source(source.str());
-  if (auto target = module->getAttrOfType<StringAttr>("zero.target"))
+  if (auto target = zcc::zero::attrs(module).getTargetAttrHelper().getAttr(module))
     plan.set_target(target.str());
-  if (auto record = module->getAttrOfType<DictionaryAttr>("zero.export_record")) {
+  if (auto record = zcc::zero::attrs(module).getExportRecordAttrHelper().getAttr(module)) {
     zplan::ExportRecord *r = plan.mutable_record();
     if (auto names = record.getAs<DictionaryAttr>("names"))
       for (NamedAttribute n : names) { // a DictionaryAttr is sorted by name
@@ -78,9 +79,9 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   }
   for (const std::string &arg : options.command)
     plan.add_command(arg);
-  if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
+  if (auto budget = zcc::zero::attrs(module).getMemoryBudgetAttrHelper().getAttr(module))
     plan.set_memory_budget(budget.getInt());
-  if (auto budget = module->getAttrOfType<IntegerAttr>("zero.host_memory_budget"))
+  if (auto budget = zcc::zero::attrs(module).getHostMemoryBudgetAttrHelper().getAttr(module))
     plan.set_host_memory_budget(budget.getInt());
   auto arenaBytes = [&](StringRef arena) -> int64_t {
     auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + arena + "_arena_bytes").str());
@@ -94,7 +95,8 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   if (auto hostState = module->getAttrOfType<IntegerAttr>("zrt.host_state_bytes"))
     plan.set_host_state_bytes(hostState.getInt());
   plan.set_nvme_arena_bytes(std::max<int64_t>(0, arenaBytes("nvme")));
-  if (auto nvme = module->getAttrOfType<DictionaryAttr>("zero.nvme")) {
+  if (auto nvme = llvm::dyn_cast_or_null<DictionaryAttr>(
+          zcc::zero::attrs(module).getNvmeAttrHelper().getAttr(module))) {
     if (auto path = nvme.getAs<StringAttr>("path"))
       plan.set_nvme_path(path.str());
     if (auto block = nvme.getAs<IntegerAttr>("block_size"))
@@ -106,7 +108,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     return module.emitError("the module has no arena sizes; run convert-zero-to-zrt first");
 
   DictionaryAttr recordNames;
-  if (auto record = module->getAttrOfType<DictionaryAttr>("zero.export_record"))
+  if (auto record = zcc::zero::attrs(module).getExportRecordAttrHelper().getAttr(module))
     recordNames = record.getAs<DictionaryAttr>("names");
   llvm::DenseMap<StringAttr, int> index;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>()) {
@@ -225,7 +227,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
         pk->set_async(true);
     }
   }
-  if (auto buckets = module->getAttrOfType<ArrayAttr>("zero.buckets")) {
+  if (auto buckets = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module)) {
     for (Attribute a : buckets) {
       auto d = cast<DictionaryAttr>(a);
       auto param = d.getAs<FlatSymbolRefAttr>("param"), grad = d.getAs<FlatSymbolRefAttr>("grad");
@@ -248,7 +250,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       }
     }
   }
-  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training")) {
+  if (auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module)) {
     zplan::Training *t = plan.mutable_training();
     auto num = [&](StringRef key) {
       auto attr = training.getAs<FloatAttr>(key);
@@ -284,9 +286,9 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       l->set_warmup_min_ratio(f("warmup_min_ratio"));
       l->set_cos_min_ratio(f("cos_min_ratio"));
     }
-    if (auto precision = module->getAttrOfType<StringAttr>("zero.precision"))
+    if (auto precision = zcc::zero::attrs(module).getPrecisionAttrHelper().getAttr(module))
       t->set_precision(precision.str());
-    if (auto ls = module->getAttrOfType<DictionaryAttr>("zero.loss_scaling")) {
+    if (auto ls = zcc::zero::attrs(module).getLossScalingAttrHelper().getAttr(module)) {
       zplan::LossScaling *l = t->mutable_loss_scaling();
       auto f = [&](StringRef key) {
         auto attr = ls.getAs<FloatAttr>(key);

@@ -42,14 +42,14 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   // ZeRO layout: parameters inside flat buckets overlap them (counted once,
   // as the bucket); the trainable count comes from the members.
   int64_t stage = 0, world = 1;
-  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition")) {
+  if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
     stage = partition.getAs<IntegerAttr>("stage").getInt();
     world = partition.getAs<IntegerAttr>("world_size").getInt();
   }
   llvm::StringSet<> members, buckets;
   int64_t numParams = 0, bucketed = 0;
   std::vector<std::pair<std::string, int64_t>> trainableNames; // DeepSpeed's largest layer
-  if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"))
+  if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
     for (Attribute a : list) {
       auto d = cast<DictionaryAttr>(a);
       buckets.insert(d.getAs<FlatSymbolRefAttr>("param").getValue());
@@ -134,19 +134,19 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                        bytes / 1048576.0)
        << note << "\n";
   };
-  auto precision = module->getAttrOfType<StringAttr>("zero.precision");
+  auto precision = zcc::zero::attrs(module).getPrecisionAttrHelper().getAttr(module);
   os << "zcc memory report (per rank; world size " << world << ", ZeRO stage " << stage << ", "
      << (precision ? precision.getValue() : "fp32") << ")\n";
   report["world_size"] = world;
   report["zero_stage"] = stage;
   report["precision"] = precision ? precision.getValue().str() : "fp32";
-  if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
+  if (auto source = zcc::zero::attrs(module).getSourceAttrHelper().getAttr(module))
     report["model"] = source.getValue().str();
-  if (auto source = module->getAttrOfType<StringAttr>("zero.source"))
+  if (auto source = zcc::zero::attrs(module).getSourceAttrHelper().getAttr(module))
     os << "  model: " << source.getValue() << ", " << numParams << " trainable parameters\n";
   os << "  instructions: " << programs << "\n";
   // The training step's settings, as resolved from flags and --deepspeed.
-  if (auto training = module->getAttrOfType<DictionaryAttr>("zero.training")) {
+  if (auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module)) {
     auto f = [&](DictionaryAttr d, StringRef key) {
       auto attr = d.getAs<FloatAttr>(key);
       return attr ? attr.getValueAsDouble() : 0.0;
@@ -160,7 +160,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     os << llvm::format(" weight_decay %g, grad_clip %g, grad_accum %g\n",
                        f(training, "weight_decay"), f(training, "grad_clip"),
                        f(training, "grad_accum_steps"));
-    if (auto in = module->getAttrOfType<DictionaryAttr>("zero.optimizer_in_backward")) {
+    if (auto in = zcc::zero::attrs(module).getOptimizerInBackwardAttrHelper().getAttr(module)) {
       auto async = in.getAs<BoolAttr>("async");
       os << llvm::format("  optimizer in the backward: %lld updates in micro_step, each once its "
                          "gradient is final%s; no gradient bucket\n",
@@ -184,7 +184,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                          f(sched, "cos_min_ratio"));
     }
   }
-  if (auto ls = module->getAttrOfType<DictionaryAttr>("zero.loss_scaling")) {
+  if (auto ls = zcc::zero::attrs(module).getLossScalingAttrHelper().getAttr(module)) {
     auto num = [&](StringRef key) -> double {
       Attribute a = ls.get(key);
       if (auto fa = dyn_cast_or_null<FloatAttr>(a))
@@ -201,13 +201,13 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                          num("initial_scale_power"), num("loss_scale_window"), num("hysteresis"),
                          num("min_loss_scale"));
   }
-  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition")) {
+  if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
     auto i = [&](StringRef key) {
       auto a = partition.getAs<IntegerAttr>(key);
       return a ? (long long)a.getInt() : -1LL;
     };
     int64_t count = 0, sharded = 0;
-    if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"))
+    if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
       for (Attribute a : list) {
         ++count;
         sharded += cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded").getValue() &&
@@ -227,9 +227,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                          "them\n",
                          i("persistence_threshold"));
   }
-  if (auto chosen = module->getAttrOfType<StringAttr>("zero.auto"))
+  if (auto chosen = zcc::zero::attrs(module).getAutoAttrHelper().getAttr(module))
     os << "  auto: " << chosen.getValue() << "\n";
-  if (auto rc = module->getAttrOfType<DictionaryAttr>("zero.recompute"))
+  if (auto rc = zcc::zero::attrs(module).getRecomputeAttrHelper().getAttr(module))
     os << "  recompute: " << rc.getAs<StringAttr>("policy").getValue() << " ("
        << rc.getAs<StringAttr>("note").getValue() << ")\n";
   row("parameters", params, "trainable state");
@@ -256,7 +256,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   row("host memory", host > 0 ? host : 0, "pinned host arena: offloaded state + host temporaries");
   if (int64_t nvme = arena("nvme"); nvme > 0) {
     // ZeRO-Infinity: the swap file's size, and what the steps move through it.
-    auto where = module->getAttrOfType<DictionaryAttr>("zero.nvme");
+    auto where = llvm::dyn_cast_or_null<DictionaryAttr>(
+        zcc::zero::attrs(module).getNvmeAttrHelper().getAttr(module));
     auto path = where ? where.getAs<StringAttr>("path") : StringAttr();
     if (nvmeParams > 0)
       row("parameters (NVMe)", nvmeParams,
@@ -289,13 +290,13 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
         nvmeParams > 0 ? "the updated shards back to the swap file"
                        : "the updated moments back to the swap file");
   }
-  if (auto budget = module->getAttrOfType<IntegerAttr>("zero.memory_budget"))
+  if (auto budget = zcc::zero::attrs(module).getMemoryBudgetAttrHelper().getAttr(module))
     row("memory budget", budget.getInt(),
         "zcc/zrun --memory-budget (the CUDA backend adds a 32 MiB cuBLASLt workspace)");
-  if (auto budget = module->getAttrOfType<IntegerAttr>("zero.host_memory_budget"))
+  if (auto budget = zcc::zero::attrs(module).getHostMemoryBudgetAttrHelper().getAttr(module))
     row("host memory budget", budget.getInt(), "zcc/zrun --host-memory-budget (the host arena)");
   report["trainable_parameters"] = numParams;
-  if (!module->getAttr("zero.buckets"))
+  if (!zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
     return finish();
 
   // Model states against the ZeRO paper (Rajbhandari et al., 2020, Fig. 1 /
@@ -309,7 +310,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   double psi = (double)numParams, n = (double)world;
   const bool working = copies > 0;
   double gradBytes = 4;
-  if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"); list && !list.empty())
+  if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module);
+      list && !list.empty())
     if (auto grad = cast<DictionaryAttr>(list[0]).getAs<FlatSymbolRefAttr>("grad"))
       for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
         if (buffer.getSymName() == grad.getValue())
@@ -442,7 +444,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   os << "\n";
   if (ranks.groupSize > 0) {
     auto shards =
-        module->getAttrOfType<DictionaryAttr>("zero.partition").getAs<IntegerAttr>("state_shards");
+        zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module).getAs<IntegerAttr>(
+            "state_shards");
     bool mics = shards && shards.getInt() < world;
     os << llvm::format("    by span: every rank %.0f B, inside a group of %lld %.0f B, across "
                        "the %lld groups %.0f B (%s)\n",
@@ -456,7 +459,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   // parameters in the backward); in the plan's comm type (float32 unless
   // --comm-dtype), times (N-1)/N for a ring.
   Type commType = Float32Type::get(module.getContext());
-  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition"))
+  if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module))
     if (auto t = partition.getAs<TypeAttr>("comm_type"))
       commType = t.getValue();
   int64_t commBytes = commType.getIntOrFloatBitWidth() / 8;
@@ -467,7 +470,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     // backward reads it (not embeddings read by a gather, first layers whose
     // input needs no gradient, biases): the paper's third Psi counts them all.
     int64_t skipped = 0;
-    if (auto list = module->getAttrOfType<ArrayAttr>("zero.buckets"))
+    if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
       for (Attribute a : list) {
         auto d = cast<DictionaryAttr>(a);
         auto bg = d.getAs<BoolAttr>("backward_gather");

@@ -50,7 +50,7 @@ std::string zcc::parseLink(StringRef spec, ScalingModel &model) {
 /// collective done at the program's end.
 ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model) {
   ScalingEstimate e;
-  if (auto partition = module->getAttrOfType<DictionaryAttr>("zero.partition"))
+  if (auto partition = zero::attrs(module).getPartitionAttrHelper().getAttr(module))
     e.world = partition.getAs<IntegerAttr>("world_size").getInt();
   TypeMap typeOf;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
