@@ -463,30 +463,17 @@ Error checkSettings(const Settings &S) {
 }
 
 void setPipelineOptions(TrainingPipelineOptions &o, const Settings &S, StringRef recompute) {
+  // The pipeline options Settings.def declares with the setting's own type.
+#define ZCC_PIPELINE_FLAG(member, type, dflt, option, flag, value, help) o.member = S.member;
+#define ZCC_PIPELINE(member, type, dflt, option, help) o.member = S.member;
+#include "zcc/Pipelines/Settings.def"
+  // The ZCC_FLAG settings, converted.
   o.precision = S.precision == "bf16"   ? Precision::BF16
                 : S.precision == "fp16" ? Precision::FP16
                                         : Precision::FP32;
-  o.lossScale = S.lossScale;
-  o.initialScalePower = S.initialScalePower;
-  o.lossScaleWindow = S.lossScaleWindow;
-  o.hysteresis = S.hysteresis;
-  o.consecutiveHysteresis = S.consecutiveHysteresis;
-  o.minLossScale = S.minLossScale;
-  o.gradAccum = S.gradAccum;
   o.recompute = recompute == "layer"       ? RecomputePolicy::Layer
                 : recompute == "selective" ? RecomputePolicy::Selective
                                            : RecomputePolicy::None;
-  o.zeroStage = S.zeroStage;
-  o.worldSize = S.worldSize;
-  o.reduceBucketSize = S.reduceBucketSize;
-  o.allgatherBucketSize = S.allgatherBucketSize;
-  o.persistenceThreshold = S.persistenceThreshold;
-  o.prefetchBucketSize = S.prefetchBucketSize;
-  o.maxLiveParameters = S.maxLiveParameters;
-  o.maxReuseDistance = S.maxReuseDistance;
-  o.overlapComm = S.overlapComm;
-  o.commDtype = S.commDtype;
-  o.gradAccumDtype = S.gradAccumDtype;
   o.micsShardSize = meshGroup(S.micsShardSize, S.worldSize, false);
   o.hpzPartitionSize = meshGroup(S.hpzPartitionSize, S.worldSize, true);
   o.quantizedWeights = S.quantizedWeights && S.worldSize > 1;
@@ -494,22 +481,10 @@ void setPipelineOptions(TrainingPipelineOptions &o, const Settings &S, StringRef
   o.offloadOptimizer = S.offloadOptimizer == "cpu"    ? OffloadDevice::CPU
                        : S.offloadOptimizer == "nvme" ? OffloadDevice::NVMe
                                                       : OffloadDevice::None;
-  o.nvmePath = S.nvmePath;
-  o.nvmeBlockSize = S.nvmeBlockSize;
-  o.nvmeQueueDepth = S.nvmeQueueDepth;
-  o.nvmeChunk = S.nvmeChunk;
   o.offloadParam = S.offloadParam == "cpu"    ? OffloadDevice::CPU
                    : S.offloadParam == "nvme" ? OffloadDevice::NVMe
                                               : OffloadDevice::None;
   o.optimizer = S.optimizer == "sgd" ? OptimizerKind::SGD : OptimizerKind::AdamW;
-  o.lr = S.lr;
-  o.momentum = S.momentum;
-  o.nesterov = S.nesterov;
-  o.beta1 = S.beta1;
-  o.beta2 = S.beta2;
-  o.eps = S.eps;
-  o.weightDecay = S.weightDecay;
-  o.gradClip = S.gradClip;
   if (S.schedule) {
     o.schedule = *S.schedule;
     o.scheduleLr = S.scheduleLr;

@@ -22,57 +22,21 @@
 
 namespace zcc {
 
+/// Every training setting zcc resolves from its flags and a DeepSpeed
+/// config, with zcc's defaults (DeepSpeed's where it has one). Most come from
+/// include/zcc/Pipelines/Settings.def (one entry each: name, type, default,
+/// help, flag, pipeline option); the DeepSpeed scheduler's stay here (no flag:
+/// a config sets them, zrun's flags decide without one).
 struct Settings {
-  int64_t microBatch = 0; // 0: the model's own batch dimension
-  int64_t gradAccum = 1;
-  int64_t worldSize = 1;
-  std::string precision = "fp32";
-  std::string optimizer = "adamw";
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
-  double momentum = 0;
-  bool nesterov = false;
-  double gradClip = 0;
-  // fp16 (DeepSpeed's defaults)
-  double lossScale = 0, minLossScale = 1;
-  int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
-  bool consecutiveHysteresis = false;
+#define ZCC_PIPELINE_FLAG(member, type, dflt, option, flag, value, help) type member = dflt;
+#define ZCC_PIPELINE(member, type, dflt, option, help) type member = dflt;
+#define ZCC_FLAG(member, type, dflt, flag, value, help) type member = dflt;
+#include "zcc/Pipelines/Settings.def"
   // The DeepSpeed scheduler, if any; -1 steps: "auto" (zrun's flags decide).
   std::optional<std::string> schedule;
   double scheduleLr = 0, warmupMinLr = 0, warmupMinRatio = 0, cosMinRatio = 1e-4;
   int64_t warmupSteps = 1000, totalSteps = -1;
   bool warmupLog = true;
-  // zero_optimization (DeepSpeed's defaults; -1: "auto", resolved from the
-  // model's hidden size H by the passes as HuggingFace does)
-  int64_t zeroStage = 0;
-  int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
-  int64_t prefetchBucketSize = 50000000, persistenceThreshold = 100000;
-  int64_t maxLiveParameters = 1000000000, maxReuseDistance = 1000000000;
-  bool overlapComm = false;
-  // What collectives move (communication_data_type): fp32, bf16 or fp16.
-  std::string commDtype = "fp32";
-  // What gradients accumulate in across micro-steps (data_types.
-  // grad_accum_dtype): auto, fp32, bf16 or fp16.
-  std::string gradAccumDtype = "auto";
-  // The device mesh (0: none): MiCS / HSDP's shard group, or hpZ's
-  // secondary partition (mics_shard_size, zero_hpz_partition_size).
-  int64_t micsShardSize = 0, hpzPartitionSize = 0;
-  // ZeRO++ qwZ: stage 3's gathers in blockwise int8 (zero_quantized_weights).
-  bool quantizedWeights = false;
-  // ZeRO++ qgZ: gradient reduce-scatters in blockwise int8 through
-  // all-to-alls (zero_quantized_gradients).
-  bool quantizedGradients = false;
-  // Activation checkpointing: none, layer, selective (zero-recompute).
-  std::string recompute = "none";
-  // ZeRO-Offload of the optimizer: none or cpu (zero-offload).
-  std::string offloadOptimizer = "none";
-  std::string offloadParam = "none"; // stage 3, with offloadOptimizer cpu
-  // offloadOptimizer nvme (ZeRO-Infinity): the swap files' directory
-  // (offload_optimizer.nvme_path) and the aio section's request size and
-  // queue depth (0: the runtime's 1 MiB and 8).
-  std::string nvmePath;
-  int64_t nvmeBlockSize = 0, nvmeQueueDepth = 0;
-  // The update's chunk on NVMe, in elements (zero_optimization.sub_group_size).
-  int64_t nvmeChunk = 16777216;
 };
 
 /// What the flags say, and which were on the command line: |given| asks

@@ -38,6 +38,17 @@ llvm::StringRef stringify(OffloadDevice d);
 struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipelineOptions> {
   template <typename T> using Opt = Option<T>;
 
+  // The settings Settings.def declares as pipeline options (types, defaults
+  // and help there; zcc's flags and Settings come from the same entries).
+#define ZCC_PIPELINE_FLAG(member, type, dflt, option, flag, value, help)                           \
+  Opt<type> member{*this, option, llvm::cl::desc(help), llvm::cl::init(dflt)};
+#define ZCC_PIPELINE(member, type, dflt, option, help)                                             \
+  Opt<type> member{*this, option, llvm::cl::desc(help), llvm::cl::init(dflt)};
+#include "zcc/Pipelines/Settings.def"
+
+  // The rest: enums zcc's Settings hold as strings, values derived from
+  // several settings, and the driver's own.
+
   Opt<LossKind> loss{*this, "loss",
                      llvm::cl::desc("none: the graph's scalar output is the loss; cross-entropy: "
                                     "the logits against a new int64 input 'labels'"),
@@ -58,22 +69,6 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
       llvm::cl::values(clEnumValN(Precision::FP32, "fp32", "float32"),
                        clEnumValN(Precision::BF16, "bf16", "bfloat16 compute"),
                        clEnumValN(Precision::FP16, "fp16", "float16, dynamic loss scaling"))};
-  Opt<double> lossScale{*this, "loss-scale", llvm::cl::desc("fp16: static scale (0: dynamic)"),
-                        llvm::cl::init(0.0)};
-  Opt<int64_t> initialScalePower{*this, "initial-scale-power",
-                                 llvm::cl::desc("fp16: the scale starts at 2^N"),
-                                 llvm::cl::init(16)};
-  Opt<int64_t> lossScaleWindow{*this, "loss-scale-window",
-                               llvm::cl::desc("fp16: steps before the scale doubles"),
-                               llvm::cl::init(1000)};
-  Opt<int64_t> hysteresis{*this, "hysteresis",
-                          llvm::cl::desc("fp16: overflows before the scale halves"),
-                          llvm::cl::init(2)};
-  Opt<bool> consecutiveHysteresis{*this, "consecutive-hysteresis",
-                                  llvm::cl::desc("fp16: refill hysteresis on good steps"),
-                                  llvm::cl::init(false)};
-  Opt<double> minLossScale{*this, "min-loss-scale", llvm::cl::desc("fp16: the smallest scale"),
-                           llvm::cl::init(1.0)};
   Opt<Target> target{*this, "target", llvm::cl::desc("where the plan runs by default"),
                      llvm::cl::init(Target::CPU),
                      llvm::cl::values(clEnumValN(Target::CPU, "cpu", "the CPU"),
@@ -104,8 +99,6 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<bool> lower{*this, "lower",
                   llvm::cl::desc("plan memory and lower to zrt (false: stop at the zero IR)"),
                   llvm::cl::init(true)};
-  Opt<int64_t> gradAccum{*this, "grad-accum", llvm::cl::desc("micro-steps per step"),
-                         llvm::cl::init(1)};
   Opt<RecomputePolicy> recompute{
       *this, "recompute", llvm::cl::desc("activation checkpointing"),
       llvm::cl::init(RecomputePolicy::None),
@@ -113,38 +106,6 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
                        clEnumValN(RecomputePolicy::Layer, "layer", "each repeated block"),
                        clEnumValN(RecomputePolicy::Selective, "selective",
                                   "cheap ops from saved matmul outputs"))};
-  Opt<int64_t> zeroStage{*this, "zero-stage", llvm::cl::desc("ZeRO stage 0-3"), llvm::cl::init(0)};
-  Opt<int64_t> worldSize{*this, "world-size", llvm::cl::desc("data-parallel ranks"),
-                         llvm::cl::init(1)};
-  Opt<int64_t> reduceBucketSize{*this, "reduce-bucket-size",
-                                llvm::cl::desc("elements per gradient bucket (-1: auto)"),
-                                llvm::cl::init(500000000)};
-  Opt<int64_t> allgatherBucketSize{*this, "allgather-bucket-size",
-                                   llvm::cl::desc("elements per all-gather, stages 1-2"),
-                                   llvm::cl::init(500000000)};
-  Opt<int64_t> persistenceThreshold{*this, "param-persistence-threshold",
-                                    llvm::cl::desc("stage 3: smaller parameters stay whole"),
-                                    llvm::cl::init(100000)};
-  Opt<int64_t> prefetchBucketSize{*this, "prefetch-bucket-size",
-                                  llvm::cl::desc("stage 3: elements gathered ahead of use"),
-                                  llvm::cl::init(50000000)};
-  Opt<int64_t> maxReuseDistance{
-      *this, "max-reuse-distance",
-      llvm::cl::desc("stage 3: the backward re-gathers a parameter whose forward and backward "
-                     "uses lie further apart (parameter elements used between)"),
-      llvm::cl::init(1000000000)};
-  Opt<int64_t> maxLiveParameters{*this, "max-live-parameters",
-                                 llvm::cl::desc("stage 3: gathered elements alive at once"),
-                                 llvm::cl::init(1000000000)};
-  Opt<bool> overlapComm{*this, "overlap-comm", llvm::cl::desc("overlap collectives with compute"),
-                        llvm::cl::init(false)};
-  Opt<std::string> commDtype{*this, "comm-dtype",
-                             llvm::cl::desc("what collectives move: fp32, bf16 or fp16"),
-                             llvm::cl::init("fp32")};
-  Opt<std::string> gradAccumDtype{
-      *this, "grad-accum-dtype",
-      llvm::cl::desc("what gradients accumulate in: auto, fp32, bf16 or fp16"),
-      llvm::cl::init("auto")};
   Opt<bool> quantizedWeights{*this, "quantized-weights",
                              llvm::cl::desc("qwZ: stage 3's gathers in blockwise int8"),
                              llvm::cl::init(false)};
@@ -168,18 +129,6 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
       llvm::cl::values(clEnumValN(OffloadDevice::None, "none", "on the device"),
                        clEnumValN(OffloadDevice::CPU, "cpu", "pinned host memory"),
                        clEnumValN(OffloadDevice::NVMe, "nvme", "swap files on NVMe"))};
-  Opt<std::string> nvmePath{*this, "nvme-path",
-                            llvm::cl::desc("offload to nvme: the swap files' directory"),
-                            llvm::cl::init("")};
-  Opt<int64_t> nvmeBlockSize{*this, "nvme-block-size",
-                             llvm::cl::desc("offload to nvme: bytes a request (0: 1 MiB)"),
-                             llvm::cl::init(0)};
-  Opt<int64_t> nvmeQueueDepth{*this, "nvme-queue-depth",
-                              llvm::cl::desc("offload to nvme: requests in flight (0: 8)"),
-                              llvm::cl::init(0)};
-  Opt<int64_t> nvmeChunk{*this, "nvme-chunk",
-                         llvm::cl::desc("offload to nvme: elements an update chunk"),
-                         llvm::cl::init(16777216)};
   Opt<OffloadDevice> offloadParam{
       *this, "offload-param", llvm::cl::desc("stage 3: the parameter shards"),
       llvm::cl::init(OffloadDevice::None),
@@ -190,16 +139,6 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
       *this, "optimizer", llvm::cl::desc("the optimizer"), llvm::cl::init(OptimizerKind::AdamW),
       llvm::cl::values(clEnumValN(OptimizerKind::AdamW, "adamw", "PyTorch's AdamW"),
                        clEnumValN(OptimizerKind::SGD, "sgd", "SGD with momentum"))};
-  Opt<double> lr{*this, "lr", llvm::cl::desc("base learning rate"), llvm::cl::init(1e-3)};
-  Opt<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0)};
-  Opt<bool> nesterov{*this, "nesterov", llvm::cl::desc("SGD Nesterov"), llvm::cl::init(false)};
-  Opt<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
-  Opt<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999)};
-  Opt<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
-  Opt<double> weightDecay{*this, "weight-decay", llvm::cl::desc("weight decay"),
-                          llvm::cl::init(0.01)};
-  Opt<double> gradClip{*this, "grad-clip", llvm::cl::desc("global L2 clip (0: off)"),
-                       llvm::cl::init(0.0)};
   Opt<std::string> schedule{*this, "schedule", llvm::cl::desc("a DeepSpeed scheduler, or empty"),
                             llvm::cl::init("")};
   Opt<double> scheduleLr{*this, "schedule-lr", llvm::cl::desc("the schedule's peak lr"),
