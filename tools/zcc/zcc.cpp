@@ -5,8 +5,9 @@
 // (--mlir-print-ir-after-all, --mlir-print-ir-before=PASS, --mlir-timing, ...)
 // apply to zcc's own pipeline.
 //
-// Size: under 800 lines since the settings' flags come from
-// include/zcc/Pipelines/Settings.def; main is still long (issue 51).
+// The settings' flags are generated from include/zcc/Pipelines/Settings.def;
+// main still holds the driver's checks, the estimate command and the emit
+// switch (issue 51: thin drivers).
 //
 //===----------------------------------------------------------------------===//
 #include "DriverSupport.h"
