@@ -91,8 +91,8 @@ FailureOr<OwningOpRef<ModuleOp>> zcc::chooseAutoPlan(ModuleOp imported, const Au
     if (r.hostBudget)
       log << " (host " << zrt::showByteSize(r.hostBudget) << ")";
     log << "\n";
-    zcc::zero::attrs((*m)).getAutoAttrHelper().setAttr(
-        (*m),
+    zcc::zero::attrs(*m).getAutoAttrHelper().setAttr(
+        *m,
         Builder(m->getContext()).getStringAttr(describe(c) + ": the fastest candidate that fits"));
     return m;
   }

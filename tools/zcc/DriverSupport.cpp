@@ -4,10 +4,13 @@
 #include "zcc/Analysis/DeepSpeedEstimate.h"
 #include "zero/ZeroOps.h"
 
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/WithColor.h"
 
 using namespace mlir;
 
@@ -205,6 +208,36 @@ std::vector<std::string> recordedCommand(int argc, char **argv) {
     out.push_back(a.str());
   }
   return out;
+}
+
+/// Prints |context|'s diagnostics one a line: "zcc: error: FILE: node 'N'
+/// (Op): message".
+void printDiagnostics(MLIRContext &context) {
+  context.getDiagEngine().registerHandler([](Diagnostic &diag) {
+    llvm::raw_ostream &os = llvm::errs();
+    os << "zcc: ";
+    switch (diag.getSeverity()) {
+    case DiagnosticSeverity::Error:
+      llvm::WithColor(os, llvm::HighlightColor::Error) << "error: ";
+      break;
+    case DiagnosticSeverity::Warning:
+      llvm::WithColor(os, llvm::HighlightColor::Warning) << "warning: ";
+      break;
+    case DiagnosticSeverity::Remark:
+      llvm::WithColor(os, llvm::HighlightColor::Remark) << "remark: ";
+      break;
+    case DiagnosticSeverity::Note:
+      llvm::WithColor(os, llvm::HighlightColor::Note) << "note: ";
+      break;
+    }
+    std::string where = describeLocation(diag.getLocation());
+    if (!where.empty())
+      os << where << ": ";
+    os << diag << "\n";
+    for (Diagnostic &note : diag.getNotes())
+      os << "zcc: note: " << note << "\n";
+    return success();
+  });
 }
 
 } // namespace zcc

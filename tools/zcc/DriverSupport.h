@@ -1,9 +1,9 @@
 //===- DriverSupport.h - zcc's driver pieces outside main --------*- C++ -*-===//
 //
 // What zcc's main calls that does not depend on its flags: checks of the
-// input and output paths, --input-shape's parsing, diagnostic locations as
-// "FILE: node 'N' (Op)", the command line a plan records, and the table of
-// `zcc estimate`.
+// input and output paths, --input-shape's parsing, diagnostics printed with
+// their locations as "FILE: node 'N' (Op)", the command line a plan records,
+// and the table of `zcc estimate`.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZCC_TOOLS_DRIVERSUPPORT_H
@@ -32,6 +32,9 @@ mlir::LogicalResult parseInputShape(llvm::StringRef spec, std::string &name,
                                     llvm::SmallVectorImpl<int64_t> &dims);
 /// A diagnostic location as "FILE: node 'NAME' (OP)" where known.
 std::string describeLocation(mlir::Location loc);
+/// Prints |context|'s diagnostics one a line: "zcc: error: FILE: node 'N'
+/// (Op): message".
+void printDiagnostics(mlir::MLIRContext &context);
 /// The command line a plan records (argv[0] as "zcc", without -o).
 std::vector<std::string> recordedCommand(int argc, char **argv);
 /// zcc estimate's model-state table for |worldSizes| (empty: 1, 2, 4, 8,

@@ -253,6 +253,455 @@ static cl::opt<std::string>
     reportFormat("format", cl::desc("--emit=report and zcc estimate: text (default) or json"),
                  cl::value_desc("text|json"), cl::init("text"), cl::cat(zccCategory));
 
+/// The settings: the flags, checked, merged with the DeepSpeed config of
+/// --deepspeed (read into |dsConfig|) and checked together; nullopt after
+/// saying why (zcc exits 2).
+static std::optional<zcc::Settings> resolveFlags(std::optional<zcc::DeepSpeedConfig> &dsConfig) {
+  for (const std::string &spec : auxLoss) {
+    auto [name, coef] = StringRef(spec).rsplit('=');
+    double value;
+    if (name.empty() || coef.getAsDouble(value) || !std::isfinite(value)) {
+      llvm::errs() << "zcc: error: --aux-loss '" << spec
+                   << "': expected OUTPUT=COEF with a finite COEF, e.g. aux_loss=0.02\n";
+      return std::nullopt;
+    }
+  }
+  if (!logitsOutput.empty() && lossKind != "cross-entropy") {
+    llvm::errs() << "zcc: error: --logits " << logitsOutput
+                 << " names the output of --loss cross-entropy; add --loss cross-entropy\n";
+    return std::nullopt;
+  }
+  if (lossKind != "none" && lossKind != "cross-entropy") {
+    llvm::errs() << "zcc: error: --loss '" << lossKind << "': expected cross-entropy or none\n";
+    return std::nullopt;
+  }
+  // The flags, then the DeepSpeed config merged in (Settings.cpp).
+  zcc::FlagValues flags;
+  flags.given = [](StringRef name) {
+    auto &options = cl::getRegisteredOptions();
+    auto it = options.find(name);
+    return it != options.end() && it->second->getNumOccurrences() > 0;
+  };
+  {
+    zcc::Settings &f = flags.settings;
+    auto [b1, b2] = StringRef(betas).split(',');
+    if (b1.getAsDouble(f.beta1) || b2.getAsDouble(f.beta2) || !(f.beta1 >= 0 && f.beta1 < 1) ||
+        !(f.beta2 >= 0 && f.beta2 < 1)) {
+      llvm::errs() << "zcc: error: --betas '" << betas << "': expected B1,B2 in [0, 1)\n";
+      return std::nullopt;
+    }
+    if (flag::microBatch.getNumOccurrences() && flag::microBatch <= 0) {
+      llvm::errs() << "zcc: error: --micro-batch must be a positive integer, got "
+                   << flag::microBatch << "\n";
+      return std::nullopt;
+    }
+#define ZCC_PIPELINE_FLAG(member, type, dflt, option, name, value, help) f.member = flag::member;
+#define ZCC_FLAG(member, type, dflt, name, value, help) f.member = flag::member;
+#include "zcc/Pipelines/Settings.def"
+    // PyTorch's defaults differ: AdamW decays by 0.01, SGD not at all.
+    if (!flag::weightDecay.getNumOccurrences() && flag::optimizer != "adamw")
+      f.weightDecay = 0.0;
+  }
+  if (!deepspeedConfig.empty()) {
+    auto config = zcc::readDeepSpeedConfig(deepspeedConfig);
+    if (!config) {
+      llvm::errs() << "zcc: error: " << llvm::toString(config.takeError()) << "\n";
+      return std::nullopt;
+    }
+    dsConfig = std::move(*config);
+    for (const std::string &key : dsConfig->unknownKeys)
+      llvm::errs() << "zcc: " << (allowUnknownKeys ? "warning: " : "error: ") << key
+                   << (allowUnknownKeys ? "; ignored" : "") << "\n";
+    if (!dsConfig->unknownKeys.empty() && !allowUnknownKeys) {
+      llvm::errs() << "zcc: error: --deepspeed " << deepspeedConfig << ": "
+                   << dsConfig->unknownKeys.size() << " unknown key"
+                   << (dsConfig->unknownKeys.size() == 1 ? "" : "s")
+                   << "; correct them, or pass --allow-unknown-keys to ignore them\n";
+      return std::nullopt;
+    }
+  }
+  auto resolved =
+      zcc::resolveSettings(flags, dsConfig ? &*dsConfig : nullptr, [](const std::string &w) {
+        llvm::errs() << "zcc: warning: " << w << "\n";
+      });
+  if (!resolved) {
+    llvm::errs() << "zcc: error: " << llvm::toString(resolved.takeError()) << "\n";
+    return std::nullopt;
+  }
+  const zcc::Settings &S = *resolved;
+  if (llvm::Error e = zcc::checkSettings(S)) {
+    llvm::errs() << "zcc: error: " << llvm::toString(std::move(e)) << "\n";
+    return std::nullopt;
+  }
+  return *resolved;
+}
+
+/// What the driver's own flags decide beside the settings.
+struct Choices {
+  bool recomputeAuto = false;                // --recompute auto: --auto over the policies only
+  std::optional<zcc::ScalingModel> scaling;  // --link, --gpus-per-node, --flop-rate
+  std::optional<int64_t> budget, hostBudget; // --memory-budget, --host-memory-budget
+};
+
+/// Checks the driver's own flags (and the files) against |S| into |c|: 0,
+/// or zcc's exit code after saying why.
+static int checkDriverFlags(const zcc::Settings &S, bool estimate, Choices &c) {
+  if (target != "cpu" && target != "cuda") {
+    llvm::errs() << "zcc: error: --target '" << target << "': expected cpu or cuda\n";
+    return 2;
+  }
+  if (optimizerInBackward != "auto" && optimizerInBackward != "on" &&
+      optimizerInBackward != "off") {
+    llvm::errs() << "zcc: error: --optimizer-in-backward '" << optimizerInBackward
+                 << "': expected auto, on or off\n";
+    return 2;
+  }
+  // --recompute auto: --auto over the recompute policies only.
+  c.recomputeAuto = S.recompute == "auto";
+  if (S.offloadOptimizer != "nvme" && S.offloadParam != "nvme" && !S.nvmePath.empty() &&
+      !autoPlan) {
+    llvm::errs() << "zcc: error: --nvme-path goes with --offload-optimizer nvme or --offload-param "
+                    "nvme (or --auto, which may choose it)\n";
+    return 2;
+  }
+  if (reportFormat != "text" && reportFormat != "json") {
+    llvm::errs() << "zcc: error: --format " << reportFormat << ": expected text or json\n";
+    return 2;
+  }
+  if (reportFormat == "json" && emit != EmitKind::Report && !estimate) {
+    llvm::errs() << "zcc: error: --format json goes with --emit=report or zcc estimate (the "
+                    "memory page's data is --emit=memory-json)\n";
+    return 2;
+  }
+  if (reportFormat == "json" && estimate && link.getNumOccurrences()) {
+    llvm::errs() << "zcc: error: --format json: zcc estimate --link's scaling table is text "
+                    "only; compile a plan per world size with --emit=report --format json\n";
+    return 2;
+  }
+  if (!link.empty() || link.getNumOccurrences() || gpusPerNode.getNumOccurrences() ||
+      flopRate.getNumOccurrences()) {
+    zcc::ScalingModel model;
+    std::string bad = link.empty() ? "" : zcc::parseLink(link, model);
+    if (!bad.empty()) {
+      llvm::errs() << "zcc: error: --link '" << link << "': " << bad << "\n";
+      return 2;
+    }
+    if (gpusPerNode < 1 || !(flopRate > 0)) {
+      llvm::errs() << "zcc: error: " << (gpusPerNode < 1 ? "--gpus-per-node" : "--flop-rate")
+                   << " must be positive\n";
+      return 2;
+    }
+    if (emit != EmitKind::Report && !estimate) {
+      llvm::errs() << "zcc: error: --link, --gpus-per-node and --flop-rate set the scaling "
+                      "model of --emit=report; add it\n";
+      return 2;
+    }
+    model.gpusPerNode = gpusPerNode;
+    model.flopsPerSecond = flopRate * 1e12;
+    c.scaling = model;
+  }
+  // --memory-budget, --host-memory-budget: a size, or nullopt when not given.
+  for (auto [flag, text, into] :
+       {std::tuple{"--memory-budget", &memoryBudget, &c.budget},
+        std::tuple{"--host-memory-budget", &hostMemoryBudget, &c.hostBudget}}) {
+    if (text->empty())
+      continue;
+    *into = zrt::parseByteSize(*text);
+    if (!*into || **into <= 0) {
+      llvm::errs() << "zcc: error: " << flag << " '" << *text
+                   << "': expected a size such as 16GiB, 1.5GB or 4096\n";
+      return 2;
+    }
+  }
+  if ((autoPlan || c.recomputeAuto) && !c.budget) {
+    llvm::errs() << "zcc: error: " << (autoPlan ? "--auto" : "--recompute auto")
+                 << " picks a plan that fits --memory-budget; give one\n";
+    return 2;
+  }
+  if (weightsMode != "embed" && weightsMode != "external") {
+    llvm::errs() << "zcc: error: --weights '" << weightsMode << "': expected embed or external\n";
+    return 2;
+  }
+  if (quantizedGradientBits != 8 && quantizedGradientBits != 4) {
+    llvm::errs() << "zcc: error: --quantized-gradient-bits " << quantizedGradientBits
+                 << ": qgZ quantizes gradients to 8 or 4 bits\n";
+    return 2;
+  }
+  if (emit == EmitKind::Plan && outputFile == "-" && llvm::sys::Process::StandardOutIsDisplayed()) {
+    llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
+    return 2;
+  }
+  if (std::string why = zcc::checkOutput(outputFile, {inputFile, deepspeedConfig}); !why.empty()) {
+    llvm::errs() << "zcc: error: -o " << outputFile << ": " << why << "\n";
+    return 2;
+  }
+  if (std::string why = zcc::checkInputFile(inputFile); !why.empty()) {
+    llvm::errs() << "zcc: error: " << inputFile << ": " << why << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+/// The importer's options from the flags; nullopt after saying why (exit 2).
+static std::optional<zcc::OnnxImportOptions> importOptions(const zcc::Settings &S) {
+  zcc::OnnxImportOptions options;
+  if (S.microBatch > 0)
+    options.microBatch = S.microBatch;
+  for (const std::string &spec : inputShapes) {
+    std::string name;
+    SmallVector<int64_t> dims;
+    if (failed(zcc::parseInputShape(spec, name, dims))) {
+      llvm::errs() << "zcc: error: --input-shape '" << spec
+                   << "': expected NAME=AxBx... with positive dimensions, e.g. "
+                      "input_ids=4x1024\n";
+      return std::nullopt;
+    }
+    options.inputShapes[name] = dims;
+  }
+  for (const std::string &spec : paddingIdx) {
+    auto [name, idx] = StringRef(spec).rsplit('=');
+    int64_t value;
+    if (name.empty() || idx.getAsInteger(10, value)) {
+      llvm::errs()
+          << "zcc: error: --padding-idx '" << spec
+          << "': expected INITIALIZER=INDEX, e.g. m.bert.embeddings.word_embeddings.weight=0\n";
+      return std::nullopt;
+    }
+    options.paddingIdx[name] = value;
+  }
+  options.trainableRegex = trainable;
+  options.frozenRegex = frozen;
+  options.skipWeightData = weightsMode == "external";
+  options.perDocument = perDocument;
+  return options;
+}
+
+/// Runs the pipeline on |m| with |S| and recomputation |recompute|
+/// (--recompute's, or a candidate of --auto).
+static LogicalResult compile(MLIRContext &context, ModuleOp m, const zcc::Settings &S,
+                             StringRef recompute) {
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  DefaultTimingManager tm;
+  applyDefaultTimingManagerCLOptions(tm);
+  TimingScope timing = tm.getRootScope();
+  pm.enableTiming(timing);
+  // Plans of models with parameters train: backward, then the optimizer.
+  auto trainable = zcc::zero::attrs(m).getTrainableCountAttrHelper().getAttr(m);
+  zcc::TrainingPipelineOptions o;
+  zcc::setPipelineOptions(o, S, recompute);
+  o.loss = lossKind == "cross-entropy" ? zcc::LossKind::CrossEntropy : zcc::LossKind::None;
+  o.logits = logitsOutput;
+  o.auxLoss = std::vector<std::string>(auxLoss.begin(), auxLoss.end());
+  o.target = target == "cuda" ? zcc::Target::CUDA : zcc::Target::CPU;
+  o.fuseElementwise = fuseElementwise;
+  o.perDocument = perDocument;
+  o.optimizerInBackward = optimizerInBackward == "on"    ? zcc::InBackward::On
+                          : optimizerInBackward == "off" ? zcc::InBackward::Off
+                                                         : zcc::InBackward::Auto;
+  o.lower = emit != EmitKind::Mlir;
+  o.train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
+  o.quantizedGradientBits = quantizedGradientBits;
+  zcc::buildTrainingPipeline(pm, o);
+  return pm.run(m);
+}
+
+/// zcc estimate --link: the model-state table, then the scaling model's step
+/// at each world size (one plan compiled per size, --zero-stage's).
+static int runEstimate(MLIRContext &context, ModuleOp module, const zcc::Settings &S,
+                       const zcc::ScalingModel &scaling) {
+  if (zcc::printEstimate(
+          module, llvm::outs(), S.precision != "fp32", reportFormat == "json",
+          SmallVector<int64_t>(estimateWorldSizes.begin(), estimateWorldSizes.end())) != 0)
+    return 1;
+  llvm::outs() << llvm::format(
+      "\nscaling model, ZeRO stage %lld, %lld GPUs a node (the report's, docs/zero.md):\n"
+      "  %8s %6s %12s %14s %12s %12s %10s\n",
+      (long long)S.zeroStage, (long long)scaling.gpusPerNode, "W", "nodes", "compute ms", "comm ms",
+      "exposed ms", "step ms", "of compute");
+  for (int64_t w : estimateWorldSizes.empty() ? SmallVector<int64_t>{1, 2, 4, 8, 16, 64}
+                                              : SmallVector<int64_t>(estimateWorldSizes.begin(),
+                                                                     estimateWorldSizes.end())) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    zcc::Settings at = S;
+    at.worldSize = w;
+    if (failed(compile(context, *copy, at, S.recompute)))
+      return 1;
+    zcc::ScalingEstimate e = zcc::estimateScaling(*copy, scaling);
+    llvm::outs() << llvm::format("  %8lld %6lld %12.2f %14.2f %12.2f %12.2f %9.1f%%\n",
+                                 (long long)w, (long long)e.nodes, e.compute * 1e3,
+                                 e.communication * 1e3, e.exposed * 1e3, e.step * 1e3,
+                                 e.step > 0 ? 100 * e.compute / e.step : 100.0);
+  }
+  return 0;
+}
+
+/// Bytes of |arena| a rank of a compiled module allocates.
+static int64_t arenaBytes(ModuleOp m, const char *arena) {
+  auto a = m->getAttrOfType<IntegerAttr>("zrt." + std::string(arena) + "_arena_bytes");
+  return a ? a.getInt() : 0;
+}
+/// Device bytes a rank of a compiled module allocates: its arenas, and the
+/// CUDA backend's fixed cuBLASLt workspace (runtime/cuda).
+static int64_t devicePeak(ModuleOp m) {
+  int64_t bytes = 0;
+  for (const char *arena : {"device", "state", "constant", "input"})
+    bytes += arenaBytes(m, arena);
+  return bytes + (target == "cuda" ? kCudaWorkspaceBytes : 0);
+}
+
+/// Compiles |module| in place: as the settings say, or by --auto's search
+/// (lib/Pipelines/AutoPlan.cpp) within the budgets, where what the flags or
+/// the DeepSpeed config fixed stays.
+static LogicalResult plan(MLIRContext &context, OwningOpRef<ModuleOp> &module,
+                          const zcc::Settings &S, const Choices &c,
+                          const std::optional<zcc::DeepSpeedConfig> &dsConfig) {
+  if (!autoPlan && !c.recomputeAuto) {
+    if (failed(compile(context, *module, S, S.recompute)))
+      return failure();
+    if (c.budget && emit != EmitKind::Mlir && devicePeak(*module) > *c.budget)
+      llvm::errs() << "zcc: warning: the plan needs " << zrt::showByteSize(devicePeak(*module))
+                   << " per rank, more than --memory-budget " << zrt::showByteSize(*c.budget)
+                   << ": zrun will refuse it; zcc --auto picks a plan that fits\n";
+    if (c.hostBudget && emit != EmitKind::Mlir && arenaBytes(*module, "host") > *c.hostBudget)
+      llvm::errs() << "zcc: warning: the plan needs "
+                   << zrt::showByteSize(arenaBytes(*module, "host"))
+                   << " of pinned host memory per rank, more than --host-memory-budget "
+                   << zrt::showByteSize(*c.hostBudget)
+                   << ": zrun will refuse it; --offload-optimizer nvme keeps the optimizer state "
+                      "on disk, and zcc --auto with --nvme-path picks a plan that fits\n";
+  } else {
+    // --auto (lib/Pipelines/AutoPlan.cpp): what the flags or the DeepSpeed
+    // config fixed stays; the rest is searched.
+    zcc::AutoPlanRequest request;
+    request.budget = *c.budget;
+    request.hostBudget = c.hostBudget.value_or(0);
+    request.nvme = !S.nvmePath.empty();
+    request.worldSize = S.worldSize;
+    request.stage = S.zeroStage;
+    request.recompute = S.recompute;
+    request.offloadOptimizer = S.offloadOptimizer;
+    request.offloadParam = S.offloadParam;
+    request.stageFixed =
+        c.recomputeAuto || flag::zeroStage.getNumOccurrences() || (dsConfig && dsConfig->zeroStage);
+    request.recomputeFixed = !c.recomputeAuto && (flag::recompute.getNumOccurrences() ||
+                                                  (dsConfig && dsConfig->activationCheckpointing));
+    request.offloadFixed = c.recomputeAuto || flag::offloadOptimizer.getNumOccurrences() ||
+                           flag::offloadParam.getNumOccurrences() ||
+                           (dsConfig && (dsConfig->offloadOptimizer || dsConfig->offloadParam));
+    auto chosen = zcc::chooseAutoPlan(
+        *module, request,
+        [&](ModuleOp m, const zcc::AutoCandidate &c) {
+          zcc::Settings T = S;
+          T.zeroStage = c.stage;
+          T.recompute = c.recompute;
+          StringRef offload = c.offload;
+          T.offloadOptimizer = offload.starts_with("nvme") ? "nvme"
+                               : offload == "none"         ? "none"
+                                                           : "cpu";
+          T.offloadParam = offload.ends_with("+nvmeparam") ? "nvme"
+                           : offload.ends_with("+param")   ? "cpu"
+                                                           : "none";
+          return compile(context, m, T, c.recompute);
+        },
+        devicePeak, [&](ModuleOp m) { return arenaBytes(m, "host"); }, llvm::errs());
+    if (failed(chosen))
+      return failure();
+    module = std::move(*chosen);
+  }
+  return success();
+}
+
+/// Records the budgets in the compiled |module| and checks it: an arena past
+/// what a plan may hold is an error, stage 3 that shards nothing a warning.
+static LogicalResult finishPlan(ModuleOp module, const zcc::Settings &S, const Choices &c) {
+  if (c.budget)
+    zcc::zero::attrs(module).getMemoryBudgetAttrHelper().setAttr(
+        module, Builder(module.getContext()).getI64IntegerAttr(*c.budget));
+  if (c.hostBudget)
+    zcc::zero::attrs(module).getHostMemoryBudgetAttrHelper().setAttr(
+        module, Builder(module.getContext()).getI64IntegerAttr(*c.hostBudget));
+  // zrun's plan validator holds every arena to zrt::kMaxArenaBytes: a plan
+  // that needs more is refused here, with its size, not written for zrun to
+  // call invalid.
+  if (emit == EmitKind::Plan)
+    for (const char *arena : {"device", "state", "constant", "input", "host", "nvme"}) {
+      int64_t bytes = arenaBytes(module, arena);
+      if (bytes <= zrt::kMaxArenaBytes)
+        continue;
+      llvm::errs() << "zcc: error: the plan's " << arena << " arena needs "
+                   << zrt::showByteSize(bytes) << " per rank"
+                   << (S.microBatch ? " (micro-batch " + std::to_string(S.microBatch) + ")" : "")
+                   << ", more than the " << zrt::showByteSize(zrt::kMaxArenaBytes)
+                   << " a plan may hold: lower --micro-batch or the sequence length "
+                      "(--input-shape), or partition the state over more ranks (--world-size "
+                      "with --zero-stage)\n";
+      return failure();
+    }
+
+  // Stage 3 that shards nothing (every parameter under the persistence
+  // threshold, as with small models): said, not left to the report.
+  if (S.zeroStage == 3 && S.worldSize > 1)
+    if (auto buckets = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module);
+        buckets && !buckets.empty() && llvm::none_of(buckets, [](Attribute a) {
+          auto sharded = cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded");
+          return sharded && sharded.getValue() && !cast<DictionaryAttr>(a).get("copy");
+        }))
+      llvm::errs() << "zcc: warning: --zero-stage 3 partitions no parameter: each has fewer "
+                      "elements than --stage3-param-persistence-threshold ("
+                   << S.persistenceThreshold
+                   << ") and stays whole on every rank, as DeepSpeed keeps them; lower the "
+                      "threshold to shard them\n";
+  return success();
+}
+
+/// Writes what --emit asks for of the compiled |module| to -o: 0, or 1.
+static int emitOutput(ModuleOp module, const Choices &c, const std::vector<std::string> &command) {
+  std::string errorMessage;
+  auto output = openOutputFile(outputFile, &errorMessage);
+  if (!output) {
+    llvm::errs() << "zcc: error: -o " << outputFile << ": " << errorMessage << "\n";
+    return 1;
+  }
+  switch (emit) {
+  case EmitKind::Mlir:
+  case EmitKind::Zrt:
+    module->print(output->os(), OpPrintingFlags());
+    output->os() << "\n";
+    break;
+  case EmitKind::Plan:
+    if (failed(zcc::writePlan(module, output->os(),
+                              {/*externalWeights=*/weightsMode == "external", command})))
+      return 1;
+    break;
+  case EmitKind::Report:
+    if (failed(zcc::printReport(module, output->os(), c.scaling ? &*c.scaling : nullptr,
+                                reportFormat == "json")))
+      return 1;
+    break;
+  case EmitKind::MemoryJson:
+  case EmitKind::MemoryHtml: {
+    // The page reads the plan zrun would run (weights left out: external).
+    std::string bytes;
+    llvm::raw_string_ostream os(bytes);
+    if (failed(zcc::writePlan(module, os, {/*externalWeights=*/true, command})))
+      return 1;
+    zrt::plan::Plan plan;
+    if (!plan.ParseFromString(os.str())) {
+      llvm::errs() << "zcc: error: --emit=memory-*: the plan did not read back\n";
+      return 1;
+    }
+    std::string source = llvm::sys::path::filename(inputFile).str();
+    output->os() << (emit == EmitKind::MemoryHtml ? zrt::memoryPageHtml(plan, source)
+                                                  : zrt::memoryMapJson(plan, source));
+    break;
+  }
+  }
+  output->keep();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // zcc estimate MODEL [--world-sizes 1,2,4] [--trainable/--frozen ...]
@@ -300,445 +749,31 @@ int main(int argc, char **argv) {
   zcc::registerCodegenInterfaces(registry);
   MLIRContext context(registry);
   context.loadDialect<zcc::zero::ZeroDialect, zcc::zrt::ZrtDialect, func::FuncDialect>();
-  // One line per diagnostic: "zcc: error: FILE: node 'N' (Op): message".
-  context.getDiagEngine().registerHandler([](Diagnostic &diag) {
-    llvm::raw_ostream &os = llvm::errs();
-    os << "zcc: ";
-    switch (diag.getSeverity()) {
-    case DiagnosticSeverity::Error:
-      llvm::WithColor(os, llvm::HighlightColor::Error) << "error: ";
-      break;
-    case DiagnosticSeverity::Warning:
-      llvm::WithColor(os, llvm::HighlightColor::Warning) << "warning: ";
-      break;
-    case DiagnosticSeverity::Remark:
-      llvm::WithColor(os, llvm::HighlightColor::Remark) << "remark: ";
-      break;
-    case DiagnosticSeverity::Note:
-      llvm::WithColor(os, llvm::HighlightColor::Note) << "note: ";
-      break;
-    }
-    std::string where = zcc::describeLocation(diag.getLocation());
-    if (!where.empty())
-      os << where << ": ";
-    os << diag << "\n";
-    for (Diagnostic &note : diag.getNotes())
-      os << "zcc: note: " << note << "\n";
-    return success();
-  });
+  zcc::printDiagnostics(context);
 
-  for (const std::string &spec : auxLoss) {
-    auto [name, coef] = StringRef(spec).rsplit('=');
-    double value;
-    if (name.empty() || coef.getAsDouble(value) || !std::isfinite(value)) {
-      llvm::errs() << "zcc: error: --aux-loss '" << spec
-                   << "': expected OUTPUT=COEF with a finite COEF, e.g. aux_loss=0.02\n";
-      return 2;
-    }
-  }
-  if (!logitsOutput.empty() && lossKind != "cross-entropy") {
-    llvm::errs() << "zcc: error: --logits " << logitsOutput
-                 << " names the output of --loss cross-entropy; add --loss cross-entropy\n";
-    return 2;
-  }
-  if (lossKind != "none" && lossKind != "cross-entropy") {
-    llvm::errs() << "zcc: error: --loss '" << lossKind << "': expected cross-entropy or none\n";
-    return 2;
-  }
-  // The flags, then the DeepSpeed config merged in (Settings.cpp).
-  zcc::FlagValues flags;
-  flags.given = [](StringRef name) {
-    auto &options = cl::getRegisteredOptions();
-    auto it = options.find(name);
-    return it != options.end() && it->second->getNumOccurrences() > 0;
-  };
-  {
-    zcc::Settings &f = flags.settings;
-    auto [b1, b2] = StringRef(betas).split(',');
-    if (b1.getAsDouble(f.beta1) || b2.getAsDouble(f.beta2) || !(f.beta1 >= 0 && f.beta1 < 1) ||
-        !(f.beta2 >= 0 && f.beta2 < 1)) {
-      llvm::errs() << "zcc: error: --betas '" << betas << "': expected B1,B2 in [0, 1)\n";
-      return 2;
-    }
-    if (flag::microBatch.getNumOccurrences() && flag::microBatch <= 0) {
-      llvm::errs() << "zcc: error: --micro-batch must be a positive integer, got "
-                   << flag::microBatch << "\n";
-      return 2;
-    }
-#define ZCC_PIPELINE_FLAG(member, type, dflt, option, name, value, help) f.member = flag::member;
-#define ZCC_FLAG(member, type, dflt, name, value, help) f.member = flag::member;
-#include "zcc/Pipelines/Settings.def"
-    // PyTorch's defaults differ: AdamW decays by 0.01, SGD not at all.
-    if (!flag::weightDecay.getNumOccurrences() && flag::optimizer != "adamw")
-      f.weightDecay = 0.0;
-  }
   std::optional<zcc::DeepSpeedConfig> dsConfig;
-  if (!deepspeedConfig.empty()) {
-    auto config = zcc::readDeepSpeedConfig(deepspeedConfig);
-    if (!config) {
-      llvm::errs() << "zcc: error: " << llvm::toString(config.takeError()) << "\n";
-      return 2;
-    }
-    dsConfig = std::move(*config);
-    for (const std::string &key : dsConfig->unknownKeys)
-      llvm::errs() << "zcc: " << (allowUnknownKeys ? "warning: " : "error: ") << key
-                   << (allowUnknownKeys ? "; ignored" : "") << "\n";
-    if (!dsConfig->unknownKeys.empty() && !allowUnknownKeys) {
-      llvm::errs() << "zcc: error: --deepspeed " << deepspeedConfig << ": "
-                   << dsConfig->unknownKeys.size() << " unknown key"
-                   << (dsConfig->unknownKeys.size() == 1 ? "" : "s")
-                   << "; correct them, or pass --allow-unknown-keys to ignore them\n";
-      return 2;
-    }
-  }
-  auto resolved =
-      zcc::resolveSettings(flags, dsConfig ? &*dsConfig : nullptr, [](const std::string &w) {
-        llvm::errs() << "zcc: warning: " << w << "\n";
-      });
-  if (!resolved) {
-    llvm::errs() << "zcc: error: " << llvm::toString(resolved.takeError()) << "\n";
+  std::optional<zcc::Settings> settings = resolveFlags(dsConfig);
+  if (!settings)
     return 2;
-  }
-  const zcc::Settings &S = *resolved;
-  if (llvm::Error e = zcc::checkSettings(S)) {
-    llvm::errs() << "zcc: error: " << llvm::toString(std::move(e)) << "\n";
+  const zcc::Settings &S = *settings;
+  Choices c;
+  if (int code = checkDriverFlags(S, estimate, c))
+    return code;
+  std::optional<zcc::OnnxImportOptions> options = importOptions(S);
+  if (!options)
     return 2;
-  }
-  if (target != "cpu" && target != "cuda") {
-    llvm::errs() << "zcc: error: --target '" << target << "': expected cpu or cuda\n";
-    return 2;
-  }
-  if (optimizerInBackward != "auto" && optimizerInBackward != "on" &&
-      optimizerInBackward != "off") {
-    llvm::errs() << "zcc: error: --optimizer-in-backward '" << optimizerInBackward
-                 << "': expected auto, on or off\n";
-    return 2;
-  }
-  // --recompute auto: --auto over the recompute policies only.
-  bool recomputeAuto = S.recompute == "auto";
-  if (S.offloadOptimizer != "nvme" && S.offloadParam != "nvme" && !S.nvmePath.empty() &&
-      !autoPlan) {
-    llvm::errs() << "zcc: error: --nvme-path goes with --offload-optimizer nvme or --offload-param "
-                    "nvme (or --auto, which may choose it)\n";
-    return 2;
-  }
-  std::optional<zcc::ScalingModel> scaling;
-  if (reportFormat != "text" && reportFormat != "json") {
-    llvm::errs() << "zcc: error: --format " << reportFormat << ": expected text or json\n";
-    return 2;
-  }
-  if (reportFormat == "json" && emit != EmitKind::Report && !estimate) {
-    llvm::errs() << "zcc: error: --format json goes with --emit=report or zcc estimate (the "
-                    "memory page's data is --emit=memory-json)\n";
-    return 2;
-  }
-  if (reportFormat == "json" && estimate && link.getNumOccurrences()) {
-    llvm::errs() << "zcc: error: --format json: zcc estimate --link's scaling table is text "
-                    "only; compile a plan per world size with --emit=report --format json\n";
-    return 2;
-  }
-  if (!link.empty() || link.getNumOccurrences() || gpusPerNode.getNumOccurrences() ||
-      flopRate.getNumOccurrences()) {
-    zcc::ScalingModel model;
-    std::string bad = link.empty() ? "" : zcc::parseLink(link, model);
-    if (!bad.empty()) {
-      llvm::errs() << "zcc: error: --link '" << link << "': " << bad << "\n";
-      return 2;
-    }
-    if (gpusPerNode < 1 || !(flopRate > 0)) {
-      llvm::errs() << "zcc: error: " << (gpusPerNode < 1 ? "--gpus-per-node" : "--flop-rate")
-                   << " must be positive\n";
-      return 2;
-    }
-    if (emit != EmitKind::Report && !estimate) {
-      llvm::errs() << "zcc: error: --link, --gpus-per-node and --flop-rate set the scaling "
-                      "model of --emit=report; add it\n";
-      return 2;
-    }
-    model.gpusPerNode = gpusPerNode;
-    model.flopsPerSecond = flopRate * 1e12;
-    scaling = model;
-  }
-  // --memory-budget, --host-memory-budget: a size, or nullopt when not given.
-  std::optional<int64_t> budget, hostBudget;
-  for (auto [flag, text, into] :
-       {std::tuple{"--memory-budget", &memoryBudget, &budget},
-        std::tuple{"--host-memory-budget", &hostMemoryBudget, &hostBudget}}) {
-    if (text->empty())
-      continue;
-    *into = zrt::parseByteSize(*text);
-    if (!*into || **into <= 0) {
-      llvm::errs() << "zcc: error: " << flag << " '" << *text
-                   << "': expected a size such as 16GiB, 1.5GB or 4096\n";
-      return 2;
-    }
-  }
-  if ((autoPlan || recomputeAuto) && !budget) {
-    llvm::errs() << "zcc: error: " << (autoPlan ? "--auto" : "--recompute auto")
-                 << " picks a plan that fits --memory-budget; give one\n";
-    return 2;
-  }
-  if (weightsMode != "embed" && weightsMode != "external") {
-    llvm::errs() << "zcc: error: --weights '" << weightsMode << "': expected embed or external\n";
-    return 2;
-  }
-  if (quantizedGradientBits != 8 && quantizedGradientBits != 4) {
-    llvm::errs() << "zcc: error: --quantized-gradient-bits " << quantizedGradientBits
-                 << ": qgZ quantizes gradients to 8 or 4 bits\n";
-    return 2;
-  }
-  if (emit == EmitKind::Plan && outputFile == "-" && llvm::sys::Process::StandardOutIsDisplayed()) {
-    llvm::errs() << "zcc: error: a plan is binary; write it to a file with -o MODEL.zplan\n";
-    return 2;
-  }
-  if (std::string why = zcc::checkOutput(outputFile, {inputFile, deepspeedConfig}); !why.empty()) {
-    llvm::errs() << "zcc: error: -o " << outputFile << ": " << why << "\n";
-    return 2;
-  }
-  if (std::string why = zcc::checkInputFile(inputFile); !why.empty()) {
-    llvm::errs() << "zcc: error: " << inputFile << ": " << why << "\n";
-    return 1;
-  }
-
-  zcc::OnnxImportOptions options;
-  if (S.microBatch > 0)
-    options.microBatch = S.microBatch;
-  for (const std::string &spec : inputShapes) {
-    std::string name;
-    SmallVector<int64_t> dims;
-    if (failed(zcc::parseInputShape(spec, name, dims))) {
-      llvm::errs() << "zcc: error: --input-shape '" << spec
-                   << "': expected NAME=AxBx... with positive dimensions, e.g. "
-                      "input_ids=4x1024\n";
-      return 2;
-    }
-    options.inputShapes[name] = dims;
-  }
-  for (const std::string &spec : paddingIdx) {
-    auto [name, idx] = StringRef(spec).rsplit('=');
-    int64_t value;
-    if (name.empty() || idx.getAsInteger(10, value)) {
-      llvm::errs()
-          << "zcc: error: --padding-idx '" << spec
-          << "': expected INITIALIZER=INDEX, e.g. m.bert.embeddings.word_embeddings.weight=0\n";
-      return 2;
-    }
-    options.paddingIdx[name] = value;
-  }
-  options.trainableRegex = trainable;
-  options.frozenRegex = frozen;
-  options.skipWeightData = weightsMode == "external";
-  options.perDocument = perDocument;
-
-  if (estimate && !options.microBatch && !scaling)
-    options.microBatch = 1; // the batch does not change the parameter count (it does the step's)
-  OwningOpRef<ModuleOp> module = zcc::importOnnxFile(inputFile, options, &context);
+  if (estimate && !options->microBatch && !c.scaling)
+    options->microBatch = 1; // the batch does not change the parameter count (it does the step's)
+  OwningOpRef<ModuleOp> module = zcc::importOnnxFile(inputFile, *options, &context);
   if (!module)
     return 1;
-  if (estimate && !scaling)
+  if (estimate && !c.scaling)
     return zcc::printEstimate(
         *module, llvm::outs(), S.precision != "fp32", reportFormat == "json",
         SmallVector<int64_t>(estimateWorldSizes.begin(), estimateWorldSizes.end()));
-
-  // The pipeline, on |m|, with recomputation |recompute| (--recompute, or
-  // each candidate of --auto).
-  auto compile = [&](ModuleOp m, const zcc::Settings &S, StringRef recompute) -> LogicalResult {
-    PassManager pm(&context);
-    if (failed(applyPassManagerCLOptions(pm)))
-      return failure();
-    DefaultTimingManager tm;
-    applyDefaultTimingManagerCLOptions(tm);
-    TimingScope timing = tm.getRootScope();
-    pm.enableTiming(timing);
-    // Plans of models with parameters train: backward, then the optimizer.
-    auto trainable = zcc::zero::attrs(m).getTrainableCountAttrHelper().getAttr(m);
-    zcc::TrainingPipelineOptions o;
-    zcc::setPipelineOptions(o, S, recompute);
-    o.loss = lossKind == "cross-entropy" ? zcc::LossKind::CrossEntropy : zcc::LossKind::None;
-    o.logits = logitsOutput;
-    o.auxLoss = std::vector<std::string>(auxLoss.begin(), auxLoss.end());
-    o.target = target == "cuda" ? zcc::Target::CUDA : zcc::Target::CPU;
-    o.fuseElementwise = fuseElementwise;
-    o.perDocument = perDocument;
-    o.optimizerInBackward = optimizerInBackward == "on"    ? zcc::InBackward::On
-                            : optimizerInBackward == "off" ? zcc::InBackward::Off
-                                                           : zcc::InBackward::Auto;
-    o.lower = emit != EmitKind::Mlir;
-    o.train = emit != EmitKind::Mlir && trainable && trainable.getInt() > 0;
-    o.quantizedGradientBits = quantizedGradientBits;
-    zcc::buildTrainingPipeline(pm, o);
-    return pm.run(m);
-  };
-  // zcc estimate --link: the model-state table, then the scaling model's
-  // step at each world size (one plan compiled per size, --zero-stage's).
-  if (estimate) {
-    if (zcc::printEstimate(
-            *module, llvm::outs(), S.precision != "fp32", reportFormat == "json",
-            SmallVector<int64_t>(estimateWorldSizes.begin(), estimateWorldSizes.end())) != 0)
-      return 1;
-    llvm::outs() << llvm::format(
-        "\nscaling model, ZeRO stage %lld, %lld GPUs a node (the report's, docs/zero.md):\n"
-        "  %8s %6s %12s %14s %12s %12s %10s\n",
-        (long long)S.zeroStage, (long long)scaling->gpusPerNode, "W", "nodes", "compute ms",
-        "comm ms", "exposed ms", "step ms", "of compute");
-    for (int64_t w : estimateWorldSizes.empty() ? SmallVector<int64_t>{1, 2, 4, 8, 16, 64}
-                                                : SmallVector<int64_t>(estimateWorldSizes.begin(),
-                                                                       estimateWorldSizes.end())) {
-      OwningOpRef<ModuleOp> copy = module->clone();
-      zcc::Settings at = S;
-      at.worldSize = w;
-      if (failed(compile(*copy, at, S.recompute)))
-        return 1;
-      zcc::ScalingEstimate e = zcc::estimateScaling(*copy, *scaling);
-      llvm::outs() << llvm::format("  %8lld %6lld %12.2f %14.2f %12.2f %12.2f %9.1f%%\n",
-                                   (long long)w, (long long)e.nodes, e.compute * 1e3,
-                                   e.communication * 1e3, e.exposed * 1e3, e.step * 1e3,
-                                   e.step > 0 ? 100 * e.compute / e.step : 100.0);
-    }
-    return 0;
-  }
-  // Device bytes a rank of a compiled module allocates: its arenas, and the
-  // CUDA backend's fixed cuBLASLt workspace (runtime/cuda).
-  auto arenaBytes = [](ModuleOp m, const char *arena) -> int64_t {
-    auto a = m->getAttrOfType<IntegerAttr>("zrt." + std::string(arena) + "_arena_bytes");
-    return a ? a.getInt() : 0;
-  };
-  auto devicePeak = [&](ModuleOp m) {
-    int64_t bytes = 0;
-    for (const char *arena : {"device", "state", "constant", "input"})
-      bytes += arenaBytes(m, arena);
-    return bytes + (target == "cuda" ? kCudaWorkspaceBytes : 0);
-  };
-  if (!autoPlan && !recomputeAuto) {
-    if (failed(compile(*module, S, S.recompute)))
-      return 1;
-    if (budget && emit != EmitKind::Mlir && devicePeak(*module) > *budget)
-      llvm::errs() << "zcc: warning: the plan needs " << zrt::showByteSize(devicePeak(*module))
-                   << " per rank, more than --memory-budget " << zrt::showByteSize(*budget)
-                   << ": zrun will refuse it; zcc --auto picks a plan that fits\n";
-    if (hostBudget && emit != EmitKind::Mlir && arenaBytes(*module, "host") > *hostBudget)
-      llvm::errs() << "zcc: warning: the plan needs "
-                   << zrt::showByteSize(arenaBytes(*module, "host"))
-                   << " of pinned host memory per rank, more than --host-memory-budget "
-                   << zrt::showByteSize(*hostBudget)
-                   << ": zrun will refuse it; --offload-optimizer nvme keeps the optimizer state "
-                      "on disk, and zcc --auto with --nvme-path picks a plan that fits\n";
-  } else {
-    // --auto (lib/Pipelines/AutoPlan.cpp): what the flags or the DeepSpeed
-    // config fixed stays; the rest is searched.
-    zcc::AutoPlanRequest request;
-    request.budget = *budget;
-    request.hostBudget = hostBudget.value_or(0);
-    request.nvme = !S.nvmePath.empty();
-    request.worldSize = S.worldSize;
-    request.stage = S.zeroStage;
-    request.recompute = S.recompute;
-    request.offloadOptimizer = S.offloadOptimizer;
-    request.offloadParam = S.offloadParam;
-    request.stageFixed =
-        recomputeAuto || flag::zeroStage.getNumOccurrences() || (dsConfig && dsConfig->zeroStage);
-    request.recomputeFixed = !recomputeAuto && (flag::recompute.getNumOccurrences() ||
-                                                (dsConfig && dsConfig->activationCheckpointing));
-    request.offloadFixed = recomputeAuto || flag::offloadOptimizer.getNumOccurrences() ||
-                           flag::offloadParam.getNumOccurrences() ||
-                           (dsConfig && (dsConfig->offloadOptimizer || dsConfig->offloadParam));
-    auto chosen = zcc::chooseAutoPlan(
-        *module, request,
-        [&](ModuleOp m, const zcc::AutoCandidate &c) {
-          zcc::Settings T = S;
-          T.zeroStage = c.stage;
-          T.recompute = c.recompute;
-          StringRef offload = c.offload;
-          T.offloadOptimizer = offload.starts_with("nvme") ? "nvme"
-                               : offload == "none"         ? "none"
-                                                           : "cpu";
-          T.offloadParam = offload.ends_with("+nvmeparam") ? "nvme"
-                           : offload.ends_with("+param")   ? "cpu"
-                                                           : "none";
-          return compile(m, T, c.recompute);
-        },
-        devicePeak, [&](ModuleOp m) { return arenaBytes(m, "host"); }, llvm::errs());
-    if (failed(chosen))
-      return 1;
-    module = std::move(*chosen);
-  }
-  if (budget)
-    zcc::zero::attrs((*module)).getMemoryBudgetAttrHelper().setAttr(
-        (*module), Builder(&context).getI64IntegerAttr(*budget));
-  if (hostBudget)
-    zcc::zero::attrs((*module)).getHostMemoryBudgetAttrHelper().setAttr(
-        (*module), Builder(&context).getI64IntegerAttr(*hostBudget));
-  // zrun's plan validator holds every arena to zrt::kMaxArenaBytes: a plan
-  // that needs more is refused here, with its size, not written for zrun to
-  // call invalid.
-  if (emit == EmitKind::Plan)
-    for (const char *arena : {"device", "state", "constant", "input", "host", "nvme"}) {
-      int64_t bytes = arenaBytes(*module, arena);
-      if (bytes <= zrt::kMaxArenaBytes)
-        continue;
-      llvm::errs() << "zcc: error: the plan's " << arena << " arena needs "
-                   << zrt::showByteSize(bytes) << " per rank"
-                   << (S.microBatch ? " (micro-batch " + std::to_string(S.microBatch) + ")" : "")
-                   << ", more than the " << zrt::showByteSize(zrt::kMaxArenaBytes)
-                   << " a plan may hold: lower --micro-batch or the sequence length "
-                      "(--input-shape), or partition the state over more ranks (--world-size "
-                      "with --zero-stage)\n";
-      return 1;
-    }
-
-  // Stage 3 that shards nothing (every parameter under the persistence
-  // threshold, as with small models): said, not left to the report.
-  if (S.zeroStage == 3 && S.worldSize > 1)
-    if (auto buckets = zcc::zero::attrs((*module)).getBucketsAttrHelper().getAttr((*module));
-        buckets && !buckets.empty() && llvm::none_of(buckets, [](Attribute a) {
-          auto sharded = cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded");
-          return sharded && sharded.getValue() && !cast<DictionaryAttr>(a).get("copy");
-        }))
-      llvm::errs() << "zcc: warning: --zero-stage 3 partitions no parameter: each has fewer "
-                      "elements than --stage3-param-persistence-threshold ("
-                   << S.persistenceThreshold
-                   << ") and stays whole on every rank, as DeepSpeed keeps them; lower the "
-                      "threshold to shard them\n";
-  std::string errorMessage;
-  auto output = openOutputFile(outputFile, &errorMessage);
-  if (!output) {
-    llvm::errs() << "zcc: error: -o " << outputFile << ": " << errorMessage << "\n";
+  if (estimate)
+    return runEstimate(context, *module, S, *c.scaling);
+  if (failed(plan(context, module, S, c, dsConfig)) || failed(finishPlan(*module, S, c)))
     return 1;
-  }
-  switch (emit) {
-  case EmitKind::Mlir:
-  case EmitKind::Zrt:
-    module->print(output->os(), OpPrintingFlags());
-    output->os() << "\n";
-    break;
-  case EmitKind::Plan:
-    if (failed(zcc::writePlan(*module, output->os(),
-                              {/*externalWeights=*/weightsMode == "external", command})))
-      return 1;
-    break;
-  case EmitKind::Report:
-    if (failed(zcc::printReport(*module, output->os(), scaling ? &*scaling : nullptr,
-                                reportFormat == "json")))
-      return 1;
-    break;
-  case EmitKind::MemoryJson:
-  case EmitKind::MemoryHtml: {
-    // The page reads the plan zrun would run (weights left out: external).
-    std::string bytes;
-    llvm::raw_string_ostream os(bytes);
-    if (failed(zcc::writePlan(*module, os, {/*externalWeights=*/true, command})))
-      return 1;
-    zrt::plan::Plan plan;
-    if (!plan.ParseFromString(os.str())) {
-      llvm::errs() << "zcc: error: --emit=memory-*: the plan did not read back\n";
-      return 1;
-    }
-    std::string source = llvm::sys::path::filename(inputFile).str();
-    output->os() << (emit == EmitKind::MemoryHtml ? zrt::memoryPageHtml(plan, source)
-                                                  : zrt::memoryMapJson(plan, source));
-    break;
-  }
-  }
-  output->keep();
-  return 0;
+  return emitOutput(*module, c, command);
 }
