@@ -12,11 +12,12 @@ tools/, bench/, scripts/ and test/unit/, files ending in .cpp, .h, .cu,
 "Size (N lines):") saying why it is one file and what splitting is left
 (docs/architecture.md). Prints each file that lacks one as PATH: N lines.
 
-The zero dialect's discardable attributes are declared once, in
-dialects/zero/ZeroDialect.td (discardableAttrs); C++ reaches them through
-the generated helpers (zero::attrs(op).get<Name>AttrHelper(), or
-ZeroDialect::<Name>AttrHelper::getNameStr()). A C++ string literal that is
-exactly "zero.<name>" spells one by hand: each is printed as PATH:LINE.
+The zero and zrt dialects' discardable attributes are declared once, in
+dialects/zero/ZeroDialect.td and dialects/zrt/ZrtOps.td (discardableAttrs);
+C++ reaches them through the generated helpers (zero::attrs(op)
+.get<Name>AttrHelper(), or ZeroDialect::<Name>AttrHelper::getNameStr()). A
+C++ string literal that is exactly "zero.<name>" or "zrt.<name>" spells one
+by hand: each is printed as PATH:LINE.
 Exits 1 if either check finds something.
 """
 import os, re, sys
@@ -29,7 +30,7 @@ folders = ["dialects", "include", "lib", "runtime", "tools", "bench", "scripts",
 skip = {os.path.join("runtime", "third_party")}
 suffixes = (".cpp", ".h", ".cu", ".cuh", ".td", ".def", ".proto", ".py", ".sh")
 reason = re.compile(r"^\s*(//|#)\s*Size( \([0-9,]+ lines\))?:")
-spelled = re.compile(r'"zero\.[A-Za-z_][A-Za-z_0-9]*"')
+spelled = re.compile(r'"(?:zero|zrt)\.[A-Za-z_][A-Za-z_0-9]*"')
 cxx = (".cpp", ".h", ".cu", ".cuh")
 
 files, long, unexplained, literals = 0, [], [], []
@@ -56,5 +57,5 @@ for folder in folders:
 for u in unexplained + literals:
     print(u)
 print(f"check_sources: {files} files, {len(long)} over {LIMIT} lines, "
-      f"{len(unexplained)} without a reason, {len(literals)} zero.* attribute names spelled by hand")
+      f"{len(unexplained)} without a reason, {len(literals)} zero.*/zrt.* attribute names spelled by hand")
 sys.exit(1 if unexplained or literals else 0)

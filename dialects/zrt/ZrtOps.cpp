@@ -106,5 +106,35 @@ LogicalResult CollectiveOp::verifySymbolUses(SymbolTableCollection &symbolTable)
   return success();
 }
 
+/// The name of |arena|'s bytes attribute (arenaBytes's names), or null.
+static StringAttr arenaBytesName(Operation *module, StringRef arena) {
+  ZrtDialect &d = attrs(module);
+  if (arena == "device")
+    return d.getDeviceArenaBytesAttrHelper().getName();
+  if (arena == "state")
+    return d.getStateArenaBytesAttrHelper().getName();
+  if (arena == "constant")
+    return d.getConstantArenaBytesAttrHelper().getName();
+  if (arena == "input")
+    return d.getInputArenaBytesAttrHelper().getName();
+  if (arena == "host")
+    return d.getHostArenaBytesAttrHelper().getName();
+  if (arena == "nvme")
+    return d.getNvmeArenaBytesAttrHelper().getName();
+  return {};
+}
+
+int64_t zcc::zrt::arenaBytes(Operation *module, StringRef arena) {
+  StringAttr name = arenaBytesName(module, arena);
+  auto bytes = name ? module->getAttrOfType<IntegerAttr>(name) : IntegerAttr();
+  return bytes ? bytes.getInt() : -1;
+}
+
+void zcc::zrt::setArenaBytes(Operation *module, StringRef arena, IntegerAttr bytes) {
+  StringAttr name = arenaBytesName(module, arena);
+  assert(name && "an arena arenaBytes names");
+  module->setAttr(name, bytes);
+}
+
 #define GET_OP_CLASSES
 #include "zrt/ZrtOps.cpp.inc"

@@ -15,4 +15,20 @@
 #define GET_OP_CLASSES
 #include "zrt/ZrtOps.h.inc"
 
+namespace zcc::zrt {
+/// The zrt dialect of |op|'s context, whose generated helpers read and write
+/// its discardable attributes typed (ZrtOps.td's discardableAttrs).
+inline ZrtDialect &attrs(mlir::Operation *op) {
+  if (auto *dialect = op->getContext()->getLoadedDialect<ZrtDialect>())
+    return *dialect;
+  return *op->getContext()->getOrLoadDialect<ZrtDialect>();
+}
+/// The bytes a rank of a converted module allocates for |arena| (device,
+/// state, constant, input, host or nvme), as convert-zero-to-zrt records them
+/// (the dialect's <arena>_arena_bytes attributes); -1 where not recorded.
+int64_t arenaBytes(mlir::Operation *module, llvm::StringRef arena);
+/// Records |bytes| for |arena| (arenaBytes's names).
+void setArenaBytes(mlir::Operation *module, llvm::StringRef arena, mlir::IntegerAttr bytes);
+} // namespace zcc::zrt
+
 #endif // ZCC_DIALECTS_ZRT_ZRTOPS_H

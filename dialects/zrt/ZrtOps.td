@@ -17,6 +17,18 @@ def Zrt_Dialect : Dialect {
   let name = "zrt";
   let cppNamespace = "::zcc::zrt";
   let summary = "Runtime plan dialect: buffers, programs and instructions";
+  // The module's arena sizes in bytes a rank (convert-zero-to-zrt, from
+  // zero-plan-memory's), which the plan writer and the report read; typed
+  // helpers generated as for the zero dialect's (ZrtDialect::<Name>AttrHelper).
+  let discardableAttrs = (ins
+    "::mlir::IntegerAttr":$device_arena_bytes,
+    "::mlir::IntegerAttr":$state_arena_bytes,
+    "::mlir::IntegerAttr":$constant_arena_bytes,
+    "::mlir::IntegerAttr":$input_arena_bytes,
+    "::mlir::IntegerAttr":$host_arena_bytes,
+    "::mlir::IntegerAttr":$nvme_arena_bytes,
+    "::mlir::IntegerAttr":$host_state_bytes  // the host arena's state part
+  );
 }
 
 class Zrt_Op<string mnemonic, list<Trait> traits = []>

@@ -539,8 +539,7 @@ static int runEstimate(MLIRContext &context, ModuleOp module, const zcc::Setting
 
 /// Bytes of |arena| a rank of a compiled module allocates.
 static int64_t arenaBytes(ModuleOp m, const char *arena) {
-  auto a = m->getAttrOfType<IntegerAttr>("zrt." + std::string(arena) + "_arena_bytes");
-  return a ? a.getInt() : 0;
+  return std::max<int64_t>(0, zcc::zrt::arenaBytes(m, arena));
 }
 /// Device bytes a rank of a compiled module allocates: its arenas, and the
 /// CUDA backend's fixed cuBLASLt workspace (runtime/cuda).

@@ -572,7 +572,7 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
           {"host", z.getHostArenaBytesAttrHelper().getAttr(module)},
           {"nvme", z.getNvmeArenaBytesAttrHelper().getAttr(module)}})
       if (bytes)
-        module->setAttr(("zrt." + Twine(arena) + "_arena_bytes").str(), bytes);
+        zcc::zrt::setArenaBytes(module, arena, bytes);
     for (StringRef name : {z.getDeviceArenaBytesAttrHelper().getNameStr(),
                            z.getStateArenaBytesAttrHelper().getNameStr(),
                            z.getConstantArenaBytesAttrHelper().getNameStr(),
@@ -580,8 +580,8 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
                            z.getHostArenaBytesAttrHelper().getNameStr(),
                            z.getNvmeArenaBytesAttrHelper().getNameStr()})
       module->removeAttr(name);
-    if (Attribute bytes = zero::attrs(module).getHostStateBytesAttrHelper().getAttr(module)) {
-      module->setAttr("zrt.host_state_bytes", bytes);
+    if (IntegerAttr bytes = zero::attrs(module).getHostStateBytesAttrHelper().getAttr(module)) {
+      zcc::zrt::attrs(module).getHostStateBytesAttrHelper().setAttr(module, bytes);
       zero::attrs(module).getHostStateBytesAttrHelper().removeAttr(module);
     }
   }

@@ -83,16 +83,13 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     plan.set_memory_budget(budget.getInt());
   if (auto budget = zcc::zero::attrs(module).getHostMemoryBudgetAttrHelper().getAttr(module))
     plan.set_host_memory_budget(budget.getInt());
-  auto arenaBytes = [&](StringRef arena) -> int64_t {
-    auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + arena + "_arena_bytes").str());
-    return attr ? attr.getInt() : -1;
-  };
+  auto arenaBytes = [&](StringRef arena) { return zcc::zrt::arenaBytes(module, arena); };
   plan.set_device_arena_bytes(arenaBytes("device"));
   plan.set_state_arena_bytes(arenaBytes("state"));
   plan.set_constant_arena_bytes(arenaBytes("constant"));
   plan.set_input_arena_bytes(arenaBytes("input"));
   plan.set_host_arena_bytes(std::max<int64_t>(0, arenaBytes("host")));
-  if (auto hostState = module->getAttrOfType<IntegerAttr>("zrt.host_state_bytes"))
+  if (auto hostState = zcc::zrt::attrs(module).getHostStateBytesAttrHelper().getAttr(module))
     plan.set_host_state_bytes(hostState.getInt());
   plan.set_nvme_arena_bytes(std::max<int64_t>(0, arenaBytes("nvme")));
   if (auto nvme = llvm::dyn_cast_or_null<DictionaryAttr>(

@@ -31,10 +31,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     }
     return success();
   };
-  auto arena = [&](StringRef name) -> int64_t {
-    auto attr = module->getAttrOfType<IntegerAttr>(("zrt." + name + "_arena_bytes").str());
-    return attr ? attr.getInt() : -1;
-  };
+  auto arena = [&](StringRef name) { return zcc::zrt::arenaBytes(module, name); };
   int64_t device = arena("device"), state = arena("state"), constant = arena("constant"),
           input = arena("input");
   if (device < 0 || state < 0 || constant < 0 || input < 0)
