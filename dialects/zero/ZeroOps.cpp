@@ -34,8 +34,8 @@ FailureOr<SmallVector<int64_t>> zcc::zero::broadcastShapes(ArrayRef<int64_t> lhs
 
 int64_t zcc::zero::gradAccumSteps(Operation *module) {
   auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module);
-  auto steps = training ? training.getAs<FloatAttr>("grad_accum_steps") : FloatAttr();
-  return steps ? (int64_t)steps.getValueAsDouble() : 0;
+  auto steps = training ? training.getAs<IntegerAttr>("grad_accum_steps") : IntegerAttr();
+  return steps ? steps.getInt() : 0;
 }
 
 bool zcc::zero::isBroadcastableTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {

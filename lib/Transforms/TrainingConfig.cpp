@@ -35,7 +35,7 @@ struct ZeroTrainingConfigPass : zcc::impl::ZeroTrainingConfigBase<ZeroTrainingCo
       return;
     }
     SmallVector<NamedAttribute> training{
-        b.getNamedAttr("grad_accum_steps", b.getF64FloatAttr(gradAccum)),
+        b.getNamedAttr("grad_accum_steps", b.getI64IntegerAttr(gradAccum)),
         b.getNamedAttr("lr", b.getF64FloatAttr(lr)),
         b.getNamedAttr("optimizer", b.getStringAttr(optimizer)),
         b.getNamedAttr("beta1", b.getF64FloatAttr(beta1)),

@@ -70,8 +70,6 @@ double zcc::plan_stats::ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeO
 
 /// Gradient-accumulation steps of a compiled module (1 if not training).
 int64_t zcc::plan_stats::accumSteps(ModuleOp module) {
-  if (auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module))
-    if (auto a = training.getAs<FloatAttr>("grad_accum_steps"))
-      return (int64_t)a.getValueAsDouble();
-  return 1;
+  int64_t steps = zcc::zero::gradAccumSteps(module);
+  return steps > 0 ? steps : 1;
 }

@@ -253,7 +253,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       auto attr = training.getAs<FloatAttr>(key);
       return attr ? attr.getValueAsDouble() : 0.0;
     };
-    t->set_grad_accum_steps((int64_t)num("grad_accum_steps"));
+    t->set_grad_accum_steps(zcc::zero::gradAccumSteps(module));
     t->set_lr(num("lr"));
     t->set_beta1(num("beta1"));
     t->set_beta2(num("beta2"));

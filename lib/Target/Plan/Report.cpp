@@ -154,9 +154,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     if (opt && opt.getValue() == "adamw")
       os << llvm::format(" betas (%g, %g) eps %g", f(training, "beta1"), f(training, "beta2"),
                          f(training, "eps"));
-    os << llvm::format(" weight_decay %g, grad_clip %g, grad_accum %g\n",
+    os << llvm::format(" weight_decay %g, grad_clip %g, grad_accum %lld\n",
                        f(training, "weight_decay"), f(training, "grad_clip"),
-                       f(training, "grad_accum_steps"));
+                       (long long)zcc::zero::gradAccumSteps(module));
     if (auto in = zcc::zero::attrs(module).getOptimizerInBackwardAttrHelper().getAttr(module)) {
       auto async = in.getAs<BoolAttr>("async");
       os << llvm::format("  optimizer in the backward: %lld updates in micro_step, each once its "
