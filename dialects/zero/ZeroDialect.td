@@ -24,6 +24,8 @@ def Zero_Dialect : Dialect {
     (sharded, bucketed, offloaded), never what it means.
   }];
   let hasConstantMaterializer = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1; // the typed configuration attributes
   // The dialect's discardable attributes: metadata the importer and the
   // passes attach to the module, globals, ops and function arguments, read by
   // later passes, the plan writer and the report. Declared here once: ODS
@@ -39,10 +41,10 @@ def Zero_Dialect : Dialect {
     "::mlir::DictionaryAttr":$aux_loss,         // --aux-loss: output name -> coefficient
     "::mlir::DictionaryAttr":$export_record,    // zcc-export's record (names, transposes)
     // The module: the training configuration (zero-training-config).
-    "::mlir::DictionaryAttr":$training,         // optimizer, schedule, clipping, accumulation
+    "::zcc::zero::TrainingAttr":$training,      // optimizer, schedule, clipping, accumulation
     "::mlir::StringAttr":$precision,            // fp32, bf16, fp16
     "::mlir::StringAttr":$target,               // cpu, cuda
-    "::mlir::DictionaryAttr":$loss_scaling,     // fp16's dynamic loss scaling
+    "::zcc::zero::LossScalingAttr":$loss_scaling, // fp16's loss scaling
     "::mlir::StringAttr":$auto,                 // zcc --auto: the chosen candidate
     "::mlir::IntegerAttr":$memory_budget,       // --memory-budget, bytes a rank
     "::mlir::IntegerAttr":$host_memory_budget,  // --host-memory-budget

@@ -34,8 +34,7 @@ FailureOr<SmallVector<int64_t>> zcc::zero::broadcastShapes(ArrayRef<int64_t> lhs
 
 int64_t zcc::zero::gradAccumSteps(Operation *module) {
   auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module);
-  auto steps = training ? training.getAs<IntegerAttr>("grad_accum_steps") : IntegerAttr();
-  return steps ? steps.getInt() : 0;
+  return training ? training.getGradAccumSteps() : 0;
 }
 
 bool zcc::zero::isBroadcastableTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {

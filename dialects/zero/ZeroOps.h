@@ -10,8 +10,29 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "zero/ZeroDialect.h.inc"
 #include "zero/ZeroEnums.h.inc"
+
+namespace zcc::zero {
+/// A float64 attribute parameter (ZeroAttrs.td's Zero_F64Parameter): MLIR's
+/// uniquer hashes parameters with llvm::hash_value, which has no double
+/// overload; this hashes the bits (so -0.0 and 0.0 are two values, as in
+/// FloatAttr).
+struct F64 {
+  double value;
+  F64(double v) : value(v) {}               // NOLINT: builders take doubles
+  operator double() const { return value; } // NOLINT: and getters return them
+  bool operator==(const F64 &o) const {
+    return llvm::bit_cast<uint64_t>(value) == llvm::bit_cast<uint64_t>(o.value);
+  }
+};
+inline llvm::hash_code hash_value(F64 f) {
+  return llvm::hash_value(llvm::bit_cast<uint64_t>(f.value));
+}
+} // namespace zcc::zero
+
+#define GET_ATTRDEF_CLASSES
+#include "zero/ZeroAttrs.h.inc"
+#include "zero/ZeroDialect.h.inc"
 
 namespace zcc::zero {
 namespace OpTrait {

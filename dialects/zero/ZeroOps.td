@@ -7,7 +7,8 @@
 // Size: one definition per op, as MLIR dialects keep their ops in one file
 // (976 lines). Splitting it by family (state, layout, elementwise, fused,
 // collectives) into included .td files is open in issue 51 (the dialect's
-// typed discardable attributes are in ZeroDialect.td).
+// discardable attributes are declared in ZeroDialect.td, its attributes in
+// ZeroAttrs.td).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,7 @@
 #define ZERO_OPS_TD
 
 include "ZeroDialect.td"
+include "ZeroAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"

@@ -107,15 +107,9 @@ struct ZeroMixedPrecisionPass : zcc::impl::ZeroMixedPrecisionBase<ZeroMixedPreci
       return signalPassFailure();
     if (fp16)
       zcc::zero::attrs(module).getLossScalingAttrHelper().setAttr(
-          module,
-          b.getDictionaryAttr({
-              b.getNamedAttr("loss_scale", b.getF64FloatAttr(lossScale)),
-              b.getNamedAttr("initial_scale_power", b.getI64IntegerAttr(initialScalePower)),
-              b.getNamedAttr("loss_scale_window", b.getI64IntegerAttr(lossScaleWindow)),
-              b.getNamedAttr("hysteresis", b.getI64IntegerAttr(hysteresis)),
-              b.getNamedAttr("consecutive_hysteresis", b.getBoolAttr(consecutiveHysteresis)),
-              b.getNamedAttr("min_loss_scale", b.getF64FloatAttr(minLossScale)),
-          }));
+          module, zcc::zero::LossScalingAttr::get(module.getContext(), double(lossScale),
+                                                  initialScalePower, lossScaleWindow, hysteresis,
+                                                  consecutiveHysteresis, double(minLossScale)));
   }
 
   /// float32 constants beyond float16's range become +-65504 (float32's

@@ -34,27 +34,15 @@ struct ZeroTrainingConfigPass : zcc::impl::ZeroTrainingConfigBase<ZeroTrainingCo
         zcc::zero::eraseDropout(&op);
       return;
     }
-    SmallVector<NamedAttribute> training{
-        b.getNamedAttr("grad_accum_steps", b.getI64IntegerAttr(gradAccum)),
-        b.getNamedAttr("lr", b.getF64FloatAttr(lr)),
-        b.getNamedAttr("optimizer", b.getStringAttr(optimizer)),
-        b.getNamedAttr("beta1", b.getF64FloatAttr(beta1)),
-        b.getNamedAttr("beta2", b.getF64FloatAttr(beta2)),
-        b.getNamedAttr("eps", b.getF64FloatAttr(epsilon)),
-        b.getNamedAttr("weight_decay", b.getF64FloatAttr(weightDecay)),
-        b.getNamedAttr("grad_clip", b.getF64FloatAttr(gradClip))};
+    zcc::zero::ScheduleAttr sched;
     if (!schedule.empty())
-      training.push_back(b.getNamedAttr(
-          "schedule", b.getDictionaryAttr(
-                          {b.getNamedAttr("name", b.getStringAttr(schedule)),
-                           b.getNamedAttr("lr", b.getF64FloatAttr(scheduleLr)),
-                           b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(warmupSteps)),
-                           b.getNamedAttr("total_steps", b.getI64IntegerAttr(totalSteps)),
-                           b.getNamedAttr("warmup_min_lr", b.getF64FloatAttr(warmupMinLr)),
-                           b.getNamedAttr("warmup_log", b.getBoolAttr(warmupLog)),
-                           b.getNamedAttr("warmup_min_ratio", b.getF64FloatAttr(warmupMinRatio)),
-                           b.getNamedAttr("cos_min_ratio", b.getF64FloatAttr(cosMinRatio))})));
-    zcc::zero::attrs(m).getTrainingAttrHelper().setAttr(m, b.getDictionaryAttr(training));
+      sched = zcc::zero::ScheduleAttr::get(m.getContext(), schedule, double(scheduleLr),
+                                           warmupSteps, totalSteps, double(warmupMinLr), warmupLog,
+                                           double(warmupMinRatio), double(cosMinRatio));
+    zcc::zero::attrs(m).getTrainingAttrHelper().setAttr(
+        m, zcc::zero::TrainingAttr::get(m.getContext(), gradAccum, optimizer, double(lr),
+                                        double(beta1), double(beta2), double(epsilon),
+                                        double(weightDecay), double(gradClip), sched));
   }
 };
 } // namespace

@@ -1,7 +1,7 @@
 // RUN: zcc-opt %s -zero-mixed-precision="precision=fp16 initial-scale-power=12 hysteresis=3" -zero-autodiff=grad-accum=2 -zero-optimizer="grad-clip=1.0" | FileCheck %s
 
 // fp16: DeepSpeed's settings land on the module for the trainer.
-// CHECK: module attributes {zero.loss_scaling = {consecutive_hysteresis = false, hysteresis = 3 : i64, initial_scale_power = 12 : i64, loss_scale = 0.000000e+00 : f64, loss_scale_window = 1000 : i64, min_loss_scale = 1.000000e+00 : f64}}
+// CHECK: module attributes {zero.loss_scaling = #zero.loss_scaling<loss_scale = 0.000000e+00, initial_scale_power = 12, loss_scale_window = 1000, hysteresis = 3, consecutive_hysteresis = false, min_loss_scale = 1.000000e+00>}
 
 // float32's lowest (a mask value) saturates to float16's -65504 instead of
 // rounding to -inf, where 0 * mask would be NaN.

@@ -1,7 +1,7 @@
 // RUN: zcc-opt %s -zero-optimizer-in-backward | FileCheck %s
 // RUN: zcc-opt %s -zero-optimizer-in-backward=async=true | FileCheck %s --check-prefix=ASYNC
 // Two micro-steps a step: every gradient is needed whole first; nothing moves.
-// RUN: sed 's/grad_accum_steps = 1 : i64/grad_accum_steps = 2 : i64/' %s | zcc-opt -zero-optimizer-in-backward | FileCheck %s --check-prefix=ACCUM
+// RUN: sed 's/grad_accum_steps = 1,/grad_accum_steps = 2,/' %s | zcc-opt -zero-optimizer-in-backward | FileCheck %s --check-prefix=ACCUM
 // ACCUM-NOT: zero.optimizer_in_backward
 // ACCUM: zero.store %{{.*}}, @b.grad
 // ACCUM-LABEL: func.func @apply
@@ -48,7 +48,7 @@
 // ASYNC: %{{.*}}, %{{.*}}, %{{.*}}, %[[S1:[a-z_0-9]+]] = zero.adamw {{.*}} {async,
 // ASYNC: zero.wait %[[S1]], %{{.*}} : tensor<f32>, tensor<4x4xf32>
 // ASYNC: zero.concat
-module attributes {zero.buckets = [{backward_gather = false, grad = @b.grad, grad_sharded = false, members = [{name = "w1", offset = 0 : i64, type = tensor<4x4xf32>}, {name = "w2", offset = 16 : i64, type = tensor<4x4xf32>}], param = @b, param_sharded = false, size = 32 : i64}], zero.partition = {stage = 0 : i64, world_size = 1 : i64}, zero.training = {grad_accum_steps = 1 : i64}} {
+module attributes {zero.buckets = [{backward_gather = false, grad = @b.grad, grad_sharded = false, members = [{name = "w1", offset = 0 : i64, type = tensor<4x4xf32>}, {name = "w2", offset = 16 : i64, type = tensor<4x4xf32>}], param = @b, param_sharded = false, size = 32 : i64}], zero.partition = {stage = 0 : i64, world_size = 1 : i64}, zero.training = #zero.training<grad_accum_steps = 1, optimizer = "adamw", lr = 1.0e-3, beta1 = 0.9, beta2 = 0.999, eps = 1.0e-8, weight_decay = 0.01, grad_clip = 0.0>} {
   zero.global @b param : tensor<32xf32> = dense<0.000000e+00> : tensor<32xf32>
   zero.global @w1 param trainable {bucket = @b, bucket_offset = 0 : i64} : tensor<4x4xf32> = dense<1.000000e-01> : tensor<4x4xf32>
   zero.global @w2 param trainable {bucket = @b, bucket_offset = 16 : i64} : tensor<4x4xf32> = dense<2.000000e-01> : tensor<4x4xf32>

@@ -249,59 +249,35 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   }
   if (auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module)) {
     zplan::Training *t = plan.mutable_training();
-    auto num = [&](StringRef key) {
-      auto attr = training.getAs<FloatAttr>(key);
-      return attr ? attr.getValueAsDouble() : 0.0;
-    };
-    t->set_grad_accum_steps(zcc::zero::gradAccumSteps(module));
-    t->set_lr(num("lr"));
-    t->set_beta1(num("beta1"));
-    t->set_beta2(num("beta2"));
-    t->set_eps(num("eps"));
-    t->set_weight_decay(num("weight_decay"));
-    t->set_grad_clip(num("grad_clip"));
-    if (auto opt = training.getAs<StringAttr>("optimizer"))
-      t->set_optimizer(opt.str());
-    if (auto schedule = training.getAs<DictionaryAttr>("schedule")) {
+    t->set_grad_accum_steps(training.getGradAccumSteps());
+    t->set_lr(training.getLr());
+    t->set_beta1(training.getBeta1());
+    t->set_beta2(training.getBeta2());
+    t->set_eps(training.getEps());
+    t->set_weight_decay(training.getWeightDecay());
+    t->set_grad_clip(training.getGradClip());
+    t->set_optimizer(training.getOptimizer().str());
+    if (zcc::zero::ScheduleAttr schedule = training.getSchedule()) {
       zplan::LrSchedule *l = t->mutable_schedule();
-      auto f = [&](StringRef key) {
-        auto attr = schedule.getAs<FloatAttr>(key);
-        return attr ? attr.getValueAsDouble() : 0.0;
-      };
-      auto i = [&](StringRef key) {
-        auto attr = schedule.getAs<IntegerAttr>(key);
-        return attr ? attr.getInt() : 0;
-      };
-      if (auto name = schedule.getAs<StringAttr>("name"))
-        l->set_name(name.str());
-      l->set_lr(f("lr"));
-      l->set_warmup_steps(i("warmup_steps"));
-      l->set_total_steps(i("total_steps"));
-      l->set_warmup_min_lr(f("warmup_min_lr"));
-      auto log = schedule.getAs<BoolAttr>("warmup_log");
-      l->set_warmup_log(!log || log.getValue());
-      l->set_warmup_min_ratio(f("warmup_min_ratio"));
-      l->set_cos_min_ratio(f("cos_min_ratio"));
+      l->set_name(schedule.getName().str());
+      l->set_lr(schedule.getLr());
+      l->set_warmup_steps(schedule.getWarmupSteps());
+      l->set_total_steps(schedule.getTotalSteps());
+      l->set_warmup_min_lr(schedule.getWarmupMinLr());
+      l->set_warmup_log(schedule.getWarmupLog());
+      l->set_warmup_min_ratio(schedule.getWarmupMinRatio());
+      l->set_cos_min_ratio(schedule.getCosMinRatio());
     }
     if (auto precision = zcc::zero::attrs(module).getPrecisionAttrHelper().getAttr(module))
       t->set_precision(precision.str());
     if (auto ls = zcc::zero::attrs(module).getLossScalingAttrHelper().getAttr(module)) {
       zplan::LossScaling *l = t->mutable_loss_scaling();
-      auto f = [&](StringRef key) {
-        auto attr = ls.getAs<FloatAttr>(key);
-        return attr ? attr.getValueAsDouble() : 0.0;
-      };
-      auto i = [&](StringRef key) {
-        auto attr = ls.getAs<IntegerAttr>(key);
-        return attr ? attr.getInt() : 0;
-      };
-      l->set_static_scale(f("loss_scale"));
-      l->set_initial_scale(std::ldexp(1.0, (int)i("initial_scale_power")));
-      l->set_window(i("loss_scale_window"));
-      l->set_hysteresis(i("hysteresis"));
-      auto consecutive = ls.getAs<BoolAttr>("consecutive_hysteresis");
-      l->set_consecutive_hysteresis(consecutive && consecutive.getValue());
-      l->set_min_scale(f("min_loss_scale"));
+      l->set_static_scale(ls.getLossScale());
+      l->set_initial_scale(std::ldexp(1.0, (int)ls.getInitialScalePower()));
+      l->set_window(ls.getLossScaleWindow());
+      l->set_hysteresis(ls.getHysteresis());
+      l->set_consecutive_hysteresis(ls.getConsecutiveHysteresis());
+      l->set_min_scale(ls.getMinLossScale());
     }
     // Samples per rank and micro-step: micro_step's first data input's
     // leading dimension (the runtime's planMicroBatch checks it; the inputs

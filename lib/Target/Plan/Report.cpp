@@ -144,19 +144,14 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   os << "  instructions: " << programs << "\n";
   // The training step's settings, as resolved from flags and --deepspeed.
   if (auto training = zcc::zero::attrs(module).getTrainingAttrHelper().getAttr(module)) {
-    auto f = [&](DictionaryAttr d, StringRef key) {
-      auto attr = d.getAs<FloatAttr>(key);
-      return attr ? attr.getValueAsDouble() : 0.0;
-    };
-    auto opt = training.getAs<StringAttr>("optimizer");
-    os << llvm::format("  training: %s lr %g", opt ? opt.getValue().str().c_str() : "?",
-                       f(training, "lr"));
-    if (opt && opt.getValue() == "adamw")
-      os << llvm::format(" betas (%g, %g) eps %g", f(training, "beta1"), f(training, "beta2"),
-                         f(training, "eps"));
+    StringRef opt = training.getOptimizer();
+    os << "  training: " << opt << llvm::format(" lr %g", training.getLr());
+    if (opt == "adamw")
+      os << llvm::format(" betas (%g, %g) eps %g", training.getBeta1(), training.getBeta2(),
+                         training.getEps());
     os << llvm::format(" weight_decay %g, grad_clip %g, grad_accum %lld\n",
-                       f(training, "weight_decay"), f(training, "grad_clip"),
-                       (long long)zcc::zero::gradAccumSteps(module));
+                       training.getWeightDecay(), training.getGradClip(),
+                       (long long)training.getGradAccumSteps());
     if (auto in = zcc::zero::attrs(module).getOptimizerInBackwardAttrHelper().getAttr(module)) {
       auto async = in.getAs<BoolAttr>("async");
       os << llvm::format("  optimizer in the backward: %lld updates in micro_step, each once its "
@@ -164,39 +159,24 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                          (long long)in.getAs<IntegerAttr>("updates").getInt(),
                          async && async.getValue() ? " (on a second stream)" : "");
     }
-    if (auto sched = training.getAs<DictionaryAttr>("schedule")) {
-      auto i = [&](StringRef key) {
-        auto attr = sched.getAs<IntegerAttr>(key);
-        return attr ? attr.getInt() : 0;
-      };
-      auto name = sched.getAs<StringAttr>("name");
+    if (zcc::zero::ScheduleAttr sched = training.getSchedule()) {
       auto steps = [](int64_t n) { return n < 0 ? std::string("auto") : std::to_string(n); };
-      auto log = sched.getAs<BoolAttr>("warmup_log");
-      os << "  schedule: " << (name ? name.getValue() : "?")
-         << llvm::format(" lr %g", f(sched, "lr")) << ", warmup " << steps(i("warmup_steps"))
-         << " steps (" << (!log || log.getValue() ? "log" : "linear") << ")"
-         << ", total " << steps(i("total_steps"))
+      os << "  schedule: " << sched.getName() << llvm::format(" lr %g", sched.getLr())
+         << ", warmup " << steps(sched.getWarmupSteps()) << " steps ("
+         << (sched.getWarmupLog() ? "log" : "linear") << ")"
+         << ", total " << steps(sched.getTotalSteps())
          << llvm::format(", warmup_min_lr %g, warmup_min_ratio %g, cos_min_ratio %g\n",
-                         f(sched, "warmup_min_lr"), f(sched, "warmup_min_ratio"),
-                         f(sched, "cos_min_ratio"));
+                         sched.getWarmupMinLr(), sched.getWarmupMinRatio(), sched.getCosMinRatio());
     }
   }
   if (auto ls = zcc::zero::attrs(module).getLossScalingAttrHelper().getAttr(module)) {
-    auto num = [&](StringRef key) -> double {
-      Attribute a = ls.get(key);
-      if (auto fa = dyn_cast_or_null<FloatAttr>(a))
-        return fa.getValueAsDouble();
-      if (auto ia = dyn_cast_or_null<IntegerAttr>(a))
-        return (double)ia.getInt();
-      return 0;
-    };
-    if (num("loss_scale") > 0)
-      os << llvm::format("  loss scaling: static %g\n", num("loss_scale"));
+    if (ls.getLossScale() > 0)
+      os << llvm::format("  loss scaling: static %g\n", ls.getLossScale());
     else
-      os << llvm::format("  loss scaling: dynamic, initial 2^%g, window %g, hysteresis %g, "
+      os << llvm::format("  loss scaling: dynamic, initial 2^%lld, window %lld, hysteresis %lld, "
                          "min %g\n",
-                         num("initial_scale_power"), num("loss_scale_window"), num("hysteresis"),
-                         num("min_loss_scale"));
+                         (long long)ls.getInitialScalePower(), (long long)ls.getLossScaleWindow(),
+                         (long long)ls.getHysteresis(), ls.getMinLossScale());
   }
   if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
     auto i = [&](StringRef key) {

@@ -1,0 +1,91 @@
+//===- ZeroAttrs.td - the zero dialect's attributes --------*- tablegen -*-===//
+//
+// The training configuration zero-training-config and zero-mixed-precision
+// record on the module, typed: what the plan writer and the report read
+// (zero.training, zero.loss_scaling; ZeroDialect.td declares where they go).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZERO_ATTRS_TD
+#define ZERO_ATTRS_TD
+
+include "ZeroDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+
+/// A float64 parameter (stored as zero::F64, which MLIR's uniquer can hash),
+/// read as a double and printed so that it reads back bit for bit.
+def Zero_F64Parameter : AttrOrTypeParameter<"::zcc::zero::F64", "a float64"> {
+  let cppAccessorType = "double";
+  let parser = [{ [&]() -> ::mlir::FailureOr<::zcc::zero::F64> {
+    double value;
+    if ($_parser.parseFloat(value))
+      return ::mlir::failure();
+    return ::zcc::zero::F64{value};
+  }() }];
+  let printer = [{ $_printer.printFloat(::llvm::APFloat($_self)); }];
+}
+
+class Zero_Attr<string name, string attrMnemonic> : AttrDef<Zero_Dialect, name> {
+  let mnemonic = attrMnemonic;
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
+  let summary = "a learning-rate schedule (DeepSpeed's scheduler section)";
+  let description = [{
+    `name` is DeepSpeed's scheduler type or zcc's `--lr-schedule`; zrun's
+    trainer evaluates it (runtime/train/Schedule.h). Step counts of -1 are
+    "auto": zrun resolves them from `--steps`.
+  }];
+  let parameters = (ins
+    StringRefParameter<"scheduler type">:$name,
+    Zero_F64Parameter:$lr,
+    "int64_t":$warmup_steps,
+    "int64_t":$total_steps,
+    Zero_F64Parameter:$warmup_min_lr,
+    "bool":$warmup_log,
+    Zero_F64Parameter:$warmup_min_ratio,
+    Zero_F64Parameter:$cos_min_ratio
+  );
+}
+
+def Zero_TrainingAttr : Zero_Attr<"Training", "training"> {
+  let summary = "the optimizer step's settings (zero-training-config)";
+  let description = [{
+    What zcc's flags and a DeepSpeed config decided for the optimizer step:
+    the micro-steps accumulated, the optimizer (adamw or sgd) with its
+    hyperparameters, gradient clipping (0: off) and the schedule, if any.
+    The plan carries it to zrun (plan.proto's Training).
+  }];
+  let parameters = (ins
+    "int64_t":$grad_accum_steps,
+    StringRefParameter<"adamw or sgd">:$optimizer,
+    Zero_F64Parameter:$lr,
+    Zero_F64Parameter:$beta1,
+    Zero_F64Parameter:$beta2,
+    Zero_F64Parameter:$eps,
+    Zero_F64Parameter:$weight_decay,
+    Zero_F64Parameter:$grad_clip,
+    OptionalParameter<"::zcc::zero::ScheduleAttr">:$schedule
+  );
+}
+
+def Zero_LossScalingAttr : Zero_Attr<"LossScaling", "loss_scaling"> {
+  let summary = "fp16's loss scaling (DeepSpeed's fp16 section)";
+  let description = [{
+    A static scale where `loss_scale` > 0; otherwise dynamic: the scale
+    starts at 2^initial_scale_power, doubles after `loss_scale_window` steps
+    without overflow and halves after `hysteresis` overflows, never below
+    `min_loss_scale`.
+  }];
+  let parameters = (ins
+    Zero_F64Parameter:$loss_scale,
+    "int64_t":$initial_scale_power,
+    "int64_t":$loss_scale_window,
+    "int64_t":$hysteresis,
+    "bool":$consecutive_hysteresis,
+    Zero_F64Parameter:$min_loss_scale
+  );
+}
+
+#endif // ZERO_ATTRS_TD
