@@ -52,28 +52,25 @@ llvm::StringRef zcc::stringify(OffloadDevice d) {
   return d == OffloadDevice::CPU ? "cpu" : d == OffloadDevice::NVMe ? "nvme" : "none";
 }
 
+namespace {
+/// Pass |Options|'s options that Settings.def says the pipeline hands over
+/// unchanged (its ZCC_FEEDS entries); the caller sets the converted ones.
+template <typename Options> Options passOptions(const zcc::TrainingPipelineOptions &o) {
+  Options p;
+#define ZCC_FEEDS(member, Pass, passMember)                                                        \
+  if constexpr (std::is_same_v<Options, zcc::Zero##Pass##Options>)                                 \
+    p.passMember = o.member;
+#include "zcc/Pipelines/Settings.def"
+  return p;
+}
+} // namespace
+
 void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {
   bool cuda = o.target == Target::CUDA;
-  ZeroTrainingConfigOptions config;
+  auto config = passOptions<ZeroTrainingConfigOptions>(o);
   config.precision = stringify(o.precision).str();
   config.target = stringify(o.target).str();
-  config.train = o.train;
-  config.gradAccum = o.gradAccum;
-  config.lr = o.lr;
   config.optimizer = stringify(o.optimizer).str();
-  config.beta1 = o.beta1;
-  config.beta2 = o.beta2;
-  config.epsilon = o.eps;
-  config.weightDecay = o.weightDecay;
-  config.gradClip = o.gradClip;
-  config.schedule = o.schedule;
-  config.scheduleLr = o.scheduleLr;
-  config.warmupSteps = o.warmupSteps;
-  config.totalSteps = o.totalSteps;
-  config.warmupMinLr = o.warmupMinLr;
-  config.warmupLog = o.warmupLog;
-  config.warmupMinRatio = o.warmupMinRatio;
-  config.cosMinRatio = o.cosMinRatio;
   pm.addPass(createZeroTrainingConfig(config));
 
   pm.addPass(createCanonicalizerPass());
@@ -89,14 +86,8 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     pm.addPass(createZeroAttachLoss(loss));
   }
   if (o.precision != Precision::FP32) {
-    ZeroMixedPrecisionOptions mp;
+    auto mp = passOptions<ZeroMixedPrecisionOptions>(o);
     mp.precision = stringify(o.precision).str();
-    mp.lossScale = o.lossScale;
-    mp.initialScalePower = o.initialScalePower;
-    mp.lossScaleWindow = o.lossScaleWindow;
-    mp.hysteresis = o.hysteresis;
-    mp.consecutiveHysteresis = o.consecutiveHysteresis;
-    mp.minLossScale = o.minLossScale;
     pm.addPass(createZeroMixedPrecision(mp));
   }
   // The GPU's attention as one flash-attention kernel; vocabulary-sized
@@ -115,52 +106,21 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   // against attention's (or each other) before the backward is derived.
   pm.addPass(createZeroPropagateTransposes());
   if (o.train) {
-    ZeroAutodiffOptions ad;
-    ad.gradAccum = o.gradAccum;
-    pm.addPass(createZeroAutodiff(ad));
+    pm.addPass(createZeroAutodiff(passOptions<ZeroAutodiffOptions>(o)));
     if (o.recompute != RecomputePolicy::None) {
       ZeroRecomputeOptions rc;
       rc.policy = stringify(o.recompute).str();
       pm.addPass(createZeroRecompute(rc));
     }
-    ZeroPartitionOptions part;
-    part.stage = o.zeroStage;
-    part.worldSize = o.worldSize;
-    part.reduceBucketSize = o.reduceBucketSize;
-    part.allgatherBucketSize = o.allgatherBucketSize;
-    part.persistenceThreshold = o.persistenceThreshold;
-    part.commDtype = o.commDtype;
-    part.gradAccumDtype = o.gradAccumDtype;
-    part.micsShardSize = o.micsShardSize;
-    part.hpzPartitionSize = o.hpzPartitionSize;
-    part.maxReuseDistance = o.maxReuseDistance;
-    part.quantizedWeights = o.quantizedWeights;
-    part.quantizedGradients = o.quantizedGradients;
-    part.quantizedGradientBits = o.quantizedGradientBits;
-    pm.addPass(createZeroPartition(part));
-    ZeroOptimizerOptions opt;
+    pm.addPass(createZeroPartition(passOptions<ZeroPartitionOptions>(o)));
+    auto opt = passOptions<ZeroOptimizerOptions>(o);
     opt.optimizer = stringify(o.optimizer).str();
-    opt.momentum = o.momentum;
-    opt.nesterov = o.nesterov;
-    opt.beta1 = o.beta1;
-    opt.beta2 = o.beta2;
-    opt.epsilon = o.eps;
-    opt.weightDecay = o.weightDecay;
-    opt.gradClip = o.gradClip;
     pm.addPass(createZeroOptimizer(opt));
-    ZeroScheduleOptions sched;
-    sched.overlapComm = o.overlapComm;
-    sched.prefetchBucketSize = o.prefetchBucketSize;
-    sched.maxLiveParameters = o.maxLiveParameters;
-    pm.addPass(createZeroSchedule(sched));
+    pm.addPass(createZeroSchedule(passOptions<ZeroScheduleOptions>(o)));
     if (o.offloadOptimizer != OffloadDevice::None) {
-      ZeroOffloadOptions off;
+      auto off = passOptions<ZeroOffloadOptions>(o);
       off.device = stringify(o.offloadOptimizer).str();
       off.param = stringify(o.offloadParam).str();
-      off.nvmePath = o.nvmePath;
-      off.nvmeBlockSize = o.nvmeBlockSize;
-      off.nvmeQueueDepth = o.nvmeQueueDepth;
-      off.nvmeChunk = o.nvmeChunk;
       pm.addPass(createZeroOffload(off));
     }
   }

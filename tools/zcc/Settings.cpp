@@ -55,9 +55,26 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   for (const std::string &w : c.warnings)
     warn(w);
   Settings s = f;
-  if (Error e = merge(s.zeroStage, flags.given("zero-stage"), f.zeroStage, c.zeroStage,
-                      "--zero-stage", "zero_optimization.stage", path))
+  // The keys that map one to one (Settings.def's ZCC_DEEPSPEED entries).
+  // ZeRO's sizes are in elements (DeepSpeed's unit); "auto" is -1.
+  auto sizeFlag = [&](int64_t &out, bool given, int64_t flagValue, const std::optional<double> &v,
+                      StringRef flag, StringRef key) -> Error {
+    std::optional<int64_t> cv;
+    if (v && !c.isAuto(key))
+      cv = (int64_t)*v;
+    if (Error e = merge(out, given, flagValue, cv, flag, key, path))
+      return e;
+    if (!given && c.isAuto(key))
+      out = -1;
+    return Error::success();
+  };
+#define ZCC_DEEPSPEED(member, flag, config, key)                                                   \
+  if (Error e = merge(s.member, flags.given(flag), f.member, c.config, "--" flag, key, path))      \
     return std::move(e);
+#define ZCC_DEEPSPEED_SIZE(member, flag, config, key)                                              \
+  if (Error e = sizeFlag(s.member, flags.given(flag), f.member, c.config, "--" flag, key))         \
+    return std::move(e);
+#include "zcc/Pipelines/Settings.def"
 
   // Batch sizes: DeepSpeed's rule train_batch_size = micro * accumulation *
   // world size; any two give the third. Flags fill "auto".
@@ -124,33 +141,10 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (Error e = merge(s.precision, flags.given("precision"), f.precision, precision, "--precision",
                       precision == "bf16" ? "bf16.enabled" : "fp16.enabled", path))
     return std::move(e);
-  if (Error e = merge(s.lossScale, flags.given("loss-scale"), f.lossScale, c.lossScale,
-                      "--loss-scale", "fp16.loss_scale", path))
-    return std::move(e);
-  if (Error e =
-          merge(s.initialScalePower, flags.given("initial-scale-power"), f.initialScalePower,
-                c.initialScalePower, "--initial-scale-power", "fp16.initial_scale_power", path))
-    return std::move(e);
-  if (Error e = merge(s.lossScaleWindow, flags.given("loss-scale-window"), f.lossScaleWindow,
-                      c.lossScaleWindow, "--loss-scale-window", "fp16.loss_scale_window", path))
-    return std::move(e);
-  if (Error e = merge(s.hysteresis, flags.given("hysteresis"), f.hysteresis, c.hysteresis,
-                      "--hysteresis", "fp16.hysteresis", path))
-    return std::move(e);
-  if (Error e = merge(s.consecutiveHysteresis, flags.given("consecutive-hysteresis"),
-                      f.consecutiveHysteresis, c.consecutiveHysteresis, "--consecutive-hysteresis",
-                      "fp16.consecutive_hysteresis", path))
-    return std::move(e);
-  if (Error e = merge(s.minLossScale, flags.given("min-loss-scale"), f.minLossScale, c.minLossScale,
-                      "--min-loss-scale", "fp16.min_loss_scale", path))
-    return std::move(e);
 
   // Optimizer. DeepSpeed builds its AdamW with FusedAdam's defaults, whose
   // weight decay is 0 (PyTorch's AdamW has 0.01): a config with an optimizer
   // section and no weight_decay decays nothing.
-  if (Error e = merge(s.optimizer, flags.given("optimizer"), f.optimizer, c.optimizer,
-                      "--optimizer", "optimizer.type", path))
-    return std::move(e);
   std::optional<double> decay = c.weightDecay;
   if (c.optimizer && !decay && !flags.given("weight-decay") &&
       !c.isAuto("optimizer.params.weight_decay"))
@@ -158,30 +152,16 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
   if (Error e = merge(s.weightDecay, flags.given("weight-decay"), f.weightDecay, decay,
                       "--weight-decay", "optimizer.params.weight_decay", path))
     return std::move(e);
-  if (Error e = merge(s.lr, flags.given("lr"), f.lr, c.lr, "--lr", "optimizer.params.lr", path))
-    return std::move(e);
   if (Error e = merge(s.beta1, flags.given("betas"), f.beta1, c.beta1, "--betas",
                       "optimizer.params.betas[0]", path))
     return std::move(e);
   if (Error e = merge(s.beta2, flags.given("betas"), f.beta2, c.beta2, "--betas",
                       "optimizer.params.betas[1]", path))
     return std::move(e);
-  if (Error e =
-          merge(s.eps, flags.given("eps"), f.eps, c.eps, "--eps", "optimizer.params.eps", path))
-    return std::move(e);
-  if (Error e = merge(s.momentum, flags.given("momentum"), f.momentum, c.momentum, "--momentum",
-                      "optimizer.params.momentum", path))
-    return std::move(e);
-  if (Error e = merge(s.nesterov, flags.given("nesterov"), f.nesterov, c.nesterov, "--nesterov",
-                      "optimizer.params.nesterov", path))
-    return std::move(e);
   if (s.optimizer == "adamw" && (c.momentum || c.nesterov))
     warn((path + ": key 'optimizer.params.momentum'/'nesterov': AdamW has no momentum; "
                  "ignored")
              .str());
-  if (Error e = merge(s.gradClip, flags.given("grad-clip"), f.gradClip, c.gradientClipping,
-                      "--grad-clip", "gradient_clipping", path))
-    return std::move(e);
 
   // Scheduler: stored in the plan, run by zrun (whose flags override it).
   if (c.scheduler) {
@@ -213,68 +193,6 @@ Expected<Settings> resolveSettings(const FlagValues &flags, const DeepSpeedConfi
                           path, s.totalSteps, s.warmupSteps));
   }
 
-  // ZeRO: bucket sizes in elements (DeepSpeed's unit); "auto" is -1.
-  auto size = [&](int64_t &out, const std::optional<double> &v, StringRef key) {
-    if (c.isAuto(key))
-      out = -1;
-    else if (v)
-      out = (int64_t)*v;
-  };
-  auto sizeFlag = [&](int64_t &out, bool given, int64_t flagValue, const std::optional<double> &v,
-                      StringRef flag, StringRef key) -> Error {
-    std::optional<int64_t> cv;
-    if (v && !c.isAuto(key))
-      cv = (int64_t)*v;
-    if (Error e = merge(out, given, flagValue, cv, flag, key, path))
-      return e;
-    if (!given && c.isAuto(key))
-      out = -1;
-    return Error::success();
-  };
-  if (Error e = sizeFlag(s.reduceBucketSize, flags.given("reduce-bucket-size"), f.reduceBucketSize,
-                         c.reduceBucketSize, "--reduce-bucket-size",
-                         "zero_optimization.reduce_bucket_size"))
-    return std::move(e);
-  if (Error e = sizeFlag(s.allgatherBucketSize, flags.given("allgather-bucket-size"),
-                         f.allgatherBucketSize, c.allgatherBucketSize, "--allgather-bucket-size",
-                         "zero_optimization.allgather_bucket_size"))
-    return std::move(e);
-  if (Error e = sizeFlag(s.persistenceThreshold, flags.given("stage3-param-persistence-threshold"),
-                         f.persistenceThreshold, c.paramPersistenceThreshold,
-                         "--stage3-param-persistence-threshold",
-                         "zero_optimization.stage3_param_persistence_threshold"))
-    return std::move(e);
-  size(s.prefetchBucketSize, c.prefetchBucketSize, "zero_optimization.stage3_prefetch_bucket_size");
-  size(s.maxLiveParameters, c.maxLiveParameters, "zero_optimization.stage3_max_live_parameters");
-  if (Error e = sizeFlag(s.maxReuseDistance, flags.given("stage3-max-reuse-distance"),
-                         f.maxReuseDistance, c.maxReuseDistance, "--stage3-max-reuse-distance",
-                         "zero_optimization.stage3_max_reuse_distance"))
-    return std::move(e);
-  if (Error e = merge(s.overlapComm, flags.given("overlap-comm"), f.overlapComm, c.overlapComm,
-                      "--overlap-comm", "zero_optimization.overlap_comm", path))
-    return std::move(e);
-  if (Error e = merge(s.commDtype, flags.given("comm-dtype"), f.commDtype, c.communicationDataType,
-                      "--comm-dtype", "communication_data_type", path))
-    return std::move(e);
-  if (Error e = merge(s.gradAccumDtype, flags.given("grad-accum-dtype"), f.gradAccumDtype,
-                      c.gradAccumDtype, "--grad-accum-dtype", "data_types.grad_accum_dtype", path))
-    return std::move(e);
-  if (Error e =
-          merge(s.micsShardSize, flags.given("mics-shard-size"), f.micsShardSize, c.micsShardSize,
-                "--mics-shard-size", "zero_optimization.mics_shard_size", path))
-    return std::move(e);
-  if (Error e = merge(s.quantizedWeights, flags.given("quantized-weights"), f.quantizedWeights,
-                      c.quantizedWeights, "--quantized-weights",
-                      "zero_optimization.zero_quantized_weights", path))
-    return std::move(e);
-  if (Error e = merge(s.quantizedGradients, flags.given("quantized-gradients"),
-                      f.quantizedGradients, c.quantizedGradients, "--quantized-gradients",
-                      "zero_optimization.zero_quantized_gradients", path))
-    return std::move(e);
-  if (Error e = merge(s.hpzPartitionSize, flags.given("hpz-partition-size"), f.hpzPartitionSize,
-                      c.hpzPartitionSize, "--hpz-partition-size",
-                      "zero_optimization.zero_hpz_partition_size", path))
-    return std::move(e);
   if (c.activationCheckpointing) {
     if (flags.given("recompute") && f.recompute != "layer")
       return fail("--recompute " + f.recompute + " conflicts with activation_checkpointing in " +
@@ -339,6 +257,10 @@ int64_t meshGroup(int64_t size, int64_t world, bool hpz) {
 
 namespace {
 /// An error message built with <<.
+/// A setting's value as an error message shows it: a string quoted.
+std::string shown(const std::string &v) { return "'" + v + "'"; }
+template <typename T> std::string shown(const T &v) { return show(v); }
+
 struct Msg {
   std::string text;
   template <typename T> Msg &operator<<(const T &x) {
@@ -350,51 +272,18 @@ struct Msg {
 } // namespace
 
 Error checkSettings(const Settings &S) {
-  if (S.precision != "fp32" && S.precision != "bf16" && S.precision != "fp16") {
-    return Msg() << "--precision '" << S.precision << "': expected fp32, bf16 or fp16";
-  }
-  if (S.commDtype != "fp32" && S.commDtype != "bf16" && S.commDtype != "fp16") {
-    return Msg() << "--comm-dtype '" << S.commDtype << "': expected fp32, bf16 or fp16";
-  }
+  // Each setting's own range (Settings.def's ZCC_CHECK entries).
+#define ZCC_CHECK(member, flag, valid, expected)                                                   \
+  if (const auto &v = S.member; !(valid))                                                          \
+    return Msg() << "--" flag " " << shown(v) << ": expected " expected;
+#include "zcc/Pipelines/Settings.def"
+  // Settings checked together.
   if (S.gradAccumDtype != "auto" && S.gradAccumDtype != "fp32" &&
       (S.gradAccumDtype != "bf16" || S.precision != "bf16") &&
       (S.gradAccumDtype != "fp16" || S.precision != "fp16")) {
     return Msg() << "--grad-accum-dtype (data_types.grad_accum_dtype) '" << S.gradAccumDtype
                  << "' with --precision " << S.precision
                  << ": expected auto, fp32, or the 16-bit type the model trains in";
-  }
-  if (!(S.lossScale >= 0) || S.initialScalePower < 0 || S.initialScalePower > 63 ||
-      S.lossScaleWindow < 1 || S.hysteresis < 1 || !(S.minLossScale > 0)) {
-    return Msg() << "fp16 loss scaling needs --loss-scale >= 0, "
-                    "--initial-scale-power in [0, 63], --loss-scale-window >= 1, "
-                    "--hysteresis >= 1 and --min-loss-scale > 0";
-  }
-  if (S.optimizer != "adamw" && S.optimizer != "sgd") {
-    return Msg() << "--optimizer '" << S.optimizer << "': expected adamw or sgd";
-  }
-  if (!(S.momentum >= 0)) {
-    return Msg() << "--momentum must be >= 0";
-  }
-  if (!(S.lr >= 0) || !(S.eps > 0) || !(S.weightDecay >= 0) || !(S.gradClip >= 0) ||
-      S.gradAccum < 1) {
-    return Msg() << "--lr, --weight-decay and --grad-clip must be >= 0, --eps > 0 "
-                    "and --grad-accum >= 1";
-  }
-  if ((S.reduceBucketSize != -1 && S.reduceBucketSize < 1) ||
-      (S.allgatherBucketSize != -1 && S.allgatherBucketSize < 1) || S.persistenceThreshold < -1) {
-    return Msg() << "bucket sizes must be >= 1 and the persistence threshold >= 0";
-  }
-  if (S.maxReuseDistance < -1) {
-    return Msg() << "--stage3-max-reuse-distance must be >= 0 (elements), got "
-                 << S.maxReuseDistance;
-  }
-  if (S.recompute != "none" && S.recompute != "layer" && S.recompute != "selective" &&
-      S.recompute != "auto") {
-    return Msg() << "--recompute '" << S.recompute << "': expected none, layer, selective or auto";
-  }
-  if (S.offloadOptimizer != "none" && S.offloadOptimizer != "cpu" && S.offloadOptimizer != "nvme") {
-    return Msg() << "--offload-optimizer '" << S.offloadOptimizer
-                 << "': expected none, cpu or nvme";
   }
   if (S.offloadOptimizer != "none" && S.zeroStage < 1) {
     return Msg() << "--offload-optimizer " << S.offloadOptimizer
@@ -406,21 +295,11 @@ Error checkSettings(const Settings &S) {
                  << " nvme needs --nvme-path DIR (the directory "
                     "of the swap files, on the NVMe drive; zrun --nvme-path can change it)";
   }
-  if (S.nvmeChunk < 1) {
-    return Msg() << "--nvme-chunk " << S.nvmeChunk << ": expected a positive count";
-  }
-  if (S.offloadParam != "none" && S.offloadParam != "cpu" && S.offloadParam != "nvme") {
-    return Msg() << "--offload-param '" << S.offloadParam << "': expected none, cpu or nvme";
-  }
   if (S.offloadParam != "none" && (S.zeroStage != 3 || S.offloadOptimizer == "none")) {
     return Msg() << "--offload-param " << S.offloadParam
                  << " needs ZeRO stage 3 (as DeepSpeed's "
                     "offload_param) and --offload-optimizer cpu or nvme (the update runs where "
                     "the parameters live)";
-  }
-  if (S.zeroStage < 0 || S.zeroStage > 3 || S.worldSize < 1 || S.worldSize > 4096) {
-    return Msg() << "--zero-stage must be 0-3 and --world-size 1-4096, got " << S.zeroStage
-                 << " and " << S.worldSize;
   }
   const int64_t mics = meshGroup(S.micsShardSize, S.worldSize, false),
                 hpz = meshGroup(S.hpzPartitionSize, S.worldSize, true);

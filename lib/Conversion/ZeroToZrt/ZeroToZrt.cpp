@@ -101,34 +101,9 @@ template <typename Op> SmallVector<int64_t> crossEntropyInts(Op op) {
 FailureOr<KernelSpec> kernelFor(Operation *op) {
   auto simple = [](KernelId kernel) { return KernelSpec{kernel, {}, {}}; };
   return llvm::TypeSwitch<Operation *, FailureOr<KernelSpec>>(op)
-      .Case([&](zero::AddOp) { return simple(KernelId::Add); })
-      .Case([&](zero::SubOp) { return simple(KernelId::Sub); })
-      .Case([&](zero::MulOp) { return simple(KernelId::Mul); })
-      .Case([&](zero::DivOp) { return simple(KernelId::Div); })
-      .Case([&](zero::PowOp) { return simple(KernelId::Pow); })
-      .Case([&](zero::MaxOp) { return simple(KernelId::Max); })
-      .Case([&](zero::MinOp) { return simple(KernelId::Min); })
-      .Case([&](zero::AndOp) { return simple(KernelId::And); })
-      .Case([&](zero::OrOp) { return simple(KernelId::Or); })
       .Case([&](zero::CmpOp c) {
         return KernelSpec{KernelId::Cmp, {(int64_t)c.getPredicate()}, {}};
       })
-      .Case([&](zero::WhereOp) { return simple(KernelId::Where); })
-      .Case([&](zero::NegOp) { return simple(KernelId::Neg); })
-      .Case([&](zero::AbsOp) { return simple(KernelId::Abs); })
-      .Case([&](zero::ExpOp) { return simple(KernelId::Exp); })
-      .Case([&](zero::LogOp) { return simple(KernelId::Log); })
-      .Case([&](zero::SqrtOp) { return simple(KernelId::Sqrt); })
-      .Case([&](zero::RsqrtOp) { return simple(KernelId::Rsqrt); })
-      .Case([&](zero::ReciprocalOp) { return simple(KernelId::Reciprocal); })
-      .Case([&](zero::TanhOp) { return simple(KernelId::Tanh); })
-      .Case([&](zero::ErfOp) { return simple(KernelId::Erf); })
-      .Case([&](zero::SigmoidOp) { return simple(KernelId::Sigmoid); })
-      .Case([&](zero::ReluOp) { return simple(KernelId::Relu); })
-      .Case([&](zero::SiluOp) { return simple(KernelId::Silu); })
-      .Case([&](zero::CosOp) { return simple(KernelId::Cos); })
-      .Case([&](zero::SinOp) { return simple(KernelId::Sin); })
-      .Case([&](zero::NotOp) { return simple(KernelId::Not); })
       .Case([&](zero::GeluOp g) {
         return KernelSpec{
             KernelId::Gelu, {g.getApproximate() == zero::GeluApprox::tanh ? 1 : 0}, {}};
@@ -137,7 +112,6 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{
             KernelId::Dropout, {d.getKey(), d.getSamples()}, {d.getRatio().convertToDouble()}};
       })
-      .Case([&](zero::CastOp) { return simple(KernelId::Cast); })
       .Case([&](zero::ElementwiseOp e) {
         // [inputs, steps, (opcode, a, b, c, plan dtype) per step, the step
         // each output stores, then the offsets]
@@ -156,9 +130,6 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
           spec.code = ptx.str();
         return spec;
       })
-      .Case([&](zero::CastManyOp) { return simple(KernelId::CastMany); })
-      .Case([&](zero::CastConcatOp) { return simple(KernelId::CastConcat); })
-      .Case([&](zero::ExpandOp) { return simple(KernelId::Expand); })
       .Case([&](zero::TransposeOp t) {
         return KernelSpec{KernelId::Transpose, SmallVector<int64_t>(t.getPermutation()), {}};
       })
@@ -297,6 +268,15 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
             {o.getMomentum().convertToDouble(), o.getWeightDecay().convertToDouble()}};
       })
       .Default([&](Operation *op) -> FailureOr<KernelSpec> {
+        // An op without attributes runs the kernel of its own name
+        // (zero.add: "add", zero.cast_many: "cast_many"): Kernels.def's
+        // entry is all its lowering needs.
+        std::optional<llvm::StringRef> name;
+        if (std::optional<RegisteredOperationName> info = op->getRegisteredInfo();
+            info && info->getAttributeNames().empty() && isa<zero::ZeroDialect>(op->getDialect()))
+          name = op->getName().stripDialect();
+        if (std::optional<KernelId> id = name ? zrt::lookupKernel(*name) : std::nullopt)
+          return simple(*id);
         return op->emitError("no runtime kernel for '") << op->getName() << "' yet";
       });
 }
