@@ -275,7 +275,7 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         if (std::optional<RegisteredOperationName> info = op->getRegisteredInfo();
             info && info->getAttributeNames().empty() && isa<zero::ZeroDialect>(op->getDialect()))
           name = op->getName().stripDialect();
-        if (std::optional<KernelId> id = name ? zrt::lookupKernel(*name) : std::nullopt)
+        if (std::optional<KernelId> id = name ? ::zrt::lookupKernel(*name) : std::nullopt)
           return simple(*id);
         return op->emitError("no runtime kernel for '") << op->getName() << "' yet";
       });
