@@ -42,6 +42,35 @@ template <typename T, int D> constexpr size_t fa3SmemBytes() {
   return sizeof(T) * colBlocks<D>() * 64 * (kFa3Rows + 4 * fa3Keys<D>()) + 8 * 8 + 1024;
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/// The producer's K/V ring, shared by the forward and the dq kernel: each
+/// live key tile (|nextLive|, below |tiles|) of KN keys through TMA into
+/// stage it & 1 of |ks| / |vs|, once the consumers' eight warps freed it.
+template <typename T, int NB, int KN, typename NextLive>
+__device__ __forceinline__ void produceKv(T *ks, T *vs, const CUtensorMap *kMap,
+                                          const CUtensorMap *vMap, uint64_t *kFull,
+                                          uint64_t *vFull, uint64_t *empty, int64_t kh, int64_t b,
+                                          int64_t tiles, NextLive nextLive) {
+  constexpr int kKvElems = NB * KN * 64;
+  int it = 0;
+  for (int64_t kn = nextLive(0); kn < tiles; kn = nextLive(kn + 1), ++it) {
+    int st = it & 1;
+    if (it >= 2)
+      mbarrierWait(&empty[st], ((it >> 1) - 1) & 1);
+    mbarrierExpect(&kFull[st], kKvElems * sizeof(T));
+#pragma unroll
+    for (int c = 0; c < NB; ++c)
+      tmaLoad(ks + st * kKvElems + c * KN * 64, kMap, &kFull[st], c * 64, (int)kh,
+              (int)(kn * KN), (int)b);
+    mbarrierExpect(&vFull[st], kKvElems * sizeof(T));
+#pragma unroll
+    for (int c = 0; c < NB; ++c)
+      tmaLoad(vs + st * kKvElems + c * KN * 64, vMap, &vFull[st], c * 64, (int)kh,
+              (int)(kn * KN), (int)b);
+  }
+}
+#endif
+
 /// The forward: block (b * H + h, 128-query block, last first). See the
 /// file's comment for the roles; |tiles| is the structural mask's map.
 template <typename T, int D>
@@ -100,22 +129,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
       for (int c = 0; c < NB; ++c)
         tmaLoad(qs + c * kFa3Rows * 64, &qMap, qFull, c * 64, (int)h, (int)(qBlock * kFa3Rows),
                 (int)b);
-      int it = 0;
-      for (int64_t kn = nextLive(0); kn < tileCount; kn = nextLive(kn + 1), ++it) {
-        int st = it & 1;
-        if (it >= 2)
-          mbarrierWait(&empty[st], ((it >> 1) - 1) & 1);
-        mbarrierExpect(&kFull[st], kKvElems * sizeof(T));
-#pragma unroll
-        for (int c = 0; c < NB; ++c)
-          tmaLoad(ks + st * kKvElems + c * KN * 64, &kMap, &kFull[st], c * 64, (int)kh,
-                  (int)(kn * KN), (int)b);
-        mbarrierExpect(&vFull[st], kKvElems * sizeof(T));
-#pragma unroll
-        for (int c = 0; c < NB; ++c)
-          tmaLoad(vs + st * kKvElems + c * KN * 64, &vMap, &vFull[st], c * 64, (int)kh,
-                  (int)(kn * KN), (int)b);
-      }
+      produceKv<T, NB, KN>(ks, vs, &kMap, &vMap, kFull, vFull, empty, kh, b, tileCount, nextLive);
     }
     return;
   }
@@ -357,22 +371,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
         tmaLoad(gs + c * kFa3Rows * 64, &gMap, qFull, c * 64, (int)h, (int)(qBlock * kFa3Rows),
                 (int)b);
       }
-      int it = 0;
-      for (int64_t kn = nextLive(0); kn < kTiles; kn = nextLive(kn + 1), ++it) {
-        int st = it & 1;
-        if (it >= 2)
-          mbarrierWait(&empty[st], ((it >> 1) - 1) & 1);
-        mbarrierExpect(&kFull[st], kKvElems * sizeof(T));
-#pragma unroll
-        for (int c = 0; c < NB; ++c)
-          tmaLoad(ks + st * kKvElems + c * KN * 64, &kMap, &kFull[st], c * 64, (int)kh,
-                  (int)(kn * KN), (int)b);
-        mbarrierExpect(&vFull[st], kKvElems * sizeof(T));
-#pragma unroll
-        for (int c = 0; c < NB; ++c)
-          tmaLoad(vs + st * kKvElems + c * KN * 64, &vMap, &vFull[st], c * 64, (int)kh,
-                  (int)(kn * KN), (int)b);
-      }
+      produceKv<T, NB, KN>(ks, vs, &kMap, &vMap, kFull, vFull, empty, kh, b, kTiles, nextLive);
     }
     return;
   }
