@@ -2,7 +2,8 @@
 //
 // The training configuration zero-training-config and zero-mixed-precision
 // record on the module, typed: what the plan writer and the report read
-// (zero.training, zero.loss_scaling; ZeroDialect.td declares where they go).
+// (zero.precision, zero.target, zero.training, zero.loss_scaling;
+// ZeroDialect.td declares where they go).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,30 @@
 
 include "ZeroDialect.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Zero_Precision : I32EnumAttr<"Precision", "the step's compute precision", [
+  I32EnumAttrCase<"fp32", 0>,
+  I32EnumAttrCase<"bf16", 1>, // bfloat16 compute, float32 masters
+  I32EnumAttrCase<"fp16", 2>  // float16 compute, float32 masters, loss scaling
+]> {
+  let cppNamespace = "::zcc::zero";
+  let genSpecializedAttr = 0;
+}
+def Zero_PrecisionAttr : EnumAttr<Zero_Dialect, Zero_Precision, "precision"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Zero_Target : I32EnumAttr<"Target", "where the plan runs by default", [
+  I32EnumAttrCase<"cpu", 0>,
+  I32EnumAttrCase<"cuda", 1>
+]> {
+  let cppNamespace = "::zcc::zero";
+  let genSpecializedAttr = 0;
+}
+def Zero_TargetAttr : EnumAttr<Zero_Dialect, Zero_Target, "target"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 /// A float64 parameter (stored as zero::F64, which MLIR's uniquer can hash),
 /// read as a double and printed so that it reads back bit for bit.

@@ -27,16 +27,24 @@ void ZeroDialect::initialize() {
 /// (ZeroAttrs.td): a dictionary there, as an older plan's IR wrote, would
 /// otherwise read as absent.
 LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
-  auto expect = [&](auto helper, auto typed, StringRef syntax) -> LogicalResult {
+  Attribute value = attr.getValue();
+  auto expect = [&](auto helper, bool typed, StringRef syntax) -> LogicalResult {
     if (attr.getName() != helper.getNameStr() || typed)
       return success();
     return op->emitError() << "'" << helper.getNameStr() << "' must be a " << syntax
-                           << " attribute, got " << attr.getValue();
+                           << " attribute, got " << value;
   };
-  return success(succeeded(expect(getTrainingAttrHelper(), isa<TrainingAttr>(attr.getValue()),
-                                  "#zero.training<...>")) &&
-                 succeeded(expect(getLossScalingAttrHelper(), isa<LossScalingAttr>(attr.getValue()),
-                                  "#zero.loss_scaling<...>")));
+  for (LogicalResult r : {
+           expect(getTrainingAttrHelper(), isa<TrainingAttr>(value), "#zero.training<...>"),
+           expect(getLossScalingAttrHelper(), isa<LossScalingAttr>(value),
+                  "#zero.loss_scaling<...>"),
+           expect(getPrecisionAttrHelper(), isa<PrecisionAttr>(value),
+                  "#zero.precision<fp32|bf16|fp16>"),
+           expect(getTargetAttrHelper(), isa<TargetAttr>(value), "#zero.target<cpu|cuda>"),
+       })
+    if (failed(r))
+      return r;
+  return success();
 }
 
 Operation *ZeroDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,

@@ -42,8 +42,8 @@ def Zero_Dialect : Dialect {
     "::mlir::DictionaryAttr":$export_record,    // zcc-export's record (names, transposes)
     // The module: the training configuration (zero-training-config).
     "::zcc::zero::TrainingAttr":$training,      // optimizer, schedule, clipping, accumulation
-    "::mlir::StringAttr":$precision,            // fp32, bf16, fp16
-    "::mlir::StringAttr":$target,               // cpu, cuda
+    "::zcc::zero::PrecisionAttr":$precision,    // fp32, bf16, fp16
+    "::zcc::zero::TargetAttr":$target,          // cpu, cuda
     "::zcc::zero::LossScalingAttr":$loss_scaling, // fp16's loss scaling
     "::mlir::StringAttr":$auto,                 // zcc --auto: the chosen candidate
     "::mlir::IntegerAttr":$memory_budget,       // --memory-budget, bytes a rank

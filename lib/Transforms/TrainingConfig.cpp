@@ -26,8 +26,18 @@ struct ZeroTrainingConfigPass : zcc::impl::ZeroTrainingConfigBase<ZeroTrainingCo
   void runOnOperation() override {
     ModuleOp m = getOperation();
     Builder b(m.getContext());
-    zcc::zero::attrs(m).getPrecisionAttrHelper().setAttr(m, b.getStringAttr(precision));
-    zcc::zero::attrs(m).getTargetAttrHelper().setAttr(m, b.getStringAttr(target));
+    std::optional<zcc::zero::Precision> p = zcc::zero::symbolizePrecision(precision);
+    std::optional<zcc::zero::Target> t = zcc::zero::symbolizeTarget(target);
+    if (!p || !t) {
+      m.emitError() << "zero-training-config: precision must be fp32, bf16 or fp16 and target cpu "
+                       "or cuda, got '"
+                    << precision << "' and '" << target << "'";
+      return signalPassFailure();
+    }
+    zcc::zero::attrs(m).getPrecisionAttrHelper().setAttr(
+        m, zcc::zero::PrecisionAttr::get(m.getContext(), *p));
+    zcc::zero::attrs(m).getTargetAttrHelper().setAttr(
+        m, zcc::zero::TargetAttr::get(m.getContext(), *t));
     if (!train) {
       // Nothing trains: every function is inference, without dropout.
       for (Operation &op : m.getBody()->getOperations())

@@ -59,7 +59,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   if (auto source = zcc::zero::attrs(module).getSourceAttrHelper().getAttr(module))
     plan.set_source(source.str());
   if (auto target = zcc::zero::attrs(module).getTargetAttrHelper().getAttr(module))
-    plan.set_target(target.str());
+    plan.set_target(zcc::zero::stringifyTarget(target.getValue()).str());
   if (auto record = zcc::zero::attrs(module).getExportRecordAttrHelper().getAttr(module)) {
     zplan::ExportRecord *r = plan.mutable_record();
     if (auto names = record.getAs<DictionaryAttr>("names"))
@@ -269,7 +269,7 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
       l->set_cos_min_ratio(schedule.getCosMinRatio());
     }
     if (auto precision = zcc::zero::attrs(module).getPrecisionAttrHelper().getAttr(module))
-      t->set_precision(precision.str());
+      t->set_precision(zcc::zero::stringifyPrecision(precision.getValue()).str());
     if (auto ls = zcc::zero::attrs(module).getLossScalingAttrHelper().getAttr(module)) {
       zplan::LossScaling *l = t->mutable_loss_scaling();
       l->set_static_scale(ls.getLossScale());

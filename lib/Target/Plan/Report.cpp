@@ -131,12 +131,14 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                        bytes / 1048576.0)
        << note << "\n";
   };
-  auto precision = zcc::zero::attrs(module).getPrecisionAttrHelper().getAttr(module);
+  auto precisionAttr = zcc::zero::attrs(module).getPrecisionAttrHelper().getAttr(module);
+  StringRef precision = zcc::zero::stringifyPrecision(precisionAttr ? precisionAttr.getValue()
+                                                                    : zcc::zero::Precision::fp32);
   os << "zcc memory report (per rank; world size " << world << ", ZeRO stage " << stage << ", "
-     << (precision ? precision.getValue() : "fp32") << ")\n";
+     << precision << ")\n";
   report["world_size"] = world;
   report["zero_stage"] = stage;
-  report["precision"] = precision ? precision.getValue().str() : "fp32";
+  report["precision"] = precision.str();
   if (auto source = zcc::zero::attrs(module).getSourceAttrHelper().getAttr(module))
     report["model"] = source.getValue().str();
   if (auto source = zcc::zero::attrs(module).getSourceAttrHelper().getAttr(module))
