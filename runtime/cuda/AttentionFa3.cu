@@ -48,9 +48,9 @@ template <typename T, int D> constexpr size_t fa3SmemBytes() {
 /// stage it & 1 of |ks| / |vs|, once the consumers' eight warps freed it.
 template <typename T, int NB, int KN, typename NextLive>
 __device__ __forceinline__ void produceKv(T *ks, T *vs, const CUtensorMap *kMap,
-                                          const CUtensorMap *vMap, uint64_t *kFull,
-                                          uint64_t *vFull, uint64_t *empty, int64_t kh, int64_t b,
-                                          int64_t tiles, NextLive nextLive) {
+                                          const CUtensorMap *vMap, uint64_t *kFull, uint64_t *vFull,
+                                          uint64_t *empty, int64_t kh, int64_t b, int64_t tiles,
+                                          NextLive nextLive) {
   constexpr int kKvElems = NB * KN * 64;
   int it = 0;
   for (int64_t kn = nextLive(0); kn < tiles; kn = nextLive(kn + 1), ++it) {
@@ -60,13 +60,13 @@ __device__ __forceinline__ void produceKv(T *ks, T *vs, const CUtensorMap *kMap,
     mbarrierExpect(&kFull[st], kKvElems * sizeof(T));
 #pragma unroll
     for (int c = 0; c < NB; ++c)
-      tmaLoad(ks + st * kKvElems + c * KN * 64, kMap, &kFull[st], c * 64, (int)kh,
-              (int)(kn * KN), (int)b);
+      tmaLoad(ks + st * kKvElems + c * KN * 64, kMap, &kFull[st], c * 64, (int)kh, (int)(kn * KN),
+              (int)b);
     mbarrierExpect(&vFull[st], kKvElems * sizeof(T));
 #pragma unroll
     for (int c = 0; c < NB; ++c)
-      tmaLoad(vs + st * kKvElems + c * KN * 64, vMap, &vFull[st], c * 64, (int)kh,
-              (int)(kn * KN), (int)b);
+      tmaLoad(vs + st * kKvElems + c * KN * 64, vMap, &vFull[st], c * 64, (int)kh, (int)(kn * KN),
+              (int)b);
   }
 }
 #endif
