@@ -113,4 +113,29 @@ def Zero_LossScalingAttr : Zero_Attr<"LossScaling", "loss_scaling"> {
   );
 }
 
+def Zero_PartitionAttr : Zero_Attr<"Partition", "partition"> {
+  let summary = "ZeRO's partition of the step (zero-partition)";
+  let description = [{
+    What zero-partition decided, for the passes after it, the plan writer
+    and the report: the stage and ranks, the bucket caps in elements, the
+    element type collectives move, the mesh (groups of `group_size` ranks,
+    the optimizer state sharded over `state_shards`, hpZ's secondary
+    partition) and ZeRO++'s quantized collectives.
+  }];
+  let parameters = (ins
+    "int64_t":$stage,
+    "int64_t":$world_size,
+    "int64_t":$reduce_bucket_size,
+    "int64_t":$allgather_bucket_size,
+    "int64_t":$persistence_threshold,
+    "::mlir::Type":$comm_type,
+    "int64_t":$group_size,
+    "int64_t":$state_shards,
+    "bool":$hpz,
+    "bool":$quantized_weights,
+    "bool":$quantized_gradients,
+    "int64_t":$quantized_gradient_bits
+  );
+}
+
 #endif // ZERO_ATTRS_TD

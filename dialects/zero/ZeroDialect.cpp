@@ -41,6 +41,7 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op, NamedAttribut
            expect(getPrecisionAttrHelper(), isa<PrecisionAttr>(value),
                   "#zero.precision<fp32|bf16|fp16>"),
            expect(getTargetAttrHelper(), isa<TargetAttr>(value), "#zero.target<cpu|cuda>"),
+           expect(getPartitionAttrHelper(), isa<PartitionAttr>(value), "#zero.partition<...>"),
        })
     if (failed(r))
       return r;

@@ -11,22 +11,15 @@ FailureOr<Mesh> Mesh::of(ModuleOp module) {
   auto partition = zero::attrs(module).getPartitionAttrHelper().getAttr(module);
   if (!partition)
     return mesh;
-  auto world = partition.getAs<IntegerAttr>("world_size");
-  if (!world || world.getInt() < 1)
+  if (partition.getWorldSize() < 1)
     return module.emitError("zero.partition without a world size"), failure();
-  mesh.world = mesh.shards = world.getInt();
-  if (auto g = partition.getAs<IntegerAttr>("group_size"))
-    mesh.groupSize = g.getInt();
-  if (auto s = partition.getAs<IntegerAttr>("state_shards"))
-    mesh.shards = s.getInt();
-  if (auto h = partition.getAs<BoolAttr>("hpz"))
-    mesh.hpz = h.getValue();
-  if (auto q = partition.getAs<BoolAttr>("quantized_gradients"))
-    mesh.quantizedGradients = q.getValue();
-  if (auto bits = partition.getAs<IntegerAttr>("quantized_gradient_bits"))
-    mesh.gradientBits = bits.getInt();
-  if (auto t = partition.getAs<TypeAttr>("comm_type"))
-    mesh.commType = t.getValue();
+  mesh.world = partition.getWorldSize();
+  mesh.groupSize = partition.getGroupSize();
+  mesh.shards = partition.getStateShards();
+  mesh.hpz = partition.getHpz();
+  mesh.quantizedGradients = partition.getQuantizedGradients();
+  mesh.gradientBits = partition.getQuantizedGradientBits();
+  mesh.commType = partition.getCommType();
   bool grouped = mesh.replicated() || mesh.hpz;
   if (mesh.groupSize < 0 || (mesh.groupSize && mesh.world % mesh.groupSize) ||
       (grouped && !mesh.groupSize) || (mesh.shards != mesh.world && mesh.shards != mesh.groupSize))

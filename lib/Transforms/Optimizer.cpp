@@ -62,8 +62,7 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
     mesh = *of;
     if (auto buckets = zero::attrs(module).getBucketsAttrHelper().getAttr(module)) {
       auto partition = zero::attrs(module).getPartitionAttrHelper().getAttr(module);
-      auto stage = partition ? partition.getAs<IntegerAttr>("stage") : IntegerAttr();
-      if (!stage)
+      if (!partition)
         return module.emitError("zero-optimizer: zero.buckets without zero.partition");
       for (Attribute a : buckets) {
         auto d = dyn_cast<DictionaryAttr>(a);
@@ -84,7 +83,7 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
         }
         u.paramSharded = ps.getValue();
         u.gradSharded = gs.getValue();
-        u.stateSharded = stage.getInt() >= 1 && mesh.shards > 1;
+        u.stateSharded = partition.getStage() >= 1 && mesh.shards > 1;
         u.stateType =
             RankedTensorType::get({u.stateSharded ? size.getInt() / mesh.shards : size.getInt()},
                                   u.param.getTensorType().getElementType());

@@ -95,8 +95,7 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
     auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module);
     if (!training || !partition)
       return false;
-    auto world = partition.getAs<IntegerAttr>("world_size");
-    if (zcc::zero::gradAccumSteps(module) != 1 || !world || world.getInt() != 1)
+    if (zcc::zero::gradAccumSteps(module) != 1 || partition.getWorldSize() != 1)
       return false;
     // fp16's loss scale: @apply also returns the overflow flag.
     return apply.getNumArguments() == 1 && apply.getNumResults() == 1;

@@ -761,20 +761,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       }
     }
     zero::attrs(module).getPartitionAttrHelper().setAttr(
-        module, b.getDictionaryAttr(
-                    {b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
-                     b.getNamedAttr("world_size", b.getI64IntegerAttr(world)),
-                     b.getNamedAttr("reduce_bucket_size", b.getI64IntegerAttr(reduceCap)),
-                     b.getNamedAttr("allgather_bucket_size", b.getI64IntegerAttr(allgatherCap)),
-                     b.getNamedAttr("persistence_threshold", b.getI64IntegerAttr(persistence)),
-                     b.getNamedAttr("comm_type", TypeAttr::get(commType)),
-                     b.getNamedAttr("group_size", b.getI64IntegerAttr(mesh.groupSize)),
-                     b.getNamedAttr("state_shards", b.getI64IntegerAttr(mesh.shards)),
-                     b.getNamedAttr("hpz", b.getBoolAttr(mesh.hpz)),
-                     b.getNamedAttr("quantized_weights", b.getBoolAttr(quantizedWeights)),
-                     b.getNamedAttr("quantized_gradients", b.getBoolAttr(quantizedGradients)),
-                     b.getNamedAttr("quantized_gradient_bits",
-                                    b.getI64IntegerAttr(quantizedGradientBits))}));
+        module,
+        zero::PartitionAttr::get(b.getContext(), stage, world, reduceCap, allgatherCap, persistence,
+                                 commType, mesh.groupSize, mesh.shards, mesh.hpz, quantizedWeights,
+                                 quantizedGradients, quantizedGradientBits));
     zero::attrs(module).getBucketsAttrHelper().setAttr(module, b.getArrayAttr(described));
   }
 };

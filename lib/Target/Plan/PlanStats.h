@@ -35,9 +35,8 @@ struct Ranks {
   int64_t world = 1, groupSize = 0;
   explicit Ranks(mlir::ModuleOp module) {
     if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
-      world = partition.getAs<mlir::IntegerAttr>("world_size").getInt();
-      if (auto g = partition.getAs<mlir::IntegerAttr>("group_size"))
-        groupSize = g.getInt();
+      world = partition.getWorldSize();
+      groupSize = partition.getGroupSize();
     }
   }
   /// zero.CommGroup: 0 every rank, 1 a mesh group, 2 across the groups.

@@ -47,14 +47,11 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
   plan.set_world_size(1);
   plan.set_zero_stage(0);
   if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
-    if (auto w = partition.getAs<IntegerAttr>("world_size"))
-      plan.set_world_size(w.getInt());
-    if (auto stage = partition.getAs<IntegerAttr>("stage"))
-      plan.set_zero_stage(stage.getInt());
-    if (auto g = partition.getAs<IntegerAttr>("group_size"))
-      plan.set_group_size(g.getInt());
-    if (auto s = partition.getAs<IntegerAttr>("state_shards"); s && s.getInt() != plan.world_size())
-      plan.set_state_shards(s.getInt());
+    plan.set_world_size(partition.getWorldSize());
+    plan.set_zero_stage(partition.getStage());
+    plan.set_group_size(partition.getGroupSize());
+    if (partition.getStateShards() != partition.getWorldSize())
+      plan.set_state_shards(partition.getStateShards());
   }
   if (auto source = zcc::zero::attrs(module).getSourceAttrHelper().getAttr(module))
     plan.set_source(source.str());

@@ -40,8 +40,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   // as the bucket); the trainable count comes from the members.
   int64_t stage = 0, world = 1;
   if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
-    stage = partition.getAs<IntegerAttr>("stage").getInt();
-    world = partition.getAs<IntegerAttr>("world_size").getInt();
+    stage = partition.getStage();
+    world = partition.getWorldSize();
   }
   llvm::StringSet<> members, buckets;
   int64_t numParams = 0, bucketed = 0;
@@ -181,10 +181,6 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                          (long long)ls.getHysteresis(), ls.getMinLossScale());
   }
   if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
-    auto i = [&](StringRef key) {
-      auto a = partition.getAs<IntegerAttr>(key);
-      return a ? (long long)a.getInt() : -1LL;
-    };
     int64_t count = 0, sharded = 0;
     if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
       for (Attribute a : list) {
@@ -195,8 +191,10 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     os << llvm::format("  zero: %lld buckets (%lld with partitioned parameters), "
                        "reduce_bucket_size %lld, allgather_bucket_size %lld, "
                        "stage3_param_persistence_threshold %lld\n",
-                       (long long)count, (long long)sharded, i("reduce_bucket_size"),
-                       i("allgather_bucket_size"), i("persistence_threshold"));
+                       (long long)count, (long long)sharded,
+                       (long long)partition.getReduceBucketSize(),
+                       (long long)partition.getAllgatherBucketSize(),
+                       (long long)partition.getPersistenceThreshold());
     // DeepSpeed's rule keeps parameters under the threshold whole on every
     // rank; a small model can so end up with stage 3 partitioning nothing.
     if (stage == 3 && world > 1 && count > 0 && sharded == 0)
@@ -204,7 +202,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                          "stage3_param_persistence_threshold = %lld elements and stays whole on "
                          "each rank; lower it (--stage3-param-persistence-threshold) to shard "
                          "them\n",
-                         i("persistence_threshold"));
+                         (long long)partition.getPersistenceThreshold());
   }
   if (auto chosen = zcc::zero::attrs(module).getAutoAttrHelper().getAttr(module))
     os << "  auto: " << chosen.getValue() << "\n";
@@ -422,10 +420,8 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
                        (long long)calls[3]);
   os << "\n";
   if (ranks.groupSize > 0) {
-    auto shards =
-        zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module).getAs<IntegerAttr>(
-            "state_shards");
-    bool mics = shards && shards.getInt() < world;
+    auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module);
+    bool mics = partition && partition.getStateShards() < world;
     os << llvm::format("    by span: every rank %.0f B, inside a group of %lld %.0f B, across "
                        "the %lld groups %.0f B (%s)\n",
                        spans[0], (long long)ranks.groupSize, spans[1],
@@ -439,8 +435,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   // --comm-dtype), times (N-1)/N for a ring.
   Type commType = Float32Type::get(module.getContext());
   if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module))
-    if (auto t = partition.getAs<TypeAttr>("comm_type"))
-      commType = t.getValue();
+    commType = partition.getCommType();
   int64_t commBytes = commType.getIntOrFloatBitWidth() / 8;
   const char *commName = commType.isF32() ? "float32" : commType.isBF16() ? "bfloat16" : "float16";
   double paperComm = (stage == 3 ? 3 : 2) * psi * commBytes * (n - 1) / n;

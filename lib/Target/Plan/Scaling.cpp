@@ -51,7 +51,7 @@ std::string zcc::parseLink(StringRef spec, ScalingModel &model) {
 ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model) {
   ScalingEstimate e;
   if (auto partition = zero::attrs(module).getPartitionAttrHelper().getAttr(module))
-    e.world = partition.getAs<IntegerAttr>("world_size").getInt();
+    e.world = partition.getWorldSize();
   TypeMap typeOf;
   for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
     typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
