@@ -138,4 +138,41 @@ def Zero_PartitionAttr : Zero_Attr<"Partition", "partition"> {
   );
 }
 
+def Zero_BucketMemberAttr : Zero_Attr<"BucketMember", "member"> {
+  let summary = "a parameter's place in its flat bucket";
+  let parameters = (ins
+    "::mlir::StringAttr":$name, // the parameter's global (and the plan's name)
+    "int64_t":$offset,          // its first element in the bucket
+    "::mlir::Type":$type        // its tensor type
+  );
+}
+
+def Zero_BucketAttr : Zero_Attr<"Bucket", "bucket"> {
+  let summary = "a flat bucket of parameters and its gradient (zero-partition)";
+  let description = [{
+    One of `zero.buckets`' entries: the members (`#zero.member<...>`) in
+    order, the globals of the parameters and of the gradients (none where
+    zero-optimizer-in-backward updates each parameter in the micro-step),
+    the bucket's elements, whether the parameter global holds only this
+    rank's shard (a stage-3 partition, or sharded masters beside the 16-bit
+    working copy `copy`), whether the gradient does (stages 2-3), and at
+    stage 3 whether the backward gathers the bucket again.
+  }];
+  let parameters = (ins
+    "::mlir::ArrayAttr":$members,
+    "::mlir::FlatSymbolRefAttr":$param,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$grad,
+    "int64_t":$size,
+    "bool":$param_sharded,
+    "bool":$grad_sharded,
+    "bool":$backward_gather,
+    OptionalParameter<"::mlir::FlatSymbolRefAttr">:$copy
+  );
+  let extraClassDeclaration = [{
+    /// The members, typed.
+    auto getMemberList() const { return getMembers().getAsRange<BucketMemberAttr>(); }
+  }];
+  let genVerifyDecl = 1;
+}
+
 #endif // ZERO_ATTRS_TD

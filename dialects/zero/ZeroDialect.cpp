@@ -31,20 +31,37 @@ LogicalResult ZeroDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   auto expect = [&](auto helper, bool typed, StringRef syntax) -> LogicalResult {
     if (attr.getName() != helper.getNameStr() || typed)
       return success();
-    return op->emitError() << "'" << helper.getNameStr() << "' must be a " << syntax
-                           << " attribute, got " << value;
+    return op->emitError() << "'" << helper.getNameStr() << "' must be " << syntax << ", got "
+                           << value;
   };
   for (LogicalResult r : {
-           expect(getTrainingAttrHelper(), isa<TrainingAttr>(value), "#zero.training<...>"),
+           expect(getTrainingAttrHelper(), isa<TrainingAttr>(value),
+                  "a #zero.training<...> attribute"),
            expect(getLossScalingAttrHelper(), isa<LossScalingAttr>(value),
-                  "#zero.loss_scaling<...>"),
+                  "a #zero.loss_scaling<...> attribute"),
            expect(getPrecisionAttrHelper(), isa<PrecisionAttr>(value),
-                  "#zero.precision<fp32|bf16|fp16>"),
-           expect(getTargetAttrHelper(), isa<TargetAttr>(value), "#zero.target<cpu|cuda>"),
-           expect(getPartitionAttrHelper(), isa<PartitionAttr>(value), "#zero.partition<...>"),
+                  "a #zero.precision<fp32|bf16|fp16> attribute"),
+           expect(getTargetAttrHelper(), isa<TargetAttr>(value),
+                  "a #zero.target<cpu|cuda> attribute"),
+           expect(getPartitionAttrHelper(), isa<PartitionAttr>(value),
+                  "a #zero.partition<...> attribute"),
+           expect(getBucketsAttrHelper(),
+                  isa<ArrayAttr>(value) &&
+                      llvm::all_of(cast<ArrayAttr>(value), llvm::IsaPred<BucketAttr>),
+                  "a list of #zero.bucket<...> attributes"),
        })
     if (failed(r))
       return r;
+  return success();
+}
+
+LogicalResult BucketAttr::verify(function_ref<InFlightDiagnostic()> emitError, ArrayAttr members,
+                                 FlatSymbolRefAttr, FlatSymbolRefAttr, int64_t size, bool, bool,
+                                 bool, FlatSymbolRefAttr) {
+  if (!llvm::all_of(members, llvm::IsaPred<BucketMemberAttr>))
+    return emitError() << "a bucket's members are #zero.member<...> attributes";
+  if (size < 1)
+    return emitError() << "a bucket holds at least one element, got size " << size;
   return success();
 }
 

@@ -50,7 +50,7 @@ def Zero_Dialect : Dialect {
     "::mlir::IntegerAttr":$host_memory_budget,  // --host-memory-budget
     // The module: what the passes did (reports and the plan read these).
     "::zcc::zero::PartitionAttr":$partition,    // ZeRO's partition (stage, world, shards, mesh)
-    "::mlir::ArrayAttr":$buckets,               // the flat buckets, one dictionary each
+    "::mlir::ArrayAttr":$buckets,               // the flat buckets, a #zero.bucket<...> each
     "::mlir::UnitAttr":$gradients_written,      // the backward writes whole gradients
     "::mlir::DictionaryAttr":$optimizer_in_backward, // which parameters update in the backward
     "::mlir::DictionaryAttr":$recompute,        // zero-recompute's choices

@@ -318,10 +318,9 @@ struct ZeroOffload : zcc::impl::ZeroOffloadBase<ZeroOffload> {
     // moments); the device keeps the 16-bit copies.
     DenseSet<StringAttr> masters;
     if (auto buckets = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
-      for (Attribute a : buckets)
-        if (auto d = dyn_cast<DictionaryAttr>(a); d && d.get("copy"))
-          if (auto p = d.getAs<FlatSymbolRefAttr>("param"))
-            masters.insert(p.getAttr());
+      for (auto d : buckets.getAsRange<zcc::zero::BucketAttr>())
+        if (d.getCopy())
+          masters.insert(d.getParam().getAttr());
     for (auto global : module.getOps<GlobalOp>()) {
       if (masters.contains(global.getSymNameAttr())) {
         zcc::zero::attrs(global).getHostAttrHelper().setAttr(global, b.getUnitAttr());

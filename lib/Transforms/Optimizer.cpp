@@ -64,28 +64,24 @@ struct ZeroOptimizerPass : zcc::impl::ZeroOptimizerBase<ZeroOptimizerPass> {
       auto partition = zero::attrs(module).getPartitionAttrHelper().getAttr(module);
       if (!partition)
         return module.emitError("zero-optimizer: zero.buckets without zero.partition");
-      for (Attribute a : buckets) {
-        auto d = dyn_cast<DictionaryAttr>(a);
-        auto p = d ? d.getAs<FlatSymbolRefAttr>("param") : FlatSymbolRefAttr();
-        auto g = d ? d.getAs<FlatSymbolRefAttr>("grad") : FlatSymbolRefAttr();
+      for (auto d : buckets.getAsRange<zero::BucketAttr>()) {
         Unit u;
-        u.param = p ? module.lookupSymbol<GlobalOp>(p) : GlobalOp();
-        u.grad = g ? module.lookupSymbol<GlobalOp>(g) : GlobalOp();
-        auto ps = d ? d.getAs<BoolAttr>("param_sharded") : BoolAttr();
-        auto gs = d ? d.getAs<BoolAttr>("grad_sharded") : BoolAttr();
-        auto size = d ? d.getAs<IntegerAttr>("size") : IntegerAttr();
-        if (!u.param || !u.grad || !ps || !gs || !size)
-          return module.emitError("zero-optimizer: malformed zero.buckets entry ") << a;
-        if (auto c = d.getAs<FlatSymbolRefAttr>("copy")) {
+        u.param = module.lookupSymbol<GlobalOp>(d.getParam());
+        u.grad = d.getGrad() ? module.lookupSymbol<GlobalOp>(d.getGrad()) : GlobalOp();
+        if (!u.param || !u.grad)
+          return module.emitError("zero-optimizer: a bucket without its parameter or gradient "
+                                  "global: ")
+                 << d;
+        if (FlatSymbolRefAttr c = d.getCopy()) {
           u.copy = module.lookupSymbol<GlobalOp>(c);
           if (!u.copy)
             return module.emitError("zero-optimizer: no working copy ") << c;
         }
-        u.paramSharded = ps.getValue();
-        u.gradSharded = gs.getValue();
+        u.paramSharded = d.getParamSharded();
+        u.gradSharded = d.getGradSharded();
         u.stateSharded = partition.getStage() >= 1 && mesh.shards > 1;
         u.stateType =
-            RankedTensorType::get({u.stateSharded ? size.getInt() / mesh.shards : size.getInt()},
+            RankedTensorType::get({u.stateSharded ? d.getSize() / mesh.shards : d.getSize()},
                                   u.param.getTensorType().getElementType());
         units.push_back(u);
       }

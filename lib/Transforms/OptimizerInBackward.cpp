@@ -443,11 +443,11 @@ struct ZeroOptimizerInBackward : zcc::impl::ZeroOptimizerInBackwardBase<ZeroOpti
     // The buckets lose their gradient globals (and zero.buckets its names).
     if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module)) {
       SmallVector<Attribute> entries;
-      for (Attribute a : list) {
-        NamedAttrList d(cast<DictionaryAttr>(a));
-        d.erase("grad");
-        entries.push_back(d.getDictionary(module.getContext()));
-      }
+      for (auto d : list.getAsRange<zcc::zero::BucketAttr>())
+        entries.push_back(zcc::zero::BucketAttr::get(
+            module.getContext(), d.getMembers(), d.getParam(), /*grad=*/FlatSymbolRefAttr(),
+            d.getSize(), d.getParamSharded(), d.getGradSharded(), d.getBackwardGather(),
+            d.getCopy()));
       zcc::zero::attrs(module).getBucketsAttrHelper().setAttr(module, b.getArrayAttr(entries));
     }
     for (BucketUpdate &u : buckets) {

@@ -733,27 +733,19 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     for (Bucket &bucket : buckets) {
       SmallVector<Attribute> members;
       for (Member &m : bucket.members)
-        members.push_back(
-            b.getDictionaryAttr({b.getNamedAttr("name", m.param.getSymNameAttr()),
-                                 b.getNamedAttr("offset", b.getI64IntegerAttr(m.offset)),
-                                 b.getNamedAttr("type", TypeAttr::get(m.param.getType()))}));
-      SmallVector<NamedAttribute> entry{
-          b.getNamedAttr("members", b.getArrayAttr(members)),
-          b.getNamedAttr("param", FlatSymbolRefAttr::get(bucket.param.getSymNameAttr())),
-          b.getNamedAttr("grad", FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr())),
-          b.getNamedAttr("size", b.getI64IntegerAttr(bucket.size)),
-          // The param global holds this rank's shard (a stage-3 partition,
-          // or sharded masters beside a working copy).
-          b.getNamedAttr("param_sharded", b.getBoolAttr(bucket.masterSharded())),
-          b.getNamedAttr("grad_sharded", b.getBoolAttr(stage >= 2)),
-          // Stage 3: whether the backward reads (and gathers again) the bucket.
-          b.getNamedAttr("backward_gather",
-                         b.getBoolAttr(gatheredInBackward.contains(bucket.param)))};
-      // The 16-bit working copy the programs read (zero-optimizer writes it).
-      if (bucket.copy)
-        entry.push_back(
-            b.getNamedAttr("copy", FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr())));
-      described.push_back(b.getDictionaryAttr(entry));
+        members.push_back(zero::BucketMemberAttr::get(b.getContext(), m.param.getSymNameAttr(),
+                                                      m.offset, m.param.getType()));
+      // The param global holds this rank's shard (a stage-3 partition, or
+      // sharded masters beside the 16-bit working copy zero-optimizer
+      // writes); stage 3: whether the backward reads (and gathers again)
+      // the bucket.
+      described.push_back(zero::BucketAttr::get(
+          b.getContext(), b.getArrayAttr(members),
+          FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()),
+          FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr()), bucket.size, bucket.masterSharded(),
+          stage >= 2, gatheredInBackward.contains(bucket.param),
+          bucket.copy ? FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr())
+                      : FlatSymbolRefAttr()));
       for (Member &m : bucket.members) {
         m.grad.erase();
         if (bucket.masterSharded())

@@ -643,10 +643,9 @@ static LogicalResult finishPlan(ModuleOp module, const zcc::Settings &S, const C
   // threshold, as with small models): said, not left to the report.
   if (S.zeroStage == 3 && S.worldSize > 1)
     if (auto buckets = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module);
-        buckets && !buckets.empty() && llvm::none_of(buckets, [](Attribute a) {
-          auto sharded = cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded");
-          return sharded && sharded.getValue() && !cast<DictionaryAttr>(a).get("copy");
-        }))
+        buckets && !buckets.empty() &&
+        llvm::none_of(buckets.getAsRange<zcc::zero::BucketAttr>(),
+                      [](zcc::zero::BucketAttr d) { return d.getParamSharded() && !d.getCopy(); }))
       llvm::errs() << "zcc: warning: --zero-stage 3 partitions no parameter: each has fewer "
                       "elements than --stage3-param-persistence-threshold ("
                    << S.persistenceThreshold

@@ -222,25 +222,23 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     }
   }
   if (auto buckets = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module)) {
-    for (Attribute a : buckets) {
-      auto d = cast<DictionaryAttr>(a);
-      auto param = d.getAs<FlatSymbolRefAttr>("param"), grad = d.getAs<FlatSymbolRefAttr>("grad");
+    for (auto d : buckets.getAsRange<zcc::zero::BucketAttr>()) {
+      FlatSymbolRefAttr param = d.getParam(), grad = d.getGrad();
       // No gradient bucket where the updates run in @micro_step
       // (zero-optimizer-in-backward).
-      if (!param || !index.count(param.getAttr()) || (grad && !index.count(grad.getAttr())))
+      if (!index.count(param.getAttr()) || (grad && !index.count(grad.getAttr())))
         return module.emitError("zero.buckets names a bucket without a buffer");
-      for (Attribute ma : d.getAs<ArrayAttr>("members")) {
-        auto m = cast<DictionaryAttr>(ma);
+      for (zcc::zero::BucketMemberAttr m : d.getMemberList()) {
         zplan::ParamLayout *l = plan.add_params();
-        l->set_name(m.getAs<StringAttr>("name").str());
-        for (int64_t dim : cast<RankedTensorType>(m.getAs<TypeAttr>("type").getValue()).getShape())
+        l->set_name(m.getName().str());
+        for (int64_t dim : cast<RankedTensorType>(m.getType()).getShape())
           l->add_shape(dim);
         l->set_bucket(index.lookup(param.getAttr()));
         l->set_grad(grad ? index.lookup(grad.getAttr()) : -1);
-        l->set_offset(m.getAs<IntegerAttr>("offset").getInt());
-        l->set_sharded(d.getAs<BoolAttr>("param_sharded").getValue());
-        l->set_grad_sharded(d.getAs<BoolAttr>("grad_sharded").getValue());
-        l->set_bucket_size(d.getAs<IntegerAttr>("size").getInt());
+        l->set_offset(m.getOffset());
+        l->set_sharded(d.getParamSharded());
+        l->set_grad_sharded(d.getGradSharded());
+        l->set_bucket_size(d.getSize());
       }
     }
   }

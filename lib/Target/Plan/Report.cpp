@@ -47,15 +47,13 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   int64_t numParams = 0, bucketed = 0;
   std::vector<std::pair<std::string, int64_t>> trainableNames; // DeepSpeed's largest layer
   if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
-    for (Attribute a : list) {
-      auto d = cast<DictionaryAttr>(a);
-      buckets.insert(d.getAs<FlatSymbolRefAttr>("param").getValue());
-      for (Attribute m : d.getAs<ArrayAttr>("members")) {
-        auto md = cast<DictionaryAttr>(m);
-        members.insert(md.getAs<StringAttr>("name").getValue());
-        int64_t n = cast<RankedTensorType>(md.getAs<TypeAttr>("type").getValue()).getNumElements();
+    for (auto d : list.getAsRange<zcc::zero::BucketAttr>()) {
+      buckets.insert(d.getParam().getValue());
+      for (zcc::zero::BucketMemberAttr md : d.getMemberList()) {
+        members.insert(md.getName().getValue());
+        int64_t n = cast<RankedTensorType>(md.getType()).getNumElements();
         bucketed += n;
-        trainableNames.push_back({md.getAs<StringAttr>("name").getValue().str(), n});
+        trainableNames.push_back({md.getName().getValue().str(), n});
       }
     }
   int64_t params = 0, frozen = 0, grads = 0, optimizer = 0, kernels = 0, copies = 0;
@@ -183,10 +181,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   if (auto partition = zcc::zero::attrs(module).getPartitionAttrHelper().getAttr(module)) {
     int64_t count = 0, sharded = 0;
     if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
-      for (Attribute a : list) {
+      for (auto d : list.getAsRange<zcc::zero::BucketAttr>()) {
         ++count;
-        sharded += cast<DictionaryAttr>(a).getAs<BoolAttr>("param_sharded").getValue() &&
-                   !cast<DictionaryAttr>(a).get("copy"); // (sharded masters: not partitioned)
+        sharded += d.getParamSharded() && !d.getCopy(); // (sharded masters: not partitioned)
       }
     os << llvm::format("  zero: %lld buckets (%lld with partitioned parameters), "
                        "reduce_bucket_size %lld, allgather_bucket_size %lld, "
@@ -289,7 +286,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   double gradBytes = 4;
   if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module);
       list && !list.empty())
-    if (auto grad = cast<DictionaryAttr>(list[0]).getAs<FlatSymbolRefAttr>("grad"))
+    if (FlatSymbolRefAttr grad = cast<zcc::zero::BucketAttr>(list[0]).getGrad())
       for (auto buffer : module.getOps<zcc::zrt::BufferOp>())
         if (buffer.getSymName() == grad.getValue())
           gradBytes = cast<RankedTensorType>(buffer.getType()).getElementTypeBitWidth() / 8;
@@ -445,12 +442,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     // input needs no gradient, biases): the paper's third Psi counts them all.
     int64_t skipped = 0;
     if (auto list = zcc::zero::attrs(module).getBucketsAttrHelper().getAttr(module))
-      for (Attribute a : list) {
-        auto d = cast<DictionaryAttr>(a);
-        auto bg = d.getAs<BoolAttr>("backward_gather");
-        if (d.getAs<BoolAttr>("param_sharded").getValue() && !d.get("copy") && bg && !bg.getValue())
-          skipped += d.getAs<IntegerAttr>("size").getInt();
-      }
+      for (auto d : list.getAsRange<zcc::zero::BucketAttr>())
+        if (d.getParamSharded() && !d.getCopy() && !d.getBackwardGather())
+          skipped += d.getSize();
     os << llvm::format("    backward all-gathers skipped: %lld elements (%.0f B): buckets the "
                        "backward does not read\n",
                        (long long)skipped, (double)skipped * commBytes * (n - 1) / n);
