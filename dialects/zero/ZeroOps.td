@@ -4,8 +4,8 @@
 // Gather, MatMul batch dims) so that the importer is a direct translation, and
 // carry only static attributes: every shape is known after import.
 //
-// Size: one definition per op, as MLIR dialects keep their ops in one file
-// (976 lines). Splitting it by family (state, layout, elementwise, fused,
+// Size: one definition per op, as MLIR dialects keep their ops in one file.
+// Splitting it by family (state, layout, elementwise, fused,
 // collectives) into included .td files is open in issue 51 (the dialect's
 // discardable attributes are declared in ZeroDialect.td, its attributes in
 // ZeroAttrs.td).

@@ -13,7 +13,7 @@
 // back end to PTX for sm_90, which the plan carries and zrun loads with the
 // driver API. See Passes.td.
 //
-// Size (915 lines): the pass (finding and rewriting the trees) and the kernel
+// Size: the pass (finding and rewriting the trees) and the kernel
 // generation (gpu.func to PTX) are one file; moving the generation to its
 // own file is open in issue 51, not done yet.
 //

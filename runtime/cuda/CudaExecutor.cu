@@ -1,6 +1,6 @@
 //===- CudaExecutor.cu - run plans on an NVIDIA GPU -----------------------===//
 //
-// Size (1,047 lines): the executor's memory, streams, collectives, offload
+// Size: the executor's memory, streams, collectives, offload
 // staging and host fallback in one class. Splitting out the offload staging
 // and the collectives' dispatch is open in issue 51; not done yet.
 //

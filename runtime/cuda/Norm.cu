@@ -7,7 +7,7 @@
 // a warp per row up to 1024 columns (block kernels beyond) with row
 // statistics in double, as the CPU kernels.
 //
-// Size (965 lines): one kernel family. Softmax and its gradients could stand
+// Size: one kernel family. Softmax and its gradients could stand
 // in a file of their own; open in issue 51, not done yet.
 //
 //===----------------------------------------------------------------------===//
