@@ -583,17 +583,19 @@ Status launchForward(const Operands &a, const Pointers<T> &p, const unsigned cha
 /// Whether the forward of call |a| takes the warp-specialised kernel
 /// (cuda/AttentionFa3.cu) for AttentionTiling's kernel number |k|: 3
 /// always; by default (0) where it measured faster than the one-warpgroup
-/// kernel on an H100 and an H200 (zrt-attention-bench --matrix, 16 heads
-/// with every k/v grouping, 1k and 4k tokens; docs/benchmarks.md): widths
-/// above 128 under any mask (D 160-256: +26-96%) and, without a causal mask,
-/// from 80 (+5-66%). Causal at D <= 128 the two are within a few percent
-/// either way, and D = 64 is up to 27% slower: the one-warpgroup kernel
-/// stays there. (The rule is by width and mask, the kernels' own
-/// trade-offs: no model's shape is named.) bf16 only by default: fp16
-/// (wgmma's f16 forms) has not run on a GPU yet.
+/// kernel (zrt-attention-bench --matrix --seqs 4096, 16 heads with every
+/// k/v grouping, H100; docs/benchmarks.md): from width 80 under any mask
+/// (causal D 80-128: +16-28%, above 128 +26-96%; no mask D 80-128: +42-57%)
+/// and from 48 without a causal mask (D 48 +12%, D 64 +7%). Causal at D 48
+/// and 64 it is 13-18% slower (its 128-key tiles halve the work of a
+/// diagonal tile's block less well than the one-warpgroup kernel's 64-key
+/// ones), and D = 32 either way 7-29%: the one-warpgroup kernel stays
+/// there. (The rule is by width and mask, the kernels' own trade-offs: no
+/// model's shape is named.) bf16 only by default: fp16 (wgmma's f16 forms)
+/// has not been timed on a GPU.
 bool warpSpecialisedForward(int k, const Operands &a) {
   const Dims &m = a.m;
-  return k == 3 || (k == 0 && a.type == DType::BF16 && (m.d > 128 || (!m.causal && m.d >= 80)));
+  return k == 3 || (k == 0 && a.type == DType::BF16 && (m.d >= 80 || (!m.causal && m.d >= 48)));
 }
 /// Whether TMA can describe the forward's operands: 16-byte aligned bases
 /// and row strides (cuTensorMapEncodeTiled's rules). A q, k or v that is a

@@ -45,6 +45,25 @@ __host__ __device__ inline int64_t tileIndex(const Dims &m, int64_t b, int64_t h
   return (((m.biasB == 1 ? 0 : b) * m.biasH + (m.biasH == 1 ? 0 : h)) * qTiles + qt) * kTiles + kt;
 }
 
+/// Block blockIdx.x of a 1-d grid of |blocks| row blocks for each (batch,
+/// head) pair, a pair's blocks adjacent (FlashAttention-3's order): the
+/// blocks running at once share their head's k and v (the backward's dk/dv:
+/// q and dO) in L2, where (head, block) order streams every head's from
+/// memory once per block at multi-head shapes (H100, 16 heads of 4k tokens
+/// at D = 128: 413 against 556 TFLOP/s forward). |reversed|: the last block
+/// first (under a causal mask, the longest).
+struct HeadBlock {
+  int64_t b, h, block;
+};
+__device__ __forceinline__ HeadBlock headBlock(int64_t heads, int64_t blocks, bool reversed) {
+  const int64_t i = blockIdx.x, bh = i / blocks, r = i % blocks;
+  return {bh / heads, bh % heads, reversed ? blocks - 1 - r : r};
+}
+/// The grid of headBlock: |pairs| (batch, head) pairs of |blocks| blocks.
+inline dim3 headBlockGrid(int64_t pairs, int64_t blocks) {
+  return dim3((unsigned)(pairs * blocks));
+}
+
 /// Two floats as one 32-bit register of two 16-bit values (lo at the lower
 /// address), rounded to nearest even by one cvt.rn.*x2.f32.
 template <typename T> __device__ __forceinline__ uint32_t pack(float lo, float hi) {

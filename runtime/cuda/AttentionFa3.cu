@@ -5,9 +5,11 @@
 // capping) at every tensor-core width from 32 to 256: a block of 128 query
 // rows and three warpgroups. Warpgroup 0 is the producer: one thread loads
 // the block's q rows once and the k and v tiles (KN keys: 128 up to D = 128,
-// 64 above) into a two-stage ring through TMA (cp.async.bulk.tensor, the
+// 64 above) into a ring of 2-4 stages through TMA (cp.async.bulk.tensor, the
 // 128-byte swizzle written by the copy engine, rows and columns past the
-// tensor's end zero-filled), each stage's arrival counted by an mbarrier.
+// tensor's end zero-filled), a tile's K and V each counted by their own
+// mbarriers (KvRing) and given back separately, and blocks ordered with a
+// head's query blocks adjacent (headBlock: its k and v shared in L2).
 // Warpgroups 1 and 2 each own 64 query rows and
 //   - issue S_j = Q K_j^T (wgmma m64nKNk16, both operands in shared memory)
 //     and, in the same turn, O += P_{j-1} V_{j-1} (P from registers): the two
@@ -38,35 +40,91 @@ using namespace attn;
 /// Keys a tile: 128 where the accumulators of a 128-key S and a D-wide O fit
 /// in a consumer's registers (D <= 128), else 64.
 template <int D> constexpr int fa3Keys() { return D <= 128 ? 128 : 64; }
-template <typename T, int D> constexpr size_t fa3SmemBytes() {
-  return sizeof(T) * colBlocks<D>() * 64 * (kFa3Rows + 4 * fa3Keys<D>()) + 8 * 8 + 1024;
+
+/// Shared memory of a forward (|rows| = kFa3Rows: q) or dq (2 kFa3Rows: q
+/// and dO) block with a K/V ring of |stages| tiles of |keys| keys: the
+/// tiles, the mbarriers (fa3Barriers), the swizzle's alignment, and the
+/// mask map's copy (what is left of the SM's 227 KB, at most 4 KB).
+constexpr int fa3Barriers(int stages) { return 1 + 4 * stages; }
+template <typename T> constexpr size_t fa3TileBytes(int d, int rows, int keys, int stages) {
+  return sizeof(T) * (size_t)((d + 63) / 64) * 64 * (rows + 2 * stages * keys) +
+         8 * fa3Barriers(stages) + 1024;
+}
+/// The deepest K/V ring (2 to 4 stages) that leaves 1 KB of the SM's 227 KB
+/// for the mask map.
+template <typename T> constexpr int fa3Stages(int d, int rows, int keys) {
+  int stages = 4;
+  while (stages > 2 && fa3TileBytes<T>(d, rows, keys, stages) + 1024 > kFa3SmemLimit)
+    --stages;
+  return stages;
+}
+template <typename T> constexpr size_t fa3MapBytes(size_t tileBytes) {
+  size_t left = kFa3SmemLimit - tileBytes;
+  return (left > 4096 ? 4096 : left) & ~(size_t)15;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/// The K/V ring's mbarriers, laid out after the q barrier: a tile's K and V
+/// arrive (full) and are given back (empty) separately, so that a K buffer
+/// goes back to the producer as soon as its scores are done and the next
+/// K load starts a turn or more before the consumers need it.
+template <int NS> struct KvRing {
+  uint64_t *kFull, *vFull, *kEmpty, *vEmpty;
+  __device__ explicit KvRing(uint64_t *bars)
+      : kFull(bars), vFull(bars + NS), kEmpty(bars + 2 * NS), vEmpty(bars + 3 * NS) {}
+  /// Sets the barriers up (one thread): the loads' one arrival, the
+  /// consumers' eight warps' arrivals.
+  __device__ void init() const {
+    for (int s = 0; s < NS; ++s) {
+      mbarrierInit(&kFull[s], 1);
+      mbarrierInit(&vFull[s], 1);
+      mbarrierInit(&kEmpty[s], 8);
+      mbarrierInit(&vEmpty[s], 8);
+    }
+  }
+  /// The stage and the parity of the |it|-th tile's barriers.
+  __device__ static int stage(int it) { return it % NS; }
+  __device__ static unsigned parity(int it) { return (unsigned)(it / NS) & 1; }
+  /// A consumer warp's turns: wait for the tile's K (V), give it back.
+  __device__ void waitK(int it) const { mbarrierWait(&kFull[stage(it)], parity(it)); }
+  __device__ void waitV(int it) const { mbarrierWait(&vFull[stage(it)], parity(it)); }
+  __device__ void releaseK(int it, int lane) const {
+    if (lane == 0)
+      mbarrierArrive(&kEmpty[stage(it)]);
+  }
+  __device__ void releaseV(int it, int lane) const {
+    if (lane == 0)
+      mbarrierArrive(&vEmpty[stage(it)]);
+  }
+};
+
 /// The producer's K/V ring, shared by the forward and the dq kernel: each
 /// live key tile (|nextLive|, below |tiles|) of KN keys through TMA into
-/// stage it & 1 of |ks| / |vs|, once the consumers' eight warps freed it.
-template <typename T, int NB, int KN, typename NextLive>
+/// stage it % NS of |ks| / |vs|, each buffer once the consumers' eight
+/// warps gave its last tile back.
+template <typename T, int NB, int KN, int NS, typename NextLive>
 __device__ __forceinline__ void produceKv(T *ks, T *vs, const CUtensorMap *kMap,
-                                          const CUtensorMap *vMap, uint64_t *kFull, uint64_t *vFull,
-                                          uint64_t *empty, int64_t kh, int64_t b, int64_t tiles,
-                                          NextLive nextLive) {
+                                          const CUtensorMap *vMap, const KvRing<NS> &ring,
+                                          int64_t kh, int64_t b, int64_t tiles, NextLive nextLive) {
   constexpr int kKvElems = NB * KN * 64;
   int it = 0;
   for (int64_t kn = nextLive(0); kn < tiles; kn = nextLive(kn + 1), ++it) {
-    int st = it & 1;
-    if (it >= 2)
-      mbarrierWait(&empty[st], ((it >> 1) - 1) & 1);
-    mbarrierExpect(&kFull[st], kKvElems * sizeof(T));
+    const int st = KvRing<NS>::stage(it);
+    const unsigned given = (KvRing<NS>::parity(it) ^ 1) & 1; // the previous round's
+    if (it >= NS)
+      mbarrierWait(&ring.kEmpty[st], given);
+    mbarrierExpect(&ring.kFull[st], kKvElems * sizeof(T));
 #pragma unroll
     for (int c = 0; c < NB; ++c)
-      tmaLoad(ks + st * kKvElems + c * KN * 64, kMap, &kFull[st], c * 64, (int)kh, (int)(kn * KN),
-              (int)b);
-    mbarrierExpect(&vFull[st], kKvElems * sizeof(T));
+      tmaLoad(ks + st * kKvElems + c * KN * 64, kMap, &ring.kFull[st], c * 64, (int)kh,
+              (int)(kn * KN), (int)b);
+    if (it >= NS)
+      mbarrierWait(&ring.vEmpty[st], given);
+    mbarrierExpect(&ring.vFull[st], kKvElems * sizeof(T));
 #pragma unroll
     for (int c = 0; c < NB; ++c)
-      tmaLoad(vs + st * kKvElems + c * KN * 64, vMap, &vFull[st], c * 64, (int)kh, (int)(kn * KN),
-              (int)b);
+      tmaLoad(vs + st * kKvElems + c * KN * 64, vMap, &ring.vFull[st], c * 64, (int)kh,
+              (int)(kn * KN), (int)b);
   }
 }
 #endif
@@ -81,23 +139,30 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
                      float *lse, Dims m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KN = fa3Keys<D>(), NB = colBlocks<D>(), kHalves = KN / 64;
+  constexpr int NS = fa3Stages<T>(D, kFa3Rows, KN);
+  constexpr size_t kTileBytes = fa3TileBytes<T>(D, kFa3Rows, KN, NS);
   constexpr int kQElems = NB * kFa3Rows * 64, kKvElems = NB * KN * 64;
   extern __shared__ __align__(16) unsigned char smemRaw[];
   unsigned skew = (1024 - (smemAddress(smemRaw) & 1023)) & 1023; // the swizzle's period
-  T *qs = reinterpret_cast<T *>(smemRaw + skew), *ks = qs + kQElems, *vs = ks + 2 * kKvElems;
-  uint64_t *bars = reinterpret_cast<uint64_t *>(vs + 2 * kKvElems);
-  uint64_t *qFull = bars, *kFull = bars + 1, *vFull = bars + 3, *empty = bars + 5;
+  T *qs = reinterpret_cast<T *>(smemRaw + skew), *ks = qs + kQElems, *vs = ks + NS * kKvElems;
+  uint64_t *bars = reinterpret_cast<uint64_t *>(vs + NS * kKvElems);
+  uint64_t *qFull = bars;
+  const KvRing<NS> ring(bars + 1);
 
-  const int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
-  const int64_t qBlock = gridDim.y - 1 - blockIdx.y; // longest first under a causal mask
+  const HeadBlock hb = headBlock(m.h, (m.sq + kFa3Rows - 1) / kFa3Rows, true);
+  const int64_t b = hb.b, h = hb.h, kh = m.kvHead(h), qBlock = hb.block; // longest first
   const int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
   const int64_t tileCount = (m.sk + KN - 1) / KN;
   const int64_t qt0 = 2 * qBlock, qt1 = qt0 + 2 < qTiles ? qt0 + 2 : qTiles;
+  // The block's map rows (query tiles qt0, qt1 - 1: contiguous).
+  const unsigned char *map =
+      blockMap(tiles, tileIndex(m, b, h, qt0, 0), (qt1 - qt0) * kTiles,
+               smemRaw + skew + kTileBytes - 1024, fa3MapBytes<T>(kTileBytes));
   // Whether any of this block's 64 x 64 map tiles under key tile |kn| keeps a key.
   auto live = [&](int64_t kn) {
     for (int64_t kt = kn * kHalves; kt < (kn + 1) * kHalves && kt < kTiles; ++kt)
-      for (int64_t qt = qt0; qt < qt1; ++qt)
-        if (tiles[tileIndex(m, b, h, qt, kt)] != kSkipTile)
+      for (int64_t qt = 0; qt < qt1 - qt0; ++qt)
+        if (map[qt * kTiles + kt] != kSkipTile)
           return true;
     return false;
   };
@@ -112,11 +177,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   const int wg = __shfl_sync(0xffffffff, (int)(threadIdx.x / 128), 0);
   if (threadIdx.x == 0) {
     mbarrierInit(qFull, 1);
-    for (int s = 0; s < 2; ++s) {
-      mbarrierInit(&kFull[s], 1);
-      mbarrierInit(&vFull[s], 1);
-      mbarrierInit(&empty[s], 8); // the consumers' warps
-    }
+    ring.init();
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -129,7 +190,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
       for (int c = 0; c < NB; ++c)
         tmaLoad(qs + c * kFa3Rows * 64, &qMap, qFull, c * 64, (int)h, (int)(qBlock * kFa3Rows),
                 (int)b);
-      produceKv<T, NB, KN>(ks, vs, &kMap, &vMap, kFull, vFull, empty, kh, b, tileCount, nextLive);
+      produceKv<T, NB, KN, NS>(ks, vs, &kMap, &vMap, ring, kh, b, tileCount, nextLive);
     }
     return;
   }
@@ -158,7 +219,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
 #pragma unroll
     for (int hf = 0; hf < kHalves; ++hf) {
       int64_t kt = kn * kHalves + hf;
-      kind[hf] = kt < kTiles ? (int)tiles[tileIndex(m, b, h, qt, kt)] : (int)kSkipTile;
+      kind[hf] = kt < kTiles ? (int)map[(qt - qt0) * kTiles + kt] : (int)kSkipTile;
     }
   };
   auto softmax = [&](int64_t kn, const int loaded[kHalves], float alpha[2], float sum[2]) {
@@ -239,9 +300,9 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   // the last tile's P V at the end. No branch lies between a wgmma.fence and
   // the wgmmas after it (ptxas would serialize them).
   int64_t kn = __shfl_sync(0xffffffff, nextLive(0), 0);
-  int it = 0, prev = 0;
+  int it = 0;
   if (kn < tileCount) {
-    mbarrierWait(&kFull[0], 0);
+    ring.waitK(0);
     turnWait(1 + cw);
     wgmmaFence();
     issueScoresN<T, D, KN>(qw, ks, &s[0][0][0]);
@@ -252,6 +313,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     wgmmaWait<0>();
     fenceOperands<KN / 2>(&s[0][0][0]);
+    ring.releaseK(0, lane);
     float alpha[2], sum[2];
     softmax(kn, kind, alpha, sum);
     l[0][0] = sum[0];
@@ -261,9 +323,9 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     it = 1;
   }
   for (; kn < tileCount; ++it) {
-    const int st = it & 1;
-    mbarrierWait(&kFull[st], (it >> 1) & 1);
-    mbarrierWait(&vFull[prev], ((it - 1) >> 1) & 1); // V_{j-1}, loaded with K_{j-1}
+    const int st = KvRing<NS>::stage(it), prev = KvRing<NS>::stage(it - 1);
+    ring.waitK(it);
+    ring.waitV(it - 1); // V_{j-1}, loaded with K_{j-1}
     // O's rescaling and P's packing done before the fence (else the
     // compiler may move them after it).
     fenceOperands<D / 2>(&o[0][0][0]);
@@ -282,12 +344,12 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     wgmmaWait<1>();
     fenceOperands<KN / 2>(&s[0][0][0]);
+    ring.releaseK(it, lane); // S_j done: K_j's buffer back to the producer
     float alpha[2], sum[2];
     softmax(kn, kind, alpha, sum);
-    wgmmaWait<0>(); // P_{j-1} V_{j-1} done: rescale O, hand the stage back
+    wgmmaWait<0>(); // P_{j-1} V_{j-1} done: rescale O, give V_{j-1} back
     fenceOperands<D / 2>(&o[0][0][0]);
-    if (lane == 0)
-      mbarrierArrive(&empty[prev]);
+    ring.releaseV(it - 1, lane);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       l[0][r] = l[0][r] * alpha[r] + sum[r];
@@ -298,14 +360,13 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
       }
     }
     packP();
-    prev = st;
     kn = next;
   }
   if (it > 0) { // the last tile's P V
-    mbarrierWait(&vFull[prev], ((it - 1) >> 1) & 1);
+    ring.waitV(it - 1);
     fenceRegisters<KN / 4>(&pa[0][0]);
     wgmmaFence();
-    issueValues<T, D, KN>(pa, vs + prev * kKvElems, o[0]);
+    issueValues<T, D, KN>(pa, vs + KvRing<NS>::stage(it - 1) * kKvElems, o[0]);
     wgmmaCommit();
     wgmmaWait<0>();
     fenceOperands<D / 2>(&o[0][0][0]);
@@ -318,7 +379,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
 
 /// The backward's dq (D <= 128), the forward's structure: block (b * H + h,
 /// 128-query block, last first), the producer loading q and dO once and the
-/// k and v tiles of 64 keys into a two-stage ring; each consumer recomputes
+/// k and v tiles of 64 keys into a ring (KvRing); each consumer recomputes
 /// S = Q K^T and dP = dO V^T for its 64 rows, P = 2^(S - lse), dS = P (dP -
 /// D) (times the soft-cap's slope), and dq += dS K, the last issued in the
 /// next tile's turn so that it runs while that tile's P and dS are formed.
@@ -329,33 +390,35 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
                 const unsigned char *tiles, const float *lse, const float *dsum, T *dq, Dims m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KN = kTile, NB = colBlocks<D>();
+  constexpr int NS = fa3Stages<T>(D, 2 * kFa3Rows, KN);
+  constexpr size_t kTileBytes = fa3TileBytes<T>(D, 2 * kFa3Rows, KN, NS);
   constexpr int kQElems = NB * kFa3Rows * 64, kKvElems = NB * KN * 64;
   extern __shared__ __align__(16) unsigned char smemRaw[];
   unsigned skew = (1024 - (smemAddress(smemRaw) & 1023)) & 1023;
   T *qs = reinterpret_cast<T *>(smemRaw + skew), *gs = qs + kQElems, *ks = gs + kQElems,
-    *vs = ks + 2 * kKvElems;
-  uint64_t *bars = reinterpret_cast<uint64_t *>(vs + 2 * kKvElems);
-  uint64_t *qFull = bars, *kFull = bars + 1, *vFull = bars + 3, *empty = bars + 5;
+    *vs = ks + NS * kKvElems;
+  uint64_t *bars = reinterpret_cast<uint64_t *>(vs + NS * kKvElems);
+  uint64_t *qFull = bars;
+  const KvRing<NS> ring(bars + 1);
 
-  const int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
-  const int64_t qBlock = gridDim.y - 1 - blockIdx.y;
+  const HeadBlock hb = headBlock(m.h, (m.sq + kFa3Rows - 1) / kFa3Rows, true);
+  const int64_t b = hb.b, h = hb.h, kh = m.kvHead(h), qBlock = hb.block;
   const int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
   const int64_t qt0 = 2 * qBlock, qt1 = qt0 + 2 < qTiles ? qt0 + 2 : qTiles;
+  const unsigned char *map =
+      blockMap(tiles, tileIndex(m, b, h, qt0, 0), (qt1 - qt0) * kTiles,
+               smemRaw + skew + kTileBytes - 1024, fa3MapBytes<T>(kTileBytes));
   auto nextLive = [&](int64_t from) {
     for (; from < kTiles; ++from)
-      for (int64_t qt = qt0; qt < qt1; ++qt)
-        if (tiles[tileIndex(m, b, h, qt, from)] != kSkipTile)
+      for (int64_t qt = 0; qt < qt1 - qt0; ++qt)
+        if (map[qt * kTiles + from] != kSkipTile)
           return from;
     return kTiles;
   };
   const int wg = __shfl_sync(0xffffffff, (int)(threadIdx.x / 128), 0);
   if (threadIdx.x == 0) {
     mbarrierInit(qFull, 1);
-    for (int s = 0; s < 2; ++s) {
-      mbarrierInit(&kFull[s], 1);
-      mbarrierInit(&vFull[s], 1);
-      mbarrierInit(&empty[s], 8);
-    }
+    ring.init();
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -371,7 +434,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
         tmaLoad(gs + c * kFa3Rows * 64, &gMap, qFull, c * 64, (int)h, (int)(qBlock * kFa3Rows),
                 (int)b);
       }
-      produceKv<T, NB, KN>(ks, vs, &kMap, &vMap, kFull, vFull, empty, kh, b, kTiles, nextLive);
+      produceKv<T, NB, KN, NS>(ks, vs, &kMap, &vMap, ring, kh, b, kTiles, nextLive);
     }
     return;
   }
@@ -431,30 +494,31 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     turnPass(1);
   mbarrierWait(qFull, 0);
   int64_t kn = __shfl_sync(0xffffffff, nextLive(0), 0);
-  int it = 0, prev = 0;
+  int it = 0;
   if (kn < kTiles) {
-    mbarrierWait(&kFull[0], 0);
-    mbarrierWait(&vFull[0], 0);
+    ring.waitK(0);
+    ring.waitV(0);
     turnWait(1 + cw);
     wgmmaFence();
     issueScoresN<T, D, KN>(qw, ks, &s[0][0][0]);
     issueScoresN<T, D, KN>(gw, vs, &dp[0][0][0]);
     wgmmaCommit();
     turnPass(2 - cw);
-    int kind = tiles[tileIndex(m, b, h, qt, kn)];
+    int kind = map[(qt - qt0) * kTiles + kn];
     const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     wgmmaWait<0>();
     fenceOperands<32>(&s[0][0][0]);
     fenceOperands<32>(&dp[0][0][0]);
+    ring.releaseV(0, lane); // V_0 is done with; K_0 feeds the next turn's dq
     gradient(kn, kind);
     packDs();
     kn = next;
     it = 1;
   }
   for (; kn < kTiles; ++it) {
-    const int st = it & 1;
-    mbarrierWait(&kFull[st], (it >> 1) & 1);
-    mbarrierWait(&vFull[st], (it >> 1) & 1);
+    const int st = KvRing<NS>::stage(it), prev = KvRing<NS>::stage(it - 1);
+    ring.waitK(it);
+    ring.waitV(it);
     fenceOperands<D / 2>(&acc[0][0][0]);
     fenceRegisters<KN / 4>(&pds[0][0]);
     turnWait(1 + cw);
@@ -465,24 +529,23 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     issueValues<T, D, KN>(pds, ks + prev * kKvElems, acc[0]); // dq += dS_{j-1} K_{j-1}
     wgmmaCommit();
     turnPass(2 - cw);
-    int kind = tiles[tileIndex(m, b, h, qt, kn)]; // read while the products run
+    int kind = map[(qt - qt0) * kTiles + kn]; // read while the products run
     const int64_t next = __shfl_sync(0xffffffff, nextLive(kn + 1), 0);
     wgmmaWait<1>();
     fenceOperands<32>(&s[0][0][0]);
     fenceOperands<32>(&dp[0][0][0]);
+    ring.releaseV(it, lane);
     gradient(kn, kind); // while dS_{j-1} K_{j-1} runs
     wgmmaWait<0>();
     fenceOperands<D / 2>(&acc[0][0][0]);
-    if (lane == 0)
-      mbarrierArrive(&empty[prev]);
+    ring.releaseK(it - 1, lane);
     packDs();
-    prev = st;
     kn = next;
   }
   if (it > 0) {
     fenceRegisters<KN / 4>(&pds[0][0]);
     wgmmaFence();
-    issueValues<T, D, KN>(pds, ks + prev * kKvElems, acc[0]);
+    issueValues<T, D, KN>(pds, ks + KvRing<NS>::stage(it - 1) * kKvElems, acc[0]);
     wgmmaCommit();
     wgmmaWait<0>();
     fenceOperands<D / 2>(&acc[0][0][0]);
@@ -540,9 +603,11 @@ Status launchFa3Forward(const Operands &a, const unsigned char *tiles, cudaStrea
   ZRT_RETURN_IF_ERROR(tensorMap(&q, a.q, a.type, m.d, m.h, m.sq, m.b, m.inStride, kFa3Rows));
   ZRT_RETURN_IF_ERROR(tensorMap(&k, a.k, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, KN));
   ZRT_RETURN_IF_ERROR(tensorMap(&v, a.v, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, KN));
-  constexpr size_t bytes = fa3SmemBytes<T, D>();
+  constexpr size_t tileBytes = fa3TileBytes<T>(D, kFa3Rows, KN, fa3Stages<T>(D, kFa3Rows, KN));
+  constexpr size_t bytes = tileBytes + fa3MapBytes<T>(tileBytes);
+  static_assert(bytes <= kFa3SmemLimit);
   ZRT_RETURN_IF_ERROR(setSmem(fa3ForwardKernel<T, D>, bytes));
-  dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kFa3Rows - 1) / kFa3Rows));
+  dim3 grid = headBlockGrid(m.b * m.h, (m.sq + kFa3Rows - 1) / kFa3Rows);
   fa3ForwardKernel<T, D>
       <<<grid, kFa3Threads, bytes, st>>>(q, k, v, tiles, reinterpret_cast<T *>(a.o), a.lseOut, m);
   return Status::ok();
@@ -558,9 +623,12 @@ Status launchFa3Dq(const Operands &a, const unsigned char *tiles, const float *d
   ZRT_RETURN_IF_ERROR(tensorMap(&g, a.g, a.type, m.d, m.h, m.sq, m.b, m.outStride, kFa3Rows));
   ZRT_RETURN_IF_ERROR(tensorMap(&k, a.k, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, kTile));
   ZRT_RETURN_IF_ERROR(tensorMap(&v, a.v, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, kTile));
-  constexpr size_t bytes = sizeof(T) * colBlocks<D>() * 64 * (2 * kFa3Rows + 4 * kTile) + 64 + 1024;
+  constexpr size_t tileBytes =
+      fa3TileBytes<T>(D, 2 * kFa3Rows, kTile, fa3Stages<T>(D, 2 * kFa3Rows, kTile));
+  constexpr size_t bytes = tileBytes + fa3MapBytes<T>(tileBytes);
+  static_assert(bytes <= kFa3SmemLimit);
   ZRT_RETURN_IF_ERROR(setSmem(fa3DqKernel<T, D>, bytes));
-  dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kFa3Rows - 1) / kFa3Rows));
+  dim3 grid = headBlockGrid(m.b * m.h, (m.sq + kFa3Rows - 1) / kFa3Rows);
   fa3DqKernel<T, D><<<grid, kFa3Threads, bytes, st>>>(q, g, k, v, tiles, a.lse, dsum,
                                                       reinterpret_cast<T *>(a.dq), m);
   return Status::ok();

@@ -6,7 +6,7 @@
 // soft-capping): a block of keys of one k/v head and three warpgroups.
 // The producer warpgroup's first warp loads the block's k and v rows once
 // and then, for each (query head of the group, 64-query tile) the mask
-// leaves live for the block, the q and dO tiles into a two-stage ring
+// leaves live for the block, the q and dO tiles into a ring (3 stages up to D = 128, else 2)
 // (TMA, the 128-byte swizzle, rows past the end zero-filled); its second
 // warp writes the tile's lse (log2 domain) and D = rowsum(dO * O) beside
 // them (plain loads: the rows past the end get lse = inf, so P = 0). Both
@@ -55,13 +55,18 @@ template <int D> constexpr int dkvKeys() { return D <= 128 ? 128 : 64; }
 /// Whether the consumers split each tile's products (D > 128).
 template <int D> constexpr bool dkvSplit() { return D > 128; }
 
-/// k and v (the block's rows), q and dO (64 rows, two stages each), lse and
-/// D (64 floats, two stages each), the handed-over P^T (64 x 64 floats,
-/// split blocks only), five mbarriers, and the swizzle's alignment.
-template <typename T, int D> constexpr size_t fa3DkvSmemBytes() {
-  return sizeof(T) * colBlocks<D>() * 64 * (2 * dkvKeys<D>() + 4 * kTile) +
-         4 * kTile * sizeof(float) + (dkvSplit<D>() ? kTile * kTile * sizeof(float) : 0) + 8 * 8 +
-         1024;
+/// k and v (the block's rows), q and dO (64 rows, |stages| stages each), lse
+/// and D (64 floats, as many stages), the handed-over P^T (64 x 64 floats,
+/// split blocks only), 1 + 2 |stages| mbarriers, and the swizzle's alignment.
+template <typename T, int D> constexpr size_t fa3DkvSmemBytes(int stages) {
+  return sizeof(T) * colBlocks<D>() * 64 * (2 * dkvKeys<D>() + 2 * stages * kTile) +
+         2 * stages * kTile * sizeof(float) + (dkvSplit<D>() ? kTile * kTile * sizeof(float) : 0) +
+         8 * (1 + 2 * stages) + 1024;
+}
+/// The q/dO ring's stages: three where they fit beside k and v (the copy
+/// engine a tile further ahead of the products), else two.
+template <typename T, int D> constexpr int fa3DkvStages() {
+  return fa3DkvSmemBytes<T, D>(3) <= kFa3SmemLimit ? 3 : 2;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -69,7 +74,7 @@ template <typename T, int D> constexpr size_t fa3DkvSmemBytes() {
 /// |cw| 0 forms P^T and dv, 1 dS^T and dk, over the block's 64 keys (a
 /// warp's 16). |seek| steps to the next live (head, query tile), as the
 /// producer's.
-template <typename T, int D, typename Seek>
+template <typename T, int D, int NS, typename Seek>
 __device__ __forceinline__ void
 dkvSplitConsumer(const T *ks, const T *vs, const T *qs, const T *gs, const float *tileLse,
                  const float *tileD, float *handed, uint64_t *kvFull, uint64_t *full,
@@ -95,12 +100,12 @@ dkvSplitConsumer(const T *ks, const T *vs, const T *qs, const T *gs, const float
   seek(h, qt);
   int it = 0;
   for (; h < hEnd; ++it) { // every step is live: a block is one map tile
-    const int st = it & 1;
+    const int st = it % NS;
     const int kind = __shfl_sync(0xffffffff, (int)tiles[tileIndex(m, b, h, qt, kBlock)], 0);
     int64_t nextH = h, nextQt = qt + 1;
     const float *curLse = tileLse + st * kTile, *curD = tileD + st * kTile;
     const int64_t q0 = qt * kTile;
-    mbarrierWait(&full[st], (it >> 1) & 1);
+    mbarrierWait(&full[st], (it / NS) & 1);
     float s[1][8][4];
     uint32_t pa[4][4];
     wgmmaFence();
@@ -156,20 +161,21 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
                  const unsigned char *tiles, const float *lse, const float *dsum, T *dk, T *dv,
                  Dims m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int NB = colBlocks<D>(), KB = dkvKeys<D>();
+  constexpr int NB = colBlocks<D>(), KB = dkvKeys<D>(), NS = fa3DkvStages<T, D>();
   constexpr int kKvElems = NB * KB * 64, kQElems = NB * kTile * 64;
   extern __shared__ __align__(16) unsigned char smemRaw[];
   unsigned skew = (1024 - (smemAddress(smemRaw) & 1023)) & 1023; // the swizzle's period
   T *ks = reinterpret_cast<T *>(smemRaw + skew), *vs = ks + kKvElems, *qs = vs + kKvElems,
-    *gs = qs + 2 * kQElems;
-  float *tileLse = reinterpret_cast<float *>(gs + 2 * kQElems), *tileD = tileLse + 2 * kTile;
-  float *handed = tileD + 2 * kTile; // split blocks: P^T, 16-byte aligned
+    *gs = qs + NS * kQElems;
+  float *tileLse = reinterpret_cast<float *>(gs + NS * kQElems), *tileD = tileLse + NS * kTile;
+  float *handed = tileD + NS * kTile; // split blocks: P^T, 16-byte aligned
   uint64_t *bars = reinterpret_cast<uint64_t *>(handed + (dkvSplit<D>() ? kTile * kTile : 0));
-  uint64_t *kvFull = bars, *full = bars + 1, *empty = bars + 3;
+  uint64_t *kvFull = bars, *full = bars + 1, *empty = bars + 1 + NS;
 
   const int64_t group = m.group();
-  const int64_t b = blockIdx.x / m.hk, kh = blockIdx.x % m.hk, h0 = kh * group, hEnd = h0 + group;
-  const int64_t kBlock = blockIdx.y;
+  const HeadBlock hb = headBlock(m.hk, (m.sk + KB - 1) / KB, false);
+  const int64_t b = hb.b, kh = hb.h, h0 = kh * group, hEnd = h0 + group;
+  const int64_t kBlock = hb.block;
   const int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
   const int64_t kt0 = kBlock * (KB / kTile),
                 kt1 = kt0 + KB / kTile < kTiles ? kt0 + KB / kTile : kTiles;
@@ -200,7 +206,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   const int warp = __shfl_sync(0xffffffff, (int)((threadIdx.x >> 5) & 3), 0);
   if (threadIdx.x == 0) {
     mbarrierInit(kvFull, 1);
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < NS; ++s) {
       mbarrierInit(&full[s], 1 + 32); // the TMA thread and the lse/D warp
       mbarrierInit(&empty[s], 8);     // the consumers' warps
     }
@@ -223,9 +229,9 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     int64_t h = h0, qt = 0;
     seek(h, qt);
     for (int it = 0; h < hEnd; ++it) {
-      const int st = it & 1;
-      if (it >= 2)
-        mbarrierWait(&empty[st], ((it >> 1) - 1) & 1);
+      const int st = it % NS;
+      if (it >= NS)
+        mbarrierWait(&empty[st], ((it / NS) - 1) & 1);
       if (warp == 0) {
         if (lane == 0) {
           mbarrierExpect(&full[st], 2 * kQElems * sizeof(T));
@@ -255,8 +261,8 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
   const int cw = wg - 1;
   if constexpr (dkvSplit<D>()) {
-    dkvSplitConsumer<T, D>(ks, vs, qs, gs, tileLse, tileD, handed, kvFull, full, empty, tiles, b,
-                           kh, kBlock, cw, seek, dk, dv, m);
+    dkvSplitConsumer<T, D, NS>(ks, vs, qs, gs, tileLse, tileD, handed, kvFull, full, empty, tiles,
+                               b, kh, kBlock, cw, seek, dk, dv, m);
     return;
   } else {
     // A consumer: 64 keys of the block, a warp's 16 from key0.
@@ -271,13 +277,13 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     int64_t h = h0, qt = 0;
     seek(h, qt);
     for (int it = 0; h < hEnd; ++it) {
-      const int st = it & 1;
+      const int st = it % NS;
       // Read before the stage is waited for: the latency off the path.
       const int kind = __shfl_sync(
           0xffffffff, myTile < kTiles ? (int)tiles[tileIndex(m, b, h, qt, myTile)] : (int)kSkipTile,
           0);
       int64_t nextH = h, nextQt = qt + 1;
-      mbarrierWait(&full[st], (it >> 1) & 1);
+      mbarrierWait(&full[st], (it / NS) & 1);
       if (kind != kSkipTile) {
         const T *qt_ = qs + st * kQElems, *gt = gs + st * kQElems;
         const float *curLse = tileLse + st * kTile, *curD = tileD + st * kTile;
@@ -337,9 +343,9 @@ Status launchFa3Dkv(const Operands &a, const unsigned char *tiles, const float *
   ZRT_RETURN_IF_ERROR(tensorMap(&g, a.g, a.type, m.d, m.h, m.sq, m.b, m.outStride, kTile));
   ZRT_RETURN_IF_ERROR(tensorMap(&k, a.k, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, KB));
   ZRT_RETURN_IF_ERROR(tensorMap(&v, a.v, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, KB));
-  constexpr size_t bytes = fa3DkvSmemBytes<T, D>();
+  constexpr size_t bytes = fa3DkvSmemBytes<T, D>(fa3DkvStages<T, D>());
   ZRT_RETURN_IF_ERROR(setSmem(fa3DkvKernel<T, D>, bytes));
-  dim3 grid((unsigned)(m.b * m.hk), (unsigned)((m.sk + KB - 1) / KB));
+  dim3 grid = headBlockGrid(m.b * m.hk, (m.sk + KB - 1) / KB);
   fa3DkvKernel<T, D><<<grid, kFa3Threads, bytes, st>>>(
       q, g, k, v, tiles, a.lse, dsum, reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);
   return Status::ok();

@@ -27,8 +27,9 @@ Status tensorMap(CUtensorMap *map, const void *base, DType type, int64_t d, int6
                  int64_t rows, int64_t batch, int64_t rowStride, int boxRows);
 
 namespace attn {
-constexpr int kFa3Rows = 128;    // query rows a block: two consumer warpgroups of 64
-constexpr int kFa3Threads = 384; // the producer warpgroup and two consumers
+constexpr int kFa3Rows = 128;            // query rows a block: two consumer warpgroups of 64
+constexpr int kFa3Threads = 384;         // the producer warpgroup and two consumers
+constexpr size_t kFa3SmemLimit = 232448; // a block's shared memory on sm_90 (227 KB)
 /// 64-column swizzled blocks a row: a tile of R rows is ColBlocks blocks of
 /// R x 64, each R rows of 128 bytes (TMA's box of 64 columns).
 template <int D> constexpr int colBlocks() { return (D + 63) / 64; }
@@ -66,6 +67,20 @@ __device__ __forceinline__ void tmaLoad(void *dst, const CUtensorMap *map, uint6
                "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
                "r"(smemAddress(bar))
                : "memory");
+}
+/// This block's |count| bytes of the mask map from |first|: copied to
+/// |smem| by the whole block where they fit its |cap| bytes (a __syncthreads
+/// must follow before they are read), else read in place. The kernels look
+/// the map up once or twice a tile on their critical paths; shared memory
+/// answers in ~30 cycles where global memory takes hundreds.
+__device__ __forceinline__ const unsigned char *blockMap(const unsigned char *tiles, int64_t first,
+                                                         int64_t count, unsigned char *smem,
+                                                         size_t cap) {
+  if (count > (int64_t)cap)
+    return tiles + first;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    smem[i] = tiles[first + i];
+  return smem;
 }
 /// The consumers' turns: named barriers 1 and 2, 256 threads each.
 __device__ __forceinline__ void turnWait(int id) {

@@ -122,8 +122,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 4
   // 1024-byte aligned (the swizzle's period): q, then k and v, two buffers each.
   unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
   T *qs = reinterpret_cast<T *>(smemRaw + skew), *ks = qs + kTileElems, *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
-  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
+  const HeadBlock hb = headBlock(m.h, (m.sq + kTile - 1) / kTile, true);
+  int64_t b = hb.b, h = hb.h, kh = m.kvHead(h), qBlock = hb.block;
   int warp = threadIdx.x >> 5;
   int64_t row0 = qBlock * kTile + warp * 16;
   // Rows past the end still take part in the MMAs; their mask is row
@@ -170,8 +170,8 @@ __global__ void __launch_bounds__(kWarps * 32, D <= 64    ? 3
   unsigned skew = (1024 - ((unsigned)__cvta_generic_to_shared(smemRaw) & 1023)) & 1023;
   T *qs = reinterpret_cast<T *>(smemRaw + skew), *gs = qs + kTileElems, *ks = gs + kTileElems,
     *vs = ks + 2 * kTileElems;
-  int64_t b = blockIdx.x / m.h, h = blockIdx.x % m.h, kh = m.kvHead(h);
-  int64_t qBlock = gridDim.y - 1 - blockIdx.y;
+  const HeadBlock hb = headBlock(m.h, (m.sq + kTile - 1) / kTile, true);
+  int64_t b = hb.b, h = hb.h, kh = m.kvHead(h), qBlock = hb.block;
   int warp = threadIdx.x >> 5;
   int64_t row0 = qBlock * kTile + warp * 16;
   int64_t maskRow0 = row0 < m.sq ? row0 : m.sq - 1; // rows past the end: row sq - 1's mask
@@ -286,7 +286,7 @@ Status launchForwardWgmma(const Operands &a, const attn::Pointers<T> &p, const u
   const Dims &m = a.m;
   size_t bytes = sizeof(T) * 5 * kSwTileElems<D> + 1024; // q; k and v, two buffers each; alignment
   ZRT_RETURN_IF_ERROR(setSmem(flashForwardWgmmaKernel<T, D>, bytes));
-  dim3 grid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
+  dim3 grid = headBlockGrid(m.b * m.h, (m.sq + kTile - 1) / kTile);
   flashForwardWgmmaKernel<T, D><<<grid, kWarps * 32, bytes, st>>>(
       p.q, p.k, p.v, p.bias, tiles, reinterpret_cast<T *>(a.o), a.lseOut, m);
   return Status::ok();
@@ -308,7 +308,7 @@ Status launchBackwardWgmma(const Operands &a, const attn::Pointers<T> &p,
   if (!wsDq) {
     size_t dqBytes = sizeof(T) * 6 * kSwTileElems<D> + 1024; // q, dO; k and v, two buffers each
     ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqWgmmaKernel<T, D>, dqBytes));
-    dim3 dqGrid((unsigned)(m.b * m.h), (unsigned)((m.sq + kTile - 1) / kTile));
+    dim3 dqGrid = headBlockGrid(m.b * m.h, (m.sq + kTile - 1) / kTile);
     flashBackwardDqWgmmaKernel<T, D><<<dqGrid, kWarps * 32, dqBytes, st>>>(
         p.q, p.k, p.v, p.bias, tiles, a.lse, dsum, reinterpret_cast<const T *>(a.g),
         reinterpret_cast<T *>(a.dq), m);
