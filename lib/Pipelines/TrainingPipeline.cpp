@@ -71,6 +71,7 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   config.precision = stringify(o.precision).str();
   config.target = stringify(o.target).str();
   config.optimizer = stringify(o.optimizer).str();
+  config.train = o.train; // the pass's default is the forward alone (zcc-opt)
   pm.addPass(createZeroTrainingConfig(config));
 
   pm.addPass(createCanonicalizerPass());

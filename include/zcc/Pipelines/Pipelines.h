@@ -44,6 +44,8 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
   Opt<type> member{*this, option, llvm::cl::desc(help), llvm::cl::init(dflt)};
 #define ZCC_PIPELINE(member, type, dflt, option, help)                                             \
   Opt<type> member{*this, option, llvm::cl::desc(help), llvm::cl::init(dflt)};
+#define ZCC_OPTION(member, type, dflt, option, help)                                               \
+  Opt<type> member{*this, option, llvm::cl::desc(help), llvm::cl::init(dflt)};
 #include "zcc/Pipelines/Settings.def"
 
   // The rest: enums zcc's Settings hold as strings, values derived from
@@ -106,23 +108,6 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
                        clEnumValN(RecomputePolicy::Layer, "layer", "each repeated block"),
                        clEnumValN(RecomputePolicy::Selective, "selective",
                                   "cheap ops from saved matmul outputs"))};
-  Opt<bool> quantizedWeights{*this, "quantized-weights",
-                             llvm::cl::desc("qwZ: stage 3's gathers in blockwise int8"),
-                             llvm::cl::init(false)};
-  Opt<bool> quantizedGradients{
-      *this, "quantized-gradients",
-      llvm::cl::desc("qgZ: gradient reduce-scatters in blockwise int8 through all-to-alls"),
-      llvm::cl::init(false)};
-  Opt<int64_t> quantizedGradientBits{*this, "quantized-gradient-bits",
-                                     llvm::cl::desc("qgZ's bits per gradient value: 8 or 4"),
-                                     llvm::cl::init(8)};
-  Opt<int64_t> micsShardSize{*this, "mics-shard-size",
-                             llvm::cl::desc("MiCS / HSDP: state sharded over groups of N ranks"),
-                             llvm::cl::init(0)};
-  Opt<int64_t> hpzPartitionSize{
-      *this, "hpz-partition-size",
-      llvm::cl::desc("hpZ: stage 3's backward gathers within groups of N ranks"),
-      llvm::cl::init(0)};
   Opt<OffloadDevice> offloadOptimizer{
       *this, "offload-optimizer", llvm::cl::desc("ZeRO-Offload of the optimizer state"),
       llvm::cl::init(OffloadDevice::None),
@@ -139,22 +124,6 @@ struct TrainingPipelineOptions : public mlir::PassPipelineOptions<TrainingPipeli
       *this, "optimizer", llvm::cl::desc("the optimizer"), llvm::cl::init(OptimizerKind::AdamW),
       llvm::cl::values(clEnumValN(OptimizerKind::AdamW, "adamw", "PyTorch's AdamW"),
                        clEnumValN(OptimizerKind::SGD, "sgd", "SGD with momentum"))};
-  Opt<std::string> schedule{*this, "schedule", llvm::cl::desc("a DeepSpeed scheduler, or empty"),
-                            llvm::cl::init("")};
-  Opt<double> scheduleLr{*this, "schedule-lr", llvm::cl::desc("the schedule's peak lr"),
-                         llvm::cl::init(0.0)};
-  Opt<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::desc("warmup steps"),
-                           llvm::cl::init(1000)};
-  Opt<int64_t> totalSteps{*this, "total-steps", llvm::cl::desc("total steps (-1: auto)"),
-                          llvm::cl::init(-1)};
-  Opt<double> warmupMinLr{*this, "warmup-min-lr", llvm::cl::desc("warmup's first lr"),
-                          llvm::cl::init(0.0)};
-  Opt<bool> warmupLog{*this, "warmup-log", llvm::cl::desc("logarithmic warmup"),
-                      llvm::cl::init(true)};
-  Opt<double> warmupMinRatio{*this, "warmup-min-ratio",
-                             llvm::cl::desc("WarmupCosineLR's first ratio"), llvm::cl::init(0.0)};
-  Opt<double> cosMinRatio{*this, "cos-min-ratio", llvm::cl::desc("WarmupCosineLR's last ratio"),
-                          llvm::cl::init(1e-4)};
 };
 
 /// Adds zero-training-pipeline's passes to |pm| (a ModuleOp pass manager).
