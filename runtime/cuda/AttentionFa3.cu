@@ -82,6 +82,17 @@ template <int NS> struct KvRing {
       mbarrierInit(&vEmpty[s], 8);
     }
   }
+  /// The block's barriers, |qFull| (the resident rows' one load) and the
+  /// ring's, set up by one thread before any is used (the whole block calls
+  /// it: a __syncthreads follows, which the mask map's copy also needs).
+  __device__ void initBlock(uint64_t *qFull) const {
+    if (threadIdx.x == 0) {
+      mbarrierInit(qFull, 1);
+      init();
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+  }
   /// The stage and the parity of the |it|-th tile's barriers.
   __device__ static int stage(int it) { return it % NS; }
   __device__ static unsigned parity(int it) { return (unsigned)(it / NS) & 1; }
@@ -175,12 +186,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   // roles' branches and the tile loop as divergent, which would serialize
   // the wgmmas.
   const int wg = __shfl_sync(0xffffffff, (int)(threadIdx.x / 128), 0);
-  if (threadIdx.x == 0) {
-    mbarrierInit(qFull, 1);
-    ring.init();
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  ring.initBlock(qFull);
 
   if (wg == 0) { // the producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
@@ -416,12 +422,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     return kTiles;
   };
   const int wg = __shfl_sync(0xffffffff, (int)(threadIdx.x / 128), 0);
-  if (threadIdx.x == 0) {
-    mbarrierInit(qFull, 1);
-    ring.init();
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  ring.initBlock(qFull);
 
   if (wg == 0) { // the producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
