@@ -96,44 +96,39 @@ LogicalResult CopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult CollectiveOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  static const char *kinds[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
-                                "local_shard"};
-  if (!llvm::is_contained(kinds, getKind()))
-    return emitOpError("unknown collective '") << getKind() << "'";
   for (FlatSymbolRefAttr sym : {getInputAttr(), getOutputAttr()})
     if (!symbolTable.lookupNearestSymbolFrom<BufferOp>(*this, sym.getAttr()))
       return emitOpError("refers to ") << sym << ", which is not a zrt.buffer";
   return success();
 }
 
-/// The name of |arena|'s bytes attribute (arenaBytes's names), or null.
-static StringAttr arenaBytesName(Operation *module, StringRef arena) {
+/// The name of |arena|'s bytes attribute.
+static StringAttr arenaBytesName(Operation *module, Arena arena) {
   ZrtDialect &d = attrs(module);
-  if (arena == "device")
+  switch (arena) {
+  case Arena::device:
     return d.getDeviceArenaBytesAttrHelper().getName();
-  if (arena == "state")
+  case Arena::state:
     return d.getStateArenaBytesAttrHelper().getName();
-  if (arena == "constant")
+  case Arena::constant:
     return d.getConstantArenaBytesAttrHelper().getName();
-  if (arena == "input")
+  case Arena::input:
     return d.getInputArenaBytesAttrHelper().getName();
-  if (arena == "host")
+  case Arena::host:
     return d.getHostArenaBytesAttrHelper().getName();
-  if (arena == "nvme")
+  case Arena::nvme:
     return d.getNvmeArenaBytesAttrHelper().getName();
-  return {};
+  }
+  llvm_unreachable("an Arena case");
 }
 
-int64_t zcc::zrt::arenaBytes(Operation *module, StringRef arena) {
-  StringAttr name = arenaBytesName(module, arena);
-  auto bytes = name ? module->getAttrOfType<IntegerAttr>(name) : IntegerAttr();
+int64_t zcc::zrt::arenaBytes(Operation *module, Arena arena) {
+  auto bytes = module->getAttrOfType<IntegerAttr>(arenaBytesName(module, arena));
   return bytes ? bytes.getInt() : -1;
 }
 
-void zcc::zrt::setArenaBytes(Operation *module, StringRef arena, IntegerAttr bytes) {
-  StringAttr name = arenaBytesName(module, arena);
-  assert(name && "an arena arenaBytes names");
-  module->setAttr(name, bytes);
+void zcc::zrt::setArenaBytes(Operation *module, Arena arena, IntegerAttr bytes) {
+  module->setAttr(arenaBytesName(module, arena), bytes);
 }
 
 #define GET_OP_CLASSES

@@ -23,12 +23,12 @@ inline ZrtDialect &attrs(mlir::Operation *op) {
     return *dialect;
   return *op->getContext()->getOrLoadDialect<ZrtDialect>();
 }
-/// The bytes a rank of a converted module allocates for |arena| (device,
-/// state, constant, input, host or nvme), as convert-zero-to-zrt records them
-/// (the dialect's <arena>_arena_bytes attributes); -1 where not recorded.
-int64_t arenaBytes(mlir::Operation *module, llvm::StringRef arena);
-/// Records |bytes| for |arena| (arenaBytes's names).
-void setArenaBytes(mlir::Operation *module, llvm::StringRef arena, mlir::IntegerAttr bytes);
+/// The bytes a rank of a converted module allocates for |arena|, as
+/// convert-zero-to-zrt records them (the dialect's <arena>_arena_bytes
+/// attributes); -1 where not recorded.
+int64_t arenaBytes(mlir::Operation *module, Arena arena);
+/// Records |bytes| for |arena|.
+void setArenaBytes(mlir::Operation *module, Arena arena, mlir::IntegerAttr bytes);
 } // namespace zcc::zrt
 
 #endif // ZCC_DIALECTS_ZRT_ZRTOPS_H

@@ -45,6 +45,18 @@ def Zrt_Arena : I32EnumAttr<"Arena", "memory arena of a buffer", [
   let cppNamespace = "::zcc::zrt";
 }
 
+/// What a zrt.collective does (the zero dialect's collective ops, one case
+/// each; plan.proto's Collective.Kind is the plan's form of it).
+def Zrt_CollectiveKind : I32EnumAttr<"CollectiveKind", "what a collective does", [
+    I32EnumAttrCase<"all_reduce", 0>,
+    I32EnumAttrCase<"reduce_scatter", 1>,
+    I32EnumAttrCase<"all_gather", 2>,
+    I32EnumAttrCase<"all_to_all", 3>,
+    I32EnumAttrCase<"local_shard", 4>
+  ]> {
+  let cppNamespace = "::zcc::zrt";
+}
+
 def Zrt_BufferOp : Zrt_Op<"buffer", [Symbol]> {
   let summary = "a tensor at a static offset of an arena";
   let description = [{
@@ -114,7 +126,8 @@ def Zrt_CollectiveOp : Zrt_Op<"collective", [HasParent<"ProgramOp">,
     the ranks it spans (zero.CommGroup: 0 every rank, 1 this rank's group of
     the mesh, 2 this rank's place across the groups).
   }];
-  let arguments = (ins StrAttr:$kind, FlatSymbolRefAttr:$input, FlatSymbolRefAttr:$output,
+  let arguments = (ins Zrt_CollectiveKind:$kind, FlatSymbolRefAttr:$input,
+                       FlatSymbolRefAttr:$output,
                        DefaultValuedAttr<I64Attr, "0">:$reduce, UnitAttr:$async,
                        DefaultValuedAttr<I64Attr, "0">:$group);
   let assemblyFormat = "$kind $input `->` $output (`async` $async^)? attr-dict";

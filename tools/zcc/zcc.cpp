@@ -538,14 +538,15 @@ static int runEstimate(MLIRContext &context, ModuleOp module, const zcc::Setting
 }
 
 /// Bytes of |arena| a rank of a compiled module allocates.
-static int64_t arenaBytes(ModuleOp m, const char *arena) {
+static int64_t arenaBytes(ModuleOp m, zcc::zrt::Arena arena) {
   return std::max<int64_t>(0, zcc::zrt::arenaBytes(m, arena));
 }
 /// Device bytes a rank of a compiled module allocates: its arenas, and the
 /// CUDA backend's fixed cuBLASLt workspace (runtime/cuda).
 static int64_t devicePeak(ModuleOp m) {
   int64_t bytes = 0;
-  for (const char *arena : {"device", "state", "constant", "input"})
+  for (zcc::zrt::Arena arena : {zcc::zrt::Arena::device, zcc::zrt::Arena::state,
+                                zcc::zrt::Arena::constant, zcc::zrt::Arena::input})
     bytes += arenaBytes(m, arena);
   return bytes + (target == "cuda" ? kCudaWorkspaceBytes : 0);
 }
@@ -563,9 +564,10 @@ static LogicalResult plan(MLIRContext &context, OwningOpRef<ModuleOp> &module,
       llvm::errs() << "zcc: warning: the plan needs " << zrt::showByteSize(devicePeak(*module))
                    << " per rank, more than --memory-budget " << zrt::showByteSize(*c.budget)
                    << ": zrun will refuse it; zcc --auto picks a plan that fits\n";
-    if (c.hostBudget && emit != EmitKind::Mlir && arenaBytes(*module, "host") > *c.hostBudget)
+    if (c.hostBudget && emit != EmitKind::Mlir &&
+        arenaBytes(*module, zcc::zrt::Arena::host) > *c.hostBudget)
       llvm::errs() << "zcc: warning: the plan needs "
-                   << zrt::showByteSize(arenaBytes(*module, "host"))
+                   << zrt::showByteSize(arenaBytes(*module, zcc::zrt::Arena::host))
                    << " of pinned host memory per rank, more than --host-memory-budget "
                    << zrt::showByteSize(*c.hostBudget)
                    << ": zrun will refuse it; --offload-optimizer nvme keeps the optimizer state "
@@ -604,7 +606,7 @@ static LogicalResult plan(MLIRContext &context, OwningOpRef<ModuleOp> &module,
                                                            : "none";
           return compile(context, m, T, c.recompute);
         },
-        devicePeak, [&](ModuleOp m) { return arenaBytes(m, "host"); }, llvm::errs());
+        devicePeak, [&](ModuleOp m) { return arenaBytes(m, zcc::zrt::Arena::host); }, llvm::errs());
     if (failed(chosen))
       return failure();
     module = std::move(*chosen);
@@ -625,12 +627,14 @@ static LogicalResult finishPlan(ModuleOp module, const zcc::Settings &S, const C
   // that needs more is refused here, with its size, not written for zrun to
   // call invalid.
   if (emit == EmitKind::Plan)
-    for (const char *arena : {"device", "state", "constant", "input", "host", "nvme"}) {
+    for (zcc::zrt::Arena arena :
+         {zcc::zrt::Arena::device, zcc::zrt::Arena::state, zcc::zrt::Arena::constant,
+          zcc::zrt::Arena::input, zcc::zrt::Arena::host, zcc::zrt::Arena::nvme}) {
       int64_t bytes = arenaBytes(module, arena);
       if (bytes <= zrt::kMaxArenaBytes)
         continue;
-      llvm::errs() << "zcc: error: the plan's " << arena << " arena needs "
-                   << zrt::showByteSize(bytes) << " per rank"
+      llvm::errs() << "zcc: error: the plan's " << zcc::zrt::stringifyArena(arena)
+                   << " arena needs " << zrt::showByteSize(bytes) << " per rank"
                    << (S.microBatch ? " (micro-batch " + std::to_string(S.microBatch) + ")" : "")
                    << ", more than the " << zrt::showByteSize(zrt::kMaxArenaBytes)
                    << " a plan may hold: lower --micro-batch or the sequence length "

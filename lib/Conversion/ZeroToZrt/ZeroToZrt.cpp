@@ -451,19 +451,20 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
       }
       if (isa<zero::AllReduceOp, zero::ReduceScatterOp, zero::AllGatherOp, zero::AllToAllOp,
               zero::LocalShardOp>(op)) {
-        StringRef kind = isa<zero::AllReduceOp>(op)       ? "all_reduce"
-                         : isa<zero::ReduceScatterOp>(op) ? "reduce_scatter"
-                         : isa<zero::AllGatherOp>(op)     ? "all_gather"
-                         : isa<zero::AllToAllOp>(op)      ? "all_to_all"
-                                                          : "local_shard";
+        using zcc::zrt::CollectiveKind;
+        CollectiveKind kind = isa<zero::AllReduceOp>(op)       ? CollectiveKind::all_reduce
+                              : isa<zero::ReduceScatterOp>(op) ? CollectiveKind::reduce_scatter
+                              : isa<zero::AllGatherOp>(op)     ? CollectiveKind::all_gather
+                              : isa<zero::AllToAllOp>(op)      ? CollectiveKind::all_to_all
+                                                               : CollectiveKind::local_shard;
         int64_t reduce = 0;
         if (auto r = dyn_cast<zero::AllReduceOp>(op))
           reduce = (int64_t)r.getReduce();
         if (auto r = dyn_cast<zero::ReduceScatterOp>(op))
           reduce = (int64_t)r.getReduce();
         auto coll = zcc::zrt::CollectiveOp::create(
-            pb, op.getLoc(), pb.getStringAttr(kind), bufferOf[op.getOperand(0)],
-            bufferOf[op.getResult(0)], pb.getI64IntegerAttr(reduce));
+            pb, op.getLoc(), zcc::zrt::CollectiveKindAttr::get(pb.getContext(), kind),
+            bufferOf[op.getOperand(0)], bufferOf[op.getResult(0)], pb.getI64IntegerAttr(reduce));
         if (op.hasAttr("async"))
           coll->setAttr("async", pb.getUnitAttr());
         auto group = op.getAttrOfType<zero::CommGroupAttr>("group");
@@ -545,12 +546,12 @@ struct ConvertZeroToZrtPass : zcc::impl::ConvertZeroToZrtBase<ConvertZeroToZrtPa
         buffer.setSymName(buffer.getSymName().drop_back(strlen(".__zrt")));
     zero::ZeroDialect &z = zero::attrs(module);
     for (auto [arena, bytes] :
-         {std::pair{"device", z.getDeviceArenaBytesAttrHelper().getAttr(module)},
-          {"state", z.getStateArenaBytesAttrHelper().getAttr(module)},
-          {"constant", z.getConstantArenaBytesAttrHelper().getAttr(module)},
-          {"input", z.getInputArenaBytesAttrHelper().getAttr(module)},
-          {"host", z.getHostArenaBytesAttrHelper().getAttr(module)},
-          {"nvme", z.getNvmeArenaBytesAttrHelper().getAttr(module)}})
+         {std::pair{zcc::zrt::Arena::device, z.getDeviceArenaBytesAttrHelper().getAttr(module)},
+          {zcc::zrt::Arena::state, z.getStateArenaBytesAttrHelper().getAttr(module)},
+          {zcc::zrt::Arena::constant, z.getConstantArenaBytesAttrHelper().getAttr(module)},
+          {zcc::zrt::Arena::input, z.getInputArenaBytesAttrHelper().getAttr(module)},
+          {zcc::zrt::Arena::host, z.getHostArenaBytesAttrHelper().getAttr(module)},
+          {zcc::zrt::Arena::nvme, z.getNvmeArenaBytesAttrHelper().getAttr(module)}})
       if (bytes)
         zcc::zrt::setArenaBytes(module, arena, bytes);
     for (StringRef name : {z.getDeviceArenaBytesAttrHelper().getNameStr(),

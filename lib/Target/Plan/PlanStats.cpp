@@ -55,11 +55,7 @@ double zcc::plan_stats::matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &ty
 double zcc::plan_stats::ringBytes(zcc::zrt::CollectiveOp c, const TypeMap &typeOf,
                                   const Ranks &ranks, int &kind, double &hops) {
   double n = (double)ranks.of(c.getGroup());
-  kind = c.getKind() == "all_reduce"       ? 0
-         : c.getKind() == "reduce_scatter" ? 1
-         : c.getKind() == "all_gather"     ? 2
-         : c.getKind() == "all_to_all"     ? 3
-                                           : -1;
+  kind = c.getKind() == zcc::zrt::CollectiveKind::local_shard ? -1 : (int)c.getKind();
   hops = kind < 0 ? 0 : (kind == 0 ? 2 : 1) * (n - 1);
   if (kind < 0 || n <= 1)
     return 0;

@@ -80,15 +80,15 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
     plan.set_memory_budget(budget.getInt());
   if (auto budget = zcc::zero::attrs(module).getHostMemoryBudgetAttrHelper().getAttr(module))
     plan.set_host_memory_budget(budget.getInt());
-  auto arenaBytes = [&](StringRef arena) { return zcc::zrt::arenaBytes(module, arena); };
-  plan.set_device_arena_bytes(arenaBytes("device"));
-  plan.set_state_arena_bytes(arenaBytes("state"));
-  plan.set_constant_arena_bytes(arenaBytes("constant"));
-  plan.set_input_arena_bytes(arenaBytes("input"));
-  plan.set_host_arena_bytes(std::max<int64_t>(0, arenaBytes("host")));
+  auto arenaBytes = [&](zcc::zrt::Arena arena) { return zcc::zrt::arenaBytes(module, arena); };
+  plan.set_device_arena_bytes(arenaBytes(zcc::zrt::Arena::device));
+  plan.set_state_arena_bytes(arenaBytes(zcc::zrt::Arena::state));
+  plan.set_constant_arena_bytes(arenaBytes(zcc::zrt::Arena::constant));
+  plan.set_input_arena_bytes(arenaBytes(zcc::zrt::Arena::input));
+  plan.set_host_arena_bytes(std::max<int64_t>(0, arenaBytes(zcc::zrt::Arena::host)));
   if (auto hostState = zcc::zrt::attrs(module).getHostStateBytesAttrHelper().getAttr(module))
     plan.set_host_state_bytes(hostState.getInt());
-  plan.set_nvme_arena_bytes(std::max<int64_t>(0, arenaBytes("nvme")));
+  plan.set_nvme_arena_bytes(std::max<int64_t>(0, arenaBytes(zcc::zrt::Arena::nvme)));
   if (auto nvme = llvm::dyn_cast_or_null<DictionaryAttr>(
           zcc::zero::attrs(module).getNvmeAttrHelper().getAttr(module))) {
     if (auto path = nvme.getAs<StringAttr>("path"))
@@ -175,12 +175,24 @@ LogicalResult zcc::writePlan(ModuleOp module, llvm::raw_ostream &os,
         ws << name.getName().strref();
       if (auto coll = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
         zplan::Collective *pc = pp->add_instructions()->mutable_collective();
-        StringRef kind = coll.getKind();
-        pc->set_kind(kind == "all_reduce"       ? zplan::Collective::ALL_REDUCE
-                     : kind == "reduce_scatter" ? zplan::Collective::REDUCE_SCATTER
-                     : kind == "all_gather"     ? zplan::Collective::ALL_GATHER
-                     : kind == "all_to_all"     ? zplan::Collective::ALL_TO_ALL
-                                                : zplan::Collective::LOCAL_SHARD);
+        using zcc::zrt::CollectiveKind;
+        switch (coll.getKind()) {
+        case CollectiveKind::all_reduce:
+          pc->set_kind(zplan::Collective::ALL_REDUCE);
+          break;
+        case CollectiveKind::reduce_scatter:
+          pc->set_kind(zplan::Collective::REDUCE_SCATTER);
+          break;
+        case CollectiveKind::all_gather:
+          pc->set_kind(zplan::Collective::ALL_GATHER);
+          break;
+        case CollectiveKind::all_to_all:
+          pc->set_kind(zplan::Collective::ALL_TO_ALL);
+          break;
+        case CollectiveKind::local_shard:
+          pc->set_kind(zplan::Collective::LOCAL_SHARD);
+          break;
+        }
         pc->set_reduce(coll.getReduce() == 1 ? zplan::Collective::AVG : zplan::Collective::SUM);
         pc->set_input(index.lookup(coll.getInputAttr().getAttr()));
         pc->set_output(index.lookup(coll.getOutputAttr().getAttr()));

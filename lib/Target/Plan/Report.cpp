@@ -31,9 +31,9 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     }
     return success();
   };
-  auto arena = [&](StringRef name) { return zcc::zrt::arenaBytes(module, name); };
-  int64_t device = arena("device"), state = arena("state"), constant = arena("constant"),
-          input = arena("input");
+  auto arena = [&](zcc::zrt::Arena a) { return zcc::zrt::arenaBytes(module, a); };
+  int64_t device = arena(zcc::zrt::Arena::device), state = arena(zcc::zrt::Arena::state),
+          constant = arena(zcc::zrt::Arena::constant), input = arena(zcc::zrt::Arena::input);
   if (device < 0 || state < 0 || constant < 0 || input < 0)
     return module.emitError("the module has no arena sizes; run convert-zero-to-zrt first");
   // ZeRO layout: parameters inside flat buckets overlap them (counted once,
@@ -216,7 +216,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   row("inputs", input, "one micro-batch of data");
   row("activations+workspace", device, "device arena: peak of live temporaries");
   row("peak", state + constant + input + device, "sum of the arenas the runtime allocates");
-  int64_t host = arena("host");
+  int64_t host = arena(zcc::zrt::Arena::host);
   if (hostParams > 0)
     row("parameters (host)", hostParams,
         copies > 0 ? "float32 master shards (--offload-optimizer) or stage-3 shards "
@@ -228,7 +228,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
     row("optimizer state (host)", hostOptimizer,
         "AdamW moments offloaded (--offload-optimizer cpu)");
   row("host memory", host > 0 ? host : 0, "pinned host arena: offloaded state + host temporaries");
-  if (int64_t nvme = arena("nvme"); nvme > 0) {
+  if (int64_t nvme = arena(zcc::zrt::Arena::nvme); nvme > 0) {
     // ZeRO-Infinity: the swap file's size, and what the steps move through it.
     auto where = llvm::dyn_cast_or_null<DictionaryAttr>(
         zcc::zero::attrs(module).getNvmeAttrHelper().getAttr(module));
