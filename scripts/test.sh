@@ -5,12 +5,15 @@
 #   2. the runtime alone, configured without LLVM (ZCC_BUILD_COMPILER=OFF);
 #   3. the suite again under AddressSanitizer + UBSan, which is where the
 #      malformed-model and malformed-plan tests prove that bad input never
-#      corrupts memory (less four long trajectory tests, ZeRO stages, offload,
-#      the kernel cases and the architectures, whose code the other tests
-#      run under the sanitizers too: a third of the pass's time, which kept
-#      CI under its 50 minutes); built at -O1 with line tables only (-g1),
-#      which halves its compile time (ZeroOps.cpp: 240 s at -O2 -g) and is
-#      what sanitizer builds usually use;
+#      corrupts memory (the importer's mutation tests run only here). Seven
+#      long matrices (ZeRO stages x world sizes, offload, mixed precision,
+#      the mesh, 16-bit collectives, the kernel cases, the architectures) say
+#      `UNSUPPORTED: asan`: their code runs under the sanitizers through the
+#      shorter tests, and they took 40% of the pass's time (1,609 s of test
+#      time for 199 tests before the last three left it). Built at -O1 with
+#      line tables only (-g1), which halves its compile time and is what
+#      sanitizer builds usually use; the TableGen-heavy dialect files at -O0
+#      (CMakeLists.txt says why);
 #   4. 60 s of libFuzzer on each untrusted-file reader, as many at once as
 #      there are cores (scripts/fuzz.sh).
 # First of all (seconds): clang-format over the sources (scripts/format.sh --check).
@@ -39,8 +42,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DZCC_ENABLE_SANITIZERS=ON -DZCC_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j "$jobs"
-LIT_FILTER_OUT='e2e/(zero|offload|kernels|architectures)[.]test' \
-  ctest --test-dir build-asan --output-on-failure -j "$jobs"
+ctest --test-dir build-asan --output-on-failure -j "$jobs"
 
 echo "== fuzz the readers of untrusted files (libFuzzer, 60 s each)"
 scripts/fuzz.sh 60
