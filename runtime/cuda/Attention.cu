@@ -44,7 +44,8 @@
 // widths above 128, and from 80 without a causal mask).
 // What the kernels share on the device is in cuda/AttentionDevice.cuh, what
 // this file's kernels share with the wgmma ones in AttentionTiles.cuh.
-// This file holds the mask maps, the mma.sync kernels and the launch.
+// This file holds the mma.sync kernels and the launch; the mask's tile map
+// and the backward's D = rowsum(dO * O) are cuda/AttentionMaps.cu's.
 //
 // float32 (and heads that are not a multiple of 8): a thread per row, the
 // same arithmetic in plain float (cuda/AttentionSimt.cu), up to 256 columns;
@@ -69,57 +70,6 @@ namespace zrt {
 namespace {
 
 using namespace attn;
-
-template <typename T> __global__ void tileMapKernel(const T *bias, unsigned char *map, Dims m) {
-  int64_t kt = blockIdx.x, qt = blockIdx.y, bh = blockIdx.z;
-  const T *base = bias + (bh * m.sq + qt * 64) * m.sk + kt * 64;
-  int rows = m.sq - qt * 64 < 64 ? (int)(m.sq - qt * 64) : 64;
-  int cols = m.sk - kt * 64 < 64 ? (int)(m.sk - kt * 64) : 64;
-  bool finite = false, nonzero = false, causal = true;
-  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-    int r = e / cols, c = e % cols;
-    float x = toF(base[(int64_t)r * m.sk + c]);
-    finite |= x != -INFINITY;
-    nonzero |= x != 0.0f;
-    causal &= x == (kt * 64 + c <= qt * 64 + r ? 0.0f : -INFINITY);
-  }
-  finite = __syncthreads_or(finite);
-  nonzero = __syncthreads_or(nonzero);
-  causal = __syncthreads_and(causal);
-  if (threadIdx.x == 0)
-    map[(bh * ((m.sq + 63) / 64) + qt) * ((m.sk + 63) / 64) + kt] = !finite    ? kSkipTile
-                                                                    : !nonzero ? kPlainTile
-                                                                    : causal   ? kCausalTile
-                                                                               : kBiasTile;
-}
-
-/// The map of a structural mask (no bias: causal, maybe a window and
-/// documents, or none) from the tiles' corners: kSkipTile where no key is
-/// kept, kPlainTile where every one is, kDocumentTile where a document
-/// starts among the tile's keys for some row, else kCausalTile (the kernels
-/// test each element's indices). With documents a map per batch row (biasB = B):
-/// a document's start never decreases along the rows (zrun checks the
-/// positions), so a tile's first row has the lowest and its last the
-/// highest.
-__global__ void bandTileMapKernel(unsigned char *map, Dims m) {
-  int64_t qTiles = (m.sq + 63) / 64, kTiles = (m.sk + 63) / 64, per = qTiles * kTiles;
-  int64_t count = (m.positions ? m.b : 1) * per;
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < count;
-       t += (int64_t)gridDim.x * blockDim.x) {
-    int64_t bb = t / per, qt = t % per / kTiles, kt = t % kTiles;
-    int64_t r0 = qt * 64, r1 = min(m.sq, r0 + 64) - 1, c0 = kt * 64, c1 = min(m.sk, c0 + 64) - 1;
-    bool none = m.causal && (c0 > r1 || (m.window > 0 && c1 <= r0 - m.window));
-    bool all = !m.causal || (c1 <= r0 && (m.window <= 0 || c0 > r1 - m.window));
-    // Documents: none where the first row's starts after the last key, no cut
-    // where the last row's starts at or before the first key.
-    bool docNone = m.positions && m.docStart(bb, r0) > c1;
-    bool docAll = !m.positions || m.docStart(bb, r1) <= c0;
-    map[t] = none || docNone ? kSkipTile
-             : all && docAll ? kPlainTile
-             : docAll        ? kCausalTile
-                             : kDocumentTile;
-  }
-}
 
 /// c += a b for a 16x16 A (row-major fragment), a 16x8 B (column fragment),
 /// float accumulators.
@@ -287,82 +237,6 @@ __global__ void __launch_bounds__(kWarps * 32, minBlocks<D, MR>())
         }
       });
   writeForward<T, D, MR>(o, mx, l, row0, b, h, m, out, lse);
-}
-
-/// D[b, h, i] = sum_d dO * O (float), a warp per row.
-template <typename T> __global__ void rowDotKernel(const T *g, const T *out, float *dsum, Dims m) {
-  int64_t rows = m.b * m.h * m.sq;
-  int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  if (r >= rows)
-    return;
-  int64_t i = r % m.sq, h = (r / m.sq) % m.h, b = r / (m.sq * m.h);
-  const T *gr = g + m.oAt(b, i, h), *orow = out + m.oAt(b, i, h);
-  float acc = 0;
-  for (int64_t d = threadIdx.x & 31; d < m.d; d += 32)
-    acc += toF(gr[d]) * toF(orow[d]);
-  for (int o = 16; o > 0; o >>= 1)
-    acc += __shfl_xor_sync(0xffffffff, acc, o);
-  if ((threadIdx.x & 31) == 0)
-    dsum[r] = acc;
-}
-
-/// rowDotKernel with 16-byte loads: L lanes a row, the first D / V of them
-/// a vector each (V elements a vector; L the power of two at or above D / V),
-/// rows taken in memory order (b, i, h) so that neighbouring lanes read
-/// neighbouring bytes. The warp-a-row kernel's 2-byte loads reached a
-/// third of DRAM's rate (45 us a call at Llama 3 8B's shape; ncu).
-template <typename T, int L>
-__global__ void rowDotVecKernel(const T *g, const T *out, float *dsum, Dims m) {
-  constexpr int V = 16 / sizeof(T);
-  int64_t rows = m.b * m.h * m.sq, t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  int64_t r = t / L, h = 0, i = 0, b = 0;
-  int lane = (int)(t % L);
-  float acc = 0;
-  if (r < rows && lane * V < m.d) {
-    h = r % m.h, i = (r / m.h) % m.sq, b = r / (m.h * m.sq);
-    uint4 graw = *reinterpret_cast<const uint4 *>(g + m.oAt(b, i, h) + lane * V);
-    uint4 oraw = *reinterpret_cast<const uint4 *>(out + m.oAt(b, i, h) + lane * V);
-    const T *ge = reinterpret_cast<const T *>(&graw), *oe = reinterpret_cast<const T *>(&oraw);
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      acc += toF(ge[k]) * toF(oe[k]);
-  }
-  for (int o = L / 2; o > 0; o >>= 1) // every lane of the warp takes part
-    acc += __shfl_xor_sync(0xffffffff, acc, o);
-  if (r < rows && lane == 0) // lane 0 of a row has its indices
-    dsum[(b * m.h + h) * m.sq + i] = acc;
-}
-
-/// D = rowsum(dO * O) into dsum: rowDotVecKernel where a row is 1 to 32
-/// whole aligned 16-byte vectors, else rowDotKernel.
-template <typename T>
-void launchRowDot(const T *g, const T *out, float *dsum, const Dims &m, cudaStream_t st) {
-  constexpr int V = 16 / sizeof(T);
-  int64_t rows = m.b * m.h * m.sq, lanes = m.d / V;
-  bool vec = m.d % V == 0 && lanes >= 1 && lanes <= 32 && m.outStride % V == 0 && aligned16(g) &&
-             aligned16(out);
-  auto launch = [&](auto l) {
-    constexpr int L = decltype(l)::value;
-    rowDotVecKernel<T, L><<<(unsigned)((rows * L + 255) / 256), 256, 0, st>>>(g, out, dsum, m);
-  };
-  if (!vec) {
-    rowDotKernel<T><<<(unsigned)((rows + 7) / 8), 256, 0, st>>>(g, out, dsum, m);
-    return;
-  }
-  switch (lanes <= 1 ? 1 : 1 << (32 - __builtin_clz((unsigned)lanes - 1))) { // a power of two
-  case 1:
-    return launch(std::integral_constant<int, 1>{});
-  case 2:
-    return launch(std::integral_constant<int, 2>{});
-  case 4:
-    return launch(std::integral_constant<int, 4>{});
-  case 8:
-    return launch(std::integral_constant<int, 8>{});
-  case 16:
-    return launch(std::integral_constant<int, 16>{});
-  default:
-    return launch(std::integral_constant<int, 32>{});
-  }
 }
 
 /// Backward for dq, tensor cores: blocks as in the forward; k and v tiles
@@ -557,8 +431,16 @@ bool tensorCorePath(const Operands &a) {
   return true;
 }
 
-/// f(integral_constant<int, W>) for the narrowest width W in kWidths that
-/// holds |d| columns (tensorCorePath: d <= kMaxWidth).
+/// The narrowest width in kWidths that holds |d| columns (d <= kMaxWidth).
+int kernelWidth(int64_t d) {
+  for (int w : kWidths)
+    if (d <= w)
+      return w;
+  return kMaxWidth;
+}
+
+/// f(integral_constant<int, W>) for W = kernelWidth(d) (tensorCorePath: d <=
+/// kMaxWidth).
 template <size_t I = 0, typename F> Status withWidth(int64_t d, F f) {
   constexpr int W = kWidths[I];
   if constexpr (I + 1 < std::size(kWidths)) {
@@ -634,6 +516,37 @@ bool hopper() {
          major == 9 && minor == 0;
 }
 
+/// Whether the backward of call |a| at kernel width |width| takes the
+/// warp-specialised dk/dv (the same rule launchTensorCore follows).
+bool fa3DkvPath(const Operands &a, AttentionTiling tiling, int width) {
+  return width >= 32 && tiling.bwdKernel != 1 && hopper() && !a.bias && tmaDescribes(a, true) &&
+         warpSpecialisedDkv(tiling.bwdKernel, a, width);
+}
+
+/// How many parts the warp-specialised dk/dv splits each k/v head's query
+/// heads into (DkvParts): 1 where its blocks (batch x k/v heads x key
+/// blocks of |keysPerBlock|) fill the GPU's multiprocessors once, else the
+/// fewest parts, a divisor of the group, that do. A multi-query model
+/// (Gemma 2B: 8 query heads on one k/v head, 4 x 1024 tokens, 64-key
+/// blocks at D = 256) had 64 blocks for 132 multiprocessors, each going
+/// over all 8 heads. The parts' float sums are added in order by a second
+/// kernel: the result depends on the part count, so on the GPU's
+/// multiprocessor count, never on timing. Where the blocks fill the GPU a
+/// split measured slower (the Llama 1B and 8B shapes: docs/benchmarks.md).
+int dkvParts(const Dims &m, int64_t keysPerBlock) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 1;
+  const int64_t blocks = m.b * m.hk * ((m.sk + keysPerBlock - 1) / keysPerBlock), group = m.group();
+  if (blocks == 0 || blocks >= sms)
+    return 1;
+  for (int64_t parts = 2; parts < group; ++parts)
+    if (group % parts == 0 && blocks * parts >= sms)
+      return (int)parts;
+  return (int)group;
+}
+
 template <typename T, int D, int MR>
 Status launchDq(const Operands &a, const Pointers<T> &p, const unsigned char *tiles,
                 const float *dsum, cudaStream_t st) {
@@ -670,17 +583,12 @@ int defaultForwardRows(int64_t d) { return d == 64 || d == 128 ? 2 : 1; }
 
 template <typename T, int D>
 Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, float *dsum,
-                        unsigned char *tiles, AttentionTiling tiling) {
+                        unsigned char *tiles, DkvParts split, AttentionTiling tiling) {
   const Dims &m = a.m;
   cudaStream_t st = ctx.stream;
   auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
   Pointers<T> p{in(a.q), in(a.k), in(a.v), in(a.bias)};
-  if (p.bias)
-    tileMapKernel<T><<<dim3((unsigned)((m.sk + kTile - 1) / kTile),
-                            (unsigned)((m.sq + kTile - 1) / kTile), (unsigned)(m.biasB * m.biasH)),
-                       256, 0, st>>>(p.bias, tiles, m);
-  else
-    bandTileMapKernel<<<64, 256, 0, st>>>(tiles, m);
+  launchTileMap<T>(p.bias, tiles, m, st);
   // Two rows of 16 per warp only at D = 64 and 128, where they were
   // measured; the others keep one.
   constexpr bool kWide = D == 64 || D == 128;
@@ -703,7 +611,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
       bool tma = !p.bias && tmaDescribes(a, true);
       return launchBackwardWgmma<T, D>(a, p, tiles, dsum, st,
                                        tma && warpSpecialisedDq(tiling.bwdKernel),
-                                       tma && warpSpecialisedDkv(tiling.bwdKernel, a, D));
+                                       fa3DkvPath(a, tiling, D), split);
     }
   ZRT_RETURN_IF_ERROR((launchDq<T, D, 1>(a, p, tiles, dsum, st)));
   return launchDkv<T, D>(a, p, tiles, dsum, st);
@@ -713,22 +621,35 @@ template <typename T>
 Status launchTyped(bool backward, const Operands &a, CudaContext &ctx, AttentionTiling tiling) {
   const Dims &m = a.m;
   auto in = [](const char *p) { return reinterpret_cast<const T *>(p); };
-  // Scratch: the backward's D = rowsum(dO * O), then the mask's tile map.
+  // Scratch: the backward's D = rowsum(dO * O), then a split dk/dv's
+  // partial sums (DkvParts), then the mask's tile map.
   int64_t rows = backward ? m.b * m.h * m.sq : 0;
-  size_t dsumBytes = (size_t)(rows * sizeof(float) + 255) / 256 * 256;
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  size_t dsumBytes = aligned(rows * sizeof(float));
   size_t mapBytes =
       (size_t)(m.biasB * m.biasH * ((m.sq + kTile - 1) / kTile) * ((m.sk + kTile - 1) / kTile));
-  ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<size_t>(dsumBytes + mapBytes, 1)));
-  float *dsum = static_cast<float *>(ctx.scratch);
-  unsigned char *tiles = static_cast<unsigned char *>(ctx.scratch) + dsumBytes;
+  // The tensor-core kernels' width, 0 for the SIMT kernels.
+  const int width = !std::is_same_v<T, float> && tensorCorePath(a) ? kernelWidth(m.d) : 0;
+  DkvParts split;
+  if (backward && width > 0 && fa3DkvPath(a, tiling, width))
+    split.parts = tiling.dkvParts > 0 && m.group() % tiling.dkvParts == 0
+                      ? tiling.dkvParts
+                      : dkvParts(m, fa3DkvKeys(width));
+  size_t partialBytes = aligned(dkvPartialElems(m, split.parts, width) * sizeof(float));
+  ZRT_RETURN_IF_ERROR(ctx.reserve(std::max<size_t>(dsumBytes + partialBytes + mapBytes, 1)));
+  char *scratch = static_cast<char *>(ctx.scratch);
+  float *dsum = reinterpret_cast<float *>(scratch);
+  split.partial = partialBytes ? reinterpret_cast<float *>(scratch + dsumBytes) : nullptr;
+  unsigned char *tiles = reinterpret_cast<unsigned char *>(scratch + dsumBytes + partialBytes);
   if (backward && rows > 0)
     launchRowDot<T>(in(a.g), in(a.out), dsum, m, ctx.stream);
   if (m.b * m.h * std::max(m.sq, m.sk) == 0)
     return Status::ok();
   if constexpr (!std::is_same_v<T, float>) {
-    if (tensorCorePath(a))
-      return withWidth(m.d, [&](auto width) {
-        return launchTensorCore<T, decltype(width)::value>(backward, a, ctx, dsum, tiles, tiling);
+    if (width > 0)
+      return withWidth(m.d, [&](auto w) {
+        return launchTensorCore<T, decltype(w)::value>(backward, a, ctx, dsum, tiles, split,
+                                                       tiling);
       });
   }
   return launchSimtAttention<T>(backward, a, dsum, ctx.stream);

@@ -256,9 +256,9 @@ __device__ __forceinline__ void queryRowStats(const float *lse, const float *dsu
 }
 
 /// This warp's rows of acc (MR blocks of 16 from |row0|, W columns) times
-/// |scale|, as T, to the rows below |rows| of a tensor whose row r's first
-/// column is at(r); columns from |cols| on (a padded head's) are not
-/// written.
+/// |scale|, as T (float: the split dk/dv's partial sums), to the rows below
+/// |rows| of a tensor whose row r's first column is at(r); columns from
+/// |cols| on (a padded head's) are not written.
 template <typename T, int W, int MR, typename At>
 __device__ __forceinline__ void writeRows(const float acc[MR][W / 8][4], float scale, int64_t row0,
                                           int64_t rows, int64_t cols, At at) {
@@ -273,9 +273,13 @@ __device__ __forceinline__ void writeRows(const float acc[MR][W / 8][4], float s
       T *dst = at(row);
 #pragma unroll
       for (int nd = 0; nd < W / 8; ++nd)
-        if (nd * 8 < cols)
-          *reinterpret_cast<uint32_t *>(dst + nd * 8 + t * 2) =
-              pack<T>(acc[mr][nd][2 * half] * scale, acc[mr][nd][2 * half + 1] * scale);
+        if (nd * 8 < cols) {
+          const float lo = acc[mr][nd][2 * half] * scale, hi = acc[mr][nd][2 * half + 1] * scale;
+          if constexpr (std::is_same_v<T, float>)
+            *reinterpret_cast<float2 *>(dst + nd * 8 + t * 2) = make_float2(lo, hi);
+          else
+            *reinterpret_cast<uint32_t *>(dst + nd * 8 + t * 2) = pack<T>(lo, hi);
+        }
     }
 }
 
@@ -523,6 +527,14 @@ __device__ __forceinline__ void wgmmaRS(float *d, const uint32_t a[4], uint64_t 
 } // namespace zrt::attn
 
 namespace zrt {
+/// The map of the mask's tiles into |tiles| (attn::tileIndex's layout): from
+/// |bias| where there is one, else from the structural mask (cuda/AttentionMaps.cu).
+template <typename T>
+void launchTileMap(const T *bias, unsigned char *tiles, const Dims &m, cudaStream_t st);
+/// The backward's D = rowsum(dO * O) into |dsum|, a float per (batch, head,
+/// query) (cuda/AttentionMaps.cu).
+template <typename T>
+void launchRowDot(const T *g, const T *out, float *dsum, const Dims &m, cudaStream_t st);
 /// The warp-specialised forward (cuda/AttentionFa3.cu) at kernel width D
 /// (32 to 256) for a call without a bias tensor, |tiles| its structural
 /// mask's map; Hopper (sm_90a) only.
@@ -533,11 +545,29 @@ Status launchFa3Forward(const Operands &a, const unsigned char *tiles, cudaStrea
 template <typename T, int D>
 Status launchFa3Dq(const Operands &a, const unsigned char *tiles, const float *dsum,
                    cudaStream_t st);
+/// How the warp-specialised dk/dv splits each k/v head's query heads over
+/// |parts| blocks (Attention.cu's dkvParts says when): each block's dk and
+/// dv sums go to |partial| as float, laid out [dk, dv][part][batch][key]
+/// [k/v head][kernel width], and a second kernel adds the parts in order
+/// (deterministic). parts = 1: one block a k/v head and key block, writing
+/// dk and dv itself.
+struct DkvParts {
+  int parts = 1;
+  float *partial = nullptr;
+};
+/// The keys of one warp-specialised dk/dv block at kernel width |width|: 128
+/// up to 128 (two consumer warpgroups of 64 keys), 64 above (the two split
+/// each tile's products; cuda/AttentionFa3Bwd.cu).
+constexpr int fa3DkvKeys(int width) { return width <= 128 ? 128 : 64; }
+/// The float elements of DkvParts::partial for call |m| at kernel width D.
+inline int64_t dkvPartialElems(const Dims &m, int parts, int width) {
+  return parts > 1 ? 2 * parts * m.b * m.sk * m.hk * width : 0;
+}
 /// The warp-specialised backward's dk and dv (cuda/AttentionFa3Bwd.cu) at
 /// kernel width D (32 to 256); the same calls as launchFa3Dq.
 template <typename T, int D>
 Status launchFa3Dkv(const Operands &a, const unsigned char *tiles, const float *dsum,
-                    cudaStream_t st);
+                    DkvParts split, cudaStream_t st);
 } // namespace zrt
 
 #endif // ZRT_CUDA_ATTENTIONDEVICE_CUH

@@ -12,8 +12,11 @@
 // them (plain loads: the rows past the end get lse = inf, so P = 0). Both
 // count on the stage's mbarrier. Grouped-query attention: the block goes
 // over the query heads of its k/v head one after the other, summing into
-// its accumulators (no atomics). dq stays with its own kernel
-// (cuda/AttentionWgmma.cu).
+// its accumulators (no atomics). Where those blocks would not fill the GPU
+// once (multi-query models, short sequences), each k/v head's query heads
+// are split over a few blocks that write float sums, added in order by
+// dkvPartsSumKernel (DkvParts; Attention.cu's dkvParts says when). dq
+// stays with its own kernel (cuda/AttentionWgmma.cu).
 //
 // Up to D = 128 a block holds 128 keys, and warpgroups 1 and 2 each own 64
 // of them and, per tile, as the one-warpgroup kernel does
@@ -49,9 +52,8 @@ namespace {
 
 using namespace attn;
 
-/// Keys a block: 128 up to D = 128 (two consumer warpgroups of 64), 64
-/// above (the two split the products; see the file's comment).
-template <int D> constexpr int dkvKeys() { return D <= 128 ? 128 : 64; }
+/// Keys a block (fa3DkvKeys).
+template <int D> constexpr int dkvKeys() { return fa3DkvKeys(D); }
 /// Whether the consumers split each tile's products (D > 128).
 template <int D> constexpr bool dkvSplit() { return D > 128; }
 
@@ -78,13 +80,13 @@ template <typename T, int D, int NS, typename Seek>
 __device__ __forceinline__ void
 dkvSplitConsumer(const T *ks, const T *vs, const T *qs, const T *gs, const float *tileLse,
                  const float *tileD, float *handed, uint64_t *kvFull, uint64_t *full,
-                 uint64_t *empty, const unsigned char *tiles, int64_t b, int64_t kh, int64_t kBlock,
-                 int cw, Seek seek, T *dk, T *dv, const Dims &m) {
+                 uint64_t *empty, const unsigned char *tiles, int64_t b, int64_t kh, int64_t h0,
+                 int64_t hEnd, int64_t kBlock, int cw, Seek seek, T *dk, T *dv, float *partDk,
+                 float *partDv, const Dims &m) {
   constexpr int kQElems = colBlocks<D>() * kTile * 64;
   constexpr int kWritten = 3, kRead = 4; // named barriers: P^T handed over, and read
   const int warp = __shfl_sync(0xffffffff, (int)((threadIdx.x >> 5) & 3), 0);
   const int lane = threadIdx.x & 31;
-  const int64_t h0 = kh * m.group(), hEnd = h0 + m.group();
   const int64_t key0 = kBlock * kTile + warp * 16;
   const bool lastKeys = (kBlock + 1) * kTile > m.sk; // keys past the end in this tile
   const float sl = m.scale * kLog2e;
@@ -144,8 +146,13 @@ dkvSplitConsumer(const T *ks, const T *vs, const T *qs, const T *gs, const float
   }
   if (cw == 0 && it > 0)
     turnWait(kRead); // the last hand-over's read: the barrier's arrivals matched
-  writeRows<T, D, 1>(acc, cw == 0 ? 1.0f : m.scale, key0, m.sk, m.d,
-                     [&](int64_t key) { return (cw == 0 ? dv : dk) + m.dkAt(b, key, kh); });
+  if (partDk)        // a part of the k/v head's query heads: its float sums, unscaled
+    writeRows<float, D, 1>(acc, 1.0f, key0, m.sk, m.d, [&](int64_t key) {
+      return (cw == 0 ? partDv : partDk) + (key * m.hk + kh) * D;
+    });
+  else
+    writeRows<T, D, 1>(acc, cw == 0 ? 1.0f : m.scale, key0, m.sk, m.d,
+                       [&](int64_t key) { return (cw == 0 ? dv : dk) + m.dkAt(b, key, kh); });
 }
 
 #endif
@@ -159,7 +166,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
     fa3DkvKernel(const __grid_constant__ CUtensorMap qMap, const __grid_constant__ CUtensorMap gMap,
                  const __grid_constant__ CUtensorMap kMap, const __grid_constant__ CUtensorMap vMap,
                  const unsigned char *tiles, const float *lse, const float *dsum, T *dk, T *dv,
-                 Dims m) {
+                 DkvParts split, Dims m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int NB = colBlocks<D>(), KB = dkvKeys<D>(), NS = fa3DkvStages<T, D>();
   constexpr int kKvElems = NB * KB * 64, kQElems = NB * kTile * 64;
@@ -172,10 +179,17 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   uint64_t *bars = reinterpret_cast<uint64_t *>(handed + (dkvSplit<D>() ? kTile * kTile : 0));
   uint64_t *kvFull = bars, *full = bars + 1, *empty = bars + 1 + NS;
 
-  const int64_t group = m.group();
-  const HeadBlock hb = headBlock(m.hk, (m.sk + KB - 1) / KB, false);
-  const int64_t b = hb.b, kh = hb.h, h0 = kh * group, hEnd = h0 + group;
+  // A block: (batch, k/v head, part of its query heads, key block); the
+  // parts of one k/v head adjacent, sharing its k and v in L2.
+  const int64_t per = m.group() / split.parts;
+  const HeadBlock hb = headBlock(m.hk * split.parts, (m.sk + KB - 1) / KB, false);
+  const int64_t b = hb.b, kh = hb.h / split.parts, part = hb.h % split.parts;
+  const int64_t h0 = kh * m.group() + part * per, hEnd = h0 + per;
   const int64_t kBlock = hb.block;
+  // Split: this part's float sums, [dk, dv][part][batch][key][k/v head][D].
+  const int64_t partElems = m.b * m.sk * m.hk * D;
+  float *partDk = split.parts > 1 ? split.partial + (part * m.b + b) * m.sk * m.hk * D : nullptr;
+  float *partDv = partDk ? partDk + split.parts * partElems : nullptr;
   const int64_t qTiles = (m.sq + kTile - 1) / kTile, kTiles = (m.sk + kTile - 1) / kTile;
   const int64_t kt0 = kBlock * (KB / kTile),
                 kt1 = kt0 + KB / kTile < kTiles ? kt0 + KB / kTile : kTiles;
@@ -262,7 +276,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   const int cw = wg - 1;
   if constexpr (dkvSplit<D>()) {
     dkvSplitConsumer<T, D, NS>(ks, vs, qs, gs, tileLse, tileD, handed, kvFull, full, empty, tiles,
-                               b, kh, kBlock, cw, seek, dk, dv, m);
+                               b, kh, h0, hEnd, kBlock, cw, seek, dk, dv, partDk, partDv, m);
     return;
   } else {
     // A consumer: 64 keys of the block, a warp's 16 from key0.
@@ -326,16 +340,44 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
       h = nextH;
       qt = nextQt;
     }
-    writeKeyGrads<T, 0, D>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
+    if (partDk) { // a part of the k/v head's query heads: its float sums, unscaled
+      auto at = [&](float *base) {
+        return [=](int64_t key) { return base + (key * m.hk + kh) * D; };
+      };
+      writeRows<float, D, 1>(dkAcc, 1.0f, key0, m.sk, m.d, at(partDk));
+      writeRows<float, D, 1>(dvAcc, 1.0f, key0, m.sk, m.d, at(partDv));
+    } else {
+      writeKeyGrads<T, 0, D>(dkAcc, dvAcc, key0, b, kh, m, dk, dv);
+    }
   }
 #endif
+}
+
+/// dk and dv of a split (DkvParts): the parts' float sums added in part
+/// order, dk times the scale, as T. One thread an element.
+template <typename T, int D>
+__global__ void dkvPartsSumKernel(const float *partial, int parts, T *dk, T *dv, Dims m) {
+  const int64_t n = m.b * m.sk * m.hk * D; // one part of dk
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < 2 * n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const bool isV = i >= n;
+    const int64_t j = isV ? i - n : i, col = j % D, row = j / D; // row: (b, key, kh)
+    if (col >= m.d)
+      continue;
+    const float *src = partial + (isV ? parts * n : 0) + j;
+    float sum = 0.0f;
+    for (int p = 0; p < parts; ++p)
+      sum += src[p * n];
+    const int64_t kh = row % m.hk, key = row / m.hk % m.sk, b = row / m.hk / m.sk;
+    (isV ? dv : dk)[m.dkAt(b, key, kh) + col] = T(isV ? sum : sum * m.scale);
+  }
 }
 
 } // namespace
 
 template <typename T, int D>
 Status launchFa3Dkv(const Operands &a, const unsigned char *tiles, const float *dsum,
-                    cudaStream_t st) {
+                    DkvParts split, cudaStream_t st) {
   const Dims &m = a.m;
   constexpr int KB = dkvKeys<D>();
   CUtensorMap q, g, k, v;
@@ -345,15 +387,24 @@ Status launchFa3Dkv(const Operands &a, const unsigned char *tiles, const float *
   ZRT_RETURN_IF_ERROR(tensorMap(&v, a.v, a.type, m.d, m.hk, m.sk, m.b, m.kvStride, KB));
   constexpr size_t bytes = fa3DkvSmemBytes<T, D>(fa3DkvStages<T, D>());
   ZRT_RETURN_IF_ERROR(setSmem(fa3DkvKernel<T, D>, bytes));
-  dim3 grid = headBlockGrid(m.b * m.hk, (m.sk + KB - 1) / KB);
-  fa3DkvKernel<T, D><<<grid, kFa3Threads, bytes, st>>>(
-      q, g, k, v, tiles, a.lse, dsum, reinterpret_cast<T *>(a.dk), reinterpret_cast<T *>(a.dv), m);
+  if (split.parts < 1 || m.group() % split.parts != 0 || (split.parts > 1 && !split.partial))
+    return errorf("attention_grad: dk/dv split into ", split.parts, " parts of ", m.group(),
+                  " query heads a k/v head (an internal error)");
+  T *dk = reinterpret_cast<T *>(a.dk), *dv = reinterpret_cast<T *>(a.dv);
+  dim3 grid = headBlockGrid(m.b * m.hk * split.parts, (m.sk + KB - 1) / KB);
+  fa3DkvKernel<T, D>
+      <<<grid, kFa3Threads, bytes, st>>>(q, g, k, v, tiles, a.lse, dsum, dk, dv, split, m);
+  if (split.parts > 1) {
+    const int64_t n = dkvPartialElems(m, split.parts, D) / split.parts; // dk's and dv's elements
+    dkvPartsSumKernel<T, D><<<(unsigned)std::min<int64_t>((n + 255) / 256, 4096), 256, 0, st>>>(
+        split.partial, split.parts, dk, dv, m);
+  }
   return Status::ok();
 }
 
 #define ZRT_FA3_DKV_WIDTH(T, D)                                                                    \
   template Status launchFa3Dkv<T, D>(const Operands &, const unsigned char *, const float *,       \
-                                     cudaStream_t);
+                                     DkvParts, cudaStream_t);
 #define ZRT_FA3_DKV_WIDTHS(T)                                                                      \
   ZRT_FA3_DKV_WIDTH(T, 32)                                                                         \
   ZRT_FA3_DKV_WIDTH(T, 48)                                                                         \

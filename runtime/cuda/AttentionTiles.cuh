@@ -339,15 +339,15 @@ template <typename T> struct Pointers { const T *q, *k, *v, *bias; };
 namespace zrt {
 /// The one-warpgroup wgmma kernels (cuda/AttentionWgmma.cu) at kernel width
 /// D (32 to 256): the forward, and the backward's dq and dk/dv (|wsDq|,
-/// |wsDkv|: those by the warp-specialised kernels instead, D <= 128;
-/// |dsum| = rowsum(dO * O)). Hopper (sm_90a) only.
+/// |wsDkv|: those by the warp-specialised kernels instead, D <= 128 for dq;
+/// |split| the latter's, |dsum| = rowsum(dO * O)). Hopper (sm_90a) only.
 template <typename T, int D>
 Status launchForwardWgmma(const Operands &a, const attn::Pointers<T> &p, const unsigned char *tiles,
                           cudaStream_t st);
 template <typename T, int D>
 Status launchBackwardWgmma(const Operands &a, const attn::Pointers<T> &p,
                            const unsigned char *tiles, const float *dsum, cudaStream_t st,
-                           bool wsDq, bool wsDkv);
+                           bool wsDq, bool wsDkv, DkvParts split);
 } // namespace zrt
 
 #endif // ZRT_CUDA_ATTENTIONTILES_CUH

@@ -295,7 +295,7 @@ Status launchForwardWgmma(const Operands &a, const attn::Pointers<T> &p, const u
 template <typename T, int D>
 Status launchBackwardWgmma(const Operands &a, const attn::Pointers<T> &p,
                            const unsigned char *tiles, const float *dsum, cudaStream_t st,
-                           bool wsDq, bool wsDkv) {
+                           bool wsDq, bool wsDkv, DkvParts split) {
   const Dims &m = a.m;
   if constexpr (D <= 128) {
     if (wsDq) // dq by the warp-specialised kernel (no bias tensor)
@@ -304,7 +304,7 @@ Status launchBackwardWgmma(const Operands &a, const attn::Pointers<T> &p,
     wsDq = false;
   }
   if (wsDkv) // dk and dv likewise (every width)
-    ZRT_RETURN_IF_ERROR((launchFa3Dkv<T, D>(a, tiles, dsum, st)));
+    ZRT_RETURN_IF_ERROR((launchFa3Dkv<T, D>(a, tiles, dsum, split, st)));
   if (!wsDq) {
     size_t dqBytes = sizeof(T) * 6 * kSwTileElems<D> + 1024; // q, dO; k and v, two buffers each
     ZRT_RETURN_IF_ERROR(setSmem(flashBackwardDqWgmmaKernel<T, D>, dqBytes));
@@ -331,7 +331,7 @@ Status launchBackwardWgmma(const Operands &a, const attn::Pointers<T> &p,
                                            const unsigned char *, cudaStream_t);                   \
   template Status launchBackwardWgmma<T, D>(const Operands &, const attn::Pointers<T> &,           \
                                             const unsigned char *, const float *, cudaStream_t,    \
-                                            bool, bool);
+                                            bool, bool, DkvParts);
 #define ZRT_WGMMA_WIDTHS(T)                                                                        \
   ZRT_WGMMA_WIDTH(T, 32)                                                                           \
   ZRT_WGMMA_WIDTH(T, 48)                                                                           \

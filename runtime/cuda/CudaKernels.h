@@ -109,6 +109,11 @@ struct AttentionTiling {
   /// default (Attention.cu's warpSpecialisedDkv: dk/dv warp-specialised from
   /// width 80 in bf16, the rest one-warpgroup).
   int bwdKernel = 0;
+  /// The warp-specialised dk/dv's parts per k/v head (DkvParts): 0 the
+  /// default (Attention.cu's dkvParts: by the blocks and the GPU's
+  /// multiprocessors), else this many where it divides the group of query
+  /// heads (else the default).
+  int dkvParts = 0;
 };
 
 /// zero.attention (|backward|: attention_grad) on ctx.stream (runtime/cuda/Attention.cu);

@@ -15,6 +15,8 @@
 //                       [--no-checks]   (the timed shapes only, e.g. under ncu)
 //   zrt-attention-bench --matrix [--dims 32,64,...] [--seqs 512,1024,...] [--reps N]
 //                       [--fwd-kernel K] [--bwd-kernel K]  (AttentionTiling's kernel numbers)
+//   --dkv-parts N (either form): the warp-specialised dk/dv's split of each k/v head's
+//                       query heads (AttentionTiling::dkvParts; 1: none)
 //     the default kernels over head dimensions x heads:k/v heads (16:16, 16:4,
 //     16:2, 16:1) x lengths (16384 tokens a call) x causal or no mask, each
 //     case checked on sampled rows against a double reference (sampledCheck)
@@ -75,8 +77,9 @@ struct Shape {
 const Shape kShapes[] = {
     {"llama-1b", 4, 1024, 32, 8, 64},  // Llama 3.2 1B: 32 heads, 8 k/v heads, D = 64
     {"llama-8b", 4, 1024, 32, 8, 128}, // Llama 3 8B: 32 heads, 8 k/v heads, D = 128
-    {"gpt2-1.5b", 4, 1024, 25, 25, 64},
-    {"gpt2-124m", 16, 1024, 12, 12, 64},
+    {"gpt2-1.5b", 4, 1024, 25, 25, 64}, {"gpt2-124m", 16, 1024, 12, 12, 64},
+    {"phi3-mini", 4, 1024, 32, 32, 96}, // Phi-3-mini: 96-wide heads
+    {"gemma-2b", 4, 1024, 8, 1, 256},   // Gemma 2B: 256-wide heads, multi-query
 };
 
 /// Host and device copies of one bf16 tensor.
@@ -537,6 +540,7 @@ int main(int argc, char **argv) {
   bool checks = true;        // --no-checks (for a profiler): the timed shapes only
   bool matrix = false;
   AttentionTiling matrixTiling; // --fwd-kernel / --bwd-kernel (AttentionTiling's numbers)
+  int dkvParts = 0;             // --dkv-parts, for every tiling
   std::vector<int64_t> dims = {32, 48, 64, 80, 96, 112, 128, 160, 192, 256},
                        seqs = {512, 1024, 4096, 16384};
   for (int i = 1; i < argc; ++i) {
@@ -559,11 +563,14 @@ int main(int argc, char **argv) {
       matrixTiling.fwdKernel = std::atoi(argv[++i]);
     else if (a == "--bwd-kernel" && i + 1 < argc)
       matrixTiling.bwdKernel = std::atoi(argv[++i]);
+    else if (a == "--dkv-parts" && i + 1 < argc)
+      matrixTiling.dkvParts = dkvParts = std::max(0, std::atoi(argv[++i]));
     else {
       std::fprintf(stderr, "usage: zrt-attention-bench [--reps N] [--shapes a,b,...] "
                            "[--tilings i,j,...] [--no-checks]\n"
                            "       zrt-attention-bench --matrix [--dims d,...] [--seqs s,...] "
-                           "[--reps N] [--fwd-kernel K] [--bwd-kernel K]\n");
+                           "[--reps N] [--fwd-kernel K] [--bwd-kernel K]\n"
+                           "       either with [--dkv-parts N]\n");
       return 2;
     }
   }
@@ -577,6 +584,8 @@ int main(int argc, char **argv) {
     if (tilings.empty() ||
         ("," + tilings + ",").find("," + std::to_string(i) + ",") != std::string::npos)
       chosen.push_back(kTilings[i]);
+  for (AttentionTiling &t : chosen)
+    t.dkvParts = dkvParts;
   Gpu gpu;
   if (matrix)
     return runMatrix(gpu, dims, seqs, reps, matrixTiling) ? 0 : 1;
