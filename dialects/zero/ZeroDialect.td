@@ -56,6 +56,7 @@ def Zero_Dialect : Dialect {
     "::mlir::DictionaryAttr":$recompute,        // zero-recompute's choices
     "::mlir::DictionaryAttr":$offload,          // ZeRO-Offload's devices
     "::mlir::IntegerAttr":$fused_attention,     // attentions fused
+    "::mlir::IntegerAttr":$moe_blocks,          // mixture-of-experts blocks routed dropless
     "::mlir::IntegerAttr":$padded_gemms,        // GEMMs padded to the tensor cores' sizes
     "::mlir::DenseI64ArrayAttr":$transposed_elements, // transposed elements before, after
     // The module: the memory plan (zero-plan-memory), bytes.

@@ -980,4 +980,6 @@ def Zero_WaitOp : Zero_Op<"wait", [Pure, AllTypesMatch<["started", "result"]>]> 
   let hasVerifier = 1;
 }
 
+include "ZeroMoeOps.td"
+
 #endif // ZERO_OPS_TD

@@ -391,6 +391,16 @@ LogicalResult Differentiator::backward(Operation *op) {
         }
         return success();
       })
+      .Case([&](GroupedMatmulOp m) { // y_r = x_r W_e (W_e^T): per expert, as matmul's rule
+        bool tb = m.getTransposeRhs();
+        Value a = x(0), w = x(1), offsets = x(2);
+        if (needsGrad.contains(a))
+          accumulate(loc, a, GroupedMatmulOp::create(b, loc, a.getType(), g, w, offsets, !tb));
+        if (needsGrad.contains(w))
+          accumulate(loc, w,
+                     GroupedMatmulRhsGradOp::create(b, loc, w.getType(), a, g, offsets, tb));
+        return success();
+      })
       .Case([&](ReduceOp r) -> LogicalResult {
         if (r.getKind() != ReduceKind::sum && r.getKind() != ReduceKind::mean &&
             r.getKind() != ReduceKind::sum_squares)

@@ -2,7 +2,7 @@
 //
 // Every plan instruction names a kernel of kernels/Kernels.def; this library
 // implements each (the CPU is the reference backend), in one file per family
-// (cpu/Elementwise.cpp, Layout, Gemm, Reduce, Norm, Attention, Loss,
+// (cpu/Elementwise.cpp, Layout, Gemm, Moe, Reduce, Norm, Attention, Loss,
 // Optimizer; cpu/KernelTable.cpp lists them by id). A kernel has two
 // halves: `check` validates the operands' dtypes and shapes and the integer
 // and float attributes before anything runs (the plan validator calls it for

@@ -158,7 +158,6 @@ void launchRowDot(const T *g, const T *out, float *dsum, const Dims &m, cudaStre
   }
 }
 
-
 #define ZRT_ATTENTION_MAPS(T)                                                                      \
   template void launchTileMap<T>(const T *, unsigned char *, const Dims &, cudaStream_t);          \
   template void launchRowDot<T>(const T *, const T *, float *, const Dims &, cudaStream_t);

@@ -99,6 +99,25 @@ def ZeroFuseAttention : Pass<"zero-fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 
+def ZeroMoeDispatch : Pass<"zero-moe-dispatch", "mlir::ModuleOp"> {
+  let summary = "Run a mixture-of-experts block's experts on the tokens routed to them only (dropless)";
+  let description = [{
+    Before differentiation: an exported block that runs every expert on every
+    token and weights expert e's output by W[:, e], where W [N, E] is the
+    one-hot of each token's k chosen experts times their routing weights
+    (tools/moe_dense.py's dense dispatch), becomes `zero.moe_route` (the N k
+    (token, choice) rows sorted by expert), a gather of the tokens into that
+    order, the expert's ops once over the routed rows with each expert
+    matmul a `zero.grouped_matmul` over the stacked expert parameters
+    [E, ...], and a gather back weighted by the routing weights. Every
+    expert must be the same row-wise function of the same tokens (elementwise
+    ops, casts, column splits and slices, matmuls by matrix e of stacked
+    parameters); anything else keeps the dense form. The module records
+    `zero.moe_blocks`. zcc runs it unless --moe-dispatch dense.
+  }];
+  let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
+}
+
 def ZeroPropagateTransposes : Pass<"zero-propagate-transposes", "mlir::ModuleOp"> {
   let summary = "Sink transposes below layout-agnostic ops until they cancel";
   let description = [{

@@ -153,6 +153,15 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
       .Case([&](zero::MatmulOp m) {
         return KernelSpec{KernelId::Matmul, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
+      .Case([&](zero::MoeRouteOp r) {
+        return KernelSpec{KernelId::MoeRoute, {r.getNumExperts()}, {}};
+      })
+      .Case([&](zero::GroupedMatmulOp m) {
+        return KernelSpec{KernelId::GroupedMatmul, {m.getTransposeRhs()}, {}};
+      })
+      .Case([&](zero::GroupedMatmulRhsGradOp m) {
+        return KernelSpec{KernelId::GroupedMatmulRhsGrad, {m.getTransposeRhs()}, {}};
+      })
       .Case([&](zero::MatmulBiasOp m) {
         return KernelSpec{KernelId::MatmulBias, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })

@@ -32,17 +32,23 @@ int64_t zcc::plan_stats::tokensPerRankStep(ModuleOp module, int64_t accum) {
 }
 
 /// A matmul-family kernel's FLOPs (2 x batch x M x N x K, from the output's
-/// shape and the contraction), else 0.
+/// shape and the contraction), else 0. The grouped GEMMs of routed experts
+/// count their rows once (tokens x k), not once per expert.
 double zcc::plan_stats::matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf) {
   StringRef name = kernel.getName();
   if (!(name == "matmul" || name == "matmul_bias" || name == "matmul_add" ||
-        name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad"))
+        name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad" ||
+        name == "grouped_matmul" || name == "grouped_matmul_rhs_grad"))
     return 0;
   auto lhs = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getInputs()[0]).getAttr());
   auto out = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getAttr());
   if (!lhs || !out || lhs.getRank() < 2)
     return 0;
-  bool transposeLhs = name == "matmul_bgrad" || (!kernel.getInts().empty() && kernel.getInts()[0]);
+  if (name == "grouped_matmul_rhs_grad") // sum over experts of 2 x rows_e x K x N
+    return 2.0 * (double)lhs.getNumElements() * (double)(out.getNumElements() / out.getDimSize(0)) /
+           (double)lhs.getDimSize(1);
+  bool transposeLhs = name == "matmul_bgrad" || (name != "grouped_matmul" &&
+                                                 !kernel.getInts().empty() && kernel.getInts()[0]);
   int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
   return 2.0 * (double)out.getNumElements() * (double)k;
 }
