@@ -323,6 +323,54 @@ def mixtral_case(name="mixtral-tiny", coef=0.02, B=4, T=32, nb=4, vocab=256):
 
 
 
+def qwen_moe_case(name="qwen-moe-tiny", coef=0.001, B=4, T=32, nb=4, vocab=256):
+    """A fine-grained mixture of experts (issue 52), Qwen2-MoE's block: 32 experts, top-6 without
+    renormalization, a shared expert twice an expert's width (DeepSeek's 2 shared experts as one
+    MLP) behind its sigmoid gate, the load-balancing aux loss. Trajectories train Hugging Face's
+    own module; the export is the dense dispatch (zcc routes it dropless)."""
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    class WithAux(nn.Module):
+        def __init__(s, m):
+            super().__init__(); s.m = m
+
+        def forward(s, input_ids):
+            o = s.m(input_ids=input_ids, use_cache=False, output_router_logits=True)
+            return o.logits, o.aux_loss
+
+    def mk(dense=False):
+        torch.manual_seed(0)
+        c = Qwen2MoeConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                           num_key_value_heads=2, intermediate_size=128, vocab_size=vocab,
+                           max_position_embeddings=64, rms_norm_eps=1e-6,
+                           tie_word_embeddings=False, num_experts=32, num_experts_per_tok=6,
+                           moe_intermediate_size=32, shared_expert_intermediate_size=64,
+                           norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
+                           router_aux_loss_coef=coef, output_router_logits=True,
+                           use_sliding_window=False, attention_dropout=0.0)
+        c._attn_implementation = "eager"
+        m = Qwen2MoeForCausalLM(c)
+        if dense:
+            moe_dense.patch(m, 64)
+        return WithAux(m)
+
+    def loss(m, b):
+        logits, aux = m(b[0])
+        return ce(logits, b[1]) + coef * aux
+
+    def loss_w2(m, b):  # two data-parallel ranks: each its own aux loss over its half
+        h = b[0].shape[0] // 2
+        return 0.5 * (loss(m, (b[0][:h], b[1][:h])) + loss(m, (b[0][h:], b[1][h:])))
+    g = torch.Generator().manual_seed(4321)
+    toks = torch.randint(0, vocab, (nb, B, T + 1), generator=g)
+    ids = toks[:, :, :T].contiguous()
+    lab = toks[:, :, 1:].contiguous().clone()
+    lab[:, :, -1] = -100
+    generic_case(name, mk, lambda: mk(True), {"input_ids": ids}, lab, loss, ["logits", "aux_loss"],
+                 "causal-lm-moe", "mean cross-entropy + %g x load-balancing aux_loss" % coef,
+                 extra_refs=[("plain-w2", ns["VARIANTS"]["plain"], loss_w2)], B=B)
+
+
 def packed_case(name, make_model, vocab=256, B=4, T=32, nb=4, eos=2, seed=4242):
     """Packed documents (zcc --per-document, issue 48): a token stream of documents of 1 to 24
     tokens, each ending with |eos|, cut as zrun's loader cuts it (sequence i is tokens
@@ -400,6 +448,7 @@ cases = {
     "vit-tiny": vit_case,
     "t5-tiny": t5_case,
     "mixtral-tiny": mixtral_case,
+    "qwen-moe-tiny": qwen_moe_case,
 }
 import traceback
 for w in which:

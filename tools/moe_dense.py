@@ -46,13 +46,25 @@ def dense_moe_forward(self, hidden_states):
         probs = F.softmax(logits, dim=1, dtype=torch.float)
         k = getattr(self, "top_k", None) or self.gate.top_k
         topw, topi = torch.topk(probs, k, dim=-1)
-        topw = (topw / topw.sum(dim=-1, keepdim=True)).to(x.dtype)
+        # Mixtral renormalizes the k weights; Qwen2-MoE only with norm_topk_prob.
+        norm = getattr(self, "norm_topk_prob", getattr(self.gate, "norm_topk_prob", True))
+        if norm:
+            topw = topw / topw.sum(dim=-1, keepdim=True)
+        topw = topw.to(x.dtype)
     E = logits.shape[-1]
     dense = (F.one_hot(topi, E).to(x.dtype) * topw.unsqueeze(-1)).sum(1)
     out = None
     for e in range(E):
         y = expert_output(self, e, x) * dense[:, e:e + 1]
         out = y if out is None else out + y
+    # Shared experts, which every token goes through: Qwen2-MoE's one (with its sigmoid gate),
+    # DeepSeek's (one MLP n_shared_experts wide).
+    if getattr(self, "shared_expert", None) is not None:
+        shared = self.shared_expert(x)
+        gate = getattr(self, "shared_expert_gate", None)
+        out = out + (torch.sigmoid(gate(x)) * shared if gate is not None else shared)
+    if getattr(self, "shared_experts", None) is not None:
+        out = out + self.shared_experts(x)
     out = out.reshape(B, T, H)
     return (out, logits) if self._zcc_tuple else out
 
