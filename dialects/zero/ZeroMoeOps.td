@@ -19,8 +19,18 @@ def Zero_MoeRouteOp : Zero_Op<"moe_route", [Pure]> {
     each expert's rows start (offsets[E] = N k). The shapes are static; only
     the values depend on the routing. An expert outside [0, num_experts) is a
     run-time error, as an index out of range is.
+
+    With `capacity` C > 0 (GShard's and Switch's capacity factor, zcc
+    --moe-capacity-factor), each expert has exactly C rows: `tokens` [E C]
+    and offsets e C. Choices fill them in priority order (every token's first
+    choice before any second choice, tokens in order within a choice, as
+    DeepSpeed's gating does); a choice past its expert's C rows is dropped:
+    its position is E C (one past the rows), and an expert's unused rows hold
+    token N (one past the tokens). zero-moe-dispatch gathers from tables
+    with a zero row at those indices, so a dropped choice adds nothing.
   }];
-  let arguments = (ins Zero_IndexTensor:$experts, Zero_I64Attr:$num_experts);
+  let arguments = (ins Zero_IndexTensor:$experts, Zero_I64Attr:$num_experts,
+                       DefaultValuedAttr<Zero_I64Attr, "0">:$capacity);
   let results = (outs Zero_IndexTensor:$tokens, Zero_IndexTensor:$positions,
                       Zero_IndexTensor:$offsets);
   let assemblyFormat = "$experts attr-dict `:` type($experts) `->` type(results)";

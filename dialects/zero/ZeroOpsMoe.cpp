@@ -16,13 +16,16 @@ LogicalResult MoeRouteOp::verify() {
     return emitOpError("num_experts ") << e << " must be >= 1";
   if (experts.getRank() != 2)
     return emitOpError("experts ") << experts << " must be [tokens, k]";
-  int64_t n = experts.getDimSize(0), k = experts.getDimSize(1);
+  int64_t n = experts.getDimSize(0), k = experts.getDimSize(1), c = getCapacity();
+  if (c < 0)
+    return emitOpError("capacity ") << c << " must be >= 0 (0: dropless)";
+  int64_t rows = c > 0 ? e * c : n * k;
   auto expect = [&](Value v, ArrayRef<int64_t> shape, StringRef what) -> LogicalResult {
     if (tensorOf(v).getShape() != shape)
       return emitOpError(what) << " " << v.getType() << " should be " << shapeStr(shape);
     return success();
   };
-  if (failed(expect(getTokens(), {n * k}, "tokens")) ||
+  if (failed(expect(getTokens(), {rows}, "tokens")) ||
       failed(expect(getPositions(), {n, k}, "positions")) ||
       failed(expect(getOffsets(), {e + 1}, "offsets")))
     return failure();

@@ -81,7 +81,7 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   // Dropless where its kernels run on the target: the CPU's (the CUDA grouped
   // GEMMs are to come; until then the dense form's GEMMs beat a host fallback).
   if (o.moeDispatch == "dropless" || (o.moeDispatch == "auto" && !cuda))
-    pm.addPass(createZeroMoeDispatch());
+    pm.addPass(createZeroMoeDispatch(passOptions<ZeroMoeDispatchOptions>(o)));
   // A plan always has a loss; the zero IR only when one is asked for.
   if (o.loss != LossKind::None || o.lower || !o.auxLoss.empty()) {
     ZeroAttachLossOptions loss;

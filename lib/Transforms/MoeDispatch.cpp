@@ -30,6 +30,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace zcc {
 #define GEN_PASS_DEF_ZEROMOEDISPATCH
 #include "zcc/Transforms/Passes.h.inc"
@@ -201,8 +204,8 @@ bool sameExpert(const Expert &a, const Expert &b, int64_t numExperts) {
     for (auto [va, vb] : llvm::zip(oa->getOperands(), ob->getOperands())) {
       if (ma && va == ma.getRhs()) {
         auto wa = expertMatrix(va, numExperts), wb = expertMatrix(vb, numExperts);
-        if (!wb || wa->stacked != wb->stacked || ma.getTransposeRhs() !=
-                                                     cast<MatmulOp>(ob).getTransposeRhs())
+        if (!wb || wa->stacked != wb->stacked ||
+            ma.getTransposeRhs() != cast<MatmulOp>(ob).getTransposeRhs())
           return false;
         continue;
       }
@@ -291,8 +294,19 @@ Value expertInput(Value out, int64_t n) {
   return v;
 }
 
-/// Rewrites one block whose combination is |sum| (the reduce forming W).
-LogicalResult rewriteBlock(ReduceOp sum) {
+/// |table| [R, H] with a zero row after its last: what a gather at index R
+/// (moe_route's index for an unused row or a dropped choice) reads.
+Value withZeroRow(OpBuilder &b, Location loc, Value table) {
+  auto t = tensorType(table);
+  auto rowType = RankedTensorType::get({1, t.getDimSize(1)}, t.getElementType());
+  Value zero = ConstantOp::create(
+      b, loc, DenseElementsAttr::get(rowType, b.getZeroAttr(t.getElementType())));
+  return ConcatOp::create(b, loc, ValueRange{table, zero}, b.getI64IntegerAttr(0));
+}
+
+/// Rewrites one block whose combination is |sum| (the reduce forming W);
+/// |capacityFactor| > 0 gives each expert ceil(factor N k / E) rows.
+LogicalResult rewriteBlock(ReduceOp sum, double capacityFactor) {
   auto comb = matchCombination(sum);
   if (!comb)
     return failure();
@@ -325,7 +339,12 @@ LogicalResult rewriteBlock(ReduceOp sum) {
   OpBuilder b(last);
   Location loc = last->getLoc();
   MLIRContext *ctx = b.getContext();
-  int64_t k = tensorType(comb->experts).getDimSize(1), rows = n * k;
+  int64_t k = tensorType(comb->experts).getDimSize(1), rows = n * k, capacity = 0;
+  if (capacityFactor > 0) {
+    capacity = (int64_t)std::ceil(capacityFactor * (double)(n * k) / (double)comb->numExperts);
+    capacity = std::clamp<int64_t>(capacity, 1, n); // a token takes an expert once
+    rows = capacity * comb->numExperts;
+  }
   auto i64 = IntegerType::get(ctx, 64);
   Value choices = comb->experts;
   if (tensorType(choices).getElementType() != i64)
@@ -333,9 +352,11 @@ LogicalResult rewriteBlock(ReduceOp sum) {
   auto route = MoeRouteOp::create(
       b, loc, RankedTensorType::get({rows}, i64), RankedTensorType::get({n, k}, i64),
       RankedTensorType::get({comb->numExperts + 1}, i64), choices,
-      b.getI64IntegerAttr(comb->numExperts));
+      b.getI64IntegerAttr(comb->numExperts), b.getI64IntegerAttr(capacity));
   IRMapping map;
-  map.map(x, GatherOp::create(b, loc, x, route.getTokens(), int64_t(0), IntegerAttr()).getResult());
+  Value tokensTable = capacity ? withZeroRow(b, loc, x) : x; // unused rows read token N
+  map.map(x, GatherOp::create(b, loc, tokensTable, route.getTokens(), int64_t(0), IntegerAttr())
+                 .getResult());
   auto routed = [&](Type t) {
     auto rt = cast<RankedTensorType>(t);
     SmallVector<int64_t> shape(rt.getShape());
@@ -347,10 +368,9 @@ LogicalResult rewriteBlock(ReduceOp sum) {
     if (auto m = dyn_cast<MatmulOp>(op)) {
       auto w = expertMatrix(m.getRhs(), comb->numExperts);
       Value lhs = map.lookup(m.getLhs());
-      map.map(m.getResult(),
-              GroupedMatmulOp::create(b, loc, routed(m.getType()), lhs, w->stacked,
-                                      route.getOffsets(), m.getTransposeRhs())
-                  .getResult());
+      map.map(m.getResult(), GroupedMatmulOp::create(b, loc, routed(m.getType()), lhs, w->stacked,
+                                                     route.getOffsets(), m.getTransposeRhs())
+                                 .getResult());
       continue;
     }
     Operation *copy = b.clone(*op, map);
@@ -361,7 +381,9 @@ LogicalResult rewriteBlock(ReduceOp sum) {
   auto yt = tensorType(ys);
   int64_t h = yt.getDimSize(1);
   Type et = yt.getElementType();
-  Value picked = GatherOp::create(b, loc, ys, route.getPositions(), int64_t(0), IntegerAttr());
+  Value rowsTable = capacity ? withZeroRow(b, loc, ys) : ys; // dropped choices read row E C
+  Value picked =
+      GatherOp::create(b, loc, rowsTable, route.getPositions(), int64_t(0), IntegerAttr());
   Value w = comb->weights;
   if (tensorType(w).getElementType() != et)
     w = CastOp::create(b, loc, RankedTensorType::get({n, k}, et), w);
@@ -378,13 +400,20 @@ LogicalResult rewriteBlock(ReduceOp sum) {
 }
 
 struct ZeroMoeDispatch : zcc::impl::ZeroMoeDispatchBase<ZeroMoeDispatch> {
+  using ZeroMoeDispatchBase::ZeroMoeDispatchBase;
+
   void runOnOperation() override {
+    if (capacityFactor < 0) {
+      getOperation().emitError("zero-moe-dispatch: capacity-factor ")
+          << capacityFactor << " must be >= 0 (0: dropless)";
+      return signalPassFailure();
+    }
     ModuleOp module = getOperation();
     int64_t blocks = 0;
     SmallVector<ReduceOp> sums;
     module.walk([&](ReduceOp r) { sums.push_back(r); });
     for (ReduceOp r : sums)
-      if (succeeded(rewriteBlock(r)))
+      if (succeeded(rewriteBlock(r, capacityFactor)))
         ++blocks;
     if (blocks == 0)
       return;

@@ -5,8 +5,10 @@
 // and grouped_matmul_rhs_grad (each expert's matrix gradient). bf16/fp16 run
 // in float32 (viaFloat32), as matmul does. ABI:
 //
-//   moe_route  ints [experts]   experts i64/i32 [N, k] -> (tokens [N k], positions [N, k],
-//                                                         offsets [experts + 1]), all i64
+//   moe_route  ints [experts, capacity]  experts i64/i32 [N, k] -> (tokens [N k], positions
+//                                     [N, k], offsets [experts + 1]), all i64; capacity C > 0:
+//                                     tokens [E C], C rows an expert, choices past them dropped
+//                                     (position E C), unused rows token N
 //   grouped_matmul ints [transpose_rhs]  (rows [M, K], rhs [E, K, N] or [E, N, K],
 //                                         offsets i64 [E + 1]) -> [M, N]
 //   grouped_matmul_rhs_grad ints [transpose_rhs]  (rows [M, K], grad [M, N], offsets)
@@ -110,16 +112,16 @@ Status runGroupedMatmulRhsGradF32(const KernelCall &c) {
 std::string checkMoeRoute(const KernelCall &c) {
   if (auto e = arity(c, 1, 3); !e.empty())
     return e;
-  if (auto e = checkInts(c, 1); !e.empty())
+  if (auto e = checkInts(c, 2); !e.empty())
     return e;
   const TensorRef &ex = c.in[0];
-  int64_t experts = c.ints[0];
-  if (experts < 1)
-    return "expects at least one expert";
+  int64_t experts = c.ints[0], capacity = c.ints[1];
+  if (experts < 1 || capacity < 0)
+    return "expects at least one expert and a capacity >= 0";
   if ((ex.dtype != DType::I64 && ex.dtype != DType::I32) || ex.shape.size() != 2)
     return "experts " + describe(ex) + " should be int64 or int32 [tokens, k]";
   int64_t n = ex.shape[0], k = ex.shape[1];
-  const Shape want[3] = {{n * k}, {n, k}, {experts + 1}};
+  const Shape want[3] = {{capacity > 0 ? experts * capacity : n * k}, {n, k}, {experts + 1}};
   const char *name[3] = {"tokens", "positions", "offsets"};
   for (int i = 0; i < 3; ++i)
     if (c.out[i].dtype != DType::I64 || c.out[i].shape != want[i])
@@ -129,7 +131,7 @@ std::string checkMoeRoute(const KernelCall &c) {
 }
 Status runMoeRoute(const KernelCall &c) {
   const TensorRef &ex = c.in[0];
-  int64_t experts = c.ints[0], n = ex.shape[0], k = ex.shape[1];
+  int64_t experts = c.ints[0], capacity = c.ints[1], n = ex.shape[0], k = ex.shape[1];
   int64_t *tokens = c.out[0].as<int64_t>(), *positions = c.out[1].as<int64_t>(),
           *offsets = c.out[2].as<int64_t>();
   std::fill(offsets, offsets + experts + 1, 0);
@@ -139,6 +141,21 @@ Status runMoeRoute(const KernelCall &c) {
       return errorf("moe_route: token ", i / k, " chose expert ", e, ", outside the ", experts,
                     " experts");
     ++offsets[e + 1];
+  }
+  if (capacity > 0) { // C rows an expert, filled choice-major (first choices first)
+    for (int64_t e = 0; e <= experts; ++e)
+      offsets[e] = e * capacity;
+    std::fill(tokens, tokens + experts * capacity, n);
+    std::vector<int64_t> used(experts, 0);
+    for (int64_t s = 0; s < k; ++s)
+      for (int64_t t = 0; t < n; ++t) {
+        int64_t e = indexAt(ex, t * k + s);
+        bool kept = used[e] < capacity;
+        positions[t * k + s] = kept ? e * capacity + used[e] : experts * capacity;
+        if (kept)
+          tokens[e * capacity + used[e]++] = t;
+      }
+    return Status::ok();
   }
   for (int64_t e = 0; e < experts; ++e)
     offsets[e + 1] += offsets[e];

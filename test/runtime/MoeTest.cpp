@@ -40,7 +40,7 @@ TEST(Moe, RouteSortsRowsByExpertStably) {
   KernelCall c;
   c.in = {ref(experts, {4, 2})};
   c.out = {ref(tokens, {8}), ref(positions, {4, 2}), ref(offsets, {4})};
-  c.ints = {3};
+  c.ints = {3, 0};
   ASSERT_EQ(run(KernelId::MoeRoute, c), "");
   EXPECT_EQ(offsets, (std::vector<int64_t>{0, 3, 5, 8}));
   // Expert 0: tokens 0, 2, 3; expert 1: 1, 2; expert 2: 0, 1, 3 (token order within each).
@@ -52,12 +52,26 @@ TEST(Moe, RouteSortsRowsByExpertStably) {
   }
 }
 
+TEST(Moe, RouteWithCapacityDropsLateChoices) {
+  // 4 tokens, k = 2, 3 experts, 2 rows an expert: (0,2) (2,1) (0,1) (2,0). First choices
+  // 0 2 0 2 fill experts 0 and 2; second choices 2 1 1 0 find expert 2 and 0 full (dropped).
+  std::vector<int64_t> experts = {0, 2, 2, 1, 0, 1, 2, 0}, tokens(6), positions(8), offsets(4);
+  KernelCall c;
+  c.in = {ref(experts, {4, 2})};
+  c.out = {ref(tokens, {6}), ref(positions, {4, 2}), ref(offsets, {4})};
+  c.ints = {3, 2};
+  ASSERT_EQ(run(KernelId::MoeRoute, c), "");
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(tokens, (std::vector<int64_t>{0, 2, 1, 2, 1, 3}));
+  EXPECT_EQ(positions, (std::vector<int64_t>{0, 6, 4, 2, 1, 3, 5, 6}));
+}
+
 TEST(Moe, RouteRefusesAnExpertOutOfRange) {
   std::vector<int64_t> experts = {0, 3}, tokens(2), positions(2), offsets(4);
   KernelCall c;
   c.in = {ref(experts, {1, 2})};
   c.out = {ref(tokens, {2}), ref(positions, {1, 2}), ref(offsets, {4})};
-  c.ints = {3};
+  c.ints = {3, 0};
   EXPECT_EQ(run(KernelId::MoeRoute, c), "moe_route: token 0 chose expert 3, outside the 3 experts");
 }
 

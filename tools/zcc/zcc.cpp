@@ -122,7 +122,9 @@ enum class EmitKind { Plan, Mlir, Zrt, Report, MemoryJson, MemoryHtml };
 static cl::opt<EmitKind>
     emit("emit", cl::desc("what to write"), cl::init(EmitKind::Plan),
          cl::values(clEnumValN(EmitKind::Plan, "plan", "the runtime plan, for zrun (default)"),
-                    clEnumValN(EmitKind::Mlir, "mlir", "the zero dialect module after import"),
+                    clEnumValN(EmitKind::Mlir, "mlir",
+                               "the zero dialect forward after import and the "
+                               "forward's rewrites (no training step)"),
                     clEnumValN(EmitKind::Zrt, "zrt",
                                "the plan as zrt IR: what zcc-opt --zero-training-pipeline prints"),
                     clEnumValN(EmitKind::Report, "report", "per-rank memory table of the plan"),

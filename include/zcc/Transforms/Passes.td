@@ -114,7 +114,10 @@ def ZeroMoeDispatch : Pass<"zero-moe-dispatch", "mlir::ModuleOp"> {
     ops, casts, column splits and slices, matmuls by matrix e of stacked
     parameters); anything else keeps the dense form. The module records
     `zero.moe_blocks`. zcc runs it unless --moe-dispatch dense.
+    With `moe-capacity-factor` F > 0, each expert takes C = ceil(F N k / E) rows
+    (`zero.moe_route`'s capacity) and the choices past them are dropped.
   }];
+  let options = ZeroMoeDispatchSettings;
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];
 }
 

@@ -154,7 +154,7 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{KernelId::Matmul, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::MoeRouteOp r) {
-        return KernelSpec{KernelId::MoeRoute, {r.getNumExperts()}, {}};
+        return KernelSpec{KernelId::MoeRoute, {r.getNumExperts(), r.getCapacity()}, {}};
       })
       .Case([&](zero::GroupedMatmulOp m) {
         return KernelSpec{KernelId::GroupedMatmul, {m.getTransposeRhs()}, {}};
