@@ -246,27 +246,36 @@ LogicalResult matchExpertSum(Value combination, int64_t numExperts, SmallVector<
   }
   if (llvm::is_contained(terms, nullptr))
     return failure();
-  // The chain: every term and every partial sum feeds one add of the chain.
-  llvm::SmallPtrSet<Operation *, 16> chain;
+  // The chain: adds whose operands are both terms or adds of the chain (a
+  // later add of something else, such as a shared expert, is not part of it).
+  llvm::SmallPtrSet<Operation *, 16> inSum(terms.begin(), terms.end());
+  SmallVector<Operation *> frontier(terms.begin(), terms.end());
   last = nullptr;
-  for (Operation *t : terms) {
-    Operation *op = t;
-    while (op->hasOneUse() && isa<AddOp>(*op->getUsers().begin())) {
-      op = *op->getUsers().begin();
-      chain.insert(op);
+  while (!frontier.empty()) {
+    Operation *op = frontier.pop_back_val();
+    if (!op->hasOneUse())
+      continue;
+    Operation *user = *op->getUsers().begin();
+    if (!isa<AddOp>(user) || inSum.contains(user))
+      continue;
+    Operation *a = user->getOperand(0).getDefiningOp(), *b = user->getOperand(1).getDefiningOp();
+    if (a && b && inSum.contains(a) && inSum.contains(b)) {
+      inSum.insert(user);
+      frontier.push_back(user);
     }
-    if (last && op != last)
-      return failure();
-    last = op;
   }
-  if (numExperts > 1 && chain.size() != (size_t)numExperts - 1)
+  // Exactly E - 1 adds, one of them (the last) used outside the chain.
+  if (inSum.size() != 2 * (size_t)numExperts - 1)
     return failure();
-  for (Operation *add : chain)
-    for (Value operand : add->getOperands()) {
-      Operation *def = operand.getDefiningOp();
-      if (!def || (!chain.contains(def) && !llvm::is_contained(terms, def)))
-        return failure();
-    }
+  for (Operation *op : inSum) {
+    bool inner = op->hasOneUse() && inSum.contains(*op->getUsers().begin());
+    if (!inner && last)
+      return failure();
+    if (!inner)
+      last = op;
+  }
+  if (!last)
+    return failure();
   return success();
 }
 

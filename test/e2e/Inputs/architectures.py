@@ -33,6 +33,10 @@ MODELS = [
     ("t5-tiny", ["input_ids", "decoder_input_ids"], ["--frozen", "lifted_tensor"]),
     ("mixtral-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor",
                                      "--aux-loss", "aux_loss=0.02"]),
+    # A fine-grained mixture of experts (issue 52): Qwen2-MoE's block, 32 experts, top-6
+    # without renormalization, a gated shared expert; routed dropless (zero-moe-dispatch).
+    ("qwen-moe-tiny", ["input_ids"], ["--frozen", "inv_freq|lifted_tensor",
+                                      "--aux-loss", "aux_loss=0.001"]),
     # Head widths other than 16/32/64/128 (issue 48), compiled for CUDA (fused attention,
     # zero.attention) and run by the CPU backend: Phi-3's fused qkv projection with 96-wide
     # heads (its embedding's padding_idx = pad_token_id = 0), Gemma with 256-wide heads on one
@@ -102,19 +106,20 @@ for name, inputs, flags in MODELS:
         ok += run(tag, name, inputs, f, micro, tf, traj, rtol, grtol, dec)
 
 # Skewed routing: rank 0's samples are token 7 repeated, rank 1's random.
-ids = np.load(os.path.join(M, "mixtral-tiny.input_ids.npy")).copy()
-for s in range(0, ids.shape[0], 4):
-    ids[s:s + 2] = 7
-skewed = os.path.join(work, "skewed.input_ids.npy")
-np.save(skewed, ids)
-mixtral = dict((m[0], m[2]) for m in MODELS)["mixtral-tiny"]
-rows = run("mixtral-tiny skewed routing zero-3 W 2", "mixtral-tiny", ["input_ids"],
-           mixtral + ["--zero-stage", "3", "--world-size", "2",
-                      "--stage3-param-persistence-threshold", "100"], 2, [], None, 0, 0,
-           override={"input_ids": skewed})
-runs += 1
-finite = len(rows) == 20 and all(np.isfinite(r["loss"]) for r in rows)
-ok += finite
-print(f"{'ok  ' if finite else 'FAIL'} mixtral-tiny skewed routing zero-3 W 2: {len(rows)} steps, "
-      f"last loss {rows[-1]['loss']:.4f}" if rows else "FAIL no steps")
+for moe in ("mixtral-tiny", "qwen-moe-tiny"):
+    ids = np.load(os.path.join(M, moe + ".input_ids.npy")).copy()
+    for s in range(0, ids.shape[0], 4):
+        ids[s:s + 2] = 7
+    skewed = os.path.join(work, moe + ".skewed.input_ids.npy")
+    np.save(skewed, ids)
+    flags = dict((m[0], m[2]) for m in MODELS)[moe]
+    rows = run(moe + " skewed routing zero-3 W 2", moe, ["input_ids"],
+               flags + ["--zero-stage", "3", "--world-size", "2",
+                        "--stage3-param-persistence-threshold", "100"], 2, [], None, 0, 0,
+               override={"input_ids": skewed})
+    runs += 1
+    finite = len(rows) == 20 and all(np.isfinite(r["loss"]) for r in rows)
+    ok += finite
+    print(f"{'ok  ' if finite else 'FAIL'} {moe} skewed routing zero-3 W 2: {len(rows)} steps, "
+          f"last loss {rows[-1]['loss']:.4f}" if rows else "FAIL no steps")
 print(f"{ok} of {runs} architecture runs match PyTorch")
