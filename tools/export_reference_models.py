@@ -276,11 +276,11 @@ def t5_case(name="t5-tiny", B=4, nb=4, S=16, T=12, vocab=256):
                  "mean cross-entropy over decoder labels != -100", B=B)
 
 
-def mixtral_case(name="mixtral-tiny", coef=0.02, B=4, T=32, nb=4, vocab=256):
-    """Mixtral: 4 experts, top-2 routing, the load-balancing auxiliary loss with its coefficient.
-    Trajectories train Hugging Face's own (sparse) module; the export is the dense dispatch."""
-    from transformers import MixtralConfig, MixtralForCausalLM
-
+def moe_case(name, make_hf, coef, seed, B=4, T=32, nb=4, vocab=256):
+    """A mixture-of-experts causal LM from |make_hf|(vocab) (a Hugging Face model, built after
+    torch.manual_seed(0)): logits and the load-balancing aux loss, trained by its own (sparse)
+    module for the trajectories, exported as the dense dispatch (tools/moe_dense.py), with a
+    two-rank variant where each rank takes its own aux loss over its half."""
     class WithAux(nn.Module):
         def __init__(s, m):
             super().__init__(); s.m = m
@@ -291,16 +291,9 @@ def mixtral_case(name="mixtral-tiny", coef=0.02, B=4, T=32, nb=4, vocab=256):
 
     def mk(dense=False):
         torch.manual_seed(0)
-        c = MixtralConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                          num_key_value_heads=2, intermediate_size=128, vocab_size=vocab,
-                          max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=False,
-                          num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=coef,
-                          output_router_logits=True, sliding_window=None, attention_dropout=0.0,
-                          router_jitter_noise=0.0)
-        c._attn_implementation = "eager"
-        m = MixtralForCausalLM(c)
+        m = make_hf(vocab)
         if dense:
-            moe_dense.patch(m, 64)
+            moe_dense.patch(m, m.config.hidden_size)
         return WithAux(m)
 
     def loss(m, b):
@@ -310,36 +303,41 @@ def mixtral_case(name="mixtral-tiny", coef=0.02, B=4, T=32, nb=4, vocab=256):
     def loss_w2(m, b):  # two data-parallel ranks: each its own aux loss over its half
         h = b[0].shape[0] // 2
         return 0.5 * (loss(m, (b[0][:h], b[1][:h])) + loss(m, (b[0][h:], b[1][h:])))
-    g = torch.Generator().manual_seed(1234)
+    g = torch.Generator().manual_seed(seed)
     toks = torch.randint(0, vocab, (nb, B, T + 1), generator=g)
     ids = toks[:, :, :T].contiguous()
     lab = toks[:, :, 1:].contiguous().clone()
     lab[:, :, -1] = -100
-    import inspect, transformers
+    import transformers
     ns["report"].setdefault("_env", {})["transformers"] = transformers.__version__
     generic_case(name, mk, lambda: mk(True), {"input_ids": ids}, lab, loss, ["logits", "aux_loss"],
                  "causal-lm-moe", "mean cross-entropy + %g x load-balancing aux_loss" % coef,
                  extra_refs=[("plain-w2", ns["VARIANTS"]["plain"], loss_w2)], B=B)
 
 
+def mixtral_case(name="mixtral-tiny", coef=0.02):
+    """Mixtral: 4 experts, top-2 routing, the load-balancing auxiliary loss with its coefficient."""
+    from transformers import MixtralConfig, MixtralForCausalLM
 
-def qwen_moe_case(name="qwen-moe-tiny", coef=0.001, B=4, T=32, nb=4, vocab=256):
+    def make(vocab):
+        c = MixtralConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                          num_key_value_heads=2, intermediate_size=128, vocab_size=vocab,
+                          max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                          num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=coef,
+                          output_router_logits=True, sliding_window=None, attention_dropout=0.0,
+                          router_jitter_noise=0.0)
+        c._attn_implementation = "eager"
+        return MixtralForCausalLM(c)
+    moe_case(name, make, coef, seed=1234)
+
+
+def qwen_moe_case(name="qwen-moe-tiny", coef=0.001):
     """A fine-grained mixture of experts (issue 52), Qwen2-MoE's block: 32 experts, top-6 without
     renormalization, a shared expert twice an expert's width (DeepSeek's 2 shared experts as one
-    MLP) behind its sigmoid gate, the load-balancing aux loss. Trajectories train Hugging Face's
-    own module; the export is the dense dispatch (zcc routes it dropless)."""
+    MLP) behind its sigmoid gate, the load-balancing aux loss (zcc routes it dropless)."""
     from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
 
-    class WithAux(nn.Module):
-        def __init__(s, m):
-            super().__init__(); s.m = m
-
-        def forward(s, input_ids):
-            o = s.m(input_ids=input_ids, use_cache=False, output_router_logits=True)
-            return o.logits, o.aux_loss
-
-    def mk(dense=False):
-        torch.manual_seed(0)
+    def make(vocab):
         c = Qwen2MoeConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                            num_key_value_heads=2, intermediate_size=128, vocab_size=vocab,
                            max_position_embeddings=64, rms_norm_eps=1e-6,
@@ -349,26 +347,8 @@ def qwen_moe_case(name="qwen-moe-tiny", coef=0.001, B=4, T=32, nb=4, vocab=256):
                            router_aux_loss_coef=coef, output_router_logits=True,
                            use_sliding_window=False, attention_dropout=0.0)
         c._attn_implementation = "eager"
-        m = Qwen2MoeForCausalLM(c)
-        if dense:
-            moe_dense.patch(m, 64)
-        return WithAux(m)
-
-    def loss(m, b):
-        logits, aux = m(b[0])
-        return ce(logits, b[1]) + coef * aux
-
-    def loss_w2(m, b):  # two data-parallel ranks: each its own aux loss over its half
-        h = b[0].shape[0] // 2
-        return 0.5 * (loss(m, (b[0][:h], b[1][:h])) + loss(m, (b[0][h:], b[1][h:])))
-    g = torch.Generator().manual_seed(4321)
-    toks = torch.randint(0, vocab, (nb, B, T + 1), generator=g)
-    ids = toks[:, :, :T].contiguous()
-    lab = toks[:, :, 1:].contiguous().clone()
-    lab[:, :, -1] = -100
-    generic_case(name, mk, lambda: mk(True), {"input_ids": ids}, lab, loss, ["logits", "aux_loss"],
-                 "causal-lm-moe", "mean cross-entropy + %g x load-balancing aux_loss" % coef,
-                 extra_refs=[("plain-w2", ns["VARIANTS"]["plain"], loss_w2)], B=B)
+        return Qwen2MoeForCausalLM(c)
+    moe_case(name, make, coef, seed=4321)
 
 
 def packed_case(name, make_model, vocab=256, B=4, T=32, nb=4, eos=2, seed=4242):
