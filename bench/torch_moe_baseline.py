@@ -9,13 +9,19 @@ on as uint32 (zrun --tokens FILE --token-bytes 4). FLOPs per token count the act
 (the experts' times top-k / experts): the work of the sparse model, which is also what the MFU of
 zcc's dense plan is measured against.
 
-usage: python3 torch_moe_baseline.py [--size small|tiny] [--batch 4 --seq 1024 --steps 10]
-         [--modes eager,compile] [--export moe.onnx --tokens tokens.bin]
+--size fine is a fine-grained mixture (issue 52): Hugging Face's Qwen2-MoE with 64 experts of 512,
+top-8 without renormalization, a gated shared expert of 4096, 12 layers at 2048 wide (2.98B
+parameters, 0.86B active); fine-dense the dense Qwen2 with the same active parameters (an FFN of
+8 x 512 + 4096 = 8192), which zcc's dropless plan is compared with.
+
+usage: python3 torch_moe_baseline.py [--size small|tiny|fine|fine-dense] [--batch 4 --seq 1024]
+         [--steps 10] [--modes eager,compile] [--export moe.onnx --tokens tokens.bin]
 """
 import argparse, json, os, sys, time
 import numpy as np
 import torch, torch.nn.functional as F
-from transformers import MixtralConfig, MixtralForCausalLM
+from transformers import MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
 
 p = argparse.ArgumentParser()
 p.add_argument("--size", default="small"); p.add_argument("--seq", type=int, default=1024)
@@ -31,24 +37,43 @@ SIZES = {  # Mixtral's proportions (8 experts, top-2, FFN 3.5 x hidden, GQA 4:1)
                   num_local_experts=8, num_experts_per_tok=2),
     "tiny": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=1024, num_local_experts=4, num_experts_per_tok=2),
+    # Qwen2-MoE, fine-grained (64 experts top-8 and a shared expert), and its dense equivalent.
+    "fine": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=12,
+                 num_attention_heads=16, num_key_value_heads=4, vocab_size=32000, num_experts=64,
+                 num_experts_per_tok=8, moe_intermediate_size=512,
+                 shared_expert_intermediate_size=4096, norm_topk_prob=False, decoder_sparse_step=1,
+                 mlp_only_layers=[], use_sliding_window=False),
+    "fine-dense": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=12,
+                       num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+                       use_sliding_window=False),
 }
+MOE = a.size != "fine-dense"
 COEF = 0.02
 
 
 def make():
     torch.manual_seed(0)
-    c = MixtralConfig(max_position_embeddings=a.seq, rope_theta=1e6, attention_dropout=0.0,
-                      router_aux_loss_coef=COEF, output_router_logits=True, sliding_window=None,
-                      router_jitter_noise=0.0, tie_word_embeddings=False, **SIZES[a.size])
+    common = dict(max_position_embeddings=a.seq, rope_theta=1e6, attention_dropout=0.0,
+                  tie_word_embeddings=False, **SIZES[a.size])
+    if a.size == "fine":
+        c = Qwen2MoeConfig(router_aux_loss_coef=COEF, output_router_logits=True, **common)
+    elif a.size == "fine-dense":
+        c = Qwen2Config(**common)
+    else:
+        c = MixtralConfig(router_aux_loss_coef=COEF, output_router_logits=True, sliding_window=None,
+                          router_jitter_noise=0.0, **common)
     c._attn_implementation = "sdpa"
-    return MixtralForCausalLM(c)
+    return (Qwen2MoeForCausalLM if a.size == "fine" else Qwen2ForCausalLM if not MOE
+            else MixtralForCausalLM)(c)
 
 
 def flops_per_token(m):
     c = m.config
     n = sum(p.numel() for p in m.parameters())
+    # Routed experts (not Qwen2-MoE's shared_expert): their share top-k / experts is active.
     experts = sum(p.numel() for name, p in m.named_parameters() if ".experts." in name)
-    active = n - experts + experts * c.num_experts_per_tok // c.num_local_experts
+    total = getattr(c, "num_local_experts", None) or getattr(c, "num_experts", 1)
+    active = n - experts + experts * getattr(c, "num_experts_per_tok", 1) // total
     return 6 * active + 12 * c.num_hidden_layers * c.hidden_size * a.seq, n, active
 
 
@@ -61,6 +86,7 @@ s0 = torch.from_numpy(stream[: a.batch * a.seq + 1].astype(np.int64))
 x0, y0 = s0[:-1].view(a.batch, a.seq).contiguous(), s0[1:].view(a.batch, a.seq).contiguous()
 
 results = {}
+extra = dict(output_router_logits=True) if MOE else {}
 for mode in [m for m in a.modes.split(",") if m]:
     m = make().cuda()
     fpt, n, active = flops_per_token(m)
@@ -70,9 +96,10 @@ for mode in [m for m in a.modes.split(",") if m]:
 
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            o = step_model(input_ids=x, use_cache=False, output_router_logits=True)
+            o = step_model(input_ids=x, use_cache=False, **extra)
             loss = F.cross_entropy(o.logits.view(-1, o.logits.size(-1)).float(), y.view(-1))
-            loss = loss + COEF * o.aux_loss.float()
+            if MOE:
+                loss = loss + COEF * o.aux_loss.float()
         loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
         return loss
     t0 = time.time()
@@ -95,16 +122,17 @@ if a.export:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import moe_dense
     m = make().eval()
-    moe_dense.patch(m, m.config.hidden_size)
+    if MOE:
+        moe_dense.patch(m, m.config.hidden_size)
 
     class WithAux(torch.nn.Module):
         def __init__(s, m): super().__init__(); s.m = m
         def forward(s, input_ids):
-            o = s.m(input_ids=input_ids, use_cache=False, output_router_logits=True)
-            return o.logits, o.aux_loss
+            o = s.m(input_ids=input_ids, use_cache=False, **extra)
+            return (o.logits, o.aux_loss) if MOE else o.logits
     t0 = time.time()
     torch.onnx.export(WithAux(m), (x0,), a.export, input_names=["input_ids"],
-                      output_names=["logits", "aux_loss"], dynamo=True, optimize=False,
-                      opset_version=18, external_data=True)
+                      output_names=["logits", "aux_loss"] if MOE else ["logits"], dynamo=True,
+                      optimize=False, opset_version=18, external_data=True)
     print("exported", a.export, f"{time.time() - t0:.1f} s", flush=True)
 print(json.dumps(dict(config=vars(a), results=results)))

@@ -46,14 +46,15 @@ for st in 0 1 2 3; do
     check gpt2-z$st-w$w gpt2-z$st-w$w.zplan "$gpt2" gpt2-tiny sched "$D/references.json" 5e-4 $sched
   done
 done
-# Qwen2, Gemma, ViT, T5, Mixtral (issue 21): fp32 within 5e-4 of PyTorch, bf16
-# within 2e-2, ZeRO-3 over 2 ranks (Mixtral: each rank its own aux loss).
-for name in qwen2-tiny gemma-tiny vit-tiny t5-tiny mixtral-tiny; do
+# Qwen2, Gemma, ViT, T5, Mixtral (issue 21) and Qwen2-MoE (issue 52; both mixtures
+# of experts routed dropless: moe_route and the grouped GEMMs): fp32 within 5e-4 of
+# PyTorch, bf16 within 2e-2, ZeRO-3 over 2 ranks (MoE: each rank its own aux loss).
+for name in qwen2-tiny gemma-tiny vit-tiny t5-tiny mixtral-tiny qwen-moe-tiny; do
   flags=""
   for f in "$D/$name".*.npy; do
     n=${f#"$D/$name."}; flags="$flags --data ${n%.npy}=$f"
   done
-  w2=plain; [ "$name" = mixtral-tiny ] && w2=plain-w2
+  w2=plain; case $name in mixtral-tiny|qwen-moe-tiny) w2=plain-w2;; esac
   check $name $name-fp32.zplan "$flags" $name plain "$D/llama-references.json" 5e-4
   check $name-bf16 $name-bf16.zplan "$flags" $name plain "$D/llama-references.json" 2e-2
   check $name-z3-w2 $name-z3-w2.zplan "$flags" $name $w2 "$D/llama-references.json" 5e-4
@@ -132,6 +133,12 @@ agree gpt2-z3-w4-hpz gpt2-z3-w4-hpz.zplan 1e-5 gpt2 "$gpt2 --steps 8"
 agree gpt2-z3-w4-qwz gpt2-z3-w4-qwz.zplan 1e-4 gpt2 "$gpt2 --steps 8"
 agree gpt2-z3-w4-qgz gpt2-z3-w4-qgz.zplan 1e-4 gpt2 "$gpt2 --steps 8"
 agree lm-padded-bf16 lm-padded-bf16.zplan 1e-2
+# Mixtures of experts routed dropless: the CUDA route and grouped GEMMs against the CPU's.
+for name in mixtral-tiny qwen-moe-tiny; do
+  moe="--data input_ids=$D/$name.input_ids.npy --data labels=$D/$name.labels.npy --steps 8"
+  agree $name-fp32 $name-fp32.zplan 1e-5 - "$moe"
+  agree $name-bf16 $name-bf16.zplan 1e-2 - "$moe"
+done
 # Dropout: the CUDA kernel draws the CPU's masks (another mask moves these
 # losses by about 1e-1: dropout.test's other seed).
 dropout_data="--data x=$D/dropout.x.npy --data labels=$D/dropout.labels.npy --steps 20"
@@ -260,6 +267,17 @@ if "$zrun" train "$here/plans/gpt2-z3-w2.zplan" --backend cuda --steps 4 $gpt2 -
 else
   echo "FAIL trace:"; tail -3 "$out/trace.log" "$out/trace.check"
 fi
+# The mixture of experts' kernels (moe_route, the grouped GEMMs: SIMT in float32, wgmma
+# in bf16) against the CPU's at uneven, empty and one-row experts, bit for bit again;
+# the timings go to docs/benchmarks.md.
+total=$((total + 1))
+if "$here/zrt-moe-bench" --reps 10 >"$out/moe-bench.log" 2>&1; then
+  pass=$((pass + 1))
+  echo "ok   moe-bench: $(grep -c '^ok' "$out/moe-bench.log") CPU checks"
+else
+  echo "FAIL moe-bench:"; grep -E 'FAIL|bench:' "$out/moe-bench.log" | tail -5
+fi
+grep -v '^ok' "$out/moe-bench.log"
 # The attention kernels at model shapes: every tiling against the CPU
 # reference (causal and random masks, grouped k/v heads, D = 64 and 128) and
 # against each other bit for bit; the timings go to docs/benchmarks.md.

@@ -12,10 +12,11 @@ build=${ZCC_BUILD_DIR:-build}
 M=../shared/models
 E=examples/models
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZCC_ENABLE_CUDA=ON >/dev/null
-cmake --build "$build" --target zcc zrun zrt-attention-bench >/dev/null
+cmake --build "$build" --target zcc zrun zrt-attention-bench zrt-moe-bench >/dev/null
 rm -rf "$out" && mkdir -p "$out/lib" "$out/plans" "$out/data"
 cp "$build/runtime/zrun" "$out/" && strip "$out/zrun" # the carry is 64 MiB in all
 cp "$build/runtime/zrt-attention-bench" "$out/" && strip "$out/zrt-attention-bench"
+cp "$build/runtime/zrt-moe-bench" "$out/" && strip "$out/zrt-moe-bench"
 # Libraries the GPU machine lacks (its own glibc, libstdc++ and CUDA serve).
 ldd "$build/runtime/zrun" | awk '/=> \// {print $3}' |
   grep -E 'libisal|libprotobuf-lite|libopenblas|libgfortran|libquadmath|libgloo|libhiredis|libibverbs|libnl-' |
@@ -179,6 +180,7 @@ arch gemma-tiny --frozen 'inv_freq|lifted_tensor|embed_scale' --padding-idx m.lm
 arch vit-tiny --frozen lifted_tensor
 arch t5-tiny --frozen lifted_tensor
 arch mixtral-tiny --frozen 'inv_freq|lifted_tensor' --aux-loss aux_loss=0.02
+arch qwen-moe-tiny --frozen 'inv_freq|lifted_tensor' --aux-loss aux_loss=0.001
 for st in 0 1 2 3; do
   for w in 2 4; do
     $zcc $M/gpt2-tiny.onnx --micro-batch $((4 / w)) $gpt2 --zero-stage $st --world-size $w \
@@ -296,16 +298,25 @@ if [ -n "${HF_ONNX_DIR:-}" ]; then
   done
   cp bench/gpu-bench-hf.sh bench/torch_hf_baseline.py "$out/"
 fi
-# A Mixtral-style mixture of experts for bench/gpu-bench-moe.sh, from the
-# graph of torch_moe_baseline.py's dense-dispatch export (MOE_ONNX; weights not
-# needed): the plan without weights, with the baseline's settings.
-if [ -n "${MOE_ONNX:-}" ]; then
-  mo="--loss cross-entropy --aux-loss aux_loss=0.02 --frozen lifted_tensor|inv_freq"
-  mo="$mo --precision bf16 --target cuda --weights external --lr 1e-4 --weight-decay 0.01"
+# Mixtures of experts for bench/gpu-bench-moe.sh, from the graphs of
+# torch_moe_baseline.py's dense-dispatch exports (MOE_ONNX_DIR/moe-SIZE.onnx,
+# weights not needed): the plans without weights, with the baseline's
+# settings (routed dropless; small's exported dense dispatch beside it).
+if [ -n "${MOE_ONNX_DIR:-}" ]; then
   TIMEFORMAT="zcc compile: %R s wall on $(nproc) cores"
-  { time $zcc "$MOE_ONNX" $mo -o "$out/plans/moe-small-bf16.zplan"; } 2> "$out/plans/moe-small.compile"
-  $zcc "$MOE_ONNX" $mo --emit=report > "$out/plans/moe-small-bf16.report"
-  cp bench/gpu-bench-moe.sh "$out/"
+  for f in "$MOE_ONNX_DIR"/moe-*.onnx; do
+    size=$(basename "$f" .onnx); size=${size#moe-}
+    mo="--loss cross-entropy --frozen lifted_tensor|inv_freq --precision bf16 --target cuda"
+    mo="$mo --weights external --lr 1e-4 --weight-decay 0.01"
+    [ "$size" = fine-dense ] || mo="$mo --aux-loss aux_loss=0.02"
+    { time $zcc "$f" $mo -o "$out/plans/moe-$size-bf16.zplan"; } 2> "$out/plans/moe-$size.compile"
+    $zcc "$f" $mo --emit=report > "$out/plans/moe-$size-bf16.report"
+    if [ "$size" = small ]; then # the exported dense dispatch beside dropless
+      $zcc "$f" $mo --moe-dispatch dense -o "$out/plans/moe-$size-bf16-dense.zplan"
+      $zcc "$f" $mo --moe-dispatch dense --emit=report > "$out/plans/moe-$size-bf16-dense.report"
+    fi
+  done
+  cp bench/gpu-bench-moe.sh bench/torch_moe_baseline.py tools/moe_dense.py "$out/"
 fi
 # A >= 1B model (GPT2_XL_ONNX, exported on the GPU machine by gpu-memory's
 # first call): the same levers, and stage 2 offload with clipping (the
@@ -357,9 +368,9 @@ fi
 for d in "$out" "${dirs[@]}"; do
   tar cf - -C "$d" lib | xz -T0 -6 > "$d/lib.tar.xz" && rm -r "$d/lib"
 done
-# zrun and zrt-attention-bench likewise (their kernels' PTX compresses: 50 MB becomes ~10).
-tar cf - -C "$out" zrun zrt-attention-bench | xz -T0 -6 > "$out/bin.tar.xz"
-rm "$out/zrun" "$out/zrt-attention-bench"
+# zrun and the kernel benchmarks likewise (their kernels' PTX compresses: 50 MB becomes ~10).
+tar cf - -C "$out" zrun zrt-attention-bench zrt-moe-bench | xz -T0 -6 > "$out/bin.tar.xz"
+rm "$out/zrun" "$out/zrt-attention-bench" "$out/zrt-moe-bench"
 # The plans, kernel cases and data likewise (68 MB in all uncompressed: past the carry).
 tar cf - -C "$out" plans kernels data | xz -T0 -6 > "$out/pd.tar.xz"
 rm -r "$out/plans" "$out/kernels" "$out/data"

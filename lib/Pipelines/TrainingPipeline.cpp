@@ -78,9 +78,9 @@ void zcc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(createZeroRecognizePatterns());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  // Dropless where its kernels run on the target: the CPU's (the CUDA grouped
-  // GEMMs are to come; until then the dense form's GEMMs beat a host fallback).
-  if (o.moeDispatch == "dropless" || (o.moeDispatch == "auto" && !cuda))
+  // Dropless unless asked for the exported dense form (both targets have
+  // the grouped GEMMs: runtime/cpu/Moe.cpp, runtime/cuda/Moe.cu).
+  if (o.moeDispatch != "dense")
     pm.addPass(createZeroMoeDispatch(passOptions<ZeroMoeDispatchOptions>(o)));
   // A plan always has a loss; the zero IR only when one is asked for.
   if (o.loss != LossKind::None || o.lower || !o.auxLoss.empty()) {

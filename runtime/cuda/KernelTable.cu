@@ -73,6 +73,10 @@ std::string describeCudaError(const long long info[5]) {
     return errorf("index ", info[1], " is out of range for a dimension of size ", info[3],
                   " (e.g. a token id >= the vocabulary size)")
         .message();
+  if (info[0] == 3)
+    return errorf("moe_route: token ", info[2], " chose expert ", info[1], ", outside the ",
+                  info[3], " experts (the router's top-k indices must lie in [0, experts))")
+        .message();
   return info[0] ? "kernel error " + std::to_string(info[0]) : "";
 }
 
