@@ -59,13 +59,9 @@ __device__ __forceinline__ void wgmma64(float d[32], uint64_t a, uint64_t b, int
   "%7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, "   \
   "%26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n}\n"
   if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    asm volatile(ZRT_WGMMA64("bf16")
-                 : ZRT_D32
-                 : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
+    asm volatile(ZRT_WGMMA64("bf16") : ZRT_D32 : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
   else
-    asm volatile(ZRT_WGMMA64("f16")
-                 : ZRT_D32
-                 : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
+    asm volatile(ZRT_WGMMA64("f16") : ZRT_D32 : "l"(a), "l"(b), "r"(accumulate), "n"(TA), "n"(TB));
 #undef ZRT_WGMMA64
 #undef ZRT_D32
 }
@@ -190,7 +186,7 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
   const int cw = wg - 1; // this consumer's 64 rows of the tile
-  float acc[64]; // the first slice's products overwrite (scale-d 0)
+  float acc[64];         // the first slice's products overwrite (scale-d 0)
   for (int it = 0; it < slices; ++it) {
     const int s = Ring::stage(it);
     mbarrierWait(&sm.ring.full[s], Ring::parity(it));
@@ -235,7 +231,8 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
   if (threadIdx.x == 0)
     sm.ring.init();
   __syncthreads();
-  const int64_t e = blockIdx.z, p0 = (int64_t)blockIdx.y * kTileM, q0 = (int64_t)blockIdx.x * kTileN;
+  const int64_t e = blockIdx.z, p0 = (int64_t)blockIdx.y * kTileM,
+                q0 = (int64_t)blockIdx.x * kTileN;
   const int64_t r0 = offsetAt(offsets, wide, e), r1 = offsetAt(offsets, wide, e + 1);
   const int chunks = (int)((r1 - r0 + kSliceK - 1) / kSliceK);
 
@@ -247,8 +244,8 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
         const int row = (int)(r0 + it * kSliceK);
         sm.ring.acquire(it, 2 * kTileElems * sizeof(T));
         for (int c = 0; c < 2; ++c) {
-          tmaLoad(sm.a + s * kTileElems + c * 64 * 64, &leftMap, &sm.ring.full[s],
-                  (int)p0 + 64 * c, 0, row, 0);
+          tmaLoad(sm.a + s * kTileElems + c * 64 * 64, &leftMap, &sm.ring.full[s], (int)p0 + 64 * c,
+                  0, row, 0);
           tmaLoad(sm.b + s * kTileElems + c * 64 * 64, &rightMap, &sm.ring.full[s],
                   (int)q0 + 64 * c, 0, row, 0);
         }
@@ -339,8 +336,8 @@ template <typename T> Status launchGrad(const GroupedOperands &g, cudaStream_t s
   ZRT_RETURN_IF_ERROR(setSmem(groupedGradKernel<T>, kSmemBytes));
   dim3 grid((unsigned)((g.n + kTileN - 1) / kTileN), (unsigned)((g.k + kTileM - 1) / kTileM),
             (unsigned)g.experts);
-  groupedGradKernel<T><<<grid, kFa3Threads, kSmemBytes, st>>>(
-      left, right, g.offsets, g.offsets64, g.k, g.n, static_cast<T *>(g.out));
+  groupedGradKernel<T><<<grid, kFa3Threads, kSmemBytes, st>>>(left, right, g.offsets, g.offsets64,
+                                                              g.k, g.n, static_cast<T *>(g.out));
   cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? Status::ok()
                             : errorf("grouped_matmul_rhs_grad: ", cudaGetErrorString(err));

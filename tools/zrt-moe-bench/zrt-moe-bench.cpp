@@ -192,7 +192,8 @@ void checkRoute(Gpu &g, int64_t n, int64_t k, int64_t experts, int64_t capacity,
   route(ex, experts, 1, rng);
   int64_t rows = capacity > 0 ? experts * capacity : n * k;
   Tensor tokens(DType::I64, {rows}), pos(DType::I64, {n, k}), off(DType::I64, {experts + 1});
-  KernelCall h{{ex.hostRef()}, {tokens.hostRef(), pos.hostRef(), off.hostRef()}, {experts, capacity}};
+  KernelCall h{
+      {ex.hostRef()}, {tokens.hostRef(), pos.hostRef(), off.hostRef()}, {experts, capacity}};
   KernelCall d{{ex.devRef()}, {tokens.devRef(), pos.devRef(), off.devRef()}, {experts, capacity}};
   check(cpuKernel(KernelId::MoeRoute).run(h), "cpu moe_route");
   g.run(KernelId::MoeRoute, d, "moe_route");
@@ -200,8 +201,9 @@ void checkRoute(Gpu &g, int64_t n, int64_t k, int64_t experts, int64_t capacity,
   bool same = err.empty() && tokens.download() == tokens.host && pos.download() == pos.host &&
               off.download() == off.host;
   char line[200];
-  std::snprintf(line, sizeof line, "moe_route %lld tokens top-%lld of %lld experts, capacity %lld: %s",
-                (long long)n, (long long)k, (long long)experts, (long long)capacity,
+  std::snprintf(line, sizeof line,
+                "moe_route %lld tokens top-%lld of %lld experts, capacity %lld: %s", (long long)n,
+                (long long)k, (long long)experts, (long long)capacity,
                 same ? "the CPU's rows, positions and offsets" : ("differs " + err).c_str());
   report(same, line);
   // An expert id out of range: the error slot names the token.
@@ -215,15 +217,18 @@ void checkRoute(Gpu &g, int64_t n, int64_t k, int64_t experts, int64_t capacity,
 
 /// Offsets of |rows| routed rows over |experts|: skewed, with empty experts
 /// (the first |empty|), one-row experts and a last expert that takes the rest.
-std::vector<int64_t> offsetsFor(int64_t rows, int64_t experts, int64_t empty, std::mt19937_64 &rng) {
+std::vector<int64_t> offsetsFor(int64_t rows, int64_t experts, int64_t empty,
+                                std::mt19937_64 &rng) {
   std::vector<int64_t> off(experts + 1, 0);
   std::vector<double> w(experts);
   double sum = 0;
   for (int64_t e = 0; e < experts; ++e)
-    sum += w[e] = e < empty ? 0.0 : (e % 5 == 1 ? 1e-9 : 1.0 / (1 + e % 7) * (0.5 + rng() % 100 / 100.0));
+    sum += w[e] =
+        e < empty ? 0.0 : (e % 5 == 1 ? 1e-9 : 1.0 / (1 + e % 7) * (0.5 + rng() % 100 / 100.0));
   int64_t at = 0;
   for (int64_t e = 0; e < experts; ++e) {
-    int64_t c = e + 1 == experts ? rows - at : std::min<int64_t>(rows - at, (int64_t)(rows * w[e] / sum));
+    int64_t c =
+        e + 1 == experts ? rows - at : std::min<int64_t>(rows - at, (int64_t)(rows * w[e] / sum));
     if (e % 5 == 1 && at < rows && e + 1 < experts)
       c = 1; // a one-row expert
     off[e + 1] = at += c;
@@ -242,8 +247,8 @@ double relError(const Tensor &t, const std::vector<char> &got, const std::vector
 }
 
 /// grouped_matmul (both layouts) and its matrix gradient (both) against the CPU.
-void checkGemms(Gpu &g, DType type, int64_t m, int64_t k, int64_t n, int64_t experts,
-                int64_t empty, std::mt19937_64 &rng) {
+void checkGemms(Gpu &g, DType type, int64_t m, int64_t k, int64_t n, int64_t experts, int64_t empty,
+                std::mt19937_64 &rng) {
   double tol = type == DType::F32 ? 1e-5 : 1e-2;
   Tensor off(DType::I64, {experts + 1});
   std::vector<int64_t> o = offsetsFor(m, experts, empty, rng);
@@ -251,8 +256,8 @@ void checkGemms(Gpu &g, DType type, int64_t m, int64_t k, int64_t n, int64_t exp
   off.upload();
   const char *tn = type == DType::F32 ? "f32" : "bf16";
   for (int t = 0; t < 2; ++t) {
-    Tensor x(type, {m, k}), w(type, t ? std::vector<int64_t>{experts, n, k}
-                                       : std::vector<int64_t>{experts, k, n}),
+    Tensor x(type, {m, k}),
+        w(type, t ? std::vector<int64_t>{experts, n, k} : std::vector<int64_t>{experts, k, n}),
         y(type, {m, n});
     x.fill(rng, 1.0f);
     w.fill(rng, 0.1f);
@@ -274,8 +279,8 @@ void checkGemms(Gpu &g, DType type, int64_t m, int64_t k, int64_t n, int64_t exp
     report(err < tol && same, line);
 
     // The matrix gradient: dW = x^T dy (or dy^T x) over each expert's rows.
-    Tensor dy(type, {m, n}), dw(type, t ? std::vector<int64_t>{experts, n, k}
-                                         : std::vector<int64_t>{experts, k, n});
+    Tensor dy(type, {m, n}),
+        dw(type, t ? std::vector<int64_t>{experts, n, k} : std::vector<int64_t>{experts, k, n});
     dy.fill(rng, 1.0f);
     CHECK_CUDA(cudaMemset(dw.dev, 0x7f, dw.bytes())); // rows the kernel must write
     KernelCall hg{{x.hostRef(), dy.hostRef(), off.hostRef()}, {dw.hostRef()}, {t}};
@@ -322,8 +327,9 @@ void timeShape(Gpu &g, const ModelShape &s, int reps, std::mt19937_64 &rng) {
   std::vector<int64_t> o = offsetsFor(m, s.experts, 0, rng);
   std::memcpy(off.host.data(), o.data(), o.size() * 8);
   off.upload();
-  Tensor x(bf, {m, H}), wgu(bf, {s.experts, I2, H}), h(bf, {m, I2}), wd(bf, {s.experts, H, s.inter}),
-      hd(bf, {m, s.inter}), y(bf, {m, H}), dgu(bf, {s.experts, I2, H});
+  Tensor x(bf, {m, H}), wgu(bf, {s.experts, I2, H}), h(bf, {m, I2}),
+      wd(bf, {s.experts, H, s.inter}), hd(bf, {m, s.inter}), y(bf, {m, H}),
+      dgu(bf, {s.experts, I2, H});
   x.fill(rng, 1.0f);
   wgu.fill(rng, 0.02f);
   wd.fill(rng, 0.02f);
@@ -381,8 +387,9 @@ int main(int argc, char **argv) {
     else if (a == "--no-checks")
       checks = false;
     else {
-      std::fprintf(stderr, "usage: zrt-moe-bench [--reps N] [--shapes fine,fine-1408,mixtral,fine-128] "
-                           "[--no-checks]\n");
+      std::fprintf(stderr,
+                   "usage: zrt-moe-bench [--reps N] [--shapes fine,fine-1408,mixtral,fine-128] "
+                   "[--no-checks]\n");
       return 2;
     }
   }
