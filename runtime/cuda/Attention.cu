@@ -506,20 +506,10 @@ bool warpSpecialisedDkv(int k, const Operands &a, int width) {
   return k == 4 || k == 5 || (k == 0 && a.type == DType::BF16 && width >= 80);
 }
 
-/// Whether the current device runs the sm_90a kernels (compute capability
-/// 9.0: H100, H200).
-bool hopper() {
-  int device = 0, major = 0, minor = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-         major == 9 && minor == 0;
-}
-
 /// Whether the backward of call |a| at kernel width |width| takes the
 /// warp-specialised dk/dv (the same rule launchTensorCore follows).
 bool fa3DkvPath(const Operands &a, AttentionTiling tiling, int width) {
-  return width >= 32 && tiling.bwdKernel != 1 && hopper() && !a.bias && tmaDescribes(a, true) &&
+  return width >= 32 && tiling.bwdKernel != 1 && hopperGpu() && !a.bias && tmaDescribes(a, true) &&
          warpSpecialisedDkv(tiling.bwdKernel, a, width);
 }
 
@@ -594,7 +584,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
   constexpr bool kWide = D == 64 || D == 128;
   if (!backward) {
     if constexpr (D >= 32)
-      if (tiling.fwdKernel != 1 && hopper()) {
+      if (tiling.fwdKernel != 1 && hopperGpu()) {
         // The warp-specialised kernel takes the structural masks; a bias
         // tensor keeps the one-warpgroup kernel.
         if (warpSpecialisedForward(tiling.fwdKernel, a) && !p.bias && tmaDescribes(a))
@@ -607,7 +597,7 @@ Status launchTensorCore(bool backward, const Operands &a, CudaContext &ctx, floa
     return launchForward<T, D, 1>(a, p, tiles, st);
   }
   if constexpr (D >= 32)
-    if (tiling.bwdKernel != 1 && hopper()) {
+    if (tiling.bwdKernel != 1 && hopperGpu()) {
       bool tma = !p.bias && tmaDescribes(a, true);
       return launchBackwardWgmma<T, D>(a, p, tiles, dsum, st,
                                        tma && warpSpecialisedDq(tiling.bwdKernel),

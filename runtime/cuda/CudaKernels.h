@@ -80,6 +80,10 @@ inline bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 1
 /// shapes (cuda/KernelTable.cu).
 bool hasCudaKernel(KernelId id, const KernelCall &call);
 
+/// Whether the current device is compute capability 9.0 (H100, H200), the
+/// one the sm_90a kernels (wgmma, TMA) run on (cuda/KernelTable.cu).
+bool hopperGpu();
+
 /// In-process ranks on one device: how many a collective kernel takes.
 constexpr int kMaxDeviceRanks = 64;
 

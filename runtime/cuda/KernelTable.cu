@@ -64,6 +64,14 @@ Status CudaContext::reserve(size_t bytes) {
   return Status::ok();
 }
 
+bool hopperGpu() {
+  int device = 0, major = 0, minor = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+         major == 9 && minor == 0;
+}
+
 std::string describeCudaError(const long long info[5]) {
   if (info[0] == 1)
     return errorf("label ", info[1], " at position ", info[2], " is out of range for ", info[3],

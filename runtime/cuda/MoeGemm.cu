@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cuda/AttentionTma.cuh"
+#include "cuda/CudaKernels.h"
 #include "cuda/MoeGemm.cuh"
 
 namespace zrt {
@@ -297,14 +298,6 @@ __global__ void __launch_bounds__(kFa3Threads, 1)
 #endif
 }
 
-bool hopperDevice() {
-  int device = 0, major = 0, minor = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-         major == 9 && minor == 0;
-}
-
 /// The TMA map of a row-major [batch, rows, cols] operand read in boxes of
 /// 64 columns x |boxRows| rows (tensorMap's [B, S, heads = 1, d] form).
 Status map3(CUtensorMap *map, const void *base, DType type, int64_t cols, int64_t rows,
@@ -351,7 +344,7 @@ bool groupedWgmmaFits(const GroupedOperands &g) {
   return (g.type == DType::BF16 || g.type == DType::F16) && g.k % 8 == 0 && g.n % 8 == 0 &&
          g.k > 0 && g.n > 0 && g.m < limit && g.k < limit && g.n < limit && g.experts < 65535 &&
          (g.m + kTileM - 1) / kTileM + g.experts < 65535 && aligned(g.rows) && aligned(g.rhs) &&
-         hopperDevice();
+         hopperGpu();
 }
 
 Status launchGroupedWgmma(const GroupedOperands &g, cudaStream_t st) {
