@@ -22,6 +22,7 @@
 //     case checked on sampled rows against a double reference (sampledCheck)
 //
 //===----------------------------------------------------------------------===//
+#include "BenchSupport.h"
 #include "cpu/Kernels.h"
 #include "cuda/CudaKernels.h"
 
@@ -40,35 +41,9 @@ using namespace zrt;
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                              \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "zrt-attention-bench: %s: %s\n", #x, cudaGetErrorString(e_));           \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
-
-void check(const Status &s, const char *what) {
-  if (!s.isOk()) {
-    std::fprintf(stderr, "zrt-attention-bench: %s: %s\n", what, s.message().c_str());
-    std::exit(2);
-  }
-}
-
-uint16_t toBf16(float f) { // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f))
-    return 0x7fc0;
-  return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-float fromBf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using bench::check;
+using bench::fromBf16;
+using bench::toBf16;
 
 struct Shape {
   const char *name;
@@ -535,6 +510,7 @@ std::string name(AttentionTiling t) {
 } // namespace
 
 int main(int argc, char **argv) {
+  bench::programName() = "zrt-attention-bench";
   int reps = 20;
   std::string only, tilings; // tilings: indices into kTilings, all if empty
   bool checks = true;        // --no-checks (for a profiler): the timed shapes only

@@ -15,6 +15,7 @@
 //   zrt-moe-bench [--reps N] [--shapes fine,fine-1408,mixtral,fine-128] [--no-checks]
 //
 //===----------------------------------------------------------------------===//
+#include "BenchSupport.h"
 #include "cpu/Kernels.h"
 #include "cuda/CudaKernels.h"
 
@@ -34,33 +35,9 @@ using namespace zrt;
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                              \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "zrt-moe-bench: %s: %s\n", #x, cudaGetErrorString(e_));                 \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
-
-void check(const Status &s, const char *what) {
-  if (!s.isOk()) {
-    std::fprintf(stderr, "zrt-moe-bench: %s: %s\n", what, s.message().c_str());
-    std::exit(2);
-  }
-}
-
-uint16_t toBf16(float f) { // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-float fromBf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using bench::check;
+using bench::fromBf16;
+using bench::toBf16;
 
 /// A tensor on the host and the device (bytes).
 struct Tensor {
@@ -122,10 +99,8 @@ struct Gpu {
     CHECK_CUDA(cudaStreamCreate(&ctx.stream));
     CHECK_CUDA(cudaMalloc(&ctx.errorInfo, 5 * sizeof(long long)));
     CHECK_CUDA(cudaMemset(ctx.errorInfo, 0, 5 * sizeof(long long)));
-    if (cublasLtCreate(&ctx.lt) != CUBLAS_STATUS_SUCCESS) {
-      std::fprintf(stderr, "zrt-moe-bench: cublasLtCreate failed\n");
-      std::exit(2);
-    }
+    if (cublasLtCreate(&ctx.lt) != CUBLAS_STATUS_SUCCESS)
+      bench::fail("cublasLtCreate", "failed");
     ctx.workspaceBytes = 32u << 20;
     CHECK_CUDA(cudaMalloc(&ctx.workspace, ctx.workspaceBytes));
     CHECK_CUDA(cudaEventCreate(&start));
@@ -375,6 +350,7 @@ void timeShape(Gpu &g, const ModelShape &s, int reps, std::mt19937_64 &rng) {
 } // namespace
 
 int main(int argc, char **argv) {
+  bench::programName() = "zrt-moe-bench";
   int reps = 20;
   bool checks = true;
   std::string shapes = "fine,fine-1408,mixtral,fine-128";
