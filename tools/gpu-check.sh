@@ -58,6 +58,10 @@ for name in qwen2-tiny gemma-tiny vit-tiny t5-tiny mixtral-tiny qwen-moe-tiny; d
   check $name $name-fp32.zplan "$flags" $name plain "$D/llama-references.json" 5e-4
   check $name-bf16 $name-bf16.zplan "$flags" $name plain "$D/llama-references.json" 2e-2
   check $name-z3-w2 $name-z3-w2.zplan "$flags" $name $w2 "$D/llama-references.json" 5e-4
+  if [ -f "$here/plans/$name-z3-w2-ep.zplan" ]; then # expert parallelism (--moe-ep-size 2)
+    check $name-z3-w2-ep $name-z3-w2-ep.zplan "$flags" $name $w2 "$D/llama-references.json" 5e-4
+    check $name-z2-w2-ep-bf16 $name-z2-w2-ep-bf16.zplan "$flags" $name $w2 "$D/llama-references.json" 2e-2
+  fi
 done
 # Recompute and offload: PyTorch's trajectory, and bit for bit the plain plan's.
 same() { # name plain-name

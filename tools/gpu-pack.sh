@@ -174,6 +174,13 @@ arch() { # name zcc-flags... (the references' plain trajectory: AdamW, lr 1e-3, 
   done
   $zcc $E/$name.onnx --micro-batch $((batch / 2)) --loss cross-entropy --target cuda "$@" \
     --zero-stage 3 --world-size 2 --stage3-param-persistence-threshold 100 -o "$out/plans/$name-z3-w2.zplan"
+  case $name in mixtral-tiny|qwen-moe-tiny) # expert parallelism over the 2 ranks (issue 52)
+    $zcc $E/$name.onnx --micro-batch $((batch / 2)) --loss cross-entropy --target cuda "$@" \
+      --zero-stage 3 --world-size 2 --moe-ep-size 2 --stage3-param-persistence-threshold 100 \
+      -o "$out/plans/$name-z3-w2-ep.zplan"
+    $zcc $E/$name.onnx --micro-batch $((batch / 2)) --loss cross-entropy --target cuda "$@" \
+      --zero-stage 2 --world-size 2 --moe-ep-size 2 --precision bf16 -o "$out/plans/$name-z2-w2-ep-bf16.zplan"
+  esac
 }
 arch qwen2-tiny --frozen 'inv_freq|lifted_tensor'
 arch gemma-tiny --frozen 'inv_freq|lifted_tensor|embed_scale' --padding-idx m.lm_head.weight=0

@@ -28,12 +28,24 @@ def Zero_MoeRouteOp : Zero_Op<"moe_route", [Pure]> {
     its position is E C (one past the rows), and an expert's unused rows hold
     token N (one past the tokens). zero-moe-dispatch gathers from tables
     with a zero row at those indices, so a dropped choice adds nothing.
+
+    Expert parallelism (zcc --moe-ep-size P, the all-gather dispatch of
+    docs/zero.md): `experts` [M, k] are every token of the EP group's
+    choices among `all_experts` experts, and `first_expert` [1] (data: each
+    rank's own, from zero.local_shard) is the first of this rank's
+    `num_experts`. Only choices of experts first .. first + num_experts - 1
+    get a row (expert e - first); the others' positions are R, the number of
+    rows `tokens` [R] holds (static: M min(k, num_experts), what any routing
+    needs). The rows past offsets[num_experts] are unused and hold token M.
   }];
-  let arguments = (ins Zero_IndexTensor:$experts, Zero_I64Attr:$num_experts,
-                       DefaultValuedAttr<Zero_I64Attr, "0">:$capacity);
+  let arguments = (ins Zero_IndexTensor:$experts, Optional<Zero_IndexTensor>:$first_expert,
+                       Zero_I64Attr:$num_experts,
+                       DefaultValuedAttr<Zero_I64Attr, "0">:$capacity,
+                       DefaultValuedAttr<Zero_I64Attr, "0">:$all_experts);
   let results = (outs Zero_IndexTensor:$tokens, Zero_IndexTensor:$positions,
                       Zero_IndexTensor:$offsets);
-  let assemblyFormat = "$experts attr-dict `:` type($experts) `->` type(results)";
+  let assemblyFormat = "$experts (`first` $first_expert^ `:` type($first_expert))? attr-dict `:` "
+                       "type($experts) `->` type(results)";
   let hasVerifier = 1;
 }
 
@@ -44,7 +56,8 @@ def Zero_GroupedMatmulOp : Zero_Op<"grouped_matmul", [Pure]> {
     are expert e's (`zero.moe_route`'s offsets). `rhs` [E, K, N] holds a
     matrix per expert ([E, N, K] with `transpose_rhs`, as Hugging Face stores
     `gate_up_proj` and `down_proj`). Row r of expert e of the result [M, N] is
-    lhs[r] rhs[e] (rhs[e]^T with `transpose_rhs`).
+    lhs[r] rhs[e] (rhs[e]^T with `transpose_rhs`). Rows past offsets[E]
+    (expert parallelism's unused rows) are zero.
   }];
   let arguments = (ins Zero_FloatTensor:$lhs, Zero_FloatTensor:$rhs, Zero_IndexTensor:$offsets,
                        UnitAttr:$transpose_rhs);

@@ -27,7 +27,7 @@ class Zero_Op<string mnemonic, list<Trait> traits = []>
 
 def Zero_FloatTensor : RankedTensorOf<[AnyFloat]>;
 // What an all-gather moves: floats, or qwZ's blockwise int8 values.
-def Zero_GatherTensor : RankedTensorOf<[AnyFloat, I8]>;
+def Zero_GatherTensor : RankedTensorOf<[AnyFloat, I8, I64]>; // int64: expert choices (EP)
 def Zero_BoolTensor : RankedTensorOf<[I1]>;
 def Zero_IndexTensor : RankedTensorOf<[I32, I64]>;
 
@@ -939,9 +939,9 @@ def Zero_DequantizeOp : Zero_Op<"dequantize", [Pure]> {
 
 def Zero_LocalShardOp : Zero_Op<"local_shard", [Pure]> {
   let summary = "this rank's chunk of a replicated 1-D tensor (no communication)";
-  let arguments = (ins Zero_FloatTensor:$input, Zero_I64Attr:$world_size,
+  let arguments = (ins Zero_GatherTensor:$input, Zero_I64Attr:$world_size,
                        Zero_CommGroupAttr:$group);
-  let results = (outs Zero_FloatTensor:$result);
+  let results = (outs Zero_GatherTensor:$result);
   let assemblyFormat = "$input (`in` $group^)? attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "ZeroOpsSupport.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace zcc::zero;
 
@@ -20,6 +22,19 @@ LogicalResult MoeRouteOp::verify() {
   if (c < 0)
     return emitOpError("capacity ") << c << " must be >= 0 (0: dropless)";
   int64_t rows = c > 0 ? e * c : n * k;
+  if (Value first = getFirstExpert()) { // expert parallelism: this rank's experts
+    int64_t all = getAllExperts();
+    if (c > 0)
+      return emitOpError("routes a rank's experts (first_expert) without a capacity");
+    if (tensorOf(first).getShape() != ArrayRef<int64_t>{1})
+      return emitOpError("first_expert ") << first.getType() << " should hold one value";
+    if (all < e || all % e)
+      return emitOpError("all_experts ")
+             << all << " must be a multiple of the rank's num_experts " << e;
+    rows = n * std::min(k, e);
+  } else if (getAllExperts() != 0 && getAllExperts() != e) {
+    return emitOpError("all_experts ") << getAllExperts() << " needs first_expert";
+  }
   auto expect = [&](Value v, ArrayRef<int64_t> shape, StringRef what) -> LogicalResult {
     if (tensorOf(v).getShape() != shape)
       return emitOpError(what) << " " << v.getType() << " should be " << shapeStr(shape);

@@ -401,6 +401,34 @@ LogicalResult Differentiator::backward(Operation *op) {
                      GroupedMatmulRhsGradOp::create(b, loc, w.getType(), a, g, offsets, tb));
         return success();
       })
+      // Expert parallelism's collectives in the forward (zero-moe-dispatch
+      // --moe-ep-size): the backward swaps them. Every rank's adjoints are of
+      // its own loss; zero-partition's average over the ranks sums them.
+      .Case([&](AllGatherOp a) {
+        if (needsGrad.contains(x(0)))
+          accumulate(loc, x(0),
+                     ReduceScatterOp::create(b, loc, x(0).getType(), g, CollectiveReduce::sum,
+                                             a.getWorldSize(), /*async=*/false, a.getGroup()));
+        return success();
+      })
+      .Case([&](ReduceScatterOp r) {
+        Value gathered = AllGatherOp::create(b, loc, x(0).getType(), g, r.getWorldSize(),
+                                             /*async=*/false, r.getGroup());
+        if (r.getReduce() == CollectiveReduce::avg)
+          gathered = MulOp::create(b, loc, gathered, scalar(loc, g, 1.0 / r.getWorldSize()));
+        accumulate(loc, x(0), gathered);
+        return success();
+      })
+      .Case([&](LocalShardOp l) {
+        // A replicated tensor whose ranks each read their own chunk: every
+        // rank's adjoint holds every chunk's, divided by the ranks that read
+        // one, so that the average over the ranks is the mean loss's.
+        Value gathered = AllGatherOp::create(b, loc, x(0).getType(), g, l.getWorldSize(),
+                                             /*async=*/false, l.getGroup());
+        accumulate(loc, x(0),
+                   MulOp::create(b, loc, gathered, scalar(loc, g, 1.0 / l.getWorldSize())));
+        return success();
+      })
       .Case([&](ReduceOp r) -> LogicalResult {
         if (r.getKind() != ReduceKind::sum && r.getKind() != ReduceKind::mean &&
             r.getKind() != ReduceKind::sum_squares)

@@ -313,9 +313,58 @@ Value withZeroRow(OpBuilder &b, Location loc, Value table) {
   return ConcatOp::create(b, loc, ValueRange{table, zero}, b.getI64IntegerAttr(0));
 }
 
+/// Expert parallelism: the EP group's ranks and which collective group they
+/// are (the world, or the mesh's groups of consecutive ranks).
+struct ExpertParallel {
+  int64_t ranks = 1;
+  CommGroup group = CommGroup::world;
+};
+
+/// [n, ...] on every rank of |ep| laid end to end in rank order: [P n, ...].
+Value gatherRows(OpBuilder &b, Location loc, Value v, const ExpertParallel &ep) {
+  auto t = tensorType(v);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[0] *= ep.ranks;
+  Value flat =
+      ReshapeOp::create(b, loc, RankedTensorType::get({t.getNumElements()}, t.getElementType()), v);
+  Value all = AllGatherOp::create(
+      b, loc, RankedTensorType::get({t.getNumElements() * ep.ranks}, t.getElementType()), flat,
+      ep.ranks, /*async=*/false, ep.group);
+  return ReshapeOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), all);
+}
+
+/// The sum over the ranks of |ep| of [P n, ...], rank r keeping rows
+/// [r n, (r + 1) n): [n, ...].
+Value reduceScatterRows(OpBuilder &b, Location loc, Value v, const ExpertParallel &ep) {
+  auto t = tensorType(v);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[0] /= ep.ranks;
+  Value flat =
+      ReshapeOp::create(b, loc, RankedTensorType::get({t.getNumElements()}, t.getElementType()), v);
+  Value mine = ReduceScatterOp::create(
+      b, loc, RankedTensorType::get({t.getNumElements() / ep.ranks}, t.getElementType()), flat,
+      CollectiveReduce::sum, ep.ranks, /*async=*/false, ep.group);
+  return ReshapeOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), mine);
+}
+
+/// This rank's E / P experts of stacked expert parameters [E, ...]: its
+/// chunk of the (replicated) stack, [E / P, ...].
+Value localExperts(OpBuilder &b, Location loc, Value stacked, const ExpertParallel &ep) {
+  auto t = tensorType(stacked);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[0] /= ep.ranks;
+  int64_t n = t.getNumElements();
+  Value flat = ReshapeOp::create(b, loc, RankedTensorType::get({n}, t.getElementType()), stacked);
+  Value mine = LocalShardOp::create(
+      b, loc, RankedTensorType::get({n / ep.ranks}, t.getElementType()), flat, ep.ranks, ep.group);
+  return ReshapeOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()), mine);
+}
+
 /// Rewrites one block whose combination is |sum| (the reduce forming W);
-/// |capacityFactor| > 0 gives each expert ceil(factor N k / E) rows.
-LogicalResult rewriteBlock(ReduceOp sum, double capacityFactor) {
+/// |capacityFactor| > 0 gives each expert ceil(factor N k / E) rows. Under
+/// expert parallelism (|ep| of several ranks) the block routes the group's
+/// tokens to this rank's experts (docs/zero.md, the all-gather dispatch).
+LogicalResult rewriteBlock(ReduceOp sum, double capacityFactor, const ExpertParallel &ep) {
   auto comb = matchCombination(sum);
   if (!comb)
     return failure();
@@ -344,28 +393,49 @@ LogicalResult rewriteBlock(ReduceOp sum, double capacityFactor) {
     if (experts[e].index != e || !sameExpert(experts[0], experts[e], comb->numExperts))
       return failure();
 
+  int64_t numExperts = comb->numExperts;
+
   // Route, run expert 0's ops once over the N k routed rows, combine.
   OpBuilder b(last);
   Location loc = last->getLoc();
   MLIRContext *ctx = b.getContext();
   int64_t k = tensorType(comb->experts).getDimSize(1), rows = n * k, capacity = 0;
+  auto i64 = IntegerType::get(ctx, 64);
+  Value choices = comb->experts, weights = comb->weights;
+  if (tensorType(choices).getElementType() != i64)
+    choices = CastOp::create(b, loc, RankedTensorType::get({n, k}, i64), choices);
+  Value first; // expert parallelism: this rank's first expert
+  if (ep.ranks > 1) {
+    // The group's tokens, choices and weights; this rank's experts.
+    x = gatherRows(b, loc, x, ep);
+    choices = gatherRows(b, loc, choices, ep);
+    weights = gatherRows(b, loc, weights, ep);
+    numExperts /= ep.ranks;
+    n *= ep.ranks;
+    rows = n * std::min(k, numExperts);
+    SmallVector<int64_t> starts;
+    for (int64_t r = 0; r < ep.ranks; ++r)
+      starts.push_back(r * numExperts);
+    auto startsType = RankedTensorType::get({ep.ranks}, i64);
+    Value table = ConstantOp::create(b, loc, DenseIntElementsAttr::get(startsType, starts));
+    first =
+        LocalShardOp::create(b, loc, RankedTensorType::get({1}, i64), table, ep.ranks, ep.group);
+  }
   if (capacityFactor > 0) {
     capacity = (int64_t)std::ceil(capacityFactor * (double)(n * k) / (double)comb->numExperts);
     capacity = std::clamp<int64_t>(capacity, 1, n); // a token takes an expert once
     rows = capacity * comb->numExperts;
   }
-  auto i64 = IntegerType::get(ctx, 64);
-  Value choices = comb->experts;
-  if (tensorType(choices).getElementType() != i64)
-    choices = CastOp::create(b, loc, RankedTensorType::get({n, k}, i64), choices);
   auto route = MoeRouteOp::create(
       b, loc, RankedTensorType::get({rows}, i64), RankedTensorType::get({n, k}, i64),
-      RankedTensorType::get({comb->numExperts + 1}, i64), choices,
-      b.getI64IntegerAttr(comb->numExperts), b.getI64IntegerAttr(capacity));
+      RankedTensorType::get({numExperts + 1}, i64), choices, first, b.getI64IntegerAttr(numExperts),
+      b.getI64IntegerAttr(capacity), b.getI64IntegerAttr(first ? comb->numExperts : 0));
   IRMapping map;
-  Value tokensTable = capacity ? withZeroRow(b, loc, x) : x; // unused rows read token N
-  map.map(x, GatherOp::create(b, loc, tokensTable, route.getTokens(), int64_t(0), IntegerAttr())
-                 .getResult());
+  // Unused rows (a capacity's, a rank's) read token N, a zero row.
+  Value tokensTable = capacity || first ? withZeroRow(b, loc, x) : x;
+  map.map(experts[0].x,
+          GatherOp::create(b, loc, tokensTable, route.getTokens(), int64_t(0), IntegerAttr())
+              .getResult());
   auto routed = [&](Type t) {
     auto rt = cast<RankedTensorType>(t);
     SmallVector<int64_t> shape(rt.getShape());
@@ -373,11 +443,18 @@ LogicalResult rewriteBlock(ReduceOp sum, double capacityFactor) {
     return RankedTensorType::get(shape, rt.getElementType());
   };
   const Expert &e0 = experts[0];
+  DenseMap<Value, Value> local; // stacked parameters -> this rank's experts
   for (Operation *op : e0.ops) {
     if (auto m = dyn_cast<MatmulOp>(op)) {
-      auto w = expertMatrix(m.getRhs(), comb->numExperts);
+      Value stacked = expertMatrix(m.getRhs(), comb->numExperts)->stacked;
+      if (first) {
+        Value &mine = local[stacked];
+        if (!mine)
+          mine = localExperts(b, loc, stacked, ep);
+        stacked = mine;
+      }
       Value lhs = map.lookup(m.getLhs());
-      map.map(m.getResult(), GroupedMatmulOp::create(b, loc, routed(m.getType()), lhs, w->stacked,
+      map.map(m.getResult(), GroupedMatmulOp::create(b, loc, routed(m.getType()), lhs, stacked,
                                                      route.getOffsets(), m.getTransposeRhs())
                                  .getResult());
       continue;
@@ -390,16 +467,19 @@ LogicalResult rewriteBlock(ReduceOp sum, double capacityFactor) {
   auto yt = tensorType(ys);
   int64_t h = yt.getDimSize(1);
   Type et = yt.getElementType();
-  Value rowsTable = capacity ? withZeroRow(b, loc, ys) : ys; // dropped choices read row E C
+  // Dropped choices (another rank's expert, past a capacity) read row R: zero.
+  Value rowsTable = capacity || first ? withZeroRow(b, loc, ys) : ys;
   Value picked =
       GatherOp::create(b, loc, rowsTable, route.getPositions(), int64_t(0), IntegerAttr());
-  Value w = comb->weights;
+  Value w = weights;
   if (tensorType(w).getElementType() != et)
     w = CastOp::create(b, loc, RankedTensorType::get({n, k}, et), w);
   w = ReshapeOp::create(b, loc, RankedTensorType::get({n, k, 1}, et), w);
   Value weighted = MulOp::create(b, loc, picked, w);
   Value y = ReduceOp::create(b, loc, ReduceKind::sum, weighted, ArrayRef<int64_t>{1},
                              /*keepdims=*/false);
+  if (first) // each token's sum over the group's ranks, back on its own rank
+    y = reduceScatterRows(b, loc, y, ep);
   (void)h;
   if (y.getType() != last->getResult(0).getType())
     return last->emitError("zero-moe-dispatch: the routed sum's type ")
@@ -418,12 +498,53 @@ struct ZeroMoeDispatch : zcc::impl::ZeroMoeDispatchBase<ZeroMoeDispatch> {
       return signalPassFailure();
     }
     ModuleOp module = getOperation();
+    // Expert parallelism: the world, or the mesh's groups (which are
+    // consecutive ranks, as EP groups are: a node's GPUs).
+    ExpertParallel ep{epSize, CommGroup::world};
+    if (epSize > 1) {
+      int64_t mesh = micsShardSize > 0 ? micsShardSize : hpzPartitionSize;
+      if (epSize != worldSize && !(mesh > 1 && mesh < worldSize && epSize == mesh)) {
+        module.emitError("zero-moe-dispatch: --moe-ep-size ")
+            << epSize << " must be the world size (" << worldSize
+            << ") or the mesh's group size (--mics-shard-size or --hpz-partition-size"
+            << (mesh > 1 ? ", here " + std::to_string(mesh) : std::string()) << ")";
+        return signalPassFailure();
+      }
+      if (capacityFactor > 0) {
+        module.emitError("zero-moe-dispatch: --moe-ep-size ")
+            << epSize << " routes dropless (the all-gather dispatch); --moe-capacity-factor "
+            << capacityFactor << " is for one rank's experts: leave one of them out";
+        return signalPassFailure();
+      }
+      if (epSize != worldSize)
+        ep.group = CommGroup::group;
+    }
     int64_t blocks = 0;
     SmallVector<ReduceOp> sums;
     module.walk([&](ReduceOp r) { sums.push_back(r); });
-    for (ReduceOp r : sums)
-      if (succeeded(rewriteBlock(r, capacityFactor)))
+    bool failed = false;
+    for (ReduceOp r : sums) {
+      // A block that matches but cannot be split over the ranks is an error
+      // (the plan would silently run every expert on every rank otherwise).
+      auto comb = matchCombination(r);
+      if (comb && ep.ranks > 1 && comb->numExperts % ep.ranks) {
+        r.emitError("zero-moe-dispatch: --moe-ep-size ")
+            << ep.ranks << " does not divide this block's " << comb->numExperts
+            << " experts: use a divisor of " << comb->numExperts;
+        failed = true;
+        continue;
+      }
+      if (succeeded(rewriteBlock(r, capacityFactor, ep)))
         ++blocks;
+    }
+    if (failed)
+      return signalPassFailure();
+    if (blocks == 0 && ep.ranks > 1) {
+      module.emitError("zero-moe-dispatch: --moe-ep-size ")
+          << ep.ranks << " but no mixture-of-experts block was recognised (docs/models.md says "
+          << "what the exporter must emit)";
+      return signalPassFailure();
+    }
     if (blocks == 0)
       return;
     // The dense experts are dead now.

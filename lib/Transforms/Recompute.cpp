@@ -9,7 +9,9 @@
 //   layer      each repeated block is a segment; its inputs (values from
 //              earlier segments) are the checkpoints; the segment's ops that
 //              produce what its backward reads are cloned, in order, before
-//              the first backward op that reads one of them.
+//              the first backward op that reads one of them. Collectives
+//              in a segment (expert parallelism's) are not cloned: their
+//              results stay saved, as checkpoints are.
 //   selective  a forward value the backward reads, made by a cheap op
 //              (elementwise, cast, layout, norm), is recomputed before its
 //              first backward use from values that stay saved anyway (read
@@ -194,7 +196,10 @@ public:
       while (!stack.empty()) {
         Operation *op = stack.pop_back_val();
         auto it = segmentOf.find(op);
-        if (it == segmentOf.end() || it->second != (int)index || !needed.insert(op).second)
+        // A collective's result (expert parallelism's gathered tokens) is
+        // kept, not communicated again: the segment's clones read it.
+        if (it == segmentOf.end() || it->second != (int)index || !isMemoryEffectFree(op) ||
+            !needed.insert(op).second)
           continue;
         for (Value operand : op->getOperands())
           if (Operation *def = operand.getDefiningOp())

@@ -48,12 +48,17 @@ inline const char *commTypeName(CommType t) {
                                : "int8";
 }
 /// The collective element type of a buffer's dtype (F32, BF16, F16 or I8;
-/// the plan loader refuses others).
+/// int64, gathered only, moves as its bytes: I8; the plan loader refuses
+/// others).
 inline CommType commTypeOf(DType d) {
-  return d == DType::BF16  ? CommType::BF16
-         : d == DType::F16 ? CommType::F16
-         : d == DType::I8  ? CommType::I8
-                           : CommType::F32;
+  return d == DType::BF16                    ? CommType::BF16
+         : d == DType::F16                   ? CommType::F16
+         : d == DType::I8 || d == DType::I64 ? CommType::I8
+                                             : CommType::F32;
+}
+/// How many elements of commTypeOf(d) |n| elements of |d| are.
+inline int64_t commCount(int64_t n, DType d) {
+  return n * (int64_t)dtypeSize(d) / commTypeBytes(commTypeOf(d));
 }
 
 /// out[0 .. n) = |in|'s n elements of |type| as float32: what the host

@@ -790,7 +790,8 @@ private:
             nccl->deviceReduceScatter(in.data, out.data, in.numel(), type, rop, stream));
         break;
       case plan::Collective::ALL_GATHER:
-        ZRT_RETURN_IF_ERROR(nccl->deviceAllGather(in.data, out.data, in.numel(), type, stream));
+        ZRT_RETURN_IF_ERROR(nccl->deviceAllGather(in.data, out.data,
+                                                  commCount(in.numel(), in.dtype), type, stream));
         break;
       case plan::Collective::ALL_TO_ALL: {
         // NCCL's sends and receives must not overlap: an output over the
@@ -953,7 +954,8 @@ private:
       ZRT_RETURN_IF_ERROR(comm.reduceScatter(hin.data(), hout.data(), in.numel(), type, op));
       break;
     case plan::Collective::ALL_GATHER:
-      ZRT_RETURN_IF_ERROR(comm.allGather(hin.data(), hout.data(), in.numel(), type));
+      ZRT_RETURN_IF_ERROR(
+          comm.allGather(hin.data(), hout.data(), commCount(in.numel(), in.dtype), type));
       break;
     case plan::Collective::ALL_TO_ALL:
       ZRT_RETURN_IF_ERROR(comm.allToAll(hin.data(), hout.data(), in.numel(), type));

@@ -85,6 +85,11 @@ std::string describeCudaError(const long long info[5]) {
     return errorf("moe_route: token ", info[2], " chose expert ", info[1], ", outside the ",
                   info[3], " experts (the router's top-k indices must lie in [0, experts))")
         .message();
+  if (info[0] == 4)
+    return errorf("moe_route: ", info[1], " choices of this rank's experts, more than the ",
+                  info[3], " rows a token choosing each expert once can need (token ", info[2],
+                  " chose an expert twice)")
+        .message();
   return info[0] ? "kernel error " + std::to_string(info[0]) : "";
 }
 

@@ -8,7 +8,8 @@
 // their rows first), then the experts' offsets by binary search in the
 // sorted keys and one pass placing each entry: the CPU's counting sort,
 // entry for entry. An expert id outside [0, experts) is the CPU's error,
-// reported through the error slot.
+// reported through the error slot. A rank of an expert-parallel group
+// routes its own experts only: the others' choices sort last.
 //
 // The grouped GEMMs: bfloat16 and float16 on Hopper take the wgmma kernels
 // (cuda/MoeGemm.cu); everything else (float32, other GPUs, operands TMA
@@ -24,16 +25,33 @@
 namespace zrt::cuda {
 namespace {
 
+/// Expert parallelism: the rank's experts are first .. first + experts - 1
+/// of |all| (first: device data, a zero.local_shard); a choice of another
+/// rank's expert sorts past the rank's, as an invalid id does.
+struct LocalExperts {
+  const void *first = nullptr; // null: every expert is the rank's
+  bool firstWide = true;
+  int64_t all = 0;
+};
+
 template <typename I>
 __global__ void routeKeys(const I *ex, int64_t n, int64_t k, int64_t experts, bool choiceMajor,
-                          int32_t *keys, int32_t *entries, long long *err) {
+                          LocalExperts local, int32_t *keys, int32_t *entries, long long *err) {
+  const int64_t all = local.first ? local.all : experts;
+  const int64_t first = !local.first      ? 0
+                        : local.firstWide ? *static_cast<const int64_t *>(local.first)
+                                          : *static_cast<const int32_t *>(local.first);
   ZRT_GRID_LOOP(j, n * k) {
     // The entry sorted j-th before the sort: token-major, or choice-major.
     int64_t i = choiceMajor ? (j % n) * k + j / n : j;
     int64_t e = (int64_t)ex[i];
-    if (e < 0 || e >= experts) {
-      recordError(err, 3, e, i / k, experts, 0);
+    if (e < 0 || e >= all) {
+      recordError(err, 3, e, i / k, all, 0);
       e = experts; // sorted past every expert; the run fails when the program ends
+    } else {
+      e -= first;
+      if (e < 0 || e >= experts)
+        e = experts; // another rank's
     }
     keys[j] = (int32_t)e;
     entries[j] = (int32_t)i;
@@ -57,14 +75,25 @@ __global__ void routeStarts(const int32_t *sortedKeys, int64_t total, int64_t ex
   }
 }
 
+/// |rows|: the plan's routed rows (total, or fewer for a rank of an
+/// expert-parallel group, whose other ranks' choices sort last and get
+/// position |rows|).
 __global__ void routePlace(const int32_t *sortedKeys, const int32_t *sortedEntries,
                            const int64_t *starts, int64_t total, int64_t k, int64_t experts,
-                           int64_t capacity, int64_t *tokens, int64_t *positions) {
+                           int64_t capacity, int64_t rows, int64_t *tokens, int64_t *positions,
+                           long long *err) {
   ZRT_GRID_LOOP(r, total) {
     const int64_t e = sortedKeys[r], i = sortedEntries[r];
     if (capacity == 0) {
-      tokens[r] = i / k;
-      positions[i] = r;
+      if (e >= experts) { // another rank's expert (or an invalid id, reported)
+        positions[i] = rows;
+      } else if (r >= rows) { // a token chose one of this rank's experts twice
+        recordError(err, 4, starts[experts], i / k, rows, 0);
+        positions[i] = rows;
+      } else {
+        tokens[r] = i / k;
+        positions[i] = r;
+      }
       continue;
     }
     const int64_t rank = e < experts ? r - starts[e] : capacity;
@@ -190,6 +219,15 @@ __global__ void __launch_bounds__(256)
 
 bool wideOffsets(const TensorRef &t) { return t.dtype == DType::I64; }
 
+/// Rows offsets[experts] .. m of |out| [m, n] = 0: the rows an
+/// expert-parallel rank's route leaves unused.
+template <typename T>
+__global__ void zeroUnusedRows(const void *offsets, bool wide, int64_t experts, int64_t m,
+                               int64_t n, T *out) {
+  const int64_t used = offsetAt(offsets, wide, experts);
+  ZRT_GRID_LOOP(i, (m - used) * n) { out[used * n + i] = fromF<T>(0.0f); }
+}
+
 } // namespace
 
 bool supportsMoeRoute(const KernelCall &c) {
@@ -200,7 +238,10 @@ bool supportsMoeRoute(const KernelCall &c) {
 Status launchMoeRoute(const KernelCall &c, CudaContext &ctx) {
   const TensorRef &ex = c.in[0];
   const int64_t experts = c.ints[0], capacity = c.ints[1], n = ex.shape[0], k = ex.shape[1];
-  const int64_t total = n * k;
+  const int64_t total = n * k, rows = c.out[0].numel();
+  LocalExperts local;
+  if (c.in.size() == 2) // expert parallelism (cpu/Moe.cpp's ABI)
+    local = {c.in[1].data, c.in[1].dtype == DType::I64, c.ints[2]};
   cudaStream_t st = ctx.stream;
   int64_t *tokens = c.out[0].as<int64_t>(), *positions = c.out[1].as<int64_t>(),
           *offsets = c.out[2].as<int64_t>();
@@ -222,11 +263,11 @@ Status launchMoeRoute(const KernelCall &c, CudaContext &ctx) {
   int64_t *starts = capacity > 0 ? (int64_t *)(s + 4 * keyBytes + align(sortBytes)) : offsets;
   if (total > 0) {
     if (ex.dtype == DType::I64)
-      routeKeys<<<blocksFor(total), kThreads, 0, st>>>(ex.as<int64_t>(), n, k, experts,
-                                                       capacity > 0, keys, entries, ctx.errorInfo);
+      routeKeys<<<blocksFor(total), kThreads, 0, st>>>(
+          ex.as<int64_t>(), n, k, experts, capacity > 0, local, keys, entries, ctx.errorInfo);
     else
-      routeKeys<<<blocksFor(total), kThreads, 0, st>>>(ex.as<int32_t>(), n, k, experts,
-                                                       capacity > 0, keys, entries, ctx.errorInfo);
+      routeKeys<<<blocksFor(total), kThreads, 0, st>>>(
+          ex.as<int32_t>(), n, k, experts, capacity > 0, local, keys, entries, ctx.errorInfo);
     ZRT_CUDA(cub::DeviceRadixSort::SortPairs(sortScratch, sortBytes, keys, sortedKeys, entries,
                                              sortedEntries, (int)total, 0, bits, st));
   }
@@ -234,10 +275,13 @@ Status launchMoeRoute(const KernelCall &c, CudaContext &ctx) {
   if (capacity > 0) {
     fillI64<<<blocksFor(experts * capacity), kThreads, 0, st>>>(tokens, experts * capacity, n, 0);
     fillI64<<<blocksFor(experts + 1), kThreads, 0, st>>>(offsets, experts + 1, 0, capacity);
+  } else if (local.first && rows > 0) { // a rank's unused rows hold token n
+    fillI64<<<blocksFor(rows), kThreads, 0, st>>>(tokens, rows, n, 0);
   }
   if (total > 0)
     routePlace<<<blocksFor(total), kThreads, 0, st>>>(sortedKeys, sortedEntries, starts, total, k,
-                                                      experts, capacity, tokens, positions);
+                                                      experts, capacity, rows, tokens, positions,
+                                                      ctx.errorInfo);
   ZRT_CUDA(cudaGetLastError());
   return Status::ok();
 }
@@ -258,6 +302,10 @@ Status launchGroupedMatmul(const KernelCall &c, CudaContext &ctx) {
   g.m = x.shape[0], g.k = x.shape[1], g.n = y.shape[1], g.experts = w.shape[0];
   if (g.m == 0 || g.n == 0)
     return Status::ok();
+  if (c.ints.size() == 2 && c.ints[1]) // expert parallelism: unused rows may follow
+    ZRT_FLOAT_DISPATCH(x.dtype, T,
+                       zeroUnusedRows<T><<<blocksFor(g.m * g.n), kThreads, 0, ctx.stream>>>(
+                           off.data, g.offsets64, g.experts, g.m, g.n, y.as<T>()))
   if (groupedWgmmaFits(g))
     return launchGroupedWgmma(g, ctx.stream);
   dim3 grid((unsigned)((g.n + kSimtTile - 1) / kSimtTile),

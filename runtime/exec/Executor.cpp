@@ -153,7 +153,7 @@ Status Executor::collective(const Step &step) {
 Status Executor::runCollective(const plan::Collective &c) {
   TensorRef in = buffer(c.input()), out = buffer(c.output());
   CommType type = commTypeOf(in.dtype);
-  int64_t n = in.numel(), bytes = commTypeBytes(type);
+  int64_t n = commCount(in.numel(), in.dtype), bytes = commTypeBytes(type);
   int ranks = groups_.size(c.group());
   if (c.kind() == plan::Collective::LOCAL_SHARD) {
     int64_t len = n / ranks;

@@ -265,7 +265,7 @@ Status zrt::writeTracePage(const std::vector<std::string> &traces, const std::st
 }
 
 std::string zrt::rankTracePath(const std::string &path, int rank) {
-  if (rank == 0)
+  if (rank == 0 || path.empty()) // no --trace: no rank writes one
     return path;
   std::string stem = path;
   if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0)

@@ -382,12 +382,14 @@ Status zrt::validatePlan(const plan::Plan &p) {
         const plan::Buffer &in = p.buffers(c.input()), &out = p.buffers(c.output());
         bool floats =
             in.dtype() == plan::F32 || in.dtype() == plan::BF16 || in.dtype() == plan::F16;
-        bool movesBytes = in.dtype() == plan::I8 && (c.kind() == plan::Collective::ALL_GATHER ||
-                                                     c.kind() == plan::Collective::ALL_TO_ALL);
+        bool movesBytes = (in.dtype() == plan::I8 && (c.kind() == plan::Collective::ALL_GATHER ||
+                                                      c.kind() == plan::Collective::ALL_TO_ALL)) ||
+                          (in.dtype() == plan::I64 && (c.kind() == plan::Collective::ALL_GATHER ||
+                                                       c.kind() == plan::Collective::LOCAL_SHARD));
         if ((!floats && !movesBytes) || out.dtype() != in.dtype())
           return errorf(where.str(), ": collectives move float32, bfloat16 or float16 buffers "
-                                     "(and all-gathers and all-to-alls int8 ones), input and "
-                                     "output of one type");
+                                     "(and all-gathers and all-to-alls int8 ones, all-gathers "
+                                     "and local shards int64 ones), input and output of one type");
         if (out.arena() == plan::CONSTANT || out.arena() == plan::INPUT)
           return errorf(where.str(), ": a collective writes buffer ", c.output(),
                         ", which is read-only");
@@ -403,7 +405,10 @@ Status zrt::validatePlan(const plan::Plan &p) {
         const int64_t ranks = c.group() == plan::Collective::WORLD   ? world
                               : c.group() == plan::Collective::GROUP ? p.group_size()
                                                                      : world / p.group_size();
-        int64_t elem = in.dtype() == plan::F32 ? 4 : in.dtype() == plan::I8 ? 1 : 2;
+        int64_t elem = in.dtype() == plan::F32   ? 4
+                       : in.dtype() == plan::I8  ? 1
+                       : in.dtype() == plan::I64 ? 8
+                                                 : 2;
         int64_t ni = bytesOf[c.input()] / elem, no = bytesOf[c.output()] / elem;
         bool ok = false;
         switch (c.kind()) {

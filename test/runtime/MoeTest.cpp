@@ -114,6 +114,51 @@ TEST(Moe, GroupedMatmulAndRhsGradMatchPerRowProducts) {
       }
 }
 
+TEST(Moe, RouteForOneRankKeepsItsExpertsOnly) {
+  // Expert parallelism: 4 tokens, k = 2, 4 experts over 2 ranks; this rank has
+  // experts 2 and 3 (first expert 2). Choices (0,2) (3,1) (2,3) (1,0): rows
+  // for 2: tokens 0, 2; for 3: tokens 1, 2. R = 4 min(2, 2) = 8 rows, 4 used.
+  std::vector<int64_t> experts = {0, 2, 3, 1, 2, 3, 1, 0}, first = {2}, tokens(8), positions(8),
+                       offsets(3);
+  KernelCall c;
+  c.in = {ref(experts, {4, 2}), ref(first, {1})};
+  c.out = {ref(tokens, {8}), ref(positions, {4, 2}), ref(offsets, {3})};
+  c.ints = {2, 0, 4};
+  ASSERT_EQ(run(KernelId::MoeRoute, c), "");
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(tokens, (std::vector<int64_t>{0, 2, 1, 2, 4, 4, 4, 4}));    // unused rows: token 4
+  EXPECT_EQ(positions, (std::vector<int64_t>{8, 0, 2, 8, 1, 3, 8, 8})); // others': row 8
+  // A first expert that starts no slice of the rank's size, and an id past all experts.
+  first = {1};
+  EXPECT_EQ(run(KernelId::MoeRoute, c),
+            "moe_route: this rank's first expert 1 does not start one of the 2 slices of 2 of "
+            "the 4 experts");
+  first = {2};
+  experts[3] = 4;
+  EXPECT_EQ(run(KernelId::MoeRoute, c), "moe_route: token 1 chose expert 4, outside the 4 experts");
+  // Tokens that chose this rank's one expert twice need more rows than the plan's 4.
+  experts = {2, 2, 2, 2, 2, 2, 0, 1};
+  std::vector<int64_t> four(4), two(2);
+  c.out = {ref(four, {4}), ref(positions, {4, 2}), ref(two, {2})};
+  c.ints = {1, 0, 4};
+  EXPECT_EQ(run(KernelId::MoeRoute, c),
+            "moe_route: 6 choices of this rank's experts, more than the 4 rows a token choosing "
+            "each expert once can need (a token chose an expert twice)");
+}
+
+TEST(Moe, GroupedMatmulZeroesTheRowsPastTheOffsets) {
+  // 5 rows, 2 experts using 3 of them (a rank's route leaves 2 unused).
+  std::vector<int64_t> offsets = {0, 1, 3};
+  std::vector<float> x(5 * 2, 1.0f), w(2 * 2 * 3, 0.5f), y(5 * 3, 7.0f);
+  KernelCall c;
+  c.in = {ref(x, {5, 2}), ref(w, {2, 2, 3}), ref(offsets, {3})};
+  c.out = {ref(y, {5, 3})};
+  c.ints = {0, 1};
+  ASSERT_EQ(run(KernelId::GroupedMatmul, c), "");
+  for (int64_t i = 0; i < 15; ++i)
+    EXPECT_EQ(y[i], i < 9 ? 1.0f : 0.0f) << "element " << i;
+}
+
 TEST(Moe, GroupedMatmulRefusesOffsetsOutOfOrder) {
   std::vector<int64_t> offsets = {0, 5, 2};
   std::vector<float> x(4 * 2), w(2 * 2 * 3), y(4 * 3);
@@ -124,7 +169,7 @@ TEST(Moe, GroupedMatmulRefusesOffsetsOutOfOrder) {
   EXPECT_EQ(run(KernelId::GroupedMatmul, c),
             "grouped_matmul: expert 1's rows [5, 2) are not in order (offsets must come from "
             "moe_route)");
-  offsets = {0, 2, 3};
+  offsets = {0, 2, 5};
   EXPECT_EQ(run(KernelId::GroupedMatmul, c),
-            "grouped_matmul: the offsets cover rows [0, 3), not the 4 rows");
+            "grouped_matmul: the offsets cover rows [0, 5), not within the 4 rows");
 }

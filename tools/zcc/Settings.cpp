@@ -333,6 +333,23 @@ Error checkSettings(const Settings &S) {
                     "partitioned gradients: it needs --zero-stage 1, 2 or 3 (got 0, which "
                     "all-reduces them)";
   }
+  if (S.moeEpSize > 1) {
+    if (S.moeDispatch == "dense")
+      return Msg() << "--moe-ep-size " << S.moeEpSize
+                   << " splits the experts of routed (dropless) blocks over the ranks; "
+                      "--moe-dispatch dense runs every expert on every rank: leave one out";
+    if (S.moeCapacityFactor > 0)
+      return Msg() << "--moe-ep-size " << S.moeEpSize
+                   << " routes dropless (the all-gather dispatch); --moe-capacity-factor is for "
+                      "one rank's experts: leave one of them out";
+    const int64_t group = mics ? mics : hpz;
+    if (S.moeEpSize != S.worldSize && S.moeEpSize != group)
+      return Msg() << "--moe-ep-size " << S.moeEpSize << ": expected the world size ("
+                   << S.worldSize
+                   << ") or the mesh's group size (--mics-shard-size or --hpz-partition-size"
+                   << (group ? ", here " + std::to_string(group) : std::string())
+                   << "): expert-parallel groups are consecutive ranks";
+  }
   if (hpz && S.zeroStage != 3) {
     return Msg() << "--hpz-partition-size keeps a secondary partition of stage 3's "
                     "parameters: it needs --zero-stage 3 (got "

@@ -190,6 +190,37 @@ void checkRoute(Gpu &g, int64_t n, int64_t k, int64_t experts, int64_t capacity,
          "moe_route with an expert id out of range: " + err);
 }
 
+/// moe_route for one rank of an expert-parallel group (its |local| experts
+/// from |first| of |all|), on both backends.
+void checkRouteLocal(Gpu &g, int64_t n, int64_t k, int64_t all, int64_t local, int64_t first,
+                     std::mt19937_64 &rng) {
+  Tensor ex(DType::I64, {n, k}), start(DType::I64, {1});
+  route(ex, all, 0, rng);
+  *reinterpret_cast<int64_t *>(start.host.data()) = first;
+  start.upload();
+  int64_t rows = n * std::min(k, local);
+  Tensor tokens(DType::I64, {rows}), pos(DType::I64, {n, k}), off(DType::I64, {local + 1});
+  KernelCall h{{ex.hostRef(), start.hostRef()},
+               {tokens.hostRef(), pos.hostRef(), off.hostRef()},
+               {local, 0, all}};
+  KernelCall d{{ex.devRef(), start.devRef()},
+               {tokens.devRef(), pos.devRef(), off.devRef()},
+               {local, 0, all}};
+  check(cpuKernel(KernelId::MoeRoute).run(h), "cpu moe_route (a rank's experts)");
+  g.run(KernelId::MoeRoute, d, "moe_route (a rank's experts)");
+  std::string err = g.kernelError();
+  bool same = err.empty() && tokens.download() == tokens.host && pos.download() == pos.host &&
+              off.download() == off.host;
+  char line[220];
+  std::snprintf(line, sizeof line,
+                "moe_route %lld tokens top-%lld, experts %lld-%lld of %lld (expert parallelism): "
+                "%s",
+                (long long)n, (long long)k, (long long)first, (long long)(first + local - 1),
+                (long long)all,
+                same ? "the CPU's rows, positions and offsets" : ("differs " + err).c_str());
+  report(same, line);
+}
+
 /// Offsets of |rows| routed rows over |experts|: skewed, with empty experts
 /// (the first |empty|), one-row experts and a last expert that takes the rest.
 std::vector<int64_t> offsetsFor(int64_t rows, int64_t experts, int64_t empty,
@@ -222,11 +253,13 @@ double relError(const Tensor &t, const std::vector<char> &got, const std::vector
 }
 
 /// grouped_matmul (both layouts) and its matrix gradient (both) against the CPU.
+/// |unused| > 0: the offsets end that many rows before m (an expert-parallel
+/// rank's route), and grouped_matmul must zero those rows.
 void checkGemms(Gpu &g, DType type, int64_t m, int64_t k, int64_t n, int64_t experts, int64_t empty,
-                std::mt19937_64 &rng) {
+                std::mt19937_64 &rng, int64_t unused = 0) {
   double tol = type == DType::F32 ? 1e-5 : 1e-2;
   Tensor off(DType::I64, {experts + 1});
-  std::vector<int64_t> o = offsetsFor(m, experts, empty, rng);
+  std::vector<int64_t> o = offsetsFor(m - unused, experts, empty, rng);
   std::memcpy(off.host.data(), o.data(), o.size() * 8);
   off.upload();
   const char *tn = type == DType::F32 ? "f32" : "bf16";
@@ -236,20 +269,25 @@ void checkGemms(Gpu &g, DType type, int64_t m, int64_t k, int64_t n, int64_t exp
         y(type, {m, n});
     x.fill(rng, 1.0f);
     w.fill(rng, 0.1f);
-    KernelCall h{{x.hostRef(), w.hostRef(), off.hostRef()}, {y.hostRef()}, {t}};
-    KernelCall d{{x.devRef(), w.devRef(), off.devRef()}, {y.devRef()}, {t}};
+    std::vector<int64_t> ints{t};
+    if (unused)
+      ints.push_back(1); // rows past the offsets may exist
+    KernelCall h{{x.hostRef(), w.hostRef(), off.hostRef()}, {y.hostRef()}, ints};
+    KernelCall d{{x.devRef(), w.devRef(), off.devRef()}, {y.devRef()}, ints};
     check(cpuKernel(KernelId::GroupedMatmul).run(h), "cpu grouped_matmul");
+    CHECK_CUDA(cudaMemset(y.dev, 0x7f, y.bytes())); // the unused rows too must be written
     g.run(KernelId::GroupedMatmul, d, "grouped_matmul");
     std::vector<char> got = y.download();
     double err = relError(y, got, y.host);
     g.run(KernelId::GroupedMatmul, d, "grouped_matmul");
     bool same = y.download() == got;
-    char line[220];
+    char line[240];
     std::snprintf(line, sizeof line,
-                  "grouped_matmul %s %lld x %lld x %lld, %lld experts (%lld empty), %s: rel err "
+                  "grouped_matmul %s %lld x %lld x %lld, %lld experts (%lld empty%s), %s: rel err "
                   "%.2e%s",
                   tn, (long long)m, (long long)k, (long long)n, (long long)experts,
-                  (long long)empty, t ? "[E, N, K]" : "[E, K, N]", err,
+                  (long long)empty, unused ? ", unused rows zeroed" : "",
+                  t ? "[E, N, K]" : "[E, K, N]", err,
                   same ? ", same bits again" : ", NOT the same bits again");
     report(err < tol && same, line);
 
@@ -386,6 +424,12 @@ int main(int argc, char **argv) {
       checkGemms(g, t, 2048, 512, 384, 32, 2, rng); // several slices and tiles
     }
     checkGemms(g, DType::BF16, 8192, 1024, 704, 64, 0, rng);
+    // Expert parallelism: a rank's 8 of 64 experts over 4 ranks' tokens, and
+    // its GEMMs over fewer rows than the plan holds.
+    checkRouteLocal(g, 4 * 1024, 8, 64, 8, 16, rng);
+    checkRouteLocal(g, 2 * 300, 2, 8, 4, 4, rng);
+    for (DType t : {DType::F32, DType::BF16})
+      checkGemms(g, t, 2048, 512, 384, 8, 1, rng, /*unused=*/700);
   }
   for (const ModelShape &s : kShapes)
     if (("," + shapes + ",").find("," + std::string(s.name) + ",") != std::string::npos)

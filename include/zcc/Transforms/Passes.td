@@ -116,6 +116,14 @@ def ZeroMoeDispatch : Pass<"zero-moe-dispatch", "mlir::ModuleOp"> {
     `zero.moe_blocks`. zcc runs it unless --moe-dispatch dense.
     With `moe-capacity-factor` F > 0, each expert takes C = ceil(F N k / E) rows
     (`zero.moe_route`'s capacity) and the choices past them are dropped.
+    With `moe-ep-size` P > 1 (expert parallelism; P the world size, or the
+    mesh's group size, which `mics-shard-size` / `hpz-partition-size` give),
+    the block all-gathers the group's tokens, choices and weights, routes the
+    choices of this rank's E / P experts (its first expert a local_shard of
+    [0, E/P, ...]), multiplies by its chunk of each stacked matrix
+    (local_shard) and reduce-scatters the combined rows back to their ranks
+    (docs/zero.md, the all-gather dispatch). A block whose E P does not
+    divide is an error, as is P > 1 with no block recognised.
   }];
   let options = ZeroMoeDispatchSettings;
   let dependentDialects = ["zcc::zero::ZeroDialect", "mlir::func::FuncDialect"];

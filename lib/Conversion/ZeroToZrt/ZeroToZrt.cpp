@@ -154,9 +154,16 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
         return KernelSpec{KernelId::Matmul, {m.getTransposeLhs(), m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::MoeRouteOp r) {
+        if (r.getFirstExpert()) // expert parallelism: this rank's experts only
+          return KernelSpec{
+              KernelId::MoeRoute, {r.getNumExperts(), r.getCapacity(), r.getAllExperts()}, {}};
         return KernelSpec{KernelId::MoeRoute, {r.getNumExperts(), r.getCapacity()}, {}};
       })
       .Case([&](zero::GroupedMatmulOp m) {
+        // Rows a rank's route leaves unused (expert parallelism) are zeroed.
+        auto route = m.getOffsets().getDefiningOp<zero::MoeRouteOp>();
+        if (route && route.getFirstExpert())
+          return KernelSpec{KernelId::GroupedMatmul, {m.getTransposeRhs(), 1}, {}};
         return KernelSpec{KernelId::GroupedMatmul, {m.getTransposeRhs()}, {}};
       })
       .Case([&](zero::GroupedMatmulRhsGradOp m) {
