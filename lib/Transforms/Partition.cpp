@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "zcc/Analysis/MemoryPlan.h"
 #include "zcc/Analysis/ModelShape.h"
+#include "zcc/Transforms/ExpertShards.h"
 #include "zcc/Transforms/Mesh.h"
 #include "zcc/Transforms/Passes.h"
 #include "zcc/Transforms/StateGlobals.h"
@@ -58,6 +59,9 @@ struct Bucket {
   GlobalOp copy;
   /// The param global holds this rank's shard only.
   bool masterSharded() const { return paramSharded || copy; }
+  /// One stacked expert parameter whose shard is the rank's chunk, never
+  /// gathered (expert parallelism, ExpertShards.h).
+  bool expert = false;
 };
 
 struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
@@ -102,7 +106,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     return params;
   }
 
-  SmallVector<Bucket> formBuckets(ArrayRef<std::pair<GlobalOp, GlobalOp>> params) {
+  SmallVector<Bucket> formBuckets(ArrayRef<std::pair<GlobalOp, GlobalOp>> params,
+                                  const DenseSet<Operation *> &experts) {
     int64_t cap = reduceCap;
     if (stage == 1 || stage == 2)
       cap = std::min<int64_t>(cap, allgatherCap);
@@ -111,6 +116,13 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     int open[2] = {-1, -1};
     for (auto [param, grad] : params) {
       int64_t n = param.getTensorType().getNumElements();
+      if (experts.contains(param)) { // a bucket of its own, its chunks the experts'
+        Bucket &bucket = buckets.emplace_back();
+        bucket.paramSharded = bucket.expert = true;
+        bucket.members.push_back({param, grad, 0, n});
+        bucket.used = n;
+        continue;
+      }
       bool sharded = stage == 3 && n >= persistence;
       int &k = open[sharded];
       if (k < 0 || (buckets[k].used > 0 && buckets[k].used + alignUp(n, kAlign) > cap)) {
@@ -123,8 +135,11 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
       bucket.used += alignUp(n, kAlign);
     }
     for (Bucket &bucket : buckets)
-      bucket.size = alignUp(
-          bucket.used, (quantizedWeights || quantizedGradients ? kQuantBlock : kAlign) * world);
+      bucket.size =
+          bucket.expert
+              ? bucket.used
+              : alignUp(bucket.used,
+                        (quantizedWeights || quantizedGradients ? kQuantBlock : kAlign) * world);
     return buckets;
   }
 
@@ -235,7 +250,16 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     }
     if (pieceType && pieceType.isF32())
       pieceType = Type();
+    SmallVector<Operation *> expertDead; // the gathers of expert chunks' gradients
     for (Bucket &bucket : buckets) {
+      if (bucket.expert) {
+        Member &m = bucket.members.front();
+        Value g = gradOf.lookup(m.grad);
+        gradOf.erase(m.grad);
+        if (failed(shardExpertGradient(m.param, g, bucket.grad, mesh, expertDead)))
+          return failure();
+        continue;
+      }
       if (!bucketType.isF32()) {
         auto type = bucket.grad.getTensorType().clone(bucketType);
         bucket.grad.setType(type);
@@ -296,6 +320,9 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     }
     for (Operation *op : dead)
       op->erase();
+    for (Operation *op : expertDead) // last use first
+      if (op->use_empty())
+        op->erase();
     // The widenings a 16-bit bucket or reduce-scatter does without.
     if (pieceType)
       for (auto &[global, g] : gradOf)
@@ -463,7 +490,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     int64_t limit = boundary ? order[boundary] : INT64_MAX;
     OpBuilder b(&getContext());
     for (Bucket &bucket : buckets) {
-      if (!bucket.paramSharded)
+      if (!bucket.paramSharded || bucket.expert)
         continue;
       SmallVector<std::pair<LoadOp, Member *>> loads = memberLoads(func, bucket);
       if (loads.empty())
@@ -661,7 +688,10 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
             << p.getType();
         return signalPassFailure();
       }
-    SmallVector<Bucket> buckets = formBuckets(params);
+    DenseSet<Operation *> experts; // expert parallelism's chunks (ExpertShards.h)
+    if (stage >= 1)
+      experts = expertParameters(params, {forward, micro}, mesh, kAlign);
+    SmallVector<Bucket> buckets = formBuckets(params, experts);
 
     // The bucket globals, after the last global.
     OpBuilder b(&getContext());
@@ -705,7 +735,8 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           m.param.setBucketOffsetAttr(b.getI64IntegerAttr(m.offset));
         }
       }
-      auto gradType = RankedTensorType::get({stage >= 2 ? shard : bucket.size}, f32);
+      auto gradType =
+          RankedTensorType::get({stage >= 2 || bucket.expert ? shard : bucket.size}, f32);
       bucket.grad = GlobalOp::create(b, loc, name + ".grad", GlobalRole::grad,
                                      /*trainable=*/false, gradType,
                                      DenseElementsAttr::get(gradType, b.getF32FloatAttr(0)));
@@ -719,13 +750,18 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
     gatherPartitioned(forward, buckets, nullptr);
     DenseSet<Operation *> partitioned, gatheredInBackward;
     for (Bucket &bucket : buckets)
-      if (bucket.paramSharded)
+      if (bucket.paramSharded && !bucket.expert)
         for (Member &m : bucket.members)
           partitioned.insert(m.param);
     recomputeParameterCopies(micro.getBody().front(), boundary, partitioned);
     gatherPartitioned(micro, buckets, boundary, &gatheredInBackward);
     readWorkingCopies(forward, buckets);
     readWorkingCopies(micro, buckets);
+    for (func::FuncOp func : {forward, micro}) // expert buckets: the chunk is the shard
+      for (Bucket &bucket : buckets)
+        if (bucket.expert)
+          for (auto [load, m] : memberLoads(func, bucket))
+            readExpertShard(load, bucket.param);
 
     // The per-parameter gradient globals, and the partitioned parameters,
     // are gone.
@@ -743,7 +779,7 @@ struct ZeroPartitionPass : zcc::impl::ZeroPartitionBase<ZeroPartitionPass> {
           b.getContext(), b.getArrayAttr(members),
           FlatSymbolRefAttr::get(bucket.param.getSymNameAttr()),
           FlatSymbolRefAttr::get(bucket.grad.getSymNameAttr()), bucket.size, bucket.masterSharded(),
-          stage >= 2, gatheredInBackward.contains(bucket.param),
+          stage >= 2 || bucket.expert, gatheredInBackward.contains(bucket.param),
           bucket.copy ? FlatSymbolRefAttr::get(bucket.copy.getSymNameAttr())
                       : FlatSymbolRefAttr()));
       for (Member &m : bucket.members) {

@@ -430,6 +430,13 @@ def ZeroPartition : Pass<"zero-partition", "mlir::ModuleOp"> {
       the flat layout (DeepSpeed's IPG bucket, a temporary); stages 0-1 add
       them to a full accumulator @zero.bucketK.grad, stages 2-3 reduce-scatter
       (average) them and add this rank's shard to a shard accumulator.
+    - expert parallelism (zero-moe-dispatch --moe-ep-size P, stages 1-3, P
+      the ranks the state is split over): a stacked expert parameter that
+      every function reads only as the rank's chunk (a local_shard over those
+      ranks) is a bucket of its own holding that chunk (`shard_of` the
+      stack), never gathered; its gradient is the rank's chunk gradient
+      before autodiff's all-gather of the chunks, divided by P and, under
+      MiCS, averaged across the groups.
     The module gets `zero.partition` (stage, world size, comm dtype) and
     `zero.buckets` (per bucket: its globals and what is sharded), which
     zero-optimizer reads: stage 0 all-reduces the gradients in @apply, stage 1
