@@ -166,6 +166,7 @@ struct NodeEmitter {
   LogicalResult scatterND();
   LogicalResult mod();
   LogicalResult conv();
+  LogicalResult convTaps();
   LogicalResult groupNorm();
   LogicalResult batchNorm();
   LogicalResult topK();

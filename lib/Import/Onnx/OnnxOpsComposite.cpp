@@ -1,8 +1,8 @@
 //===- OnnxOpsComposite.cpp - ONNX ops made of other zero ops -----------===//
 //
 // The ONNX ops zcc writes as several zero ops (Clip, Softplus, Tile, Pad,
-// OneHot, the scatters, Mod, CumSum, Conv as a patch embedding, the norms,
-// TopK, ArgMax/ArgMin): their gradients are those ops'. Dispatched from
+// OneHot, the scatters, Mod, CumSum, the norms, TopK, ArgMax/ArgMin; Conv
+// is in OnnxConv.cpp): their gradients are those ops'. Dispatched from
 // OnnxOps.cpp through OnnxOps.def.
 //
 //===----------------------------------------------------------------------===//
@@ -419,67 +419,6 @@ LogicalResult NodeEmitter::cumSum() {
   if (exclusive && n > 0)
     y = n == 1 ? splat(ft, shape, 0) : shifted(y, 1);
   results.push_back(castTo(y, et));
-  return success();
-}
-
-/// Conv as a patch embedding (a vision transformer's): strides equal to the
-/// kernel, no padding or dilation, one group. x [N, C, S1.., Sk] is cut into
-/// patches ([N, S1/K1, .., C, K1, ..] as rows of C K1..Kk values), one
-/// matmul with the weights [M, C K1..Kk] (+ bias), and laid back as
-/// [N, M, S1/K1, ..].
-LogicalResult NodeEmitter::conv() {
-  Value x = in(0), w = in(1);
-  if (failed(requireFloat(x)) || failed(requireFloat(w)))
-    return failure();
-  auto xt = typeOf(x), wt = typeOf(w);
-  int64_t spatial = xt.getRank() - 2;
-  if (spatial < 1 || wt.getRank() != xt.getRank())
-    return error() << "expects x [N, C, spatial...] and w [M, C, kernel...], got " << x.getType()
-                   << " and " << w.getType();
-  SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
-  auto strides = attrInts(node, "strides"), pads = attrInts(node, "pads"),
-       dilations = attrInts(node, "dilations");
-  std::string autoPad = attrString(node, "auto_pad", "NOTSET");
-  bool patches = attrInt(node, "group", 1) == 1 && (autoPad == "NOTSET" || autoPad == "VALID") &&
-                 wt.getDimSize(1) == xt.getDimSize(1);
-  for (int64_t d = 0; d < spatial && patches; ++d) {
-    int64_t k = kernel[d], s = strides ? (*strides)[d] : 1;
-    patches &= s == k && xt.getDimSize(2 + d) % k == 0 && (!dilations || (*dilations)[d] == 1) &&
-               (!pads || ((*pads)[d] == 0 && (*pads)[d + spatial] == 0));
-  }
-  if (!patches)
-    return error() << "only patch embeddings are supported (strides equal to the kernel "
-                   << "size, no padding or dilation, one group, spatial sizes divisible by the "
-                   << "kernel): general convolution is not implemented";
-  int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), m = wt.getDimSize(0);
-  // x -> [N, C, S1/K1, K1, S2/K2, K2, ..] -> [N, S1/K1, S2/K2, .., C, K1, K2, ..]
-  SmallVector<int64_t> cut = {n, c}, grid, permX = {0};
-  for (int64_t d = 0; d < spatial; ++d) {
-    cut.append({xt.getDimSize(2 + d) / kernel[d], kernel[d]});
-    grid.push_back(xt.getDimSize(2 + d) / kernel[d]);
-    permX.push_back(2 + 2 * d);
-  }
-  permX.push_back(1);
-  for (int64_t d = 0; d < spatial; ++d)
-    permX.push_back(3 + 2 * d);
-  int64_t cells = 1, patch = c;
-  for (int64_t d = 0; d < spatial; ++d)
-    cells *= grid[d], patch *= kernel[d];
-  Value rows = reshape(transposed(reshape(x, cut), permX), {n * cells, patch});
-  Value y = zero::MatmulOp::create(b, loc, rows, reshape(w, {m, patch}), false, true);
-  if (has(2)) {
-    Value bias = in(2);
-    if (typeOf(bias).getNumElements() != m)
-      return error() << "bias " << bias.getType() << " does not have " << m << " values";
-    y = zero::AddOp::create(b, loc, y, reshape(castTo(bias, typeOf(y).getElementType()), {m}));
-  }
-  // [N cells, M] -> [N, S1/K1, .., M] -> [N, M, S1/K1, ..]
-  SmallVector<int64_t> out = {n}, permY = {0, spatial + 1};
-  out.append(grid.begin(), grid.end());
-  out.push_back(m);
-  for (int64_t d = 0; d < spatial; ++d)
-    permY.push_back(1 + d);
-  results.push_back(transposed(reshape(y, out), permY));
   return success();
 }
 

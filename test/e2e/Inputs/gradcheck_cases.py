@@ -164,6 +164,15 @@ cases = [
          [("a", A), ("g", r(4))], (3, 4),
          consts=[("ax", np.array([-1], np.int64))]),
     case_cross_entropy(),
+    # General convolution (issue 53), input, filters and bias: the gradients of
+    # its taps' slices, concatenated padding and GEMMs.
+    case("conv2d_stride_pad_groups", [n("Conv", ["a", "w", "b"], strides=[2, 1], pads=[1, 0, 1, 2],
+                                        dilations=[1, 2], group=2)],
+         [("a", r(2, 4, 5, 6)), ("w", r(6, 2, 3, 3)), ("b", r(6))], (2, 6, 3, 4)),
+    case("conv2d_depthwise", [n("Conv", ["a", "w"], pads=[1, 1, 1, 1], group=3)],
+         [("a", r(1, 3, 4, 4)), ("w", r(3, 1, 3, 3))], (1, 3, 4, 4)),
+    case("conv1d", [n("Conv", ["a", "w", "b"], strides=[2], pads=[1, 1])],
+         [("a", r(2, 3, 9)), ("w", r(4, 3, 3)), ("b", r(4))], (2, 4, 5)),
 ]
 failed = [(n_, e) for n_, e in cases if e]
 for n_, e in cases:

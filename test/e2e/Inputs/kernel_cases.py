@@ -305,6 +305,40 @@ def scatter_ref(data, idx, upd, add):
 x3b, bn_mean, bn_var = r(2, 3, 4), r(3), r(3, lo=0.5, hi=2.0)
 
 
+def conv_ref(x, w, bias, strides=None, pads=None, dil=None, group=1):
+    """ONNX Conv in float64: pads are [begin.., end..] per spatial axis."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    sp = x.ndim - 2
+    strides, dil = strides or [1] * sp, dil or [1] * sp
+    pads = pads or [0] * (2 * sp)
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[d], pads[d + sp]) for d in range(sp)])
+    k = w.shape[2:]
+    out = [(xp.shape[2 + d] - dil[d] * (k[d] - 1) - 1) // strides[d] + 1 for d in range(sp)]
+    m, cg = w.shape[0], w.shape[1]
+    mg = m // group
+    y = np.zeros((x.shape[0], m, *out))
+    for tap in np.ndindex(*k):
+        sl = tuple(slice(tap[d] * dil[d], tap[d] * dil[d] + (out[d] - 1) * strides[d] + 1, strides[d])
+                   for d in range(sp))
+        xs = xp[(slice(None), slice(None)) + sl]
+        for g in range(group):
+            wg = w[(slice(g * mg, (g + 1) * mg), slice(None)) + tap]
+            y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", xs[:, g * cg:(g + 1) * cg], wg)
+    if bias is not None:
+        y += bias.astype(np.float64).reshape((1, m) + (1,) * sp)
+    return y
+
+
+cx1, cw1, cb1 = r(2, 3, 7, 6), r(4, 3, 3, 3), r(4)
+cx2, cw2 = r(1, 2, 9, 8), r(3, 2, 3, 2)
+cx3, cw3 = r(2, 4, 5, 5), r(6, 2, 3, 3)
+cx4, cw4, cb4 = r(1, 4, 6, 6), r(4, 1, 3, 3), r(4)
+cx5, cw5 = r(1, 2, 5, 5), r(4, 1, 3, 3)
+cx6, cw6, cb6 = r(2, 5, 12), r(6, 5, 3), r(6)
+cx7, cw7 = r(1, 2, 7, 7), r(3, 2, 4, 4)
+cx8, cw8 = r(1, 2, 4, 4, 3), r(2, 2, 2, 2, 2)
+
+
 def gn_ref(x, groups, scale, bias):
     g = x.astype(np.float64).reshape(x.shape[0], groups, -1)
     g = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
@@ -389,6 +423,27 @@ results += [
          out_type=I),
     case("argmin_last", "ArgMin", [("x", ties)], ties.shape[1] - 1 - np.argmin(ties[:, ::-1], 1),
          attrs={"axis": 1, "keepdims": 0, "select_last_index": 1}, out_type=I),
+    # General convolution (issue 53): padding (explicit, asymmetric, auto_pad),
+    # stride, dilation, groups, depthwise filters, 1-D and 3-D.
+    case("conv2d_3x3_pad1_bias", "Conv", [("x", cx1)], conv_ref(cx1, cw1, cb1, pads=[1, 1, 1, 1]),
+         attrs={"pads": [1, 1, 1, 1]}, consts=[("w", cw1), ("bias", cb1)]),
+    case("conv2d_stride_dilation_asym_pads", "Conv", [("x", cx2)],
+         conv_ref(cx2, cw2, None, strides=[2, 2], pads=[1, 0, 2, 1], dil=[2, 1]),
+         attrs={"strides": [2, 2], "pads": [1, 0, 2, 1], "dilations": [2, 1]}, consts=[("w", cw2)]),
+    case("conv2d_groups2", "Conv", [("x", cx3)], conv_ref(cx3, cw3, None, pads=[1, 1, 1, 1], group=2),
+         attrs={"pads": [1, 1, 1, 1], "group": 2}, consts=[("w", cw3)]),
+    case("conv2d_depthwise_bias", "Conv", [("x", cx4)],
+         conv_ref(cx4, cw4, cb4, pads=[1, 1, 1, 1], group=4),
+         attrs={"pads": [1, 1, 1, 1], "group": 4}, consts=[("w", cw4), ("bias", cb4)]),
+    case("conv2d_depthwise_x2", "Conv", [("x", cx5)], conv_ref(cx5, cw5, None, group=2),
+         attrs={"group": 2}, consts=[("w", cw5)]),
+    case("conv1d_stride2_bias", "Conv", [("x", cx6)],
+         conv_ref(cx6, cw6, cb6, strides=[2], pads=[1, 1]),
+         attrs={"strides": [2], "pads": [1, 1]}, consts=[("w", cw6), ("bias", cb6)]),
+    case("conv2d_same_upper", "Conv", [("x", cx7)],
+         conv_ref(cx7, cw7, None, strides=[2, 2], pads=[1, 1, 2, 2]),
+         attrs={"strides": [2, 2], "auto_pad": "SAME_UPPER"}, consts=[("w", cw7)]),
+    case("conv3d", "Conv", [("x", cx8)], conv_ref(cx8, cw8, None), consts=[("w", cw8)]),
     case("conv_patches", "Conv", [("x", xi)],
          (patches + bp).reshape(1, 2, 2, 4).transpose(0, 3, 1, 2).astype(np.float64),
          attrs={"strides": [4, 4], "kernel_shape": [4, 4]}, consts=[("w", wp), ("bias", bp)]),
