@@ -1,14 +1,16 @@
-//===- OnnxConv.cpp - ONNX Conv as zero ops -----------------------------===//
+//===- OnnxConv.cpp - ONNX Conv and pooling as zero ops -----------------===//
 //
 // Conv as a patch embedding (one GEMM) or, in general, as a sum over the
-// kernel's taps of strided slices times the tap's filters: slices,
-// concatenations (padding) and matmuls, whose gradients train it.
-// Dispatched from OnnxOps.cpp through OnnxOps.def.
+// kernel's taps of strided slices times the tap's filters; MaxPool and
+// AveragePool over the same taps: slices, concatenations (padding),
+// matmuls and elementwise ops, whose gradients train them. Dispatched from
+// OnnxOps.cpp through OnnxOps.def.
 //
 //===----------------------------------------------------------------------===//
 #include "OnnxNodeEmitter.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace zcc;
@@ -74,6 +76,137 @@ LogicalResult NodeEmitter::conv() {
   return success();
 }
 
+namespace {
+/// A sliding window over the spatial axes of [N, C, S..] (Conv's and the
+/// pools' attributes): per axis the kernel, stride, dilation, padding before
+/// and after (auto_pad and ceil_mode resolved) and the output size.
+struct Window {
+  int64_t spatial = 0;
+  SmallVector<int64_t> kernel, stride, dil, before, after, out;
+  SmallVector<int64_t> extra; ///< of |after|, what ceil_mode's last window adds
+  int64_t taps() const {
+    int64_t t = 1;
+    for (int64_t k : kernel)
+      t *= k;
+    return t;
+  }
+  /// Tap |t|'s position in the kernel, the last axis fastest.
+  SmallVector<int64_t> position(int64_t t) const {
+    SmallVector<int64_t> k(spatial);
+    for (int64_t d = spatial - 1; d >= 0; --d)
+      k[d] = t % kernel[d], t /= kernel[d];
+    return k;
+  }
+};
+
+/// |e|'s node's window over |sizes| with |kernel|; ceil_mode (the pools')
+/// rounds the output up, a last window that would start in the padding
+/// after the input dropped (PyTorch's rule), padding |after| as it needs.
+LogicalResult windowOf(NodeEmitter &e, ArrayRef<int64_t> sizes, ArrayRef<int64_t> kernel,
+                       Window &w) {
+  const int64_t spatial = sizes.size();
+  const auto &node = e.node;
+  auto strides = attrInts(node, "strides"), pads = attrInts(node, "pads"),
+       dilations = attrInts(node, "dilations"), shapeAttr = attrInts(node, "kernel_shape");
+  std::string autoPad = attrString(node, "auto_pad", "NOTSET");
+  bool ceil = attrInt(node, "ceil_mode", 0) != 0;
+  if (shapeAttr && ArrayRef<int64_t>(*shapeAttr) != kernel)
+    return e.error() << "kernel_shape does not match the filters' shape";
+  w.spatial = spatial;
+  w.kernel.assign(kernel.begin(), kernel.end());
+  w.stride.assign(spatial, 1), w.dil.assign(spatial, 1);
+  w.before.assign(spatial, 0), w.after.assign(spatial, 0), w.out.assign(spatial, 0);
+  w.extra.assign(spatial, 0);
+  for (int64_t d = 0; d < spatial; ++d) {
+    if (strides)
+      w.stride[d] = (*strides)[d];
+    if (dilations)
+      w.dil[d] = (*dilations)[d];
+    if (pads)
+      w.before[d] = (*pads)[d], w.after[d] = (*pads)[d + spatial];
+    int64_t size = sizes[d], span = w.dil[d] * (kernel[d] - 1) + 1;
+    if (w.stride[d] < 1 || w.dil[d] < 1 || w.before[d] < 0 || w.after[d] < 0)
+      return e.error() << "strides, dilations and pads must be positive (pads >= 0)";
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      int64_t o = (size + w.stride[d] - 1) / w.stride[d];
+      int64_t total = std::max<int64_t>(0, (o - 1) * w.stride[d] + span - size);
+      w.before[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w.after[d] = total - w.before[d];
+    } else if (autoPad == "VALID") {
+      w.before[d] = w.after[d] = 0;
+    } else if (autoPad != "NOTSET") {
+      return e.error() << "auto_pad '" << autoPad
+                       << "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID";
+    }
+    int64_t padded = size + w.before[d] + w.after[d];
+    if (padded < span)
+      return e.error() << "the kernel (" << span << " wide with dilation) is larger than spatial "
+                       << "axis " << d << " with its padding (" << padded << ")";
+    w.out[d] = (padded - span + (ceil ? w.stride[d] - 1 : 0)) / w.stride[d] + 1;
+    if (ceil && (w.out[d] - 1) * w.stride[d] >= size + w.before[d])
+      --w.out[d];
+    w.extra[d] = std::max<int64_t>(0, (w.out[d] - 1) * w.stride[d] + span - padded);
+    w.after[d] += w.extra[d];
+  }
+  return success();
+}
+
+/// x [N, C, S..] in channels-last [N, S.., C], padded with |value| as |w|
+/// says; |shape| gets the padded shape.
+Value paddedChannelsLast(NodeEmitter &e, Value x, const Window &w, double value,
+                         SmallVector<int64_t> &shape) {
+  auto xt = e.typeOf(x);
+  SmallVector<int64_t> toLast = {0};
+  shape = {xt.getDimSize(0)};
+  for (int64_t d = 0; d < w.spatial; ++d)
+    toLast.push_back(2 + d), shape.push_back(xt.getDimSize(2 + d));
+  toLast.push_back(1), shape.push_back(xt.getDimSize(1));
+  Value xl = e.transposed(x, toLast);
+  for (int64_t d = 0; d < w.spatial; ++d) {
+    if (!w.before[d] && !w.after[d])
+      continue;
+    SmallVector<Value> parts;
+    for (int64_t side = 0; side < 2; ++side) {
+      int64_t pad = side ? w.after[d] : w.before[d];
+      if (side)
+        parts.push_back(xl);
+      if (!pad)
+        continue;
+      SmallVector<int64_t> s(shape);
+      s[1 + d] = pad;
+      parts.push_back(e.splat(xt.getElementType(), s, value));
+    }
+    xl = zero::ConcatOp::create(e.b, e.loc, parts, e.b.getI64IntegerAttr(1 + d));
+    shape[1 + d] += w.before[d] + w.after[d];
+  }
+  return xl;
+}
+
+/// Tap |t| of |w| over the padded channels-last |xl| (of |shape|): the
+/// strided slice [N, O.., C] it reads.
+Value tapOf(NodeEmitter &e, Value xl, ArrayRef<int64_t> shape, const Window &w, int64_t t) {
+  SmallVector<int64_t> k = w.position(t);
+  SmallVector<int64_t> start(shape.size(), 0), end(shape), step(shape.size(), 1);
+  for (int64_t d = 0; d < w.spatial; ++d) {
+    start[1 + d] = k[d] * w.dil[d];
+    end[1 + d] = start[1 + d] + (w.out[d] - 1) * w.stride[d] + 1;
+    step[1 + d] = w.stride[d];
+  }
+  return zero::SliceOp::create(e.b, e.loc, xl, e.b.getDenseI64ArrayAttr(start),
+                               e.b.getDenseI64ArrayAttr(end), e.b.getDenseI64ArrayAttr(step));
+}
+
+/// [N, O.., C] (or rows [N O.., C]) back to [N, C, O..].
+Value channelsFirst(NodeEmitter &e, Value y, int64_t n, const Window &w, int64_t c) {
+  SmallVector<int64_t> shape = {n}, toFirst = {0, w.spatial + 1};
+  shape.append(w.out.begin(), w.out.end());
+  shape.push_back(c);
+  for (int64_t d = 0; d < w.spatial; ++d)
+    toFirst.push_back(1 + d);
+  return e.transposed(e.reshape(y, shape), toFirst);
+}
+} // namespace
+
 /// Conv in general (1-D, 2-D, 3-D; explicit or auto_pad padding, stride,
 /// dilation, groups, bias) as a sum over the kernel's taps: x in channels-last
 /// [N, S.., C], zero-padded (concatenations), then for each tap a strided
@@ -94,87 +227,26 @@ LogicalResult NodeEmitter::convTaps() {
   if (groups < 1 || c % groups || m % groups || cg * groups != c)
     return error() << "group " << groups << " does not split x's " << c << " channels into w's "
                    << cg << " per group and its " << m << " filters evenly";
-  auto strides = attrInts(node, "strides"), pads = attrInts(node, "pads"),
-       dilations = attrInts(node, "dilations"), shapeAttr = attrInts(node, "kernel_shape");
-  std::string autoPad = attrString(node, "auto_pad", "NOTSET");
-  SmallVector<int64_t> kernel(wt.getShape().drop_front(2)), stride(spatial, 1), dil(spatial, 1),
-      before(spatial, 0), after(spatial, 0), out(spatial);
-  if (shapeAttr && ArrayRef<int64_t>(*shapeAttr) != ArrayRef<int64_t>(kernel))
-    return error() << "kernel_shape does not match w " << w.getType();
-  for (int64_t d = 0; d < spatial; ++d) {
-    if (strides)
-      stride[d] = (*strides)[d];
-    if (dilations)
-      dil[d] = (*dilations)[d];
-    if (pads)
-      before[d] = (*pads)[d], after[d] = (*pads)[d + spatial];
-    int64_t size = xt.getDimSize(2 + d), span = dil[d] * (kernel[d] - 1) + 1;
-    if (stride[d] < 1 || dil[d] < 1 || before[d] < 0 || after[d] < 0)
-      return error() << "strides, dilations and pads must be positive (pads >= 0)";
-    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      int64_t o = (size + stride[d] - 1) / stride[d];
-      int64_t total = std::max<int64_t>(0, (o - 1) * stride[d] + span - size);
-      before[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      after[d] = total - before[d];
-    } else if (autoPad == "VALID") {
-      before[d] = after[d] = 0;
-    } else if (autoPad != "NOTSET") {
-      return error() << "auto_pad '" << autoPad
-                     << "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID";
-    }
-    out[d] = (size + before[d] + after[d] - span) / stride[d] + 1;
-    if (size + before[d] + after[d] < span)
-      return error() << "the kernel (" << span << " wide with dilation) is larger than spatial "
-                     << "axis " << d << " with its padding (" << size + before[d] + after[d] << ")";
-  }
-  // x [N, C, S..] -> [N, S.., C], padded with zeros.
-  SmallVector<int64_t> toLast = {0}, shape = {n};
-  for (int64_t d = 0; d < spatial; ++d)
-    toLast.push_back(2 + d), shape.push_back(xt.getDimSize(2 + d));
-  toLast.push_back(1), shape.push_back(c);
-  Value xl = transposed(x, toLast);
-  for (int64_t d = 0; d < spatial; ++d) {
-    if (!before[d] && !after[d])
-      continue;
-    SmallVector<Value> parts;
-    for (int64_t pad : {before[d], int64_t(-1), after[d]}) {
-      if (pad < 0) {
-        parts.push_back(xl);
-        continue;
-      }
-      SmallVector<int64_t> s(shape);
-      s[1 + d] = pad;
-      if (pad)
-        parts.push_back(splat(et, s, 0.0));
-    }
-    xl = zero::ConcatOp::create(b, loc, parts, b.getI64IntegerAttr(1 + d));
-    shape[1 + d] += before[d] + after[d];
-  }
+  Window win;
+  if (failed(windowOf(*this, xt.getShape().drop_front(2), wt.getShape().drop_front(2), win)))
+    return failure();
+  SmallVector<int64_t> shape;
+  Value xl = paddedChannelsLast(*this, x, win, 0.0, shape);
   // w [M, C/G, K..] -> [K.., M, C/G]: a tap's weights are contiguous.
   SmallVector<int64_t> tapsFirst;
   for (int64_t d = 0; d < spatial; ++d)
     tapsFirst.push_back(2 + d);
   tapsFirst.append({0, 1});
   Value wl = transposed(w, tapsFirst);
-  int64_t rows = n, taps = 1;
-  for (int64_t d = 0; d < spatial; ++d)
-    rows *= out[d], taps *= kernel[d];
+  int64_t rows = n;
+  for (int64_t o : win.out)
+    rows *= o;
   const int64_t mg = m / groups;
   const bool depthwise = cg == 1 && mg == 1;
   Value y;
-  for (int64_t t = 0; t < taps; ++t) {
-    SmallVector<int64_t> k(spatial); // tap t's kernel position, last axis fastest
-    for (int64_t d = spatial - 1, r = t; d >= 0; --d)
-      k[d] = r % kernel[d], r /= kernel[d];
-    SmallVector<int64_t> start(1 + spatial + 1, 0), end(shape), step(1 + spatial + 1, 1);
-    for (int64_t d = 0; d < spatial; ++d) {
-      start[1 + d] = k[d] * dil[d];
-      end[1 + d] = start[1 + d] + (out[d] - 1) * stride[d] + 1;
-      step[1 + d] = stride[d];
-    }
-    Value tap = zero::SliceOp::create(b, loc, xl, b.getDenseI64ArrayAttr(start),
-                                      b.getDenseI64ArrayAttr(end), b.getDenseI64ArrayAttr(step));
-    Value lhs = reshape(tap, {rows, c});
+  for (int64_t t = 0; t < win.taps(); ++t) {
+    Value lhs = reshape(tapOf(*this, xl, shape, win, t), {rows, c});
+    SmallVector<int64_t> k = win.position(t);
     SmallVector<int64_t> wStart(spatial + 2, 0), wEnd(typeOf(wl).getShape()), wStep(spatial + 2, 1);
     for (int64_t d = 0; d < spatial; ++d)
       wStart[d] = k[d], wEnd[d] = k[d] + 1;
@@ -199,12 +271,88 @@ LogicalResult NodeEmitter::convTaps() {
       return error() << "bias " << bias.getType() << " does not have " << m << " values";
     y = zero::AddOp::create(b, loc, y, reshape(castTo(bias, et), {m}));
   }
-  // [N O.., M] -> [N, O.., M] -> [N, M, O..]
-  SmallVector<int64_t> outShape = {n}, toFirst = {0, spatial + 1};
-  outShape.append(out.begin(), out.end());
-  outShape.push_back(m);
-  for (int64_t d = 0; d < spatial; ++d)
-    toFirst.push_back(1 + d);
-  results.push_back(transposed(reshape(y, outShape), toFirst));
+  results.push_back(channelsFirst(*this, y, n, win, m));
+  return success();
+}
+
+/// MaxPool and AveragePool over [N, C, S..]: the maximum (the first of equal
+/// values gets the gradient, zero.max's rule: PyTorch's argmax in window
+/// order) or the mean over each window's taps, strided slices of the
+/// channels-last input padded with -inf (max) or zeros (average). The
+/// average divides by the window's elements inside the input, or inside the
+/// explicit padding with count_include_pad (never the ceil_mode extension),
+/// as PyTorch does: a constant computed here.
+LogicalResult NodeEmitter::pool(bool max) {
+  Value x = in(0);
+  if (failed(requireFloat(x)))
+    return failure();
+  auto xt = typeOf(x);
+  const int64_t spatial = xt.getRank() - 2, n = xt.getDimSize(0), c = xt.getDimSize(1);
+  auto kernel = attrInts(node, "kernel_shape");
+  if (spatial < 1 || !kernel || (int64_t)kernel->size() != spatial)
+    return error() << "expects x [N, C, spatial...] and a kernel_shape of one size per spatial "
+                   << "axis, got " << x.getType();
+  if (max && node.output_size() > 1 && !node.output(1).empty())
+    return error() << "the Indices output is not supported (use the pooled values only)";
+  Window win;
+  if (failed(windowOf(*this, xt.getShape().drop_front(2), *kernel, win)))
+    return failure();
+  SmallVector<int64_t> shape;
+  Value xl = paddedChannelsLast(*this, x, win, max ? -INFINITY : 0.0, shape);
+  Value y;
+  for (int64_t t = 0; t < win.taps(); ++t) {
+    Value tap = tapOf(*this, xl, shape, win, t);
+    y = !y    ? tap
+        : max ? Value(zero::MaxOp::create(b, loc, y, tap))
+              : Value(zero::AddOp::create(b, loc, y, tap));
+  }
+  if (!max) {
+    bool includePad = attrInt(node, "count_include_pad", 0) != 0;
+    // count[o..] = the product over axes of the window's elements counted.
+    SmallVector<int64_t> countShape = {1};
+    countShape.append(win.out.begin(), win.out.end());
+    countShape.push_back(1);
+    int64_t cells = 1;
+    for (int64_t o : win.out)
+      cells *= o;
+    HostTensor count(kFloat, countShape);
+    for (int64_t i = 0; i < cells; ++i) {
+      double total = 1;
+      for (int64_t d = spatial - 1, r = i; d >= 0; --d) {
+        int64_t o = r % win.out[d], size = xt.getDimSize(2 + d);
+        r /= win.out[d];
+        int64_t lo = 0, hi = size; // the counted range, in unpadded coordinates
+        if (includePad)
+          lo = -win.before[d], hi = size + win.after[d] - win.extra[d];
+        int64_t first = o * win.stride[d] - win.before[d], k = 0;
+        for (int64_t j = 0; j < win.kernel[d]; ++j) {
+          int64_t at = first + j * win.dil[d];
+          k += at >= lo && at < hi;
+        }
+        total *= k;
+      }
+      count.set(i, total);
+    }
+    Value divisor =
+        castTo(zero::ConstantOp::create(b, loc, imp.toAttr(count)), xt.getElementType());
+    y = zero::DivOp::create(b, loc, y, divisor);
+  }
+  results.push_back(channelsFirst(*this, y, n, win, c));
+  return success();
+}
+
+/// GlobalAveragePool and GlobalMaxPool: the mean or maximum over the
+/// spatial axes, kept as size 1.
+LogicalResult NodeEmitter::globalPool(bool max) {
+  Value x = in(0);
+  if (failed(requireFloat(x)))
+    return failure();
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < typeOf(x).getRank(); ++d)
+    axes.push_back(d);
+  if (axes.empty())
+    return error() << "expects x [N, C, spatial...], got " << x.getType();
+  results.push_back(zero::ReduceOp::create(
+      b, loc, max ? zero::ReduceKind::max : zero::ReduceKind::mean, x, axes, /*keepdims=*/true));
   return success();
 }

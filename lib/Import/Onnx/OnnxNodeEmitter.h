@@ -167,6 +167,8 @@ struct NodeEmitter {
   LogicalResult mod();
   LogicalResult conv();
   LogicalResult convTaps();
+  LogicalResult pool(bool max);
+  LogicalResult globalPool(bool max);
   LogicalResult groupNorm();
   LogicalResult batchNorm();
   LogicalResult topK();

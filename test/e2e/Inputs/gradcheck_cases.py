@@ -173,6 +173,12 @@ cases = [
          [("a", r(1, 3, 4, 4)), ("w", r(3, 1, 3, 3))], (1, 3, 4, 4)),
     case("conv1d", [n("Conv", ["a", "w", "b"], strides=[2], pads=[1, 1])],
          [("a", r(2, 3, 9)), ("w", r(4, 3, 3)), ("b", r(4))], (2, 4, 5)),
+    case("maxpool", [n("MaxPool", ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+         [("a", r(1, 2, 5, 6))], (1, 2, 3, 3)),
+    case("avgpool_ceil", [n("AveragePool", ["a"], kernel_shape=[3, 3], strides=[2, 2],
+                            pads=[1, 1, 0, 0], ceil_mode=1)],
+         [("a", r(1, 2, 6, 6))], (1, 2, 3, 3)),
+    case("global_avgpool", [n("GlobalAveragePool", ["a"])], [("a", r(2, 3, 4, 5))], (2, 3, 1, 1)),
 ]
 failed = [(n_, e) for n_, e in cases if e]
 for n_, e in cases:

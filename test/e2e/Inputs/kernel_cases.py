@@ -329,6 +329,39 @@ def conv_ref(x, w, bias, strides=None, pads=None, dil=None, group=1):
     return y
 
 
+def pool_ref(x, k, strides, pads, kind, dil=None, ceil=False, include_pad=False):
+    """ONNX MaxPool / AveragePool in float64, PyTorch's ceil_mode and divisor rules."""
+    x = x.astype(np.float64)
+    sp = x.ndim - 2
+    dil = dil or [1] * sp
+    out, extra = [], []
+    for d in range(sp):
+        size, span = x.shape[2 + d], dil[d] * (k[d] - 1) + 1
+        padded = size + pads[d] + pads[d + sp]
+        o = (padded - span + (strides[d] - 1 if ceil else 0)) // strides[d] + 1
+        if ceil and (o - 1) * strides[d] >= size + pads[d]:
+            o -= 1
+        out.append(o)
+        extra.append(max(0, (o - 1) * strides[d] + span - padded))
+    y = np.zeros(x.shape[:2] + tuple(out))
+    for o in np.ndindex(*out):
+        idx, count = [], 1
+        for d in range(sp):
+            first = o[d] * strides[d] - pads[d]
+            pos = [first + j * dil[d] for j in range(k[d])]
+            inside = [p for p in pos if 0 <= p < x.shape[2 + d]]
+            idx.append(inside)
+            lo, hi = (-pads[d], x.shape[2 + d] + pads[d + sp]) if include_pad else (0, x.shape[2 + d])
+            count *= sum(lo <= p < hi for p in pos)
+        win = x[(slice(None), slice(None)) + np.ix_(*idx)]
+        if kind == "max":
+            y[(slice(None), slice(None)) + o] = win.reshape(x.shape[0], x.shape[1], -1).max(-1)
+        else:
+            y[(slice(None), slice(None)) + o] = win.reshape(x.shape[0], x.shape[1], -1).sum(-1) / count
+    return y
+
+
+px1, px2, px3 = r(2, 3, 7, 6), r(1, 2, 7, 8), r(2, 3, 12)
 cx1, cw1, cb1 = r(2, 3, 7, 6), r(4, 3, 3, 3), r(4)
 cx2, cw2 = r(1, 2, 9, 8), r(3, 2, 3, 2)
 cx3, cw3 = r(2, 4, 5, 5), r(6, 2, 3, 3)
@@ -444,6 +477,23 @@ results += [
          conv_ref(cx7, cw7, None, strides=[2, 2], pads=[1, 1, 2, 2]),
          attrs={"strides": [2, 2], "auto_pad": "SAME_UPPER"}, consts=[("w", cw7)]),
     case("conv3d", "Conv", [("x", cx8)], conv_ref(cx8, cw8, None), consts=[("w", cw8)]),
+    # Pooling (issue 53): windows with padding, stride, dilation, ceil_mode.
+    case("maxpool_3x3_s2_pad1", "MaxPool", [("x", px1)], pool_ref(px1, [3, 3], [2, 2], [1, 1, 1, 1], "max"),
+         attrs={"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    case("maxpool_ceil_dilation", "MaxPool", [("x", px2)],
+         pool_ref(px2, [2, 2], [2, 2], [0, 0, 0, 0], "max", dil=[2, 1], ceil=True),
+         attrs={"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [2, 1], "ceil_mode": 1}),
+    case("avgpool_pad_excluded", "AveragePool", [("x", px1)],
+         pool_ref(px1, [3, 3], [2, 2], [1, 1, 1, 1], "avg"),
+         attrs={"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    case("avgpool_pad_included_ceil", "AveragePool", [("x", px2)],
+         pool_ref(px2, [3, 2], [2, 2], [1, 0, 1, 1], "avg", include_pad=True, ceil=True),
+         attrs={"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1],
+                "count_include_pad": 1, "ceil_mode": 1}),
+    case("avgpool1d", "AveragePool", [("x", px3)], pool_ref(px3, [4], [4], [0, 0], "avg"),
+         attrs={"kernel_shape": [4], "strides": [4]}),
+    case("global_avgpool", "GlobalAveragePool", [("x", px1)], px1.astype(np.float64).mean((2, 3), keepdims=True)),
+    case("global_maxpool", "GlobalMaxPool", [("x", px1)], px1.astype(np.float64).max((2, 3), keepdims=True)),
     case("conv_patches", "Conv", [("x", xi)],
          (patches + bp).reshape(1, 2, 2, 4).transpose(0, 3, 1, 2).astype(np.float64),
          attrs={"strides": [4, 4], "kernel_shape": [4, 4]}, consts=[("w", wp), ("bias", bp)]),
