@@ -34,7 +34,25 @@ int64_t zcc::plan_stats::tokensPerRankStep(ModuleOp module, int64_t accum) {
 /// A matmul-family kernel's FLOPs (2 x batch x M x N x K, from the output's
 /// shape and the contraction), else 0. The grouped GEMMs of routed experts
 /// count their rows once (tokens x k), not once per expert.
-double zcc::plan_stats::matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf) {
+zcc::plan_stats::RoutedShare zcc::plan_stats::routedShares(ModuleOp module, const TypeMap &typeOf) {
+  RoutedShare share;
+  module.walk([&](zcc::zrt::KernelOp k) {
+    ArrayRef<int64_t> ints = k.getInts();
+    if (k.getName() != "moe_route" || ints.size() != 3 || k.getOutputs().size() != 3)
+      return;
+    auto experts = typeOf.lookup(cast<FlatSymbolRefAttr>(k.getInputs()[0]).getAttr());
+    auto rows = typeOf.lookup(cast<FlatSymbolRefAttr>(k.getOutputs()[0]).getAttr());
+    if (!experts || !rows || experts.getRank() != 2 || rows.getNumElements() == 0 || ints[2] < 1)
+      return;
+    double used = (double)experts.getNumElements() * (double)ints[0] / (double)ints[2];
+    share[cast<FlatSymbolRefAttr>(k.getOutputs()[2]).getAttr()] =
+        std::min(1.0, used / (double)rows.getNumElements());
+  });
+  return share;
+}
+
+double zcc::plan_stats::matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf,
+                                    const RoutedShare *share) {
   StringRef name = kernel.getName();
   if (!(name == "matmul" || name == "matmul_bias" || name == "matmul_add" ||
         name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad" ||
@@ -44,9 +62,14 @@ double zcc::plan_stats::matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &ty
   auto out = typeOf.lookup(cast<FlatSymbolRefAttr>(kernel.getOutputs()[0]).getAttr());
   if (!lhs || !out || lhs.getRank() < 2)
     return 0;
+  double used = 1; // of the rows: a rank's routed rows under expert parallelism
+  if (share && name.starts_with("grouped_matmul"))
+    used = share->lookup_or(cast<FlatSymbolRefAttr>(kernel.getInputs()[2]).getAttr(), 1.0);
   if (name == "grouped_matmul_rhs_grad") // sum over experts of 2 x rows_e x K x N
-    return 2.0 * (double)lhs.getNumElements() * (double)(out.getNumElements() / out.getDimSize(0)) /
-           (double)lhs.getDimSize(1);
+    return used * 2.0 * (double)lhs.getNumElements() *
+           (double)(out.getNumElements() / out.getDimSize(0)) / (double)lhs.getDimSize(1);
+  if (name == "grouped_matmul")
+    return used * 2.0 * (double)out.getNumElements() * (double)lhs.getDimSize(1);
   bool transposeLhs = name == "matmul_bgrad" || (name != "grouped_matmul" &&
                                                  !kernel.getInts().empty() && kernel.getInts()[0]);
   int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));

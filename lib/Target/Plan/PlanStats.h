@@ -26,8 +26,16 @@ using TypeMap = llvm::DenseMap<mlir::StringAttr, mlir::RankedTensorType>;
 /// processes per optimizer step.
 int64_t tokensPerRankStep(mlir::ModuleOp module, int64_t accum);
 
-/// A matmul-family kernel's FLOPs (2 x batch x M x N x K), else 0.
-double matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf);
+/// Expert parallelism: for the offsets buffer of each moe_route that routes
+/// one rank's experts, the share of its static rows a rank uses on average
+/// (tokens x k / P of the P tokens x min(k, E / P) the plan holds).
+using RoutedShare = llvm::DenseMap<mlir::StringAttr, double>;
+RoutedShare routedShares(mlir::ModuleOp module, const TypeMap &typeOf);
+
+/// A matmul-family kernel's FLOPs (2 x batch x M x N x K), else 0; a grouped
+/// GEMM over a rank's routed rows counts the rows it uses on average (|share|).
+double matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf,
+                   const RoutedShare *share = nullptr);
 
 /// The plan's ranks and mesh (zero.partition): how many ranks a collective
 /// spans.

@@ -387,6 +387,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
   int64_t calls[4] = {0, 0, 0, 0};
   Ranks ranks(module);
   double flops = 0;
+  RoutedShare routed = routedShares(module, typeOf);
   for (auto program : module.getOps<zcc::zrt::ProgramOp>()) {
     StringRef name = program.getSymName();
     if (name == "eval" || name == "refresh")
@@ -404,7 +405,7 @@ LogicalResult zcc::printReport(ModuleOp module, llvm::raw_ostream &out, const Sc
         continue;
       }
       if (auto kernel = dyn_cast<zcc::zrt::KernelOp>(op); kernel && name == "micro_step")
-        flops += times * matmulFlops(kernel, typeOf);
+        flops += times * matmulFlops(kernel, typeOf, &routed);
     }
   }
   double total = sent[0] + sent[1] + sent[2] + sent[3];

@@ -57,6 +57,7 @@ ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model)
     typeOf[buffer.getSymNameAttr()] = cast<RankedTensorType>(buffer.getType());
   int64_t accum = accumSteps(module);
   Ranks ranks(module);
+  RoutedShare routed = routedShares(module, typeOf);
   e.nodes = (e.world + model.gpusPerNode - 1) / model.gpusPerNode;
   e.bandwidth = e.nodes > 1 ? model.ibBytesPerSecond : model.nvlinkBytesPerSecond;
   // A mesh group's collectives stay inside a node when the groups tile the
@@ -84,7 +85,7 @@ ScalingEstimate zcc::estimateScaling(ModuleOp module, const ScalingModel &model)
     int lastKind = -1;
     for (Operation &op : program.getBody().front()) {
       if (auto k = dyn_cast<zcc::zrt::KernelOp>(op)) {
-        double t = matmulFlops(k, typeOf) / model.flopsPerSecond;
+        double t = matmulFlops(k, typeOf, &routed) / model.flopsPerSecond;
         c += t;
         busy += t;
       } else if (auto col = dyn_cast<zcc::zrt::CollectiveOp>(op)) {
