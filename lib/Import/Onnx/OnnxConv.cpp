@@ -1,7 +1,8 @@
 //===- OnnxConv.cpp - ONNX Conv and pooling as zero ops -----------------===//
 //
 // Conv as a patch embedding (one GEMM) or, in general, as a sum over the
-// kernel's taps of strided slices times the tap's filters; MaxPool and
+// kernel's taps of strided slices times the tap's filters; ConvTranspose as
+// the same over a zero-spread input with flipped filters; MaxPool and
 // AveragePool over the same taps: slices, concatenations (padding),
 // matmuls and elementwise ops, whose gradients train them. Dispatched from
 // OnnxOps.cpp through OnnxOps.def.
@@ -151,17 +152,19 @@ LogicalResult windowOf(NodeEmitter &e, ArrayRef<int64_t> sizes, ArrayRef<int64_t
   return success();
 }
 
-/// x [N, C, S..] in channels-last [N, S.., C], padded with |value| as |w|
-/// says; |shape| gets the padded shape.
-Value paddedChannelsLast(NodeEmitter &e, Value x, const Window &w, double value,
-                         SmallVector<int64_t> &shape) {
+/// x [N, C, S..] in channels-last [N, S.., C]; |shape| gets its shape.
+Value channelsLast(NodeEmitter &e, Value x, SmallVector<int64_t> &shape) {
   auto xt = e.typeOf(x);
   SmallVector<int64_t> toLast = {0};
   shape = {xt.getDimSize(0)};
-  for (int64_t d = 0; d < w.spatial; ++d)
-    toLast.push_back(2 + d), shape.push_back(xt.getDimSize(2 + d));
+  for (int64_t d = 2; d < xt.getRank(); ++d)
+    toLast.push_back(d), shape.push_back(xt.getDimSize(d));
   toLast.push_back(1), shape.push_back(xt.getDimSize(1));
-  Value xl = e.transposed(x, toLast);
+  return e.transposed(x, toLast);
+}
+
+/// Channels-last |xl| (of |shape|, updated) padded with |value| as |w| says.
+Value padded(NodeEmitter &e, Value xl, const Window &w, double value, SmallVector<int64_t> &shape) {
   for (int64_t d = 0; d < w.spatial; ++d) {
     if (!w.before[d] && !w.after[d])
       continue;
@@ -174,12 +177,19 @@ Value paddedChannelsLast(NodeEmitter &e, Value x, const Window &w, double value,
         continue;
       SmallVector<int64_t> s(shape);
       s[1 + d] = pad;
-      parts.push_back(e.splat(xt.getElementType(), s, value));
+      parts.push_back(e.splat(e.typeOf(xl).getElementType(), s, value));
     }
     xl = zero::ConcatOp::create(e.b, e.loc, parts, e.b.getI64IntegerAttr(1 + d));
     shape[1 + d] += w.before[d] + w.after[d];
   }
   return xl;
+}
+
+/// x [N, C, S..] in channels-last [N, S.., C], padded with |value| as |w|
+/// says; |shape| gets the padded shape.
+Value paddedChannelsLast(NodeEmitter &e, Value x, const Window &w, double value,
+                         SmallVector<int64_t> &shape) {
+  return padded(e, channelsLast(e, x, shape), w, value, shape);
 }
 
 /// Tap |t| of |w| over the padded channels-last |xl| (of |shape|): the
@@ -205,25 +215,87 @@ Value channelsFirst(NodeEmitter &e, Value y, int64_t n, const Window &w, int64_t
     toFirst.push_back(1 + d);
   return e.transposed(e.reshape(y, shape), toFirst);
 }
+
+/// y [rows, M] plus the node's bias (input 2) if it has one.
+LogicalResult addBias(NodeEmitter &e, Value &y, int64_t m) {
+  if (!e.has(2))
+    return success();
+  Value bias = e.in(2);
+  if (e.typeOf(bias).getNumElements() != m)
+    return e.error() << "bias " << bias.getType() << " does not have " << m << " values";
+  y = zero::AddOp::create(e.b, e.loc, y,
+                          e.reshape(e.castTo(bias, e.typeOf(y).getElementType()), {m}));
+  return success();
+}
+
+/// The sum over |win|'s taps of each tap's slice of |xl| (channels-last,
+/// padded, of |shape|) as rows [N O.., C] times the tap's filters: [N O.., M].
+/// |w| is Conv's [M, C/G, K..], or ConvTranspose's [C, M/G, K..] (|flip|:
+/// tap k reads the filters at K - 1 - k). One GEMM with one group, a
+/// per-channel product for a depthwise filter (C/G = M/G = 1), a batched GEMM
+/// over the groups otherwise.
+Value sumOfTaps(NodeEmitter &e, Value xl, ArrayRef<int64_t> shape, const Window &win, Value w,
+                int64_t groups, bool flip) {
+  auto &b = e.b;
+  auto wt = e.typeOf(w);
+  const int64_t spatial = win.spatial, c = shape.back(),
+                m = flip ? wt.getDimSize(1) * groups : wt.getDimSize(0), cg = c / groups,
+                mg = m / groups;
+  int64_t rows = shape.front();
+  for (int64_t o : win.out)
+    rows *= o;
+  // w -> [K.., A, B]: a tap's filters are contiguous.
+  SmallVector<int64_t> tapsFirst;
+  for (int64_t d = 0; d < spatial; ++d)
+    tapsFirst.push_back(2 + d);
+  tapsFirst.append({0, 1});
+  Value wl = e.transposed(w, tapsFirst);
+  Value y;
+  for (int64_t t = 0; t < win.taps(); ++t) {
+    Value lhs = e.reshape(tapOf(e, xl, shape, win, t), {rows, c});
+    SmallVector<int64_t> k = win.position(t);
+    SmallVector<int64_t> start(spatial + 2, 0), end(e.typeOf(wl).getShape()), step(spatial + 2, 1);
+    for (int64_t d = 0; d < spatial; ++d) {
+      start[d] = flip ? win.kernel[d] - 1 - k[d] : k[d];
+      end[d] = start[d] + 1;
+    }
+    Value tap = zero::SliceOp::create(b, e.loc, wl, b.getDenseI64ArrayAttr(start),
+                                      b.getDenseI64ArrayAttr(end), b.getDenseI64ArrayAttr(step));
+    Value term;
+    if (groups == 1) { // Conv's [M, C] transposed, ConvTranspose's [C, M] as it is
+      term = zero::MatmulOp::create(
+          b, e.loc, lhs,
+          e.reshape(tap, flip ? SmallVector<int64_t>{c, m} : SmallVector<int64_t>{m, c}), false,
+          !flip);
+    } else if (cg == 1 && mg == 1) {
+      term = zero::MulOp::create(b, e.loc, lhs, e.reshape(tap, {m}));
+    } else { // [G, rows, C/G] x [G, M/G, C/G]^T (or [G, C/G, M/G]) -> [rows, M]
+      Value grouped = e.transposed(e.reshape(lhs, {rows, groups, cg}), {1, 0, 2});
+      Value filters = e.reshape(tap, flip ? SmallVector<int64_t>{groups, cg, mg}
+                                          : SmallVector<int64_t>{groups, mg, cg});
+      Value prod = zero::MatmulOp::create(b, e.loc, grouped, filters, false, !flip);
+      term = e.reshape(e.transposed(prod, {1, 0, 2}), {rows, m});
+    }
+    y = y ? Value(zero::AddOp::create(b, e.loc, y, term)) : term;
+  }
+  return y;
+}
 } // namespace
 
 /// Conv in general (1-D, 2-D, 3-D; explicit or auto_pad padding, stride,
-/// dilation, groups, bias) as a sum over the kernel's taps: x in channels-last
-/// [N, S.., C], zero-padded (concatenations), then for each tap a strided
-/// slice [N, O.., C] as rows [N O.., C] times the tap's weights [M, C/G]:
-/// one GEMM with one group, a per-channel product for a depthwise filter
-/// (C/G = 1, one output a group), a batched GEMM over the groups otherwise.
-/// The gradients are those ops' own (slices, concatenations, matmuls), so
-/// input, weight and bias train with no rule of their own; the result goes
-/// back to [N, M, O..].
+/// dilation, groups, bias) as a sum over the kernel's taps (sumOfTaps) of
+/// x in channels-last [N, S.., C], zero-padded (concatenations). The
+/// gradients are those ops' own (slices, concatenations, matmuls), so input,
+/// weight and bias train with no rule of their own; the result goes back to
+/// [N, M, O..].
 LogicalResult NodeEmitter::convTaps() {
   Value x = in(0), w = in(1);
   auto xt = typeOf(x), wt = typeOf(w);
   Type et = xt.getElementType();
   if (wt.getElementType() != et)
     return error() << "x and w differ in element type: " << x.getType() << ", " << w.getType();
-  const int64_t spatial = xt.getRank() - 2, n = xt.getDimSize(0), c = xt.getDimSize(1),
-                m = wt.getDimSize(0), cg = wt.getDimSize(1), groups = attrInt(node, "group", 1);
+  const int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), m = wt.getDimSize(0),
+                cg = wt.getDimSize(1), groups = attrInt(node, "group", 1);
   if (groups < 1 || c % groups || m % groups || cg * groups != c)
     return error() << "group " << groups << " does not split x's " << c << " channels into w's "
                    << cg << " per group and its " << m << " filters evenly";
@@ -232,45 +304,98 @@ LogicalResult NodeEmitter::convTaps() {
     return failure();
   SmallVector<int64_t> shape;
   Value xl = paddedChannelsLast(*this, x, win, 0.0, shape);
-  // w [M, C/G, K..] -> [K.., M, C/G]: a tap's weights are contiguous.
-  SmallVector<int64_t> tapsFirst;
-  for (int64_t d = 0; d < spatial; ++d)
-    tapsFirst.push_back(2 + d);
-  tapsFirst.append({0, 1});
-  Value wl = transposed(w, tapsFirst);
-  int64_t rows = n;
-  for (int64_t o : win.out)
-    rows *= o;
-  const int64_t mg = m / groups;
-  const bool depthwise = cg == 1 && mg == 1;
-  Value y;
-  for (int64_t t = 0; t < win.taps(); ++t) {
-    Value lhs = reshape(tapOf(*this, xl, shape, win, t), {rows, c});
-    SmallVector<int64_t> k = win.position(t);
-    SmallVector<int64_t> wStart(spatial + 2, 0), wEnd(typeOf(wl).getShape()), wStep(spatial + 2, 1);
-    for (int64_t d = 0; d < spatial; ++d)
-      wStart[d] = k[d], wEnd[d] = k[d] + 1;
-    Value wTap = zero::SliceOp::create(b, loc, wl, b.getDenseI64ArrayAttr(wStart),
-                                       b.getDenseI64ArrayAttr(wEnd), b.getDenseI64ArrayAttr(wStep));
-    Value term;
-    if (groups == 1) {
-      term = zero::MatmulOp::create(b, loc, lhs, reshape(wTap, {m, c}), false, true);
-    } else if (depthwise) {
-      term = zero::MulOp::create(b, loc, lhs, reshape(wTap, {m}));
-    } else { // [G, rows, C/G] x [G, M/G, C/G]^T -> [G, rows, M/G] -> [rows, M]
-      Value grouped = transposed(reshape(lhs, {rows, groups, cg}), {1, 0, 2});
-      Value prod =
-          zero::MatmulOp::create(b, loc, grouped, reshape(wTap, {groups, mg, cg}), false, true);
-      term = reshape(transposed(prod, {1, 0, 2}), {rows, m});
+  Value y = sumOfTaps(*this, xl, shape, win, w, groups, /*flip=*/false);
+  if (failed(addBias(*this, y, m)))
+    return failure();
+  results.push_back(channelsFirst(*this, y, n, win, m));
+  return success();
+}
+
+/// ConvTranspose (a decoder's upsampling; 1-D to 3-D, pads, output_padding,
+/// output_shape or auto_pad, stride, dilation, groups, bias): the convolution
+/// whose input gradient it is. x in channels-last with stride - 1 zeros
+/// between neighbours, padded by dilation x (K - 1) less the pads (plus
+/// output_padding after), then the taps' sum with the filters flipped and
+/// read as [C, M/G] (sumOfTaps). Gradients, again, from those ops.
+LogicalResult NodeEmitter::convTranspose() {
+  Value x = in(0), w = in(1);
+  if (failed(requireFloat(x)) || failed(requireFloat(w)))
+    return failure();
+  auto xt = typeOf(x), wt = typeOf(w);
+  Type et = xt.getElementType();
+  const int64_t spatial = xt.getRank() - 2, n = xt.getDimSize(0), c = xt.getDimSize(1),
+                groups = attrInt(node, "group", 1);
+  if (spatial < 1 || wt.getRank() != xt.getRank() || wt.getElementType() != et)
+    return error() << "expects x [N, C, spatial...] and w [C, M/group, kernel...] of one type, got "
+                   << x.getType() << " and " << w.getType();
+  if (groups < 1 || wt.getDimSize(0) != c || c % groups)
+    return error() << "w " << w.getType() << " must hold x's " << c << " channels, split into "
+                   << groups << " groups";
+  const int64_t m = wt.getDimSize(1) * groups;
+  auto strides = attrInts(node, "strides"), pads = attrInts(node, "pads"),
+       dilations = attrInts(node, "dilations"), outPad = attrInts(node, "output_padding"),
+       outShape = attrInts(node, "output_shape");
+  std::string autoPad = attrString(node, "auto_pad", "NOTSET");
+  // The convolution over the zero-inserted input: stride 1, the dilation,
+  // padding dilation x (K - 1) - pads (+ output_padding after).
+  Window win;
+  win.spatial = spatial;
+  win.kernel.assign(wt.getShape().begin() + 2, wt.getShape().end());
+  win.stride.assign(spatial, 1), win.dil.assign(spatial, 1), win.extra.assign(spatial, 0);
+  win.before.assign(spatial, 0), win.after.assign(spatial, 0), win.out.assign(spatial, 0);
+  SmallVector<int64_t> stride(spatial, 1);
+  for (int64_t d = 0; d < spatial; ++d) {
+    int64_t size = xt.getDimSize(2 + d), s = strides ? (*strides)[d] : 1;
+    win.dil[d] = dilations ? (*dilations)[d] : 1;
+    int64_t span = win.dil[d] * (win.kernel[d] - 1) + 1, extra = outPad ? (*outPad)[d] : 0;
+    int64_t pb = pads ? (*pads)[d] : 0, pe = pads ? (*pads)[d + spatial] : 0;
+    if (s < 1 || win.dil[d] < 1 || extra < 0 || extra >= std::max(s, win.dil[d]))
+      return error() << "strides and dilations must be positive, output_padding below them";
+    if (outShape || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      int64_t want = outShape ? (*outShape)[outShape->size() - spatial + d] : size * s;
+      int64_t total = s * (size - 1) + extra + span - want;
+      if (total < 0)
+        return error() << "output_shape " << want << " on spatial axis " << d
+                       << " is larger than the transposed convolution makes";
+      pb = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pe = total - pb;
+    } else if (autoPad != "NOTSET" && autoPad != "VALID") {
+      return error() << "auto_pad '" << autoPad
+                     << "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID";
     }
-    y = y ? Value(zero::AddOp::create(b, loc, y, term)) : term;
+    stride[d] = s;
+    win.before[d] = span - 1 - pb;
+    win.after[d] = span - 1 - pe + extra;
+    if (win.before[d] < 0 || win.after[d] < 0)
+      return error() << "pads larger than the dilated kernel less one (" << span - 1
+                     << ") on spatial axis " << d << " are not supported";
+    win.out[d] = (size - 1) * s + 1 + win.before[d] + win.after[d] - span + 1;
   }
-  if (has(2)) {
-    Value bias = in(2);
-    if (typeOf(bias).getNumElements() != m)
-      return error() << "bias " << bias.getType() << " does not have " << m << " values";
-    y = zero::AddOp::create(b, loc, y, reshape(castTo(bias, et), {m}));
+  // x [N, C, S..] -> [N, S.., C] with stride - 1 zeros after each element,
+  // then padded as the window says.
+  SmallVector<int64_t> shape;
+  Value xl = channelsLast(*this, x, shape);
+  for (int64_t d = 0; d < spatial; ++d) {
+    if (stride[d] == 1)
+      continue;
+    SmallVector<int64_t> split(shape);
+    split.insert(split.begin() + 2 + d, 1);
+    SmallVector<int64_t> zeros(split);
+    zeros[2 + d] = stride[d] - 1;
+    Value spread = zero::ConcatOp::create(
+        b, loc, ValueRange{reshape(xl, split), splat(et, zeros, 0.0)}, b.getI64IntegerAttr(2 + d));
+    SmallVector<int64_t> flat(shape);
+    flat[1 + d] *= stride[d];
+    SmallVector<int64_t> start(shape.size(), 0), end(flat), step(shape.size(), 1);
+    end[1 + d] = (shape[1 + d] - 1) * stride[d] + 1;
+    xl = zero::SliceOp::create(b, loc, reshape(spread, flat), b.getDenseI64ArrayAttr(start),
+                               b.getDenseI64ArrayAttr(end), b.getDenseI64ArrayAttr(step));
+    shape[1 + d] = end[1 + d];
   }
+  xl = padded(*this, xl, win, 0.0, shape);
+  Value y = sumOfTaps(*this, xl, shape, win, w, groups, /*flip=*/true);
+  if (failed(addBias(*this, y, m)))
+    return failure();
   results.push_back(channelsFirst(*this, y, n, win, m));
   return success();
 }

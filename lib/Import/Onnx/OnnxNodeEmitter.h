@@ -167,6 +167,7 @@ struct NodeEmitter {
   LogicalResult mod();
   LogicalResult conv();
   LogicalResult convTaps();
+  LogicalResult convTranspose();
   LogicalResult pool(bool max);
   LogicalResult globalPool(bool max);
   LogicalResult groupNorm();

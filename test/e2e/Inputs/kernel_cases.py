@@ -361,6 +361,33 @@ def pool_ref(x, k, strides, pads, kind, dil=None, ceil=False, include_pad=False)
     return y
 
 
+def convt_ref(x, w, bias, strides, pads, dil=None, group=1, out_pad=None):
+    """ONNX ConvTranspose in float64: every input element times its filters,
+    added at i stride + k dilation, then cropped by the pads."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    sp = x.ndim - 2
+    dil, out_pad = dil or [1] * sp, out_pad or [0] * sp
+    c, mg, k = w.shape[0], w.shape[1], w.shape[2:]
+    cg = c // group
+    full = [(x.shape[2 + d] - 1) * strides[d] + dil[d] * (k[d] - 1) + 1 + out_pad[d] for d in range(sp)]
+    y = np.zeros((x.shape[0], mg * group, *full))
+    for tap in np.ndindex(*k):
+        sl = tuple(slice(tap[d] * dil[d], tap[d] * dil[d] + (x.shape[2 + d] - 1) * strides[d] + 1,
+                         strides[d]) for d in range(sp))
+        for g in range(group):
+            wg = w[(slice(g * cg, (g + 1) * cg), slice(None)) + tap]
+            y[(slice(None), slice(g * mg, (g + 1) * mg)) + sl] += np.einsum(
+                "nc...,cm->nm...", x[:, g * cg:(g + 1) * cg], wg)
+    y = y[(slice(None), slice(None)) + tuple(slice(pads[d], full[d] - pads[d + sp]) for d in range(sp))]
+    if bias is not None:
+        y = y + bias.astype(np.float64).reshape((1, -1) + (1,) * sp)
+    return y
+
+
+tx1, tw1, tb1 = r(1, 3, 4, 5), r(3, 2, 3, 3), r(2)
+tx2, tw2 = r(1, 4, 3, 3), r(4, 3, 2, 2)
+tx3, tw3 = r(2, 3, 5), r(3, 2, 4)
+tx4, tw4 = r(1, 3, 4, 4), r(3, 1, 3, 3)
 px1, px2, px3 = r(2, 3, 7, 6), r(1, 2, 7, 8), r(2, 3, 12)
 cx1, cw1, cb1 = r(2, 3, 7, 6), r(4, 3, 3, 3), r(4)
 cx2, cw2 = r(1, 2, 9, 8), r(3, 2, 3, 2)
@@ -477,6 +504,20 @@ results += [
          conv_ref(cx7, cw7, None, strides=[2, 2], pads=[1, 1, 2, 2]),
          attrs={"strides": [2, 2], "auto_pad": "SAME_UPPER"}, consts=[("w", cw7)]),
     case("conv3d", "Conv", [("x", cx8)], conv_ref(cx8, cw8, None), consts=[("w", cw8)]),
+    # ConvTranspose (issue 53): a decoder's upsampling.
+    case("convT2d_s2_pad1_outpad1_bias", "ConvTranspose", [("x", tx1)],
+         convt_ref(tx1, tw1, tb1, [2, 2], [1, 1, 1, 1], out_pad=[1, 1]),
+         attrs={"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]},
+         consts=[("w", tw1), ("bias", tb1)]),
+    case("convT2d_groups_dilation", "ConvTranspose", [("x", tx2)],
+         convt_ref(tx2, tw2, None, [2, 1], [0, 1, 1, 0], dil=[1, 2], group=2),
+         attrs={"strides": [2, 1], "pads": [0, 1, 1, 0], "dilations": [1, 2], "group": 2},
+         consts=[("w", tw2)]),
+    case("convT1d_s4", "ConvTranspose", [("x", tx3)], convt_ref(tx3, tw3, None, [4], [0, 0]),
+         attrs={"strides": [4]}, consts=[("w", tw3)]),
+    case("convT2d_depthwise", "ConvTranspose", [("x", tx4)],
+         convt_ref(tx4, tw4, None, [2, 2], [1, 1, 1, 1], group=3),
+         attrs={"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 3}, consts=[("w", tw4)]),
     # Pooling (issue 53): windows with padding, stride, dilation, ceil_mode.
     case("maxpool_3x3_s2_pad1", "MaxPool", [("x", px1)], pool_ref(px1, [3, 3], [2, 2], [1, 1, 1, 1], "max"),
          attrs={"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
