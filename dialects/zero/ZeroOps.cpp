@@ -15,6 +15,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -167,6 +168,38 @@ void zcc::zero::eraseDropout(Operation *op) {
       (void)func.eraseArgument(k);
       return;
     }
+}
+
+void zcc::zero::selectMode(Operation *op, bool training) {
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func || func.isExternal())
+    return;
+  if (!training)
+    eraseDropout(op);
+  bool changed = false;
+  SmallVector<Operation *> resolved;
+  func.walk([&](Operation *o) {
+    if (isa<TrainOrEvalOp>(o))
+      resolved.push_back(o);
+    else if (auto store = dyn_cast<StoreOp>(o); store && !training) {
+      auto global = SymbolTable::lookupNearestSymbolFrom<GlobalOp>(o, store.getGlobalAttr());
+      if (global && global.getRole() == GlobalRole::buffer)
+        resolved.push_back(o);
+    }
+  });
+  for (Operation *o : resolved) {
+    if (auto mode = dyn_cast<TrainOrEvalOp>(o))
+      mode.getResult().replaceAllUsesWith(training ? mode.getTraining() : mode.getEvaluation());
+    o->erase();
+    changed = true;
+  }
+  if (!changed)
+    return;
+  // What only the other mode read computes nothing now.
+  for (Block &block : func.getFunctionBody())
+    for (Operation &o : llvm::make_early_inc_range(llvm::reverse(block)))
+      if (isOpTriviallyDead(&o))
+        o.erase();
 }
 
 LogicalResult DropoutOp::verify() {

@@ -92,6 +92,12 @@ int64_t gradAccumSteps(mlir::Operation *module);
 /// and the "dropout_rng" input they read is removed.
 void eraseDropout(mlir::Operation *func);
 
+/// Resolves |func|'s zero.train_or_eval ops to their training or evaluation
+/// operand. For evaluation, also drops dropout (eraseDropout) and the
+/// zero.stores of buffers (running statistics update only when training);
+/// the ops that then compute nothing are erased.
+void selectMode(mlir::Operation *func, bool training);
+
 } // namespace zcc::zero
 
 #endif // ZCC_DIALECTS_ZERO_ZEROOPS_H

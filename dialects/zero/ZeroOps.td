@@ -333,6 +333,19 @@ def Zero_DropoutOp : Zero_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]
   let hasVerifier = 1;
 }
 
+def Zero_TrainOrEvalOp : Zero_Op<"train_or_eval", [Pure, SameOperandsAndResultType]> {
+  let summary = "the training value in @micro_step, the evaluation value in @forward";
+  let description = [{
+    PyTorch's `module.training` branch: a layer that computes differently when
+    it trains (BatchNormalization's batch statistics against its running
+    ones). zero-autodiff keeps `training` in @micro_step and `evaluation` in
+    @forward (zcc::zero::selectMode); no later pass sees this op.
+  }];
+  let arguments = (ins Zero_FloatTensor:$training, Zero_FloatTensor:$evaluation);
+  let results = (outs Zero_FloatTensor:$result);
+  let assemblyFormat = "$training `,` $evaluation attr-dict `:` type($result)";
+}
+
 // Binary ops broadcast their operands with NumPy rules; both operands have
 // the same element type (the importer inserts casts where ONNX allowed none).
 class Zero_BinaryOp<string mnemonic, list<Trait> traits = []>

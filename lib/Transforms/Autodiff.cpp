@@ -419,6 +419,17 @@ LogicalResult Differentiator::backward(Operation *op) {
         accumulate(loc, x(0), gathered);
         return success();
       })
+      .Case([&](AllReduceOp r) {
+        // SyncBatchNorm's statistics (--batch-norm sync): every rank's result
+        // reads every rank's input, so the adjoint is the same reduction of
+        // the ranks' adjoints (the sum for a sum; for an average, the
+        // average, which zero-partition's average over the ranks scales to
+        // the mean loss's).
+        accumulate(loc, x(0),
+                   AllReduceOp::create(b, loc, g.getType(), g, r.getReduce(), r.getWorldSize(),
+                                       /*async=*/false, r.getGroup()));
+        return success();
+      })
       .Case([&](LocalShardOp l) {
         // A replicated tensor whose ranks each read their own chunk: every
         // rank's adjoint holds every chunk's, divided by the ranks that read
@@ -524,7 +535,8 @@ LogicalResult Differentiator::backward(Operation *op) {
                        .getResult());
         return success();
       })
-      .Case<ConstantOp, LoadOp, CmpOp, AndOp, OrOp, NotOp>([](Operation *) { return success(); })
+      .Case<ConstantOp, LoadOp, StoreOp, CmpOp, AndOp, OrOp, NotOp>(
+          [](Operation *) { return success(); })
       .Default([&](Operation *other) {
         return other->emitError("no gradient rule for '") << other->getName() << "' yet";
       });
@@ -559,7 +571,10 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
     auto step = cast<func::FuncOp>(mb.clone(*forward));
     step.setSymName("micro_step");
     // @forward is the evaluation (inference): its dropout is the identity.
-    eraseDropout(forward);
+    // @forward evaluates (dropout off, BatchNorm's running statistics);
+    // @micro_step trains (batch statistics, which update them).
+    selectMode(forward, /*training=*/false);
+    selectMode(step, /*training=*/true);
     Block &block = step.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     Value loss = ret.getOperand(lossIndex);

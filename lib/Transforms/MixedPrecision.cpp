@@ -79,6 +79,19 @@ struct ZeroMixedPrecisionPass : zcc::impl::ZeroMixedPrecisionBase<ZeroMixedPreci
       if (inserted.contains(&op) || isa<LoadOp, ConstantOp, CrossEntropyOp, func::ReturnOp>(op))
         continue;
       auto elementOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); };
+      if (auto store = dyn_cast<StoreOp>(op)) {
+        // A buffer's update (BatchNorm's running statistics) is stored in
+        // the buffer's own type.
+        auto global = SymbolTable::lookupNearestSymbolFrom<GlobalOp>(store, store.getGlobalAttr());
+        Value v = store.getValue();
+        if (global && elementOf(v) != global.getTensorType().getElementType()) {
+          b.setInsertionPoint(store);
+          store.getValueMutable().assign(
+              CastOp::create(b, op.getLoc(),
+                             withElement(v.getType(), global.getTensorType().getElementType()), v));
+        }
+        continue;
+      }
       if (llvm::any_of(op.getOperands(), [&](Value v) { return elementOf(v).isF32(); })) {
         b.setInsertionPoint(&op);
         for (OpOperand &use : op.getOpOperands())

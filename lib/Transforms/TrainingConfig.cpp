@@ -39,9 +39,10 @@ struct ZeroTrainingConfigPass : zcc::impl::ZeroTrainingConfigBase<ZeroTrainingCo
     zcc::zero::attrs(m).getTargetAttrHelper().setAttr(
         m, zcc::zero::TargetAttr::get(m.getContext(), *t));
     if (!train) {
-      // Nothing trains: every function is inference, without dropout.
+      // Nothing trains: every function is inference (no dropout, BatchNorm's
+      // running statistics).
       for (Operation &op : m.getBody()->getOperations())
-        zcc::zero::eraseDropout(&op);
+        zcc::zero::selectMode(&op, /*training=*/false);
       return;
     }
     zcc::zero::ScheduleAttr sched;

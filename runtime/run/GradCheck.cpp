@@ -36,21 +36,20 @@ Status zrt::gradcheck(const RunOptions &options, const GradCheckOptions &check,
     return errorf(options.plan, ": the plan updates the parameters inside micro_step (zcc "
                                 "--optimizer-in-backward, on by default with --target cuda): "
                                 "compile it with --optimizer-in-backward=off to check gradients");
-  const plan::Program *eval = executor.program("eval");
-  DataFeeder microData, evalData;
+  DataFeeder microData;
   ZRT_RETURN_IF_ERROR(microData.load(options.data, plan, *micro));
-  ZRT_RETURN_IF_ERROR(evalData.load(options.data, plan, *eval));
-  // With dropout the loss to differentiate is micro_step's, whose mask
-  // ("dropout_rng", fixed here) is the one its gradients saw; @eval has no
-  // dropout. Rerunning micro_step accumulates more gradients: they are read
-  // before.
+  // The loss to differentiate is micro_step's: the one its gradients are
+  // of. @eval differs where the model computes differently when it trains:
+  // no dropout (micro_step's mask, "dropout_rng", is fixed here), BatchNorm's
+  // running statistics instead of the batch's. Rerunning micro_step
+  // accumulates more gradients (they are read before) and updates the running
+  // statistics, which its loss does not read.
   const int rngBuffer = namedBuffer(micro, false, "dropout_rng");
-  const plan::Program *lossProgram = rngBuffer >= 0 ? micro : eval;
+  const plan::Program *lossProgram = micro;
   int lossBuffer = namedBuffer(lossProgram, true, "loss");
   if (lossBuffer < 0)
     return errorf(options.plan, ": the ", lossProgram->name(), " program has no 'loss' output");
   ZRT_RETURN_IF_ERROR(microData.feed(0, executor, *micro));
-  ZRT_RETURN_IF_ERROR(evalData.feed(0, executor, *eval));
   for (const plan::NamedBuffer &in : micro->inputs())
     if (in.name() == "loss_scale") // fp16 plans: unscaled gradients
       *executor.buffer(in.buffer()).as<float>() = 1.0f;

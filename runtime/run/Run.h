@@ -210,7 +210,8 @@ struct GradCheckResult {
 
 /// Finite-difference check of micro_step's gradients (CPU backend, world
 /// size 1, first batch): for every trainable parameter, the directional
-/// derivative of the eval loss along a random unit direction,
+/// derivative of micro_step's loss (the training one: dropout's mask
+/// fixed, BatchNorm's batch statistics) along a random unit direction,
 /// (L(p + h d) - L(p - h d)) / 2h, against <grad, d>.
 Status gradcheck(const RunOptions &options, const GradCheckOptions &check,
                  std::vector<GradCheckResult> &results);

@@ -165,6 +165,13 @@ static cl::opt<bool> perDocument(
              "at each (the plan takes position_ids [batch, sequence], which zrun computes from "
              "--tokens with --eos, or reads with --data); docs/finetune.md"),
     cl::init(false), cl::cat(zccCategory));
+static cl::opt<std::string> batchNormMode(
+    "batch-norm",
+    cl::desc("how BatchNormalization trains: train (PyTorch's model.train(): each rank's "
+             "micro-batch statistics; the running statistics, frozen buffers, updated each "
+             "micro-step and read by evaluation), sync (SyncBatchNorm: statistics over every "
+             "data-parallel rank) or eval (model.eval(): the running statistics, fixed)"),
+    cl::value_desc("train|sync|eval"), cl::init("train"), cl::cat(zccCategory));
 static cl::opt<bool> fuseElementwise(
     "fuse-elementwise",
     cl::desc("--target cuda: fuse trees of elementwise arithmetic into kernels generated through "
@@ -475,6 +482,16 @@ static std::optional<zcc::OnnxImportOptions> importOptions(const zcc::Settings &
   options.frozenRegex = frozen;
   options.skipWeightData = weightsMode == "external";
   options.perDocument = perDocument;
+  using BatchNorm = zcc::OnnxImportOptions::BatchNorm;
+  if (batchNormMode != "train" && batchNormMode != "sync" && batchNormMode != "eval") {
+    llvm::errs() << "zcc: error: --batch-norm '" << batchNormMode
+                 << "': expected train, sync or eval\n";
+    return std::nullopt;
+  }
+  options.batchNorm = batchNormMode == "sync"   ? BatchNorm::Sync
+                      : batchNormMode == "eval" ? BatchNorm::Eval
+                                                : BatchNorm::Train;
+  options.worldSize = S.worldSize;
   return options;
 }
 

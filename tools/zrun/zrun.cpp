@@ -392,7 +392,7 @@ int run(int argc, char **argv) {
   addTrain(app, common, planHelp, train);
 
   CLI::App *grad = app.add_subcommand(
-      "gradcheck", "compare micro_step's gradients with central differences of the eval loss "
+      "gradcheck", "compare micro_step's gradients with central differences of its loss "
                    "along a direction per parameter (its gradient's plus a random one; first "
                    "batch, CPU backend); differences within the float32 loss's resolution "
                    "(+-, 4 ulps over 2 H) do not count");

@@ -37,6 +37,15 @@ struct OnnxImportOptions {
   /// reads it wherever the graph casts the token positions 0..S-1 to float
   /// (RoPE) or gathers rows with them (learned position embeddings).
   bool perDocument = false;
+  /// zcc --batch-norm: how BatchNormalization trains. Train (PyTorch's
+  /// model.train(), the default): each rank's micro-batch statistics, the
+  /// running statistics (frozen buffers) updated with the node's momentum
+  /// in @micro_step and read by @forward (evaluation). Sync: SyncBatchNorm,
+  /// the statistics over all |worldSize| data-parallel ranks. Eval (PyTorch's
+  /// model.eval(), a frozen-BatchNorm fine-tune): the running statistics,
+  /// fixed.
+  enum class BatchNorm { Train, Sync, Eval } batchNorm = BatchNorm::Train;
+  int64_t worldSize = 1;
 };
 
 /// Imports the ONNX model at |path| (binary .onnx, or the ONNX text format for

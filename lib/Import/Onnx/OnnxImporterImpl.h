@@ -91,6 +91,9 @@ public:
   /// Whether float initializer |name| trains: --trainable (or the record, or
   /// every one) and not --frozen.
   bool isTrainableName(const std::string &name, llvm::Regex &trainable, llvm::Regex &frozen) const;
+  /// Buffers a BatchNormalization updates (its running statistics): one
+  /// node each.
+  llvm::StringSet<> updatedBuffers;
   llvm::StringSet<> paddingUsed; // --padding-idx tables that a Gather reads
   /// --padding-idx, and the export record's zcc.padding_idx where the flags do
   /// not name the table (paddingFromRecord holds those).

@@ -469,13 +469,21 @@ LogicalResult NodeEmitter::groupNorm() {
   return success();
 }
 
-/// BatchNormalization. Inference mode (the default, and an eval-mode
-/// export): (x - mean) / sqrt(var + eps) * scale + bias with the given
-/// statistics (frozen buffers). Training mode: the batch's statistics over
-/// every axis but the channels (this rank's micro-batch, as PyTorch without
-/// SyncBatchNorm); the running statistics outputs are refused: zcc does not
-/// update buffers.
+/// BatchNormalization, as PyTorch's BatchNorm (zcc --batch-norm,
+/// OnnxImportOptions::BatchNorm):
+///  - eval: (x - mean) / sqrt(var + eps) * scale + bias with the given
+///    statistics, fixed;
+///  - train (default) and sync: the batch's statistics over every axis but
+///    the channels (this rank's micro-batch; sync: every data-parallel
+///    rank's, two all-reduces of [C]). The running statistics, when they
+///    are frozen buffers, are updated in @micro_step as ONNX (and PyTorch,
+///    whose momentum is 1 - ONNX's) does: r = momentum r + (1 - momentum) s,
+///    with the unbiased batch variance (PyTorch's; ONNX's reference takes
+///    the biased one). Evaluation (@forward) normalizes with the running
+///    statistics, unless the node itself says training_mode = 1.
+/// The optional outputs are the updated running statistics.
 LogicalResult NodeEmitter::batchNorm() {
+  using Mode = OnnxImportOptions::BatchNorm;
   Value x = in(0);
   if (failed(requireFloat(x)))
     return failure();
@@ -483,14 +491,11 @@ LogicalResult NodeEmitter::batchNorm() {
   int64_t rank = xt.getRank();
   if (rank < 2)
     return error() << "expects x [N, C, ...], got " << x.getType();
-  int64_t c = xt.getDimSize(1);
+  int64_t c = xt.getDimSize(1), count = xt.getNumElements() / c;
   Type et = xt.getElementType();
-  double eps = attrFloat(node, "epsilon", 1e-5f);
-  bool training = attrInt(node, "training_mode", 0) != 0;
-  for (int k = 1; k < node.output_size(); ++k)
-    if (!node.output(k).empty())
-      return error() << "the running mean and variance outputs are not supported (zcc does not "
-                        "update buffers): export in eval mode, whose statistics stay fixed";
+  double eps = attrFloat(node, "epsilon", 1e-5f), momentum = attrFloat(node, "momentum", 0.9f);
+  Mode mode = imp.options.batchNorm;
+  bool nodeTrains = attrInt(node, "training_mode", 0) != 0;
   SmallVector<Value> params;
   for (size_t k = 1; k < 5; ++k) {
     Value p = in(k);
@@ -499,27 +504,102 @@ LogicalResult NodeEmitter::batchNorm() {
                      << " channels";
     params.push_back(reshape(castTo(p, et), channelShape(c, rank)));
   }
-  Value y;
-  if (training) {
+  auto affine = [&](Value normed) -> Value {
+    return zero::AddOp::create(b, loc, zero::MulOp::create(b, loc, normed, params[0]), params[1]);
+  };
+  auto evaluated = [&]() -> Value {
+    Value inv =
+        zero::RsqrtOp::create(b, loc, zero::AddOp::create(b, loc, params[3], splat(et, {}, eps)));
+    return affine(zero::MulOp::create(b, loc, zero::SubOp::create(b, loc, x, params[2]), inv));
+  };
+  if (mode == Mode::Eval) {
+    results.push_back(evaluated());
+    for (int k = 1; k < node.output_size() && k < 3; ++k)
+      results.push_back(in(k + 2));
+    return success();
+  }
+  int64_t ranks = mode == Mode::Sync ? imp.options.worldSize : 1;
+  if (count * ranks < 2)
+    return error() << "training needs more than one value per channel, got x " << x.getType()
+                   << " (PyTorch refuses it too): use a larger micro-batch, or --batch-norm eval";
+
+  // The batch statistics, [1, C, 1, ...]: the mean, then the mean square
+  // deviation from it (two passes, as exact as the local ones).
+  SmallVector<int64_t> axes = {0};
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  auto overBatch = [&](Value v) -> Value {
+    Value local = zero::ReduceOp::create(b, loc, zero::ReduceKind::mean, v, axes, true);
+    if (ranks == 1)
+      return local;
+    return zero::AllReduceOp::create(b, loc, local, zero::CollectiveReduce::avg, ranks);
+  };
+  Value mean, centered, var;
+  auto batchVar = [&] {
+    if (!var) {
+      mean = overBatch(x);
+      centered = zero::SubOp::create(b, loc, x, mean);
+      var = overBatch(zero::MulOp::create(b, loc, centered, centered));
+    }
+    return var;
+  };
+  Value trained;
+  if (ranks == 1) {
     // Channels first, everything else as one row: [C, N S], a layer norm per
-    // row (unit scale), back.
+    // row (unit scale; its backward is one fused kernel), back.
     SmallVector<int64_t> perm = {1, 0};
     for (int64_t d = 2; d < rank; ++d)
       perm.push_back(d);
     Value t = transposed(x, perm);
-    int64_t rest = xt.getNumElements() / c;
-    Value rows = reshape(t, {c, rest});
+    Value rows = reshape(t, {c, count});
     Value normed =
-        zero::LayerNormOp::create(b, loc, rows.getType(), rows, splat(et, {rest}, 1.0), Value(),
+        zero::LayerNormOp::create(b, loc, rows.getType(), rows, splat(et, {count}, 1.0), Value(),
                                   b.getI64IntegerAttr(1), b.getF64FloatAttr(eps));
-    y = transposed(reshape(normed, typeOf(t).getShape()), perm); // {1, 0, ...} is its own inverse
+    trained = affine(transposed(reshape(normed, typeOf(t).getShape()), perm));
   } else {
-    Value inv =
-        zero::RsqrtOp::create(b, loc, zero::AddOp::create(b, loc, params[3], splat(et, {}, eps)));
-    y = zero::MulOp::create(b, loc, zero::SubOp::create(b, loc, x, params[2]), inv);
+    Value invBatch =
+        zero::RsqrtOp::create(b, loc, zero::AddOp::create(b, loc, batchVar(), splat(et, {}, eps)));
+    trained = affine(zero::MulOp::create(b, loc, centered, invBatch));
   }
-  results.push_back(
-      zero::AddOp::create(b, loc, zero::MulOp::create(b, loc, y, params[0]), params[1]));
+  results.push_back(nodeTrains ? trained
+                               : Value(zero::TrainOrEvalOp::create(b, loc, trained, evaluated())));
+
+  // The running statistics' update. Only buffers are stored: a constant stays
+  // as it is; a trainable initializer is a mistake to say.
+  SmallVector<Value, 2> updated;
+  for (int k = 3; k < 5; ++k) {
+    Value old = in(k);
+    auto load = old.getDefiningOp<zero::LoadOp>();
+    zero::GlobalOp global = load ? imp.globals.lookup(load.getGlobal()) : zero::GlobalOp();
+    if (global && global.getTrainable())
+      return error() << "its running " << (k == 3 ? "mean" : "variance") << " '"
+                     << global.getSymName()
+                     << "' is a trainable parameter (the model has no export record saying it is a "
+                        "buffer): freeze it with --frozen 'running_(mean|var)', or keep the "
+                        "statistics fixed with --batch-norm eval";
+    if (!global && node.output_size() <= k - 2)
+      continue; // neither stored nor an output
+    Value stat = (batchVar(), mean);
+    if (k == 4) {
+      double n = double(count) * double(ranks);
+      stat = zero::MulOp::create(b, loc, var, splat(et, {}, n / (n - 1)));
+    }
+    Value r = reshape(castTo(old, et), {c});
+    Value next = zero::AddOp::create(
+        b, loc, zero::MulOp::create(b, loc, r, splat(et, {}, momentum)),
+        zero::MulOp::create(b, loc, reshape(stat, {c}), splat(et, {}, 1.0 - momentum)));
+    Value stored = reshape(castTo(next, typeOf(old).getElementType()), typeOf(old).getShape());
+    if (global) {
+      if (!imp.updatedBuffers.insert(global.getSymName()).second)
+        return error() << "its running statistics '" << global.getSymName()
+                       << "' are updated by an earlier BatchNormalization too; PyTorch updates a "
+                          "module's buffers once per forward (give each node its own)";
+      zero::StoreOp::create(b, loc, stored, load.getGlobalAttr());
+    }
+    updated.push_back(stored);
+  }
+  for (int k = 1; k < node.output_size() && k < 3; ++k)
+    results.push_back(updated[k - 1]);
   return success();
 }
 

@@ -38,11 +38,12 @@ def fp16(a):
 
 
 def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None, bf16_io=False,
-         narrow=TensorProto.BFLOAT16, outputs=("y",)):
+         narrow=TensorProto.BFLOAT16, outputs=("y",), flags=()):
     """inputs: graph inputs (name, array), all with the same leading (sample)
     dimension; consts: initializers (name, array), i.e. constants (int, bool)
     or parameters (float); order: the node's input names if not inputs+consts;
-    outputs: the node's outputs, one of them y; ref: numpy reference of y."""
+    outputs: the node's outputs, one of them y; ref: numpy reference of y;
+    flags: more zcc flags."""
     consts = consts or []
     names = order or [n for n, _ in inputs] + [n for n, _ in consts]
     nodes = [helper.make_node(op, names, list(outputs), **(attrs or {}))]
@@ -81,7 +82,8 @@ def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None,
     shapes = []
     for n, a in inputs:
         shapes += ["--input-shape", f"{n}=" + "x".join(str(s) for s in a.shape)] if a.ndim else []
-    r = subprocess.run([zcc, os.path.join(d, "m.onnx"), "-o", os.path.join(d, "m.zplan")] + shapes,
+    r = subprocess.run([zcc, os.path.join(d, "m.onnx"), "-o", os.path.join(d, "m.zplan")] + shapes
+                       + list(flags),
                        capture_output=True, text=True)
     if r.returncode:
         return name, f"zcc failed: {r.stderr.strip()[:300]}"
@@ -465,13 +467,22 @@ results += [
     case("groupnorm_per_group", "GroupNormalization", [("x", xg)],
          gn_ref(xg, 2, np.repeat(sg[:2], 2), np.repeat(bg[:2], 2)),
          attrs={"num_groups": 2, "epsilon": 1e-5}, consts=[("s", sg[:2].copy()), ("b", bg[:2].copy())]),
+    # --batch-norm eval (model.eval()): the given statistics; the default
+    # (model.train()) evaluates with them too (zrun eval runs @forward), its
+    # running statistics frozen buffers as PyTorch's.
     case("batchnorm_eval", "BatchNormalization", [("x", x3b)],
          (x3b - bn_mean[:, None]) / np.sqrt(bn_var[:, None] + 1e-5) * sg[:3, None] + bg[:3, None],
-         consts=[("s", sg[:3].copy()), ("b", bg[:3].copy()), ("m", bn_mean), ("v", bn_var)]),
+         consts=[("s", sg[:3].copy()), ("b", bg[:3].copy()), ("m", bn_mean), ("v", bn_var)],
+         flags=["--batch-norm", "eval"]),
+    case("batchnorm_model_eval", "BatchNormalization", [("x", x3b)],
+         (x3b - bn_mean[:, None]) / np.sqrt(bn_var[:, None] + 1e-5) * sg[:3, None] + bg[:3, None],
+         consts=[("s", sg[:3].copy()), ("b", bg[:3].copy()), ("m", bn_mean), ("v", bn_var)],
+         flags=["--frozen", "^[mv]$"]),
     case("batchnorm_train", "BatchNormalization", [("x", x3b)],
          (x3b - x3b.mean((0, 2), keepdims=True)) / np.sqrt(x3b.var((0, 2), keepdims=True) + 1e-5) *
          sg[:3, None] + bg[:3, None], attrs={"training_mode": 1},
-         consts=[("s", sg[:3].copy()), ("b", bg[:3].copy()), ("m", bn_mean), ("v", bn_var)]),
+         consts=[("s", sg[:3].copy()), ("b", bg[:3].copy()), ("m", bn_mean), ("v", bn_var)],
+         flags=["--frozen", "^[mv]$"]),
     case("topk_values", "TopK", [("x", tk)], -np.sort(-tk, -1)[:, :3].astype(np.float64),
          consts=[("k", np.array([3], np.int64))], outputs=("y", "i")),
     case("topk_indices", "TopK", [("x", tk)], np.argsort(-tk, -1, kind="stable")[:, :3],
