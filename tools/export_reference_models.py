@@ -238,6 +238,136 @@ def vit_case(name="vit-tiny", B=4, nb=4, image=16, patch=4, labels=10):
                  ["logits"], "image-classifier", "mean cross-entropy over image labels", B=B)
 
 
+class ImageLogits(nn.Module):
+    """A Hugging Face classifier's logits from one named input (pixel_values, input_features)."""
+    def __init__(s, m, input_name="pixel_values"):
+        super().__init__(); s.m = m; s.input_name = input_name
+
+    def forward(s, x):
+        return s.m(**{s.input_name: x}).logits
+
+
+def running_stats(m):
+    """The running mean and variance of every BatchNorm of |m|, by buffer name."""
+    return {k: v.detach().double().flatten().tolist() for k, v in m.named_buffers()
+            if k.endswith("running_mean") or k.endswith("running_var")}
+
+
+def image_case(name, make_model, x, y, input_name="pixel_values", kind="image-classifier", B=4):
+    """A convolutional classifier (issue 53): generic_case's trajectories; "plain-w2", two
+    data-parallel ranks that each normalize with their own half's batch statistics (BatchNorm
+    without SyncBatchNorm) and average their losses; and, for models with BatchNorm, the running
+    statistics after the 20 "plain" steps (model.train() throughout, as train_ref leaves it)."""
+    made = []
+
+    def mk():
+        m = make_model()
+        made.append(m)
+        return m
+
+    def loss(m, b):
+        return ce(m(b[0]), b[1])
+
+    def loss_w2(m, b):
+        h = b[0].shape[0] // 2
+        return 0.5 * (loss(m, (b[0][:h], b[1][:h])) + loss(m, (b[0][h:], b[1][h:])))
+    generic_case(name, mk, make_model, {input_name: x}, y, loss, ["logits"], kind,
+                 "mean cross-entropy over labels",
+                 extra_refs=[("plain-w2", ns["VARIANTS"]["plain"], loss_w2)], B=B)
+    # made: generic_case's comparison model, then one per trajectory: plain, sched, plain-w2.
+    plain = made[-(len(ns["VARIANTS"]) + 1)]
+    stats = running_stats(plain)
+    if stats:
+        ns["report"][name]["running_stats_after_plain"] = stats
+
+
+def resnet_case(name="resnet-tiny", B=4, nb=4, image=32, labels=10):
+    """ResNet (Hugging Face's): 7x7 stride-2 stem, BatchNorm, 3x3 max-pool, basic blocks with
+    stride-2 shortcut convolutions, global average pool, classifier."""
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    def mk():
+        torch.manual_seed(0)
+        c = ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                         layer_type="basic", hidden_act="relu", downsample_in_first_stage=False,
+                         num_labels=labels)
+        return ImageLogits(ResNetForImageClassification(c))
+    g = torch.Generator().manual_seed(5301)
+    image_case(name, mk, torch.randn(nb, B, 3, image, image, generator=g),
+               torch.randint(0, labels, (nb, B), generator=g), B=B)
+
+
+def convnext_case(name="convnext-tiny", B=4, nb=4, image=16, labels=10):
+    """ConvNeXt (Hugging Face's): patchify stem, depthwise 7x7 convolutions, LayerNorm over
+    channels (channels-first) and in channels-last, inverted bottleneck with GELU, layer scale."""
+    from transformers import ConvNextConfig, ConvNextForImageClassification
+
+    def mk():
+        torch.manual_seed(0)
+        c = ConvNextConfig(num_channels=3, patch_size=2, hidden_sizes=[8, 16], depths=[1, 1],
+                           num_labels=labels, layer_scale_init_value=0.5, drop_path_rate=0.0,
+                           image_size=image)
+        return ImageLogits(ConvNextForImageClassification(c))
+    g = torch.Generator().manual_seed(5302)
+    image_case(name, mk, torch.randn(nb, B, 3, image, image, generator=g),
+               torch.randint(0, labels, (nb, B), generator=g), B=B)
+
+
+class UNetTiny(nn.Module):
+    """A UNet block as diffusers builds them: GroupNorm and SiLU before each convolution, a
+    stride-2 down convolution, a residual middle, nearest 2x upsampling then a convolution, the
+    skip connection concatenated, and a classifier on the mean."""
+    def __init__(s, c=8, labels=10):
+        super().__init__()
+        s.conv_in = nn.Conv2d(3, c, 3, padding=1)
+        s.norm1, s.down = nn.GroupNorm(4, c), nn.Conv2d(c, 2 * c, 3, stride=2, padding=1)
+        s.norm2, s.mid = nn.GroupNorm(4, 2 * c), nn.Conv2d(2 * c, 2 * c, 3, padding=1)
+        s.up = nn.Conv2d(2 * c, c, 3, padding=1)
+        s.norm3, s.conv_out = nn.GroupNorm(4, 2 * c), nn.Conv2d(2 * c, c, 3, padding=1)
+        s.head = nn.Linear(c, labels)
+
+    def forward(s, pixel_values):
+        h0 = s.conv_in(pixel_values)
+        h = s.down(F.silu(s.norm1(h0)))
+        h = h + s.mid(F.silu(s.norm2(h)))
+        h = s.up(F.interpolate(h, scale_factor=2.0, mode="nearest"))
+        h = s.conv_out(F.silu(s.norm3(torch.cat([h, h0], 1))))
+        return s.head(h.mean((2, 3)))
+
+
+def unet_case(name="unet-tiny", B=4, nb=4, image=16, labels=10):
+    def mk():
+        torch.manual_seed(0)
+        return UNetTiny(labels=labels)
+    g = torch.Generator().manual_seed(5303)
+    image_case(name, mk, torch.randn(nb, B, 3, image, image, generator=g),
+               torch.randint(0, labels, (nb, B), generator=g), B=B)
+
+
+def whisper_case(name="whisper-tiny", B=4, nb=4, mels=16, frames=32, labels=5):
+    """Whisper's encoder (Hugging Face's WhisperForAudioClassification): two Conv1d + GELU (the
+    second stride 2) over log-mel features, fixed sinusoidal positions (embed_positions does not
+    train: compile with --frozen embed_positions), pre-LN transformer layers, a projection, the
+    mean over time, a classifier."""
+    from transformers import WhisperConfig, WhisperForAudioClassification
+
+    def mk():
+        torch.manual_seed(0)
+        c = WhisperConfig(vocab_size=64, num_mel_bins=mels, encoder_layers=2,
+                          encoder_attention_heads=4, decoder_layers=1, decoder_attention_heads=4,
+                          d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=64,
+                          max_source_positions=frames // 2, max_target_positions=16,
+                          num_labels=labels, classifier_proj_size=32, dropout=0.0,
+                          attention_dropout=0.0, activation_dropout=0.0,
+                          use_weighted_layer_sum=False)
+        c._attn_implementation = "eager"
+        return ImageLogits(WhisperForAudioClassification(c), "input_features")
+    g = torch.Generator().manual_seed(5304)
+    image_case(name, mk, torch.randn(nb, B, mels, frames, generator=g),
+               torch.randint(0, labels, (nb, B), generator=g), input_name="input_features",
+               kind="audio-classifier", B=B)
+
+
 def t5_case(name="t5-tiny", B=4, nb=4, S=16, T=12, vocab=256):
     """T5 v1.1 (Flan-T5's form): encoder-decoder, relative position buckets, (unscaled) RMSNorm,
     gated-GELU feed-forward, an untied LM head; inputs input_ids and decoder_input_ids (the
@@ -426,6 +556,10 @@ cases = {
     "llama-tiny-packed": lambda: packed_case("llama-tiny-packed", llama(2, 64, 4, 2, 128, 256)),
     "gpt2-tiny-packed": lambda: packed_case("gpt2-tiny-packed", ns["gpt2"](2, 64, 4, 256)),
     "vit-tiny": vit_case,
+    "resnet-tiny": resnet_case,
+    "convnext-tiny": convnext_case,
+    "unet-tiny": unet_case,
+    "whisper-tiny": whisper_case,
     "t5-tiny": t5_case,
     "mixtral-tiny": mixtral_case,
     "qwen-moe-tiny": qwen_moe_case,

@@ -170,7 +170,11 @@ struct NodeEmitter {
   LogicalResult convTranspose();
   LogicalResult pool(bool max);
   LogicalResult globalPool(bool max);
-  LogicalResult groupNorm();
+  LogicalResult groupNorm(bool instance);
+  LogicalResult resize();
+  /// The slices of |x| at constant positions |rows| along |axis| (a
+  /// zero.gather; its gradient adds each row's back where it was read).
+  Value takeAlong(Value x, int64_t axis, ArrayRef<int64_t> rows);
   LogicalResult batchNorm();
   LogicalResult topK();
   LogicalResult argExtreme(bool max);

@@ -105,9 +105,8 @@ LogicalResult NodeEmitter::tile() {
 LogicalResult NodeEmitter::pad() {
   Value x = in(0);
   std::string mode = attrString(node, "mode", "constant");
-  if (mode != "constant")
-    return error() << "mode '" << mode << "' is not supported (only 'constant'; reflect and "
-                   << "edge padding are not implemented)";
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return error() << "mode '" << mode << "' is not one of constant, reflect, edge, wrap";
   std::vector<int64_t> pads;
   if (has(1)) {
     auto v = constInts(1, "pads");
@@ -157,6 +156,24 @@ LogicalResult NodeEmitter::pad() {
       x = zero::SliceOp::create(b, loc, x, b.getDenseI64ArrayAttr(start),
                                 b.getDenseI64ArrayAttr(limit), b.getDenseI64ArrayAttr(step));
       shape[axis] = end - begin;
+    }
+    if (mode != "constant") {
+      // Reflect (mirrored without the edge: PyTorch's reflect), edge
+      // (replicate) or wrap (circular): one gather of the positions along
+      // the axis, whose gradient sums back into the rows each one read.
+      if (before <= 0 && after <= 0)
+        continue;
+      int64_t len = shape[axis], period = 2 * (len - 1);
+      SmallVector<int64_t> rows;
+      for (int64_t p = -std::max<int64_t>(0, before); p < len + std::max<int64_t>(0, after); ++p) {
+        int64_t r = mode == "edge"   ? std::clamp<int64_t>(p, 0, len - 1)
+                    : mode == "wrap" ? ((p % len) + len) % len
+                    : period == 0    ? 0
+                                     : ((p % period) + period) % period;
+        rows.push_back(mode == "reflect" && r >= len ? period - r : r);
+      }
+      x = takeAlong(x, axis, rows);
+      continue;
     }
     SmallVector<Value> parts;
     auto fill = [&](int64_t n) {
@@ -433,13 +450,15 @@ static SmallVector<int64_t> channelShape(int64_t c, int64_t rank) {
 /// GroupNormalization: x [N, C, ...] as [N, G, C/G ...], a layer norm over
 /// the last axis (zero.layer_norm, unit scale), back to [N, C, ...], then
 /// the per-channel scale and bias (opset 21; opset 18's per-group ones are
-/// repeated over each group's channels).
-LogicalResult NodeEmitter::groupNorm() {
+/// repeated over each group's channels). InstanceNormalization (|instance|)
+/// is the same with a group per channel.
+LogicalResult NodeEmitter::groupNorm(bool instance) {
   Value x = in(0), scale = in(1), bias = in(2);
   if (failed(requireFloat(x)))
     return failure();
   auto xt = typeOf(x);
-  int64_t groups = attrInt(node, "num_groups", 0), rank = xt.getRank();
+  int64_t rank = xt.getRank();
+  int64_t groups = instance ? (rank > 1 ? xt.getDimSize(1) : 0) : attrInt(node, "num_groups", 0);
   if (rank < 3 || groups < 1 || xt.getDimSize(1) % groups != 0)
     return error() << "expects x [N, C, ...] with C divisible by num_groups " << groups << ", got "
                    << x.getType();

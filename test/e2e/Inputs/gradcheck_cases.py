@@ -184,6 +184,19 @@ cases = [
                             pads=[1, 1, 0, 0], ceil_mode=1)],
          [("a", r(1, 2, 6, 6))], (1, 2, 3, 3)),
     case("global_avgpool", [n("GlobalAveragePool", ["a"])], [("a", r(2, 3, 4, 5))], (2, 3, 1, 1)),
+    # Resize (bilinear, align_corners False) and Pad's reflect: gathers at
+    # constant positions; InstanceNormalization; BatchNormalization training
+    # (the batch's statistics; its running ones, frozen buffers, are updated).
+    case("resize_bilinear", [n("Resize", ["a", "", "", "sz"], mode="linear",
+                               coordinate_transformation_mode="pytorch_half_pixel")],
+         [("a", r(1, 2, 3, 4))], (1, 2, 5, 7), consts=[("sz", np.array([1, 2, 5, 7], np.int64))]),
+    case("pad_reflect", [n("Pad", ["a", "pads"], mode="reflect")], [("a", r(1, 2, 3, 4))],
+         (1, 2, 5, 7), consts=[("pads", np.array([0, 0, 1, 2, 0, 0, 1, 1], np.int64))]),
+    case("instance_norm", [n("InstanceNormalization", ["a", "s", "b"])],
+         [("a", r(2, 3, 4, 5)), ("s", r(3)), ("b", r(3))], (2, 3, 4, 5)),
+    case("batch_norm_train", [n("BatchNormalization", ["a", "s", "b", "m", "v"])],
+         [("a", r(3, 2, 4, 5)), ("s", r(2)), ("b", r(2))], (3, 2, 4, 5),
+         consts=[("m", r(2)), ("v", np.ones(2, np.float32))]),
 ]
 failed = [(n_, e) for n_, e in cases if e]
 for n_, e in cases:

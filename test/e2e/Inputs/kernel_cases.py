@@ -38,15 +38,18 @@ def fp16(a):
 
 
 def case(name, op, inputs, ref, attrs=None, consts=None, out_type=F, order=None, bf16_io=False,
-         narrow=TensorProto.BFLOAT16, outputs=("y",), flags=()):
+         narrow=TensorProto.BFLOAT16, outputs=("y",), flags=(), const_nodes=()):
     """inputs: graph inputs (name, array), all with the same leading (sample)
     dimension; consts: initializers (name, array), i.e. constants (int, bool)
     or parameters (float); order: the node's input names if not inputs+consts;
     outputs: the node's outputs, one of them y; ref: numpy reference of y;
-    flags: more zcc flags."""
+    flags: more zcc flags; const_nodes: (name, array) as Constant nodes (float
+    initializers would be parameters)."""
     consts = consts or []
     names = order or [n for n, _ in inputs] + [n for n, _ in consts]
-    nodes = [helper.make_node(op, names, list(outputs), **(attrs or {}))]
+    nodes = [helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v, n))
+             for n, v in const_nodes]
+    nodes.append(helper.make_node(op, names, list(outputs), **(attrs or {})))
     if bf16_io:
         # The op computes on bfloat16 tensors: float inputs are cast in, the
         # result cast out (graph input/output types stay float32).
@@ -401,6 +404,29 @@ cx7, cw7 = r(1, 2, 7, 7), r(3, 2, 4, 4)
 cx8, cw8 = r(1, 2, 4, 4, 3), r(2, 2, 2, 2, 2)
 
 
+def interp_ref(x, size, align_corners):
+    """PyTorch's bilinear F.interpolate (upsample_bilinear2d's arithmetic)."""
+    out = x.astype(np.float64)
+    for axis, o in zip((2, 3), size):
+        n = out.shape[axis]
+        res = []
+        for d in range(o):
+            if align_corners:
+                src = d * (n - 1) / (o - 1) if o > 1 else 0.0
+            else:
+                src = max((d + 0.5) * n / o - 0.5, 0.0)
+            x0 = min(int(np.floor(src)), n - 1)
+            x1 = x0 + (1 if x0 < n - 1 else 0)
+            l1 = src - x0
+            res.append(np.take(out, x0, axis) * (1 - l1) + np.take(out, x1, axis) * l1)
+        out = np.stack(res, axis)
+    return out
+
+
+# (Its own generator: the other cases' data stay as they were.)
+rz = np.random.default_rng(53).uniform(-2, 2, (2, 3, 3, 4)).astype(np.float32)
+
+
 def gn_ref(x, groups, scale, bias):
     g = x.astype(np.float64).reshape(x.shape[0], groups, -1)
     g = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
@@ -546,6 +572,33 @@ results += [
          attrs={"kernel_shape": [4], "strides": [4]}),
     case("global_avgpool", "GlobalAveragePool", [("x", px1)], px1.astype(np.float64).mean((2, 3), keepdims=True)),
     case("global_maxpool", "GlobalMaxPool", [("x", px1)], px1.astype(np.float64).max((2, 3), keepdims=True)),
+    # Resize (issue 53) against PyTorch's F.interpolate arithmetic: nearest
+    # (scale_factor: repeats; sizes: floor(dst x in / out)), bilinear with
+    # align_corners False (source clamped at 0, pytorch_half_pixel) and True.
+    case("resize_nearest_2x", "Resize", [("x", rz)], rz.repeat(2, 2).repeat(2, 3).astype(np.float64),
+         attrs={"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                "nearest_mode": "floor"},
+         order=["x", "", "scales"], const_nodes=[("scales", np.array([1, 1, 2, 2], np.float32))]),
+    case("resize_nearest_sizes", "Resize", [("x", rz)], rz[:, :, np.arange(5) * 3 // 5, :][:, :, :, np.arange(3) * 4 // 3].astype(np.float64),
+         attrs={"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                "nearest_mode": "floor"},
+         order=["x", "", "", "sizes"], consts=[("sizes", np.array([2, 3, 5, 3], np.int64))]),
+    case("resize_bilinear_2x", "Resize", [("x", rz)], interp_ref(rz, (6, 8), False),
+         attrs={"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"},
+         order=["x", "", "scales"], const_nodes=[("scales", np.array([1, 1, 2, 2], np.float32))]),
+    case("resize_bilinear_align_corners", "Resize", [("x", rz)], interp_ref(rz, (5, 7), True),
+         attrs={"mode": "linear", "coordinate_transformation_mode": "align_corners", "axes": [2, 3]},
+         order=["x", "", "", "sizes"], consts=[("sizes", np.array([5, 7], np.int64))]),
+    # Pad's other modes (np.pad's: reflect, edge, wrap) and InstanceNormalization.
+    case("pad_reflect", "Pad", [("x", rz)], np.pad(rz, ((0, 0), (0, 0), (2, 1), (1, 3)), "reflect").astype(np.float64),
+         attrs={"mode": "reflect"}, consts=[("pads", np.array([0, 0, 2, 1, 0, 0, 1, 3], np.int64))]),
+    case("pad_edge", "Pad", [("x", rz)], np.pad(rz, ((0, 0), (0, 0), (1, 2), (0, 0)), "edge").astype(np.float64),
+         attrs={"mode": "edge"}, consts=[("pads", np.array([0, 0, 1, 0, 0, 0, 2, 0], np.int64))]),
+    case("pad_wrap", "Pad", [("x", rz)], np.pad(rz, ((0, 0), (0, 0), (0, 0), (3, 2)), "wrap").astype(np.float64),
+         attrs={"mode": "wrap"}, consts=[("pads", np.array([0, 0, 0, 3, 0, 0, 0, 2], np.int64))]),
+    case("instance_norm", "InstanceNormalization", [("x", rz)],
+         gn_ref(rz, 3, sg[:3].astype(np.float64), bg[:3].astype(np.float64)),
+         consts=[("s", sg[:3].copy()), ("b", bg[:3].copy())]),
     case("conv_patches", "Conv", [("x", xi)],
          (patches + bp).reshape(1, 2, 2, 4).transpose(0, 3, 1, 2).astype(np.float64),
          attrs={"strides": [4, 4], "kernel_shape": [4, 4]}, consts=[("w", wp), ("bias", bp)]),
