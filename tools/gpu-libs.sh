@@ -13,3 +13,6 @@ if [ ! -d "$here/plans" ] && [ -f "$here/pd.tar.xz" ]; then
   tar xJf "$here/pd.tar.xz" -C "$here"
 fi
 export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
+# cuDNN (convolutions, runtime/cuda/Cudnn.cpp): PyTorch's pip packages hold one.
+cudnn_dir=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)
+[ -n "$cudnn_dir" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$cudnn_dir"

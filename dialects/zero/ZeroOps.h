@@ -88,6 +88,11 @@ bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to)
 /// `zero.training` grad_accum_steps), or 0 where the module does not say.
 int64_t gradAccumSteps(mlir::Operation *module);
 
+/// The output length of a convolution along one axis (0 when the dilated
+/// kernel does not fit the padded axis).
+int64_t convOutputSize(int64_t size, int64_t kernel, int64_t stride, int64_t dilation,
+                       int64_t before, int64_t after);
+
 /// Makes |func| an inference function: every zero.dropout becomes its input,
 /// and the "dropout_rng" input they read is removed.
 void eraseDropout(mlir::Operation *func);

@@ -994,5 +994,6 @@ def Zero_WaitOp : Zero_Op<"wait", [Pure, AllTypesMatch<["started", "result"]>]> 
 }
 
 include "ZeroMoeOps.td"
+include "ZeroConvOps.td"
 
 #endif // ZERO_OPS_TD

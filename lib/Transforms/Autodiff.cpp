@@ -391,6 +391,33 @@ LogicalResult Differentiator::backward(Operation *op) {
         }
         return success();
       })
+      .Case([&](ConvOp conv) { // the input's and the filter's gradients, cuDNN's dgrad, wgrad
+        Value xv = x(0), w = x(1);
+        if (needsGrad.contains(xv))
+          accumulate(loc, xv,
+                     ConvInputGradOp::create(b, loc, xv.getType(), g, w, conv.getStridesAttr(),
+                                             conv.getDilationsAttr(), conv.getPadsAttr(),
+                                             conv.getGroupsAttr()));
+        if (needsGrad.contains(w))
+          accumulate(loc, w,
+                     ConvFilterGradOp::create(b, loc, w.getType(), xv, g, conv.getStridesAttr(),
+                                              conv.getDilationsAttr(), conv.getPadsAttr(),
+                                              conv.getGroupsAttr()));
+        return success();
+      })
+      .Case([&](ConvInputGradOp t) { // ConvTranspose: its transpose is the convolution
+        Value gv = x(0), w = x(1);
+        if (needsGrad.contains(gv))
+          accumulate(loc, gv,
+                     ConvOp::create(b, loc, gv.getType(), g, w, t.getStridesAttr(),
+                                    t.getDilationsAttr(), t.getPadsAttr(), t.getGroupsAttr()));
+        if (needsGrad.contains(w))
+          accumulate(loc, w,
+                     ConvFilterGradOp::create(b, loc, w.getType(), g, gv, t.getStridesAttr(),
+                                              t.getDilationsAttr(), t.getPadsAttr(),
+                                              t.getGroupsAttr()));
+        return success();
+      })
       .Case([&](GroupedMatmulOp m) { // y_r = x_r W_e (W_e^T): per expert, as matmul's rule
         bool tb = m.getTransposeRhs();
         Value a = x(0), w = x(1), offsets = x(2);

@@ -166,6 +166,17 @@ FailureOr<KernelSpec> kernelFor(Operation *op) {
           return KernelSpec{KernelId::GroupedMatmul, {m.getTransposeRhs(), 1}, {}};
         return KernelSpec{KernelId::GroupedMatmul, {m.getTransposeRhs()}, {}};
       })
+      .Case<zero::ConvOp, zero::ConvInputGradOp, zero::ConvFilterGradOp>([&](auto c) {
+        // ints [groups, strides.., dilations.., pads before.., pads after..]
+        SmallVector<int64_t> ints = {c.getGroups()};
+        ints.append(c.getStrides().begin(), c.getStrides().end());
+        ints.append(c.getDilations().begin(), c.getDilations().end());
+        ints.append(c.getPads().begin(), c.getPads().end());
+        KernelId id = isa<zero::ConvOp>(c.getOperation())            ? KernelId::Conv
+                      : isa<zero::ConvInputGradOp>(c.getOperation()) ? KernelId::ConvInputGrad
+                                                                     : KernelId::ConvFilterGrad;
+        return KernelSpec{id, ints, {}};
+      })
       .Case([&](zero::GroupedMatmulRhsGradOp m) {
         return KernelSpec{KernelId::GroupedMatmulRhsGrad, {m.getTransposeRhs()}, {}};
       })

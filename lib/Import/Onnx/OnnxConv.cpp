@@ -1,8 +1,8 @@
 //===- OnnxConv.cpp - ONNX Conv and pooling as zero ops -----------------===//
 //
-// Conv as a patch embedding (one GEMM) or, in general, as a sum over the
-// kernel's taps of strided slices times the tap's filters; ConvTranspose as
-// the same over a zero-spread input with flipped filters; MaxPool and
+// Conv as a patch embedding (one GEMM) or, in general, zero.conv;
+// ConvTranspose as a sum over the kernel's taps of strided slices of a
+// zero-spread input times the flipped filters; MaxPool and
 // AveragePool over the same taps: slices, concatenations (padding),
 // matmuls and elementwise ops, whose gradients train them. Dispatched from
 // OnnxOps.cpp through OnnxOps.def.
@@ -44,7 +44,7 @@ LogicalResult NodeEmitter::conv() {
                (!pads || ((*pads)[d] == 0 && (*pads)[d + spatial] == 0));
   }
   if (!patches)
-    return convTaps();
+    return convGeneral();
   int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), m = wt.getDimSize(0);
   // x -> [N, C, S1/K1, K1, S2/K2, K2, ..] -> [N, S1/K1, S2/K2, .., C, K1, K2, ..]
   SmallVector<int64_t> cut = {n, c}, grid, permX = {0};
@@ -283,31 +283,56 @@ Value sumOfTaps(NodeEmitter &e, Value xl, ArrayRef<int64_t> shape, const Window 
 } // namespace
 
 /// Conv in general (1-D, 2-D, 3-D; explicit or auto_pad padding, stride,
-/// dilation, groups, bias) as a sum over the kernel's taps (sumOfTaps) of
-/// x in channels-last [N, S.., C], zero-padded (concatenations). The
-/// gradients are those ops' own (slices, concatenations, matmuls), so input,
-/// weight and bias train with no rule of their own; the result goes back to
-/// [N, M, O..].
-LogicalResult NodeEmitter::convTaps() {
+/// dilation, groups, bias): zero.conv, channels first, whose kernels are
+/// cuDNN's on the GPU and im2col GEMMs on the CPU, and whose gradients are
+/// zero.conv_input_grad and zero.conv_filter_grad. Padding that differs
+/// before and after an axis (auto_pad SAME, explicit asymmetric pads) is
+/// the same on both sides inside the op (cuDNN's convolutions pad
+/// symmetrically) and the rest zeros concatenated before it.
+LogicalResult NodeEmitter::convGeneral() {
   Value x = in(0), w = in(1);
   auto xt = typeOf(x), wt = typeOf(w);
   Type et = xt.getElementType();
   if (wt.getElementType() != et)
     return error() << "x and w differ in element type: " << x.getType() << ", " << w.getType();
-  const int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), m = wt.getDimSize(0),
-                cg = wt.getDimSize(1), groups = attrInt(node, "group", 1);
+  const int64_t c = xt.getDimSize(1), m = wt.getDimSize(0), cg = wt.getDimSize(1),
+                groups = attrInt(node, "group", 1);
   if (groups < 1 || c % groups || m % groups || cg * groups != c)
     return error() << "group " << groups << " does not split x's " << c << " channels into w's "
                    << cg << " per group and its " << m << " filters evenly";
   Window win;
   if (failed(windowOf(*this, xt.getShape().drop_front(2), wt.getShape().drop_front(2), win)))
     return failure();
-  SmallVector<int64_t> shape;
-  Value xl = paddedChannelsLast(*this, x, win, 0.0, shape);
-  Value y = sumOfTaps(*this, xl, shape, win, w, groups, /*flip=*/false);
-  if (failed(addBias(*this, y, m)))
-    return failure();
-  results.push_back(channelsFirst(*this, y, n, win, m));
+  SmallVector<int64_t> pads(2 * win.spatial);
+  for (int64_t d = 0; d < win.spatial; ++d) {
+    int64_t inside = std::min(win.before[d], win.after[d]);
+    pads[d] = pads[d + win.spatial] = inside;
+    for (int64_t side = 0; side < 2; ++side) {
+      int64_t extra = (side ? win.after[d] : win.before[d]) - inside;
+      if (!extra)
+        continue;
+      SmallVector<int64_t> shape(typeOf(x).getShape());
+      shape[2 + d] = extra;
+      Value zeros = splat(et, shape, 0.0);
+      x = zero::ConcatOp::create(b, loc,
+                                 side ? SmallVector<Value>{x, zeros} : SmallVector<Value>{zeros, x},
+                                 b.getI64IntegerAttr(2 + d));
+    }
+  }
+  SmallVector<int64_t> out = {xt.getDimSize(0), m};
+  out.append(win.out.begin(), win.out.end());
+  Value y = zero::ConvOp::create(
+      b, loc, RankedTensorType::get(out, et), x, w, b.getDenseI64ArrayAttr(win.stride),
+      b.getDenseI64ArrayAttr(win.dil), b.getDenseI64ArrayAttr(pads), b.getI64IntegerAttr(groups));
+  if (has(2)) {
+    Value bias = in(2);
+    if (typeOf(bias).getNumElements() != m)
+      return error() << "bias " << bias.getType() << " does not have " << m << " values";
+    SmallVector<int64_t> shape(win.spatial + 1, 1);
+    shape[0] = m;
+    y = zero::AddOp::create(b, loc, y, reshape(castTo(bias, et), shape));
+  }
+  results.push_back(y);
   return success();
 }
 

@@ -166,7 +166,7 @@ struct NodeEmitter {
   LogicalResult scatterND();
   LogicalResult mod();
   LogicalResult conv();
-  LogicalResult convTaps();
+  LogicalResult convGeneral();
   LogicalResult convTranspose();
   LogicalResult pool(bool max);
   LogicalResult globalPool(bool max);
