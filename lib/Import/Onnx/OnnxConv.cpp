@@ -1,10 +1,9 @@
 //===- OnnxConv.cpp - ONNX Conv and pooling as zero ops -----------------===//
 //
 // Conv as a patch embedding (one GEMM) or, in general, zero.conv;
-// ConvTranspose as a sum over the kernel's taps of strided slices of a
-// zero-spread input times the flipped filters; MaxPool and
-// AveragePool over the same taps: slices, concatenations (padding),
-// matmuls and elementwise ops, whose gradients train them. Dispatched from
+// ConvTranspose as zero.conv_input_grad; MaxPool and AveragePool over the
+// kernel's taps: strided slices of the padded input (concatenations)
+// combined by elementwise ops, whose gradients train them. Dispatched from
 // OnnxOps.cpp through OnnxOps.def.
 //
 //===----------------------------------------------------------------------===//
@@ -216,70 +215,6 @@ Value channelsFirst(NodeEmitter &e, Value y, int64_t n, const Window &w, int64_t
   return e.transposed(e.reshape(y, shape), toFirst);
 }
 
-/// y [rows, M] plus the node's bias (input 2) if it has one.
-LogicalResult addBias(NodeEmitter &e, Value &y, int64_t m) {
-  if (!e.has(2))
-    return success();
-  Value bias = e.in(2);
-  if (e.typeOf(bias).getNumElements() != m)
-    return e.error() << "bias " << bias.getType() << " does not have " << m << " values";
-  y = zero::AddOp::create(e.b, e.loc, y,
-                          e.reshape(e.castTo(bias, e.typeOf(y).getElementType()), {m}));
-  return success();
-}
-
-/// The sum over |win|'s taps of each tap's slice of |xl| (channels-last,
-/// padded, of |shape|) as rows [N O.., C] times the tap's filters: [N O.., M].
-/// |w| is Conv's [M, C/G, K..], or ConvTranspose's [C, M/G, K..] (|flip|:
-/// tap k reads the filters at K - 1 - k). One GEMM with one group, a
-/// per-channel product for a depthwise filter (C/G = M/G = 1), a batched GEMM
-/// over the groups otherwise.
-Value sumOfTaps(NodeEmitter &e, Value xl, ArrayRef<int64_t> shape, const Window &win, Value w,
-                int64_t groups, bool flip) {
-  auto &b = e.b;
-  auto wt = e.typeOf(w);
-  const int64_t spatial = win.spatial, c = shape.back(),
-                m = flip ? wt.getDimSize(1) * groups : wt.getDimSize(0), cg = c / groups,
-                mg = m / groups;
-  int64_t rows = shape.front();
-  for (int64_t o : win.out)
-    rows *= o;
-  // w -> [K.., A, B]: a tap's filters are contiguous.
-  SmallVector<int64_t> tapsFirst;
-  for (int64_t d = 0; d < spatial; ++d)
-    tapsFirst.push_back(2 + d);
-  tapsFirst.append({0, 1});
-  Value wl = e.transposed(w, tapsFirst);
-  Value y;
-  for (int64_t t = 0; t < win.taps(); ++t) {
-    Value lhs = e.reshape(tapOf(e, xl, shape, win, t), {rows, c});
-    SmallVector<int64_t> k = win.position(t);
-    SmallVector<int64_t> start(spatial + 2, 0), end(e.typeOf(wl).getShape()), step(spatial + 2, 1);
-    for (int64_t d = 0; d < spatial; ++d) {
-      start[d] = flip ? win.kernel[d] - 1 - k[d] : k[d];
-      end[d] = start[d] + 1;
-    }
-    Value tap = zero::SliceOp::create(b, e.loc, wl, b.getDenseI64ArrayAttr(start),
-                                      b.getDenseI64ArrayAttr(end), b.getDenseI64ArrayAttr(step));
-    Value term;
-    if (groups == 1) { // Conv's [M, C] transposed, ConvTranspose's [C, M] as it is
-      term = zero::MatmulOp::create(
-          b, e.loc, lhs,
-          e.reshape(tap, flip ? SmallVector<int64_t>{c, m} : SmallVector<int64_t>{m, c}), false,
-          !flip);
-    } else if (cg == 1 && mg == 1) {
-      term = zero::MulOp::create(b, e.loc, lhs, e.reshape(tap, {m}));
-    } else { // [G, rows, C/G] x [G, M/G, C/G]^T (or [G, C/G, M/G]) -> [rows, M]
-      Value grouped = e.transposed(e.reshape(lhs, {rows, groups, cg}), {1, 0, 2});
-      Value filters = e.reshape(tap, flip ? SmallVector<int64_t>{groups, cg, mg}
-                                          : SmallVector<int64_t>{groups, mg, cg});
-      Value prod = zero::MatmulOp::create(b, e.loc, grouped, filters, false, !flip);
-      term = e.reshape(e.transposed(prod, {1, 0, 2}), {rows, m});
-    }
-    y = y ? Value(zero::AddOp::create(b, e.loc, y, term)) : term;
-  }
-  return y;
-}
 } // namespace
 
 /// Conv in general (1-D, 2-D, 3-D; explicit or auto_pad padding, stride,
@@ -337,11 +272,11 @@ LogicalResult NodeEmitter::convGeneral() {
 }
 
 /// ConvTranspose (a decoder's upsampling; 1-D to 3-D, pads, output_padding,
-/// output_shape or auto_pad, stride, dilation, groups, bias): the convolution
-/// whose input gradient it is. x in channels-last with stride - 1 zeros
-/// between neighbours, padded by dilation x (K - 1) less the pads (plus
-/// output_padding after), then the taps' sum with the filters flipped and
-/// read as [C, M/G] (sumOfTaps). Gradients, again, from those ops.
+/// output_shape or auto_pad, stride, dilation, groups, bias): the input
+/// gradient of the convolution it transposes, zero.conv_input_grad (cuDNN's
+/// backward-data on the GPU), whose own gradients are that convolution and
+/// its filter gradient. Padding that differs before and after an axis is the
+/// same on both sides inside the op and the rest cropped after.
 LogicalResult NodeEmitter::convTranspose() {
   Value x = in(0), w = in(1);
   if (failed(requireFloat(x)) || failed(requireFloat(w)))
@@ -361,21 +296,18 @@ LogicalResult NodeEmitter::convTranspose() {
        dilations = attrInts(node, "dilations"), outPad = attrInts(node, "output_padding"),
        outShape = attrInts(node, "output_shape");
   std::string autoPad = attrString(node, "auto_pad", "NOTSET");
-  // The convolution over the zero-inserted input: stride 1, the dilation,
-  // padding dilation x (K - 1) - pads (+ output_padding after).
-  Window win;
-  win.spatial = spatial;
-  win.kernel.assign(wt.getShape().begin() + 2, wt.getShape().end());
-  win.stride.assign(spatial, 1), win.dil.assign(spatial, 1), win.extra.assign(spatial, 0);
-  win.before.assign(spatial, 0), win.after.assign(spatial, 0), win.out.assign(spatial, 0);
-  SmallVector<int64_t> stride(spatial, 1);
+  // The input gradient of the convolution of an [N, M, O..] input by w
+  // ([C, M/G, K..] is its [M', C'/G, K..]) that outputs x's [N, C, S..].
+  SmallVector<int64_t> stride(spatial), dil(spatial), inside(2 * spatial),
+      out = {n, m}, full = {n, m}, start(spatial + 2, 0);
   for (int64_t d = 0; d < spatial; ++d) {
-    int64_t size = xt.getDimSize(2 + d), s = strides ? (*strides)[d] : 1;
-    win.dil[d] = dilations ? (*dilations)[d] : 1;
-    int64_t span = win.dil[d] * (win.kernel[d] - 1) + 1, extra = outPad ? (*outPad)[d] : 0;
+    int64_t size = xt.getDimSize(2 + d), k = wt.getDimSize(2 + d);
+    int64_t s = strides ? (*strides)[d] : 1, dl = dilations ? (*dilations)[d] : 1;
+    int64_t span = dl * (k - 1) + 1, extra = outPad ? (*outPad)[d] : 0;
     int64_t pb = pads ? (*pads)[d] : 0, pe = pads ? (*pads)[d + spatial] : 0;
-    if (s < 1 || win.dil[d] < 1 || extra < 0 || extra >= std::max(s, win.dil[d]))
-      return error() << "strides and dilations must be positive, output_padding below them";
+    if (s < 1 || dl < 1 || pb < 0 || pe < 0 || extra < 0 || extra >= s)
+      return error() << "strides and dilations must be positive, pads not negative and "
+                        "output_padding below the stride";
     if (outShape || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
       int64_t want = outShape ? (*outShape)[outShape->size() - spatial + d] : size * s;
       int64_t total = s * (size - 1) + extra + span - want;
@@ -388,40 +320,35 @@ LogicalResult NodeEmitter::convTranspose() {
       return error() << "auto_pad '" << autoPad
                      << "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID";
     }
-    stride[d] = s;
-    win.before[d] = span - 1 - pb;
-    win.after[d] = span - 1 - pe + extra;
-    if (win.before[d] < 0 || win.after[d] < 0)
-      return error() << "pads larger than the dilated kernel less one (" << span - 1
-                     << ") on spatial axis " << d << " are not supported";
-    win.out[d] = (size - 1) * s + 1 + win.before[d] + win.after[d] - span + 1;
+    int64_t o = s * (size - 1) + extra + span - pb - pe;
+    if (o < 1)
+      return error() << "the pads leave spatial axis " << d << " empty";
+    // Symmetric padding inside the op (cuDNN's); the rest cropped after.
+    int64_t sym = std::min(pb, pe);
+    stride[d] = s, dil[d] = dl, inside[d] = inside[d + spatial] = sym;
+    out.push_back(o);
+    full.push_back(o + (pb - sym) + (pe - sym));
+    start[2 + d] = pb - sym;
   }
-  // x [N, C, S..] -> [N, S.., C] with stride - 1 zeros after each element,
-  // then padded as the window says.
-  SmallVector<int64_t> shape;
-  Value xl = channelsLast(*this, x, shape);
-  for (int64_t d = 0; d < spatial; ++d) {
-    if (stride[d] == 1)
-      continue;
-    SmallVector<int64_t> split(shape);
-    split.insert(split.begin() + 2 + d, 1);
-    SmallVector<int64_t> zeros(split);
-    zeros[2 + d] = stride[d] - 1;
-    Value spread = zero::ConcatOp::create(
-        b, loc, ValueRange{reshape(xl, split), splat(et, zeros, 0.0)}, b.getI64IntegerAttr(2 + d));
-    SmallVector<int64_t> flat(shape);
-    flat[1 + d] *= stride[d];
-    SmallVector<int64_t> start(shape.size(), 0), end(flat), step(shape.size(), 1);
-    end[1 + d] = (shape[1 + d] - 1) * stride[d] + 1;
-    xl = zero::SliceOp::create(b, loc, reshape(spread, flat), b.getDenseI64ArrayAttr(start),
-                               b.getDenseI64ArrayAttr(end), b.getDenseI64ArrayAttr(step));
-    shape[1 + d] = end[1 + d];
+  Value y = zero::ConvInputGradOp::create(
+      b, loc, RankedTensorType::get(full, et), x, w, b.getDenseI64ArrayAttr(stride),
+      b.getDenseI64ArrayAttr(dil), b.getDenseI64ArrayAttr(inside), b.getI64IntegerAttr(groups));
+  if (full != out) {
+    SmallVector<int64_t> end(out), step(spatial + 2, 1);
+    for (int64_t d = 0; d < spatial + 2; ++d)
+      end[d] += start[d];
+    y = zero::SliceOp::create(b, loc, y, b.getDenseI64ArrayAttr(start), b.getDenseI64ArrayAttr(end),
+                              b.getDenseI64ArrayAttr(step));
   }
-  xl = padded(*this, xl, win, 0.0, shape);
-  Value y = sumOfTaps(*this, xl, shape, win, w, groups, /*flip=*/true);
-  if (failed(addBias(*this, y, m)))
-    return failure();
-  results.push_back(channelsFirst(*this, y, n, win, m));
+  if (has(2)) {
+    Value bias = in(2);
+    if (typeOf(bias).getNumElements() != m)
+      return error() << "bias " << bias.getType() << " does not have " << m << " values";
+    SmallVector<int64_t> shape(spatial + 1, 1);
+    shape[0] = m;
+    y = zero::AddOp::create(b, loc, y, reshape(castTo(bias, et), shape));
+  }
+  results.push_back(y);
   return success();
 }
 

@@ -54,6 +54,18 @@ zcc::plan_stats::RoutedShare zcc::plan_stats::routedShares(ModuleOp module, cons
 double zcc::plan_stats::matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf,
                                     const RoutedShare *share) {
   StringRef name = kernel.getName();
+  auto typeAt = [&](Attribute a) { return typeOf.lookup(cast<FlatSymbolRefAttr>(a).getAttr()); };
+  if (name == "conv" || name == "conv_input_grad" || name == "conv_filter_grad") {
+    // Each direction: 2 x the forward's outputs x (C / G x K..) per output.
+    RankedTensorType y = name == "conv"            ? typeAt(kernel.getOutputs()[0])
+                         : name == "conv_input_grad" ? typeAt(kernel.getInputs()[0])
+                                                     : typeAt(kernel.getInputs()[1]);
+    RankedTensorType w = name == "conv_filter_grad" ? typeAt(kernel.getOutputs()[0])
+                                                    : typeAt(kernel.getInputs()[1]);
+    if (!y || !w || w.getRank() < 3)
+      return 0;
+    return 2.0 * (double)y.getNumElements() * (double)(w.getNumElements() / w.getDimSize(0));
+  }
   if (!(name == "matmul" || name == "matmul_bias" || name == "matmul_add" ||
         name == "matmul_bgrad" || name == "matmul_bias_gelu" || name == "matmul_gelu_grad" ||
         name == "grouped_matmul" || name == "grouped_matmul_rhs_grad"))

@@ -32,8 +32,9 @@ int64_t tokensPerRankStep(mlir::ModuleOp module, int64_t accum);
 using RoutedShare = llvm::DenseMap<mlir::StringAttr, double>;
 RoutedShare routedShares(mlir::ModuleOp module, const TypeMap &typeOf);
 
-/// A matmul-family kernel's FLOPs (2 x batch x M x N x K), else 0; a grouped
-/// GEMM over a rank's routed rows counts the rows it uses on average (|share|).
+/// A matmul-family or convolution kernel's FLOPs (2 x batch x M x N x K; a
+/// convolution's 2 x outputs x C/G x K..), else 0; a grouped GEMM over a
+/// rank's routed rows counts the rows it uses on average (|share|).
 double matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &typeOf,
                    const RoutedShare *share = nullptr);
 
