@@ -57,11 +57,11 @@ double zcc::plan_stats::matmulFlops(zcc::zrt::KernelOp kernel, const TypeMap &ty
   auto typeAt = [&](Attribute a) { return typeOf.lookup(cast<FlatSymbolRefAttr>(a).getAttr()); };
   if (name == "conv" || name == "conv_input_grad" || name == "conv_filter_grad") {
     // Each direction: 2 x the forward's outputs x (C / G x K..) per output.
-    RankedTensorType y = name == "conv"            ? typeAt(kernel.getOutputs()[0])
+    RankedTensorType y = name == "conv"              ? typeAt(kernel.getOutputs()[0])
                          : name == "conv_input_grad" ? typeAt(kernel.getInputs()[0])
                                                      : typeAt(kernel.getInputs()[1]);
-    RankedTensorType w = name == "conv_filter_grad" ? typeAt(kernel.getOutputs()[0])
-                                                    : typeAt(kernel.getInputs()[1]);
+    RankedTensorType w =
+        name == "conv_filter_grad" ? typeAt(kernel.getOutputs()[0]) : typeAt(kernel.getInputs()[1]);
     if (!y || !w || w.getRank() < 3)
       return 0;
     return 2.0 * (double)y.getNumElements() * (double)(w.getNumElements() / w.getDimSize(0));
