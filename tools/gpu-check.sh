@@ -137,6 +137,13 @@ agree gpt2-z3-w4-hpz gpt2-z3-w4-hpz.zplan 1e-5 gpt2 "$gpt2 --steps 8"
 agree gpt2-z3-w4-qwz gpt2-z3-w4-qwz.zplan 1e-4 gpt2 "$gpt2 --steps 8"
 agree gpt2-z3-w4-qgz gpt2-z3-w4-qgz.zplan 1e-4 gpt2 "$gpt2 --steps 8"
 agree lm-padded-bf16 lm-padded-bf16.zplan 1e-2
+# Convolutions through cuDNN and BatchNorm's training (issue 53): a small CNN
+# (test/e2e/Inputs/batchnorm_model.py), fp32 and bf16, and SyncBatchNorm over 2
+# in-process ranks at ZeRO-3.
+bn="--data x=$D/bn.x.npy --data labels=$D/bn.labels.npy --steps 8"
+agree bn-conv bn-conv.zplan 1e-4 bn "$bn"
+agree bn-conv-bf16 bn-conv-bf16.zplan 2e-2 bn "$bn"
+agree bn-sync-w2 bn-sync-w2.zplan 1e-4 bn "$bn"
 # Mixtures of experts routed dropless: the CUDA route and grouped GEMMs against the CPU's.
 for name in mixtral-tiny qwen-moe-tiny; do
   moe="--data input_ids=$D/$name.input_ids.npy --data labels=$D/$name.labels.npy --steps 8"

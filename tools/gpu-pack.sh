@@ -161,6 +161,14 @@ $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --optimizer-in-back
   -o "$out/plans/llama-fused-after.zplan"
 $zcc $E/llama-tiny.onnx --micro-batch 4 $llama --target cuda --precision bf16 \
   --optimizer-in-backward=off -o "$out/plans/llama-fused-bf16-after.zplan"
+# A small CNN with BatchNorm (issue 53; gpu-check's bn-* cases).
+/usr/bin/python3 test/e2e/Inputs/batchnorm_model.py "$out/bn.onnx" "$out/data/bn" 8
+bnflags="--loss cross-entropy --frozen running --target cuda"
+$zcc "$out/bn.onnx" --micro-batch 8 $bnflags -o "$out/plans/bn-conv.zplan"
+$zcc "$out/bn.onnx" --micro-batch 8 $bnflags --precision bf16 -o "$out/plans/bn-conv-bf16.zplan"
+$zcc "$out/bn.onnx" --micro-batch 4 $bnflags --world-size 2 --zero-stage 3 --batch-norm sync \
+  --stage3-param-persistence-threshold 0 -o "$out/plans/bn-sync-w2.zplan"
+rm "$out/bn.onnx" "$out/data/bn.expected.json"
 # The architectures of issue 21 (test/e2e/architectures.test's flags): fp32
 # and bf16 with --target cuda, and ZeRO-3 over two in-process ranks.
 arch() { # name zcc-flags... (the references' plain trajectory: AdamW, lr 1e-3, weight decay 0.01)
