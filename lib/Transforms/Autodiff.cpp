@@ -597,7 +597,6 @@ struct ZeroAutodiffPass : zcc::impl::ZeroAutodiffBase<ZeroAutodiffPass> {
     mb.setInsertionPointAfter(forward);
     auto step = cast<func::FuncOp>(mb.clone(*forward));
     step.setSymName("micro_step");
-    // @forward is the evaluation (inference): its dropout is the identity.
     // @forward evaluates (dropout off, BatchNorm's running statistics);
     // @micro_step trains (batch statistics, which update them).
     selectMode(forward, /*training=*/false);
